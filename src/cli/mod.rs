@@ -2,10 +2,20 @@
 
 use std::process::ExitCode;
 
+use std::io::Write;
+
 use clap::{Parser, Subcommand};
 
+mod crd;
+
+pub use crd::crd_yaml;
+
 #[derive(Debug, Parser)]
-#[command(name = "ocifit", version, about = "Gives every Kubernetes node the container image built for it")]
+#[command(
+    name = "ocifit",
+    version,
+    about = "Gives every Kubernetes node the container image built for it"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -19,6 +29,16 @@ pub enum Command {
 
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Crd => ExitCode::SUCCESS,
+        Command::Crd => match crd_yaml() {
+            Ok(yaml) => {
+                // A closed stdout (e.g. `| head`) is not worth a panic.
+                let _ = std::io::stdout().write_all(yaml.as_bytes());
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("error: failed to render the CRD as YAML: {err}");
+                ExitCode::from(2)
+            }
+        },
     }
 }

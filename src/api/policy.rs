@@ -243,3 +243,54 @@ pub struct ClassMatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_policy_reads_as_a_typed_policy() {
+        let policy: ImageSelectionPolicy =
+            serde_saphyr::from_str(include_str!("../../example/policy.yaml")).unwrap();
+        assert_eq!(policy.metadata.name.as_deref(), Some("flavors"));
+        assert_eq!(policy.spec.target_image, "placeholder:latest");
+        assert_eq!(
+            policy.spec.artifact.reference.as_deref(),
+            Some("127.0.0.1:5000/ocifit/flavor-compat:v1")
+        );
+    }
+
+    #[test]
+    fn omitted_choices_default_to_pin_and_deny() {
+        let spec: ImageSelectionPolicySpec = serde_json::from_value(serde_json::json!({
+            "artifact": {"ref": "registry.example.com/acme/app-compat:v1"},
+            "targetImage": "placeholder:latest"
+        }))
+        .unwrap();
+        assert_eq!(spec.on_unpinned, OnUnpinned::Pin);
+        assert_eq!(spec.on_no_match, OnNoMatch::Deny);
+        assert!(!spec.include_init_containers);
+        assert!(spec.node_selector.is_empty());
+    }
+
+    #[test]
+    fn status_rows_serialize_with_the_documented_field_names() {
+        let row = ClassStatus {
+            name: "c-3f9a1c".into(),
+            labels: BTreeMap::from([("kubernetes.io/arch".into(), "amd64".into())]),
+            nodes: 2,
+            image: Some("debian:11".into()),
+            matched: Some(ClassMatch {
+                index: 0,
+                tag: "debian:11".into(),
+                weight: 0,
+                description: None,
+            }),
+            reason: None,
+        };
+        let json = serde_json::to_value(&row).unwrap();
+        assert_eq!(json["match"]["tag"], "debian:11");
+        assert_eq!(json["image"], "debian:11");
+        assert!(json.get("reason").is_none());
+    }
+}

@@ -12,7 +12,7 @@ use super::inputs::Features;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Miss {
     pub(crate) reason: String,
-    pub(crate) at: Location,
+    pub(crate) at: Box<Location>,
 }
 
 impl CompatSet {

@@ -77,14 +77,14 @@ fn evaluate_terms(base: &Location, terms: &[Term], features: &Features) -> Resul
             };
             return Err(Miss {
                 reason: miss.reason,
-                at: Location {
+                at: Box::new(Location {
                     term: Some(t),
                     feature: Some(term.feature.clone()),
                     match_name: key.is_none() && op.is_some(),
                     key,
                     op,
                     ..base.clone()
-                },
+                }),
             });
         }
     }

@@ -154,14 +154,14 @@ impl Rule {
                 if check != Check::Pass {
                     return Err(Miss {
                         reason: expr.why(&format!("label {key:?}"), input, check),
-                        at: Location {
+                        at: Box::new(Location {
                             rule: Some(r),
                             term: Some(t),
                             expression: Some(e),
                             key: Some(key.clone()),
                             op: Some(expr.spelled.clone()),
                             ..base.clone()
-                        },
+                        }),
                     });
                 }
             }

@@ -96,13 +96,18 @@ pub(crate) fn parse_version(s: &str) -> Option<Version> {
         None => s,
     };
     let mut parts = [0u64; 3];
-    let mut count = 0;
-    for part in core.split('.') {
-        if count == 3 || part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
+    let mut numbers = core.split('.');
+    for slot in &mut parts {
+        match numbers.next() {
+            Some(part) if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) => {
+                *slot = part.parse().ok()?;
+            }
+            Some(_) => return None,
+            None => break,
         }
-        parts[count] = part.parse().ok()?;
-        count += 1;
+    }
+    if numbers.next().is_some() {
+        return None;
     }
     Some(Version(parts[0], parts[1], parts[2]))
 }

@@ -174,7 +174,7 @@ fn outcome(
     let (status, reason, failure) = match why {
         None => (SetStatus::Matched, None, None),
         Some(Why::Skip(reason)) => (SetStatus::Skipped, Some(reason), None),
-        Some(Why::Miss(miss)) => (SetStatus::NotMatched, Some(miss.reason), Some(miss.at)),
+        Some(Why::Miss(miss)) => (SetStatus::NotMatched, Some(miss.reason), Some(*miss.at)),
         Some(Why::NoSet(0)) => (
             SetStatus::NotMatched,
             Some("its artifact lists no compatibility set".to_owned()),

@@ -479,3 +479,20 @@ fn nfd_rules_read_features_projected_from_labels_without_node_feature_objects() 
         "instance features cannot be projected"
     );
 }
+
+#[test]
+fn versions_read_one_to_three_numbers_and_ignore_any_suffix() {
+    use crate::engine::op::parse_version;
+    let v = |s: &str| parse_version(s);
+    assert_eq!(v("6"), v("6.0.0"));
+    assert_eq!(v("v6.8"), v("6.8.0"));
+    assert_eq!(v("6.8.0-45-generic"), v("6.8.0"));
+    assert_eq!(v("4.18.0-513.el8.x86_64"), v("4.18.0"));
+    assert_eq!(v("1.2.3+build.7"), v("1.2.3"));
+    assert!(v("6.10") > v("6.9"));
+    for bad in [
+        "", "v", "six", "6.", ".6", "6..1", "1.2.3.4", "6-", "6.x", "-1",
+    ] {
+        assert_eq!(v(bad), None, "{bad:?}");
+    }
+}

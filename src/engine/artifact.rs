@@ -17,6 +17,12 @@ pub struct Artifact {
     sets: Vec<CompatSet>,
 }
 
+// The controller shares artifacts between tasks in an `Arc`.
+const _: fn() = || {
+    fn shareable<T: Send + Sync + 'static>() {}
+    shareable::<Artifact>();
+};
+
 /// One compatibility set: a candidate (its tag) and the rules a node must meet for it.
 #[derive(Clone, Debug)]
 pub struct CompatSet {

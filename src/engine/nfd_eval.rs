@@ -277,7 +277,7 @@ fn check_names(term: &Term, features: &Features) -> Result<(), TermMiss> {
 }
 
 /// Every element name of a feature: flags, attributes and the attribute names of its instances.
-pub(crate) fn element_names<'a>(feature: &str, features: &'a Features) -> BTreeSet<&'a str> {
+fn element_names<'a>(feature: &str, features: &'a Features) -> BTreeSet<&'a str> {
     let mut names = BTreeSet::new();
     if let Some(flags) = features.flags.get(feature) {
         names.extend(flags.iter().map(String::as_str));

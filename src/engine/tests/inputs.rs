@@ -149,3 +149,13 @@ fn node_feature_objects_take_precedence_over_labels() {
     assert_eq!(source, FeatureSource::NodeFeature);
     assert_eq!(*features, Features::default());
 }
+
+#[test]
+fn node_feature_is_a_kube_resource_at_nfd_api_path() {
+    use kube::Resource;
+    assert_eq!(
+        NodeFeature::url_path(&(), Some("node-feature-discovery")),
+        "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/node-feature-discovery/nodefeatures"
+    );
+    assert_eq!(NodeFeature::kind(&()), "NodeFeature");
+}

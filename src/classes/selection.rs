@@ -10,6 +10,7 @@
 //! scheduler would silently treat a malformed requirement as "matches nothing", this module
 //! returns an error instead, so the webhook can deny the pod with a message rather than guess.
 
+mod pin;
 mod requirement;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{Node, PodSpec};
 use kube::core::{ObjectMeta, PartialObjectMeta};
 
+pub use pin::{ClassSelector, pin};
 use requirement::Term;
 
 /// What node selection reads of a node: its name and its labels.
@@ -182,6 +184,12 @@ pub enum SelectionError {
         /// What is wrong with it.
         problem: RequirementProblem,
     },
+    /// Pinning was asked with no target class.
+    #[error("no node class to pin the pod to")]
+    NoTargetClass,
+    /// The pod's required node affinity, restricted to the target classes, matches no node.
+    #[error("the pod's required node affinity matches no node of the target classes")]
+    PinMatchesNoNode,
 }
 
 /// The two lists of requirements a node selector term has.

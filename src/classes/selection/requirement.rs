@@ -101,6 +101,14 @@ impl Term {
     pub(super) fn is_empty(&self) -> bool {
         self.labels.is_empty() && self.names.is_empty()
     }
+
+    pub(super) fn label_requirements(&self) -> &[LabelRequirement] {
+        &self.labels
+    }
+
+    pub(super) fn name_requirements(&self) -> &[NameRequirement] {
+        &self.names
+    }
 }
 
 impl fmt::Display for Term {
@@ -168,6 +176,10 @@ impl LabelRequirement {
             key: raw.key.clone(),
             test,
         })
+    }
+
+    pub(super) fn key(&self) -> &str {
+        &self.key
     }
 
     /// Whether a node whose label `key` has `value` (or is absent) satisfies the requirement.

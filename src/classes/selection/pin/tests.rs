@@ -279,3 +279,5 @@ fn invalid_existing_affinity_is_reported_not_pinned() {
         "invalid required node affinity: nodeSelectorTerms[0].matchExpressions[0] (zone Equals [a])"
     ));
 }
+
+mod property;

@@ -47,6 +47,10 @@ pub struct NodeClass {
     pub labels: BTreeMap<String, String>,
     /// The names of its nodes, sorted.
     pub nodes: Vec<String>,
+    /// The label values that pick exactly the nodes with this class's values (`None` where the
+    /// nodes lack the label: `DoesNotExist`), for pinning a pod with node affinity; `None` when
+    /// the class also depends on NFD features, which labels cannot express (pin by node name).
+    pub selector: Option<BTreeMap<String, Option<String>>>,
     /// The inputs of its first node by name: evaluating them answers for every node.
     pub inputs: NodeInputs,
 }
@@ -82,6 +86,7 @@ where
             Some(NodeClass {
                 name: format!("c-{}", &hex(&digest)[..digits]),
                 labels: key.labels(),
+                selector: key.features.is_empty().then(|| key.labels.clone()),
                 inputs: (*first).clone(),
                 nodes: members.iter().map(|(name, _)| (*name).to_owned()).collect(),
             })

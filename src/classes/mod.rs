@@ -2,3 +2,4 @@
 //! evaluated once; and which nodes a pod's nodeSelector and required node affinity allow. Pure.
 
 pub mod grouping;
+pub mod selection;

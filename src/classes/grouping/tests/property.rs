@@ -2,7 +2,7 @@
 //! NodeFeature features or label-projected ones, over a small alphabet) and random artifacts
 //! (both formats, a small set of operators; one artifact or several candidates) are evaluated
 //! once per class and once per node, with a platform filter that depends on the arch; the whole
-//! explanation must be equal.
+//! explanation must be equal. A class's label selector picks exactly its nodes.
 
 use std::collections::BTreeMap;
 
@@ -215,6 +215,23 @@ fn assert_classes_answer_for_every_node(
         }
     }
     prop_assert_eq!(seen, nodes.len());
+    for class in classes
+        .iter()
+        .filter_map(|c| Some((c, c.selector.as_ref()?)))
+    {
+        let (class, selector) = class;
+        for (name, node) in names.iter().zip(nodes) {
+            let picked = selector
+                .iter()
+                .all(|(k, v)| node.labels.get(k) == v.as_ref());
+            prop_assert_eq!(
+                picked,
+                class.nodes.contains(name),
+                "selector of {}",
+                class.name
+            );
+        }
+    }
     Ok(())
 }
 

@@ -215,11 +215,10 @@ fn assert_classes_answer_for_every_node(
         }
     }
     prop_assert_eq!(seen, nodes.len());
-    for class in classes
-        .iter()
-        .filter_map(|c| Some((c, c.selector.as_ref()?)))
-    {
-        let (class, selector) = class;
+    for class in &classes {
+        let Some(selector) = &class.selector else {
+            continue;
+        };
         for (name, node) in names.iter().zip(nodes) {
             let picked = selector
                 .iter()

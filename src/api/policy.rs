@@ -60,7 +60,7 @@ pub struct ImageSelectionPolicySpec {
 
     /// The placeholder image. Containers of opted-in pods whose image equals it are given the image
     /// resolved for their node class.
-    #[schemars(length(min = 1), regex(pattern = r"^\S+$"))]
+    #[schemars(length(min = 1, max = 512), regex(pattern = r"^\S+$"))]
     pub target_image: String,
 
     /// Which nodes count for this policy (labels that must all match). Empty: every node except
@@ -80,7 +80,7 @@ pub struct ImageSelectionPolicySpec {
 
     /// Image used where no candidate is compatible, instead of applying onNoMatch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1), regex(pattern = r"^\S+$"))]
+    #[schemars(length(min = 1, max = 512), regex(pattern = r"^\S+$"))]
     pub fallback_image: Option<String>,
 
     /// Also replace the placeholder in init containers (regular containers always are).
@@ -97,7 +97,7 @@ pub struct ArtifactSource {
     /// OCI reference of one compatibility artifact (ocifit JSON or NFD image-compatibility) listing
     /// the candidate images, by tag or digest, e.g. `registry.example.com/acme/app-compat:v1`.
     #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1), regex(pattern = r"^\S+$"))]
+    #[schemars(length(min = 1, max = 512), regex(pattern = r"^\S+$"))]
     pub reference: Option<String>,
 
     /// Candidate images, each carrying its own NFD image-compatibility artifact attached through
@@ -127,7 +127,7 @@ pub struct ArtifactSource {
 #[serde(rename_all = "camelCase")]
 pub struct Candidate {
     /// The image reference, by tag or digest; its NFD artifact is found through its referrers.
-    #[schemars(length(min = 1), regex(pattern = r"^\S+$"))]
+    #[schemars(length(min = 1, max = 512), regex(pattern = r"^\S+$"))]
     pub image: String,
 
     /// Preference among fitting candidates: the highest weight wins, then the first listed.

@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use tokio::signal::unix::{SignalKind, signal};
+
 use crate::cluster::{Cluster, ClusterBuilder};
 use crate::error::{Error, Result};
 use crate::registry::Registry;
@@ -53,7 +55,8 @@ pub fn summary(cluster: &Cluster) -> String {
     text
 }
 
-/// Starts the cluster, prints its summary and keeps it until Ctrl-C (then removes everything).
+/// Starts the cluster, prints its summary and keeps it until Ctrl-C or SIGTERM (then removes
+/// everything).
 pub async fn run_until_interrupted(builder: ClusterBuilder) -> Result<()> {
     let cluster = builder.start().await?;
     println!("{}", summary(&cluster));
@@ -61,12 +64,16 @@ pub async fn run_until_interrupted(builder: ClusterBuilder) -> Result<()> {
         "logs: {}/logs; press Ctrl-C to stop and remove it",
         cluster.dir().display()
     );
-    tokio::signal::ctrl_c().await.map_err(|source| Error::Io {
-        action: "wait for",
-        path: "Ctrl-C".into(),
-        source,
-    })?;
+    stop_requested().await.map_err(Error::Signal)?;
     drop(cluster);
     println!("stopped");
     Ok(())
+}
+
+async fn stop_requested() -> std::io::Result<()> {
+    let mut terminate = signal(SignalKind::terminate())?;
+    tokio::select! {
+        interrupted = tokio::signal::ctrl_c() => interrupted,
+        _ = terminate.recv() => Ok(()),
+    }
 }

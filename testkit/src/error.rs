@@ -98,6 +98,9 @@ pub enum Error {
         /// The parser's or serialiser's message.
         message: String,
     },
+    /// Ctrl-C or SIGTERM cannot be listened for.
+    #[error("failed to listen for Ctrl-C or SIGTERM")]
+    Signal(#[source] std::io::Error),
     /// The cluster shared by a test binary's tests failed to start (its error, as first reported).
     #[error("the shared test cluster failed to start: {0}")]
     SharedStart(String),

@@ -234,8 +234,16 @@ impl RegistryBuilder {
 impl Registry {
     /// Points regctl at plain HTTP and logs both clients in.
     async fn configure_clients(&self) -> Result<()> {
-        self.regctl(["registry", "set", "--tls", "disabled", &self.addr])
-            .await?;
+        // No connectivity check yet: behind auth it fails until the login below.
+        self.regctl([
+            "registry",
+            "set",
+            "--skip-check",
+            "--tls",
+            "disabled",
+            &self.addr,
+        ])
+        .await?;
         if let Some(credentials) = &self.credentials {
             let login = |user: &'static str, pass: &'static str| {
                 vec![

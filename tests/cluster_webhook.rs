@@ -28,7 +28,7 @@ use tokio_rustls::TlsAcceptor;
 
 static CLUSTER: SharedCluster = SharedCluster::new(|| Cluster::builder().with_all_controllers());
 
-const ENABLED: &str = "oci.image.compatibilities.selection/enabled";
+const ENABLED: &str = ocifit::api::pod::ENABLED_LABEL;
 const PLACEHOLDER: &str = "placeholder:latest";
 const PATCHED: &str = "registry.example/app:amd64";
 const WAIT: Duration = Duration::from_secs(30);

@@ -13,11 +13,12 @@ static CLUSTER: SharedCluster = SharedCluster::new(Cluster::builder);
 
 /// The shared cluster with the repository's CRDs applied (idempotent, so every test may ask).
 async fn cluster_with_crds() -> SharedClusterGuard {
-    let cluster = CLUSTER.get().await.unwrap();
+    let cluster = CLUSTER.get().await.expect("the shared cluster");
     let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
-    let names = apply_crd_dir(&cluster.client().unwrap(), &crds)
+    let client = cluster.client().expect("a kube client");
+    let names = apply_crd_dir(&client, &crds)
         .await
-        .unwrap();
+        .expect("the apiserver accepts crds/");
     assert_eq!(names, ["imageselectionpolicies.ocifit.io"]);
     cluster
 }

@@ -14,12 +14,13 @@ const NFD_ARTIFACT: &str = "application/vnd.nfd.image-compatibility.v1alpha1";
 const NFD_SPEC: &str = "application/vnd.nfd.image-compatibility.spec.v1alpha1+yaml";
 
 async fn manifest(registry: &Registry, reference: &str) -> Value {
-    serde_json::from_str(&registry.crane(["manifest", reference]).await.unwrap()).unwrap()
+    let manifest = registry.crane(["manifest", reference]).await;
+    serde_json::from_str(&manifest.expect("crane manifest")).expect("a JSON manifest")
 }
 
 fn write_file(registry: &Registry, name: &str, content: &str) -> std::path::PathBuf {
     let path = registry.dir().join(name);
-    std::fs::write(&path, content).unwrap();
+    std::fs::write(&path, content).expect("a file in the registry's directory");
     path
 }
 

@@ -34,7 +34,9 @@ fn pod(name: &str, zone: &str) -> Pod {
 
 async fn create_pod(client: &Client, namespace: &str, pod: &Pod) -> Api<Pod> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    pods.create(&PostParams::default(), pod).await.unwrap();
+    pods.create(&PostParams::default(), pod)
+        .await
+        .expect("pod created");
     pods
 }
 

@@ -46,11 +46,16 @@ type Log = Arc<Mutex<Vec<Seen>>>;
 
 /// Replaces the placeholder image of the first container; records every request.
 async fn admit(request: Request<Incoming>, log: Log) -> Result<Response<Full<Bytes>>, Infallible> {
-    let body = request.into_body().collect().await.unwrap().to_bytes();
-    let review: AdmissionReview<Pod> = serde_json::from_slice(&body).unwrap();
-    let request: AdmissionRequest<Pod> = review.try_into().unwrap();
-    let pod = request.object.as_ref().unwrap();
-    log.lock().unwrap().push(Seen {
+    let body = request
+        .into_body()
+        .collect()
+        .await
+        .expect("request body")
+        .to_bytes();
+    let review: AdmissionReview<Pod> = serde_json::from_slice(&body).expect("an AdmissionReview");
+    let request: AdmissionRequest<Pod> = review.try_into().expect("a review with a request");
+    let pod = request.object.as_ref().expect("a pod to admit");
+    log.lock().expect("request log").push(Seen {
         name: request.name.clone(),
         generate_name: pod.metadata.generate_name.clone(),
         labels: pod.metadata.labels.clone().unwrap_or_default(),
@@ -65,27 +70,33 @@ async fn admit(request: Request<Incoming>, log: Log) -> Result<Response<Full<Byt
         let patch = serde_json::from_value(serde_json::json!([
             {"op": "replace", "path": "/spec/containers/0/image", "value": PATCHED}
         ]))
-        .unwrap();
-        response = response.with_patch(patch).unwrap();
+        .expect("a JSON patch");
+        response = response.with_patch(patch).expect("a serialisable patch");
     }
-    let review = serde_json::to_vec(&response.into_review()).unwrap();
+    let review = serde_json::to_vec(&response.into_review()).expect("a serialisable review");
     Ok(Response::new(Full::new(Bytes::from(review))))
 }
 
 /// Serves the webhook on 127.0.0.1; its URL and the CA that signed its certificate.
 async fn start_webhook(log: Log) -> (String, String) {
-    let ca = CertificateAuthority::new("webhook test CA").unwrap();
+    let ca = CertificateAuthority::new("webhook test CA").expect("a CA");
     let tls = TlsAcceptor::from(
         ca.issue_server("webhook", &["127.0.0.1"])
-            .unwrap()
-            .server_config()
-            .unwrap(),
+            .and_then(|cert| cert.server_config())
+            .expect("a TLS server configuration"),
     );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("https://{}/mutate", listener.local_addr().unwrap());
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let url = format!(
+        "https://{}/mutate",
+        listener.local_addr().expect("the bound address")
+    );
     tokio::spawn(async move {
         loop {
-            let (tcp, _) = listener.accept().await.unwrap();
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
             let (tls, log) = (tls.clone(), log.clone());
             tokio::spawn(async move {
                 let Ok(stream) = tls.accept(tcp).await else {
@@ -150,7 +161,7 @@ async fn pods_of(client: &Client, namespace: &str, app: &str, count: usize) -> V
     let selector = ListParams::default().labels(&format!("app={app}"));
     let deadline = Instant::now() + WAIT;
     loop {
-        let found = pods.list(&selector).await.unwrap().items;
+        let found = pods.list(&selector).await.expect("pods listed").items;
         if found.len() == count {
             return found;
         }

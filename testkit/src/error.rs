@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use crate::tools::ToolError;
 
-/// Everything that can go wrong starting or using the local cluster and registry.
-#[derive(Debug, thiserror::Error)]
+/// Everything that can go wrong starting or using the local cluster and registry. Its `Debug` is
+/// the message and its causes, readable as written, because that is what a failed test's
+/// `unwrap()` prints (log tails included).
+#[derive(thiserror::Error)]
 pub enum Error {
     /// A tool is not installed.
     #[error(transparent)]
@@ -106,6 +108,18 @@ pub enum Error {
     SharedStart(String),
 }
 
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")?;
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            write!(f, "\ncaused by: {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
 fn logs_suffix(log_tails: &str) -> String {
     if log_tails.is_empty() {
         String::new()
@@ -134,4 +148,22 @@ pub(crate) fn io(
 pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
     let action = action.into();
     move |source| Error::Kube { action, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_the_message_and_its_causes_unescaped() {
+        let err = Error::Io {
+            action: "write",
+            path: "/x/kubeconfig".into(),
+            source: std::io::Error::other("disk full\nreally"),
+        };
+        assert_eq!(
+            format!("{err:?}"),
+            "failed to write /x/kubeconfig\ncaused by: disk full\nreally"
+        );
+    }
 }

@@ -62,12 +62,11 @@ pub(crate) struct Process {
 }
 
 impl Process {
-    /// Starts `program` with `args` and `env`, output to `<log_dir>/<name>.log`.
+    /// Starts `program` with `args`, output to `<log_dir>/<name>.log`.
     pub(crate) fn spawn(
         name: &str,
         program: &Path,
         args: Vec<OsString>,
-        env: &[(&str, OsString)],
         log_dir: &Path,
     ) -> Result<Self> {
         let log = log_dir.join(format!("{name}.log"));
@@ -78,7 +77,6 @@ impl Process {
             .args(["--pdeathsig", "KILL", "--"])
             .arg(program)
             .args(args)
-            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
@@ -207,7 +205,6 @@ mod tests {
             "sh",
             Path::new("/bin/sh"),
             vec!["-c".into(), script.into()],
-            &[],
             dir,
         )
         .unwrap()

@@ -1,11 +1,13 @@
 //! A throwaway OCI registry on loopback (distribution's `registry serve` with a configuration written
 //! here, optionally behind htpasswd basic auth), with regctl and crane configured for it in their own
 //! config directories so nothing reads or writes the user's credentials. Pushing content with the
-//! real clients lives in `clients`.
+//! real clients lives in `artifacts` and `images`.
 
-mod clients;
+mod artifacts;
+mod images;
 
-pub use clients::{Descriptor, OrasArtifact, PushedImage};
+pub use artifacts::{Descriptor, OrasArtifact};
+pub use images::PushedImage;
 
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
@@ -165,7 +167,6 @@ impl RegistryBuilder {
             "registry",
             &program,
             vec!["serve".into(), config.into_os_string()],
-            &[],
             workdir.path(),
         )?;
         let url = format!("http://{addr}/v2/");

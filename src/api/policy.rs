@@ -8,6 +8,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::engine::{Format, Reads};
+
 /// What the user asks: the artifact to choose from, the placeholder to replace, which nodes count
 /// and what to do with pods that cannot be given a single image.
 // Each printcolumn repeats `type_ = "string"`; clippy reads those as duplicated attributes.
@@ -177,6 +179,11 @@ pub struct ImageSelectionPolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<ArtifactStatus>,
 
+    /// The node labels and NFD features the artifact's rules read. Node classes are drawn on their
+    /// values and on `kubernetes.io/arch` and `kubernetes.io/os`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_keys: Option<Reads>,
+
     /// Number of node classes (rows in `classes`).
     #[serde(default)]
     pub class_count: i32,
@@ -199,7 +206,7 @@ pub struct ArtifactStatus {
     /// Content digest of the artifact manifest, e.g. `sha256:…`.
     pub digest: String,
     /// The artifact's format: `ocifit` (JSON) or `nfd` (NFD image-compatibility v1alpha1).
-    pub format: String,
+    pub format: Format,
     /// Number of candidate sets the artifact lists.
     pub candidates: i32,
     /// When this digest was first fetched.

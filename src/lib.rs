@@ -7,5 +7,6 @@
 pub mod api;
 pub mod classes;
 pub mod cli;
+pub mod controller;
 pub mod engine;
 pub mod resolution;

@@ -56,9 +56,27 @@ pub enum Reason {
     StaleArtifact,
     /// The status reflects the current artifact.
     Current,
+    /// The policy asks for something this controller does not do yet (`artifact.candidates`).
+    Unsupported,
 }
 
 impl Reason {
+    /// Every reason, for parsing a stored condition back and for the documentation.
+    pub const ALL: [Reason; 12] = [
+        Self::Resolved,
+        Self::NoMatch,
+        Self::NoNodes,
+        Self::Fetched,
+        Self::InvalidArtifact,
+        Self::RegistryUnavailable,
+        Self::Unauthorized,
+        Self::NotFound,
+        Self::SecretInvalid,
+        Self::StaleArtifact,
+        Self::Current,
+        Self::Unsupported,
+    ];
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Resolved => "Resolved",
@@ -72,6 +90,7 @@ impl Reason {
             Self::SecretInvalid => "SecretInvalid",
             Self::StaleArtifact => "StaleArtifact",
             Self::Current => "Current",
+            Self::Unsupported => "Unsupported",
         }
     }
 }

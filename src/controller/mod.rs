@@ -1,0 +1,7 @@
+//! The controller: reconciles every ImageSelectionPolicy into per-class images in its status.
+//! The decisions are pure (`status`, `platform`); the rest gathers their inputs from the
+//! apiserver and the registry and applies the result. It must not decide anything the webhook or
+//! `ocifit resolve` decides differently: both call the same `resolution` function.
+
+pub mod platform;
+pub mod status;

@@ -10,3 +10,4 @@ pub mod cli;
 pub mod controller;
 pub mod engine;
 pub mod resolution;
+pub mod telemetry;

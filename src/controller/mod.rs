@@ -5,3 +5,4 @@
 
 pub mod platform;
 pub mod status;
+pub mod triggers;

@@ -3,6 +3,8 @@
 //! apiserver and the registry and applies the result. It must not decide anything the webhook or
 //! `ocifit resolve` decides differently: both call the same `resolution` function.
 
+pub mod inventory;
 pub mod platform;
+pub mod schedule;
 pub mod status;
 pub mod triggers;

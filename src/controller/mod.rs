@@ -3,8 +3,13 @@
 //! apiserver and the registry and applies the result. It must not decide anything the webhook or
 //! `ocifit resolve` decides differently: both call the same `resolution` function.
 
+pub mod context;
 pub mod inventory;
+pub mod leader;
+pub mod memo;
 pub mod platform;
+pub mod reconcile;
 pub mod schedule;
+pub mod source;
 pub mod status;
 pub mod triggers;

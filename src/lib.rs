@@ -8,3 +8,4 @@ pub mod api;
 pub mod classes;
 pub mod cli;
 pub mod engine;
+pub mod registry;

@@ -1,14 +1,17 @@
 //! The registry client's caches (moka). Content by digest is immutable: kept long, bounded by
 //! bytes. A tag's digest and an image's referrers live briefly; "not found" even more briefly;
 //! errors are never cached. Concurrent lookups of one key share one load, and the load runs in
-//! its own task so a caller that gives up cannot stall the others.
+//! its own task so a caller that gives up cannot stall the others or make them start over.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::FutureExt as _;
+use futures_util::future::{BoxFuture, Shared};
 use moka::Expiry;
 use moka::future::Cache;
 
@@ -57,9 +60,9 @@ pub(crate) enum TagEntry {
 }
 
 pub(crate) struct Caches {
-    pub content: Cache<Key, Content>,
-    pub tags: Cache<Key, TagEntry>,
-    pub referrers: Cache<Key, Arc<Vec<Descriptor>>>,
+    pub content: Coalescing<Content>,
+    pub tags: Coalescing<TagEntry>,
+    pub referrers: Coalescing<Arc<Vec<Descriptor>>>,
 }
 
 /// Expiry by what was found: a hit lives `found`, a miss lives `missing`.
@@ -99,58 +102,113 @@ impl Caches {
             missing: options.not_found_ttl,
         };
         Caches {
-            content: Cache::builder()
-                .weigher(|_: &Key, value: &Content| {
-                    u32::try_from(value.body.len()).unwrap_or(u32::MAX)
-                })
-                .max_capacity(options.content_capacity_bytes)
-                .time_to_idle(options.content_idle)
-                .build(),
-            tags: Cache::builder()
-                .max_capacity(10_000)
-                .expire_after(by_presence())
-                .build(),
-            referrers: Cache::builder()
-                .max_capacity(10_000)
-                .expire_after(by_presence())
-                .build(),
+            content: Coalescing::new(
+                Cache::builder()
+                    .weigher(|_: &Key, value: &Content| {
+                        u32::try_from(value.body.len()).unwrap_or(u32::MAX)
+                    })
+                    .max_capacity(options.content_capacity_bytes)
+                    .time_to_idle(options.content_idle)
+                    .build(),
+            ),
+            tags: Coalescing::new(
+                Cache::builder()
+                    .max_capacity(10_000)
+                    .expire_after(by_presence())
+                    .build(),
+            ),
+            referrers: Coalescing::new(
+                Cache::builder()
+                    .max_capacity(10_000)
+                    .expire_after(by_presence())
+                    .build(),
+            ),
         }
     }
 }
 
-/// Gets `key` from `cache`, loading it with `load` on a miss. Concurrent callers for one key
-/// share one load; a failed load is not cached.
-pub(crate) async fn get_or_load<V, F>(
-    cache: &Cache<Key, V>,
-    key: Key,
-    counters: (&AtomicU64, &AtomicU64),
-    target: &Target,
-    load: F,
-) -> Result<V, Error>
-where
-    V: Clone + Send + Sync + 'static,
-    F: Future<Output = Result<V, Error>> + Send + 'static,
-{
-    let (hits, misses) = counters;
-    let failed_task = target.clone();
-    let init = async move {
-        tokio::spawn(load).await.unwrap_or_else(|_| {
-            Err(Error::Transport {
-                target: failed_task,
-                detail: "the registry request task failed".into(),
-                source: None,
-            })
-        })
-    };
-    match cache.entry(key).or_try_insert_with(init).await {
-        Ok(entry) => {
-            let counter = if entry.is_fresh() { misses } else { hits };
-            counter.fetch_add(1, Ordering::Relaxed);
-            Ok(entry.into_value())
-        }
-        Err(err) => {
-            misses.fetch_add(1, Ordering::Relaxed);
-            Err(Error::clone(&err))
+type SharedLoad<V> = Shared<BoxFuture<'static, Result<V, Error>>>;
+
+/// A moka cache whose loads are shared: concurrent lookups of one key make one registry request,
+/// and the load runs in its own task, so a caller that gives up neither stalls the others nor
+/// makes them start the request again.
+pub(crate) struct Coalescing<V> {
+    pub cache: Cache<Key, V>,
+    inflight: Arc<Mutex<HashMap<Key, SharedLoad<V>>>>,
+}
+
+impl<V: Clone + Send + Sync + 'static> Coalescing<V> {
+    fn new(cache: Cache<Key, V>) -> Self {
+        Coalescing {
+            cache,
+            inflight: Arc::default(),
         }
     }
+
+    /// Gets `key`, loading it with `load` on a miss. A failed load is not cached.
+    pub(crate) async fn get_or_load<F>(
+        &self,
+        key: Key,
+        counters: (&AtomicU64, &AtomicU64),
+        target: &Target,
+        load: F,
+    ) -> Result<V, Error>
+    where
+        F: Future<Output = Result<V, Error>> + Send + 'static,
+    {
+        let (hits, misses) = counters;
+        if let Some(value) = self.cache.get(&key).await {
+            hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(value);
+        }
+        let shared = {
+            let mut inflight = lock(&self.inflight);
+            match inflight.get(&key) {
+                Some(running) => {
+                    hits.fetch_add(1, Ordering::Relaxed);
+                    running.clone()
+                }
+                None => {
+                    misses.fetch_add(1, Ordering::Relaxed);
+                    let shared = self.spawn(key.clone(), target.clone(), load);
+                    inflight.insert(key, shared.clone());
+                    shared
+                }
+            }
+        };
+        shared.await
+    }
+
+    fn spawn<F>(&self, key: Key, target: Target, load: F) -> SharedLoad<V>
+    where
+        F: Future<Output = Result<V, Error>> + Send + 'static,
+    {
+        let cache = self.cache.clone();
+        let inflight = Arc::clone(&self.inflight);
+        let task = tokio::spawn(async move {
+            let result = load.await;
+            if let Ok(value) = &result {
+                cache.insert(key.clone(), value.clone()).await;
+            }
+            // Cached before it stops being in flight, so no caller can miss both.
+            lock(&inflight).remove(&key);
+            result
+        });
+        async move {
+            task.await.unwrap_or_else(|_| {
+                Err(Error::Transport {
+                    target,
+                    detail: "the registry request task failed".into(),
+                    source: None,
+                })
+            })
+        }
+        .boxed()
+        .shared()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The map stays consistent even if a holder panicked: every update is one insert or remove.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use super::cache::{CacheOptions, Caches, Content, Key, TagEntry, get_or_load};
+use super::cache::{CacheOptions, Caches, Content, Key, TagEntry};
 use super::docker_config::DockerConfig;
 use super::error::{ContentProblem, Error, Result, Target};
 use super::layers::{Format, NFD_ARTIFACT_TYPE, choose_layer};
@@ -287,14 +287,11 @@ impl Inner {
             async move { this.resolve_tag(&reference).await }
         };
         let counters = this.counters(|c| (&c.tag_hits, &c.tag_misses));
-        match get_or_load(
-            &this.caches.tags,
-            Self::key(reference, &tag),
-            counters,
-            &target,
-            load,
-        )
-        .await?
+        match this
+            .caches
+            .tags
+            .get_or_load(Self::key(reference, &tag), counters, &target, load)
+            .await?
         {
             TagEntry::Digest(digest) => Ok(digest),
             TagEntry::Missing => Err(Error::NotFound {
@@ -335,6 +332,7 @@ impl Inner {
         };
         self.caches
             .content
+            .cache
             .insert(Self::key(reference, &digest), content)
             .await;
         Ok(TagEntry::Digest(digest))
@@ -384,14 +382,11 @@ impl Inner {
             }
         };
         let counters = this.counters(|c| (&c.content_hits, &c.content_misses));
-        let content = get_or_load(
-            &this.caches.content,
-            Self::key(pinned, &digest),
-            counters,
-            &target,
-            load,
-        )
-        .await?;
+        let content = this
+            .caches
+            .content
+            .get_or_load(Self::key(pinned, &digest), counters, &target, load)
+            .await?;
         Manifest::parse(&content.body, content.content_type.as_deref())
             .map_err(|p| Error::content(&target, p))
     }
@@ -441,14 +436,16 @@ impl Inner {
             }
         };
         let counters = this.counters(|c| (&c.content_hits, &c.content_misses));
-        let content = get_or_load(
-            &this.caches.content,
-            Self::key(image, &descriptor.digest),
-            counters,
-            &target,
-            load,
-        )
-        .await?;
+        let content = this
+            .caches
+            .content
+            .get_or_load(
+                Self::key(image, &descriptor.digest),
+                counters,
+                &target,
+                load,
+            )
+            .await?;
         // The same digest may have been cached under a larger limit (a config blob).
         if content.body.len() as u64 > limit {
             return Err(too_large());
@@ -472,14 +469,10 @@ impl Inner {
             async move { this.list_referrers(&pinned, &target).await.map(Arc::new) }
         };
         let counters = this.counters(|c| (&c.referrers_hits, &c.referrers_misses));
-        get_or_load(
-            &this.caches.referrers,
-            Self::key(image, subject),
-            counters,
-            &target,
-            load,
-        )
-        .await
+        this.caches
+            .referrers
+            .get_or_load(Self::key(image, subject), counters, &target, load)
+            .await
     }
 
     async fn list_referrers(

@@ -158,16 +158,23 @@ impl Registry {
     pub async fn fetch_artifact(&self, reference: &Reference) -> Result<FetchedArtifact> {
         let digest = self.resolve_digest(reference).await?;
         let pinned = reference::at_digest(reference, &digest);
-        let target = reference::target(&pinned);
-        let manifest = match Inner::manifest(&self.inner, &pinned).await? {
-            Manifest::Image(manifest) => manifest,
-            Manifest::Index(_) => {
-                return Err(Error::content(&target, ContentProblem::UnexpectedIndex));
+        // Failures below are reported against what the user asked for, with the digest.
+        let mut asked = reference::target(&pinned);
+        if let (None, Some(tag)) = (reference.digest(), reference.tag()) {
+            asked.reference = format!("{tag}@{digest}");
+        }
+        let manifest = match Inner::manifest(&self.inner, &pinned).await {
+            Ok(Manifest::Image(manifest)) => manifest,
+            Ok(Manifest::Index(_)) => {
+                return Err(Error::content(&asked, ContentProblem::UnexpectedIndex));
             }
+            Err(err) => return Err(err.about(&asked)),
         };
-        let chosen = choose_layer(&manifest).map_err(|problem| Error::content(&target, problem))?;
+        let chosen = choose_layer(&manifest).map_err(|problem| Error::content(&asked, problem))?;
         let limit = self.inner.max_artifact_bytes;
-        let content = Inner::blob(&self.inner, &pinned, &chosen.layer, limit).await?;
+        let content = Inner::blob(&self.inner, &pinned, &chosen.layer, limit)
+            .await
+            .map_err(|err| err.about(&asked))?;
         Ok(FetchedArtifact {
             reference: reference.whole(),
             digest,

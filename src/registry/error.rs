@@ -17,11 +17,9 @@ pub struct Target {
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let sep = if self.reference.contains(':') {
-            '@'
-        } else {
-            ':'
-        };
+        // A digest (`sha256:…`) follows `@`; a tag (maybe `tag@digest`) follows `:`.
+        let tag_part = self.reference.split('@').next().unwrap_or_default();
+        let sep = if tag_part.contains(':') { '@' } else { ':' };
         write!(
             f,
             "{}/{}{sep}{}",
@@ -116,6 +114,19 @@ impl Error {
             Error::Transport { .. } => ErrorKind::Transport,
             Error::Config(_) => ErrorKind::Config,
         }
+    }
+
+    /// The same failure, said about `target` (e.g. the tag the user gave rather than a blob).
+    pub(crate) fn about(mut self, target: &Target) -> Self {
+        match &mut self {
+            Error::NotFound { target: t, .. }
+            | Error::Unauthorized { target: t, .. }
+            | Error::RateLimited { target: t, .. }
+            | Error::InvalidContent { target: t, .. }
+            | Error::Transport { target: t, .. } => *t = target.clone(),
+            Error::InvalidReference { .. } | Error::Config(_) => {}
+        }
+        self
     }
 
     pub(crate) fn content(target: &Target, problem: ContentProblem) -> Self {

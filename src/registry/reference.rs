@@ -159,6 +159,13 @@ mod tests {
     }
 
     #[test]
+    fn target_with_tag_and_digest_reads_as_written() {
+        let mut t = target(&parse("127.0.0.1:5000/acme/app:v1").unwrap());
+        t.reference = format!("v1@{D}");
+        assert_eq!(t.to_string(), format!("127.0.0.1:5000/acme/app:v1@{D}"));
+    }
+
+    #[test]
     fn tag_reference_asks_for_the_tag() {
         let r = parse("127.0.0.1:5000/acme/app:v1").unwrap();
         assert_eq!(manifest_reference(&r), "v1");

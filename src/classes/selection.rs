@@ -1,0 +1,261 @@
+//! Node selection: which nodes a pod's `nodeSelector` and required node affinity allow (all of
+//! them, with kube-scheduler's semantics), pinning a pod to node classes by ANDing required node
+//! affinity into it, and a short human description of a pod's selector for denial messages.
+//! Pure: it reads Kubernetes types and plain node data, and never groups nodes into classes,
+//! chooses images or talks to the apiserver.
+//!
+//! Semantics follow `k8s.io/component-helpers/scheduling/corev1/nodeaffinity`: the nodeSelector
+//! map is ANDed with the required affinity; terms are ORed; a term's matchExpressions and
+//! matchFields are ANDed; an empty term, and an empty list of terms, match no node. Where the
+//! scheduler would silently treat a malformed requirement as "matches nothing", this module
+//! returns an error instead, so the webhook can deny the pod with a message rather than guess.
+
+mod pin;
+mod requirement;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{Node, PodSpec};
+use kube::core::{ObjectMeta, PartialObjectMeta};
+
+pub use pin::{ClassSelector, pin};
+use requirement::Term;
+
+/// What node selection reads of a node: its name and its labels.
+///
+/// Implemented for `ObjectMeta`, `Node` and `PartialObjectMeta<Node>`, so the controller (which
+/// watches node metadata only) and the CLI (which reads whole nodes) feed the same functions.
+pub trait NodeView {
+    /// The node's name (`metadata.name`), the only field matchFields can read.
+    fn name(&self) -> &str;
+    /// The value of the node's label `key`, if it carries that label.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl NodeView for ObjectMeta {
+    fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or_default()
+    }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref()?.get(key).map(String::as_str)
+    }
+}
+
+impl NodeView for Node {
+    fn name(&self) -> &str {
+        self.metadata.name()
+    }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        self.metadata.label(key)
+    }
+}
+
+impl NodeView for PartialObjectMeta<Node> {
+    fn name(&self) -> &str {
+        self.metadata.name()
+    }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        self.metadata.label(key)
+    }
+}
+
+/// Which nodes a pod may run on: its `nodeSelector` ANDed with its required node affinity,
+/// validated once so matching cannot fail.
+///
+/// `Display` gives the short description used in denial messages, e.g.
+/// `nodeSelector {disktype=ssd} and affinity (zone In [a, b]) or (gpu Exists)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    node_selector: BTreeMap<String, String>,
+    /// `None` when the pod has no required node affinity; `Some` of an empty list matches no node.
+    required: Option<Vec<Term>>,
+}
+
+impl Placement {
+    /// Reads and validates the pod's `nodeSelector` and
+    /// `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
+    pub fn from_pod_spec(spec: &PodSpec) -> Result<Self, SelectionError> {
+        let required = spec
+            .affinity
+            .as_ref()
+            .and_then(|affinity| affinity.node_affinity.as_ref())
+            .and_then(|node_affinity| {
+                node_affinity
+                    .required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .map(|selector| {
+                selector
+                    .node_selector_terms
+                    .iter()
+                    .enumerate()
+                    .map(|(index, term)| Term::parse(index, term))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
+        Ok(Self {
+            node_selector: spec.node_selector.clone().unwrap_or_default(),
+            required,
+        })
+    }
+
+    /// Whether the pod may run on `node`.
+    pub fn matches<N: NodeView + ?Sized>(&self, node: &N) -> bool {
+        let selector_holds = self
+            .node_selector
+            .iter()
+            .all(|(key, value)| node.label(key) == Some(value.as_str()));
+        selector_holds
+            && self
+                .required
+                .as_ref()
+                .is_none_or(|terms| terms.iter().any(|term| term.matches(node)))
+    }
+
+    /// Every node of `nodes` the pod may run on, in the order given.
+    pub fn candidates<'n, N: NodeView + 'n>(
+        &self,
+        nodes: impl IntoIterator<Item = &'n N>,
+    ) -> Vec<&'n N> {
+        nodes
+            .into_iter()
+            .filter(|node| self.matches(*node))
+            .collect()
+    }
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.node_selector.is_empty() && self.required.is_none() {
+            return f.write_str("any node");
+        }
+        if !self.node_selector.is_empty() {
+            f.write_str("nodeSelector {")?;
+            for (index, (key, value)) in self.node_selector.iter().enumerate() {
+                if index > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{key}={value}")?;
+            }
+            f.write_str("}")?;
+            if self.required.is_some() {
+                f.write_str(" and ")?;
+            }
+        }
+        match self.required.as_deref() {
+            None => Ok(()),
+            Some([]) => f.write_str("affinity with no terms (matches no node)"),
+            Some(terms) => {
+                f.write_str("affinity ")?;
+                for (index, term) in terms.iter().enumerate() {
+                    if index > 0 {
+                        f.write_str(" or ")?;
+                    }
+                    write!(f, "({term})")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Why a pod's node selection cannot be evaluated or pinned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectionError {
+    /// A requirement of the pod's required node affinity is malformed.
+    // The problem is part of the message (the webhook's denial is this one line), so it is not
+    // also chained as a source, which would print it twice.
+    #[error(
+        "invalid required node affinity: nodeSelectorTerms[{term}].{list}[{index}] ({requirement}): {problem}"
+    )]
+    InvalidRequirement {
+        /// Index of the term in `nodeSelectorTerms`.
+        term: usize,
+        /// Which list of the term holds the requirement.
+        list: RequirementList,
+        /// Index of the requirement in that list.
+        index: usize,
+        /// The requirement as written, e.g. `zone In []`.
+        requirement: String,
+        /// What is wrong with it.
+        problem: RequirementProblem,
+    },
+    /// Pinning was asked with no target class.
+    #[error("no node class to pin the pod to")]
+    NoTargetClass,
+    /// The pod's required node affinity, restricted to the target classes, matches no node.
+    #[error("the pod's required node affinity matches no node of the target classes")]
+    PinMatchesNoNode,
+}
+
+/// The two lists of requirements a node selector term has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequirementList {
+    /// `matchExpressions`: requirements on node labels.
+    MatchExpressions,
+    /// `matchFields`: requirements on node fields (only `metadata.name`).
+    MatchFields,
+}
+
+impl fmt::Display for RequirementList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::MatchExpressions => "matchExpressions",
+            Self::MatchFields => "matchFields",
+        })
+    }
+}
+
+/// What is wrong with one node selector requirement.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequirementProblem {
+    /// The operator is not one the list accepts.
+    #[error("operator {operator:?} is not one of {allowed}")]
+    UnsupportedOperator {
+        /// The operator as written.
+        operator: String,
+        /// The operators the list accepts.
+        allowed: &'static str,
+    },
+    /// `In` or `NotIn` with no value.
+    #[error("operator {operator} needs at least one value")]
+    NoValues {
+        /// The operator.
+        operator: &'static str,
+    },
+    /// `Exists` or `DoesNotExist` with values.
+    #[error("operator {operator} takes no values, got {count}")]
+    UnexpectedValues {
+        /// The operator.
+        operator: &'static str,
+        /// How many values were given.
+        count: usize,
+    },
+    /// `Gt`, `Lt`, or a matchFields `In`/`NotIn`, without exactly one value.
+    #[error("operator {operator} needs exactly one value, got {count}")]
+    NotOneValue {
+        /// The operator.
+        operator: &'static str,
+        /// How many values were given.
+        count: usize,
+    },
+    /// The value of `Gt` or `Lt` is not a 64-bit integer.
+    #[error("value {value:?} is not an integer")]
+    NotAnInteger {
+        /// The value as written.
+        value: String,
+    },
+    /// A matchFields key other than `metadata.name`.
+    #[error("field {key:?} is not supported, matchFields can only read metadata.name")]
+    UnsupportedField {
+        /// The key as written.
+        key: String,
+    },
+}
+
+#[cfg(test)]
+mod tests;

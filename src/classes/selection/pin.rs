@@ -1,0 +1,246 @@
+//! Pinning (`onUnpinned: Pin`): restricting a pod's required node affinity to a set of node
+//! classes, so the scheduler only places it where the chosen image runs. Owns the rewrite of
+//! `requiredDuringSchedulingIgnoredDuringExecution` only; preferred node affinity, pod affinity
+//! and anti-affinity are carried over untouched, and tolerations are not its business.
+//!
+//! The result is the existing terms ANDed with the classes (each existing term × each class),
+//! which keeps exactly the old candidates that belong to a target class. It is idempotent: a term
+//! that already requires one of the classes is kept as it is, so the webhook's reinvocation finds
+//! nothing left to patch.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{
+    Affinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+};
+
+use super::requirement::{NODE_NAME_FIELD, Term};
+use super::{NodeView, SelectionError};
+
+/// A node class to pin a pod to, described the way required node affinity can express it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClassSelector {
+    /// The class's value for each label key that tells classes apart, `None` where the class's
+    /// nodes lack the label: pinned as `key In [value]` or `key DoesNotExist`.
+    Labels(BTreeMap<String, Option<String>>),
+    /// The class's nodes by name, for a class its labels cannot describe: pinned as one
+    /// alternative per node, `metadata.name In [name]` (matchFields take a single value).
+    NodeNames(BTreeSet<String>),
+}
+
+impl ClassSelector {
+    /// Whether `node` belongs to the class this selector describes.
+    pub fn contains<N: NodeView + ?Sized>(&self, node: &N) -> bool {
+        match self {
+            Self::Labels(labels) => labels
+                .iter()
+                .all(|(key, value)| node.label(key) == value.as_deref()),
+            Self::NodeNames(names) => names.contains(node.name()),
+        }
+    }
+
+    fn alternatives(&self) -> Vec<Alternative> {
+        match self {
+            Self::Labels(labels) => vec![Alternative::Labels(
+                labels
+                    .iter()
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect(),
+            )],
+            Self::NodeNames(names) => names.iter().cloned().map(Alternative::NodeName).collect(),
+        }
+    }
+}
+
+/// Restricts `affinity` (the pod's `spec.affinity`, maybe absent) to nodes of `classes`, and
+/// returns the pod's new `spec.affinity`.
+///
+/// Every existing required term is ANDed with each class (a term that already requires one of
+/// the classes is kept unchanged, an empty term is dropped since it matches no node, and a
+/// combination no node can satisfy is left out); a pod with no required node affinity gets one
+/// term per class. Classes come out sorted, existing terms keep their order, duplicates are
+/// dropped. A class that constrains nothing (no labels) leaves `affinity` as it is.
+pub fn pin(
+    affinity: Option<&Affinity>,
+    classes: &[ClassSelector],
+) -> Result<Option<Affinity>, SelectionError> {
+    if classes.is_empty() {
+        return Err(SelectionError::NoTargetClass);
+    }
+    let mut alternatives: Vec<Alternative> = classes
+        .iter()
+        .flat_map(ClassSelector::alternatives)
+        .collect();
+    alternatives.sort();
+    alternatives.dedup();
+    if alternatives.iter().any(Alternative::is_everything) {
+        return Ok(affinity.cloned());
+    }
+    let existing = affinity
+        .and_then(|affinity| affinity.node_affinity.as_ref())
+        .and_then(|node_affinity| {
+            node_affinity
+                .required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    let terms = match existing {
+        None => alternatives
+            .iter()
+            .map(|alternative| alternative.merged_into(&NodeSelectorTerm::default()))
+            .collect(),
+        Some(selector) => restrict(&selector.node_selector_terms, &alternatives)?,
+    };
+    if terms.is_empty() {
+        return Err(SelectionError::PinMatchesNoNode);
+    }
+    let mut pinned = affinity.cloned().unwrap_or_default();
+    pinned
+        .node_affinity
+        .get_or_insert_default()
+        .required_during_scheduling_ignored_during_execution = Some(NodeSelector {
+        node_selector_terms: terms,
+    });
+    Ok(Some(pinned))
+}
+
+/// The existing terms ANDed with the alternatives, in order, without duplicates.
+fn restrict(
+    terms: &[NodeSelectorTerm],
+    alternatives: &[Alternative],
+) -> Result<Vec<NodeSelectorTerm>, SelectionError> {
+    let mut restricted: Vec<NodeSelectorTerm> = Vec::new();
+    let mut push = |term: NodeSelectorTerm| {
+        if !restricted.contains(&term) {
+            restricted.push(term);
+        }
+    };
+    for (index, raw) in terms.iter().enumerate() {
+        let parsed = Term::parse(index, raw)?;
+        if parsed.is_empty() {
+            continue;
+        }
+        // Such a term only matches nodes of that class already: ANDing the classes into it
+        // changes nothing, and keeping it verbatim is what makes pinning idempotent.
+        if alternatives
+            .iter()
+            .any(|alternative| alternative.is_in(raw))
+        {
+            push(raw.clone());
+            continue;
+        }
+        for alternative in alternatives {
+            if !alternative.contradicts(&parsed) {
+                push(alternative.merged_into(raw));
+            }
+        }
+    }
+    Ok(restricted)
+}
+
+/// One way of being in a target class: requirements that hold exactly on its nodes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Alternative {
+    /// Each key has the value, or is absent where `None`; sorted by key.
+    Labels(Vec<(String, Option<String>)>),
+    /// The node has this name.
+    NodeName(String),
+}
+
+impl Alternative {
+    fn is_everything(&self) -> bool {
+        matches!(self, Self::Labels(labels) if labels.is_empty())
+    }
+
+    fn expressions(&self) -> Vec<NodeSelectorRequirement> {
+        match self {
+            Self::Labels(labels) => labels
+                .iter()
+                .map(|(key, value)| match value {
+                    Some(value) => requirement(key, "In", Some(value)),
+                    None => requirement(key, "DoesNotExist", None),
+                })
+                .collect(),
+            Self::NodeName(_) => Vec::new(),
+        }
+    }
+
+    fn fields(&self) -> Vec<NodeSelectorRequirement> {
+        match self {
+            Self::Labels(_) => Vec::new(),
+            Self::NodeName(name) => vec![requirement(NODE_NAME_FIELD, "In", Some(name))],
+        }
+    }
+
+    /// Whether `term` already carries every requirement of this alternative.
+    fn is_in(&self, term: &NodeSelectorTerm) -> bool {
+        let carries = |present: &Option<Vec<NodeSelectorRequirement>>,
+                       wanted: Vec<NodeSelectorRequirement>| {
+            wanted.iter().all(|wanted| {
+                present
+                    .iter()
+                    .flatten()
+                    .any(|present| same_requirement(present, wanted))
+            })
+        };
+        carries(&term.match_expressions, self.expressions())
+            && carries(&term.match_fields, self.fields())
+    }
+
+    /// Whether no node of this alternative can satisfy `term`, judged on the keys and the name
+    /// the alternative fixes.
+    fn contradicts(&self, term: &Term) -> bool {
+        match self {
+            Self::Labels(labels) => term.label_requirements().iter().any(|requirement| {
+                labels
+                    .iter()
+                    .find(|(key, _)| key == requirement.key())
+                    .is_some_and(|(_, value)| !requirement.matches(value.as_deref()))
+            }),
+            Self::NodeName(name) => term
+                .name_requirements()
+                .iter()
+                .any(|requirement| !requirement.matches(name)),
+        }
+    }
+
+    /// `term` with this alternative's requirements appended, those it already has skipped.
+    fn merged_into(&self, term: &NodeSelectorTerm) -> NodeSelectorTerm {
+        let merge = |present: &Option<Vec<NodeSelectorRequirement>>,
+                     wanted: Vec<NodeSelectorRequirement>| {
+            let mut merged = present.clone().unwrap_or_default();
+            for wanted in wanted {
+                if !merged
+                    .iter()
+                    .any(|present| same_requirement(present, &wanted))
+                {
+                    merged.push(wanted);
+                }
+            }
+            // An absent list stays absent, so an unchanged term compares equal to its input.
+            (!merged.is_empty() || present.is_some()).then_some(merged)
+        };
+        NodeSelectorTerm {
+            match_expressions: merge(&term.match_expressions, self.expressions()),
+            match_fields: merge(&term.match_fields, self.fields()),
+        }
+    }
+}
+
+fn requirement(key: &str, operator: &str, value: Option<&str>) -> NodeSelectorRequirement {
+    NodeSelectorRequirement {
+        key: key.to_owned(),
+        operator: operator.to_owned(),
+        values: value.map(|value| vec![value.to_owned()]),
+    }
+}
+
+/// Equal as requirements: same key and operator, same set of values (order and repeats aside).
+fn same_requirement(a: &NodeSelectorRequirement, b: &NodeSelectorRequirement) -> bool {
+    let values = |r: &NodeSelectorRequirement| -> BTreeSet<String> {
+        r.values.iter().flatten().cloned().collect()
+    };
+    a.key == b.key && a.operator == b.operator && values(a) == values(b)
+}
+
+#[cfg(test)]
+mod tests;

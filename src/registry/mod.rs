@@ -11,6 +11,7 @@ mod cache;
 mod client;
 mod docker_config;
 mod error;
+mod fetch;
 mod flags;
 mod layers;
 mod manifest;

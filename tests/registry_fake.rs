@@ -453,3 +453,27 @@ async fn concurrent_lookups_share_one_request_and_a_caller_giving_up_stalls_no_o
     assert_eq!(stats.tags.misses, 1);
     assert!(stats.tags.hits >= 15, "{stats:?}");
 }
+
+#[tokio::test]
+async fn registry_not_named_for_plain_http_is_never_reached_over_http() {
+    let (store, _) = store_with_artifact(b"{}");
+    let fake = FakeRegistry::start(move |r| store.serve(r)).await;
+    let mut opts = options(&fake.host);
+    opts.plain_http = vec!["127.0.0.1:1".into(), format!("{}.example", fake.host)];
+    opts.request_timeout = Duration::from_millis(500);
+    opts.retry.max_attempts = 1;
+    let err = Registry::new(opts)
+        .unwrap()
+        .resolve_digest(&parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transport, "{err}");
+    let plain = fake
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.method == "HEAD" || r.method == "GET")
+        .count();
+    assert_eq!(plain, 0, "no plain-HTTP request reached the registry");
+}

@@ -1,0 +1,211 @@
+//! The compiled artifact: parsing either format into one immutable model (patterns compiled
+//! once), the sets it lists, and which node inputs its rules read (for grouping nodes into
+//! classes). Owns no evaluation (`eval`) and no choice between sets (`select`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+
+use super::error::ArtifactError;
+use super::{Format, detect, nfd, ocifit};
+
+/// A parsed, validated compatibility artifact. Immutable, `Send + Sync`, cheap to share in an
+/// `Arc`.
+#[derive(Clone, Debug)]
+pub struct Artifact {
+    format: Format,
+    sets: Vec<CompatSet>,
+}
+
+// The controller shares artifacts between tasks in an `Arc`.
+const _: fn() = || {
+    fn shareable<T: Send + Sync + 'static>() {}
+    shareable::<Artifact>();
+};
+
+/// One compatibility set: a candidate (its tag) and the rules a node must meet for it.
+#[derive(Clone, Debug)]
+pub struct CompatSet {
+    pub(crate) index: usize,
+    pub(crate) tag: String,
+    pub(crate) weight: i32,
+    pub(crate) description: Option<String>,
+    pub(crate) rules: Rules,
+}
+
+/// A set's rules, in its artifact's format.
+#[derive(Clone, Debug)]
+pub(crate) enum Rules {
+    Ocifit(Vec<ocifit::Rule>),
+    Nfd(Vec<nfd::Rule>),
+}
+
+impl CompatSet {
+    /// Position in the artifact (0-based, document order).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The tag: the image reference to use (ocifit; NFD artifacts listing candidates), or an NFD
+    /// grouping name. Empty when an NFD set has none.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// Preference among matching sets; higher wins (default 0).
+    pub fn weight(&self) -> i32 {
+        self.weight
+    }
+
+    /// The author's description, if any.
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+
+    /// How many rules the set has (a set with none matches every node).
+    pub fn rule_count(&self) -> usize {
+        match &self.rules {
+            Rules::Ocifit(rules) => rules.len(),
+            Rules::Nfd(rules) => rules.len(),
+        }
+    }
+}
+
+/// What an artifact's rules read from a node: the values that distinguish node classes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reads {
+    /// Node label keys (ocifit rules).
+    pub labels: BTreeSet<String>,
+    /// NFD features by name (NFD rules).
+    pub features: BTreeMap<String, FeatureReads>,
+}
+
+/// What NFD rules read of one feature. Whether the feature exists (and as flags, attributes or
+/// instances) is always read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FeatureReads {
+    /// Element names read by `matchExpressions` (their presence and value, in every instance).
+    pub elements: BTreeSet<String>,
+    /// A `matchName` reads the whole set of element names of the feature.
+    pub names: bool,
+}
+
+impl Reads {
+    /// Adds what `other` reads (candidates mode: the union over every candidate's artifact).
+    pub fn extend(&mut self, other: &Reads) {
+        self.labels.extend(other.labels.iter().cloned());
+        for (feature, reads) in &other.features {
+            let mine = self.features.entry(feature.clone()).or_default();
+            mine.elements.extend(reads.elements.iter().cloned());
+            mine.names |= reads.names;
+        }
+    }
+}
+
+/// The top level shared by both formats; each set is read separately so that errors can name it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Document {
+    // Not checked by ocifit or NFD; read so that it is not an unknown field.
+    #[serde(default, rename = "version")]
+    _version: Option<String>,
+    compatibilities: Vec<serde_json::Value>,
+}
+
+impl Artifact {
+    /// Parses and validates an artifact in the given format (chosen by media type, or by
+    /// [`Format::detect`] for local files). ocifit is JSON; NFD is YAML (JSON also parses).
+    pub fn parse(format: Format, bytes: &[u8]) -> Result<Artifact, ArtifactError> {
+        let doc: serde_json::Value = match format {
+            Format::Ocifit => {
+                serde_json::from_slice(bytes).map_err(|source| ArtifactError::Json { source })?
+            }
+            Format::Nfd => {
+                serde_saphyr::from_slice(bytes).map_err(|source| ArtifactError::Yaml {
+                    format,
+                    source: Box::new(source),
+                })?
+            }
+        };
+        Artifact::from_value(format, &doc).map_err(|err| match err {
+            ArtifactError::Shape {
+                format,
+                at,
+                message,
+                hint: None,
+            } => ArtifactError::Shape {
+                format,
+                at,
+                message,
+                hint: detect::mismatch_hint(format, &doc),
+            },
+            other => other,
+        })
+    }
+
+    fn from_value(format: Format, doc: &serde_json::Value) -> Result<Artifact, ArtifactError> {
+        let document: Document =
+            serde_path_to_error::deserialize(doc).map_err(|e| shape(format, "document", e))?;
+        let sets = document
+            .compatibilities
+            .iter()
+            .enumerate()
+            .map(|(index, set)| match format {
+                Format::Ocifit => ocifit::compile_set(index, set),
+                Format::Nfd => nfd::compile_set(index, set),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Artifact { format, sets })
+    }
+
+    /// The format the artifact was parsed as.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// The compatibility sets, in document order.
+    pub fn sets(&self) -> &[CompatSet] {
+        &self.sets
+    }
+
+    /// What the rules read from a node (label keys for ocifit; features and elements for NFD).
+    pub fn reads(&self) -> Reads {
+        let mut reads = Reads::default();
+        for set in &self.sets {
+            match &set.rules {
+                Rules::Ocifit(rules) => rules.iter().for_each(|r| r.add_reads(&mut reads)),
+                Rules::Nfd(rules) => rules.iter().for_each(|r| r.add_reads(&mut reads)),
+            }
+        }
+        reads
+    }
+}
+
+/// A deserializer error, located: `at` names the set, the path names the field.
+pub(crate) fn shape(
+    format: Format,
+    at: &str,
+    err: serde_path_to_error::Error<serde_json::Error>,
+) -> ArtifactError {
+    let path = err.path().to_string();
+    let at = if path == "." {
+        at.to_owned()
+    } else {
+        format!("{at}, at {path}")
+    };
+    ArtifactError::Shape {
+        format,
+        at,
+        message: err.into_inner().to_string(),
+        hint: None,
+    }
+}
+
+/// `set 2 ("ubuntu:24.04")`, the prefix of every shape error about one set.
+pub(crate) fn set_label(index: usize, set: &serde_json::Value) -> String {
+    let tag = set
+        .get("tag")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    format!("set {index} ({tag:?})")
+}

@@ -1,0 +1,346 @@
+//! What a node offers the engine: its labels (ocifit rules read them) and its NFD features (NFD
+//! rules read them), from NFD's `NodeFeature` objects, merged per node as nfd-master merges them,
+//! or, for a node without any, projected from its `feature.node.kubernetes.io/*` labels where
+//! that projection is unambiguous. Plain data: no client, no watch.
+//!
+//! The label projection (prefix `feature.node.kubernetes.io/`), exactly:
+//!
+//! | label | feature | element |
+//! |---|---|---|
+//! | `cpu-cpuid.<E>=true` | flag `cpu.cpuid` | `<E>` |
+//! | `cpu-cpuid.<E>=<v>` (v not `true`) | attribute `cpu.cpuid` | `<E>` = v |
+//! | `cpu-model.<E>`, `cpu-cstate.<E>`, `cpu-pstate.<E>`, `cpu-security.<E>`, `cpu-coprocessor.<E>` | attribute `cpu.model`, `cpu.cstate`, `cpu.pstate`, `cpu.security`, `cpu.coprocessor` | `<E>` |
+//! | `cpu-hardware_multithreading` | attribute `cpu.topology` | `hardware_multithreading` |
+//! | `kernel-version.<E>` | attribute `kernel.version` | `<E>` (`full`, `major`, `minor`, `revision`) |
+//! | `kernel-selinux.<E>` | attribute `kernel.selinux` | `<E>` (`enabled`) |
+//! | `system-os_release.<E>` | attribute `system.osrelease` | `<E>` (`ID`, `VERSION_ID`, `VERSION_ID.major`, ...) |
+//!
+//! `<E>` is everything after the first `.`. Nothing else is projected: kernel config labels
+//! (values rewritten), `pci-*`, `usb-*`, `storage-*`, `network-*`, `memory-*` (instance features
+//! reduced to `present`) and custom labels cannot be turned back into features, so a term on
+//! those features does not match (the feature is missing), as NFD does. Also lost by labels: the
+//! CPUID flags NFD does not label by default (`SSE2`, `CMOV`, ...), so an `Exists` on them fails
+//! on projected features; publish NodeFeature objects for exact answers.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// The label NFD puts on every NodeFeature object to name its node.
+pub const NODE_NAME_LABEL: &str = "nfd.node.kubernetes.io/node-name";
+
+const FEATURE_LABEL_PREFIX: &str = "feature.node.kubernetes.io/";
+
+/// Label name (after the prefix, before the first `.`) → the attribute feature it projects to.
+const PROJECTED: &[(&str, &str)] = &[
+    ("cpu-model", "cpu.model"),
+    ("cpu-cstate", "cpu.cstate"),
+    ("cpu-pstate", "cpu.pstate"),
+    ("cpu-security", "cpu.security"),
+    ("cpu-coprocessor", "cpu.coprocessor"),
+    ("kernel-version", "kernel.version"),
+    ("kernel-selinux", "kernel.selinux"),
+    ("system-os_release", "system.osrelease"),
+];
+
+/// A node's NFD features, keyed by feature name (`cpu.cpuid`), as NFD's rules see them.
+///
+/// Serializes in NFD's own shape (`{flags: {F: {elements: {E: {}}}}, attributes: {F: {elements:
+/// {E: v}}}, instances: {F: {elements: [{attributes: {..}}]}}}`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "RawFeatures", into = "RawFeatures")]
+pub struct Features {
+    /// Flag features: element names only.
+    pub flags: BTreeMap<String, BTreeSet<String>>,
+    /// Attribute features: element name → value.
+    pub attributes: BTreeMap<String, BTreeMap<String, String>>,
+    /// Instance features: each instance's attributes.
+    pub instances: BTreeMap<String, Vec<BTreeMap<String, String>>>,
+}
+
+impl Features {
+    /// Merges `other` into `self` as NFD does: flags are united, attribute values from `other`
+    /// win, instances are appended.
+    pub fn merge(&mut self, other: Features) {
+        for (feature, elements) in other.flags {
+            self.flags.entry(feature).or_default().extend(elements);
+        }
+        for (feature, elements) in other.attributes {
+            self.attributes.entry(feature).or_default().extend(elements);
+        }
+        for (feature, elements) in other.instances {
+            self.instances.entry(feature).or_default().extend(elements);
+        }
+    }
+
+    /// The features NFD rules would see for a node that has only its labels (see the module
+    /// documentation for the exact projection).
+    pub fn from_labels(labels: &BTreeMap<String, String>) -> Features {
+        let mut out = Features::default();
+        for (key, value) in labels {
+            let Some(name) = key.strip_prefix(FEATURE_LABEL_PREFIX) else {
+                continue;
+            };
+            if name == "cpu-hardware_multithreading" {
+                out.attributes
+                    .entry("cpu.topology".to_owned())
+                    .or_default()
+                    .insert("hardware_multithreading".to_owned(), value.clone());
+                continue;
+            }
+            let Some((source, element)) = name.split_once('.') else {
+                continue;
+            };
+            if element.is_empty() {
+                continue;
+            }
+            if source == "cpu-cpuid" {
+                if value == "true" {
+                    out.flags
+                        .entry("cpu.cpuid".to_owned())
+                        .or_default()
+                        .insert(element.to_owned());
+                } else {
+                    out.attributes
+                        .entry("cpu.cpuid".to_owned())
+                        .or_default()
+                        .insert(element.to_owned(), value.clone());
+                }
+                continue;
+            }
+            if let Some((_, feature)) = PROJECTED.iter().find(|(s, _)| *s == source) {
+                out.attributes
+                    .entry((*feature).to_owned())
+                    .or_default()
+                    .insert(element.to_owned(), value.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Where a node's NFD features came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FeatureSource {
+    /// NFD NodeFeature objects for the node.
+    NodeFeature,
+    /// Projected from the node's `feature.node.kubernetes.io/*` labels (no NodeFeature object).
+    Labels,
+}
+
+/// Everything the engine reads about one node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeInputs {
+    /// The node's labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its merged NodeFeature features, or `None` when it has no NodeFeature object.
+    pub features: Option<Features>,
+}
+
+impl NodeInputs {
+    /// A node known by its labels only.
+    pub fn new(labels: BTreeMap<String, String>) -> NodeInputs {
+        NodeInputs {
+            labels,
+            features: None,
+        }
+    }
+
+    /// Adds the node's merged NodeFeature features (from [`features_by_node`]).
+    pub fn with_features(mut self, features: Option<Features>) -> NodeInputs {
+        self.features = features;
+        self
+    }
+
+    /// The features NFD rules see: the NodeFeature features, else the label projection.
+    pub fn nfd_features(&self) -> (Cow<'_, Features>, FeatureSource) {
+        match &self.features {
+            Some(features) => (Cow::Borrowed(features), FeatureSource::NodeFeature),
+            None => (
+                Cow::Owned(Features::from_labels(&self.labels)),
+                FeatureSource::Labels,
+            ),
+        }
+    }
+}
+
+/// An NFD `NodeFeature` (`nfd.k8s-sigs.io/v1alpha1`): only the fields the engine reads; every
+/// other field is tolerated and dropped.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeFeature {
+    /// Name, namespace and labels (the node is named by [`NODE_NAME_LABEL`]).
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The discovered features.
+    #[serde(default)]
+    pub spec: NodeFeatureSpec,
+}
+
+/// The part of a NodeFeature's spec the engine reads (its `labels` request is ignored).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeFeatureSpec {
+    /// The raw features.
+    #[serde(default, deserialize_with = "null_default")]
+    pub features: Features,
+}
+
+/// A list of NodeFeature objects, as `kubectl get nodefeatures -A -o json` prints it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeFeatureList {
+    /// The objects.
+    #[serde(default, deserialize_with = "null_default")]
+    pub items: Vec<NodeFeature>,
+}
+
+impl k8s_openapi::Resource for NodeFeature {
+    const API_VERSION: &'static str = "nfd.k8s-sigs.io/v1alpha1";
+    const GROUP: &'static str = "nfd.k8s-sigs.io";
+    const KIND: &'static str = "NodeFeature";
+    const VERSION: &'static str = "v1alpha1";
+    const URL_PATH_SEGMENT: &'static str = "nodefeatures";
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::ListableResource for NodeFeature {
+    const LIST_KIND: &'static str = "NodeFeatureList";
+}
+
+impl k8s_openapi::Metadata for NodeFeature {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Merges NodeFeature objects into features per node name (from [`NODE_NAME_LABEL`]; objects
+/// without it are ignored, as NFD ignores them). The order is nfd-master's: objects in
+/// `nfd_namespace` first, then by name, then by namespace; later objects' attribute values win.
+pub fn features_by_node(items: &[NodeFeature], nfd_namespace: &str) -> BTreeMap<String, Features> {
+    let mut by_node: BTreeMap<&str, Vec<&NodeFeature>> = BTreeMap::new();
+    for item in items {
+        let node = item
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(NODE_NAME_LABEL));
+        if let Some(node) = node {
+            by_node.entry(node).or_default().push(item);
+        }
+    }
+    by_node
+        .into_iter()
+        .map(|(node, mut objects)| {
+            objects.sort_by_key(|o| {
+                let ns = o.metadata.namespace.as_deref().unwrap_or("");
+                (
+                    ns != nfd_namespace,
+                    o.metadata.name.as_deref().unwrap_or(""),
+                    ns,
+                )
+            });
+            let mut merged = Features::default();
+            for object in objects {
+                merged.merge(object.spec.features.clone());
+            }
+            (node.to_owned(), merged)
+        })
+        .collect()
+}
+
+/// NFD's wire shape of `spec.features`.
+#[derive(Default, Serialize, Deserialize)]
+struct RawFeatures {
+    #[serde(default, deserialize_with = "null_default")]
+    flags: BTreeMap<String, Elements<BTreeMap<String, Nil>>>,
+    #[serde(default, deserialize_with = "null_default")]
+    attributes: BTreeMap<String, Elements<BTreeMap<String, String>>>,
+    #[serde(default, deserialize_with = "null_default")]
+    instances: BTreeMap<String, Elements<Vec<Instance>>>,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+#[serde(bound(deserialize = "T: Default + Deserialize<'de>"))]
+struct Elements<T: Default> {
+    #[serde(default, deserialize_with = "null_default")]
+    elements: T,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct Instance {
+    #[serde(default, deserialize_with = "null_default")]
+    attributes: BTreeMap<String, String>,
+}
+
+/// NFD's empty struct for flag elements (`{}`).
+#[derive(Default, Serialize, Deserialize)]
+struct Nil {}
+
+impl From<RawFeatures> for Features {
+    fn from(raw: RawFeatures) -> Features {
+        Features {
+            flags: raw
+                .flags
+                .into_iter()
+                .map(|(f, e)| (f, e.elements.into_keys().collect()))
+                .collect(),
+            attributes: raw
+                .attributes
+                .into_iter()
+                .map(|(f, e)| (f, e.elements))
+                .collect(),
+            instances: raw
+                .instances
+                .into_iter()
+                .map(|(f, e)| (f, e.elements.into_iter().map(|i| i.attributes).collect()))
+                .collect(),
+        }
+    }
+}
+
+impl From<Features> for RawFeatures {
+    fn from(features: Features) -> RawFeatures {
+        RawFeatures {
+            flags: features
+                .flags
+                .into_iter()
+                .map(|(f, e)| {
+                    let elements = e.into_iter().map(|n| (n, Nil {})).collect();
+                    (f, Elements { elements })
+                })
+                .collect(),
+            attributes: features
+                .attributes
+                .into_iter()
+                .map(|(f, elements)| (f, Elements { elements }))
+                .collect(),
+            instances: features
+                .instances
+                .into_iter()
+                .map(|(f, e)| {
+                    let elements = e
+                        .into_iter()
+                        .map(|attributes| Instance { attributes })
+                        .collect();
+                    (f, Elements { elements })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Go marshals empty maps and slices as `null`; read `null` as empty.
+fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}

@@ -10,9 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ocifit::engine::Format;
 use ocifit::registry::{
-    CacheOptions, ContentProblem, DockerConfig, Error, ErrorKind, Format, Registry,
-    RegistryOptions, RetryPolicy, parse_reference,
+    CacheOptions, ContentProblem, DockerConfig, Error, ErrorKind, Registry, RegistryOptions,
+    ResolveError, RetryPolicy, parse_reference,
 };
 use registry_support::*;
 
@@ -476,4 +477,52 @@ async fn registry_not_named_for_plain_http_is_never_reached_over_http() {
         .filter(|r| r.method == "HEAD" || r.method == "GET")
         .count();
     assert_eq!(plain, 0, "no plain-HTTP request reached the registry");
+}
+
+#[tokio::test]
+async fn resolved_artifact_is_parsed_in_the_format_its_media_type_names() {
+    let example = std::fs::read("example/flavor-compat.json").unwrap();
+    let (store, digest) = store_with_artifact(&example);
+    let fake = FakeRegistry::start(move |r| store.serve(r)).await;
+    let resolved = client(&fake.host)
+        .resolve_artifact(&parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        (resolved.digest.as_str(), resolved.format),
+        (digest.as_str(), Format::Ocifit)
+    );
+    let tags: Vec<&str> = resolved.artifact.sets().iter().map(|s| s.tag()).collect();
+    assert_eq!(tags, ["debian:11", "ubuntu:24.04", "rockylinux:9"]);
+}
+
+#[tokio::test]
+async fn artifact_that_fails_to_parse_is_invalid_content_naming_reference_and_digest() {
+    // NFD YAML under the ocifit media type: dispatch is by media type, so this is an ocifit
+    // artifact that is not JSON.
+    let example = std::fs::read("example/nfd-compat.yaml").unwrap();
+    let (store, digest) = store_with_artifact(&example);
+    let fake = FakeRegistry::start(move |r| store.serve(r)).await;
+    let reference = format!("{}/acme/compat:v1", fake.host);
+    let err = client(&fake.host)
+        .resolve_artifact(&parse_reference(&reference).unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidContent);
+    assert!(
+        matches!(
+            &err,
+            ResolveError::Artifact {
+                format: Format::Ocifit,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&reference) && text.contains(&digest),
+        "{text}"
+    );
+    assert!(std::error::Error::source(&err).is_some());
 }

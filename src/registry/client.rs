@@ -9,7 +9,7 @@ use super::cache::{CacheOptions, Caches};
 use super::docker_config::DockerConfig;
 use super::error::{ContentProblem, Error, Result};
 use super::fetch::Inner;
-use super::layers::{Format, choose_layer};
+use super::layers::choose_layer;
 use super::manifest::{Descriptor, ImageManifest, Manifest, is_index_media_type};
 use super::platforms::{self, Platform};
 use super::reference::{self, Reference};
@@ -17,6 +17,7 @@ use super::referrers::newest_nfd_referrer;
 use super::retry::RetryPolicy;
 use super::stats::{Counters, RegistryStats};
 use super::transport::{Transport, TransportOptions};
+use crate::engine::Format;
 
 /// How deep nested image indexes are followed.
 const MAX_INDEX_DEPTH: usize = 4;

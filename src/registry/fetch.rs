@@ -7,11 +7,11 @@ use std::sync::atomic::AtomicU64;
 
 use super::cache::{Caches, Content, Key, TagEntry};
 use super::error::{ContentProblem, Error, Result, Target};
-use super::layers::NFD_ARTIFACT_TYPE;
 use super::manifest::{self, Descriptor, MANIFEST_ACCEPT, Manifest, OCI_INDEX};
 use super::reference::{self, Reference};
 use super::stats::Counters;
 use super::transport::{Request, Transport};
+use crate::engine::NFD_ARTIFACT_TYPE;
 
 /// What a `Registry` shares between its clones and its spawned loads.
 pub(crate) struct Inner {

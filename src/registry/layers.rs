@@ -3,20 +3,7 @@
 
 use super::error::ContentProblem;
 use super::manifest::{Descriptor, ImageManifest};
-
-/// The layer media type `oras push` writes for an ocifit artifact.
-pub const OCIFIT_LAYER_MEDIA_TYPE: &str = "application/vnd.oci.image.compatibilities.v1+json";
-/// The artifactType of an NFD image-compatibility artifact.
-pub const NFD_ARTIFACT_TYPE: &str = "application/vnd.nfd.image-compatibility.v1alpha1";
-/// The layer media type of an NFD image-compatibility spec.
-pub const NFD_LAYER_MEDIA_TYPE: &str = "application/vnd.nfd.image-compatibility.spec.v1alpha1+yaml";
-
-/// Which compatibility format a layer holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Format {
-    Ocifit,
-    Nfd,
-}
+use crate::engine::{Format, NFD_ARTIFACT_TYPE, NFD_LAYER_MEDIA_TYPE, OCIFIT_LAYER_MEDIA_TYPE};
 
 /// The chosen layer and the format it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,8 +3,9 @@
 //! It owns references, the registry protocol (auth, retries, timeouts, size caps, digest
 //! checks), and the caches. It decides which layer, which referrer and which platforms in pure
 //! modules (`layers`, `referrers`, `platforms`, `docker_config`, `retry`, `auth`); `transport`
-//! and `client` are the thin adapters. It does not parse compatibility documents (the engine
-//! does) and knows nothing of Kubernetes objects: callers hand it credentials as a docker config.
+//! and `client` are the thin adapters. Compatibility documents are parsed by the engine, in one
+//! call at the very end (`resolve`). It knows nothing of Kubernetes objects: callers hand it
+//! credentials as a docker config.
 
 mod auth;
 mod cache;
@@ -18,6 +19,7 @@ mod manifest;
 mod platforms;
 mod reference;
 mod referrers;
+mod resolve;
 mod retry;
 mod stats;
 mod transport;
@@ -27,8 +29,8 @@ pub use client::{FetchedArtifact, ImagePlatforms, Registry, RegistryOptions};
 pub use docker_config::{Credentials, DockerConfig};
 pub use error::{ConfigError, ContentProblem, Error, ErrorKind, Result, Target};
 pub use flags::RegistryFlags;
-pub use layers::{Format, NFD_ARTIFACT_TYPE, NFD_LAYER_MEDIA_TYPE, OCIFIT_LAYER_MEDIA_TYPE};
 pub use platforms::Platform;
 pub use reference::{Reference, parse as parse_reference};
+pub use resolve::{ResolveError, ResolvedArtifact};
 pub use retry::RetryPolicy;
 pub use stats::{CacheCounts, RegistryStats};

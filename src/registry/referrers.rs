@@ -3,8 +3,8 @@
 
 use jiff::Timestamp;
 
-use super::layers::NFD_ARTIFACT_TYPE;
 use super::manifest::{CREATED_ANNOTATION, Descriptor};
+use crate::engine::NFD_ARTIFACT_TYPE;
 
 /// Picks the newest NFD artifact among an image's referrers.
 ///

@@ -6,12 +6,13 @@
 #![allow(clippy::unwrap_used, dead_code)]
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpListener;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
 
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -77,6 +78,19 @@ impl FakeRegistry {
     pub async fn start(
         handler: impl Fn(&FakeRequest) -> FakeResponse + Send + Sync + 'static,
     ) -> Self {
+        Self::start_with(handler, |socket| async move { Some(socket) }).await
+    }
+
+    /// Serves every request with `handler`, each connection first wrapped by `wrap` (e.g. TLS).
+    pub async fn start_with<S, W, Fut>(
+        handler: impl Fn(&FakeRequest) -> FakeResponse + Send + Sync + 'static,
+        wrap: W,
+    ) -> Self
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        W: Fn(TcpStream) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Option<S>> + Send + 'static,
+    {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let host = listener.local_addr().unwrap().to_string();
         let requests: Arc<Mutex<Vec<FakeRequest>>> = Arc::default();
@@ -89,51 +103,11 @@ impl FakeRegistry {
                 };
                 let handler = Arc::clone(&handler);
                 let log = Arc::clone(&log);
+                let wrapped = wrap(socket);
                 tokio::spawn(async move {
-                    let (read, mut write) = socket.into_split();
-                    let mut lines = BufReader::new(read);
-                    let mut first = String::new();
-                    if lines.read_line(&mut first).await.unwrap_or(0) == 0 {
-                        return;
+                    if let Some(stream) = wrapped.await {
+                        serve(stream, &*handler, &log).await;
                     }
-                    let mut parts = first.split_whitespace();
-                    let method = parts.next().unwrap_or_default().to_string();
-                    let path = parts.next().unwrap_or_default().to_string();
-                    let mut headers = HashMap::new();
-                    loop {
-                        let mut line = String::new();
-                        if lines.read_line(&mut line).await.unwrap_or(0) == 0
-                            || line.trim().is_empty()
-                        {
-                            break;
-                        }
-                        if let Some((k, v)) = line.split_once(':') {
-                            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-                        }
-                    }
-                    let request = FakeRequest {
-                        method,
-                        path,
-                        headers,
-                    };
-                    log.lock().unwrap().push(request.clone());
-                    let response = handler(&request);
-                    tokio::time::sleep(response.delay).await;
-                    let mut out = format!(
-                        "HTTP/1.1 {} X\r\nConnection: close\r\nContent-Length: {}\r\n",
-                        response.status,
-                        response.body.len()
-                    );
-                    for (k, v) in &response.headers {
-                        out.push_str(&format!("{k}: {v}\r\n"));
-                    }
-                    out.push_str("\r\n");
-                    let mut bytes = out.into_bytes();
-                    if request.method != "HEAD" {
-                        bytes.extend_from_slice(&response.body);
-                    }
-                    let _ = write.write_all(&bytes).await;
-                    let _ = write.shutdown().await;
                 });
             }
         });
@@ -169,6 +143,56 @@ impl FakeRegistry {
     pub fn total(&self) -> usize {
         self.requests.lock().unwrap().len()
     }
+}
+
+/// Reads one request from `stream`, answers it with `handler`, and closes.
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    handler: &Handler,
+    log: &Mutex<Vec<FakeRequest>>,
+) {
+    let (read, mut write) = tokio::io::split(stream);
+    let mut lines = BufReader::new(read);
+    let mut first = String::new();
+    if lines.read_line(&mut first).await.unwrap_or(0) == 0 {
+        return;
+    }
+    let mut parts = first.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let path = parts.next().unwrap_or_default().to_string();
+    let mut headers = HashMap::new();
+    loop {
+        let mut line = String::new();
+        if lines.read_line(&mut line).await.unwrap_or(0) == 0 || line.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+        }
+    }
+    let request = FakeRequest {
+        method,
+        path,
+        headers,
+    };
+    log.lock().unwrap().push(request.clone());
+    let response = handler(&request);
+    tokio::time::sleep(response.delay).await;
+    let mut out = format!(
+        "HTTP/1.1 {} X\r\nConnection: close\r\nContent-Length: {}\r\n",
+        response.status,
+        response.body.len()
+    );
+    for (k, v) in &response.headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    let mut bytes = out.into_bytes();
+    if request.method != "HEAD" {
+        bytes.extend_from_slice(&response.body);
+    }
+    let _ = write.write_all(&bytes).await;
+    let _ = write.shutdown().await;
 }
 
 pub fn digest(bytes: &[u8]) -> String {

@@ -8,6 +8,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::engine::{Format, Reads};
+
 /// What the user asks: the artifact to choose from, the placeholder to replace, which nodes count
 /// and what to do with pods that cannot be given a single image.
 // Each printcolumn repeats `type_ = "string"`; clippy reads those as duplicated attributes.
@@ -58,7 +60,7 @@ pub struct ImageSelectionPolicySpec {
 
     /// The placeholder image. Containers of opted-in pods whose image equals it are given the image
     /// resolved for their node class.
-    #[schemars(length(min = 1), regex(pattern = r"^\S+$"))]
+    #[schemars(length(min = 1, max = 512), regex(pattern = r"^\S+$"))]
     pub target_image: String,
 
     /// Which nodes count for this policy (labels that must all match). Empty: every node except
@@ -78,7 +80,7 @@ pub struct ImageSelectionPolicySpec {
 
     /// Image used where no candidate is compatible, instead of applying onNoMatch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1), regex(pattern = r"^\S+$"))]
+    #[schemars(length(min = 1, max = 512), regex(pattern = r"^\S+$"))]
     pub fallback_image: Option<String>,
 
     /// Also replace the placeholder in init containers (regular containers always are).
@@ -95,7 +97,7 @@ pub struct ArtifactSource {
     /// OCI reference of one compatibility artifact (ocifit JSON or NFD image-compatibility) listing
     /// the candidate images, by tag or digest, e.g. `registry.example.com/acme/app-compat:v1`.
     #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1), regex(pattern = r"^\S+$"))]
+    #[schemars(length(min = 1, max = 512), regex(pattern = r"^\S+$"))]
     pub reference: Option<String>,
 
     /// Candidate images, each carrying its own NFD image-compatibility artifact attached through
@@ -125,7 +127,7 @@ pub struct ArtifactSource {
 #[serde(rename_all = "camelCase")]
 pub struct Candidate {
     /// The image reference, by tag or digest; its NFD artifact is found through its referrers.
-    #[schemars(length(min = 1), regex(pattern = r"^\S+$"))]
+    #[schemars(length(min = 1, max = 512), regex(pattern = r"^\S+$"))]
     pub image: String,
 
     /// Preference among fitting candidates: the highest weight wins, then the first listed.
@@ -177,6 +179,11 @@ pub struct ImageSelectionPolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<ArtifactStatus>,
 
+    /// The node labels and NFD features the artifact's rules read. Node classes are drawn on their
+    /// values and on `kubernetes.io/arch` and `kubernetes.io/os`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_keys: Option<Reads>,
+
     /// Number of node classes (rows in `classes`).
     #[serde(default)]
     pub class_count: i32,
@@ -199,7 +206,7 @@ pub struct ArtifactStatus {
     /// Content digest of the artifact manifest, e.g. `sha256:…`.
     pub digest: String,
     /// The artifact's format: `ocifit` (JSON) or `nfd` (NFD image-compatibility v1alpha1).
-    pub format: String,
+    pub format: Format,
     /// Number of candidate sets the artifact lists.
     pub candidates: i32,
     /// When this digest was first fetched.

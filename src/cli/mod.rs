@@ -7,8 +7,11 @@ use std::io::Write;
 use clap::{Parser, Subcommand};
 
 mod crd;
+mod input;
+mod resolve;
 
 pub use crd::crd_yaml;
+pub use resolve::{EXIT_INVALID_INPUT, EXIT_NO_MATCH, ResolveArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -23,12 +26,19 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Show which image each kind of node would get from a compatibility artifact, and why
+    /// (offline: files in, a table or JSON out).
+    ///
+    /// Exit status: 0 when every node class has an image, 1 when some class has no compatible
+    /// image (the answer is still printed), 2 when the input cannot be used.
+    Resolve(ResolveArgs),
     /// Print the ImageSelectionPolicy CustomResourceDefinition as YAML.
     Crd,
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
+        Command::Resolve(args) => resolve::run(&args),
         Command::Crd => match crd_yaml() {
             Ok(yaml) => {
                 // A closed stdout (e.g. `| head`) is not worth a panic.

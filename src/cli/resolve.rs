@@ -225,7 +225,11 @@ fn render_json(report: &Report) -> String {
 }
 
 fn render_table(report: &Report, args: &ResolveArgs) -> String {
-    let mut out = format!("artifact {} (format {}", args.artifact.display(), report.format);
+    let mut out = format!(
+        "artifact {} (format {}",
+        args.artifact.display(),
+        report.format
+    );
     if let Some(why) = report.format_detected {
         out.push_str(&format!(", detected: {why}"));
     }
@@ -254,7 +258,8 @@ fn render_table(report: &Report, args: &ResolveArgs) -> String {
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {
-    s.parse().map_err(|e: crate::engine::UnknownFormat| e.to_string())
+    s.parse()
+        .map_err(|e: crate::engine::UnknownFormat| e.to_string())
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {

@@ -55,10 +55,8 @@ mod tests {
     use super::*;
     use crate::registry::reference::parse;
 
-    fn temp(name: &str, content: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("ocifit-flags-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
+    fn temp(dir: &tempfile::TempDir, name: &str, content: &str) -> PathBuf {
+        let path = dir.path().join(name);
         std::fs::write(&path, content).unwrap();
         path
     }
@@ -81,7 +79,9 @@ mod tests {
 
     #[test]
     fn docker_config_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
         let path = temp(
+            &dir,
             "config.json",
             r#"{"auths":{"r.example.com":{"username":"u","password":"p"}}}"#,
         );
@@ -106,7 +106,8 @@ mod tests {
             err.to_string().contains("/nonexistent/ocifit/config.json"),
             "{err}"
         );
-        let ca = temp("ca.pem", "not a certificate");
+        let dir = tempfile::tempdir().unwrap();
+        let ca = temp(&dir, "ca.pem", "not a certificate");
         let flags = RegistryFlags {
             ca_file: Some(ca.clone()),
             ..RegistryFlags::default()

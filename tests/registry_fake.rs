@@ -526,3 +526,25 @@ async fn artifact_that_fails_to_parse_is_invalid_content_naming_reference_and_di
     );
     assert!(std::error::Error::source(&err).is_some());
 }
+
+#[tokio::test]
+async fn unreachable_registry_is_a_transport_error_saying_why() {
+    let host = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let mut opts = options(&host);
+    opts.retry.max_attempts = 2;
+    let err = Registry::new(opts)
+        .unwrap()
+        .resolve_digest(&parse_reference(&format!("{host}/acme/compat:v1")).unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transport);
+    let text = err.to_string();
+    assert!(
+        text.contains("failed to connect") && text.contains("refused"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("{host}/acme/compat:v1")), "{text}");
+}

@@ -25,8 +25,8 @@ pub enum ResolveError {
     /// It could not be fetched (see [`Error::kind`]).
     #[error(transparent)]
     Registry(#[from] Error),
-    /// It was fetched but is not a valid compatibility document; the source says where and why.
-    #[error("invalid {format} compatibility artifact {reference} ({digest})")]
+    /// It was fetched but is not a valid compatibility document: where and why.
+    #[error("invalid {format} compatibility artifact {reference} ({digest}): {source}")]
     Artifact {
         reference: String,
         digest: String,

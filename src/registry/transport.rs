@@ -355,17 +355,27 @@ fn transport_error(target: &Target, err: reqwest::Error) -> AttemptError {
     } else {
         Failure::Connection
     };
-    let detail = if err.is_timeout() {
+    let summary = if err.is_timeout() {
         "request timed out"
     } else if err.is_connect() {
         "failed to connect"
     } else {
         "request failed"
     };
+    // The innermost cause says what actually happened ("Connection refused", "invalid peer
+    // certificate: UnknownIssuer"); requests carry no credentials in their errors.
+    let mut root = std::error::Error::source(&err);
+    while let Some(next) = root.and_then(std::error::Error::source) {
+        root = Some(next);
+    }
+    let detail = match root {
+        Some(cause) => format!("{summary} ({cause})"),
+        None => summary.to_string(),
+    };
     AttemptError {
         error: Error::Transport {
             target: target.clone(),
-            detail: detail.to_string(),
+            detail,
             source: Some(Arc::new(err.without_url())),
         },
         failure: Some(failure),

@@ -235,7 +235,7 @@ fn render_table(report: &Report, args: &ResolveArgs) -> String {
     }
     out.push_str(")\n\n");
     let mut table = tabwriter::TabWriter::new(Vec::new()).padding(2);
-    let _ = writeln!(table, "CLASS\tNODES\tIMAGE\tLABELS\tWHY");
+    let _ = writeln!(table, "CLASS\tNODES\tIMAGE\tWHY\tLABELS");
     for class in &report.classes {
         let labels: Vec<String> = class
             .labels
@@ -248,8 +248,8 @@ fn render_table(report: &Report, args: &ResolveArgs) -> String {
             class.name,
             class.nodes.len(),
             class.image.as_deref().unwrap_or("no match"),
-            labels.join(","),
             class.explanation.summary(),
+            labels.join(","),
         );
     }
     let rows = table.into_inner().unwrap_or_default();

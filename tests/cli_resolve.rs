@@ -28,9 +28,11 @@ fn json(output: &Output) -> Value {
 /// node name → image, from the JSON output.
 fn images_by_node(report: &Value) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
-    for class in report["classes"].as_array().unwrap() {
-        for node in class["nodes"].as_array().unwrap() {
-            out.insert(node.as_str().unwrap().to_owned(), class["image"].clone());
+    let classes = report["classes"].as_array().expect("classes is a list");
+    for class in classes {
+        for node in class["nodes"].as_array().expect("nodes is a list") {
+            let node = node.as_str().expect("a node name is a string");
+            out.insert(node.to_owned(), class["image"].clone());
         }
     }
     out
@@ -38,7 +40,7 @@ fn images_by_node(report: &Value) -> BTreeMap<String, Value> {
 
 fn write(dir: &Path, name: &str, contents: &str) -> String {
     let path = dir.join(name);
-    std::fs::write(&path, contents).unwrap();
+    std::fs::write(&path, contents).expect("the test file is written");
     path.display().to_string()
 }
 

@@ -548,3 +548,27 @@ async fn unreachable_registry_is_a_transport_error_saying_why() {
     );
     assert!(text.contains(&format!("{host}/acme/compat:v1")), "{text}");
 }
+
+#[tokio::test]
+async fn index_entry_with_a_malformed_digest_is_refused_without_a_request_for_it() {
+    let mut store = Store::default();
+    let index = serde_json::json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [
+        {"mediaType": OCI_MANIFEST, "digest": "sha256:../../../v2/_catalog", "size": 1}]});
+    store.manifest(Some("v1"), OCI_INDEX, serde_json::to_vec(&index).unwrap());
+    let fake = FakeRegistry::start(move |r| store.serve(r)).await;
+    let err = client(&fake.host)
+        .image_platforms(&parse_reference(&format!("{}/acme/app:v1", fake.host)).unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidContent { problem, .. } if matches!(**problem, ContentProblem::UnsupportedDigest(_))),
+        "{err}"
+    );
+    assert!(
+        fake.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|r| !r.path.contains(".."))
+    );
+}

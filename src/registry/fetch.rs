@@ -123,6 +123,14 @@ impl Inner {
     pub(crate) async fn manifest(this: &Arc<Self>, pinned: &Reference) -> Result<Manifest> {
         let target = reference::target(pinned);
         let digest = reference::manifest_reference(pinned).to_string();
+        // Digests also come from registry content (index entries, referrers): never let one
+        // that is not a digest into a URL.
+        if !manifest::is_valid_digest(&digest) {
+            return Err(Error::content(
+                &target,
+                ContentProblem::UnsupportedDigest(digest),
+            ));
+        }
         let load = {
             let this = Arc::clone(this);
             let pinned = pinned.clone();

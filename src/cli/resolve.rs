@@ -175,6 +175,8 @@ fn report(args: &ResolveArgs) -> Result<Report, ResolveError> {
         }
     };
     let artifact = Artifact::parse(format, &bytes).map_err(artifact_error)?;
+    // Each set's tag is the image to use here (not in candidates mode).
+    artifact.require_image_tags().map_err(artifact_error)?;
     let nodes = read_nodes(args)?;
     let selector: BTreeMap<String, String> = args.node_selector.iter().cloned().collect();
     let classes = resolution::resolve(

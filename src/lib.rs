@@ -8,4 +8,5 @@ pub mod api;
 pub mod classes;
 pub mod cli;
 pub mod engine;
+pub mod registry;
 pub mod resolution;

@@ -9,5 +9,6 @@ pub mod classes;
 pub mod cli;
 pub mod controller;
 pub mod engine;
+pub mod registry;
 pub mod resolution;
 pub mod telemetry;

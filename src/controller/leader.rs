@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use futures::Stream;
+use futures_util::Stream;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -58,7 +58,7 @@ impl Leadership {
     /// Yields once each time this replica becomes the leader (at once if it already is); ends
     /// when the lease task is gone.
     pub fn gained(&self) -> impl Stream<Item = ()> + Send + 'static {
-        futures::stream::unfold(
+        futures_util::stream::unfold(
             (self.state.clone(), true),
             |(mut state, first)| async move {
                 if first && *state.borrow_and_update() {

@@ -2,7 +2,7 @@
 //! its pull secret's credentials) into a parsed artifact and its candidates' platforms, or a
 //! [`Failure`] with a condition reason. The registry room implements it (`registry_source`).
 
-use futures::future::BoxFuture;
+use futures_util::future::BoxFuture;
 
 use super::platform::Platforms;
 use super::status::{Failure, Resolved};

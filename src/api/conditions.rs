@@ -50,6 +50,8 @@ pub enum Reason {
     Unauthorized,
     /// The artifact or image reference does not exist.
     NotFound,
+    /// The artifact reference is not a valid OCI reference.
+    InvalidReference,
     /// The referenced pull Secret is missing or not a dockerconfigjson.
     SecretInvalid,
     /// The status is the last known good one; the current artifact cannot be had.
@@ -62,7 +64,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for parsing a stored condition back and for the documentation.
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 13] = [
         Self::Resolved,
         Self::NoMatch,
         Self::NoNodes,
@@ -71,6 +73,7 @@ impl Reason {
         Self::RegistryUnavailable,
         Self::Unauthorized,
         Self::NotFound,
+        Self::InvalidReference,
         Self::SecretInvalid,
         Self::StaleArtifact,
         Self::Current,
@@ -87,6 +90,7 @@ impl Reason {
             Self::RegistryUnavailable => "RegistryUnavailable",
             Self::Unauthorized => "Unauthorized",
             Self::NotFound => "NotFound",
+            Self::InvalidReference => "InvalidReference",
             Self::SecretInvalid => "SecretInvalid",
             Self::StaleArtifact => "StaleArtifact",
             Self::Current => "Current",

@@ -9,6 +9,7 @@ pub mod leader;
 pub mod memo;
 pub mod platform;
 pub mod reconcile;
+pub mod registry_source;
 pub mod schedule;
 pub mod source;
 pub mod status;

@@ -4,28 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use std::fmt;
-
 use crate::classes::grouping::{ARCH_LABEL, NodeClass, OS_LABEL};
-
-/// One platform an image is built for, as read from its index or config.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Platform {
-    pub os: String,
-    pub architecture: String,
-    pub variant: Option<String>,
-    pub os_version: Option<String>,
-}
-
-impl fmt::Display for Platform {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.os, self.architecture)?;
-        if let Some(variant) = &self.variant {
-            write!(f, "/{variant}")?;
-        }
-        Ok(())
-    }
-}
+use crate::registry::Platform;
 
 /// What is known about one candidate image's platforms.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -214,7 +214,10 @@ async fn resolve(
         return Ok(memo.clone());
     }
     let result = ctx.source.fetch(&request).await;
-    ctx.metrics.artifact_fetched(result.is_ok());
+    ctx.metrics.artifact_fetched(match &result {
+        Ok(_) => "Ok",
+        Err(failure) => failure.reason.as_str(),
+    });
     if let Err(failure) = &result {
         tracing::info!(policy = %name, reference = %request.reference, reason = %failure.reason, message = %failure.message, "artifact not resolved");
     }

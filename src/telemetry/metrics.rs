@@ -33,13 +33,7 @@ struct ResultLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FetchLabels {
-    result: FetchResult,
-}
-
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-enum FetchResult {
-    Ok,
-    Error,
+    result: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -104,7 +98,7 @@ impl Metrics {
         let artifact_fetches = Family::<FetchLabels, Counter>::default();
         registry.register(
             "artifact_fetches",
-            "Compatibility artifact resolutions against the registry, by result",
+            "Compatibility artifact resolutions against the registry, by result (Ok or the condition reason)",
             artifact_fetches.clone(),
         );
         let status_writes = Counter::default();
@@ -156,15 +150,12 @@ impl Metrics {
         }
     }
 
-    /// Counts one artifact resolution.
-    pub fn artifact_fetched(&self, ok: bool) {
-        let result = if ok {
-            FetchResult::Ok
-        } else {
-            FetchResult::Error
-        };
+    /// Counts one artifact resolution: `result` is `Ok` or the failure's condition reason.
+    pub fn artifact_fetched(&self, result: &str) {
         self.artifact_fetches
-            .get_or_create(&FetchLabels { result })
+            .get_or_create(&FetchLabels {
+                result: result.to_owned(),
+            })
             .inc();
     }
 
@@ -218,7 +209,7 @@ mod tests {
         let metrics = Metrics::new(None);
         metrics.reconciled(ReconcileResult::Ok, 0.002);
         metrics.reconciled(ReconcileResult::ArtifactError, 0.5);
-        metrics.artifact_fetched(false);
+        metrics.artifact_fetched("RegistryUnavailable");
         metrics.status_written();
         metrics.set_policies([(("Ready", "True"), 2), (("Degraded", "True"), 1)]);
         metrics.set_leader(true);
@@ -227,7 +218,7 @@ mod tests {
             "ocifit_reconciles_total{result=\"Ok\"} 1",
             "ocifit_reconciles_total{result=\"ArtifactError\"} 1",
             "ocifit_reconcile_duration_seconds_count 2",
-            "ocifit_artifact_fetches_total{result=\"Error\"} 1",
+            "ocifit_artifact_fetches_total{result=\"RegistryUnavailable\"} 1",
             "ocifit_status_writes_total 1",
             "ocifit_policies{condition=\"Ready\",status=\"True\"} 2",
             "ocifit_policies{condition=\"Degraded\",status=\"True\"} 1",

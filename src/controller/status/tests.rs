@@ -4,7 +4,8 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::*;
 use crate::api::{ArtifactSource, OnNoMatch, OnUnpinned};
-use crate::controller::platform::{Platform, PlatformLookup};
+use crate::controller::platform::PlatformLookup;
+use crate::registry::Platform;
 
 const FLAVORS: &str = include_str!("../../../example/flavor-compat.json");
 const IMAGES: [&str; 3] = ["debian:11", "ubuntu:24.04", "rockylinux:9"];

@@ -260,9 +260,20 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         let readiness = readiness.clone();
         let stores = stores.clone();
         tokio::spawn(async move {
-            if stores.policies.wait_until_ready().await.is_ok()
-                && stores.nodes.wait_until_ready().await.is_ok()
-            {
+            // A store's readiness wakes only its last waiter (the controller also waits on the
+            // policy store), so look again now and then rather than once.
+            let synced = async {
+                stores.policies.wait_until_ready().await.is_ok()
+                    && stores.nodes.wait_until_ready().await.is_ok()
+            };
+            let mut synced = std::pin::pin!(synced);
+            let ok = loop {
+                if let Ok(ok) = tokio::time::timeout(Duration::from_millis(100), &mut synced).await
+                {
+                    break ok;
+                }
+            };
+            if ok {
                 readiness.set(true);
                 tracing::info!("caches synced; ready");
             }

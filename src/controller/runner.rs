@@ -68,12 +68,12 @@ pub fn controller(
     let (feature_reader, feature_writer) = reflector::store();
     let stores = Stores {
         policies: policy_reader.clone(),
-        nodes: node_reader.clone(),
-        node_features: feature_reader.clone(),
+        nodes: node_reader,
+        node_features: feature_reader,
     };
     let interests = Interests::default();
-    let node_tracker = NodeTracker::new(Arc::clone(&interests), node_reader);
-    let feature_tracker = FeatureTracker::new(Arc::clone(&interests), feature_reader);
+    let node_tracker = NodeTracker::new(Arc::clone(&interests));
+    let feature_tracker = FeatureTracker::new(Arc::clone(&interests));
     let secret_policies = policy_reader.clone();
     let recorder = Recorder::new(
         client.clone(),

@@ -8,8 +8,10 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -36,30 +38,29 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Remembers each node's labels as last seen, to tell which policies a change concerns.
 pub struct NodeTracker {
     interests: Interests,
-    nodes: Store<PartialObjectMeta<Node>>,
     last: Mutex<HashMap<String, Labels>>,
 }
 
 impl NodeTracker {
-    /// A tracker over the node store the watch fills.
-    pub fn new(interests: Interests, nodes: Store<PartialObjectMeta<Node>>) -> NodeTracker {
+    /// A tracker for the policies' interests.
+    pub fn new(interests: Interests) -> NodeTracker {
         NodeTracker {
             interests,
-            nodes,
             last: Mutex::default(),
         }
     }
 
-    /// The policies a node event concerns (a node gone from the store was deleted).
+    /// The policies a node event concerns (see [`marking_deletions`] for deleted nodes).
     pub fn policies_for(
         &self,
         node: &PartialObjectMeta<Node>,
     ) -> Vec<ObjectRef<ImageSelectionPolicy>> {
         let name = node.name_any();
-        let now = self
-            .nodes
-            .get(&ObjectRef::new(&name))
-            .map(|n| n.metadata.labels.clone().unwrap_or_default());
+        let now = node
+            .metadata
+            .deletion_timestamp
+            .is_none()
+            .then(|| node.metadata.labels.clone().unwrap_or_default());
         let before = {
             let mut last = lock(&self.last);
             match &now {
@@ -79,16 +80,14 @@ impl NodeTracker {
 /// its other fields) triggers nothing.
 pub struct FeatureTracker {
     interests: Interests,
-    store: Store<NodeFeature>,
     last: Mutex<HashMap<(String, String), u64>>,
 }
 
 impl FeatureTracker {
-    /// A tracker over the NodeFeature store the watch fills.
-    pub fn new(interests: Interests, store: Store<NodeFeature>) -> FeatureTracker {
+    /// A tracker for the policies' interests.
+    pub fn new(interests: Interests) -> FeatureTracker {
         FeatureTracker {
             interests,
-            store,
             last: Mutex::default(),
         }
     }
@@ -96,16 +95,13 @@ impl FeatureTracker {
     /// The policies reading NFD features, when this object's features changed.
     pub fn policies_for(&self, object: &NodeFeature) -> Vec<ObjectRef<ImageSelectionPolicy>> {
         let key = (object.namespace().unwrap_or_default(), object.name_any());
-        let now = self
-            .store
-            .get(&ObjectRef::new(&key.1).within(&key.0))
-            .map(|nf| {
-                let mut hasher = DefaultHasher::new();
-                serde_json::to_string(&nf.spec.features)
-                    .unwrap_or_default()
-                    .hash(&mut hasher);
-                hasher.finish()
-            });
+        let now = object.metadata.deletion_timestamp.is_none().then(|| {
+            let mut hasher = DefaultHasher::new();
+            serde_json::to_string(&object.spec.features)
+                .unwrap_or_default()
+                .hash(&mut hasher);
+            hasher.finish()
+        });
         let before = {
             let mut last = lock(&self.last);
             match now {
@@ -144,6 +140,25 @@ pub fn policies_for_secret(
         .collect()
 }
 
+/// Marks the objects of delete events with a deletion timestamp (when they carry none), so a
+/// mapper that sees only objects can tell a deletion from an update. The store sees the events
+/// before the marking, unchanged.
+pub fn marking_deletions<K>(event: watcher::Event<K>) -> watcher::Event<K>
+where
+    K: kube::Resource,
+{
+    match event {
+        watcher::Event::Delete(mut object) => {
+            object
+                .meta_mut()
+                .deletion_timestamp
+                .get_or_insert_with(|| Time(Timestamp::now()));
+            watcher::Event::Delete(object)
+        }
+        other => other,
+    }
+}
+
 /// Node metadata events, reflected into `writer`'s store.
 pub fn nodes(
     client: Client,
@@ -155,6 +170,7 @@ pub fn nodes(
     )
     .default_backoff()
     .reflect(writer)
+    .map_ok(marking_deletions)
     .touched_objects()
 }
 
@@ -183,6 +199,7 @@ pub fn node_features(
         watcher(Api::<NodeFeature>::all(client), watcher::Config::default())
             .default_backoff()
             .reflect(writer)
+            .map_ok(marking_deletions)
             .touched_objects()
     })
     .flatten()
@@ -203,7 +220,6 @@ mod tests {
     use std::sync::{Arc, RwLock};
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use kube::runtime::reflector::store::Writer;
     use kube::runtime::watcher::Event;
 
     use super::*;
@@ -240,17 +256,16 @@ mod tests {
 
     #[test]
     fn node_events_trigger_only_policies_whose_classes_they_change() {
-        let mut writer = Writer::<PartialObjectMeta<Node>>::default();
-        let tracker = NodeTracker::new(interests(), writer.as_reader());
-        let mut apply = |n: PartialObjectMeta<Node>| {
-            writer.apply_watcher_event(&Event::Apply(n.clone()));
-            tracker.policies_for(&n).len()
-        };
+        let tracker = NodeTracker::new(interests());
+        let apply = |n: PartialObjectMeta<Node>| tracker.policies_for(&n).len();
         assert_eq!(apply(node("a", "vanilla", "x")), 1, "a new node counts");
         assert_eq!(apply(node("a", "vanilla", "y")), 0, "an unread label");
         assert_eq!(apply(node("a", "chocolate", "y")), 1, "a read label");
-        let gone = node("a", "chocolate", "y");
-        writer.apply_watcher_event(&Event::Delete(gone.clone()));
+        let Event::Delete(gone) = marking_deletions(Event::Delete(node("a", "chocolate", "y")))
+        else {
+            panic!("a delete event stays one");
+        };
         assert_eq!(tracker.policies_for(&gone).len(), 1, "a deleted node");
+        assert_eq!(tracker.policies_for(&gone).len(), 0, "deleted twice");
     }
 }

@@ -187,6 +187,24 @@ async fn flavor_policy_follows_the_nodes() {
         "{events:?}"
     );
 
+    // A second policy once the controller runs: apply to Ready in steady state (the first one
+    // also waits for the apiserver's first watch of a new CRD).
+    let applied = Instant::now();
+    env.policy(
+        "flavors-again",
+        "ocifit/flavor-compat:v1",
+        serde_json::json!({}),
+    )
+    .await;
+    env.wait_status("flavors-again", Duration::from_secs(10), "Ready", |s| {
+        is(s, "Ready", "True", "Resolved")
+    })
+    .await;
+    eprintln!(
+        "MEASURE second policy apply to Ready: {:?}",
+        applied.elapsed()
+    );
+
     let exit = controller.stop().await;
     assert!(
         exit.success(),

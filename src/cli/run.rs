@@ -174,14 +174,24 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                 stats.requests,
             ),
             (
-                "registry_cache_hits",
-                "Registry lookups answered from the cache (content and tags)",
-                stats.content.hits + stats.tags.hits + stats.referrers.hits,
+                "registry_content_cache_hits",
+                "Manifests and blobs served from the cache (by digest)",
+                stats.content.hits,
             ),
             (
-                "registry_cache_misses",
-                "Registry lookups that went to the registry (content and tags)",
-                stats.content.misses + stats.tags.misses + stats.referrers.misses,
+                "registry_content_cache_misses",
+                "Manifests and blobs fetched from a registry",
+                stats.content.misses,
+            ),
+            (
+                "registry_tag_cache_hits",
+                "Tag resolutions served from the cache",
+                stats.tags.hits,
+            ),
+            (
+                "registry_tag_cache_misses",
+                "Tag resolutions asked of a registry",
+                stats.tags.misses,
             ),
         ] {
             let counter = ConstCounter::new(value);

@@ -389,13 +389,17 @@ fn now() -> Time {
     Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
-/// An error with its causes, `: `-separated, for logs and conditions.
+/// An error with its causes, `: `-separated, for logs and conditions; a cause whose text the
+/// message already ends with is not repeated.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
         source = cause.source();
     }
     text
@@ -453,5 +457,10 @@ mod tests {
         struct Outer(#[source] std::io::Error);
         let err = Outer(std::io::Error::other("inner"));
         assert_eq!(error_chain(&err), "outer: inner");
+        #[derive(Debug, thiserror::Error)]
+        #[error("at set 0: inner")]
+        struct Repeating(#[source] std::io::Error);
+        let err = Repeating(std::io::Error::other("inner"));
+        assert_eq!(error_chain(&err), "at set 0: inner");
     }
 }

@@ -265,10 +265,14 @@ impl Controller {
         let admin = free_address();
         let log = env.cluster.dir().join(format!("ocifit-{identity}.log"));
         let log_file = std::fs::File::create(&log).expect("a log file");
-        let mut args: Vec<String> = vec![
-            "run".into(),
-            "--kubeconfig".into(),
-            env.cluster.kubeconfig().display().to_string(),
+        let mut args: Vec<String> = vec!["run".into()];
+        if !extra.contains(&"--kubeconfig") {
+            args.extend([
+                "--kubeconfig".into(),
+                env.cluster.kubeconfig().display().to_string(),
+            ]);
+        }
+        args.extend([
             "--admin-bind-address".into(),
             admin.clone(),
             "--plain-http-registry".into(),
@@ -279,7 +283,7 @@ impl Controller {
             "ocifit-system".into(),
             "--log-format".into(),
             "json".into(),
-        ];
+        ]);
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         let child = Command::new(env!("CARGO_BIN_EXE_ocifit"))
             .args(&args)

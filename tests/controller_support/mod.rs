@@ -407,3 +407,10 @@ impl Proxy {
         }
     }
 }
+
+impl Controller {
+    /// SIGKILL: the process dies holding whatever it held (its Lease expires on its own).
+    pub async fn kill(mut self) {
+        self.child.kill().await.expect("a killed process");
+    }
+}

@@ -9,3 +9,4 @@ pub mod classes;
 pub mod cli;
 pub mod engine;
 pub mod resolution;
+pub mod webhook;

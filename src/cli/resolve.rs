@@ -175,6 +175,8 @@ fn report(args: &ResolveArgs) -> Result<Report, ResolveError> {
         }
     };
     let artifact = Artifact::parse(format, &bytes).map_err(artifact_error)?;
+    // Each set's tag is the image to use here (not in candidates mode).
+    artifact.require_image_tags().map_err(artifact_error)?;
     let nodes = read_nodes(args)?;
     let selector: BTreeMap<String, String> = args.node_selector.iter().cloned().collect();
     let classes = resolution::resolve(
@@ -225,13 +227,17 @@ fn render_json(report: &Report) -> String {
 }
 
 fn render_table(report: &Report, args: &ResolveArgs) -> String {
-    let mut out = format!("artifact {} (format {}", args.artifact.display(), report.format);
+    let mut out = format!(
+        "artifact {} (format {}",
+        args.artifact.display(),
+        report.format
+    );
     if let Some(why) = report.format_detected {
         out.push_str(&format!(", detected: {why}"));
     }
     out.push_str(")\n\n");
     let mut table = tabwriter::TabWriter::new(Vec::new()).padding(2);
-    let _ = writeln!(table, "CLASS\tNODES\tIMAGE\tLABELS\tWHY");
+    let _ = writeln!(table, "CLASS\tNODES\tIMAGE\tWHY\tLABELS");
     for class in &report.classes {
         let labels: Vec<String> = class
             .labels
@@ -244,8 +250,8 @@ fn render_table(report: &Report, args: &ResolveArgs) -> String {
             class.name,
             class.nodes.len(),
             class.image.as_deref().unwrap_or("no match"),
-            labels.join(","),
             class.explanation.summary(),
+            labels.join(","),
         );
     }
     let rows = table.into_inner().unwrap_or_default();
@@ -254,7 +260,8 @@ fn render_table(report: &Report, args: &ResolveArgs) -> String {
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {
-    s.parse().map_err(|e: crate::engine::UnknownFormat| e.to_string())
+    s.parse()
+        .map_err(|e: crate::engine::UnknownFormat| e.to_string())
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {

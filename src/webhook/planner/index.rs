@@ -1,0 +1,164 @@
+//! The planner's index: what does not depend on the pod, computed once per change of the policy
+//! or node stores. Policies by name, by artifact reference and by placeholder; for each policy
+//! the nodes that count for it and the class of each, drawn with its `status.classKeys` over all
+//! those nodes exactly as the controller draws them. Policies that read the same keys under the
+//! same nodeSelector share one grouping. Pure data: the HTTP side owns when to rebuild it.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::api::ImageSelectionPolicy;
+use crate::classes::grouping::{self, NodeClass};
+use crate::classes::selection::NodeView;
+use crate::engine::{NodeInputs, Reads};
+
+/// Everything the planner needs of the policies and nodes, ready for [`Index::plan`].
+#[derive(Debug, Clone, Default)]
+pub struct Index {
+    pub(super) nodes: Vec<IndexedNode>,
+    pub(super) policies: BTreeMap<String, Entry>,
+    pub(super) by_artifact: BTreeMap<String, Vec<String>>,
+    pub(super) groupings: Vec<Grouping>,
+}
+
+/// What Placement reads of a node.
+#[derive(Debug, Clone)]
+pub(super) struct IndexedNode {
+    name: String,
+    labels: BTreeMap<String, String>,
+}
+
+impl NodeView for IndexedNode {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+}
+
+/// One policy and where its classes are.
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    pub(super) policy: ImageSelectionPolicy,
+    /// The index of its grouping; `None` while it has no `status.classKeys` (not resolved).
+    pub(super) grouping: Option<usize>,
+    /// For each class of the grouping, its row in `status.classes` (`None`: not reconciled yet).
+    pub(super) rows: Vec<Option<usize>>,
+}
+
+impl Entry {
+    pub(super) fn name(&self) -> &str {
+        self.policy.metadata.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// The nodes that count under one nodeSelector, grouped by one set of class keys.
+#[derive(Debug, Clone)]
+pub(super) struct Grouping {
+    reads: Reads,
+    selector: BTreeMap<String, String>,
+    /// The classes, sorted by name.
+    pub(super) classes: Vec<NodeClass>,
+    /// Each counted node (index into `Index::nodes`) with its class (index into `classes`).
+    pub(super) members: Vec<(usize, usize)>,
+}
+
+impl Index {
+    /// Indexes `policies` (as the policy store holds them) and `nodes` (name and inputs, as the
+    /// node store and NodeFeature objects give them).
+    pub fn new<'p, 'n>(
+        policies: impl IntoIterator<Item = &'p ImageSelectionPolicy>,
+        nodes: impl IntoIterator<Item = (&'n str, &'n NodeInputs)>,
+    ) -> Index {
+        let nodes: Vec<(&str, &NodeInputs)> = nodes.into_iter().collect();
+        let mut index = Index {
+            nodes: nodes
+                .iter()
+                .map(|(name, inputs)| IndexedNode {
+                    name: (*name).to_owned(),
+                    labels: inputs.labels.clone(),
+                })
+                .collect(),
+            ..Index::default()
+        };
+        for policy in policies {
+            let Some(name) = policy.metadata.name.clone() else {
+                continue;
+            };
+            if let Some(reference) = &policy.spec.artifact.reference {
+                index
+                    .by_artifact
+                    .entry(reference.clone())
+                    .or_default()
+                    .push(name.clone());
+            }
+            let status = policy.status.as_ref();
+            let (grouping, rows) = match status.and_then(|s| s.class_keys.as_ref()) {
+                None => (None, Vec::new()),
+                Some(reads) => {
+                    let at = index.grouping(reads, &policy.spec.node_selector, &nodes);
+                    let rows = index.groupings[at]
+                        .classes
+                        .iter()
+                        .map(|class| {
+                            status?
+                                .classes
+                                .iter()
+                                .position(|row| row.name == class.name)
+                        })
+                        .collect();
+                    (Some(at), rows)
+                }
+            };
+            index.policies.insert(
+                name,
+                Entry {
+                    policy: policy.clone(),
+                    grouping,
+                    rows,
+                },
+            );
+        }
+        index
+    }
+
+    /// The grouping for `reads` under `selector`, drawn now unless a policy already needed it.
+    fn grouping(
+        &mut self,
+        reads: &Reads,
+        selector: &BTreeMap<String, String>,
+        nodes: &[(&str, &NodeInputs)],
+    ) -> usize {
+        if let Some(at) = self
+            .groupings
+            .iter()
+            .position(|g| &g.reads == reads && &g.selector == selector)
+        {
+            return at;
+        }
+        let counted: Vec<(usize, &str, &NodeInputs)> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, inputs))| grouping::node_counts(selector, &inputs.labels))
+            .map(|(at, (name, inputs))| (at, *name, *inputs))
+            .collect();
+        let classes = grouping::group(reads, counted.iter().map(|(_, name, i)| (*name, *i)));
+        let class_of: HashMap<&str, usize> = classes
+            .iter()
+            .enumerate()
+            .flat_map(|(at, class)| class.nodes.iter().map(move |n| (n.as_str(), at)))
+            .collect();
+        let members = counted
+            .iter()
+            .filter_map(|(at, name, _)| Some((*at, *class_of.get(name)?)))
+            .collect();
+        self.groupings.push(Grouping {
+            reads: reads.clone(),
+            selector: selector.clone(),
+            classes,
+            members,
+        });
+        self.groupings.len() - 1
+    }
+}

@@ -175,8 +175,6 @@ fn report(args: &ResolveArgs) -> Result<Report, ResolveError> {
         }
     };
     let artifact = Artifact::parse(format, &bytes).map_err(artifact_error)?;
-    // Each set's tag is the image to use here (not in candidates mode).
-    artifact.require_image_tags().map_err(artifact_error)?;
     let nodes = read_nodes(args)?;
     let selector: BTreeMap<String, String> = args.node_selector.iter().cloned().collect();
     let classes = resolution::resolve(
@@ -237,7 +235,7 @@ fn render_table(report: &Report, args: &ResolveArgs) -> String {
     }
     out.push_str(")\n\n");
     let mut table = tabwriter::TabWriter::new(Vec::new()).padding(2);
-    let _ = writeln!(table, "CLASS\tNODES\tIMAGE\tWHY\tLABELS");
+    let _ = writeln!(table, "CLASS\tNODES\tIMAGE\tLABELS\tWHY");
     for class in &report.classes {
         let labels: Vec<String> = class
             .labels
@@ -250,8 +248,8 @@ fn render_table(report: &Report, args: &ResolveArgs) -> String {
             class.name,
             class.nodes.len(),
             class.image.as_deref().unwrap_or("no match"),
-            class.explanation.summary(),
             labels.join(","),
+            class.explanation.summary(),
         );
     }
     let rows = table.into_inner().unwrap_or_default();

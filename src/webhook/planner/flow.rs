@@ -56,7 +56,11 @@ impl Index {
                 ),
             );
         }
-        let Some(grouping) = choice.entry.grouping.and_then(|at| self.groupings.get(at)) else {
+        let found = choice
+            .entry
+            .grouping
+            .and_then(|at| Some((at, self.groupings.get(at)?)));
+        let Some((at, grouping)) = found else {
             return deny(
                 DenyReason::PolicyNotReady,
                 format!(
@@ -69,7 +73,12 @@ impl Index {
             Ok(placement) => placement,
             Err(error) => return deny(DenyReason::InvalidAffinity, error.to_string()),
         };
-        let candidates = self.candidates(grouping, &placement);
+        let candidates = match placement_key(spec) {
+            Some(key) => self
+                .memo
+                .get_or_find((at, key), || self.candidates(grouping, &placement)),
+            None => self.candidates(grouping, &placement).into(),
+        };
         if candidates.is_empty() {
             return deny(
                 DenyReason::NoCandidateNode,
@@ -125,6 +134,20 @@ impl Index {
             .map(|(class, nodes)| Candidate { class, nodes })
             .collect()
     }
+}
+
+/// What decides a pod's candidate nodes, written canonically: its nodeSelector (a sorted map)
+/// and its required node affinity.
+fn placement_key(spec: &PodSpec) -> Option<String> {
+    let required = spec
+        .affinity
+        .as_ref()
+        .and_then(|affinity| affinity.node_affinity.as_ref())
+        .and_then(|node| {
+            node.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    serde_json::to_string(&(&spec.node_selector, required)).ok()
 }
 
 /// An image decided for the pod, to be written as a patch.

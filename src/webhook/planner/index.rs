@@ -3,21 +3,62 @@
 //! the nodes that count for it and the class of each, drawn with its `status.classKeys` over all
 //! those nodes exactly as the controller draws them. Policies that read the same keys under the
 //! same nodeSelector share one grouping. Pure data: the HTTP side owns when to rebuild it.
+//!
+//! Finding a pod's candidate nodes walks every node of its policy (about 25 ns per node and
+//! requirement). Pods of one workload share their placement, so the answer is remembered per
+//! placement and grouping, in a bounded memo that lives and dies with the index: the index never
+//! changes, so a remembered answer never goes stale.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
+use super::decide::Candidate;
 use crate::api::ImageSelectionPolicy;
 use crate::classes::grouping::{self, NodeClass};
 use crate::classes::selection::NodeView;
 use crate::engine::{NodeInputs, Reads};
 
-/// Everything the planner needs of the policies and nodes, ready for [`Index::plan`].
-#[derive(Debug, Clone, Default)]
+/// Placements remembered per index before the memo starts over.
+const MEMO_CAPACITY: usize = 4096;
+
+/// Everything the planner needs of the policies and nodes, ready for [`Index::plan`]. Shared
+/// between request handlers (it is `Sync`); rebuilt, not updated, when the stores change.
+#[derive(Debug, Default)]
 pub struct Index {
     pub(super) nodes: Vec<IndexedNode>,
     pub(super) policies: BTreeMap<String, Entry>,
     pub(super) by_artifact: BTreeMap<String, Vec<String>>,
     pub(super) groupings: Vec<Grouping>,
+    pub(super) memo: Memo,
+}
+
+/// Candidate classes already found, by grouping and placement (see the module documentation).
+#[derive(Debug, Default)]
+pub(super) struct Memo(Mutex<HashMap<MemoKey, Arc<[Candidate]>>>);
+
+/// A grouping (index in `Index::groupings`) and a placement written canonically.
+pub(super) type MemoKey = (usize, String);
+
+impl Memo {
+    /// The remembered answer for `key`, else `find()`'s, remembered. A poisoned lock only
+    /// costs the memo, never the answer.
+    pub(super) fn get_or_find(
+        &self,
+        key: MemoKey,
+        find: impl FnOnce() -> Vec<Candidate>,
+    ) -> Arc<[Candidate]> {
+        if let Some(hit) = self.0.lock().ok().and_then(|memo| memo.get(&key).cloned()) {
+            return hit;
+        }
+        let found: Arc<[Candidate]> = find().into();
+        if let Ok(mut memo) = self.0.lock() {
+            if memo.len() >= MEMO_CAPACITY {
+                memo.clear();
+            }
+            memo.insert(key, Arc::clone(&found));
+        }
+        found
+    }
 }
 
 /// What Placement reads of a node.

@@ -312,3 +312,36 @@ fn metric_labels_name_outcome_and_reason() {
     );
     assert_eq!((none.outcome(), none.reason()), ("deny", "NoCandidateNode"));
 }
+
+#[test]
+fn a_remembered_placement_is_kept_apart_per_policy_node_set() {
+    // The same pod placement (none) under two policies counting different nodes, planned in
+    // turn against one index: each answer comes from its own policy's nodes.
+    let mut zone_a = policy(
+        "zone-a",
+        json!({"nodeSelector": {"zone": "a"}, "targetImage": "a:0"}),
+    );
+    zone_a.status = Some(status_over(&zone_a, &inventory(), &flavor_images()));
+    let mut zone_b = policy(
+        "zone-b",
+        json!({"nodeSelector": {"zone": "b"}, "targetImage": "b:0",
+        "onUnpinned": "Deny"}),
+    );
+    zone_b.status = Some(status_over(&zone_b, &inventory(), &flavor_images()));
+    let index = index(&[zone_a, zone_b]);
+    for _ in 0..2 {
+        let pod = simple_pod(
+            json!({}),
+            json!({"containers": [{"name": "app", "image": "a:0"}]}),
+        );
+        let after = patched(&pod, &plan(&index, &pod));
+        assert_eq!(image_of(&after, "app"), "debian:11");
+        let pod = simple_pod(
+            json!({}),
+            json!({"containers": [{"name": "app", "image": "b:0"}]}),
+        );
+        let (reason, message) = denied(&plan(&index, &pod));
+        assert_eq!(reason, DenyReason::Unpinned);
+        assert!(!message.contains("debian:11"), "{message}");
+    }
+}

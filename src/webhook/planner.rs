@@ -36,6 +36,7 @@ mod decide;
 mod flow;
 mod index;
 mod patch;
+mod written;
 
 use std::collections::BTreeMap;
 
@@ -145,10 +146,9 @@ pub enum DenyReason {
     Unpinned,
     /// No candidate node has a compatible image, no fallback, and `onNoMatch: Deny`.
     NoMatch,
-    /// Pinning the pod's node affinity to the chosen classes failed.
-    PinFailed,
-    /// The patch could not be encoded.
-    EncodingFailed,
+    /// The planner could not write the patch it decided on (pinning or encoding failed). Not
+    /// reachable with a valid index and pod; a bug if seen, and the message says what failed.
+    Internal,
 }
 
 impl DenyReason {
@@ -164,8 +164,7 @@ impl DenyReason {
             DenyReason::NoCandidateNode => "NoCandidateNode",
             DenyReason::Unpinned => "Unpinned",
             DenyReason::NoMatch => "NoMatch",
-            DenyReason::PinFailed => "PinFailed",
-            DenyReason::EncodingFailed => "EncodingFailed",
+            DenyReason::Internal => "Internal",
         }
     }
 

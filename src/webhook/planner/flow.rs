@@ -7,14 +7,13 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kube::core::admission::{AdmissionRequest, Operation};
 
-use super::choose::{Choice, List, choose, rewritten};
+use super::choose::{List, choose, rewritten};
 use super::decide::{Candidate, Verdict, decide};
 use super::index::{Grouping, Index};
-use super::{Decision, DenyReason, Plan, SkipReason, patch};
-use crate::api::pod::{
-    DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_IMAGES, DECISION_POLICY, MIRROR_ANNOTATION,
-};
-use crate::classes::selection::{ClassSelector, Placement, pin};
+use super::written::Decided;
+use super::{DenyReason, Plan, SkipReason};
+use crate::api::pod::{DECISION_IMAGES, DECISION_POLICY, MIRROR_ANNOTATION};
+use crate::classes::selection::{ClassSelector, Placement};
 
 impl Index {
     /// Plans one admission request. Whether the request is a dry run does not change the plan
@@ -150,112 +149,6 @@ fn placement_key(spec: &PodSpec) -> Option<String> {
     serde_json::to_string(&(&spec.node_selector, required)).ok()
 }
 
-/// An image decided for the pod, to be written as a patch.
-struct Decided<'a> {
-    choice: &'a Choice<'a>,
-    containers: &'a [((List, usize), &'a str)],
-    image: &'a str,
-    classes: Vec<&'a str>,
-    excluded: Vec<&'a str>,
-    decision: Decision,
-}
-
-impl Decided<'_> {
-    fn patch(&self, pod: &Pod, spec: &PodSpec, selectors: &[ClassSelector]) -> Plan {
-        let entry = self.choice.entry;
-        let policy = entry.name();
-        let affinity = if self.decision == Decision::Pinned {
-            match pin(spec.affinity.as_ref(), selectors) {
-                Ok(affinity) => affinity,
-                Err(error) => {
-                    return deny(
-                        DenyReason::PinFailed,
-                        format!(
-                            "failed to pin the pod to node classes {}: {error}",
-                            self.classes.join(", ")
-                        ),
-                    );
-                }
-            }
-        } else {
-            None
-        };
-        let images: BTreeMap<&str, &str> = self
-            .containers
-            .iter()
-            .map(|(_, name)| (*name, self.image))
-            .collect();
-        let digest = entry
-            .policy
-            .status
-            .as_ref()
-            .and_then(|status| status.artifact.as_ref())
-            .map(|artifact| artifact.digest.clone());
-        let encoded = serde_json::to_string(&images).and_then(|images| {
-            let mut annotations = BTreeMap::from([
-                (DECISION_POLICY.to_owned(), policy.to_owned()),
-                (DECISION_IMAGES.to_owned(), images),
-                (DECISION_CLASSES.to_owned(), self.classes.join(",")),
-            ]);
-            if let Some(digest) = &digest {
-                annotations.insert(DECISION_ARTIFACT_DIGEST.to_owned(), digest.clone());
-            }
-            let containers: Vec<(List, usize)> =
-                self.containers.iter().map(|(at, _)| *at).collect();
-            let patch = patch::build(
-                pod,
-                &containers,
-                self.image,
-                affinity.as_ref(),
-                &annotations,
-            )?;
-            Ok((patch, annotations))
-        });
-        let (patch, annotations) = match encoded {
-            Ok(encoded) => encoded,
-            Err(error) => {
-                return deny(
-                    DenyReason::EncodingFailed,
-                    format!("failed to encode the patch: {error}"),
-                );
-            }
-        };
-        let warnings = match self.decision {
-            Decision::Selected => Vec::new(),
-            Decision::Pinned => vec![format!(
-                "pinned to node classes {} (image {}) by ImageSelectionPolicy {policy}; classes {} \
-                 left out",
-                self.classes.join(", "),
-                self.image,
-                self.excluded.join(", ")
-            )],
-            Decision::Fallback => vec![format!(
-                "no candidate image of ImageSelectionPolicy {policy} fits the pod's nodes: \
-                 fallback image {} used",
-                self.image
-            )],
-        };
-        let containers: Vec<&str> = self.containers.iter().map(|(_, name)| *name).collect();
-        let event = format!(
-            "ImageSelectionPolicy {policy} ({}) gave {} image {} for node classes {}{}",
-            self.choice.via.describe(),
-            containers.join(", "),
-            self.image,
-            self.classes.join(", "),
-            digest
-                .map(|digest| format!(" (artifact {digest})"))
-                .unwrap_or_default()
-        );
-        Plan::Patch {
-            patch,
-            annotations,
-            warnings,
-            decision: self.decision,
-            event,
-        }
-    }
-}
-
 /// The class as required node affinity can pin it: its label values, else its node names.
 fn selector(grouping: &Grouping, class: usize) -> ClassSelector {
     let class = &grouping.classes[class];
@@ -328,6 +221,6 @@ fn skip(reason: SkipReason, message: String) -> Plan {
     Plan::Skip { reason, message }
 }
 
-fn deny(reason: DenyReason, message: String) -> Plan {
+pub(super) fn deny(reason: DenyReason, message: String) -> Plan {
     Plan::Deny { reason, message }
 }

@@ -10,7 +10,8 @@
 //! node stores change; [`Index::plan`] then walks the policy's nodes once per pod.
 //!
 //! The rules, in order:
-//! 1. Left alone ([`Plan::Skip`]): requests that do not create a pod, mirror pods, pods owned
+//! 1. Left alone ([`Plan::Skip`]): requests that do not create a pod, pods without the opt-in
+//!    label (`oci.image.compatibilities.selection/enabled: "true"`), mirror pods, pods owned
 //!    by a DaemonSet, pods with `spec.nodeName`, and pods whose decision annotations describe
 //!    their containers as they are (the webhook's reinvocation over its own output).
 //! 2. The policy: label, else annotation, `oci.image.compatibilities.selection/policy`; else the
@@ -180,6 +181,9 @@ impl DenyReason {
 pub enum SkipReason {
     /// The request does not create a pod (another operation, or no object).
     NotPodCreation,
+    /// The pod lacks the opt-in label (`…/enabled: "true"`); the webhook's objectSelector
+    /// should not have sent it.
+    NotOptedIn,
     /// A mirror pod (annotation `kubernetes.io/config.mirror`): the kubelet runs it as written.
     MirrorPod,
     /// A pod owned by a DaemonSet: it runs on every node, whatever its image.
@@ -199,6 +203,7 @@ impl SkipReason {
     pub fn as_str(self) -> &'static str {
         match self {
             SkipReason::NotPodCreation => "NotPodCreation",
+            SkipReason::NotOptedIn => "NotOptedIn",
             SkipReason::MirrorPod => "MirrorPod",
             SkipReason::DaemonSetPod => "DaemonSetPod",
             SkipReason::NodeNameSet => "NodeNameSet",

@@ -12,7 +12,7 @@ use super::decide::{Candidate, Verdict, decide};
 use super::index::{Grouping, Index};
 use super::written::Decided;
 use super::{DenyReason, Plan, SkipReason};
-use crate::api::pod::{DECISION_IMAGES, DECISION_POLICY, MIRROR_ANNOTATION};
+use crate::api::pod::{DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL, MIRROR_ANNOTATION};
 use crate::classes::selection::{ClassSelector, Placement};
 
 impl Index {
@@ -162,6 +162,16 @@ fn selector(grouping: &Grouping, class: usize) -> ClassSelector {
 fn skipped(pod: &Pod) -> Option<Plan> {
     let meta = &pod.metadata;
     let annotation = |key: &str| meta.annotations.as_ref()?.get(key);
+    let opted_in = meta
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(ENABLED_LABEL));
+    if opted_in.map(String::as_str) != Some("true") {
+        return Some(skip(
+            SkipReason::NotOptedIn,
+            format!("pod lacks label {ENABLED_LABEL}=\"true\": ocifit leaves it unchanged"),
+        ));
+    }
     if annotation(MIRROR_ANNOTATION).is_some() {
         return Some(skip(
             SkipReason::MirrorPod,

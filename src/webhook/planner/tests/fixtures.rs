@@ -155,7 +155,8 @@ pub fn pod(value: Value) -> Pod {
     serde_json::from_value(value).unwrap()
 }
 
-/// An opted-in pod with one container using the placeholder, `extra` merged into its spec.
+/// An opted-in pod with one container using the placeholder; `metadata` is merged into its
+/// metadata (maps key by key), `spec` into its spec.
 pub fn simple_pod(metadata: Value, spec: Value) -> Pod {
     let mut full_spec = json!({"containers": [{"name": "app", "image": PLACEHOLDER}]});
     if let (Some(full), Some(spec)) = (full_spec.as_object_mut(), spec.as_object()) {
@@ -164,7 +165,17 @@ pub fn simple_pod(metadata: Value, spec: Value) -> Pod {
     let mut meta = json!({"name": "p", "namespace": "default",
                           "labels": {"oci.image.compatibilities.selection/enabled": "true"}});
     if let (Some(full), Some(metadata)) = (meta.as_object_mut(), metadata.as_object()) {
-        full.extend(metadata.clone());
+        for (key, value) in metadata {
+            match (
+                full.get_mut(key).and_then(Value::as_object_mut),
+                value.as_object(),
+            ) {
+                (Some(present), Some(more)) => present.extend(more.clone()),
+                _ => {
+                    full.insert(key.clone(), value.clone());
+                }
+            }
+        }
     }
     pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": full_spec}))
 }

@@ -345,3 +345,74 @@ fn a_remembered_placement_is_kept_apart_per_policy_node_set() {
         assert!(!message.contains("debian:11"), "{message}");
     }
 }
+
+#[test]
+fn classes_drawn_on_nfd_features_are_pinned_by_node_name() {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use crate::classes::grouping;
+    use crate::classes::selection::Placement;
+    use crate::engine::{FeatureReads, Features, NodeInputs, Reads};
+    use crate::webhook::planner::Index;
+
+    let node = |name: &str, flag: &str| {
+        let features = Features {
+            flags: BTreeMap::from([("cpu.cpuid".to_owned(), BTreeSet::from([flag.to_owned()]))]),
+            ..Features::default()
+        };
+        let labels = labels(&[
+            ("kubernetes.io/arch", "amd64"),
+            ("kubernetes.io/os", "linux"),
+        ]);
+        (
+            name.to_owned(),
+            NodeInputs::new(labels).with_features(Some(features)),
+        )
+    };
+    let nodes = [
+        node("a1", "AVX512F"),
+        node("a2", "AVX512F"),
+        node("b1", "SSE4"),
+    ];
+    let reads = Reads {
+        labels: BTreeSet::new(),
+        features: BTreeMap::from([(
+            "cpu.cpuid".to_owned(),
+            FeatureReads {
+                elements: BTreeSet::from(["AVX512F".to_owned()]),
+                names: false,
+            },
+        )]),
+    };
+    let mut policy = policy("cpu", json!({}));
+    let mut status = status_over(&policy, &[], &[]);
+    status.classes = grouping::group(&reads, nodes.iter().map(|(n, i)| (n.as_str(), i)))
+        .into_iter()
+        .map(|class| {
+            let fast = class.nodes.contains(&"a1".to_owned());
+            crate::api::ClassStatus {
+                image: Some(if fast { "fast:1" } else { "slow:1" }.to_owned()),
+                nodes: class.nodes.len() as i32,
+                name: class.name,
+                labels: class.labels,
+                matched: None,
+                reason: None,
+            }
+        })
+        .collect();
+    status.class_keys = Some(reads);
+    policy.status = Some(status);
+    let index = Index::new([&policy], nodes.iter().map(|(n, i)| (n.as_str(), i)));
+    let pod = simple_pod(json!({}), json!({}));
+    let plan = index.plan(&request(&pod, false));
+    assert_eq!(decision(&plan), Decision::Pinned);
+    let after = patched(&pod, &plan);
+    assert_eq!(image_of(&after, "app"), "fast:1");
+    let placement = Placement::from_pod_spec(after.spec.as_ref().unwrap()).unwrap();
+    let placed: Vec<&str> = nodes
+        .iter()
+        .filter(|(n, i)| placement.matches(&node_meta(n, &i.labels)))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(placed, ["a1", "a2"]);
+}

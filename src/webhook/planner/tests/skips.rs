@@ -32,6 +32,14 @@ fn pods_the_planner_must_not_touch_are_skipped_with_the_reason() {
             "DaemonSet agent",
         ),
         (
+            simple_pod(
+                json!({"labels": {"oci.image.compatibilities.selection/enabled": "false"}}),
+                json!({}),
+            ),
+            SkipReason::NotOptedIn,
+            "lacks label oci.image.compatibilities.selection/enabled",
+        ),
+        (
             simple_pod(json!({}), json!({"nodeName": "n3"})),
             SkipReason::NodeNameSet,
             "bound to node n3",

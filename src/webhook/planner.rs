@@ -31,11 +31,20 @@
 //!
 //! A policy without status, or a candidate class missing from status (a new kind of node not yet
 //! reconciled), is "not ready": the pod is denied with a message saying so, never guessed for.
+//!
+//! For the HTTP side: build an [`Index`] from the policy store and the node store (each node's
+//! labels and, when NFD publishes them, its merged NodeFeature features: the same inputs the
+//! controller groups, or class names will not match status), share it behind an `Arc` and swap
+//! in a new one when a store changes. Per request, [`Index::plan`]; then `Plan::Patch` →
+//! `AdmissionResponse::with_patch` plus the warnings and, unless `dryRun`, an Event with
+//! [`Decision::as_str`] as reason; `Plan::Deny` → `deny(message)`; `Plan::Skip` → allowed with
+//! the message as a warning. [`Plan::outcome`] and [`Plan::reason`] are the metric labels.
 
 mod choose;
 mod decide;
 mod flow;
 mod index;
+mod nodes;
 mod patch;
 mod written;
 

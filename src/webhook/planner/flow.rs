@@ -122,7 +122,7 @@ impl Index {
     fn candidates(&self, grouping: &Grouping, placement: &Placement) -> Vec<Candidate> {
         let mut nodes = vec![0usize; grouping.classes.len()];
         for (node, class) in &grouping.members {
-            if self.nodes.get(*node).is_some_and(|n| placement.matches(n)) {
+            if self.nodes.get(*node).is_some_and(|n| placement.matches(&n)) {
                 nodes[*class] += 1;
             }
         }

@@ -4,8 +4,8 @@
 //! those nodes exactly as the controller draws them. Policies that read the same keys under the
 //! same nodeSelector share one grouping. Pure data: the HTTP side owns when to rebuild it.
 //!
-//! Finding a pod's candidate nodes walks every node of its policy (about 25 ns per node and
-//! requirement). Pods of one workload share their placement, so the answer is remembered per
+//! Finding a pod's candidate nodes walks every node of its policy (see `nodes` for the layout
+//! that keeps that walk short). Pods of one workload share their placement, so the answer is remembered per
 //! placement and grouping, in a bounded memo that lives and dies with the index: the index never
 //! changes, so a remembered answer never goes stale.
 
@@ -13,9 +13,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use super::decide::Candidate;
+use super::nodes::Nodes;
 use crate::api::ImageSelectionPolicy;
 use crate::classes::grouping::{self, NodeClass};
-use crate::classes::selection::NodeView;
 use crate::engine::{NodeInputs, Reads};
 
 /// Placements remembered per index before the memo starts over.
@@ -25,7 +25,7 @@ const MEMO_CAPACITY: usize = 4096;
 /// between request handlers (it is `Sync`); rebuilt, not updated, when the stores change.
 #[derive(Debug, Default)]
 pub struct Index {
-    pub(super) nodes: Vec<IndexedNode>,
+    pub(super) nodes: Nodes,
     pub(super) policies: BTreeMap<String, Entry>,
     pub(super) by_artifact: BTreeMap<String, Vec<String>>,
     pub(super) groupings: Vec<Grouping>,
@@ -58,23 +58,6 @@ impl Memo {
             memo.insert(key, Arc::clone(&found));
         }
         found
-    }
-}
-
-/// What Placement reads of a node.
-#[derive(Debug, Clone)]
-pub(super) struct IndexedNode {
-    name: String,
-    labels: BTreeMap<String, String>,
-}
-
-impl NodeView for IndexedNode {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key).map(String::as_str)
     }
 }
 
@@ -114,13 +97,7 @@ impl Index {
     ) -> Index {
         let nodes: Vec<(&str, &NodeInputs)> = nodes.into_iter().collect();
         let mut index = Index {
-            nodes: nodes
-                .iter()
-                .map(|(name, inputs)| IndexedNode {
-                    name: (*name).to_owned(),
-                    labels: inputs.labels.clone(),
-                })
-                .collect(),
+            nodes: Nodes::new(nodes.iter().map(|(name, inputs)| (*name, &inputs.labels))),
             ..Index::default()
         };
         for policy in policies {

@@ -75,8 +75,8 @@ impl Index {
         let candidates = match placement_key(spec) {
             Some(key) => self
                 .memo
-                .get_or_find((at, key), || self.candidates(grouping, &placement)),
-            None => self.candidates(grouping, &placement).into(),
+                .get_or_find((at, key), || self.candidates(grouping, &placement, spec)),
+            None => self.candidates(grouping, &placement, spec).into(),
         };
         if candidates.is_empty() {
             return deny(
@@ -118,8 +118,27 @@ impl Index {
     }
 
     /// The pod's candidate classes: each class holding a node that counts for the policy and
-    /// that the pod may run on, with how many such nodes.
-    fn candidates(&self, grouping: &Grouping, placement: &Placement) -> Vec<Candidate> {
+    /// that the pod may run on, with how many such nodes. When the pod's selector and required
+    /// affinity read only keys classes are drawn on (and no node name), the answer is the same
+    /// for every node of a class, so one node per class is asked; otherwise every node is.
+    pub(super) fn candidates(
+        &self,
+        grouping: &Grouping,
+        placement: &Placement,
+        spec: &PodSpec,
+    ) -> Vec<Candidate> {
+        if reads_only_class_keys(spec, grouping) {
+            self.candidates_by_class(grouping, placement)
+        } else {
+            self.candidates_by_node(grouping, placement)
+        }
+    }
+
+    pub(super) fn candidates_by_node(
+        &self,
+        grouping: &Grouping,
+        placement: &Placement,
+    ) -> Vec<Candidate> {
         let mut nodes = vec![0usize; grouping.classes.len()];
         for (node, class) in &grouping.members {
             if self.nodes.get(*node).is_some_and(|n| placement.matches(&n)) {
@@ -133,6 +152,56 @@ impl Index {
             .map(|(class, nodes)| Candidate { class, nodes })
             .collect()
     }
+
+    pub(super) fn candidates_by_class(
+        &self,
+        grouping: &Grouping,
+        placement: &Placement,
+    ) -> Vec<Candidate> {
+        grouping
+            .representatives
+            .iter()
+            .enumerate()
+            .filter(|(_, node)| {
+                node.and_then(|node| self.nodes.get(node))
+                    .is_some_and(|n| placement.matches(&n))
+            })
+            .map(|(class, _)| Candidate {
+                class,
+                nodes: grouping.classes[class].nodes.len(),
+            })
+            .collect()
+    }
+}
+
+/// Whether the pod's nodeSelector and required node affinity read only label keys the classes
+/// are drawn on, and no node name.
+fn reads_only_class_keys(spec: &PodSpec, grouping: &Grouping) -> bool {
+    let terms = spec
+        .affinity
+        .as_ref()
+        .and_then(|affinity| affinity.node_affinity.as_ref())
+        .and_then(|node| {
+            node.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|required| required.node_selector_terms.as_slice())
+        .unwrap_or_default();
+    let by_name = terms
+        .iter()
+        .any(|term| term.match_fields.as_ref().is_some_and(|f| !f.is_empty()));
+    let mut keys = spec
+        .node_selector
+        .iter()
+        .flatten()
+        .map(|(key, _)| key)
+        .chain(
+            terms
+                .iter()
+                .flat_map(|term| term.match_expressions.iter().flatten())
+                .map(|requirement| &requirement.key),
+        );
+    !by_name && keys.all(|key| grouping.is_class_key(key))
 }
 
 /// What decides a pod's candidate nodes, written canonically: its nodeSelector (a sorted map)

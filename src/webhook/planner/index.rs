@@ -86,6 +86,16 @@ pub(super) struct Grouping {
     pub(super) classes: Vec<NodeClass>,
     /// Each counted node (index into `Index::nodes`) with its class (index into `classes`).
     pub(super) members: Vec<(usize, usize)>,
+    /// For each class, one of its nodes (index into `Index::nodes`).
+    pub(super) representatives: Vec<Option<usize>>,
+}
+
+impl Grouping {
+    /// Whether every node of a class has the same value (or absence) of label `key`: the keys
+    /// classes are drawn on, arch and os.
+    pub(super) fn is_class_key(&self, key: &str) -> bool {
+        key == grouping::ARCH_LABEL || key == grouping::OS_LABEL || self.reads.labels.contains(key)
+    }
 }
 
 impl Index {
@@ -167,15 +177,20 @@ impl Index {
             .enumerate()
             .flat_map(|(at, class)| class.nodes.iter().map(move |n| (n.as_str(), at)))
             .collect();
-        let members = counted
+        let members: Vec<(usize, usize)> = counted
             .iter()
             .filter_map(|(at, name, _)| Some((*at, *class_of.get(name)?)))
             .collect();
+        let mut representatives = vec![None; classes.len()];
+        for (node, class) in &members {
+            representatives[*class].get_or_insert(*node);
+        }
         self.groupings.push(Grouping {
             reads: reads.clone(),
             selector: selector.clone(),
             classes,
             members,
+            representatives,
         });
         self.groupings.len() - 1
     }

@@ -128,3 +128,25 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #[test]
+    fn asking_one_node_per_class_finds_the_classes_the_walk_finds(
+        nodes in arb_nodes(),
+        spec in arb_pod_spec(),
+    ) {
+        let mut policy = policy("p", json!({}));
+        policy.status = Some(status_over(&policy, &nodes, &[]));
+        let index = Index::new([&policy], nodes.iter().map(|(n, i)| (n.as_str(), i)));
+        let pod = simple_pod(json!({}), spec);
+        let spec = pod.spec.as_ref().unwrap();
+        let placement = Placement::from_pod_spec(spec).unwrap();
+        // With flavor terms only, `candidates` asks one node per class; with a zone selector or
+        // a node name, it walks every node.
+        let grouping = &index.groupings[0];
+        prop_assert_eq!(
+            index.candidates(grouping, &placement, spec),
+            index.candidates_by_node(grouping, &placement)
+        );
+    }
+}

@@ -143,18 +143,31 @@ fn bench(c: &mut Criterion) {
             b.iter(|| index.plan(black_box(request)))
         });
     }
-    // Each request a placement never seen before: the walk over all 5,000 nodes.
-    let mut seen = 0u64;
-    c.bench_function("plan/affinity-first-sight", |b| {
-        b.iter_batched(
-            || {
-                seen += 1;
-                affinity(&format!("never-{seen}"))
-            },
-            |request| index.plan(&request),
-            BatchSize::SmallInput,
-        )
-    });
+    // Each request a placement never seen before: on a zone and a node name, the walk over all
+    // 5,000 nodes; on the flavor label (a class key), one node per class.
+    let flavors = |other: &str| {
+        request(json!({"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [
+                    {"key": "flavor", "operator": "In", "values": ["f3", other]}]}]}}}}))
+    };
+    let fresh = [
+        ("affinity", &affinity as &dyn Fn(&str) -> _),
+        ("class-keys", &flavors),
+    ];
+    for (name, make) in fresh {
+        let mut seen = 0u64;
+        c.bench_function(&format!("plan/{name}-first-sight"), |b| {
+            b.iter_batched(
+                || {
+                    seen += 1;
+                    make(&format!("never-{seen}"))
+                },
+                |request| index.plan(&request),
+                BatchSize::SmallInput,
+            )
+        });
+    }
     let distinct = policies(&nodes, true);
     let mut group = c.benchmark_group("index");
     group.sample_size(10);

@@ -59,7 +59,7 @@ pub enum Plan {
     Patch {
         /// The JSON patch against the pod as the apiserver sent it.
         patch: json_patch::Patch,
-        /// The decision annotations the patch writes (also in `patch`).
+        /// The decision annotations the pod carries once patched (`patch` writes those it lacks).
         annotations: BTreeMap<String, String>,
         /// Warnings for the response (e.g. the pod was pinned to some of its nodes).
         warnings: Vec<String>,

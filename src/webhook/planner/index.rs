@@ -1,5 +1,5 @@
 //! The planner's index: what does not depend on the pod, computed once per change of the policy
-//! or node stores. Policies by name, by artifact reference and by placeholder; for each policy
+//! or node stores. Policies by name and by artifact reference; for each policy
 //! the nodes that count for it and the class of each, drawn with its `status.classKeys` over all
 //! those nodes exactly as the controller draws them. Policies that read the same keys under the
 //! same nodeSelector share one grouping. Pure data: the HTTP side owns when to rebuild it.

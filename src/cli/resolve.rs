@@ -101,14 +101,14 @@ enum ResolveError {
     NotFileNorReference {
         given: String,
         #[source]
-        source: registry::Error,
+        source: Box<registry::Error>,
     },
     /// The registry options (docker config, CA file) are unusable.
     #[error(transparent)]
-    RegistryOptions(registry::Error),
+    RegistryOptions(Box<registry::Error>),
     /// The registry could not give the artifact, or gave an invalid one.
     #[error(transparent)]
-    Registry(#[from] registry::ResolveError),
+    Registry(Box<registry::ResolveError>),
     /// `--format` was given with a registry reference.
     #[error("--format applies to artifact files only; registry content is read by its media type")]
     FormatWithReference,
@@ -232,7 +232,7 @@ async fn load_artifact(args: &ResolveArgs) -> Result<LoadedArtifact, ResolveErro
         let reference = registry::parse_reference(&args.artifact).map_err(|source| {
             ResolveError::NotFileNorReference {
                 given: args.artifact.clone(),
-                source,
+                source: Box::new(source),
             }
         })?;
         if args.format.is_some() {
@@ -246,8 +246,11 @@ async fn load_artifact(args: &ResolveArgs) -> Result<LoadedArtifact, ResolveErro
         let registry = flags
             .options_for(&reference)
             .and_then(Registry::new)
-            .map_err(ResolveError::RegistryOptions)?;
-        let resolved = registry.resolve_artifact(&reference).await?;
+            .map_err(|e| ResolveError::RegistryOptions(Box::new(e)))?;
+        let resolved = registry
+            .resolve_artifact(&reference)
+            .await
+            .map_err(|e| ResolveError::Registry(Box::new(e)))?;
         LoadedArtifact {
             artifact: resolved.artifact,
             digest: Some(resolved.digest),

@@ -8,5 +8,6 @@ pub mod api;
 pub mod classes;
 pub mod cli;
 pub mod engine;
+pub mod registry;
 pub mod resolution;
 pub mod webhook;

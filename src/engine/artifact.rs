@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::error::ArtifactError;
+use super::error::{ArtifactError, Location, Problem};
 use super::{Format, detect, nfd, ocifit};
 
 /// A parsed, validated compatibility artifact. Immutable, `Send + Sync`, cheap to share in an
@@ -121,6 +121,20 @@ struct Document {
     compatibilities: Vec<serde_json::Value>,
 }
 
+/// One compatibility set as written, shared by both formats; `R` is the format's rule shape.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, bound(deserialize = "R: Deserialize<'de>"))]
+pub(crate) struct SetDoc<R> {
+    #[serde(default)]
+    pub tag: Option<String>,
+    #[serde(default)]
+    pub weight: Option<i32>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub rules: Option<Vec<R>>,
+}
+
 impl Artifact {
     /// Parses and validates an artifact in the given format (chosen by media type, or by
     /// [`Format::detect`] for local files). ocifit is JSON; NFD is YAML (JSON also parses).
@@ -165,6 +179,19 @@ impl Artifact {
             })
             .collect::<Result<_, _>>()?;
         Ok(Artifact { format, sets })
+    }
+
+    /// For `artifact.ref` mode, where each set's `tag` is the image to use: errors on the first set
+    /// whose tag is empty. NFD allows an empty tag (there it only groups sets), so parsing alone
+    /// cannot refuse it, but an empty image must never reach a pod.
+    pub fn require_image_tags(&self) -> Result<(), ArtifactError> {
+        match self.sets.iter().find(|set| set.tag.trim().is_empty()) {
+            Some(set) => Err(ArtifactError::Invalid {
+                at: Box::new(Location::set(set.index, &set.tag)),
+                problem: Problem::Empty { field: "tag" },
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The format the artifact was parsed as.

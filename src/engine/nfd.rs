@@ -9,23 +9,10 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::Format;
-use super::artifact::{CompatSet, Reads, Rules, set_label, shape};
+use super::artifact::{CompatSet, Reads, Rules, SetDoc, set_label, shape};
 use super::error::{ArtifactError, Location, Problem};
 use super::op::Expr;
 use super::value::list_only;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SetDoc {
-    #[serde(default)]
-    tag: Option<String>,
-    #[serde(default)]
-    weight: Option<i32>,
-    #[serde(default)]
-    description: Option<String>,
-    #[serde(default)]
-    rules: Option<Vec<RuleDoc>>,
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -98,7 +85,7 @@ pub(crate) fn compile_set(
     value: &serde_json::Value,
 ) -> Result<CompatSet, ArtifactError> {
     let at = set_label(index, value);
-    let doc: SetDoc =
+    let doc: SetDoc<RuleDoc> =
         serde_path_to_error::deserialize(value).map_err(|e| shape(Format::Nfd, &at, e))?;
     let tag = doc.tag.unwrap_or_default();
     let base = Location::set(index, &tag);

@@ -8,24 +8,11 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::Format;
-use super::artifact::{CompatSet, Reads, Rules, set_label, shape};
+use super::artifact::{CompatSet, Reads, Rules, SetDoc, set_label, shape};
 use super::error::{ArtifactError, Location, Problem};
 use super::eval::Miss;
 use super::op::{Check, Expr, Input};
 use super::value::one_or_many;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SetDoc {
-    #[serde(default)]
-    tag: Option<String>,
-    #[serde(default)]
-    weight: Option<i32>,
-    #[serde(default)]
-    description: Option<String>,
-    #[serde(default)]
-    rules: Option<Vec<RuleDoc>>,
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -69,7 +56,7 @@ pub(crate) fn compile_set(
     value: &serde_json::Value,
 ) -> Result<CompatSet, ArtifactError> {
     let at = set_label(index, value);
-    let doc: SetDoc =
+    let doc: SetDoc<RuleDoc> =
         serde_path_to_error::deserialize(value).map_err(|e| shape(Format::Ocifit, &at, e))?;
     let tag = doc.tag.unwrap_or_default();
     let base = Location::set(index, &tag);

@@ -1,2 +1,43 @@
 //! A real local control plane (etcd, kube-apiserver, and optionally kube-controller-manager,
-//! kube-scheduler and kwok) and an OCI registry on loopback, for ocifit's tests and demo.
+//! kube-scheduler and kwok) and an OCI registry on loopback, for ocifit's tests and demo. The tools
+//! come from `tools/install`'s cache; this crate starts, waits for, uses and tears down what they
+//! run, and nothing of it ships in the product.
+//!
+//! ```no_run
+//! # async fn demo() -> ocifit_testkit::Result<()> {
+//! use ocifit_testkit::{Cluster, FakeNode, Registry, create_node};
+//!
+//! let cluster = Cluster::builder()
+//!     .with_all_controllers()
+//!     .with_registry(Registry::builder())
+//!     .start()
+//!     .await?;
+//! let client = cluster.client()?;
+//! create_node(&client, &FakeNode::new("node-a").label("gpu", "yes")).await?;
+//! cluster.kubectl(["get", "nodes"]).await?;
+//! # Ok(()) }
+//! ```
+
+mod cluster;
+mod command;
+mod crds;
+pub mod dev;
+mod error;
+mod net;
+mod objects;
+pub mod pki;
+mod process;
+mod registry;
+mod shared;
+mod tools;
+mod webhook;
+mod workdir;
+
+pub use cluster::{Cluster, ClusterBuilder, StartupTimes};
+pub use crds::{apply_crd_dir, apply_crd_files};
+pub use error::{Error, Result};
+pub use objects::{FakeNode, create_namespace, create_node};
+pub use registry::{Credentials, Descriptor, OrasArtifact, PushedImage, Registry, RegistryBuilder};
+pub use shared::{SharedCluster, SharedClusterGuard};
+pub use tools::{Tool, ToolError, Tools};
+pub use webhook::{PodWebhook, register_pod_webhook, wait_until_admitted};

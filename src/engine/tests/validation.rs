@@ -291,3 +291,22 @@ fn unparsable_bytes_are_syntax_errors() {
     let yaml = Artifact::parse(Format::Nfd, b"compatibilities: [\n").err();
     assert!(matches!(yaml, Some(ArtifactError::Yaml { .. })), "{yaml:?}");
 }
+
+#[test]
+fn an_nfd_set_without_a_tag_parses_but_cannot_name_an_image() {
+    let doc = "version: v1alpha1\ncompatibilities:\n- tag: registry.example.com/app:v1-avx2\n  rules: []\n- description: no tag here\n  rules: []\n";
+    let artifact = Artifact::parse(Format::Nfd, doc.as_bytes()).unwrap();
+    let err = artifact.require_image_tags().unwrap_err().to_string();
+    assert!(
+        err.starts_with("set 1 (\"\"): tag must not be empty"),
+        "{err}"
+    );
+    let tagged =
+        "version: v1alpha1\ncompatibilities:\n- tag: registry.example.com/app:v1\n  rules: []\n";
+    assert!(
+        Artifact::parse(Format::Nfd, tagged.as_bytes())
+            .unwrap()
+            .require_image_tags()
+            .is_ok()
+    );
+}

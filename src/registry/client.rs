@@ -1,0 +1,261 @@
+//! The registry client: what the controller and `ocifit resolve` call. It resolves references,
+//! fetches verified manifests and blobs through the caches, and leaves every decision (which
+//! layer, which referrer, which platforms) to the pure modules beside it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::cache::{CacheOptions, Caches};
+use super::docker_config::DockerConfig;
+use super::error::{ContentProblem, Error, Result};
+use super::fetch::Inner;
+use super::layers::choose_layer;
+use super::manifest::{Descriptor, ImageManifest, Manifest, is_index_media_type};
+use super::platforms::{self, Platform};
+use super::reference::{self, Reference};
+use super::referrers::newest_nfd_referrer;
+use super::retry::RetryPolicy;
+use super::stats::{Counters, RegistryStats};
+use super::transport::{Transport, TransportOptions};
+use crate::engine::Format;
+
+/// How deep nested image indexes are followed.
+const MAX_INDEX_DEPTH: usize = 4;
+
+/// Image config media types whose blob names a platform.
+const IMAGE_CONFIG_TYPES: [&str; 2] = [
+    "application/vnd.oci.image.config.v1+json",
+    "application/vnd.docker.container.image.v1+json",
+];
+
+/// Everything the client can be told. `Default` is anonymous HTTPS with the documented limits.
+#[derive(Debug, Clone)]
+pub struct RegistryOptions {
+    /// Registries (`host[:port]`, exactly as in references) reached over plain HTTP. Only
+    /// registries named here; every other one is HTTPS.
+    pub plain_http: Vec<String>,
+    /// Credentials, matched per image as the kubelet matches them.
+    pub credentials: DockerConfig,
+    /// Extra trusted CA certificates (PEM bundles), added to the system roots.
+    pub extra_ca_pem: Vec<Vec<u8>>,
+    /// Limit for one whole request (connect, headers and body).
+    pub request_timeout: Duration,
+    /// Limit for establishing a connection.
+    pub connect_timeout: Duration,
+    /// Retries of transient failures.
+    pub retry: RetryPolicy,
+    /// Largest compatibility artifact layer read.
+    pub max_artifact_bytes: u64,
+    /// Largest manifest, index or image config read.
+    pub max_manifest_bytes: u64,
+    /// Cache lifetimes and size.
+    pub cache: CacheOptions,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        RegistryOptions {
+            plain_http: Vec::new(),
+            credentials: DockerConfig::default(),
+            extra_ca_pem: Vec::new(),
+            request_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            retry: RetryPolicy::default(),
+            max_artifact_bytes: 1024 * 1024,
+            max_manifest_bytes: 4 * 1024 * 1024,
+            cache: CacheOptions::default(),
+        }
+    }
+}
+
+/// A compatibility artifact's verified bytes, before parsing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedArtifact {
+    /// The reference it was fetched by.
+    pub reference: String,
+    /// The artifact manifest's digest.
+    pub digest: String,
+    /// Which format the layer holds (by media type).
+    pub format: Format,
+    /// The layer's media type.
+    pub media_type: String,
+    /// The layer's content, digest-verified and within the size cap.
+    pub content: Vec<u8>,
+}
+
+/// The platforms an image is built for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImagePlatforms {
+    /// The digest of the image's manifest or index.
+    pub digest: String,
+    /// os/architecture/variant (and os.version), without attestations or unknown entries.
+    pub platforms: Vec<Platform>,
+}
+
+/// A registry client with its caches. Cheap to clone; clones share caches and connections.
+/// One client holds one set of credentials: build one per pull secret.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// Builds a client; fails only on unusable TLS configuration.
+    pub fn new(options: RegistryOptions) -> Result<Self> {
+        let counters = Arc::new(Counters::default());
+        let transport = Transport::new(
+            TransportOptions {
+                plain_http: options.plain_http,
+                credentials: options.credentials,
+                extra_ca_pem: options.extra_ca_pem,
+                request_timeout: options.request_timeout,
+                connect_timeout: options.connect_timeout,
+                retry: options.retry,
+            },
+            Arc::clone(&counters),
+        )?;
+        Ok(Registry {
+            inner: Arc::new(Inner {
+                transport,
+                caches: Caches::new(&options.cache),
+                counters,
+                max_artifact_bytes: options.max_artifact_bytes,
+                max_manifest_bytes: options.max_manifest_bytes,
+            }),
+        })
+    }
+
+    /// Request and cache counters since the client was built.
+    pub fn stats(&self) -> RegistryStats {
+        self.inner.counters.snapshot()
+    }
+
+    /// The digest a reference names now: its own digest, or what its tag points at (cached for
+    /// the tag TTL; a missing tag for the not-found TTL).
+    pub async fn resolve_digest(&self, reference: &Reference) -> Result<String> {
+        Inner::resolve_digest(&self.inner, reference).await
+    }
+
+    /// Fetches a compatibility artifact by tag or digest: the manifest, its one compatibility
+    /// layer (chosen by media type), size-capped and digest-verified.
+    pub async fn fetch_artifact(&self, reference: &Reference) -> Result<FetchedArtifact> {
+        let digest = self.resolve_digest(reference).await?;
+        let pinned = reference::at_digest(reference, &digest);
+        // Failures below are reported against what the user asked for, with the digest.
+        let mut asked = reference::target(&pinned);
+        if let (None, Some(tag)) = (reference.digest(), reference.tag()) {
+            asked.reference = format!("{tag}@{digest}");
+        }
+        let manifest = match Inner::manifest(&self.inner, &pinned).await {
+            Ok(Manifest::Image(manifest)) => manifest,
+            Ok(Manifest::Index(_)) => {
+                return Err(Error::content(&asked, ContentProblem::UnexpectedIndex));
+            }
+            Err(err) => return Err(err.about(&asked)),
+        };
+        let chosen = choose_layer(&manifest).map_err(|problem| Error::content(&asked, problem))?;
+        let limit = self.inner.max_artifact_bytes;
+        let content = Inner::blob(&self.inner, &pinned, &chosen.layer, limit)
+            .await
+            .map_err(|err| err.about(&asked))?;
+        Ok(FetchedArtifact {
+            reference: reference.whole(),
+            digest,
+            format: chosen.format,
+            media_type: chosen.layer.media_type,
+            content: content.to_vec(),
+        })
+    }
+
+    /// Finds an image's NFD compatibility artifact: the newest referrer with the NFD
+    /// artifactType (referrers API, else the `sha256-<hex>` tag), then fetches it.
+    pub async fn find_nfd_artifact(&self, image: &Reference) -> Result<FetchedArtifact> {
+        let subject = self.resolve_digest(image).await?;
+        let referrers = Inner::referrers(&self.inner, image, &subject).await?;
+        let Some(chosen) = newest_nfd_referrer(&referrers) else {
+            return Err(Error::NotFound {
+                target: reference::target(&reference::at_digest(image, &subject)),
+                what: "NFD compatibility artifact referring to the image",
+            });
+        };
+        self.fetch_artifact(&reference::at_digest(image, &chosen.digest))
+            .await
+    }
+
+    /// The platforms an image is built for: every entry of its index (nested indexes followed),
+    /// or its config blob when it is a single-platform image.
+    pub async fn image_platforms(&self, image: &Reference) -> Result<ImagePlatforms> {
+        let digest = self.resolve_digest(image).await?;
+        let mut found = Vec::new();
+        let mut pending: Vec<(String, usize)> = vec![(digest.clone(), 0)];
+        while let Some((at, depth)) = pending.pop() {
+            let pinned = reference::at_digest(image, &at);
+            let target = reference::target(&pinned);
+            match Inner::manifest(&self.inner, &pinned).await? {
+                Manifest::Index(index) => {
+                    if depth >= MAX_INDEX_DEPTH {
+                        return Err(Error::content(
+                            &target,
+                            ContentProblem::TooDeep(MAX_INDEX_DEPTH),
+                        ));
+                    }
+                    let plan = platforms::plan_index(&index);
+                    found.extend(plan.platforms);
+                    for entry in plan.follow.iter().rev() {
+                        if is_index_media_type(&entry.media_type) {
+                            pending.push((entry.digest.clone(), depth + 1));
+                        } else if let Some(platform) = self.entry_platform(image, entry).await? {
+                            found.push(platform);
+                        }
+                    }
+                }
+                Manifest::Image(manifest) => {
+                    let platform = self.config_platform(&pinned, &manifest).await?;
+                    found.push(
+                        platform
+                            .ok_or_else(|| Error::content(&target, ContentProblem::NoPlatform))?,
+                    );
+                }
+            }
+        }
+        Ok(ImagePlatforms {
+            digest,
+            platforms: platforms::dedupe(found),
+        })
+    }
+
+    /// The platform of an index entry that names none: read from its config, if it is an image.
+    async fn entry_platform(
+        &self,
+        image: &Reference,
+        entry: &Descriptor,
+    ) -> Result<Option<Platform>> {
+        let pinned = reference::at_digest(image, &entry.digest);
+        match Inner::manifest(&self.inner, &pinned).await? {
+            Manifest::Image(manifest) => self.config_platform(&pinned, &manifest).await,
+            Manifest::Index(_) => Ok(None),
+        }
+    }
+
+    async fn config_platform(
+        &self,
+        pinned: &Reference,
+        manifest: &ImageManifest,
+    ) -> Result<Option<Platform>> {
+        if !IMAGE_CONFIG_TYPES.contains(&manifest.config.media_type.as_str()) {
+            return Ok(None);
+        }
+        let limit = self.inner.max_manifest_bytes;
+        let config = Inner::blob(&self.inner, pinned, &manifest.config, limit).await?;
+        platforms::platform_from_config(&config)
+            .map_err(|problem| Error::content(&reference::target(pinned), problem))
+    }
+}

@@ -1,0 +1,114 @@
+use super::*;
+
+const ORAS_MANIFEST: &str = r#"{
+  "schemaVersion": 2,
+  "mediaType": "application/vnd.oci.image.manifest.v1+json",
+  "config": {"mediaType": "application/vnd.unknown.config.v1+json", "digest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", "size": 2},
+  "layers": [{"mediaType": "application/vnd.oci.image.compatibilities.v1+json",
+              "digest": "sha256:5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03", "size": 6,
+              "annotations": {"org.opencontainers.image.title": "compat.json"}}],
+  "annotations": {"org.opencontainers.image.created": "2026-11-22T04:00:00Z"}
+}"#;
+
+#[test]
+fn oras_artifact_manifest_parses_as_an_image_manifest() {
+    let Manifest::Image(m) = Manifest::parse(ORAS_MANIFEST.as_bytes(), None).unwrap() else {
+        panic!("expected an image manifest");
+    };
+    assert_eq!(m.layers.len(), 1);
+    assert_eq!(
+        m.layers[0].media_type,
+        "application/vnd.oci.image.compatibilities.v1+json"
+    );
+    assert_eq!(m.layers[0].size, 6);
+    assert_eq!(
+        m.config.media_type,
+        "application/vnd.unknown.config.v1+json"
+    );
+}
+
+#[test]
+fn docker_manifest_list_without_body_media_type_uses_the_header() {
+    let body = br#"{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.docker.distribution.manifest.v2+json","digest":"sha256:aa","size":1,"platform":{"os":"linux","architecture":"amd64"}}]}"#;
+    let parsed = Manifest::parse(
+        body,
+        Some("application/vnd.docker.distribution.manifest.list.v2+json; charset=utf-8"),
+    )
+    .unwrap();
+    let Manifest::Index(index) = parsed else {
+        panic!("expected an index")
+    };
+    assert_eq!(
+        index.manifests[0].platform.as_ref().map(|p| p.os.as_str()),
+        Some("linux")
+    );
+}
+
+#[test]
+fn index_shape_without_any_media_type_is_an_index() {
+    let body = br#"{"schemaVersion":2,"manifests":[]}"#;
+    assert!(matches!(
+        Manifest::parse(body, None),
+        Ok(Manifest::Index(_))
+    ));
+}
+
+#[test]
+fn schema_1_and_foreign_media_types_are_rejected() {
+    let v1 = br#"{"schemaVersion":1,"name":"x","fsLayers":[]}"#;
+    assert!(matches!(
+        Manifest::parse(v1, None),
+        Err(ContentProblem::NotAManifest(_))
+    ));
+    let foreign = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.artifact.manifest.v1+json","blobs":[]}"#;
+    assert!(matches!(
+        Manifest::parse(foreign, None),
+        Err(ContentProblem::UnsupportedMediaType(_))
+    ));
+    assert!(matches!(
+        Manifest::parse(b"<html>", None),
+        Err(ContentProblem::NotAManifest(_))
+    ));
+}
+
+#[test]
+fn image_manifest_without_config_is_rejected() {
+    let body = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","layers":[]}"#;
+    assert!(matches!(
+        Manifest::parse(body, None),
+        Err(ContentProblem::NotAManifest(_))
+    ));
+}
+
+#[test]
+fn sha256_digest_of_known_content() {
+    assert_eq!(
+        sha256_digest(b"{}"),
+        "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+    );
+}
+
+#[test]
+fn digest_verification_accepts_matching_and_rejects_other_content() {
+    let d = sha256_digest(b"hello");
+    assert_eq!(verify_digest(&d, b"hello"), Ok(()));
+    assert!(matches!(
+        verify_digest(&d, b"hellO"),
+        Err(ContentProblem::DigestMismatch { .. })
+    ));
+    let sha512 = "sha512:9b71d224bd62f3785d96d46ad3ea3d73319bfbc2890caadae2dff72519673ca72323c3d99ba5c11d7c7acc6e14b8c5da0c4663475c2e5c3adef46f73bcdec043";
+    assert_eq!(verify_digest(sha512, b"hello"), Ok(()));
+    assert!(matches!(
+        verify_digest("md5:abc", b"hello"),
+        Err(ContentProblem::UnsupportedDigest(_))
+    ));
+}
+
+#[test]
+fn only_well_formed_digests_are_valid() {
+    assert!(is_valid_digest(&sha256_digest(b"x")));
+    assert!(!is_valid_digest("sha256:ABC"));
+    assert!(!is_valid_digest("sha256:../../etc"));
+    assert!(!is_valid_digest(&format!("sha256:{}", "g".repeat(64))));
+    assert!(!is_valid_digest("nocolon"));
+}

@@ -1,0 +1,36 @@
+//! The registry room: reads compatibility artifacts and image platforms from OCI registries.
+//!
+//! It owns references, the registry protocol (auth, retries, timeouts, size caps, digest
+//! checks), and the caches. It decides which layer, which referrer and which platforms in pure
+//! modules (`layers`, `referrers`, `platforms`, `docker_config`, `retry`, `auth`); `transport`
+//! and `client` are the thin adapters. Compatibility documents are parsed by the engine, in one
+//! call at the very end (`resolve`). It knows nothing of Kubernetes objects: callers hand it
+//! credentials as a docker config.
+
+mod auth;
+mod cache;
+mod client;
+mod docker_config;
+mod error;
+mod fetch;
+mod flags;
+mod layers;
+mod manifest;
+mod platforms;
+mod reference;
+mod referrers;
+mod resolve;
+mod retry;
+mod stats;
+mod transport;
+
+pub use cache::CacheOptions;
+pub use client::{FetchedArtifact, ImagePlatforms, Registry, RegistryOptions};
+pub use docker_config::{Credentials, DockerConfig};
+pub use error::{ConfigError, ContentProblem, Error, ErrorKind, Result, Target};
+pub use flags::RegistryFlags;
+pub use platforms::Platform;
+pub use reference::{Reference, parse as parse_reference};
+pub use resolve::{ResolveError, ResolvedArtifact};
+pub use retry::RetryPolicy;
+pub use stats::{CacheCounts, RegistryStats};

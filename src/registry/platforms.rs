@@ -1,0 +1,247 @@
+//! Which platforms an image runs on, read from its index entries or its config blob. Attestation
+//! entries and `unknown/unknown` entries are not platforms. Pure: no I/O.
+
+use std::fmt;
+
+use serde::Deserialize;
+
+use super::error::ContentProblem;
+use super::manifest::{Descriptor, ImageIndex, PlatformField, is_index_media_type};
+
+/// The annotation BuildKit puts on an index entry that holds provenance or SBOM attestations.
+const REFERENCE_TYPE_ANNOTATION: &str = "vnd.docker.reference.type";
+const ATTESTATION: &str = "attestation-manifest";
+
+/// One platform an image is built for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Platform {
+    pub os: String,
+    pub architecture: String,
+    pub variant: Option<String>,
+    pub os_version: Option<String>,
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.os, self.architecture)?;
+        if let Some(variant) = &self.variant {
+            write!(f, "/{variant}")?;
+        }
+        if let Some(version) = &self.os_version {
+            write!(f, " ({version})")?;
+        }
+        Ok(())
+    }
+}
+
+impl Platform {
+    fn from_field(field: &PlatformField) -> Option<Self> {
+        let unknown = |s: &str| s.is_empty() || s == "unknown";
+        if unknown(&field.os) || unknown(&field.architecture) {
+            return None;
+        }
+        let non_empty = |s: &Option<String>| s.clone().filter(|v| !v.is_empty());
+        Some(Platform {
+            os: field.os.clone(),
+            architecture: field.architecture.clone(),
+            variant: non_empty(&field.variant),
+            os_version: non_empty(&field.os_version),
+        })
+    }
+}
+
+/// What an index says directly, and which entries must be read to learn more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexPlan {
+    /// Platforms named by the index entries.
+    pub platforms: Vec<Platform>,
+    /// Nested indexes, and image entries that name no platform (their config says).
+    pub follow: Vec<Descriptor>,
+}
+
+/// Reads an index's entries: platforms it names, and entries to follow.
+pub fn plan_index(index: &ImageIndex) -> IndexPlan {
+    let mut plan = IndexPlan::default();
+    for entry in &index.manifests {
+        let attestation = entry
+            .annotations
+            .get(REFERENCE_TYPE_ANNOTATION)
+            .is_some_and(|t| t == ATTESTATION);
+        if attestation {
+            continue;
+        }
+        if is_index_media_type(&entry.media_type) {
+            plan.follow.push(entry.clone());
+            continue;
+        }
+        match &entry.platform {
+            Some(field) if field.os == "unknown" || field.architecture == "unknown" => {}
+            Some(field) => match Platform::from_field(field) {
+                Some(platform) => plan.platforms.push(platform),
+                None => plan.follow.push(entry.clone()),
+            },
+            None => plan.follow.push(entry.clone()),
+        }
+    }
+    plan
+}
+
+/// Reads the platform from an image config blob; `None` when the config names none.
+pub fn platform_from_config(config: &[u8]) -> Result<Option<Platform>, ContentProblem> {
+    #[derive(Deserialize)]
+    struct Config {
+        #[serde(flatten)]
+        platform: PlatformField,
+    }
+    let parsed: Config =
+        serde_json::from_slice(config).map_err(|err| ContentProblem::BadConfig(err.to_string()))?;
+    Ok(Platform::from_field(&parsed.platform))
+}
+
+/// Drops repeated platforms, keeping the first occurrence's position.
+pub fn dedupe(platforms: Vec<Platform>) -> Vec<Platform> {
+    let mut out: Vec<Platform> = Vec::with_capacity(platforms.len());
+    for platform in platforms {
+        if !out.contains(&platform) {
+            out.push(platform);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::registry::manifest::{DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST};
+
+    fn entry(media_type: &str, platform: Option<(&str, &str, Option<&str>)>) -> Descriptor {
+        Descriptor {
+            media_type: media_type.into(),
+            digest: "sha256:00".into(),
+            platform: platform.map(|(os, architecture, variant)| PlatformField {
+                os: os.into(),
+                architecture: architecture.into(),
+                variant: variant.map(str::to_string),
+                os_version: None,
+            }),
+            ..Descriptor::default()
+        }
+    }
+
+    fn p(os: &str, arch: &str, variant: Option<&str>) -> Platform {
+        Platform {
+            os: os.into(),
+            architecture: arch.into(),
+            variant: variant.map(str::to_string),
+            os_version: None,
+        }
+    }
+
+    #[test]
+    fn index_entries_give_os_architecture_and_variant() {
+        let index = ImageIndex {
+            manifests: vec![
+                entry(OCI_MANIFEST, Some(("linux", "amd64", None))),
+                entry(OCI_MANIFEST, Some(("linux", "arm", Some("v7")))),
+                entry(OCI_MANIFEST, Some(("linux", "arm64", Some("v8")))),
+            ],
+        };
+        let plan = plan_index(&index);
+        assert_eq!(
+            plan.platforms,
+            vec![
+                p("linux", "amd64", None),
+                p("linux", "arm", Some("v7")),
+                p("linux", "arm64", Some("v8"))
+            ]
+        );
+        assert!(plan.follow.is_empty());
+    }
+
+    #[test]
+    fn attestation_and_unknown_entries_are_left_out() {
+        let mut attestation = entry(OCI_MANIFEST, Some(("unknown", "unknown", None)));
+        attestation.annotations = BTreeMap::from([(
+            REFERENCE_TYPE_ANNOTATION.to_string(),
+            ATTESTATION.to_string(),
+        )]);
+        let mut annotated_only = entry(OCI_MANIFEST, Some(("linux", "amd64", None)));
+        annotated_only.annotations = attestation.annotations.clone();
+        let index = ImageIndex {
+            manifests: vec![
+                entry(OCI_MANIFEST, Some(("linux", "amd64", None))),
+                attestation,
+                annotated_only,
+                entry(OCI_MANIFEST, Some(("unknown", "unknown", None))),
+            ],
+        };
+        let plan = plan_index(&index);
+        assert_eq!(plan.platforms, vec![p("linux", "amd64", None)]);
+        assert!(plan.follow.is_empty());
+    }
+
+    #[test]
+    fn windows_os_version_is_kept() {
+        let mut e = entry(OCI_MANIFEST, Some(("windows", "amd64", None)));
+        if let Some(platform) = e.platform.as_mut() {
+            platform.os_version = Some("10.0.20348.2113".into());
+        }
+        let plan = plan_index(&ImageIndex { manifests: vec![e] });
+        assert_eq!(
+            plan.platforms[0].os_version.as_deref(),
+            Some("10.0.20348.2113")
+        );
+        assert_eq!(
+            plan.platforms[0].to_string(),
+            "windows/amd64 (10.0.20348.2113)"
+        );
+    }
+
+    #[test]
+    fn nested_indexes_and_entries_without_platform_are_followed() {
+        let index = ImageIndex {
+            manifests: vec![
+                entry(OCI_INDEX, None),
+                entry(DOCKER_MANIFEST_LIST, None),
+                entry(OCI_MANIFEST, None),
+                entry(OCI_MANIFEST, Some(("", "", None))),
+            ],
+        };
+        let plan = plan_index(&index);
+        assert!(plan.platforms.is_empty());
+        assert_eq!(plan.follow.len(), 4);
+    }
+
+    #[test]
+    fn config_blob_gives_the_platform_of_a_single_platform_image() {
+        let config = br#"{"architecture":"arm64","variant":"v8","os":"linux","config":{},"rootfs":{"type":"layers","diff_ids":[]}}"#;
+        assert_eq!(
+            platform_from_config(config).unwrap(),
+            Some(p("linux", "arm64", Some("v8")))
+        );
+    }
+
+    #[test]
+    fn config_blob_without_platform_is_none_and_garbage_is_an_error() {
+        assert_eq!(platform_from_config(br#"{"rootfs":{}}"#).unwrap(), None);
+        assert!(matches!(
+            platform_from_config(b"not json"),
+            Err(ContentProblem::BadConfig(_))
+        ));
+    }
+
+    #[test]
+    fn duplicate_platforms_are_reported_once_in_first_seen_order() {
+        let list = vec![
+            p("linux", "arm64", None),
+            p("linux", "amd64", None),
+            p("linux", "arm64", None),
+        ];
+        assert_eq!(
+            dedupe(list),
+            vec![p("linux", "arm64", None), p("linux", "amd64", None)]
+        );
+    }
+}

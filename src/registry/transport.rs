@@ -1,0 +1,433 @@
+//! The HTTP adapter: one registry request with its timeout, authentication handshake (anonymous,
+//! Basic, bearer token), retries of transient failures, size cap, and classification of the
+//! answer. Decisions live in `auth`, `retry` and `docker_config`; this file only moves bytes.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+
+use super::auth::{self, Challenge};
+use super::docker_config::{Credentials, DockerConfig};
+use super::error::{ConfigError, ContentProblem, Error, Target};
+use super::retry::{self, Decision, Failure, RetryPolicy};
+use super::stats::Counters;
+
+/// How the transport is set up.
+#[derive(Debug, Clone)]
+pub(crate) struct TransportOptions {
+    pub plain_http: Vec<String>,
+    pub credentials: DockerConfig,
+    pub extra_ca_pem: Vec<Vec<u8>>,
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub retry: RetryPolicy,
+}
+
+/// One request: where, what, and how much may come back.
+pub(crate) struct Request<'a> {
+    pub target: &'a Target,
+    /// Host (with port) serving the registry API.
+    pub host: &'a str,
+    /// Path below the host, starting with `/v2/`.
+    pub path: String,
+    pub accept: &'a [&'a str],
+    pub head: bool,
+    /// Most bytes to read.
+    pub limit: u64,
+    /// What a 404 means ("manifest", "blob", …).
+    pub what: &'static str,
+}
+
+/// A successful answer.
+#[derive(Debug, Clone)]
+pub(crate) struct Answer {
+    pub body: Bytes,
+    pub content_type: Option<String>,
+    pub digest: Option<String>,
+}
+
+pub(crate) struct Transport {
+    http: reqwest::Client,
+    plain_http: Vec<String>,
+    credentials: DockerConfig,
+    retry: RetryPolicy,
+    request_timeout: Duration,
+    /// Bearer tokens by (host, repository), with their expiry.
+    tokens: Mutex<HashMap<(String, String), (String, Instant)>>,
+    /// Hosts that asked for Basic: later requests send it at once instead of a 401 round trip.
+    basic_hosts: Mutex<HashSet<String>>,
+    counters: Arc<Counters>,
+}
+
+/// A failed attempt: the error to report, and what retrying should know (None: never retry).
+struct AttemptError {
+    error: Error,
+    failure: Option<Failure>,
+}
+
+impl From<Error> for AttemptError {
+    fn from(error: Error) -> Self {
+        AttemptError {
+            error,
+            failure: None,
+        }
+    }
+}
+
+impl Transport {
+    pub(crate) fn new(options: TransportOptions, counters: Arc<Counters>) -> Result<Self, Error> {
+        // reqwest is built without a crypto provider so it shares kube's ring; make sure one is
+        // installed (a second install is refused, which is fine).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .user_agent(concat!("ocifit/", env!("CARGO_PKG_VERSION")));
+        for pem in &options.extra_ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|err| ConfigError::Http(format!("invalid CA certificate: {err}")))?;
+            builder = builder.tls_certs_merge(certs);
+        }
+        let http = builder
+            .build()
+            .map_err(|err| ConfigError::Http(err.to_string()))?;
+        Ok(Transport {
+            http,
+            plain_http: options.plain_http,
+            credentials: options.credentials,
+            retry: options.retry,
+            request_timeout: options.request_timeout,
+            tokens: Mutex::default(),
+            basic_hosts: Mutex::default(),
+            counters,
+        })
+    }
+
+    /// Sends a request, retrying transient failures as the retry policy says.
+    pub(crate) async fn fetch(&self, request: &Request<'_>) -> Result<Answer, Error> {
+        let mut attempt = 1;
+        loop {
+            match self.attempt(request).await {
+                Ok(answer) => return Ok(answer),
+                Err(AttemptError {
+                    error,
+                    failure: Some(failure),
+                }) => match retry::decide(&self.retry, attempt, failure) {
+                    Decision::RetryIn(delay) => {
+                        tracing::debug!(target = %request.target, attempt, ?delay, %error, "retrying registry request");
+                        tokio::time::sleep(delay).await;
+                    }
+                    Decision::GiveUp => return Err(error),
+                },
+                Err(AttemptError { error, .. }) => return Err(error),
+            }
+            attempt += 1;
+        }
+    }
+
+    async fn attempt(&self, request: &Request<'_>) -> Result<Answer, AttemptError> {
+        let repository = &request.target.repository;
+        let credentials = self
+            .credentials
+            .lookup(&request.target.registry, repository);
+        let mut authorization = self.known_authorization(request.host, repository, credentials);
+        let mut response = self.send(request, authorization.as_ref()).await?;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            let challenge = response
+                .headers()
+                .get(WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(auth::parse_challenge);
+            authorization = match (challenge, credentials) {
+                (
+                    Some(Challenge::Bearer {
+                        realm,
+                        service,
+                        scope,
+                    }),
+                    _,
+                ) => {
+                    let scope = auth::token_scope(repository, scope.as_deref());
+                    let token = self
+                        .fetch_token(request, &realm, service.as_deref(), &scope, credentials)
+                        .await?;
+                    Some(Authorization::Bearer(token))
+                }
+                (Some(Challenge::Basic), Some(Credentials::Basic { username, password })) => {
+                    lock(&self.basic_hosts).insert(request.host.to_string());
+                    Some(Authorization::Basic(username.clone(), password.clone()))
+                }
+                _ => return Err(unauthorized(request.target, 401).into()),
+            };
+            response = self.send(request, authorization.as_ref()).await?;
+        }
+        self.answer(request, response).await
+    }
+
+    /// Authorization to send before being challenged: a registry token, Basic for hosts known to
+    /// want it, or a bearer token still valid for this repository.
+    fn known_authorization(
+        &self,
+        host: &str,
+        repository: &str,
+        credentials: Option<&Credentials>,
+    ) -> Option<Authorization> {
+        match credentials {
+            Some(Credentials::Bearer(token)) => return Some(Authorization::Bearer(token.clone())),
+            Some(Credentials::Basic { username, password })
+                if lock(&self.basic_hosts).contains(host) =>
+            {
+                return Some(Authorization::Basic(username.clone(), password.clone()));
+            }
+            _ => {}
+        }
+        let tokens = lock(&self.tokens);
+        let (token, expiry) = tokens.get(&(host.to_string(), repository.to_string()))?;
+        (Instant::now() < *expiry).then(|| Authorization::Bearer(token.clone()))
+    }
+
+    async fn fetch_token(
+        &self,
+        request: &Request<'_>,
+        realm: &str,
+        service: Option<&str>,
+        scope: &str,
+        credentials: Option<&Credentials>,
+    ) -> Result<String, AttemptError> {
+        if !(realm.starts_with("https://") || realm.starts_with("http://")) {
+            return Err(Error::content(
+                request.target,
+                ContentProblem::Protocol("the token realm is not an HTTP(S) URL".into()),
+            )
+            .into());
+        }
+        let mut query = vec![("scope", scope)];
+        if let Some(service) = service {
+            query.push(("service", service));
+        }
+        let mut builder = self
+            .http
+            .get(realm)
+            .query(&query)
+            .timeout(self.request_timeout);
+        match credentials {
+            Some(Credentials::Basic { username, password }) => {
+                builder = builder.basic_auth(username, Some(password));
+            }
+            Some(Credentials::Bearer(token)) => builder = builder.bearer_auth(token),
+            None => {}
+        }
+        let response = self.send_builder(request.target, builder).await?;
+        let status = response.status();
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            return Err(unauthorized(request.target, status.as_u16()).into());
+        }
+        if !status.is_success() {
+            return Err(status_error(request.target, &response, "token"));
+        }
+        let body = read_body(request.target, response, 64 * 1024).await?;
+        let token = auth::parse_token_response(&body).ok_or_else(|| {
+            Error::content(
+                request.target,
+                ContentProblem::Protocol("the token endpoint answered without a token".into()),
+            )
+        })?;
+        let expiry = Instant::now() + token.lifetime;
+        lock(&self.tokens).insert(
+            (request.host.to_string(), request.target.repository.clone()),
+            (token.value.clone(), expiry),
+        );
+        Ok(token.value)
+    }
+
+    async fn send(
+        &self,
+        request: &Request<'_>,
+        authorization: Option<&Authorization>,
+    ) -> Result<Response, AttemptError> {
+        let scheme = if self.plain_http.iter().any(|h| h == request.host) {
+            "http"
+        } else {
+            "https"
+        };
+        let url = format!("{scheme}://{}{}", request.host, request.path);
+        let method = if request.head {
+            Method::HEAD
+        } else {
+            Method::GET
+        };
+        let mut builder = self
+            .http
+            .request(method, url)
+            .header(ACCEPT, request.accept.join(", "))
+            .timeout(self.request_timeout);
+        builder = match authorization {
+            Some(Authorization::Basic(username, password)) => {
+                builder.basic_auth(username, Some(password))
+            }
+            Some(Authorization::Bearer(token)) => builder.bearer_auth(token),
+            None => builder,
+        };
+        self.send_builder(request.target, builder).await
+    }
+
+    async fn send_builder(
+        &self,
+        target: &Target,
+        builder: RequestBuilder,
+    ) -> Result<Response, AttemptError> {
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        builder
+            .send()
+            .await
+            .map_err(|err| transport_error(target, err))
+    }
+
+    async fn answer(
+        &self,
+        request: &Request<'_>,
+        response: Response,
+    ) -> Result<Answer, AttemptError> {
+        let status = response.status();
+        let target = request.target;
+        match status {
+            s if s.is_success() => {}
+            StatusCode::NOT_FOUND => {
+                return Err(Error::NotFound {
+                    target: target.clone(),
+                    what: request.what,
+                }
+                .into());
+            }
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                return Err(unauthorized(target, status.as_u16()).into());
+            }
+            _ => return Err(status_error(target, &response, request.what)),
+        }
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let content_type = header(CONTENT_TYPE.as_str());
+        let digest = header("docker-content-digest");
+        let body = if request.head {
+            Bytes::new()
+        } else {
+            read_body(target, response, request.limit).await?
+        };
+        Ok(Answer {
+            body,
+            content_type,
+            digest,
+        })
+    }
+}
+
+/// What goes in the Authorization header.
+#[derive(Clone)]
+enum Authorization {
+    Basic(String, String),
+    Bearer(String),
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The guarded maps stay consistent even if a holder panicked: every update is one insert.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn unauthorized(target: &Target, status: u16) -> Error {
+    Error::Unauthorized {
+        target: target.clone(),
+        status,
+    }
+}
+
+fn transport_error(target: &Target, err: reqwest::Error) -> AttemptError {
+    let failure = if err.is_timeout() {
+        Failure::Timeout
+    } else {
+        Failure::Connection
+    };
+    let summary = if err.is_timeout() {
+        "request timed out"
+    } else if err.is_connect() {
+        "failed to connect"
+    } else {
+        "request failed"
+    };
+    // The innermost cause says what actually happened ("Connection refused", "invalid peer
+    // certificate: UnknownIssuer"); requests carry no credentials in their errors.
+    let mut root = std::error::Error::source(&err);
+    while let Some(next) = root.and_then(std::error::Error::source) {
+        root = Some(next);
+    }
+    let detail = match root {
+        Some(cause) => format!("{summary} ({cause})"),
+        None => summary.to_string(),
+    };
+    AttemptError {
+        error: Error::Transport {
+            target: target.clone(),
+            detail,
+            source: Some(Arc::new(err.without_url())),
+        },
+        failure: Some(failure),
+    }
+}
+
+/// A status that is neither success, 404 nor an auth refusal: rate limiting, server errors, and
+/// anything unexpected (never retried unless the retry policy says it is transient).
+fn status_error(target: &Target, response: &Response, what: &str) -> AttemptError {
+    let code = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| retry::parse_retry_after(v, SystemTime::now()));
+    let error = if code == 429 {
+        Error::RateLimited {
+            target: target.clone(),
+            retry_after,
+        }
+    } else {
+        Error::Transport {
+            target: target.clone(),
+            detail: format!("the registry answered HTTP {code} for the {what}"),
+            source: None,
+        }
+    };
+    AttemptError {
+        error,
+        failure: Some(Failure::Status { code, retry_after }),
+    }
+}
+
+async fn read_body(
+    target: &Target,
+    mut response: Response,
+    limit: u64,
+) -> Result<Bytes, AttemptError> {
+    let too_large = || Error::content(target, ContentProblem::TooLarge { limit });
+    if response.content_length().is_some_and(|len| len > limit) {
+        return Err(too_large().into());
+    }
+    let mut body = BytesMut::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|err| transport_error(target, err))?
+    {
+        if (body.len() + chunk.len()) as u64 > limit {
+            return Err(too_large().into());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}

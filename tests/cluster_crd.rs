@@ -1,0 +1,114 @@
+//! The ImageSelectionPolicy CRD in `crds/` on a real kube-apiserver: it is accepted (a structural
+//! schema) and Established; the example policy is stored and reads back as ocifit's Rust type;
+//! invalid policies are rejected with the schema's and the CEL rules' messages; and `kubectl get isp`
+//! prints the printer columns.
+
+use std::path::Path;
+
+use kube::Api;
+use ocifit::api::ImageSelectionPolicy;
+use ocifit_testkit::{Cluster, SharedCluster, SharedClusterGuard, apply_crd_dir};
+
+static CLUSTER: SharedCluster = SharedCluster::new(Cluster::builder);
+
+/// The shared cluster with the repository's CRDs applied (idempotent, so every test may ask).
+async fn cluster_with_crds() -> SharedClusterGuard {
+    let cluster = CLUSTER.get().await.expect("the shared cluster");
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+    let client = cluster.client().expect("a kube client");
+    let names = apply_crd_dir(&client, &crds)
+        .await
+        .expect("the apiserver accepts crds/");
+    assert_eq!(names, ["imageselectionpolicies.ocifit.io"]);
+    cluster
+}
+
+/// A policy named `name` with the given `spec` YAML (indented for `spec:`).
+fn policy(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: ocifit.io/v1alpha1\nkind: ImageSelectionPolicy\nmetadata:\n  name: {name}\nspec:\n{spec}"
+    )
+}
+
+#[tokio::test]
+async fn the_example_policy_is_stored_and_reads_back_as_the_rust_type() {
+    let cluster = cluster_with_crds().await;
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("example/policy.yaml");
+
+    cluster
+        .kubectl(["apply", "-f", example.to_str().unwrap()])
+        .await
+        .unwrap();
+
+    let stored = Api::<ImageSelectionPolicy>::all(cluster.client().unwrap())
+        .get("flavors")
+        .await
+        .unwrap();
+    assert_eq!(stored.spec.target_image, "placeholder:latest");
+    assert_eq!(
+        stored.spec.artifact.reference.as_deref(),
+        Some("127.0.0.1:5000/ocifit/flavor-compat:v1")
+    );
+}
+
+#[tokio::test]
+async fn a_policy_with_both_ref_and_candidates_is_rejected_by_the_cel_rule() {
+    let cluster = cluster_with_crds().await;
+    let both = policy(
+        "both-sources",
+        "  targetImage: placeholder:latest\n  artifact:\n    ref: 127.0.0.1:5000/compat:v1\n    candidates:\n    - image: 127.0.0.1:5000/app:v1\n",
+    );
+
+    let err = cluster
+        .kubectl_with_input(["apply", "-f", "-"], &both)
+        .await
+        .unwrap_err()
+        .to_string();
+
+    assert!(
+        err.contains("exactly one of artifact.ref and artifact.candidates must be set"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_policy_with_an_empty_target_image_is_rejected_by_the_schema() {
+    let cluster = cluster_with_crds().await;
+    let empty = policy(
+        "empty-target",
+        "  targetImage: \"\"\n  artifact:\n    ref: 127.0.0.1:5000/compat:v1\n",
+    );
+
+    let err = cluster
+        .kubectl_with_input(["apply", "-f", "-"], &empty)
+        .await
+        .unwrap_err()
+        .to_string();
+
+    assert!(err.contains("spec.targetImage"), "{err}");
+    assert!(err.contains("at least 1 chars long"), "{err}");
+}
+
+#[tokio::test]
+async fn kubectl_get_isp_prints_the_printer_columns() {
+    let cluster = cluster_with_crds().await;
+    cluster
+        .kubectl_with_input(
+            ["apply", "-f", "-"],
+            &policy(
+                "columns",
+                "  targetImage: placeholder:latest\n  artifact:\n    ref: 127.0.0.1:5000/compat:v1\n",
+            ),
+        )
+        .await
+        .unwrap();
+
+    let table = cluster.kubectl(["get", "isp", "columns"]).await.unwrap();
+
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "CLASSES", "ARTIFACT", "AGE"]);
+    assert!(
+        table.lines().nth(1).unwrap().starts_with("columns "),
+        "{table}"
+    );
+}

@@ -1,0 +1,441 @@
+//! The registry client against a real registry on loopback (distribution, started by the test
+//! kit), with content pushed as users push it: ORAS Python SDK, regctl, crane.
+
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use base64::Engine as _;
+use ocifit::engine::{Format, NFD_ARTIFACT_TYPE, NFD_LAYER_MEDIA_TYPE, OCIFIT_LAYER_MEDIA_TYPE};
+use ocifit::registry::{
+    CacheOptions, DockerConfig, ErrorKind, Platform, Registry, RegistryFlags, RegistryOptions,
+    parse_reference,
+};
+use ocifit_testkit::{OrasArtifact, Registry as TestRegistry};
+
+const COMPAT: &str = r#"{"version":"v1alpha1","compatibilities":[{"tag":"debian:11","rules":[{"matchFeatures":[{"matchExpressions":[{"key":"feature.node.ocifit-k8s.flavor","op":"In","value":["vanilla"]}]}]}]}]}"#;
+const NFD_SPEC: &str = "version: v1alpha1\ncompatibilities:\n- description: needs avx\n  rules:\n  - name: cpu\n    matchFeatures:\n    - feature: cpu.cpuid\n      matchName: {op: InRegexp, value: [\"^AVX\"]}\n";
+
+async fn start() -> TestRegistry {
+    TestRegistry::builder().start().await.unwrap()
+}
+
+fn options(registry: &TestRegistry) -> RegistryOptions {
+    RegistryOptions {
+        plain_http: vec![registry.addr().to_string()],
+        ..RegistryOptions::default()
+    }
+}
+
+fn client(registry: &TestRegistry) -> Registry {
+    Registry::new(options(registry)).unwrap()
+}
+
+fn file(registry: &TestRegistry, name: &str, content: &str) -> PathBuf {
+    let path = registry.dir().join(name);
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+async fn push_compat(registry: &TestRegistry, reference: &str, content: &str) -> String {
+    let path = file(registry, "compat.json", content);
+    registry
+        .push_artifact(&OrasArtifact::new(
+            reference,
+            &path,
+            OCIFIT_LAYER_MEDIA_TYPE,
+        ))
+        .await
+        .unwrap()
+}
+
+/// The registry's access log from `offset` on.
+fn access_log(registry: &TestRegistry, offset: usize) -> String {
+    let log = std::fs::read_to_string(registry.dir().join("registry.log")).unwrap();
+    log.get(offset..).unwrap_or_default().to_string()
+}
+
+fn log_len(registry: &TestRegistry) -> usize {
+    access_log(registry, 0).len()
+}
+
+/// How many `METHOD PATH` requests the registry logged.
+fn requests(log: &str, method: &str, path: &str) -> usize {
+    log.matches(&format!("\"{method} {path} HTTP/1.1\""))
+        .count()
+}
+
+#[tokio::test]
+async fn oras_pushed_artifact_resolves_by_tag_by_digest_and_by_both() {
+    let registry = start().await;
+    let reference = registry.reference("acme/compat:v1");
+    let digest = push_compat(&registry, &reference, COMPAT).await;
+    let client = client(&registry);
+    let repository = registry.reference("acme/compat");
+    for text in [
+        reference.clone(),
+        format!("{repository}@{digest}"),
+        format!("{reference}@{digest}"),
+    ] {
+        let found = client
+            .fetch_artifact(&parse_reference(&text).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(found.digest, digest, "{text}");
+        assert_eq!(found.format, Format::Ocifit);
+        assert_eq!(found.media_type, OCIFIT_LAYER_MEDIA_TYPE);
+        assert_eq!(found.content, COMPAT.as_bytes());
+    }
+}
+
+#[tokio::test]
+async fn oras_pushed_example_artifact_resolves_and_parses() {
+    let registry = start().await;
+    let reference = registry.reference("acme/flavors:v1");
+    let example = std::fs::read_to_string("example/flavor-compat.json").unwrap();
+    let digest = push_compat(&registry, &reference, &example).await;
+    let resolved = client(&registry)
+        .resolve_artifact(&parse_reference(&reference).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        (resolved.digest.as_str(), resolved.format),
+        (digest.as_str(), Format::Ocifit)
+    );
+    let tags: Vec<&str> = resolved.artifact.sets().iter().map(|s| s.tag()).collect();
+    assert_eq!(tags, ["debian:11", "ubuntu:24.04", "rockylinux:9"]);
+}
+
+#[tokio::test]
+async fn artifact_without_a_compatibility_layer_names_the_media_types_found() {
+    let registry = start().await;
+    let reference = registry.reference("acme/notes:v1");
+    let path = file(&registry, "notes.txt", "hello");
+    registry
+        .push_artifact(&OrasArtifact::new(&reference, &path, "text/plain"))
+        .await
+        .unwrap();
+    let err = client(&registry)
+        .fetch_artifact(&parse_reference(&reference).unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidContent);
+    let text = err.to_string();
+    assert!(
+        text.contains("text/plain") && text.contains(&reference),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn missing_tag_and_missing_repository_are_not_found() {
+    let registry = start().await;
+    push_compat(&registry, &registry.reference("acme/compat:v1"), COMPAT).await;
+    let client = client(&registry);
+    for missing in ["acme/compat:v2", "acme/nothing:v1"] {
+        let reference = registry.reference(missing);
+        let err = client
+            .fetch_artifact(&parse_reference(&reference).unwrap())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+        assert!(err.to_string().contains(&reference), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn nfd_artifact_attached_with_regctl_is_found_through_the_referrers_tag() {
+    let registry = start().await;
+    let image = registry
+        .push_image("acme/app", "v1", "linux/amd64")
+        .await
+        .unwrap();
+    let spec = file(&registry, "spec.yaml", NFD_SPEC);
+    let attached = registry
+        .attach_artifact(
+            &image.reference,
+            NFD_ARTIFACT_TYPE,
+            &spec,
+            NFD_LAYER_MEDIA_TYPE,
+        )
+        .await
+        .unwrap();
+    let before = log_len(&registry);
+    let found = client(&registry)
+        .find_nfd_artifact(&parse_reference(&image.reference).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(found.digest, attached);
+    assert_eq!(found.format, Format::Nfd);
+    assert_eq!(found.content, NFD_SPEC.as_bytes());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = access_log(&registry, before);
+    let referrers = format!(
+        "/v2/acme/app/referrers/{}?artifactType={NFD_ARTIFACT_TYPE}",
+        image.digest
+    );
+    assert_eq!(requests(&log, "GET", &referrers), 1, "{log}");
+    let fallback = format!("/v2/acme/app/manifests/{}", image.digest.replace(':', "-"));
+    assert_eq!(requests(&log, "HEAD", &fallback), 1, "{log}");
+}
+
+#[tokio::test]
+async fn attached_example_nfd_artifact_resolves_and_parses() {
+    let registry = start().await;
+    let image = registry
+        .push_multi_platform("acme/gpu", "v1", &["linux/amd64", "linux/arm64"])
+        .await
+        .unwrap();
+    let example = std::fs::read_to_string("example/nfd-compat.yaml").unwrap();
+    let spec = file(&registry, "nfd.yaml", &example);
+    let attached = registry
+        .attach_artifact(
+            &image.reference,
+            NFD_ARTIFACT_TYPE,
+            &spec,
+            NFD_LAYER_MEDIA_TYPE,
+        )
+        .await
+        .unwrap();
+    let resolved = client(&registry)
+        .resolve_nfd_artifact(&parse_reference(&image.by_digest()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        (resolved.digest.as_str(), resolved.format),
+        (attached.as_str(), Format::Nfd)
+    );
+    assert!(!resolved.artifact.sets().is_empty());
+}
+
+#[tokio::test]
+async fn image_without_an_attached_artifact_has_none_to_find() {
+    let registry = start().await;
+    let image = registry
+        .push_image("acme/plain", "v1", "linux/amd64")
+        .await
+        .unwrap();
+    let err = client(&registry)
+        .find_nfd_artifact(&parse_reference(&image.reference).unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert!(
+        err.to_string().contains("NFD compatibility artifact"),
+        "{err}"
+    );
+}
+
+fn platform(os: &str, architecture: &str, variant: Option<&str>) -> Platform {
+    Platform {
+        os: os.into(),
+        architecture: architecture.into(),
+        variant: variant.map(str::to_string),
+        os_version: None,
+    }
+}
+
+#[tokio::test]
+async fn multi_platform_index_reports_every_platform() {
+    let registry = start().await;
+    let image = registry
+        .push_multi_platform(
+            "acme/multi",
+            "v1",
+            &["linux/amd64", "linux/arm64", "linux/arm/v7"],
+        )
+        .await
+        .unwrap();
+    let found = client(&registry)
+        .image_platforms(&parse_reference(&image.reference).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(found.digest, image.digest);
+    assert_eq!(
+        found.platforms,
+        vec![
+            platform("linux", "amd64", None),
+            platform("linux", "arm64", None),
+            platform("linux", "arm", Some("v7")),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn single_platform_image_reports_the_platform_from_its_config() {
+    let registry = start().await;
+    let image = registry
+        .push_image("acme/single", "v1", "linux/arm64")
+        .await
+        .unwrap();
+    let found = client(&registry)
+        .image_platforms(&parse_reference(&image.reference).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(found.platforms, vec![platform("linux", "arm64", None)]);
+}
+
+#[tokio::test]
+async fn index_with_attestation_entries_leaves_them_out() {
+    let registry = start().await;
+    let image = registry
+        .push_index_with_attestation("acme/attested", "v1", &["linux/amd64", "linux/arm64"])
+        .await
+        .unwrap();
+    let found = client(&registry)
+        .image_platforms(&parse_reference(&image.reference).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        found.platforms,
+        vec![
+            platform("linux", "amd64", None),
+            platform("linux", "arm64", None)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn repushed_tag_is_seen_after_the_tag_ttl_and_not_before() {
+    let registry = start().await;
+    let reference = registry.reference("acme/compat:v1");
+    let first = push_compat(&registry, &reference, COMPAT).await;
+    let mut opts = options(&registry);
+    opts.cache = CacheOptions {
+        tag_ttl: Duration::from_secs(3),
+        ..CacheOptions::default()
+    };
+    let client = Registry::new(opts).unwrap();
+    let parsed = parse_reference(&reference).unwrap();
+    assert_eq!(client.fetch_artifact(&parsed).await.unwrap().digest, first);
+
+    let second = push_compat(
+        &registry,
+        &reference,
+        &COMPAT.replace("debian:11", "debian:12"),
+    )
+    .await;
+    assert_ne!(first, second);
+    assert_eq!(
+        client.fetch_artifact(&parsed).await.unwrap().digest,
+        first,
+        "within the TTL"
+    );
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    let after = client.fetch_artifact(&parsed).await.unwrap();
+    assert_eq!(after.digest, second, "after the TTL");
+    assert!(
+        String::from_utf8(after.content)
+            .unwrap()
+            .contains("debian:12")
+    );
+}
+
+#[tokio::test]
+async fn concurrent_lookups_of_one_artifact_make_one_request_each_at_the_registry() {
+    let registry = start().await;
+    let reference = registry.reference("acme/compat:v1");
+    let digest = push_compat(&registry, &reference, COMPAT).await;
+    let client = client(&registry);
+    let parsed = parse_reference(&reference).unwrap();
+    let before = log_len(&registry);
+    let lookups: Vec<_> = (0..32)
+        .map(|_| {
+            let client = client.clone();
+            let parsed = parsed.clone();
+            tokio::spawn(async move { client.fetch_artifact(&parsed).await })
+        })
+        .collect();
+    for lookup in lookups {
+        assert_eq!(lookup.await.unwrap().unwrap().digest, digest);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = access_log(&registry, before);
+    assert_eq!(
+        requests(&log, "HEAD", "/v2/acme/compat/manifests/v1"),
+        1,
+        "{log}"
+    );
+    assert_eq!(
+        requests(&log, "GET", &format!("/v2/acme/compat/manifests/{digest}")),
+        1,
+        "{log}"
+    );
+    let layer = format!("sha256:{}", sha256_hex(COMPAT.as_bytes()));
+    assert_eq!(
+        requests(&log, "GET", &format!("/v2/acme/compat/blobs/{layer}")),
+        1,
+        "{log}"
+    );
+    assert_eq!(log.matches(" HTTP/1.1\" ").count(), 3, "{log}");
+    assert_eq!(client.stats().requests, 3);
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[tokio::test]
+async fn basic_auth_registry_works_with_a_dockerconfigjson_and_fails_clearly_without() {
+    let password = "s3cret-Pa55";
+    let registry = TestRegistry::builder()
+        .with_basic_auth("ocifit", password)
+        .start()
+        .await
+        .unwrap();
+    let reference = registry.reference("acme/private:v1");
+    let digest = push_compat(&registry, &reference, COMPAT).await;
+    let parsed = parse_reference(&reference).unwrap();
+
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("ocifit:{password}"));
+    let secret = format!(
+        r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#,
+        registry.addr()
+    );
+    let mut opts = options(&registry);
+    opts.credentials = DockerConfig::from_json(secret.as_bytes()).unwrap();
+    let found = Registry::new(opts)
+        .unwrap()
+        .fetch_artifact(&parsed)
+        .await
+        .unwrap();
+    assert_eq!(found.digest, digest);
+
+    // The same through the command line's flags.
+    let config = file(&registry, "config.json", &secret);
+    let flags = RegistryFlags {
+        plain_http: true,
+        docker_config: Some(config),
+        ca_file: None,
+    };
+    let via_flags = Registry::new(flags.options_for(&parsed).unwrap()).unwrap();
+    assert_eq!(
+        via_flags.fetch_artifact(&parsed).await.unwrap().digest,
+        digest
+    );
+
+    let anonymous = client(&registry).fetch_artifact(&parsed).await.unwrap_err();
+    assert_eq!(anonymous.kind(), ErrorKind::Unauthorized);
+    assert!(anonymous.to_string().contains(&reference), "{anonymous}");
+
+    let wrong = r#"{"auths":{"ADDR":{"username":"ocifit","password":"wrong-Pa55"}}}"#
+        .replace("ADDR", registry.addr());
+    let mut opts = options(&registry);
+    opts.credentials = DockerConfig::from_json(wrong.as_bytes()).unwrap();
+    let err = Registry::new(opts)
+        .unwrap()
+        .fetch_artifact(&parsed)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unauthorized);
+    let text = format!("{err} {err:?}");
+    assert!(
+        !text.contains("wrong-Pa55") && !text.contains(password),
+        "{text}"
+    );
+}

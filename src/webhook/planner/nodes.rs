@@ -42,8 +42,14 @@ impl Nodes {
             let mut pairs: Vec<(usize, usize)> = labels
                 .iter()
                 .map(|(key, value)| {
-                    let next = out.keys.len();
-                    let key = *out.keys.entry(key.as_str().into()).or_insert(next);
+                    let key = match out.keys.get(key.as_str()) {
+                        Some(id) => *id,
+                        None => {
+                            let id = out.keys.len();
+                            out.keys.insert(key.as_str().into(), id);
+                            id
+                        }
+                    };
                     let value = *value_ids.entry(value).or_insert_with(|| {
                         out.values.push(value.as_str().into());
                         out.values.len() - 1

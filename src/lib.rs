@@ -10,3 +10,4 @@ pub mod cli;
 pub mod engine;
 pub mod registry;
 pub mod resolution;
+pub mod webhook;

@@ -12,3 +12,4 @@ pub mod engine;
 pub mod registry;
 pub mod resolution;
 pub mod telemetry;
+pub mod webhook;

@@ -244,3 +244,96 @@ fn a_node_selector_can_include_the_control_plane() {
         "{report}"
     );
 }
+
+/// The artifact pushed to a real registry with the ORAS SDK, as `oras push` does.
+async fn registry_with_flavors() -> (ocifit_testkit::Registry, String, String) {
+    let registry = ocifit_testkit::Registry::builder()
+        .start()
+        .await
+        .expect("the test registry starts");
+    let reference = registry.reference("ocifit/flavor-compat:v1");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("example/flavor-compat.json");
+    let digest = registry
+        .push_artifact(&ocifit_testkit::OrasArtifact::new(
+            &reference,
+            &file,
+            ocifit::engine::OCIFIT_LAYER_MEDIA_TYPE,
+        ))
+        .await
+        .expect("the ORAS SDK pushes the artifact");
+    (registry, reference, digest)
+}
+
+#[tokio::test]
+async fn an_oras_pushed_artifact_resolves_by_tag_and_digest_like_the_file() {
+    let (registry, reference, digest) = registry_with_flavors().await;
+    let nodes = "example/flavor-nodes.json";
+    let from_file = json(&resolve(&[
+        "--artifact",
+        "example/flavor-compat.json",
+        "--nodes",
+        nodes,
+        "-o",
+        "json",
+    ]));
+    let repository = registry.reference("ocifit/flavor-compat");
+    for artifact in [reference.clone(), format!("{repository}@{digest}")] {
+        let out = resolve(&[
+            "--artifact",
+            &artifact,
+            "--plain-http",
+            "--nodes",
+            nodes,
+            "-o",
+            "json",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{artifact}: {out:?}");
+        let from_registry = json(&out);
+        assert_eq!(from_registry["digest"], digest.as_str(), "{artifact}");
+        assert_eq!(from_registry["format"], "ocifit");
+        assert_eq!(
+            from_registry["classes"], from_file["classes"],
+            "{artifact} answers as the file does"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_registry_reference_without_plain_http_is_never_sent_in_clear() {
+    let (registry, reference, _) = registry_with_flavors().await;
+    let log = registry.dir().join("registry.log");
+    let requests_before = std::fs::read_to_string(&log).unwrap().lines().count();
+    let out = resolve(&[
+        "--artifact",
+        &reference,
+        "--nodes",
+        "example/flavor-nodes.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("ocifit/flavor-compat"), "{stderr}");
+    let after = std::fs::read_to_string(&log).unwrap();
+    let new_requests: Vec<&str> = after.lines().skip(requests_before).collect();
+    assert!(
+        !new_requests
+            .iter()
+            .any(|l| l.contains("\"GET /v2/") || l.contains("\"HEAD /v2/")),
+        "a plain-HTTP request reached the registry: {new_requests:?}"
+    );
+}
+
+#[test]
+fn a_missing_artifact_file_says_so_instead_of_asking_a_registry() {
+    let out = resolve(&[
+        "--artifact",
+        "example/no-such-compat.json",
+        "--nodes",
+        "example/flavor-nodes.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("failed to read example/no-such-compat.json"),
+        "{stderr}"
+    );
+}

@@ -27,4 +27,16 @@ pub mod pod {
     pub const IMAGE_REF_ANNOTATION: &str = "oci.image.compatibilities.selection/image-ref";
     /// Seed annotation: overrides the policy's placeholder image for this pod.
     pub const TARGET_IMAGE_ANNOTATION: &str = "oci.image.compatibilities.selection/target-image";
+    /// Annotation on pods whose mirror is run by a kubelet (static pods): never patched.
+    pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+    /// Decision annotation: the ImageSelectionPolicy that chose the pod's images.
+    pub const DECISION_POLICY: &str = "ocifit.io/policy";
+    /// Decision annotation: a JSON map from container name to the image it was given (init
+    /// containers included when replaced).
+    pub const DECISION_IMAGES: &str = "ocifit.io/images";
+    /// Decision annotation: the node classes the pod may run on, comma-separated, sorted.
+    pub const DECISION_CLASSES: &str = "ocifit.io/classes";
+    /// Decision annotation: the digest of the compatibility artifact the decision came from.
+    pub const DECISION_ARTIFACT_DIGEST: &str = "ocifit.io/artifact-digest";
 }

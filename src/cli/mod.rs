@@ -44,7 +44,7 @@ pub enum Command {
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => run::run(*args).await,
-        Command::Resolve(args) => resolve::run(&args),
+        Command::Resolve(args) => resolve::run(&args).await,
         Command::Crd => match crd_yaml() {
             Ok(yaml) => {
                 // A closed stdout (e.g. `| head`) is not worth a panic.

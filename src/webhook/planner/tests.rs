@@ -1,0 +1,13 @@
+mod choice;
+mod containers;
+mod fixtures;
+mod outcomes;
+mod patching;
+mod property;
+mod skips;
+
+#[test]
+fn the_index_can_be_shared_between_request_handlers() {
+    fn shared<T: Send + Sync>() {}
+    shared::<super::Index>();
+}

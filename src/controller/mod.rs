@@ -3,7 +3,9 @@
 //! apiserver and the registry and applies the result. It must not decide anything the webhook or
 //! `ocifit resolve` decides differently: both call the same `resolution` function.
 
+mod apply;
 pub mod context;
+mod gather;
 pub mod inventory;
 pub mod leader;
 pub mod memo;

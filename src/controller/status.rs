@@ -4,14 +4,15 @@
 //! applies the result. Nothing here may depend on when it runs except through `now`, and `now` is
 //! only written where something changed, so a pass with nothing new yields the previous status.
 
-use std::collections::BTreeMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+mod conditions;
+mod events;
 
 use super::platform::{Platforms, runs_on};
 use crate::api::{
-    ArtifactStatus, ClassMatch, ClassStatus, ConditionType, ImageSelectionPolicySpec,
-    ImageSelectionPolicyStatus, Reason,
+    ArtifactStatus, ClassMatch, ClassStatus, ImageSelectionPolicySpec, ImageSelectionPolicyStatus,
+    Reason,
 };
 use crate::engine::{Artifact, Format, NodeInputs, SetStatus};
 use crate::resolution::{Choice, ResolvedClass, resolve};
@@ -146,8 +147,8 @@ pub fn compute(inputs: &Inputs<'_>) -> Computed {
     };
     status.classes = classes.unwrap_or_default();
     status.class_count = i32::try_from(status.classes.len()).unwrap_or(i32::MAX);
-    status.conditions = conditions(inputs, &status);
-    let events = events(previous, &status);
+    status.conditions = conditions::conditions(inputs, &status);
+    let events = events::events(previous, &status);
     Computed { status, events }
 }
 
@@ -206,234 +207,6 @@ fn class_row(resolved: &ResolvedClass) -> ClassStatus {
         }),
         reason: Some(reason),
     }
-}
-
-/// One condition's new value, before merging with the previous one.
-struct Wanted {
-    type_: ConditionType,
-    status: bool,
-    reason: Reason,
-    message: String,
-}
-
-fn conditions(inputs: &Inputs<'_>, status: &ImageSelectionPolicyStatus) -> Vec<Condition> {
-    let serving = status.artifact.as_ref().map(|a| a.digest.as_str());
-    let (resolved, degraded, stale) = match (inputs.artifact, serving) {
-        (ArtifactState::Current(current), _) => (
-            Wanted {
-                type_: ConditionType::ArtifactResolved,
-                status: true,
-                reason: Reason::Fetched,
-                message: format!(
-                    "{} artifact {} with {} candidate sets",
-                    current.format,
-                    current.digest,
-                    current.artifact.sets().len()
-                ),
-            },
-            Wanted {
-                type_: ConditionType::Degraded,
-                status: false,
-                reason: Reason::Current,
-                message: "the status reflects the current artifact".to_owned(),
-            },
-            None,
-        ),
-        (ArtifactState::Failed { failure, .. }, Some(digest)) => (
-            failed(failure),
-            Wanted {
-                type_: ConditionType::Degraded,
-                status: true,
-                reason: Reason::StaleArtifact,
-                message: format!(
-                    "serving the last known good artifact {digest}: {}",
-                    failure.message
-                ),
-            },
-            Some(digest),
-        ),
-        (ArtifactState::Failed { failure, .. }, None) => (
-            failed(failure),
-            Wanted {
-                type_: ConditionType::Degraded,
-                status: false,
-                reason: failure.reason,
-                message: "no artifact was ever resolved, so there is nothing to serve".to_owned(),
-            },
-            None,
-        ),
-    };
-    let ready = match (inputs.artifact, stale) {
-        (ArtifactState::Failed { .. }, Some(digest)) => Wanted {
-            type_: ConditionType::Ready,
-            status: false,
-            reason: Reason::StaleArtifact,
-            message: format!(
-                "images are served from the last known good artifact {digest}; the current one cannot be had"
-            ),
-        },
-        (ArtifactState::Failed { failure, .. }, None) => Wanted {
-            type_: ConditionType::Ready,
-            status: false,
-            reason: failure.reason,
-            message: format!("no artifact: {}", failure.message),
-        },
-        (ArtifactState::Current(_), _) => ready(inputs.spec, &status.classes),
-    };
-    let previous = inputs
-        .previous
-        .map(|p| p.conditions.as_slice())
-        .unwrap_or_default();
-    [ready, resolved, degraded]
-        .into_iter()
-        .map(|wanted| merge(previous, wanted, inputs.generation, inputs.now))
-        .collect()
-}
-
-fn failed(failure: &Failure) -> Wanted {
-    Wanted {
-        type_: ConditionType::ArtifactResolved,
-        status: false,
-        reason: failure.reason,
-        message: failure.message.clone(),
-    }
-}
-
-fn ready(spec: &ImageSelectionPolicySpec, classes: &[ClassStatus]) -> Wanted {
-    let wanted = |status, reason, message| Wanted {
-        type_: ConditionType::Ready,
-        status,
-        reason,
-        message,
-    };
-    if classes.is_empty() {
-        let which = if spec.node_selector.is_empty() {
-            "no node except control-plane nodes exists".to_owned()
-        } else {
-            let selector: Vec<String> = spec
-                .node_selector
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            format!("no node matches the nodeSelector {}", selector.join(","))
-        };
-        return wanted(false, Reason::NoNodes, which);
-    }
-    let unmatched: Vec<&str> = classes
-        .iter()
-        .filter(|c| c.image.is_none())
-        .map(|c| c.name.as_str())
-        .collect();
-    if unmatched.is_empty() {
-        return wanted(
-            true,
-            Reason::Resolved,
-            format!("all {} node classes have an image", classes.len()),
-        );
-    }
-    let names = unmatched.join(", ");
-    match (&spec.fallback_image, spec.on_no_match) {
-        (Some(fallback), _) => wanted(
-            true,
-            Reason::NoMatch,
-            format!(
-                "no compatible image for node classes {names}; their pods get the fallback image {fallback}"
-            ),
-        ),
-        (None, crate::api::OnNoMatch::Allow) => wanted(
-            true,
-            Reason::NoMatch,
-            format!(
-                "no compatible image for node classes {names}; their pods are admitted unchanged (onNoMatch: Allow)"
-            ),
-        ),
-        (None, crate::api::OnNoMatch::Deny) => wanted(
-            false,
-            Reason::NoMatch,
-            format!(
-                "no compatible image for node classes {names}; their pods are denied (onNoMatch: Deny)"
-            ),
-        ),
-    }
-}
-
-/// The condition with `lastTransitionTime` kept unless its status flips.
-fn merge(previous: &[Condition], wanted: Wanted, generation: Option<i64>, now: &Time) -> Condition {
-    let status = if wanted.status { "True" } else { "False" };
-    let earlier = previous.iter().find(|c| c.type_ == wanted.type_.as_str());
-    let last_transition_time = match earlier {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => now.clone(),
-    };
-    Condition {
-        type_: wanted.type_.as_str().to_owned(),
-        status: status.to_owned(),
-        reason: wanted.reason.as_str().to_owned(),
-        message: wanted.message,
-        observed_generation: generation,
-        last_transition_time,
-    }
-}
-
-/// Events for what changed: a condition whose status or reason moved, and a new artifact digest.
-fn events(
-    previous: Option<&ImageSelectionPolicyStatus>,
-    status: &ImageSelectionPolicyStatus,
-) -> Vec<Event> {
-    let before: BTreeMap<&str, &Condition> = previous
-        .map(|p| p.conditions.iter().map(|c| (c.type_.as_str(), c)).collect())
-        .unwrap_or_default();
-    let mut events = Vec::new();
-    for condition in &status.conditions {
-        let earlier = before.get(condition.type_.as_str());
-        let unchanged =
-            earlier.is_some_and(|b| b.status == condition.status && b.reason == condition.reason);
-        let Some(reason) = reason_from(&condition.reason) else {
-            continue;
-        };
-        let good = condition.status == "True";
-        let kind = if condition.type_ == ConditionType::Degraded.as_str() {
-            // Degraded is news when it turns on, and when it turns off again; a first
-            // `Degraded=False` says nothing.
-            let was_on = earlier.is_some_and(|b| b.status == "True");
-            match (good, was_on) {
-                (true, _) if !unchanged => EventKind::Warning,
-                (false, true) => EventKind::Normal,
-                _ => continue,
-            }
-        } else if unchanged {
-            continue;
-        } else if good {
-            EventKind::Normal
-        } else {
-            EventKind::Warning
-        };
-        events.push(Event {
-            kind,
-            reason,
-            note: format!(
-                "{} is {}: {}",
-                condition.type_, condition.status, condition.message
-            ),
-        });
-    }
-    let old_digest = previous
-        .and_then(|p| p.artifact.as_ref())
-        .map(|a| a.digest.as_str());
-    if let (Some(old), Some(new)) = (old_digest, status.artifact.as_ref())
-        && old != new.digest
-    {
-        events.push(Event {
-            kind: EventKind::Normal,
-            reason: Reason::Fetched,
-            note: format!("the artifact changed from {old} to {}", new.digest),
-        });
-    }
-    events
-}
-
-fn reason_from(text: &str) -> Option<Reason> {
-    Reason::ALL.iter().copied().find(|r| r.as_str() == text)
 }
 
 #[cfg(test)]

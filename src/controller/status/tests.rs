@@ -2,7 +2,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use super::events::reason_from;
 use super::*;
+use crate::api::ConditionType;
 use crate::api::{ArtifactSource, OnNoMatch, OnUnpinned};
 use crate::controller::platform::PlatformLookup;
 use crate::registry::Platform;

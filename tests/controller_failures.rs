@@ -96,6 +96,7 @@ async fn failures_degrade_and_recover_and_refresh_follows_the_tag() {
         controller.metric(content).await,
         controller.metric(tags).await,
     );
+    let writes_before = controller.metric("ocifit_status_writes_total").await;
     let refreshed_at =
         wait_metric_above(&controller, tags, tags_before, Duration::from_secs(15)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -103,6 +104,11 @@ async fn failures_degrade_and_recover_and_refresh_follows_the_tag() {
         controller.metric(content).await,
         content_before,
         "no content fetched"
+    );
+    assert_eq!(
+        controller.metric("ocifit_status_writes_total").await,
+        writes_before,
+        "a refresh with nothing new writes nothing"
     );
 
     // A re-pushed tag is followed at the next refresh, not before.

@@ -1,5 +1,5 @@
 //! Two `ocifit run` processes: one leader writes, the other only keeps its caches; on SIGTERM the
-//! leader releases its Lease and the other takes over at once; when a leader dies without
+//! leader releases its Lease and the other, watching the Lease, takes over at once; when a leader dies without
 //! releasing (SIGKILL), the other takes over after the lease expires. No replica writes while it
 //! does not lead.
 

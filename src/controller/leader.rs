@@ -1,11 +1,14 @@
 //! Leader election on a Lease (kube-lease-manager): only the leader reconciles and writes; every
 //! replica keeps its watches (the webhook's caches) warm. Leadership is published on a watch
-//! channel; the Lease is released on shutdown, after in-flight reconciles finished, so the next
-//! leader takes over without waiting for the lease to expire.
+//! channel; the Lease is released on shutdown, after in-flight reconciles finished, and followers
+//! watch it, so the next leader takes over without waiting for the lease to expire.
 
 use std::time::Duration;
 
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -109,7 +112,19 @@ pub async fn elect(
     settings: LeaseSettings,
     metrics: std::sync::Arc<Metrics>,
 ) -> Result<(Leadership, LeaderTask), LeaseError> {
-    let manager = LeaseManagerBuilder::new(client, settings.name.clone())
+    let manager = build_manager(&client, &settings).await?;
+    let (tx, state) = watch::channel(false);
+    let (stop, stopped) = oneshot::channel();
+    let task = tokio::spawn(keep(client, manager, tx, stopped, metrics, settings));
+    Ok((Leadership { state }, LeaderTask::Lease { stop, task }))
+}
+
+/// A lease manager whose view of the Lease is read fresh from the apiserver.
+async fn build_manager(
+    client: &kube::Client,
+    settings: &LeaseSettings,
+) -> Result<LeaseManager, LeaseError> {
+    LeaseManagerBuilder::new(client.clone(), settings.name.clone())
         .with_namespace(settings.namespace.clone())
         .with_identity(settings.identity.clone())
         .with_duration(settings.duration.as_secs().max(1))
@@ -120,24 +135,52 @@ pub async fn elect(
             namespace: settings.namespace.clone(),
             name: settings.name.clone(),
             source,
-        })?;
-    let (tx, state) = watch::channel(false);
-    let (stop, stopped) = oneshot::channel();
-    let task = tokio::spawn(keep(manager, tx, stopped, metrics, settings));
-    Ok((Leadership { state }, LeaderTask::Lease { stop, task }))
+        })
+}
+
+/// Updates of the Lease that leave it without a holder (a leader released it).
+fn releases(
+    client: kube::Client,
+    settings: &LeaseSettings,
+) -> impl Stream<Item = ()> + Send + 'static {
+    let leases: Api<Lease> = Api::namespaced(client, &settings.namespace);
+    let by_name = watcher::Config::default().fields(&format!("metadata.name={}", settings.name));
+    watcher(leases, by_name)
+        .default_backoff()
+        .applied_objects()
+        .filter_map(|lease| {
+            let released = lease.ok().is_some_and(|lease| {
+                lease
+                    .spec
+                    .and_then(|spec| spec.holder_identity)
+                    .is_none_or(|holder| holder.is_empty())
+            });
+            std::future::ready(released.then_some(()))
+        })
 }
 
 async fn keep(
-    manager: LeaseManager,
+    client: kube::Client,
+    mut manager: LeaseManager,
     tx: watch::Sender<bool>,
     mut stopped: oneshot::Receiver<()>,
     metrics: std::sync::Arc<Metrics>,
     settings: LeaseSettings,
 ) {
+    // The lease manager sleeps until the lease it saw expires; watching the Lease lets a follower
+    // take over as soon as a stopping leader releases it.
+    let mut released = std::pin::pin!(releases(client.clone(), &settings));
     loop {
+        let leading = *tx.borrow();
         tokio::select! {
             biased;
             _ = &mut stopped => break,
+            Some(()) = released.next(), if !leading => {
+                match build_manager(&client, &settings).await {
+                    Ok(fresh) => manager = fresh,
+                    Err(err) => tracing::warn!(error = %err, "failed to read the released lease"),
+                }
+            }
             changed = manager.changed() => match changed {
                 Ok(leading) => {
                     tracing::info!(identity = %settings.identity, leading, "leadership changed");

@@ -183,12 +183,13 @@ async fn failures_degrade_and_recover_and_refresh_follows_the_tag() {
         condition(&outage, "ArtifactResolved"),
         Some(("False".into(), "RegistryUnavailable".into()))
     );
-    let events = env.events("arch").await;
+    let events = env.wait_event("arch", "Warning", "StaleArtifact").await;
     assert!(
-        events
-            .iter()
-            .any(|(t, r, _)| t == "Warning" && r == "StaleArtifact"),
-        "{events:?}"
+        controller
+            .metric("ocifit_registry_lookups_total{lookup=\"artifact\",outcome=\"transport\"}")
+            .await
+            >= 1.0,
+        "registry lookups are counted by outcome"
     );
     let warnings = events.iter().filter(|(t, _, _)| t == "Warning").count();
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -208,12 +209,7 @@ async fn failures_degrade_and_recover_and_refresh_follows_the_tag() {
         "MEASURE recovery after the registry returned: {:?}",
         recovered.elapsed()
     );
-    assert!(
-        env.events("arch")
-            .await
-            .iter()
-            .any(|(t, r, _)| t == "Normal" && r == "Current")
-    );
+    env.wait_event("arch", "Normal", "Current").await;
 
     // A missing pull Secret is a condition until the Secret appears.
     create(

@@ -179,13 +179,7 @@ async fn flavor_policy_follows_the_nodes() {
     );
     assert!(controller.metric("ocifit_status_writes_total").await > writes);
 
-    let events = env.events(POLICY).await;
-    assert!(
-        events
-            .iter()
-            .any(|(t, r, _)| t == "Normal" && r == "Resolved"),
-        "{events:?}"
-    );
+    env.wait_event(POLICY, "Normal", "Resolved").await;
 
     // A second policy once the controller runs: apply to Ready in steady state (the first one
     // also waits for the apiserver's first watch of a new CRD).

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use prometheus_client::encoding::EncodeMetric;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use tokio::sync::watch;
 
@@ -97,6 +98,16 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                 None,
                 counter.metric_type(),
             )?)?;
+        }
+        let mut lookups = encoder.encode_descriptor(
+            "registry_lookups",
+            "Registry lookups by what they were for (artifact, platforms) and outcome (ok or the error kind)",
+            None,
+            MetricType::Counter,
+        )?;
+        for ((lookup, outcome), value) in scrape_source.outcomes() {
+            let labels = [("lookup", lookup.as_str()), ("outcome", outcome)];
+            ConstCounter::new(value).encode(lookups.encode_family(&labels)?)?;
         }
         Ok(())
     })));

@@ -3,7 +3,7 @@
 //! classified into condition reasons with the registry's whole message. A candidate image whose
 //! platforms cannot be read during an outage keeps the platforms last read for it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
 
 use futures_util::future::{BoxFuture, join_all};
@@ -24,6 +24,26 @@ pub struct RegistrySource {
     default: Registry,
     by_secret: Mutex<HashMap<String, Registry>>,
     known_platforms: Mutex<HashMap<String, Vec<Platform>>>,
+    outcomes: Mutex<BTreeMap<(Lookup, &'static str), u64>>,
+}
+
+/// What a registry lookup was for (a metric label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lookup {
+    /// A compatibility artifact.
+    Artifact,
+    /// A candidate image's platforms.
+    Platforms,
+}
+
+impl Lookup {
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lookup::Artifact => "artifact",
+            Lookup::Platforms => "platforms",
+        }
+    }
 }
 
 impl RegistrySource {
@@ -35,7 +55,17 @@ impl RegistrySource {
             options,
             by_secret: Mutex::default(),
             known_platforms: Mutex::default(),
+            outcomes: Mutex::default(),
         })
+    }
+
+    /// Lookups by what they were for and outcome (`ok` or the registry error kind).
+    pub fn outcomes(&self) -> Vec<((Lookup, &'static str), u64)> {
+        lock(&self.outcomes).iter().map(|(k, v)| (*k, *v)).collect()
+    }
+
+    fn count(&self, lookup: Lookup, outcome: &'static str) {
+        *lock(&self.outcomes).entry((lookup, outcome)).or_default() += 1;
     }
 
     /// Request and cache counters over every client.
@@ -90,7 +120,14 @@ impl RegistrySource {
             Ok(reference) => reference,
             Err(err) => return PlatformLookup::Failed(error_chain(&err)),
         };
-        match registry.image_platforms(&reference).await {
+        let result = registry.image_platforms(&reference).await;
+        self.count(
+            Lookup::Platforms,
+            result
+                .as_ref()
+                .map_or_else(|err| err.kind().as_str(), |_| "ok"),
+        );
+        match result {
             Ok(found) => {
                 lock(&self.known_platforms).insert(image.to_owned(), found.platforms.clone());
                 PlatformLookup::Known(found.platforms)
@@ -114,10 +151,14 @@ impl Source for RegistrySource {
                 reason: Reason::InvalidReference,
                 message: error_chain(&err),
             })?;
-            let resolved = registry
-                .resolve_artifact(&reference)
-                .await
-                .map_err(|err| failure_of(&err))?;
+            let result = registry.resolve_artifact(&reference).await;
+            self.count(
+                Lookup::Artifact,
+                result
+                    .as_ref()
+                    .map_or_else(|err| err.kind().as_str(), |_| "ok"),
+            );
+            let resolved = result.map_err(|err| failure_of(&err))?;
             let images = images_to_check(&resolved.artifact);
             let lookups =
                 join_all(images.iter().map(|image| self.platforms(&registry, image))).await;

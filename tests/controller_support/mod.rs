@@ -210,6 +210,30 @@ impl Env {
     }
 }
 
+impl Env {
+    /// Waits until the policy has an Event of `type_` with `reason` (Events follow the status
+    /// write they describe); returns every Event seen.
+    pub async fn wait_event(
+        &self,
+        name: &str,
+        type_: &str,
+        reason: &str,
+    ) -> Vec<(String, String, String)> {
+        let start = Instant::now();
+        loop {
+            let events = self.events(name).await;
+            if events.iter().any(|(t, r, _)| t == type_ && r == reason) {
+                return events;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no {type_} {reason} event on {name}: {events:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 /// One ocifit set: `image` for nodes whose flavor label is `flavor`.
 pub fn flavor_set(image: &str, flavor: &str) -> String {
     format!(

@@ -1,7 +1,10 @@
 //! The controller: reconciles every ImageSelectionPolicy into per-class images in its status.
-//! The decisions are pure (`status`, `platform`); the rest gathers their inputs from the
-//! apiserver and the registry and applies the result. It must not decide anything the webhook or
-//! `ocifit resolve` decides differently: both call the same `resolution` function.
+//! The decisions are pure and unit-tested (`status`, `platform`, `triggers`, `schedule`, `memo`,
+//! `inventory`); the adapters (`watches`, `gather`, `apply`, `reconcile`, `leader`, `runner`,
+//! `registry_source`) gather their inputs from the apiserver and the registry and apply the
+//! result. It must not decide anything the webhook or `ocifit resolve` decides differently: all
+//! three call the same `resolution` function. It must not serve HTTP (telemetry and the webhook
+//! do) nor parse flags (the CLI does).
 
 mod apply;
 pub mod context;

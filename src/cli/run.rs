@@ -249,7 +249,7 @@ async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> 
         }
         None => kube::Config::infer()
             .await
-            .context("failed to find a cluster: no in-cluster service account, $KUBECONFIG or ~/.kube/config")?,
+            .context("failed to find a cluster: no $KUBECONFIG, ~/.kube/config or in-cluster service account")?,
     };
     kube::Client::try_from(config).context("failed to build the Kubernetes client")
 }

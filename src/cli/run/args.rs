@@ -12,8 +12,8 @@ use crate::telemetry::LogFormat;
 /// Flags of `ocifit run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Kubeconfig file; default: in-cluster service account, else $KUBECONFIG, else
-    /// ~/.kube/config.
+    /// Kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else the in-cluster service
+    /// account.
     #[arg(long, env = "OCIFIT_KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 

@@ -169,6 +169,12 @@ pub fn nodes(
         watcher::Config::default(),
     )
     .default_backoff()
+    .modify(|node| {
+        // Only names and labels are read: what else a node's metadata carries is not kept.
+        node.metadata.managed_fields = None;
+        node.metadata.annotations = None;
+        node.metadata.owner_references = None;
+    })
     .reflect(writer)
     .map_ok(marking_deletions)
     .touched_objects()
@@ -198,6 +204,7 @@ pub fn node_features(
         tracing::info!("NFD NodeFeature API found; watching NodeFeature objects");
         watcher(Api::<NodeFeature>::all(client), watcher::Config::default())
             .default_backoff()
+            .modify(|object| object.metadata.managed_fields = None)
             .reflect(writer)
             .map_ok(marking_deletions)
             .touched_objects()

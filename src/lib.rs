@@ -7,7 +7,9 @@
 pub mod api;
 pub mod classes;
 pub mod cli;
+pub mod controller;
 pub mod engine;
 pub mod registry;
 pub mod resolution;
+pub mod telemetry;
 pub mod webhook;

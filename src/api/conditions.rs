@@ -50,15 +50,36 @@ pub enum Reason {
     Unauthorized,
     /// The artifact or image reference does not exist.
     NotFound,
+    /// The artifact reference is not a valid OCI reference.
+    InvalidReference,
     /// The referenced pull Secret is missing or not a dockerconfigjson.
     SecretInvalid,
     /// The status is the last known good one; the current artifact cannot be had.
     StaleArtifact,
     /// The status reflects the current artifact.
     Current,
+    /// The policy asks for something this controller does not do yet (`artifact.candidates`).
+    Unsupported,
 }
 
 impl Reason {
+    /// Every reason, for parsing a stored condition back and for the documentation.
+    pub const ALL: [Reason; 13] = [
+        Self::Resolved,
+        Self::NoMatch,
+        Self::NoNodes,
+        Self::Fetched,
+        Self::InvalidArtifact,
+        Self::RegistryUnavailable,
+        Self::Unauthorized,
+        Self::NotFound,
+        Self::InvalidReference,
+        Self::SecretInvalid,
+        Self::StaleArtifact,
+        Self::Current,
+        Self::Unsupported,
+    ];
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Resolved => "Resolved",
@@ -69,9 +90,11 @@ impl Reason {
             Self::RegistryUnavailable => "RegistryUnavailable",
             Self::Unauthorized => "Unauthorized",
             Self::NotFound => "NotFound",
+            Self::InvalidReference => "InvalidReference",
             Self::SecretInvalid => "SecretInvalid",
             Self::StaleArtifact => "StaleArtifact",
             Self::Current => "Current",
+            Self::Unsupported => "Unsupported",
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The command line: `ocifit resolve` and `ocifit crd` (and later `ocifit run`).
+//! The command line: `ocifit run`, `ocifit resolve` and `ocifit crd`.
 
 use std::process::ExitCode;
 
@@ -9,9 +9,11 @@ use clap::{Parser, Subcommand};
 mod crd;
 mod input;
 mod resolve;
+mod run;
 
 pub use crd::crd_yaml;
 pub use resolve::{EXIT_INVALID_INPUT, EXIT_NO_MATCH, ResolveArgs};
+pub use run::{RunArgs, Shutdown};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -26,6 +28,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the controller and the admin HTTP server (/livez, /readyz, /metrics) until SIGTERM or
+    /// SIGINT.
+    Run(Box<RunArgs>),
     /// Show which image each kind of node would get from a compatibility artifact, and why
     /// (offline: files in, a table or JSON out).
     ///
@@ -38,6 +43,7 @@ pub enum Command {
 
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
+        Command::Run(args) => run::run(*args).await,
         Command::Resolve(args) => resolve::run(&args).await,
         Command::Crd => match crd_yaml() {
             Ok(yaml) => {

@@ -1,0 +1,134 @@
+//! The reconcile of one policy over 5,000 nodes: the pure status computation (grouping into
+//! classes, best fit per class, platform check, conditions) and the node inventory it is fed
+//! from, as the controller runs them on every reconcile.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::core::PartialObjectMeta;
+use ocifit::api::ImageSelectionPolicySpec;
+use ocifit::controller::inventory::node_inputs;
+use ocifit::controller::platform::{PlatformLookup, Platforms};
+use ocifit::controller::status::{ArtifactState, Inputs, Resolved, compute};
+use ocifit::engine::{Artifact, Format};
+use ocifit::registry::Platform;
+
+const NODES: usize = 5_000;
+const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];
+const ARCHES: [&str; 2] = ["amd64", "arm64"];
+
+fn nodes() -> Vec<Arc<PartialObjectMeta<Node>>> {
+    (0..NODES)
+        .map(|i| {
+            let name = format!("node-{i:05}");
+            let labels = BTreeMap::from([
+                (
+                    "feature.node.ocifit-k8s.flavor".to_owned(),
+                    FLAVORS[i % 3].to_owned(),
+                ),
+                ("kubernetes.io/arch".to_owned(), ARCHES[i % 2].to_owned()),
+                ("kubernetes.io/os".to_owned(), "linux".to_owned()),
+                ("kubernetes.io/hostname".to_owned(), name.clone()),
+                (
+                    "topology.kubernetes.io/zone".to_owned(),
+                    format!("zone-{}", i % 4),
+                ),
+                (
+                    "node.kubernetes.io/instance-type".to_owned(),
+                    format!("m{}.large", i % 7),
+                ),
+            ]);
+            Arc::new(PartialObjectMeta {
+                types: None,
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                },
+                _phantom: Default::default(),
+            })
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let artifact = Resolved {
+        digest: "sha256:0".into(),
+        format: Format::Ocifit,
+        artifact: Artifact::parse(
+            Format::Ocifit,
+            include_bytes!("../example/flavor-compat.json"),
+        )
+        .expect("the flavor artifact"),
+    };
+    let platforms: Platforms = ["debian:11", "ubuntu:24.04", "rockylinux:9"]
+        .iter()
+        .map(|image| {
+            let found = ARCHES
+                .iter()
+                .map(|arch| Platform {
+                    os: "linux".into(),
+                    architecture: (*arch).into(),
+                    variant: None,
+                    os_version: None,
+                })
+                .collect();
+            ((*image).to_owned(), PlatformLookup::Known(found))
+        })
+        .collect();
+    let spec: ImageSelectionPolicySpec = serde_json::from_value(serde_json::json!({
+        "artifact": {"ref": "registry.example.com/flavor-compat:v1"},
+        "targetImage": "placeholder:latest"
+    }))
+    .expect("a spec");
+    let now = Time(Timestamp::UNIX_EPOCH);
+    let metadata = nodes();
+    let inventory = node_inputs(&metadata, &[], "node-feature-discovery");
+    let previous = compute(&Inputs {
+        generation: Some(1),
+        spec: &spec,
+        artifact: ArtifactState::Current(&artifact),
+        nodes: &inventory,
+        platforms: &platforms,
+        previous: None,
+        now: &now,
+    })
+    .status;
+    assert_eq!(previous.class_count, 6);
+
+    c.bench_function("status over 5000 nodes", |b| {
+        b.iter(|| {
+            compute(black_box(&Inputs {
+                generation: Some(1),
+                spec: &spec,
+                artifact: ArtifactState::Current(&artifact),
+                nodes: &inventory,
+                platforms: &platforms,
+                previous: Some(&previous),
+                now: &now,
+            }))
+        })
+    });
+    c.bench_function("inventory and status over 5000 nodes", |b| {
+        b.iter(|| {
+            let inventory = node_inputs(black_box(&metadata), &[], "node-feature-discovery");
+            compute(&Inputs {
+                generation: Some(1),
+                spec: &spec,
+                artifact: ArtifactState::Current(&artifact),
+                nodes: &inventory,
+                platforms: &platforms,
+                previous: Some(&previous),
+                now: &now,
+            })
+        })
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

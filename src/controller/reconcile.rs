@@ -1,0 +1,213 @@
+//! The reconciler: gathers a policy's inputs (artifact through the memo and the registry seam,
+//! pull Secret, node inventory from the stores), calls the pure status computation, and applies
+//! the result by server-side apply only when it differs, publishing Events for its transitions.
+//! Only the leader gets this far; every decision lives in `status`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+
+use super::apply::{publish, update_policy_gauges, write_status};
+use super::context::Context;
+use super::gather::resolve;
+use super::inventory::node_inputs;
+use super::memo::Outcome;
+use super::platform::Platforms;
+use super::schedule::{DEFAULT_REFRESH, parse_duration};
+use super::status::{ArtifactState, Inputs, compute};
+use super::triggers::Interest;
+use crate::api::ImageSelectionPolicy;
+use crate::telemetry::ReconcileResult;
+
+/// A reconcile failed against the apiserver (artifact problems are status, not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The pull Secret could not be read (other than missing or forbidden).
+    #[error("failed to read the pull secret {namespace}/{name}")]
+    ReadSecret {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The status could not be applied.
+    #[error("failed to write the status of policy {name}")]
+    WriteStatus {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Reconciles one policy (the kube-runtime entry point).
+pub async fn reconcile(
+    policy: Arc<ImageSelectionPolicy>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    let started = Instant::now();
+    if !ctx.leadership.is_leader() {
+        ctx.metrics.reconciled(ReconcileResult::NotLeader, 0.0);
+        return Ok(Action::await_change());
+    }
+    let name = policy.name_any();
+    let result = reconcile_policy(&policy, &name, &ctx).await;
+    let seconds = started.elapsed().as_secs_f64();
+    match &result {
+        Ok((_, artifact_ok)) => {
+            ctx.api_succeeded(&name);
+            let label = if *artifact_ok {
+                ReconcileResult::Ok
+            } else {
+                ReconcileResult::ArtifactError
+            };
+            ctx.metrics.reconciled(label, seconds);
+        }
+        Err(_) => ctx.metrics.reconciled(ReconcileResult::ApiError, seconds),
+    }
+    tracing::debug!(policy = %name, seconds, "reconciled");
+    result.map(|(action, _)| action)
+}
+
+/// Requeues a policy whose reconcile failed against the apiserver, with a growing backoff.
+pub fn error_policy(policy: Arc<ImageSelectionPolicy>, error: &Error, ctx: Arc<Context>) -> Action {
+    let name = policy.name_any();
+    let failures = ctx.api_failed(&name);
+    let wait = ctx.settings.backoff.after(failures, Duration::MAX);
+    tracing::warn!(policy = %name, error = %error_chain(error), retry_in = ?wait, "reconcile failed");
+    Action::requeue(wait)
+}
+
+async fn reconcile_policy(
+    policy: &ImageSelectionPolicy,
+    name: &str,
+    ctx: &Context,
+) -> Result<(Action, bool), Error> {
+    let existing: Vec<String> = ctx
+        .stores
+        .policies
+        .state()
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    ctx.forget_except(&existing);
+
+    let refresh = policy
+        .spec
+        .artifact
+        .refresh_interval
+        .as_deref()
+        .and_then(parse_duration)
+        .unwrap_or(DEFAULT_REFRESH);
+    let memo = resolve(policy, name, ctx, refresh).await?;
+    let artifact_ok = matches!(memo.outcome, Outcome::Current(_));
+    let serving = match &memo.outcome {
+        Outcome::Current(fetched) => Some(fetched),
+        Outcome::Failed(_) => memo.last_good.as_ref(),
+    };
+    let empty = Platforms::new();
+    let platforms = serving.map_or(&empty, |f| &f.platforms);
+    let artifact = match &memo.outcome {
+        Outcome::Current(fetched) => ArtifactState::Current(&fetched.resolved),
+        Outcome::Failed(failure) => ArtifactState::Failed {
+            failure,
+            last_good: memo.last_good.as_ref().map(|f| &f.resolved),
+        },
+    };
+    // Record what the policy reads before reading the nodes, so a node change from here on
+    // triggers a reconcile that sees it.
+    let reads = serving
+        .map(|f| f.resolved.artifact.reads())
+        .or_else(|| policy.status.as_ref().and_then(|s| s.class_keys.clone()));
+    ctx.set_interest(
+        name,
+        reads.map(|reads| Interest {
+            node_selector: policy.spec.node_selector.clone(),
+            reads,
+        }),
+    );
+    let nodes = node_inputs(
+        &ctx.stores.nodes.state(),
+        &ctx.stores.node_features.state(),
+        &ctx.settings.nfd_namespace,
+    );
+    let now = now();
+    let computed = compute(&Inputs {
+        generation: policy.metadata.generation,
+        spec: &policy.spec,
+        artifact,
+        nodes: &nodes,
+        platforms,
+        previous: policy.status.as_ref(),
+        now: &now,
+    });
+    let current = policy.status.as_ref() == Some(&computed.status)
+        || ctx.written(name).as_ref() == Some(&computed.status);
+    if !current {
+        // Leadership may have moved while the artifact was fetched.
+        if !ctx.leadership.is_leader() {
+            return Ok((Action::await_change(), artifact_ok));
+        }
+        write_status(ctx, name, &computed.status).await?;
+        ctx.wrote(name, computed.status.clone());
+        for event in &computed.events {
+            publish(ctx, policy, event).await;
+        }
+    }
+    update_policy_gauges(ctx, name, &computed.status);
+    let next = memo
+        .next_check(refresh, &ctx.settings.backoff, Instant::now())
+        .max(Duration::from_secs(1));
+    ctx.remember(name, memo);
+    Ok((Action::requeue(next), artifact_ok))
+}
+
+/// Now, to the second: the apiserver stores times to the second, so a finer time would make
+/// every computed status differ from the stored one.
+fn now() -> Time {
+    let seconds = Timestamp::now().as_second();
+    Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// An error with its causes, `: `-separated, for logs and conditions; a cause whose text the
+/// message already ends with is not repeated.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn now_has_whole_seconds() {
+        assert_eq!(now().0.subsec_nanosecond(), 0);
+    }
+
+    #[test]
+    fn error_chains_name_every_cause() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer")]
+        struct Outer(#[source] std::io::Error);
+        let err = Outer(std::io::Error::other("inner"));
+        assert_eq!(error_chain(&err), "outer: inner");
+        #[derive(Debug, thiserror::Error)]
+        #[error("at set 0: inner")]
+        struct Repeating(#[source] std::io::Error);
+        let err = Repeating(std::io::Error::other("inner"));
+        assert_eq!(error_chain(&err), "at set 0: inner");
+    }
+}

@@ -1,0 +1,126 @@
+//! When a policy's artifact is looked at again: the refresh interval after a success, a growing
+//! backoff after a failure. Pure: time is passed in as `Instant`s.
+
+use std::time::{Duration, Instant};
+
+/// `spec.artifact.refreshInterval` when the policy gives none.
+pub const DEFAULT_REFRESH: Duration = Duration::from_secs(600);
+
+/// How long to wait before retrying a failed resolution, and the cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    /// The wait after the first failure; doubled after each further one.
+    pub first: Duration,
+    /// The longest wait (never longer than the refresh interval either).
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            first: Duration::from_secs(1),
+            max: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait after `failures` consecutive failures (1 or more), capped by `refresh` too.
+    pub fn after(&self, failures: u32, refresh: Duration) -> Duration {
+        let doublings = failures.saturating_sub(1).min(30);
+        self.first
+            .saturating_mul(1 << doublings)
+            .min(self.max)
+            .min(refresh)
+    }
+}
+
+/// Parses a duration as the CRD spells it (`10m`, `1h30m`, `1.5s`, `250ms`; validated by the
+/// apiserver). `None` when it does not parse.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(number_len);
+        let value: f64 = number.parse().ok()?;
+        let (unit, tail) = if let Some(t) = tail.strip_prefix("ms") {
+            (0.001, t)
+        } else if let Some(t) = tail.strip_prefix('s') {
+            (1.0, t)
+        } else if let Some(t) = tail.strip_prefix('m') {
+            (60.0, t)
+        } else if let Some(t) = tail.strip_prefix('h') {
+            (3600.0, t)
+        } else {
+            return None;
+        };
+        total = total.checked_add(Duration::try_from_secs_f64(value * unit).ok()?)?;
+        rest = tail;
+    }
+    Some(total)
+}
+
+/// Whether a resolution checked at `checked_at` must be redone at `now`: after `wait`.
+pub fn due(checked_at: Instant, wait: Duration, now: Instant) -> bool {
+    now.saturating_duration_since(checked_at) >= wait
+}
+
+/// How long until a check made at `checked_at` is due again.
+pub fn remaining(checked_at: Instant, wait: Duration, now: Instant) -> Duration {
+    wait.saturating_sub(now.saturating_duration_since(checked_at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_as_the_crd_spells_them() {
+        assert_eq!(parse_duration("10m"), Some(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("10s"), Some(Duration::from_secs(10)));
+        for bad in ["", "10", "m", "10d", "1h-5m", "1..5s"] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap_and_the_refresh_interval() {
+        let backoff = Backoff::default();
+        let hour = Duration::from_secs(3600);
+        assert_eq!(backoff.after(1, hour), Duration::from_secs(1));
+        assert_eq!(backoff.after(2, hour), Duration::from_secs(2));
+        assert_eq!(backoff.after(4, hour), Duration::from_secs(8));
+        assert_eq!(backoff.after(20, hour), Duration::from_secs(300));
+        assert_eq!(backoff.after(u32::MAX, hour), Duration::from_secs(300));
+        assert_eq!(
+            backoff.after(10, Duration::from_secs(10)),
+            Duration::from_secs(10)
+        );
+    }
+
+    #[test]
+    fn a_check_is_due_once_its_wait_has_passed() {
+        let start = Instant::now();
+        let wait = Duration::from_secs(10);
+        assert!(!due(start, wait, start + Duration::from_secs(9)));
+        assert!(due(start, wait, start + wait));
+        assert_eq!(
+            remaining(start, wait, start + Duration::from_secs(4)),
+            Duration::from_secs(6)
+        );
+        assert_eq!(remaining(start, wait, start + hour_later()), Duration::ZERO);
+    }
+
+    fn hour_later() -> Duration {
+        Duration::from_secs(3600)
+    }
+}

@@ -1,0 +1,164 @@
+//! Which policies a node change concerns. A policy's classes depend only on whether a node counts
+//! under its nodeSelector and on the values its artifact reads (plus arch and os), so a change to
+//! any other label reconciles nothing. Pure: the watch mappers hold the state and call these.
+
+use std::collections::BTreeMap;
+
+use crate::classes::grouping::{ARCH_LABEL, OS_LABEL, node_counts};
+use crate::engine::Reads;
+
+/// Node labels by key.
+pub type Labels = BTreeMap<String, String>;
+
+/// The prefix of NFD's feature labels, which NFD rules read (through the label projection) when a
+/// node has no NodeFeature object.
+const NFD_LABEL_PREFIX: &str = "feature.node.kubernetes.io/";
+
+/// What a reconciled policy reads from nodes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Interest {
+    /// The policy's `spec.nodeSelector`.
+    pub node_selector: Labels,
+    /// What its artifact reads.
+    pub reads: Reads,
+}
+
+impl Interest {
+    /// Whether the policy reads NFD features (so NodeFeature changes concern it).
+    pub fn reads_features(&self) -> bool {
+        !self.reads.features.is_empty()
+    }
+
+    /// Whether a node going from `before` to `after` (`None`: absent) can change the policy's
+    /// classes or their node counts.
+    pub fn affected_by(&self, before: Option<&Labels>, after: Option<&Labels>) -> bool {
+        let before = before.filter(|l| node_counts(&self.node_selector, l));
+        let after = after.filter(|l| node_counts(&self.node_selector, l));
+        match (before, after) {
+            (None, None) => false,
+            (Some(before), Some(after)) => {
+                self.distinguishing(before) != self.distinguishing(after)
+            }
+            _ => true,
+        }
+    }
+
+    fn distinguishing<'a>(&self, labels: &'a Labels) -> Vec<(&'a str, &'a str)> {
+        labels
+            .iter()
+            .filter(|(key, _)| {
+                key.as_str() == ARCH_LABEL
+                    || key.as_str() == OS_LABEL
+                    || self.reads.labels.contains(key.as_str())
+                    || (self.reads_features() && key.starts_with(NFD_LABEL_PREFIX))
+            })
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::FeatureReads;
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn flavor_interest() -> Interest {
+        Interest {
+            node_selector: Labels::new(),
+            reads: Reads {
+                labels: ["feature.node.ocifit-k8s.flavor".to_owned()].into(),
+                features: BTreeMap::new(),
+            },
+        }
+    }
+
+    const FLAVOR: &str = "feature.node.ocifit-k8s.flavor";
+
+    #[test]
+    fn a_label_the_artifact_does_not_read_concerns_no_policy() {
+        let interest = flavor_interest();
+        let before = labels(&[(FLAVOR, "vanilla"), ("team", "a")]);
+        let after = labels(&[(FLAVOR, "vanilla"), ("team", "b")]);
+        assert!(!interest.affected_by(Some(&before), Some(&after)));
+    }
+
+    #[test]
+    fn a_read_label_arch_or_os_change_concerns_the_policy() {
+        let interest = flavor_interest();
+        let before = labels(&[(FLAVOR, "vanilla"), (ARCH_LABEL, "amd64")]);
+        for after in [
+            labels(&[(FLAVOR, "chocolate"), (ARCH_LABEL, "amd64")]),
+            labels(&[(FLAVOR, "vanilla"), (ARCH_LABEL, "arm64")]),
+            labels(&[
+                (FLAVOR, "vanilla"),
+                (ARCH_LABEL, "amd64"),
+                (OS_LABEL, "linux"),
+            ]),
+            labels(&[(ARCH_LABEL, "amd64")]),
+        ] {
+            assert!(
+                interest.affected_by(Some(&before), Some(&after)),
+                "{after:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_counted_node_appearing_or_going_concerns_the_policy() {
+        let interest = flavor_interest();
+        let node = labels(&[(FLAVOR, "vanilla")]);
+        assert!(interest.affected_by(None, Some(&node)));
+        assert!(interest.affected_by(Some(&node), None));
+    }
+
+    #[test]
+    fn control_plane_nodes_concern_only_policies_that_select_them() {
+        let interest = flavor_interest();
+        let cp = labels(&[
+            (FLAVOR, "vanilla"),
+            ("node-role.kubernetes.io/control-plane", ""),
+        ]);
+        assert!(!interest.affected_by(None, Some(&cp)));
+        let selecting = Interest {
+            node_selector: labels(&[("node-role.kubernetes.io/control-plane", "")]),
+            ..flavor_interest()
+        };
+        assert!(selecting.affected_by(None, Some(&cp)));
+    }
+
+    #[test]
+    fn leaving_the_node_selector_concerns_the_policy() {
+        let interest = Interest {
+            node_selector: labels(&[("pool", "gpu")]),
+            ..flavor_interest()
+        };
+        let inside = labels(&[("pool", "gpu"), (FLAVOR, "vanilla")]);
+        let outside = labels(&[("pool", "cpu"), (FLAVOR, "vanilla")]);
+        assert!(interest.affected_by(Some(&inside), Some(&outside)));
+        assert!(!interest.affected_by(Some(&outside), Some(&outside)));
+    }
+
+    #[test]
+    fn nfd_policies_follow_the_feature_labels_they_may_project() {
+        let interest = Interest {
+            node_selector: Labels::new(),
+            reads: Reads {
+                labels: Default::default(),
+                features: BTreeMap::from([("cpu.cpuid".to_owned(), FeatureReads::default())]),
+            },
+        };
+        assert!(interest.reads_features());
+        assert!(!flavor_interest().reads_features());
+        let before = labels(&[("feature.node.kubernetes.io/cpu-cpuid.AVX512F", "true")]);
+        let after = labels(&[]);
+        assert!(interest.affected_by(Some(&before), Some(&after)));
+        assert!(!flavor_interest().affected_by(Some(&before), Some(&after)));
+    }
+}

@@ -1,0 +1,11 @@
+//! Telemetry: structured logs (text or JSON, filtered by `RUST_LOG`), the Prometheus metrics and
+//! the admin HTTP server that serves them with the health endpoints. It owns metric names and label
+//! sets; it must not decide anything the controller decides, only count it.
+
+mod admin;
+mod logs;
+mod metrics;
+
+pub use admin::{Readiness, admin_server};
+pub use logs::{LogFormat, LogsError, init_logs};
+pub use metrics::{Metrics, ReconcileResult, ScrapeFn};

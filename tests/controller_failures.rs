@@ -1,0 +1,288 @@
+//! Failure rules and refresh on a real cluster and registry: a candidate image without the
+//! class's architecture is skipped for that class; the refresh interval re-resolves the tag (no
+//! content fetched when the digest is unchanged, a re-pushed tag followed after the interval and
+//! not before); an invalid artifact is a condition with the engine's message; a registry outage
+//! keeps the images and marks Degraded with an Event, and recovery clears it; a missing pull
+//! Secret is a condition until the Secret appears.
+
+mod controller_support;
+
+use std::time::{Duration, Instant};
+
+use controller_support::{Controller, Env, Proxy, condition, is};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::PostParams;
+
+const REFRESH: &str = "10s";
+
+fn set(image: &str, weight: i32, description: &str) -> String {
+    format!(r#"{{"tag":"{image}","weight":{weight},"description":"{description}","rules":[]}}"#)
+}
+
+fn artifact(sets: &[String]) -> String {
+    format!(
+        r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
+        sets.join(",")
+    )
+}
+
+#[tokio::test]
+async fn failures_degrade_and_recover_and_refresh_follows_the_tag() {
+    let env = Env::start().await;
+    let registry = env.registry();
+    registry
+        .push_image("library/app", "amd64-only", "linux/amd64")
+        .await
+        .expect("crane push");
+    registry
+        .push_multi_platform("library/app", "portable", &["linux/amd64", "linux/arm64"])
+        .await
+        .expect("crane push");
+    // Policies reach the registry through a proxy that can be switched off.
+    let mut proxy = Proxy::start(registry.addr()).await;
+    let fast = format!("{}/library/app:amd64-only", proxy.addr);
+    let portable = format!("{}/library/app:portable", proxy.addr);
+    env.push_artifact(
+        "ocifit/arch:v1",
+        &artifact(&[set(&fast, 10, "fast"), set(&portable, 0, "portable")]),
+    )
+    .await;
+    env.node("amd", &[]).await;
+    env.node("arm", &[("kubernetes.io/arch", "arm64")]).await;
+    let controller = Controller::start(
+        &env,
+        "failures",
+        &[
+            "--plain-http-registry",
+            &proxy.addr,
+            "--max-retry-interval",
+            "2s",
+        ],
+    )
+    .await;
+    let proxy_addr = proxy.addr.clone();
+    let via_proxy = |path: &str| format!("{proxy_addr}/{path}");
+
+    // A candidate not built for arm64 is skipped for the arm64 class only.
+    create(&env, "arch", &via_proxy("ocifit/arch:v1"), None).await;
+    let (status, _) = env
+        .wait_status("arch", Duration::from_secs(30), "Ready", |s| {
+            is(s, "Ready", "True", "Resolved")
+        })
+        .await;
+    let row = |arch: &str| {
+        status
+            .classes
+            .iter()
+            .find(|c| c.labels["kubernetes.io/arch"] == arch)
+            .cloned()
+            .expect("a row per architecture")
+    };
+    assert_eq!(row("amd64").image.as_deref(), Some(fast.as_str()));
+    let arm = row("arm64");
+    assert_eq!(arm.image.as_deref(), Some(portable.as_str()));
+    let reason = arm.reason.unwrap_or_default();
+    assert!(
+        reason.contains(&format!("skipped set 0 (\"{fast}\"): {fast} is not built for linux/arm64 (it offers linux/amd64)")),
+        "{reason}"
+    );
+    let first_digest = status.artifact.expect("artifact").digest;
+
+    // A refresh with an unchanged digest asks for the tag again but fetches no content.
+    let content = "ocifit_registry_content_cache_misses_total";
+    let tags = "ocifit_registry_tag_cache_misses_total";
+    let (content_before, tags_before) = (
+        controller.metric(content).await,
+        controller.metric(tags).await,
+    );
+    let writes_before = controller.metric("ocifit_status_writes_total").await;
+    let refreshed_at =
+        wait_metric_above(&controller, tags, tags_before, Duration::from_secs(15)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        controller.metric(content).await,
+        content_before,
+        "no content fetched"
+    );
+    assert_eq!(
+        controller.metric("ocifit_status_writes_total").await,
+        writes_before,
+        "a refresh with nothing new writes nothing"
+    );
+
+    // A re-pushed tag is followed at the next refresh, not before.
+    env.push_artifact(
+        "ocifit/arch:v1",
+        &artifact(&[set(&portable, 10, "portable first"), set(&fast, 0, "fast")]),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(6).saturating_sub(refreshed_at.elapsed())).await;
+    let status = env.status("arch").await.expect("a status");
+    assert_eq!(
+        status.artifact.expect("artifact").digest,
+        first_digest,
+        "followed before the refresh interval"
+    );
+    let (status, _) = env
+        .wait_status("arch", Duration::from_secs(15), "the new digest", |s| {
+            s.artifact
+                .as_ref()
+                .is_some_and(|a| a.digest != first_digest)
+        })
+        .await;
+    let followed = refreshed_at.elapsed();
+    eprintln!("MEASURE re-pushed tag followed {followed:?} after the previous refresh");
+    assert!(followed >= Duration::from_secs(9), "{followed:?}");
+    assert!(
+        status
+            .classes
+            .iter()
+            .all(|c| c.image.as_deref() == Some(portable.as_str()))
+    );
+
+    // An invalid artifact: the engine's message names the set and the expression.
+    env.push_artifact(
+        "ocifit/bad:v1",
+        r#"{"version":"v1alpha1","compatibilities":[{"tag":"x:v1","rules":[{"matchFeatures":[{"matchExpressions":[{"op":"Like","key":"k","value":["v"]}]}]}]}]}"#,
+    )
+    .await;
+    create(&env, "bad", &via_proxy("ocifit/bad:v1"), None).await;
+    let (status, _) = env
+        .wait_status("bad", Duration::from_secs(15), "InvalidArtifact", |s| {
+            is(s, "ArtifactResolved", "False", "InvalidArtifact")
+        })
+        .await;
+    let message = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ArtifactResolved")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("set 0 (\"x:v1\"), rule 0, term 0, expression 0 (key \"k\", op Like)")
+            && message.contains("unknown operator \"Like\""),
+        "{message}"
+    );
+    assert_eq!(message.matches("unknown operator").count(), 1, "{message}");
+    assert!(is(&status, "Ready", "False", "InvalidArtifact"));
+
+    // Registry outage: images kept, Degraded, an Event; recovery clears it.
+    let before = env.status("arch").await.expect("a status");
+    proxy.down().await;
+    let (outage, _) = env
+        .wait_status("arch", Duration::from_secs(30), "Degraded", |s| {
+            is(s, "Degraded", "True", "StaleArtifact")
+        })
+        .await;
+    assert_eq!(
+        outage.classes, before.classes,
+        "images kept during the outage"
+    );
+    assert_eq!(
+        condition(&outage, "ArtifactResolved"),
+        Some(("False".into(), "RegistryUnavailable".into()))
+    );
+    let events = env.wait_event("arch", "Warning", "StaleArtifact").await;
+    assert!(
+        controller
+            .metric("ocifit_registry_lookups_total{lookup=\"artifact\",outcome=\"transport\"}")
+            .await
+            >= 1.0,
+        "registry lookups are counted by outcome"
+    );
+    let warnings = events.iter().filter(|(t, _, _)| t == "Warning").count();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let later = env.events("arch").await;
+    assert_eq!(
+        later.iter().filter(|(t, _, _)| t == "Warning").count(),
+        warnings,
+        "no event per failed retry: {later:?}"
+    );
+    proxy.up().await;
+    let recovered = Instant::now();
+    env.wait_status("arch", Duration::from_secs(30), "recovered", |s| {
+        is(s, "Degraded", "False", "Current") && is(s, "Ready", "True", "Resolved")
+    })
+    .await;
+    eprintln!(
+        "MEASURE recovery after the registry returned: {:?}",
+        recovered.elapsed()
+    );
+    env.wait_event("arch", "Normal", "Current").await;
+
+    // A missing pull Secret is a condition until the Secret appears.
+    create(
+        &env,
+        "secret",
+        &via_proxy("ocifit/arch:v1"),
+        Some("regcred"),
+    )
+    .await;
+    let (status, _) = env
+        .wait_status("secret", Duration::from_secs(15), "SecretInvalid", |s| {
+            is(s, "ArtifactResolved", "False", "SecretInvalid")
+        })
+        .await;
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.message == "pull secret ocifit-system/regcred not found"),
+        "{:?}",
+        status.conditions
+    );
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "ocifit-system");
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "regcred"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": "{\"auths\":{}}"}
+    }))
+    .expect("a secret");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("the secret");
+    env.wait_status("secret", Duration::from_secs(10), "Ready", |s| {
+        is(s, "Ready", "True", "Resolved")
+    })
+    .await;
+
+    assert!(controller.stop().await.success());
+}
+
+async fn create(env: &Env, name: &str, reference: &str, secret: Option<&str>) {
+    let mut artifact = serde_json::json!({"ref": reference, "refreshInterval": REFRESH});
+    if let Some(secret) = secret {
+        artifact["pullSecretRef"] =
+            serde_json::json!({"name": secret, "namespace": "ocifit-system"});
+    }
+    let policy: ocifit::api::ImageSelectionPolicy = serde_json::from_value(serde_json::json!({
+        "apiVersion": "ocifit.io/v1alpha1",
+        "kind": "ImageSelectionPolicy",
+        "metadata": {"name": name},
+        "spec": {"artifact": artifact, "targetImage": "placeholder:latest"},
+    }))
+    .expect("a policy");
+    env.policies()
+        .create(&PostParams::default(), &policy)
+        .await
+        .expect("a created policy");
+}
+
+/// Waits until the metric exceeds `value`; returns when that was seen.
+async fn wait_metric_above(
+    controller: &Controller,
+    series: &str,
+    value: f64,
+    timeout: Duration,
+) -> Instant {
+    let start = Instant::now();
+    loop {
+        if controller.metric(series).await > value {
+            return Instant::now();
+        }
+        assert!(start.elapsed() < timeout, "{series} stayed at {value}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

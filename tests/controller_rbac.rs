@@ -1,0 +1,134 @@
+//! `ocifit run` under exactly the RBAC of `config/rbac/` (a ServiceAccount token, no other
+//! rights) against the real apiserver: it resolves a policy, writes its status, publishes
+//! Events and holds its Lease; and the role grants nothing beyond (no policy spec writes, no
+//! pods).
+
+mod controller_support;
+
+use std::time::Duration;
+
+use controller_support::{Controller, Env, FLAVOR, images, is, repo};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+
+#[tokio::test]
+async fn the_controller_runs_under_the_role_in_config_rbac() {
+    let env = Env::start().await;
+    for file in std::fs::read_dir(repo().join("config/rbac")).expect("config/rbac") {
+        let path = file.expect("a file").path();
+        env.cluster
+            .kubectl(["apply", "-f", &path.display().to_string()])
+            .await
+            .expect("kubectl apply");
+    }
+    let token = Api::<ServiceAccount>::namespaced(env.client.clone(), "ocifit-system")
+        .create_token_request(
+            "ocifit-controller",
+            &PostParams::default(),
+            &TokenRequest {
+                spec: Some(TokenRequestSpec {
+                    expiration_seconds: Some(3600),
+                    ..TokenRequestSpec::default()
+                }),
+                ..TokenRequest::default()
+            },
+        )
+        .await
+        .expect("a token")
+        .status
+        .expect("a token status")
+        .token
+        .expect("a token");
+    let kubeconfig = token_kubeconfig(&env, &token);
+
+    let [debian, ubuntu, rocky] = env.push_flavors("ocifit/flavor-compat:v1").await;
+    env.node("vanilla-1", &[(FLAVOR, "vanilla")]).await;
+    env.node("chocolate-1", &[(FLAVOR, "chocolate")]).await;
+    env.node("strawberry-1", &[(FLAVOR, "strawberry")]).await;
+    let controller = Controller::start(
+        &env,
+        "rbac",
+        &["--kubeconfig", &kubeconfig.display().to_string()],
+    )
+    .await;
+    env.policy("flavors", "ocifit/flavor-compat:v1", serde_json::json!({}))
+        .await;
+    let (status, _) = env
+        .wait_status("flavors", Duration::from_secs(30), "Ready", |s| {
+            is(s, "Ready", "True", "Resolved")
+        })
+        .await;
+    assert_eq!(images(&status), [Some(debian), Some(rocky), Some(ubuntu)]);
+    // Events are published under the role.
+    env.wait_event("flavors", "Normal", "Resolved").await;
+    let lease = Api::<Lease>::namespaced(env.client.clone(), "ocifit-system")
+        .get("ocifit-controller")
+        .await
+        .expect("the lease");
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("rbac")
+    );
+    // Any refusal is logged with the apiserver's "forbidden" message (a bare "403" could be a
+    // timestamp).
+    let log = controller.log_text().to_lowercase();
+    assert!(!log.contains("forbidden"), "{log}");
+
+    // Nothing beyond: the same identity cannot change a policy's spec or list pods.
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).expect("the kubeconfig"),
+        &Default::default(),
+    )
+    .await
+    .expect("a config");
+    let sa = kube::Client::try_from(config).expect("a client");
+    let spec_write = Api::<ocifit::api::ImageSelectionPolicy>::all(sa.clone())
+        .patch(
+            "flavors",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"targetImage": "other:latest"}})),
+        )
+        .await;
+    assert!(
+        matches!(&spec_write, Err(kube::Error::Api(s)) if s.code == 403),
+        "{spec_write:?}"
+    );
+    let pods = Api::<Pod>::all(sa).list(&Default::default()).await;
+    assert!(
+        matches!(&pods, Err(kube::Error::Api(s)) if s.code == 403),
+        "{pods:?}"
+    );
+
+    assert!(controller.stop().await.success());
+}
+
+/// A kubeconfig for the env's cluster that authenticates with `token` only.
+fn token_kubeconfig(env: &Env, token: &str) -> std::path::PathBuf {
+    let admin = kube::config::Kubeconfig::read_from(env.cluster.kubeconfig()).expect("kubeconfig");
+    let cluster = admin
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.clone())
+        .expect("a cluster");
+    let mut cluster_json = serde_json::json!({"server": cluster.server});
+    if let Some(data) = cluster.certificate_authority_data {
+        cluster_json["certificate-authority-data"] = data.into();
+    }
+    if let Some(file) = cluster.certificate_authority {
+        cluster_json["certificate-authority"] = file.into();
+    }
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster_json}],
+        "users": [{"name": "ocifit-controller", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "ocifit-controller"}}],
+        "current-context": "sa",
+    });
+    let path = env.cluster.dir().join("ocifit-controller.kubeconfig");
+    std::fs::write(&path, config.to_string()).expect("a kubeconfig file");
+    path
+}

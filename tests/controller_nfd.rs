@@ -6,8 +6,8 @@ mod controller_support;
 
 use std::time::Duration;
 
-use controller_support::{Controller, Env, images, is, repo};
-use ocifit_testkit::OrasArtifact;
+use controller_support::{Controller, Env, images, is};
+use ocifit_testkit::{OrasArtifact, Tool};
 
 const NFD_LAYER: &str = "application/vnd.nfd.image-compatibility.spec.v1alpha1+yaml";
 const NFD_ARTIFACT: &str = "application/vnd.nfd.image-compatibility.v1alpha1";
@@ -82,8 +82,10 @@ async fn nfd_artifact_follows_node_features() {
         .kubectl([
             "apply",
             "-f",
-            &repo()
-                .join("tests/fixtures/nfd-api-crds.yaml")
+            &env.cluster
+                .tools()
+                .path(Tool::NfdCrds)
+                .expect("NFD's CRDs from tools/install")
                 .display()
                 .to_string(),
         ])

@@ -43,11 +43,13 @@ pub enum Tool {
     Kubeconform,
     /// The Python interpreter of the venv holding the ORAS Python SDK.
     OrasPython,
+    /// NFD's API CRDs (NodeFeature, NodeFeatureGroup, NodeFeatureRule), from NFD's Go module.
+    NfdCrds,
 }
 
 impl Tool {
     /// Every tool, in the installer's order of importance for the cluster.
-    pub const ALL: [Tool; 12] = [
+    pub const ALL: [Tool; 13] = [
         Tool::Etcd,
         Tool::KubeApiserver,
         Tool::KubeControllerManager,
@@ -60,6 +62,7 @@ impl Tool {
         Tool::Helm,
         Tool::Kubeconform,
         Tool::OrasPython,
+        Tool::NfdCrds,
     ];
 
     /// The name a user knows the tool by.
@@ -77,6 +80,7 @@ impl Tool {
             Tool::Helm => "helm",
             Tool::Kubeconform => "kubeconform",
             Tool::OrasPython => "ORAS Python SDK",
+            Tool::NfdCrds => "NFD CRDs",
         }
     }
 
@@ -95,10 +99,11 @@ impl Tool {
             Tool::Helm => ("helm", "HELM_VERSION"),
             Tool::Kubeconform => ("kubeconform", "KUBECONFORM_VERSION"),
             Tool::OrasPython => ("oras-py", "ORAS_PY_VERSION"),
+            Tool::NfdCrds => ("nfd-crds", "NFD_VERSION"),
         }
     }
 
-    /// The executable, relative to the tool's install directory.
+    /// The executable (or, for NFD's CRDs, the file), relative to the tool's install directory.
     fn executable(self) -> &'static str {
         match self {
             Tool::Etcd => "bin/etcd",
@@ -113,6 +118,7 @@ impl Tool {
             Tool::Helm => "bin/helm",
             Tool::Kubeconform => "bin/kubeconform",
             Tool::OrasPython => "bin/python",
+            Tool::NfdCrds => "nfd-api-crds.yaml",
         }
     }
 

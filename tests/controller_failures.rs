@@ -183,7 +183,11 @@ async fn failures_degrade_and_recover_and_refresh_follows_the_tag() {
         condition(&outage, "ArtifactResolved"),
         Some(("False".into(), "RegistryUnavailable".into()))
     );
-    let events = env.wait_event("arch", "Warning", "StaleArtifact").await;
+    // The outage's transition publishes two Warning Events; count only once both arrived.
+    env.wait_event("arch", "Warning", "StaleArtifact").await;
+    let events = env
+        .wait_event("arch", "Warning", "RegistryUnavailable")
+        .await;
     assert!(
         controller
             .metric("ocifit_registry_lookups_total{lookup=\"artifact\",outcome=\"transport\"}")

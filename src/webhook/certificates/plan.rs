@@ -81,6 +81,20 @@ impl Action {
     }
 }
 
+impl Action {
+    /// A short CamelCase name for Events and logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Action::Keep { .. } => "CertificatesCurrent",
+            Action::PruneBundle => "CABundlePruned",
+            Action::IssueServing(_) => "ServingCertificateIssued",
+            Action::RotateCa { .. } => "CARotated",
+            Action::Replace(Unusable::Absent) => "CertificatesCreated",
+            Action::Replace(_) => "CAReplaced",
+        }
+    }
+}
+
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

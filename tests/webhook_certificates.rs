@@ -304,6 +304,11 @@ async fn a_second_replica_leaves_the_secret_as_it_is() {
         after.metadata.resource_version, secret.metadata.resource_version,
         "nobody rewrote the Secret"
     );
+    assert_eq!(
+        event_reasons(&client, &settings).await,
+        ["CertificatesCreated"],
+        "one replica wrote"
+    );
     for replica in [&first, &second, &third] {
         assert_eq!(
             replica.served.loaded(),
@@ -328,31 +333,19 @@ async fn an_expiring_serving_certificate_is_renewed_on_time_from_the_same_ca() {
         .carry_out(now)
         .expect("a CA and certificate")
         .expect("new material");
-    let (short_crt, short_key) = short_lived(&material.ca_crt, &material.ca_key, &names);
-    let mut data = std::collections::BTreeMap::new();
-    for (key, value) in [
-        ("ca.crt", &material.ca_crt),
-        ("ca.key", &material.ca_key),
-        ("tls.crt", &short_crt),
-        ("tls.key", &short_key),
-    ] {
-        data.insert(key.to_owned(), ByteString(value.as_bytes().to_vec()));
-    }
-    Api::<Secret>::namespaced(client.clone(), &settings.namespace)
-        .create(
-            &PostParams::default(),
-            &Secret {
-                metadata: ObjectMeta {
-                    name: Some(settings.secret.clone()),
-                    ..ObjectMeta::default()
-                },
-                type_: Some("kubernetes.io/tls".to_owned()),
-                data: Some(data),
-                ..Secret::default()
-            },
-        )
-        .await
-        .expect("the Secret");
+    let (short_crt, short_key) = issue(
+        &material.ca_crt,
+        &material.ca_key,
+        &names,
+        time::Duration::seconds(1),
+        time::Duration::seconds(9),
+    );
+    create_secret(
+        &client,
+        &settings,
+        [&material.ca_crt, &material.ca_key, &short_crt, &short_key],
+    )
+    .await;
 
     let started = Instant::now();
     let replica = Replica::start(client.clone(), settings.clone());
@@ -386,6 +379,88 @@ async fn an_expiring_serving_certificate_is_renewed_on_time_from_the_same_ca() {
     )
     .await
     .expect("the renewed certificate verifies with the caBundle");
+}
+
+#[tokio::test]
+async fn a_ca_near_its_end_is_rotated_in_two_steps_so_every_served_certificate_is_trusted() {
+    let cluster = CLUSTER.get().await.expect("the cluster");
+    let client = cluster.client().expect("a client");
+    let mut settings = setup(&client, "certs-rotation").await;
+    settings.rollover_delay = Duration::from_secs(2);
+    create_configuration(&client, &settings.configuration).await;
+
+    // A CA with 30 days left (less than a year: due for rotation) and a current serving
+    // certificate from it.
+    let names = certificates::service_dns_names("ocifit-webhook", "certs-rotation");
+    let ca = rcgen::KeyPair::generate().expect("a key");
+    let mut params = rcgen::CertificateParams::default();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
+    params.not_before = time::OffsetDateTime::now_utc() - time::Duration::days(1);
+    params.not_after = time::OffsetDateTime::now_utc() + time::Duration::days(30);
+    let old_ca = params.self_signed(&ca).expect("a CA").pem();
+    let old_key = ca.serialize_pem();
+    let (old_crt, old_tls_key) = issue(
+        &old_ca,
+        &old_key,
+        &names,
+        time::Duration::days(1),
+        time::Duration::days(20),
+    );
+    create_secret(
+        &client,
+        &settings,
+        [&old_ca, &old_key, &old_crt, &old_tls_key],
+    )
+    .await;
+
+    let replica = Replica::start(client.clone(), settings.clone());
+    // First step: the new CA joins the bundle; the old serving certificate stays.
+    let first = eventually("the new CA in the bundle", async || {
+        let found = get_secret(&client, &settings.namespace, &settings.secret).await?;
+        (data(&found, "ca.crt") != old_ca).then_some(found)
+    })
+    .await;
+    let bundle = data(&first, "ca.crt");
+    assert!(bundle.ends_with(&old_ca), "the old CA stays trusted");
+    assert_eq!(bundle.matches("BEGIN CERTIFICATE").count(), 2);
+    assert_eq!(
+        data(&first, "tls.crt"),
+        old_crt,
+        "the old certificate serves on"
+    );
+    // Second step, after the caBundle carries both: a certificate from the new CA.
+    let second = eventually("a serving certificate from the new CA", async || {
+        let found = get_secret(&client, &settings.namespace, &settings.secret).await?;
+        (data(&found, "tls.crt") != old_crt).then_some(found)
+    })
+    .await;
+    assert_eq!(data(&second, "ca.crt"), bundle);
+    let (_, ca_bundle) = settled(&client, &settings).await;
+    assert_eq!(ca_bundle, bundle);
+    let new_crt = data(&second, "tls.crt");
+    eventually("the new certificate served", async || {
+        replica.served.loaded().contains(&new_crt).then_some(())
+    })
+    .await;
+    handshake(
+        replica.served.clone(),
+        &ca_bundle,
+        "ocifit-webhook.certs-rotation.svc",
+    )
+    .await
+    .expect("the new CA's certificate verifies with the caBundle");
+    let old_replica = Arc::new(Served::default());
+    old_replica
+        .load(old_crt.as_bytes(), old_tls_key.as_bytes())
+        .expect("the old certificate");
+    handshake(old_replica, &ca_bundle, "ocifit-webhook.certs-rotation.svc")
+        .await
+        .expect("the old CA's certificate still verifies with the caBundle");
+    assert_eq!(
+        event_reasons(&client, &settings).await,
+        ["CARotated", "ServingCertificateIssued"]
+    );
 }
 
 #[tokio::test]
@@ -556,8 +631,15 @@ async fn service_account_client(admin_config: &kube::Config, admin: &Client) -> 
     Client::try_from(config).expect("a client")
 }
 
-/// A serving certificate signed by the CA, valid from a second ago for 10 seconds.
-fn short_lived(ca_crt: &str, ca_key: &str, names: &[String]) -> (String, String) {
+/// A serving certificate for `names` signed by the CA, valid from `before` ago until `after`
+/// from now.
+fn issue(
+    ca_crt: &str,
+    ca_key: &str,
+    names: &[String],
+    before: time::Duration,
+    after: time::Duration,
+) -> (String, String) {
     let issuer = rcgen::Issuer::from_ca_cert_pem(
         ca_crt,
         rcgen::KeyPair::from_pem(ca_key).expect("the CA key"),
@@ -565,11 +647,51 @@ fn short_lived(ca_crt: &str, ca_key: &str, names: &[String]) -> (String, String)
     .expect("the CA");
     let mut params = rcgen::CertificateParams::new(names.to_vec()).expect("names");
     let now = time::OffsetDateTime::now_utc();
-    params.not_before = now - time::Duration::seconds(1);
-    params.not_after = now + time::Duration::seconds(9);
+    params.not_before = now - before;
+    params.not_after = now + after;
     let key = rcgen::KeyPair::generate().expect("a key");
     let cert = params.signed_by(&key, &issuer).expect("a certificate");
     (cert.pem(), key.serialize_pem())
+}
+
+/// The webhook Secret with `ca.crt`, `ca.key`, `tls.crt`, `tls.key`, as someone else wrote it.
+async fn create_secret(client: &Client, settings: &Settings, values: [&String; 4]) {
+    let data = ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+        .into_iter()
+        .zip(values)
+        .map(|(key, value)| (key.to_owned(), ByteString(value.as_bytes().to_vec())))
+        .collect();
+    Api::<Secret>::namespaced(client.clone(), &settings.namespace)
+        .create(
+            &PostParams::default(),
+            &Secret {
+                metadata: ObjectMeta {
+                    name: Some(settings.secret.clone()),
+                    ..ObjectMeta::default()
+                },
+                type_: Some("kubernetes.io/tls".to_owned()),
+                data: Some(data),
+                ..Secret::default()
+            },
+        )
+        .await
+        .expect("the Secret");
+}
+
+/// The reasons of the Events on the webhook Secret, oldest first.
+async fn event_reasons(client: &Client, settings: &Settings) -> Vec<String> {
+    let events =
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &settings.namespace);
+    let mut found: Vec<_> = events
+        .list(&Default::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&settings.secret))
+        .collect();
+    found.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    found.into_iter().filter_map(|e| e.reason).collect()
 }
 
 fn stored(secret: &Secret) -> Stored {

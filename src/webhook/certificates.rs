@@ -45,13 +45,16 @@ pub struct Settings {
     pub rotation_check: Duration,
     /// Longest wait between two checks of the caBundle.
     pub bundle_check: Duration,
+    /// Wait between the two steps of a CA change (new CA in the bundle, then a serving
+    /// certificate from it), for the apiserver to pick up the new caBundle.
+    pub rollover_delay: Duration,
     /// Wait after a failed check.
     pub retry: Duration,
 }
 
 impl Settings {
     /// Settings with the default cadence: the Secret checked hourly, the caBundle every minute,
-    /// a failure retried after ten seconds.
+    /// ten seconds between the steps of a CA change, a failure retried after ten seconds.
     pub fn new(namespace: &str, secret: &str, service: &str, configuration: &str) -> Self {
         Settings {
             namespace: namespace.to_owned(),
@@ -61,6 +64,7 @@ impl Settings {
             identity: String::new(),
             rotation_check: Duration::from_secs(3600),
             bundle_check: Duration::from_secs(60),
+            rollover_delay: Duration::from_secs(10),
             retry: Duration::from_secs(10),
         }
     }

@@ -73,10 +73,15 @@ impl Plan {
                     tls_key,
                 }))
             }
-            _ => {
+            (action, _, serving) => {
                 let (ca_crt, issuer) = new_ca(now)?;
                 let ca_key = issuer.key().serialize_pem();
-                let (tls_crt, tls_key) = self.serving_cert(&issuer, now)?;
+                let (tls_crt, tls_key) = match (action, serving) {
+                    // The first step of a rotation keeps a serving certificate that is still
+                    // valid, until the new CA is trusted.
+                    (Action::RotateCa { .. }, Some(serving)) => serving.clone(),
+                    _ => self.serving_cert(&issuer, now)?,
+                };
                 Ok(Some(Material {
                     ca_crt: ca_crt + &older(&self.retained),
                     ca_key,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{StreamExt, stream::BoxStream};
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Resource;
@@ -41,6 +41,8 @@ pub async fn manage(
         },
     );
     let dns_names = service_dns_names(&settings.service, &settings.namespace);
+    let rollover_delay =
+        SignedDuration::try_from(settings.rollover_delay).unwrap_or(SignedDuration::MAX);
     let mut secret_events = by_name(secrets.clone(), &settings.secret);
     let mut configuration_events = by_name(configurations.clone(), &settings.configuration);
     let mut gained = leadership.gained().boxed();
@@ -49,6 +51,8 @@ pub async fn manage(
     let mut bundle: Option<Vec<u8>> = None;
     let mut secret_due = Instant::now();
     let mut bundle_due = Instant::now();
+    let mut missing_reported = false;
+    let mut known_version: Option<String> = None;
     loop {
         let leader = leadership.is_leader();
         tokio::select! {
@@ -56,7 +60,11 @@ pub async fn manage(
             event = secret_events.next() => match event {
                 Some(Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object))) => {
                     load(&*sink, &settings, &object, &mut loaded);
-                    secret_due = Instant::now();
+                    // Its own writes coming back need no look (and must not hurry the second
+                    // step of a CA change).
+                    if object.metadata.resource_version != known_version {
+                        secret_due = Instant::now();
+                    }
                 }
                 Some(Ok(watcher::Event::Delete(_))) => {
                     tracing::warn!(
@@ -93,8 +101,9 @@ pub async fn manage(
             }
             () = tokio::time::sleep_until(secret_due.min(bundle_due)), if leader => {
                 if secret_due <= Instant::now() {
-                    secret_due = match secret::make_current(&secrets, &settings.secret, &dns_names).await {
+                    secret_due = match secret::make_current(&secrets, &settings.secret, &dns_names, rollover_delay).await {
                         Ok(current) => {
+                            known_version = current.resource_version;
                             for (action, written) in &current.written {
                                 announce(&recorder, action, written).await;
                             }
@@ -102,7 +111,7 @@ pub async fn manage(
                                 bundle = Some(current.ca_bundle);
                                 bundle_due = Instant::now();
                             }
-                            Instant::now() + until(current.renew_at).min(settings.rotation_check)
+                            Instant::now() + until(current.next_check).min(settings.rotation_check)
                         }
                         Err(err) => {
                             tracing::warn!(secret = %settings.secret, error = %error_chain(&err), "failed to keep the webhook certificates current; retrying");
@@ -115,6 +124,15 @@ pub async fn manage(
                         Ok(patched) => {
                             if !patched.is_empty() {
                                 tracing::info!(configuration = %settings.configuration, webhooks = ?patched, "caBundle set");
+                            }
+                            missing_reported = false;
+                            Instant::now() + settings.bundle_check
+                        }
+                        Err(err @ CertificatesError::ConfigurationMissing { .. }) => {
+                            // Said once; its creation wakes the watch.
+                            if !missing_reported {
+                                tracing::warn!(error = %err, "waiting for the webhook configuration");
+                                missing_reported = true;
                             }
                             Instant::now() + settings.bundle_check
                         }

@@ -8,6 +8,11 @@
 //!   [`CA_VALIDITY`] and is rotated once [`CA_RENEW_BEFORE`] or less remains. `ca.crt` is the
 //!   webhook's `caBundle`: after a rotation it carries the new CA first and the old one until the
 //!   old expires, so a replica still serving a certificate from the old CA stays trusted.
+//! - A rotation takes two steps: first the new CA joins the bundle while the serving certificate
+//!   stays (when it is still valid), then, on a later check, once the webhook configuration
+//!   trusts the new CA, the serving certificate is reissued from it
+//!   ([`ServingReason::SignedByPreviousCa`]). So no replica serves a certificate the apiserver
+//!   does not trust yet.
 //! - The serving certificate (`tls.crt`, `tls.key`) lives [`SERVING_VALIDITY`] and is reissued
 //!   from the CA once a third of its life or less remains, or when its DNS names are not exactly
 //!   the wanted ones, its key is not its own, or the CA did not sign it.
@@ -55,8 +60,9 @@ pub enum Action {
     PruneBundle,
     /// Issue a new serving certificate from the current CA.
     IssueServing(ServingReason),
-    /// Mint a new CA and serving certificate; the current CA stays in the bundle until it
-    /// expires at `expires`.
+    /// Mint a new CA and put it first in the bundle; the current CA stays in the bundle until it
+    /// expires at `expires`. The serving certificate stays while it is valid (it is reissued
+    /// from the new CA by the next plan), else a new one is issued from the new CA at once.
     RotateCa {
         /// When the current CA expires.
         expires: Timestamp,
@@ -74,7 +80,9 @@ impl Action {
             Action::PruneBundle => false,
             Action::IssueServing(reason) => !matches!(
                 reason,
-                ServingReason::Expiring { .. } | ServingReason::DnsNames { .. }
+                ServingReason::Expiring { .. }
+                    | ServingReason::DnsNames { .. }
+                    | ServingReason::SignedByPreviousCa
             ),
             Action::Replace(reason) => *reason != Unusable::Absent,
         }
@@ -130,6 +138,8 @@ pub enum ServingReason {
     KeyMismatch,
     /// The current CA did not sign `tls.crt`.
     NotSignedByCa,
+    /// The CA before a rotation signed `tls.crt`: the second step of a rotation.
+    SignedByPreviousCa,
     /// `tls.crt` is not valid yet.
     NotYetValid {
         /// Its start.
@@ -156,6 +166,9 @@ impl fmt::Display for ServingReason {
             ServingReason::Unreadable { key, detail } => write!(f, "{key} is unusable: {detail}"),
             ServingReason::KeyMismatch => f.write_str("tls.key is not the key of tls.crt"),
             ServingReason::NotSignedByCa => f.write_str("tls.crt was not signed by the CA"),
+            ServingReason::SignedByPreviousCa => {
+                f.write_str("tls.crt was signed by the previous CA, and the new one is trusted now")
+            }
             ServingReason::NotYetValid { not_before } => {
                 write!(f, "tls.crt is not valid before {not_before}")
             }
@@ -263,14 +276,26 @@ pub fn plan(stored: &Stored, dns_names: &[String], now: Timestamp) -> Plan {
         plan.action = Action::RotateCa {
             expires: ca.signer.not_after,
         };
+        // Due for renewal or not, a serving certificate that is still valid bridges the rollover.
+        plan.serving = serving(stored, &ca.signer, &[], &want, now)
+            .ok()
+            .filter(|(leaf, _)| now < leaf.not_after)
+            .map(|(leaf, key_pem)| (leaf.pem(), key_pem));
         plan.retained.insert(0, ca.signer);
         return plan;
     }
-    let serving = serving(stored, &ca.signer, &want, now);
+    let serving = serving(stored, &ca.signer, &plan.retained, &want, now).and_then(|current| {
+        let renew_at = serving_renew_at(&current.0);
+        if renew_at <= now {
+            let not_after = current.0.not_after;
+            return Err(ServingReason::Expiring { not_after });
+        }
+        Ok((current, renew_at))
+    });
     plan.signer = Some((ca.signer, ca.key_pem));
     match serving {
         Err(reason) => plan.action = Action::IssueServing(reason),
-        Ok((cert, key_pem, renew_at)) => {
+        Ok(((cert, key_pem), renew_at)) => {
             plan.serving = Some((cert.pem(), key_pem));
             if 1 + plan.retained.len() < bundle_len {
                 return plan;
@@ -350,14 +375,15 @@ fn current_ca(stored: &Stored, now: Timestamp) -> Result<CurrentCa, (Unusable, V
     })
 }
 
-/// The stored serving certificate, its key (PEM) and when it is due for renewal, or why it must
-/// be reissued now.
+/// The stored serving certificate and its key (PEM), or why it cannot serve; whether it is due
+/// for renewal is [`serving_renew_at`]'s.
 fn serving(
     stored: &Stored,
     ca: &Facts,
+    older: &[Facts],
     want: &BTreeSet<String>,
     now: Timestamp,
-) -> Result<(Facts, String, Timestamp), ServingReason> {
+) -> Result<(Facts, String), ServingReason> {
     let tls_crt = stored
         .tls_crt
         .as_ref()
@@ -377,6 +403,9 @@ fn serving(
         return Err(ServingReason::KeyMismatch);
     }
     if !leaf.signed_by(ca) {
+        if older.iter().any(|old| leaf.signed_by(old)) {
+            return Err(ServingReason::SignedByPreviousCa);
+        }
         return Err(ServingReason::NotSignedByCa);
     }
     if now < leaf.not_before {
@@ -391,12 +420,12 @@ fn serving(
         let want = want.iter().cloned().collect();
         return Err(ServingReason::DnsNames { have, want });
     }
-    let renew_at = leaf.not_after - leaf.not_after.duration_since(leaf.not_before) / 3;
-    if renew_at <= now {
-        let not_after = leaf.not_after;
-        return Err(ServingReason::Expiring { not_after });
-    }
-    Ok((leaf, key.serialize_pem(), renew_at))
+    Ok((leaf, key.serialize_pem()))
+}
+
+/// When a serving certificate is due for renewal: when a third of its life remains.
+fn serving_renew_at(leaf: &Facts) -> Timestamp {
+    leaf.not_after - leaf.not_after.duration_since(leaf.not_before) / 3
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -23,22 +23,28 @@ pub(super) const TLS_KEY: &str = "tls.key";
 /// Re-reads after a conflict before giving up until the next check.
 const ATTEMPTS: usize = 4;
 
-/// What the Secret holds once current.
+/// What the Secret holds now.
 #[derive(Debug, Clone)]
 pub(super) struct Current {
     /// `ca.crt`, the bundle the webhook configuration must carry.
     pub ca_bundle: Vec<u8>,
-    /// When the next renewal is due.
-    pub renew_at: Timestamp,
+    /// When to look again: the next renewal, or the second step of a CA change.
+    pub next_check: Timestamp,
+    /// The resourceVersion of the Secret as read or written last, to tell its own writes from
+    /// others' when they come back through the watch.
+    pub resource_version: Option<String>,
     /// What was written on the way (each with the Secret it was written to), oldest first.
     pub written: Vec<(Action, Secret)>,
 }
 
-/// Makes the Secret `name` current for `dns_names`.
+/// Makes the Secret `name` current for `dns_names`. A write that changes the CA bundle ends the
+/// pass with `next_check` after `rollover_delay`, so the bundle reaches the webhook configuration
+/// (and the apiserver) before the next step serves a certificate from a new CA.
 pub(super) async fn make_current(
     api: &Api<Secret>,
     name: &str,
     dns_names: &[String],
+    rollover_delay: SignedDuration,
 ) -> Result<Current, CertificatesError> {
     let mut written = Vec::new();
     for _ in 0..ATTEMPTS {
@@ -56,7 +62,8 @@ pub(super) async fn make_current(
             let ca_bundle = stored.ca_crt.unwrap_or_default();
             return Ok(Current {
                 ca_bundle,
-                renew_at,
+                next_check: renew_at,
+                resource_version: found.and_then(|s| s.metadata.resource_version),
                 written,
             });
         };
@@ -73,7 +80,18 @@ pub(super) async fn make_current(
             }
         };
         match result {
-            Ok(secret) => written.push((plan.action().clone(), secret)),
+            Ok(secret) => {
+                let resource_version = secret.metadata.resource_version.clone();
+                written.push((plan.action().clone(), secret));
+                if stored.ca_crt.as_deref() != Some(material.ca_crt.as_bytes()) {
+                    return Ok(Current {
+                        ca_bundle: material.ca_crt.into_bytes(),
+                        next_check: now + rollover_delay,
+                        resource_version,
+                        written,
+                    });
+                }
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 tracing::debug!(
                     secret = name,

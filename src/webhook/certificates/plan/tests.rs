@@ -217,9 +217,22 @@ fn the_ca_rotates_when_a_year_or_less_remains_and_the_old_one_stays_trusted() {
     assert!(bundle[0].belongs_to(&KeyPair::from_pem(&rotated.ca_key).unwrap()));
     assert_eq!(bundle[0].not_after, rotate_at + CA_VALIDITY);
     assert_eq!(bundle[1].der, ca.der);
-    assert!(serving(&rotated).signed_by(&bundle[0]));
-    // A replica still serving the old CA's certificate is trusted by the new bundle.
+    // First step: the serving certificate stays until the new CA is trusted.
+    assert_eq!(rotated.tls_crt, current.tls_crt);
+    assert_eq!(rotated.tls_key, current.tls_key);
     assert!(trusted(&rotated.ca_crt, &current.tls_crt));
+
+    // Second step: a serving certificate from the new CA; the bundle stays.
+    let (action, switched) = apply(&stored(&rotated), rotate_at);
+    assert_eq!(
+        action,
+        Action::IssueServing(ServingReason::SignedByPreviousCa)
+    );
+    assert!(!action.is_unexpected());
+    assert_eq!(switched.ca_crt, rotated.ca_crt);
+    assert_eq!(switched.ca_key, rotated.ca_key);
+    assert!(serving(&switched).signed_by(&bundle[0]));
+    let rotated = switched;
 
     // The serving certificate's renewal (8 months on) keeps both CAs in the bundle.
     let Action::Keep { renew_at } = *plan(&stored(&rotated), &names(), rotate_at).action() else {
@@ -244,6 +257,35 @@ fn the_ca_rotates_when_a_year_or_less_remains_and_the_old_one_stays_trusted() {
     assert_eq!(serving(&pruned).der, serving(&renewed).der);
     assert!(matches!(
         plan(&stored(&pruned), &names(), prune_at).action(),
+        Action::Keep { .. }
+    ));
+}
+
+#[test]
+fn a_rotation_keeps_a_serving_certificate_due_for_renewal_while_it_is_valid() {
+    let material = fresh(t0());
+    let ca = certs(&material.ca_crt).remove(0);
+    let rotate_at = ca.not_after - CA_RENEW_BEFORE;
+    // Issued 300 days before the rotation: due for renewal, valid for 65 more days.
+    let (_, current) = apply(&stored(&material), rotate_at - 300 * DAY);
+    let (action, rotated) = apply(&stored(&current), rotate_at);
+    assert!(matches!(action, Action::RotateCa { .. }));
+    assert_eq!(rotated.tls_crt, current.tls_crt);
+}
+
+#[test]
+fn a_rotation_issues_from_the_new_ca_at_once_when_nothing_valid_serves() {
+    let material = fresh(t0());
+    let ca = certs(&material.ca_crt).remove(0);
+    let rotate_at = ca.not_after - CA_RENEW_BEFORE;
+    // The first year's serving certificate expired long ago.
+    let (action, rotated) = apply(&stored(&material), rotate_at);
+    assert!(matches!(action, Action::RotateCa { .. }));
+    let bundle = certs(&rotated.ca_crt);
+    assert!(serving(&rotated).signed_by(&bundle[0]));
+    assert_eq!(serving(&rotated).not_after, rotate_at + SERVING_VALIDITY);
+    assert!(matches!(
+        plan(&stored(&rotated), &names(), rotate_at).action(),
         Action::Keep { .. }
     ));
 }

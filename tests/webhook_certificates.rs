@@ -1,26 +1,34 @@
 //! Managed webhook certificates on the real apiserver: the leader creates the Secret and patches the
-//! caBundle of every webhook in the configuration; another replica does not overwrite it; a
-//! serving certificate near its end is renewed on time and still verifies with the caBundle; a
-//! caBundle reset by someone else is restored as soon as the configuration changes; a missing
-//! configuration is waited for; and it all runs under exactly the RBAC of `config/rbac/`. The
-//! certificate is served over TLS by a resolver fed the way the webhook's is, and a client that
-//! trusts only the patched caBundle completes the handshake.
+//! caBundle of every webhook in the configuration; the apiserver then calls the webhook over TLS
+//! and trusts it; another replica does not overwrite the Secret; a serving certificate near its
+//! end is renewed on time from the same CA; a CA near its end is rotated in two steps, old and new
+//! served certificates trusted throughout; a caBundle reset by someone else is restored as soon as
+//! the configuration changes; a missing configuration is waited for; and it all runs under
+//! exactly the RBAC of `config/rbac/`. The certificate is served by a TLS resolver fed through the
+//! same `CertificateSink` the webhook's is.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, Secret, ServiceAccount};
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::{Api, Client};
 use ocifit::controller::leader::Leadership;
 use ocifit::webhook::certificates::{self, CertificateSink, Settings, Stored};
-use ocifit_testkit::{Cluster, SharedCluster, create_namespace};
+use ocifit_testkit::{
+    Cluster, PodWebhook, SharedCluster, create_namespace, register_pod_webhook, wait_until_admitted,
+};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -268,6 +276,51 @@ async fn first_start_creates_the_secret_patches_every_ca_bundle_and_serves_a_ver
     .expect("the served certificate verifies with the patched caBundle");
     let wrong_name = handshake(replica.served.clone(), &ca, "elsewhere.example").await;
     assert!(wrong_name.is_err(), "a name the certificate lacks fails");
+}
+
+#[tokio::test]
+async fn the_apiserver_trusts_the_managed_certificate_when_it_calls_the_webhook() {
+    let cluster = CLUSTER.get().await.expect("the cluster");
+    let client = cluster.client().expect("a client");
+    let namespace = "certs-admission";
+    // The apiserver reaches the webhook by URL on the host, so the "Service" is `localhost`:
+    // the certificate then names what the apiserver dials.
+    let mut settings = setup(&client, namespace).await;
+    settings.service = "localhost".to_owned();
+    let replica = Replica::start(client.clone(), settings.clone());
+    let url = serve_admission(replica.served.clone()).await;
+    let webhook = PodWebhook::new(&settings.configuration, &url, "")
+        .match_label("certs-test", "true")
+        .in_namespace(namespace);
+    register_pod_webhook(&client, &webhook)
+        .await
+        .expect("the webhook configuration");
+    settled(&client, &settings).await;
+
+    let probe = Pod {
+        metadata: ObjectMeta {
+            name: Some("probe".to_owned()),
+            labels: Some([("certs-test".to_owned(), "true".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "app".to_owned(),
+                image: Some("app:latest".to_owned()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    };
+    wait_until_admitted(&client, namespace, &probe, WAIT, |pod| {
+        pod.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("certs-test/admitted"))
+    })
+    .await
+    .expect("the apiserver called the webhook over TLS it trusts");
 }
 
 #[tokio::test]
@@ -597,6 +650,57 @@ async fn it_runs_under_the_role_in_config_rbac_and_nothing_more() {
         )
         .await;
     assert!(forbidden(&patch), "{patch:?}");
+}
+
+/// An HTTPS webhook on 127.0.0.1 serving `served`'s certificate that annotates every pod it
+/// admits; its URL by the name `localhost`.
+async fn serve_admission(served: Arc<Served>) -> String {
+    ocifit_testkit::pki::install_crypto_provider();
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_cert_resolver(served);
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let port = listener.local_addr().expect("its address").port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service_fn(annotate))
+                    .await;
+            });
+        }
+    });
+    format!("https://localhost:{port}/mutate")
+}
+
+async fn annotate(
+    request: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<Full<Bytes>>, std::convert::Infallible> {
+    let body = request
+        .into_body()
+        .collect()
+        .await
+        .expect("a request body")
+        .to_bytes();
+    let review: AdmissionReview<Pod> = serde_json::from_slice(&body).expect("an AdmissionReview");
+    let request: AdmissionRequest<Pod> = review.try_into().expect("a request");
+    let patch = serde_json::from_value(serde_json::json!([
+        {"op": "add", "path": "/metadata/annotations", "value": {"certs-test/admitted": "yes"}}
+    ]))
+    .expect("a JSON patch");
+    let response = AdmissionResponse::from(&request)
+        .with_patch(patch)
+        .expect("a patch");
+    let body = serde_json::to_vec(&response.into_review()).expect("a review");
+    Ok(hyper::Response::new(Full::new(Bytes::from(body))))
 }
 
 fn forbidden<T: std::fmt::Debug>(result: &Result<T, kube::Error>) -> bool {

@@ -31,119 +31,226 @@ pub async fn manage(
     sink: Arc<dyn CertificateSink>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &settings.namespace);
-    let configurations: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let recorder = Recorder::new(
-        client,
-        Reporter {
-            controller: REPORTING_CONTROLLER.to_owned(),
-            instance: Some(settings.identity.clone()),
-        },
+    let mut secret_events = by_name(
+        Api::<Secret>::namespaced(client.clone(), &settings.namespace),
+        &settings.secret,
     );
-    let dns_names = service_dns_names(&settings.service, &settings.namespace);
-    let rollover_delay =
-        SignedDuration::try_from(settings.rollover_delay).unwrap_or(SignedDuration::MAX);
-    let mut secret_events = by_name(secrets.clone(), &settings.secret);
-    let mut configuration_events = by_name(configurations.clone(), &settings.configuration);
+    let mut configuration_events = by_name(
+        Api::<MutatingWebhookConfiguration>::all(client.clone()),
+        &settings.configuration,
+    );
     let mut gained = leadership.gained().boxed();
     let mut shutdown = std::pin::pin!(shutdown);
-    let mut loaded: Option<(Vec<u8>, Vec<u8>)> = None;
-    let mut bundle: Option<Vec<u8>> = None;
-    let mut secret_due = Instant::now();
-    let mut bundle_due = Instant::now();
-    let mut missing_reported = false;
-    let mut known_version: Option<String> = None;
+    let mut keeper = Keeper::new(client, settings, sink);
     loop {
         let leader = leadership.is_leader();
+        let due = keeper.secret_due.min(keeper.bundle_due);
         tokio::select! {
             () = &mut shutdown => return,
             event = secret_events.next() => match event {
-                Some(Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object))) => {
-                    load(&*sink, &settings, &object, &mut loaded);
-                    // Its own writes coming back need no look (and must not hurry the second
-                    // step of a CA change).
-                    if object.metadata.resource_version != known_version {
-                        secret_due = Instant::now();
-                    }
-                }
-                Some(Ok(watcher::Event::Delete(_))) => {
-                    tracing::warn!(
-                        secret = %settings.secret,
-                        "the webhook Secret was deleted; the leader creates a new one, and this \
-                         replica serves its current certificate until then"
-                    );
-                    secret_due = Instant::now();
-                }
-                Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
-                Some(Err(err)) => {
-                    tracing::warn!(secret = %settings.secret, error = %err, "failed to watch the webhook Secret");
-                }
+                Some(event) => keeper.on_secret(event),
                 None => return,
             },
             event = configuration_events.next() => match event {
-                Some(Ok(watcher::Event::Apply(_) | watcher::Event::InitApply(_) | watcher::Event::Delete(_))) => {
-                    bundle_due = Instant::now();
-                }
-                Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
-                Some(Err(err)) => {
-                    tracing::warn!(
-                        configuration = %settings.configuration,
-                        error = %err,
-                        "failed to watch the webhook configuration; its caBundle is still checked every {:?}",
-                        settings.bundle_check
-                    );
-                }
+                Some(event) => keeper.on_configuration(event),
                 None => return,
             },
             Some(()) = gained.next() => {
-                secret_due = Instant::now();
-                bundle_due = Instant::now();
+                keeper.secret_due = Instant::now();
+                keeper.bundle_due = Instant::now();
             }
-            () = tokio::time::sleep_until(secret_due.min(bundle_due)), if leader => {
-                if secret_due <= Instant::now() {
-                    secret_due = match secret::make_current(&secrets, &settings.secret, &dns_names, rollover_delay).await {
-                        Ok(current) => {
-                            known_version = current.resource_version;
-                            for (action, written) in &current.written {
-                                announce(&recorder, action, written).await;
-                            }
-                            if bundle.as_ref() != Some(&current.ca_bundle) {
-                                bundle = Some(current.ca_bundle);
-                                bundle_due = Instant::now();
-                            }
-                            Instant::now() + until(current.next_check).min(settings.rotation_check)
-                        }
-                        Err(err) => {
-                            tracing::warn!(secret = %settings.secret, error = %error_chain(&err), "failed to keep the webhook certificates current; retrying");
-                            Instant::now() + settings.retry
-                        }
-                    };
+            () = tokio::time::sleep_until(due), if leader => {
+                if keeper.secret_due <= Instant::now() {
+                    keeper.check_secret().await;
                 }
-                if let Some(bundle) = bundle.as_ref().filter(|_| bundle_due <= Instant::now()) {
-                    bundle_due = match ca_bundle::make_current(&configurations, &settings.configuration, bundle).await {
-                        Ok(patched) => {
-                            if !patched.is_empty() {
-                                tracing::info!(configuration = %settings.configuration, webhooks = ?patched, "caBundle set");
-                            }
-                            missing_reported = false;
-                            Instant::now() + settings.bundle_check
-                        }
-                        Err(err @ CertificatesError::ConfigurationMissing { .. }) => {
-                            // Said once; its creation wakes the watch.
-                            if !missing_reported {
-                                tracing::warn!(error = %err, "waiting for the webhook configuration");
-                                missing_reported = true;
-                            }
-                            Instant::now() + settings.bundle_check
-                        }
-                        Err(err) => {
-                            tracing::warn!(configuration = %settings.configuration, error = %error_chain(&err), "failed to set the webhook configuration's caBundle; retrying");
-                            Instant::now() + settings.retry
-                        }
-                    };
+                if keeper.bundle_due <= Instant::now() {
+                    keeper.check_bundle().await;
                 }
             }
         }
+    }
+}
+
+/// What the loop knows and when it looks next.
+struct Keeper {
+    settings: Settings,
+    secrets: Api<Secret>,
+    configurations: Api<MutatingWebhookConfiguration>,
+    recorder: Recorder,
+    sink: Arc<dyn CertificateSink>,
+    dns_names: Vec<String>,
+    rollover_delay: SignedDuration,
+    /// The serving certificate and key handed to the sink last.
+    loaded: Option<(Vec<u8>, Vec<u8>)>,
+    /// The Secret's `ca.crt` as the leader last saw it.
+    bundle: Option<Vec<u8>>,
+    /// The Secret's resourceVersion as the leader last read or wrote it.
+    known_version: Option<String>,
+    secret_due: Instant,
+    bundle_due: Instant,
+    /// The missing configuration was reported (said once, not at every check).
+    missing_reported: bool,
+}
+
+impl Keeper {
+    fn new(client: Client, settings: Settings, sink: Arc<dyn CertificateSink>) -> Keeper {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: REPORTING_CONTROLLER.to_owned(),
+                instance: Some(settings.identity.clone()),
+            },
+        );
+        Keeper {
+            secrets: Api::namespaced(client.clone(), &settings.namespace),
+            configurations: Api::all(client),
+            recorder,
+            sink,
+            dns_names: service_dns_names(&settings.service, &settings.namespace),
+            rollover_delay: SignedDuration::try_from(settings.rollover_delay)
+                .unwrap_or(SignedDuration::MAX),
+            settings,
+            loaded: None,
+            bundle: None,
+            known_version: None,
+            secret_due: Instant::now(),
+            bundle_due: Instant::now(),
+            missing_reported: false,
+        }
+    }
+
+    /// Every replica serves what the Secret holds; a change by anyone else is looked at.
+    fn on_secret(&mut self, event: Result<watcher::Event<Secret>, watcher::Error>) {
+        match event {
+            Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
+                self.load(&object);
+                // Its own writes coming back need no look (and must not hurry the second step
+                // of a CA change).
+                if object.metadata.resource_version != self.known_version {
+                    self.secret_due = Instant::now();
+                }
+            }
+            Ok(watcher::Event::Delete(_)) => {
+                tracing::warn!(
+                    secret = %self.settings.secret,
+                    "the webhook Secret was deleted; the leader creates a new one, and this \
+                     replica serves its current certificate until then"
+                );
+                self.secret_due = Instant::now();
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Err(err) => {
+                tracing::warn!(secret = %self.settings.secret, error = %err, "failed to watch the webhook Secret");
+            }
+        }
+    }
+
+    /// A changed configuration may have lost its caBundle (`helm upgrade`).
+    fn on_configuration(
+        &mut self,
+        event: Result<watcher::Event<MutatingWebhookConfiguration>, watcher::Error>,
+    ) {
+        match event {
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Ok(_) => self.bundle_due = Instant::now(),
+            Err(err) => tracing::warn!(
+                configuration = %self.settings.configuration,
+                error = %err,
+                "failed to watch the webhook configuration; its caBundle is still checked every {:?}",
+                self.settings.bundle_check
+            ),
+        }
+    }
+
+    /// Hands the Secret's serving certificate to the sink, unless it is what the sink has.
+    fn load(&mut self, object: &Secret) {
+        let stored = secret::stored(object);
+        let secret = &self.settings.secret;
+        let (Some(cert), Some(key)) = (stored.tls_crt, stored.tls_key) else {
+            tracing::info!(%secret, "the webhook Secret has no serving certificate yet");
+            return;
+        };
+        let pair = (cert, key);
+        if self.loaded.as_ref() == Some(&pair) {
+            return;
+        }
+        match self.sink.load(&pair.0, &pair.1) {
+            Ok(()) => {
+                tracing::info!(%secret, "serving certificate loaded");
+                self.loaded = Some(pair);
+            }
+            Err(err) => tracing::warn!(
+                %secret,
+                error = %err,
+                "the webhook Secret's serving certificate cannot be served; keeping the current one"
+            ),
+        }
+    }
+
+    /// Leader: makes the Secret current.
+    async fn check_secret(&mut self) {
+        let result = secret::make_current(
+            &self.secrets,
+            &self.settings.secret,
+            &self.dns_names,
+            self.rollover_delay,
+        )
+        .await;
+        self.secret_due = match result {
+            Ok(current) => {
+                self.known_version = current.resource_version;
+                for (action, written) in &current.written {
+                    announce(&self.recorder, action, written).await;
+                }
+                if self.bundle.as_ref() != Some(&current.ca_bundle) {
+                    self.bundle = Some(current.ca_bundle);
+                    self.bundle_due = Instant::now();
+                }
+                Instant::now() + until(current.next_check).min(self.settings.rotation_check)
+            }
+            Err(err) => {
+                tracing::warn!(
+                    secret = %self.settings.secret,
+                    error = %error_chain(&err),
+                    "failed to keep the webhook certificates current; retrying"
+                );
+                Instant::now() + self.settings.retry
+            }
+        };
+    }
+
+    /// Leader: makes every webhook's caBundle the Secret's `ca.crt`.
+    async fn check_bundle(&mut self) {
+        let Some(bundle) = &self.bundle else {
+            return;
+        };
+        let configuration = &self.settings.configuration;
+        let result = ca_bundle::make_current(&self.configurations, configuration, bundle).await;
+        self.bundle_due = match result {
+            Ok(patched) => {
+                if !patched.is_empty() {
+                    tracing::info!(%configuration, webhooks = ?patched, "caBundle set");
+                }
+                self.missing_reported = false;
+                Instant::now() + self.settings.bundle_check
+            }
+            Err(err @ CertificatesError::ConfigurationMissing { .. }) => {
+                // Said once; its creation wakes the watch.
+                if !self.missing_reported {
+                    tracing::warn!(error = %err, "waiting for the webhook configuration");
+                    self.missing_reported = true;
+                }
+                Instant::now() + self.settings.bundle_check
+            }
+            Err(err) => {
+                tracing::warn!(
+                    %configuration,
+                    error = %error_chain(&err),
+                    "failed to set the webhook configuration's caBundle; retrying"
+                );
+                Instant::now() + self.settings.retry
+            }
+        };
     }
 }
 
@@ -157,33 +264,6 @@ where
 {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     watcher(api, config).default_backoff().boxed()
-}
-
-/// Hands the Secret's serving certificate to the sink, unless it is what the sink has.
-fn load(
-    sink: &dyn CertificateSink,
-    settings: &Settings,
-    object: &Secret,
-    loaded: &mut Option<(Vec<u8>, Vec<u8>)>,
-) {
-    let stored = secret::stored(object);
-    let (Some(cert), Some(key)) = (stored.tls_crt, stored.tls_key) else {
-        tracing::info!(secret = %settings.secret, "the webhook Secret has no serving certificate yet");
-        return;
-    };
-    let pair = (cert, key);
-    if loaded.as_ref() == Some(&pair) {
-        return;
-    }
-    match sink.load(&pair.0, &pair.1) {
-        Ok(()) => {
-            tracing::info!(secret = %settings.secret, "serving certificate loaded");
-            *loaded = Some(pair);
-        }
-        Err(err) => {
-            tracing::warn!(secret = %settings.secret, error = %err, "the webhook Secret's serving certificate cannot be served; keeping the current one");
-        }
-    }
 }
 
 /// A log line and an Event on the Secret for a change written to it.

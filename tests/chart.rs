@@ -165,9 +165,9 @@ fn container(rendered: &[Value]) -> &Value {
 fn args(rendered: &[Value]) -> Vec<String> {
     container(rendered)["args"]
         .as_array()
-        .unwrap()
+        .expect("the container has args")
         .iter()
-        .map(|a| a.as_str().unwrap().to_owned())
+        .map(|a| a.as_str().expect("args are strings").to_owned())
         .collect()
 }
 

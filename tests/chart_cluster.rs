@@ -89,25 +89,25 @@ fn older_chart(dir: &Path) -> std::path::PathBuf {
     let copy = dir.join("ocifit-older");
     copy_dir(&chart(), &copy);
     let crd = copy.join("files/imageselectionpolicies.ocifit.io.yaml");
-    let text = std::fs::read_to_string(&crd).unwrap();
+    let text = std::fs::read_to_string(&crd).expect("the chart's CRD");
     let column = "    - description: Number of node classes\n      jsonPath: .status.classCount\n      name: Classes\n      type: integer\n";
     assert!(
         text.contains(column),
         "the CRD lost its Classes column; update this test"
     );
-    std::fs::write(&crd, text.replace(column, "")).unwrap();
+    std::fs::write(&crd, text.replace(column, "")).expect("the older CRD written");
     copy
 }
 
 fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
+    std::fs::create_dir_all(to).expect("a directory");
+    for entry in std::fs::read_dir(from).expect("the chart's directory") {
+        let entry = entry.expect("a directory entry");
         let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
+        if entry.file_type().expect("a file type").is_dir() {
             copy_dir(&entry.path(), &target);
         } else {
-            std::fs::copy(entry.path(), target).unwrap();
+            std::fs::copy(entry.path(), target).expect("a copied file");
         }
     }
 }
@@ -190,7 +190,7 @@ async fn helm_install_upgrade_and_uninstall_store_the_chart_and_keep_the_crd_and
     );
     let configurations: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let webhook =
-        serde_json::to_value(&configurations.get("ocifit").await.unwrap()).unwrap()["webhooks"][0]
+        serde_json::to_value(configurations.get("ocifit").await.unwrap()).unwrap()["webhooks"][0]
             .clone();
     assert_eq!(webhook["failurePolicy"], "Fail");
     assert_eq!(webhook["clientConfig"]["service"]["path"], "/mutate");
@@ -249,7 +249,7 @@ async fn helm_install_upgrade_and_uninstall_store_the_chart_and_keep_the_crd_and
         "the stored CRD is the chart's"
     );
     let webhook =
-        serde_json::to_value(&configurations.get("ocifit").await.unwrap()).unwrap()["webhooks"][0]
+        serde_json::to_value(configurations.get("ocifit").await.unwrap()).unwrap()["webhooks"][0]
             .clone();
     assert_eq!(webhook["timeoutSeconds"], 10);
     assert_eq!(

@@ -3,7 +3,8 @@
 //! generated from this apiserver's OpenAPI and from the CRDs (ours, cert-manager's, the Prometheus
 //! Operator's), never fetched; and `helm install` → `helm upgrade` → `helm uninstall` stores the
 //! documented objects, upgrades an older CRD to the chart's, keeps a caBundle patched in by ocifit,
-//! and leaves the CRD and users' policies behind.
+//! refuses opted-in pods while its Service is down but never touches other pods, kube-system or its
+//! own namespace, and leaves the CRD and users' policies behind.
 
 mod chart_support;
 
@@ -14,9 +15,11 @@ use chart_support::{
 };
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
+use kube::api::PostParams;
 use ocifit::api::ImageSelectionPolicy;
 use ocifit_testkit::{Cluster, KubeconformSchemas, SharedCluster, Tool};
 use serde_json::json;
@@ -284,4 +287,36 @@ async fn helm_install_upgrade_and_uninstall_store_the_chart_and_keep_the_crd_and
             .is_none()
     );
     assert!(configurations.get_opt("ocifit").await.unwrap().is_none());
+}
+
+/// Creates a pod with the placeholder image in `namespace` (and its default ServiceAccount, which
+/// no controller-manager creates here), opted in to ocifit or not.
+async fn create_pod(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    opted_in: bool,
+) -> Result<Pod, kube::Error> {
+    let accounts = Api::<ServiceAccount>::namespaced(client.clone(), namespace);
+    if accounts.get_opt("default").await?.is_none() {
+        let account = serde_json::from_value(json!({"metadata": {"name": "default"}}))
+            .expect("a ServiceAccount");
+        accounts.create(&PostParams::default(), &account).await?;
+    }
+    let labels = if opted_in {
+        json!({"oci.image.compatibilities.selection/enabled": "true"})
+    } else {
+        json!({})
+    };
+    let pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "automountServiceAccountToken": false,
+            "containers": [{"name": "app", "image": "placeholder:latest"}],
+        },
+    }))
+    .expect("a Pod");
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &pod)
+        .await
 }

@@ -10,6 +10,7 @@ mod chart_support;
 
 use std::path::Path;
 
+use base64::Engine;
 use chart_support::{
     NAMESPACE, RELEASE, VALUE_SETS, chart, documents, file_documents, find, helm, render, repo,
 };
@@ -21,6 +22,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::PostParams;
 use ocifit::api::ImageSelectionPolicy;
+use ocifit_testkit::pki::CertificateAuthority;
 use ocifit_testkit::{Cluster, KubeconformSchemas, SharedCluster, Tool};
 use serde_json::json;
 
@@ -211,6 +213,10 @@ async fn helm_install_upgrade_and_uninstall_store_the_chart_and_keep_the_crd_and
         ])
         .await
         .unwrap();
+    let ca = CertificateAuthority::new("ocifit-webhook-ca").unwrap();
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca.cert_pem());
+    let patch =
+        json!([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": ca_bundle}]);
     cluster
         .kubectl([
             "patch",
@@ -219,7 +225,7 @@ async fn helm_install_upgrade_and_uninstall_store_the_chart_and_keep_the_crd_and
             "--type=json",
             "--field-manager=ocifit",
             "-p",
-            r#"[{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"Y2E="}]"#,
+            &patch.to_string(),
         ])
         .await
         .unwrap();
@@ -256,9 +262,38 @@ async fn helm_install_upgrade_and_uninstall_store_the_chart_and_keep_the_crd_and
             .clone();
     assert_eq!(webhook["timeoutSeconds"], 10);
     assert_eq!(
-        webhook["clientConfig"]["caBundle"], "Y2E=",
+        webhook["clientConfig"]["caBundle"],
+        ca_bundle.as_str(),
         "the upgrade kept ocifit's caBundle"
     );
+
+    // The stored webhook configuration on the real apiserver: its Service has no endpoints here, so
+    // `Fail` refuses an opted-in pod, while pods that did not opt in, and opted-in pods in kube-system
+    // and ocifit's own namespace, never reach it.
+    ocifit_testkit::create_namespace(&client, "apps")
+        .await
+        .unwrap();
+    let refused = create_pod(&client, "apps", "opted-in", true)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("failed calling webhook \"pods.ocifit.io\""),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("ocifit-webhook.ocifit-system.svc"),
+        "the Service is called: {refused}"
+    );
+    create_pod(&client, "apps", "not-opted-in", false)
+        .await
+        .unwrap();
+    create_pod(&client, "kube-system", "opted-in", true)
+        .await
+        .unwrap();
+    create_pod(&client, NAMESPACE, "opted-in", true)
+        .await
+        .unwrap();
 
     helm(
         &["uninstall", RELEASE, "--namespace", NAMESPACE],

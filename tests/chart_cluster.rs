@@ -31,7 +31,7 @@ static CLUSTER: SharedCluster = SharedCluster::new(Cluster::builder);
 const CRD: &str = "imageselectionpolicies.ocifit.io";
 
 #[tokio::test]
-async fn every_value_sets_render_passes_kubeconform_strict_with_local_schemas() {
+async fn every_value_set_renders_past_kubeconform_strict_with_local_schemas_only() {
     let cluster = CLUSTER.get().await.unwrap();
     let tools = cluster.tools().clone();
     let schemas = KubeconformSchemas::create(cluster.dir().join("kubeconform-schemas")).unwrap();

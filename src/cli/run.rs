@@ -28,6 +28,7 @@ use crate::controller::runner::{Parts, controller};
 use crate::controller::schedule::Backoff;
 use crate::registry::{CacheOptions, DockerConfig, RegistryOptions};
 use crate::telemetry::{Metrics, Readiness, admin_server, init_logs};
+use crate::webhook::certificates::{self, CertificateSink};
 use crate::webhook::events;
 use crate::webhook::feed::{self, SharedIndex};
 use crate::webhook::server::{DEADLINE, Webhook, webhook_server};
@@ -153,6 +154,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         nfd_discovery_interval: args.nfd_discovery_interval,
     };
     let events_client = client.clone();
+    let webhook_leadership = leadership.clone();
     let (stores, run_controller) = controller(
         Parts {
             client,
@@ -168,6 +170,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         &args,
         WebhookParts {
             client: events_client,
+            leadership: webhook_leadership,
             identity,
             stores: stores.clone(),
             metrics: Arc::clone(&metrics),
@@ -265,6 +268,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
 /// What the webhook needs from the rest of the process.
 struct WebhookParts {
     client: kube::Client,
+    leadership: Leadership,
     identity: String,
     stores: crate::controller::context::Stores,
     metrics: Arc<Metrics>,
@@ -313,11 +317,23 @@ fn serve_webhook(args: &RunArgs, parts: WebhookParts) -> anyhow::Result<Option<R
                 files.watch(Arc::clone(&cert), tls::POLL_INTERVAL),
             ));
         }
-        CertificateSource::Managed => tracing::warn!(
-            secret = %args.webhook_secret,
-            "--manage-webhook-certificate: this build does not issue certificates yet; \
-             the webhook stays not ready until it has one"
-        ),
+        CertificateSource::Managed => {
+            let mut settings = certificates::Settings::new(
+                &args.lease_namespace,
+                &args.webhook_secret,
+                &args.webhook_service,
+                &args.webhook_configuration,
+            );
+            settings.identity = parts.identity.clone();
+            tasks.push(tokio::spawn(certificates::manage(
+                parts.client.clone(),
+                settings,
+                parts.leadership,
+                Arc::clone(&cert) as Arc<dyn CertificateSink>,
+                // Stopped with the webhook's other tasks.
+                std::future::pending(),
+            )));
+        }
     }
     let index = SharedIndex::default();
     tasks.push(tokio::spawn(feed::feed(

@@ -15,6 +15,8 @@ mod secret;
 
 use std::time::Duration;
 
+use super::tls::ServingCert;
+
 pub use issue::{IssueError, Material};
 pub use manager::manage;
 pub use plan::{
@@ -26,6 +28,21 @@ pub use plan::{
 pub trait CertificateSink: Send + Sync {
     /// Serves this certificate chain and key (PEM) from now on, or says why it cannot.
     fn load(&self, cert_chain_pem: &[u8], key_pem: &[u8]) -> Result<(), String>;
+}
+
+impl CertificateSink for ServingCert {
+    fn load(&self, cert_chain_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
+        self.set_pem(cert_chain_pem, key_pem).map_err(|err| {
+            let mut text = err.to_string();
+            let mut source = std::error::Error::source(&err);
+            while let Some(cause) = source {
+                text.push_str(": ");
+                text.push_str(&cause.to_string());
+                source = cause.source();
+            }
+            text
+        })
+    }
 }
 
 /// What the managed certificates are kept in, and how often they are looked at.

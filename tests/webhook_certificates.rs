@@ -158,6 +158,54 @@ async fn a_second_replica_leaves_the_secret_as_it_is() {
 }
 
 #[tokio::test]
+async fn only_the_leader_writes_and_every_replica_serves_what_it_wrote() {
+    let cluster = CLUSTER.get().await.expect("the cluster");
+    let client = cluster.client().expect("a client");
+    let settings = setup(&client, "certs-followers").await;
+    create_configuration(&client, &settings.configuration).await;
+
+    let follower = Replica::start_following(client.clone(), settings.clone());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        get_secret(&client, &settings.namespace, &settings.secret)
+            .await
+            .is_none(),
+        "a follower creates nothing"
+    );
+    assert_eq!(
+        bundles(&client, &settings.configuration).await,
+        [None, None],
+        "nor patches anything"
+    );
+
+    let leader = Replica::start(client.clone(), settings.clone());
+    let (secret, _) = settled(&client, &settings).await;
+    let tls = data(&secret, "tls.crt");
+    for replica in [&leader, &follower] {
+        eventually("the leader's certificate served", async || {
+            replica.served.loaded().contains(&tls).then_some(())
+        })
+        .await;
+    }
+
+    // Leadership moves: the new leader finds everything current and writes nothing.
+    leader.lead(false);
+    follower.lead(true);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = get_secret(&client, &settings.namespace, &settings.secret)
+        .await
+        .expect("the Secret");
+    assert_eq!(
+        after.metadata.resource_version,
+        secret.metadata.resource_version
+    );
+    assert_eq!(
+        event_reasons(&client, &settings).await,
+        ["CertificatesCreated"]
+    );
+}
+
+#[tokio::test]
 async fn an_expiring_serving_certificate_is_renewed_on_time_from_the_same_ca() {
     let cluster = CLUSTER.get().await.expect("the cluster");
     let client = cluster.client().expect("a client");

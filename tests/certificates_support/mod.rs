@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use kube::api::{ObjectMeta, PostParams};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::{Api, Client};
-use ocifit::controller::leader::Leadership;
+use ocifit::controller::leader::{LeaderTask, Leadership};
 use ocifit::webhook::certificates::{self, CertificateSink, Settings, Stored};
 use ocifit_testkit::create_namespace;
 use rustls::pki_types::pem::PemObject;
@@ -28,7 +28,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 
@@ -73,26 +73,47 @@ impl Served {
 /// One replica's certificate manager, running until dropped.
 pub struct Replica {
     pub served: Arc<Served>,
+    leading: watch::Sender<bool>,
     _stop: oneshot::Sender<()>,
 }
 
 impl Replica {
+    /// A replica that leads.
     pub fn start(client: Client, settings: Settings) -> Replica {
+        let replica = Replica::start_following(client, settings);
+        replica.lead(true);
+        replica
+    }
+
+    /// A replica that does not lead until [`Replica::lead`] says so.
+    pub fn start_following(client: Client, settings: Settings) -> Replica {
         let served = Arc::new(Served::default());
         let (stop, stopped) = oneshot::channel::<()>();
         let (leadership, lease) = Leadership::always();
+        let LeaderTask::Fixed(leading) = lease else {
+            unreachable!("a fixed leadership");
+        };
+        leading.send_replace(false);
         let sink: Arc<dyn CertificateSink> = served.clone();
-        tokio::spawn(async move {
-            certificates::manage(client, settings, leadership, sink, async {
+        tokio::spawn(certificates::manage(
+            client,
+            settings,
+            leadership,
+            sink,
+            async {
                 let _ = stopped.await;
-            })
-            .await;
-            drop(lease);
-        });
+            },
+        ));
         Replica {
             served,
+            leading,
             _stop: stop,
         }
+    }
+
+    /// Makes this replica lead, or follow.
+    pub fn lead(&self, leads: bool) {
+        self.leading.send_replace(leads);
     }
 }
 

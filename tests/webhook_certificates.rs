@@ -429,6 +429,11 @@ async fn it_runs_under_the_role_in_config_rbac_and_nothing_more() {
 
     let replica = Replica::start(operator.clone(), settings.clone());
     let (secret, ca) = settled(&admin, &settings).await;
+    assert_eq!(
+        event_reasons(&admin, &settings).await,
+        ["CertificatesCreated"],
+        "Events are published under the role"
+    );
     let tls = data(&secret, "tls.crt");
     eventually("the serving certificate loaded", async || {
         replica.served.loaded().contains(&tls).then_some(())

@@ -56,7 +56,7 @@ pub struct Settings {
     pub service: String,
     /// The MutatingWebhookConfiguration whose webhooks' caBundle is kept current.
     pub configuration: String,
-    /// This replica's name on Events.
+    /// This replica's name on Events (none when empty).
     pub identity: String,
     /// Longest wait between two checks of the Secret.
     pub rotation_check: Duration,

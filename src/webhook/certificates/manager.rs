@@ -98,7 +98,7 @@ impl Keeper {
             client.clone(),
             Reporter {
                 controller: REPORTING_CONTROLLER.to_owned(),
-                instance: Some(settings.identity.clone()),
+                instance: (!settings.identity.is_empty()).then(|| settings.identity.clone()),
             },
         );
         Keeper {

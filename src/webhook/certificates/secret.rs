@@ -152,3 +152,49 @@ fn with_material(
     }
     data
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn material() -> Material {
+        Material {
+            ca_crt: "ca cert".to_owned(),
+            ca_key: "ca key".to_owned(),
+            tls_crt: "tls cert".to_owned(),
+            tls_key: "tls key".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_new_secret_is_a_tls_secret_with_the_four_keys() {
+        let secret = new_secret("webhook-tls", &material());
+        assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+        assert_eq!(
+            stored(&secret),
+            Stored {
+                ca_crt: Some(b"ca cert".to_vec()),
+                ca_key: Some(b"ca key".to_vec()),
+                tls_crt: Some(b"tls cert".to_vec()),
+                tls_key: Some(b"tls key".to_vec()),
+            }
+        );
+    }
+
+    #[test]
+    fn an_update_keeps_keys_it_does_not_own() {
+        let data = BTreeMap::from([
+            ("tls.crt".to_owned(), ByteString(b"old".to_vec())),
+            ("extra".to_owned(), ByteString(b"kept".to_vec())),
+        ]);
+        let data = with_material(Some(data), &material());
+        assert_eq!(data["extra"].0, b"kept");
+        assert_eq!(data["tls.crt"].0, b"tls cert");
+        assert_eq!(data.len(), 5);
+    }
+
+    #[test]
+    fn a_secret_without_data_is_read_as_empty() {
+        assert_eq!(stored(&Secret::default()), Stored::default());
+    }
+}

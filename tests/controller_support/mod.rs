@@ -366,7 +366,6 @@ impl Controller {
     }
 }
 
-/// A loopback address with a port free a moment ago.
 pub fn free_address() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     listener.local_addr().expect("an address").to_string()

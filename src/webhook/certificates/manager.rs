@@ -270,10 +270,18 @@ where
 async fn announce(recorder: &Recorder, action: &super::Action, written: &Secret) {
     let note = action.to_string();
     let type_ = if action.is_unexpected() {
-        tracing::warn!(secret = ?written.metadata.name, reason = action.reason(), "{note}");
+        tracing::warn!(
+            secret = written.metadata.name.as_deref().unwrap_or_default(),
+            reason = action.reason(),
+            "{note}"
+        );
         EventType::Warning
     } else {
-        tracing::info!(secret = ?written.metadata.name, reason = action.reason(), "{note}");
+        tracing::info!(
+            secret = written.metadata.name.as_deref().unwrap_or_default(),
+            reason = action.reason(),
+            "{note}"
+        );
         EventType::Normal
     };
     let event = Event {

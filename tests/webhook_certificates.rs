@@ -279,14 +279,7 @@ async fn a_ca_near_its_end_is_rotated_in_two_steps_so_every_served_certificate_i
     // A CA with 30 days left (less than a year: due for rotation) and a current serving
     // certificate from it.
     let names = certificates::service_dns_names("ocifit-webhook", "certs-rotation");
-    let ca = rcgen::KeyPair::generate().expect("a key");
-    let mut params = rcgen::CertificateParams::default();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
-    params.not_before = time::OffsetDateTime::now_utc() - time::Duration::days(1);
-    params.not_after = time::OffsetDateTime::now_utc() + time::Duration::days(30);
-    let old_ca = params.self_signed(&ca).expect("a CA").pem();
-    let old_key = ca.serialize_pem();
+    let (old_ca, old_key) = ca_ending_in(time::Duration::days(30));
     let (old_crt, old_tls_key) = issue(
         &old_ca,
         &old_key,
@@ -481,7 +474,7 @@ async fn it_runs_under_the_role_in_config_rbac_and_nothing_more() {
         .await;
     assert!(forbidden(&elsewhere), "{elsewhere:?}");
     create_configuration(&admin, "not-ocifit").await;
-    let patch = Api::<MutatingWebhookConfiguration>::all(operator)
+    let patch = Api::<MutatingWebhookConfiguration>::all(operator.clone())
         .patch(
             "not-ocifit",
             &PatchParams::default(),
@@ -489,4 +482,55 @@ async fn it_runs_under_the_role_in_config_rbac_and_nothing_more() {
         )
         .await;
     assert!(forbidden(&patch), "{patch:?}");
+
+    // A CA rotation whose new caBundle cannot be set (a configuration the role does not cover)
+    // stops after its first step: nothing serves a certificate the apiserver does not trust.
+    drop(replica);
+    let names = certificates::service_dns_names("ocifit-webhook", "ocifit-system");
+    let (old_ca, old_key) = ca_ending_in(time::Duration::days(30));
+    let (old_crt, old_tls_key) = issue(
+        &old_ca,
+        &old_key,
+        &names,
+        time::Duration::days(1),
+        time::Duration::days(20),
+    );
+    let admin_secrets = Api::<Secret>::namespaced(admin.clone(), "ocifit-system");
+    let mut current = admin_secrets
+        .get("ocifit-webhook-tls")
+        .await
+        .expect("the Secret");
+    current.data = Some(
+        [
+            ("ca.crt", &old_ca),
+            ("ca.key", &old_key),
+            ("tls.crt", &old_crt),
+            ("tls.key", &old_tls_key),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), k8s_openapi::ByteString(v.as_bytes().to_vec())))
+        .collect(),
+    );
+    admin_secrets
+        .replace("ocifit-webhook-tls", &PostParams::default(), &current)
+        .await
+        .expect("a Secret with a CA near its end");
+    let mut blocked = settings.clone();
+    blocked.configuration = "not-ocifit".to_owned();
+    blocked.rollover_delay = Duration::from_millis(300);
+    let _rotating = Replica::start(operator, blocked);
+    eventually("the first step of the rotation", async || {
+        let found = get_secret(&admin, "ocifit-system", "ocifit-webhook-tls").await?;
+        (data(&found, "ca.crt") != old_ca).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let found = get_secret(&admin, "ocifit-system", "ocifit-webhook-tls")
+        .await
+        .expect("the Secret");
+    assert_eq!(
+        data(&found, "tls.crt"),
+        old_crt,
+        "the old CA's certificate serves on until the new CA is trusted"
+    );
 }

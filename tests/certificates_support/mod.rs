@@ -358,6 +358,18 @@ pub fn issue(
     (cert.pem(), key.serialize_pem())
 }
 
+/// A self-signed CA (certificate, key: PEM) valid from a day ago until `left` from now.
+pub fn ca_ending_in(left: time::Duration) -> (String, String) {
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let mut params = rcgen::CertificateParams::default();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
+    params.not_before = time::OffsetDateTime::now_utc() - time::Duration::days(1);
+    params.not_after = time::OffsetDateTime::now_utc() + left;
+    let cert = params.self_signed(&key).expect("a CA").pem();
+    (cert, key.serialize_pem())
+}
+
 /// The webhook Secret with `ca.crt`, `ca.key`, `tls.crt`, `tls.key`, as someone else wrote it.
 pub async fn create_secret(client: &Client, settings: &Settings, values: [&String; 4]) {
     let data = ["ca.crt", "ca.key", "tls.crt", "tls.key"]

@@ -84,6 +84,9 @@ struct Keeper {
     loaded: Option<(Vec<u8>, Vec<u8>)>,
     /// The Secret's `ca.crt` as the leader last saw it.
     bundle: Option<Vec<u8>>,
+    /// The bundle the webhook configuration was last found or made to carry (or any, when there
+    /// is no configuration to break).
+    trusted: Option<Vec<u8>>,
     /// The Secret's resourceVersion as the leader last read or wrote it.
     known_version: Option<String>,
     secret_due: Instant,
@@ -112,6 +115,7 @@ impl Keeper {
             settings,
             loaded: None,
             bundle: None,
+            trusted: None,
             known_version: None,
             secret_due: Instant::now(),
             bundle_due: Instant::now(),
@@ -194,6 +198,7 @@ impl Keeper {
             &self.settings.secret,
             &self.dns_names,
             self.rollover_delay,
+            self.trusted.as_deref(),
         )
         .await;
         self.secret_due = match result {
@@ -231,6 +236,7 @@ impl Keeper {
                 if !patched.is_empty() {
                     tracing::info!(%configuration, webhooks = ?patched, "caBundle set");
                 }
+                self.trusted = Some(bundle.clone());
                 self.missing_reported = false;
                 Instant::now() + self.settings.bundle_check
             }
@@ -240,6 +246,7 @@ impl Keeper {
                     tracing::warn!(error = %err, "waiting for the webhook configuration");
                     self.missing_reported = true;
                 }
+                self.trusted = Some(bundle.clone());
                 Instant::now() + self.settings.bundle_check
             }
             Err(err) => {

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 
-use super::{Action, CertificatesError, Material, Stored, plan};
+use super::{Action, CertificatesError, Material, ServingReason, Stored, plan};
 use crate::api::FIELD_MANAGER;
 
 /// The Secret keys.
@@ -39,12 +39,15 @@ pub(super) struct Current {
 
 /// Makes the Secret `name` current for `dns_names`. A write that changes the CA bundle ends the
 /// pass with `next_check` after `rollover_delay`, so the bundle reaches the webhook configuration
-/// (and the apiserver) before the next step serves a certificate from a new CA.
+/// (and the apiserver) before the next step serves a certificate from a new CA; and that step
+/// waits until `trusted_bundle` (what the webhook configuration is known to carry) is the
+/// Secret's bundle.
 pub(super) async fn make_current(
     api: &Api<Secret>,
     name: &str,
     dns_names: &[String],
     rollover_delay: SignedDuration,
+    trusted_bundle: Option<&[u8]>,
 ) -> Result<Current, CertificatesError> {
     let mut written = Vec::new();
     for _ in 0..ATTEMPTS {
@@ -55,6 +58,19 @@ pub(super) async fn make_current(
         let stored = found.as_ref().map(stored).unwrap_or_default();
         let now = Timestamp::now();
         let plan = plan(&stored, dns_names, now);
+        let untrusted = stored.ca_crt.as_deref() != trusted_bundle;
+        if untrusted && *plan.action() == Action::IssueServing(ServingReason::SignedByPreviousCa) {
+            tracing::debug!(
+                secret = name,
+                "the new CA is not in the webhook configuration yet; its serving certificate waits"
+            );
+            return Ok(Current {
+                ca_bundle: stored.ca_crt.unwrap_or_default(),
+                next_check: now + rollover_delay,
+                resource_version: found.and_then(|s| s.metadata.resource_version),
+                written,
+            });
+        }
         let Some(material) = plan.carry_out(now)? else {
             let Action::Keep { renew_at } = *plan.action() else {
                 return Err(CertificatesError::Unsettled);

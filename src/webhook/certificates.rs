@@ -32,17 +32,21 @@ pub trait CertificateSink: Send + Sync {
 
 impl CertificateSink for ServingCert {
     fn load(&self, cert_chain_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
-        self.set_pem(cert_chain_pem, key_pem).map_err(|err| {
-            let mut text = err.to_string();
-            let mut source = std::error::Error::source(&err);
-            while let Some(cause) = source {
-                text.push_str(": ");
-                text.push_str(&cause.to_string());
-                source = cause.source();
-            }
-            text
-        })
+        self.set_pem(cert_chain_pem, key_pem)
+            .map_err(|err| error_chain(&err))
     }
+}
+
+/// An error and its causes, for a log line.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// What the managed certificates are kept in, and how often they are looked at.

@@ -19,7 +19,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::time::Instant;
 
-use super::{CertificateSink, CertificatesError, Settings, ca_bundle, secret, service_dns_names};
+use super::{
+    CertificateSink, CertificatesError, Settings, ca_bundle, error_chain, secret, service_dns_names,
+};
 use crate::controller::leader::Leadership;
 use crate::controller::runner::REPORTING_CONTROLLER;
 
@@ -306,15 +308,4 @@ async fn announce(recorder: &Recorder, action: &super::Action, written: &Secret)
 /// Time from now until `at`, zero if past.
 fn until(at: Timestamp) -> Duration {
     Duration::try_from(at.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO)
-}
-
-fn error_chain(err: &CertificatesError) -> String {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

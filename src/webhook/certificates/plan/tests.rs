@@ -6,6 +6,7 @@ use super::super::issue::Material;
 use super::*;
 
 mod ca;
+mod property;
 mod serving;
 
 const DAY: SignedDuration = SignedDuration::from_hours(24);

@@ -273,7 +273,7 @@ async fn a_ca_near_its_end_is_rotated_in_two_steps_so_every_served_certificate_i
     let cluster = CLUSTER.get().await.expect("the cluster");
     let client = cluster.client().expect("a client");
     let mut settings = setup(&client, "certs-rotation").await;
-    settings.rollover_delay = Duration::from_secs(2);
+    settings.rollover_delay = Duration::from_secs(3);
     create_configuration(&client, &settings.configuration).await;
 
     // A CA with 30 days left (less than a year: due for rotation) and a current serving

@@ -58,7 +58,7 @@ pub async fn manage(
                 None => return,
             },
             Some(()) = gained.next() => {
-                keeper.secret_due = Instant::now();
+                keeper.secret_due = keeper.hold.max(Instant::now());
                 keeper.bundle_due = Instant::now();
             }
             () = tokio::time::sleep_until(due), if leader => {
@@ -93,6 +93,9 @@ struct Keeper {
     known_version: Option<String>,
     secret_due: Instant,
     bundle_due: Instant,
+    /// After a write that changed the CA bundle, the Secret is not looked at again before this
+    /// (the bundle's way to the apiserver).
+    hold: Instant,
     /// The missing configuration was reported (said once, not at every check).
     missing_reported: bool,
 }
@@ -121,6 +124,7 @@ impl Keeper {
             known_version: None,
             secret_due: Instant::now(),
             bundle_due: Instant::now(),
+            hold: Instant::now(),
             missing_reported: false,
         }
     }
@@ -130,10 +134,10 @@ impl Keeper {
         match event {
             Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
                 self.load(&object);
-                // Its own writes coming back need no look (and must not hurry the second step
-                // of a CA change).
+                // Its own writes coming back need no look; nothing hurries the second step of a
+                // CA change (a late event of the Secret as it was before would).
                 if object.metadata.resource_version != self.known_version {
-                    self.secret_due = Instant::now();
+                    self.secret_due = self.hold.max(Instant::now());
                 }
             }
             Ok(watcher::Event::Delete(_)) => {
@@ -142,7 +146,7 @@ impl Keeper {
                     "the webhook Secret was deleted; the leader creates a new one, and this \
                      replica serves its current certificate until then"
                 );
-                self.secret_due = Instant::now();
+                self.secret_due = self.hold.max(Instant::now());
             }
             Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
             Err(err) => {
@@ -209,11 +213,16 @@ impl Keeper {
                 for (action, written) in &current.written {
                     announce(&self.recorder, action, written).await;
                 }
+                let next =
+                    Instant::now() + until(current.next_check).min(self.settings.rotation_check);
                 if self.bundle.as_ref() != Some(&current.ca_bundle) {
+                    if !current.written.is_empty() {
+                        self.hold = next;
+                    }
                     self.bundle = Some(current.ca_bundle);
                     self.bundle_due = Instant::now();
                 }
-                Instant::now() + until(current.next_check).min(self.settings.rotation_check)
+                next
             }
             Err(err) => {
                 tracing::warn!(

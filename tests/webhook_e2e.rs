@@ -5,7 +5,8 @@
 //! without a single registry request: labelled pods get the image of their class, unlabelled
 //! ones never reach the webhook, an unpinned pod is pinned and bound by kube-scheduler to a node
 //! of the chosen class, and under `onUnpinned: Deny` a pod spanning two classes is refused with
-//! the classes named and an Event on the policy.
+//! the classes named and an Event on the policy. A replica without a certificate never turns
+//! ready.
 
 mod controller_support;
 
@@ -283,6 +284,46 @@ async fn opted_in_pods_get_the_image_of_their_class_with_the_registry_frozen() {
         "the webhook path reached the registry"
     );
     env.registry().resume().expect("the registry thawed");
+
+    // A replica whose certificate is not there yet (managed mode, not in this build) serves
+    // /livez but never turns ready, so no Service sends it an admission.
+    let webhook_address = free_address();
+    let unready = Controller::spawn(
+        &env,
+        "webhook-e2e-managed",
+        &[
+            "--webhook-bind-address",
+            &webhook_address,
+            "--manage-webhook-certificate",
+        ],
+    );
+    let start = Instant::now();
+    while controller_support::get(&unready.admin, "/livez")
+        .await
+        .is_none()
+    {
+        assert!(
+            start.elapsed() < WAIT,
+            "the managed replica never served /livez"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(3) {
+        let ready = controller_support::get(&unready.admin, "/readyz").await;
+        assert_eq!(
+            ready.map(|(code, _)| code),
+            Some(503),
+            "ready without a certificate"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        unready.log_text().contains("caches synced"),
+        "{}",
+        unready.log_text()
+    );
+    assert!(unready.stop().await.success());
     assert!(controller.stop().await.success());
 }
 

@@ -289,8 +289,16 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// Starts `ocifit run` against the env's cluster with the registry as plain HTTP.
+    /// Starts `ocifit run` against the env's cluster with the registry as plain HTTP, and
+    /// waits until it is ready.
     pub async fn start(env: &Env, identity: &str, extra: &[&str]) -> Controller {
+        let controller = Controller::spawn(env, identity, extra);
+        controller.wait_ready().await;
+        controller
+    }
+
+    /// As [`Controller::start`], without waiting for readiness.
+    pub fn spawn(env: &Env, identity: &str, extra: &[&str]) -> Controller {
         let admin = free_address();
         let log = env.cluster.dir().join(format!("ocifit-{identity}.log"));
         let log_file = std::fs::File::create(&log).expect("a log file");
@@ -323,9 +331,7 @@ impl Controller {
             .kill_on_drop(true)
             .spawn()
             .expect("ocifit run");
-        let controller = Controller { child, admin, log };
-        controller.wait_ready().await;
-        controller
+        Controller { child, admin, log }
     }
 
     async fn wait_ready(&self) {

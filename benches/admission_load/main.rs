@@ -5,7 +5,8 @@
 //! 80% of the no-op server's.
 //!
 //! A bench target without criterion's harness: `cargo bench --bench admission_load` builds it in
-//! release and runs it; clippy and `cargo test --benches` only compile it, so CI never times it.
+//! release and runs it. CI only compiles it (clippy `--all-targets`); `cargo test --benches` runs
+//! it without `--bench`, which checks each server's answers and measures nothing.
 //! Options after `--` (e.g. `-- --rate 4000 --duration 20`); `--help` lists them.
 
 mod fixture;
@@ -14,6 +15,7 @@ mod noop;
 
 use std::time::Duration;
 
+use actix_web::dev::ServerHandle;
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::Parser;
@@ -48,7 +50,8 @@ struct Args {
     /// Server worker threads (both servers).
     #[arg(long, default_value_t = 2)]
     workers: usize,
-    /// Passed by `cargo bench`; ignored.
+    /// Passed by `cargo bench`. Without it (`cargo test --benches`) the answers are checked
+    /// and nothing is measured.
     #[arg(long, hide = true)]
     bench: bool,
 }
@@ -57,6 +60,9 @@ struct Args {
 const P99_TARGET: Duration = Duration::from_millis(1);
 /// ocifit's maximum throughput must be at least this share of the no-op server's.
 const THROUGHPUT_TARGET: f64 = 0.8;
+/// The servers' names in the report.
+const OCIFIT: &str = "ocifit";
+const NOOP: &str = "no-op";
 
 fn main() -> Result<()> {
     let args = Args::parse();
@@ -64,6 +70,15 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?
         .block_on(run(&args))
+}
+
+/// A server under load: its name in the report, where it is, and what it answers.
+struct Server {
+    name: &'static str,
+    target: Target,
+    handle: ServerHandle,
+    /// Whether its answers are ocifit's (else the no-op's canned one).
+    plans: bool,
 }
 
 async fn run(args: &Args) -> Result<()> {
@@ -79,29 +94,44 @@ async fn run(args: &Args) -> Result<()> {
         [&policy],
         nodes.iter().map(|(name, inputs)| (name.as_str(), inputs)),
     );
+    let _ = index;
     let mut bodies = Vec::new();
     for (file, _) in fixture::PODS {
         bodies.push(Bytes::from(fixture::review(file)?));
     }
 
-    let (noop_address, noop) = noop::start(tls.clone(), args.workers)?;
-    let noop = (Target::new(noop_address, ca.cert_pem())?, noop);
-    let servers = [("no-op", &noop)];
-    let _ = index;
-    for (name, (target, _)) in servers {
-        let mut sender = target.connect().await?;
+    let (address, handle) = noop::start(tls.clone(), args.workers)?;
+    let servers = [Server {
+        name: NOOP,
+        target: Target::new(address, ca.cert_pem())?,
+        handle,
+        plans: false,
+    }];
+    let result = check_and_measure(args, &servers, &bodies).await;
+    for server in &servers {
+        server.handle.stop(true).await;
+    }
+    result
+}
+
+async fn check_and_measure(args: &Args, servers: &[Server], bodies: &[Bytes]) -> Result<()> {
+    for server in servers {
+        let mut sender = server.target.connect().await?;
         for (body, (file, expect)) in bodies.iter().zip(fixture::PODS) {
-            let expect = if name == "no-op" {
-                fixture::Expect::Unchanged
-            } else {
+            let expect = if server.plans {
                 expect
+            } else {
+                fixture::Expect::Unchanged
             };
             let answer = load::send(&mut sender, body).await?;
             fixture::check(&answer, expect)
-                .with_context(|| format!("{name} answering example/pods/{file}"))?;
+                .with_context(|| format!("{} answering example/pods/{file}", server.name))?;
         }
     }
-
+    if !args.bench {
+        println!("answers checked; `cargo bench --bench admission_load` measures");
+        return Ok(());
+    }
     println!(
         "admission over HTTPS on loopback: {} keep-alive connections, {} server workers, {} nodes, \
          requests in turn: {}",
@@ -114,22 +144,24 @@ async fn run(args: &Args) -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let duration = Duration::from_secs(args.duration);
     let mut fixed = Vec::new();
-    for (name, (target, _)) in servers {
-        load::fixed_rate(
-            target,
-            &bodies,
-            args.connections,
-            args.rate,
-            Duration::from_secs(args.warmup),
-        )
-        .await
-        .with_context(|| format!("warming up {name}"))?;
-        let measured = load::fixed_rate(target, &bodies, args.connections, args.rate, duration)
+    for server in servers {
+        let run = |seconds| {
+            load::fixed_rate(
+                &server.target,
+                bodies,
+                args.connections,
+                args.rate,
+                Duration::from_secs(seconds),
+            )
+        };
+        run(args.warmup)
             .await
-            .with_context(|| format!("fixed rate against {name}"))?;
-        fixed.push((name, measured));
+            .with_context(|| format!("warming up {}", server.name))?;
+        let measured = run(args.duration)
+            .await
+            .with_context(|| format!("fixed rate against {}", server.name))?;
+        fixed.push((server.name, measured));
     }
     println!(
         "\nfixed rate {} req/s for {} s (open loop; latency from each request's due time):",
@@ -138,17 +170,17 @@ async fn run(args: &Args) -> Result<()> {
     print_table(&fixed);
 
     let mut best: Vec<(&str, Option<Measured>)> =
-        servers.iter().map(|(name, _)| (*name, None)).collect();
+        servers.iter().map(|server| (server.name, None)).collect();
     for _ in 0..args.rounds {
-        for ((name, (target, _)), (_, kept)) in servers.iter().zip(best.iter_mut()) {
+        for (server, (_, kept)) in servers.iter().zip(best.iter_mut()) {
             let measured = load::max_throughput(
-                target,
-                &bodies,
+                &server.target,
+                bodies,
                 args.connections,
                 Duration::from_secs(args.max_duration),
             )
             .await
-            .with_context(|| format!("maximum throughput of {name}"))?;
+            .with_context(|| format!("maximum throughput of {}", server.name))?;
             if kept
                 .as_ref()
                 .is_none_or(|kept| measured.throughput() > kept.throughput())
@@ -166,11 +198,39 @@ async fn run(args: &Args) -> Result<()> {
         args.max_duration, args.rounds
     );
     print_table(&best);
-    for (_, (_, handle)) in servers {
-        handle.stop(true).await;
-    }
-    let _ = (P99_TARGET, THROUGHPUT_TARGET);
+    verdicts(args, &fixed, &best);
     Ok(())
+}
+
+/// ocifit's figures against DESIGN.md's targets.
+fn verdicts(args: &Args, fixed: &[(&str, Measured)], best: &[(&str, Measured)]) {
+    let find = |rows: &[(&str, Measured)], name: &str| {
+        rows.iter()
+            .find(|(row, _)| *row == name)
+            .map(|(_, measured)| measured.throughput())
+    };
+    let met = |ok: bool| if ok { "met" } else { "NOT met" };
+    println!("\ntargets (DESIGN.md):");
+    if let Some((_, measured)) = fixed.iter().find(|(name, _)| *name == OCIFIT) {
+        let p99 = Duration::from_micros(measured.latencies.value_at_quantile(0.99));
+        println!(
+            "  p99 at {} req/s: {} µs, target under {} µs: {}",
+            args.rate,
+            p99.as_micros(),
+            P99_TARGET.as_micros(),
+            met(p99 < P99_TARGET && measured.errors == 0)
+        );
+    }
+    if let (Some(ocifit), Some(noop)) = (find(best, OCIFIT), find(best, NOOP)) {
+        let ratio = ocifit / noop;
+        println!(
+            "  maximum throughput: {ocifit:.0} req/s, {:.0}% of the no-op server's {noop:.0}, \
+             target at least {:.0}%: {}",
+            ratio * 100.0,
+            THROUGHPUT_TARGET * 100.0,
+            met(ratio >= THROUGHPUT_TARGET)
+        );
+    }
 }
 
 fn print_table(rows: &[(&str, Measured)]) {

@@ -47,9 +47,6 @@ struct Args {
     /// Worker nodes in the cluster the policy is resolved over.
     #[arg(long, default_value_t = 5000)]
     nodes: usize,
-    /// Server worker threads (both servers).
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
     /// Passed by `cargo bench`. Without it (`cargo test --benches`) the answers are checked
     /// and nothing is measured.
     #[arg(long, hide = true)]
@@ -100,7 +97,7 @@ async fn run(args: &Args) -> Result<()> {
         bodies.push(Bytes::from(fixture::review(file)?));
     }
 
-    let (address, handle) = noop::start(tls.clone(), args.workers)?;
+    let (address, handle) = noop::start(tls.clone())?;
     let servers = [Server {
         name: NOOP,
         target: Target::new(address, ca.cert_pem())?,
@@ -133,10 +130,9 @@ async fn check_and_measure(args: &Args, servers: &[Server], bodies: &[Bytes]) ->
         return Ok(());
     }
     println!(
-        "admission over HTTPS on loopback: {} keep-alive connections, {} server workers, {} nodes, \
-         requests in turn: {}",
+        "admission over HTTPS on loopback: {} keep-alive connections, {} nodes, requests in turn: \
+         {}",
         args.connections,
-        args.workers,
         args.nodes,
         fixture::PODS
             .iter()

@@ -1,5 +1,5 @@
 //! The yardstick: an HTTPS server on the same stack as ocifit's webhook (actix-web over rustls,
-//! same TLS configuration, same worker count) whose `POST /mutate` reads the body and returns a
+//! same TLS configuration, actix's default worker count as ocifit's) whose `POST /mutate` reads the body and returns a
 //! canned AdmissionReview. Whatever ocifit costs beyond it is the webhook's own work.
 
 use std::net::{SocketAddr, TcpListener};
@@ -18,11 +18,10 @@ async fn mutate(_body: web::Bytes) -> HttpResponse {
 }
 
 /// Starts the no-op server on a free loopback port; returns its address and a handle to stop it.
-pub fn start(tls: Arc<rustls::ServerConfig>, workers: usize) -> Result<(SocketAddr, ServerHandle)> {
+pub fn start(tls: Arc<rustls::ServerConfig>) -> Result<(SocketAddr, ServerHandle)> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let address = listener.local_addr()?;
     let server = HttpServer::new(|| App::new().route("/mutate", web::post().to(mutate)))
-        .workers(workers)
         .listen_rustls_0_23(listener, (*tls).clone())?
         .run();
     let handle = server.handle();

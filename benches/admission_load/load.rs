@@ -80,6 +80,10 @@ pub async fn send(sender: &mut SendRequest<Full<Bytes>>, body: &Bytes) -> Result
 pub struct Measured {
     /// Latencies in microseconds.
     pub latencies: Histogram<u64>,
+    /// Fixed rate only: from each request's due time to the moment its connection was free and
+    /// began sending it, in microseconds. High while latencies are low means the load generator
+    /// (or the machine) fell behind, not the server.
+    pub lag: Option<Histogram<u64>>,
     /// Requests that got no 200 answer.
     pub errors: u64,
     /// From the first due time (or start) to the last answer.
@@ -124,16 +128,18 @@ pub async fn fixed_rate(
         queues.push(queue);
         tasks.spawn(async move {
             let mut latencies = histogram()?;
+            let mut lag = histogram()?;
             let mut errors = 0u64;
             let mut last = None;
             while let Some((due_at, body)) = due.recv().await {
+                lag.saturating_record(micros(due_at.elapsed()));
                 match send(&mut sender, &body).await {
                     Ok(_) => latencies.saturating_record(micros(due_at.elapsed())),
                     Err(_) => errors += 1,
                 }
                 last = Some(Instant::now());
             }
-            anyhow::Ok((latencies, errors, last))
+            anyhow::Ok((latencies, lag, errors, last))
         });
     }
     let start = Instant::now() + Duration::from_millis(10);
@@ -152,12 +158,16 @@ pub async fn fixed_rate(
     });
     let mut measured = Measured {
         latencies: histogram()?,
+        lag: Some(histogram()?),
         errors: 0,
         elapsed: Duration::ZERO,
     };
     while let Some(done) = tasks.join_next().await {
-        let (latencies, errors, last) = done??;
+        let (latencies, lag, errors, last) = done??;
         measured.latencies.add(&latencies)?;
+        if let Some(all) = measured.lag.as_mut() {
+            all.add(&lag)?;
+        }
         measured.errors += errors;
         if let Some(last) = last {
             measured.elapsed = measured.elapsed.max(last.duration_since(start));
@@ -203,6 +213,7 @@ pub async fn max_throughput(
     }
     let mut measured = Measured {
         latencies: histogram()?,
+        lag: None,
         errors: 0,
         elapsed: Duration::ZERO,
     };

@@ -140,6 +140,18 @@ async fn check_and_measure(args: &Args, servers: &[Server], bodies: &[Bytes]) ->
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // Both servers and the generator share the machine's cores with whatever else runs: the
+    // load average says how much that was.
+    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
+        let cores = std::thread::available_parallelism().map_or(0, usize::from);
+        println!(
+            "{cores} cores; load average before the run: {}",
+            load.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
     let mut fixed = Vec::new();
     for server in servers {
         let run = |seconds| {
@@ -249,4 +261,25 @@ fn print_table(rows: &[(&str, Measured)]) {
             h.max()
         );
     }
+    for (name, measured) in rows {
+        if let Some(lag) = &measured.lag {
+            println!(
+                "  {name}: the generator sent {}% of requests on time (within 100 µs of due); \
+                 lag p99 {} µs, max {} µs",
+                percent_within(lag, 100),
+                lag.value_at_quantile(0.99),
+                lag.max()
+            );
+        }
+    }
+}
+
+/// The share of recorded values at most `bound`, in percent, one decimal.
+fn percent_within(histogram: &hdrhistogram::Histogram<u64>, bound: u64) -> f64 {
+    let within: u64 = histogram
+        .iter_recorded()
+        .filter(|value| value.value_iterated_to() <= bound)
+        .map(|value| value.count_at_value())
+        .sum();
+    (1000.0 * within as f64 / histogram.len().max(1) as f64).round() / 10.0
 }

@@ -36,8 +36,8 @@ fn yaml<T: serde::de::DeserializeOwned>(path: &Path) -> T {
 /// The `.yaml` files of a directory of the repository, sorted.
 fn yaml_files(dir: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo(dir))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
+        .expect("the directory is readable")
+        .map(|entry| entry.expect("the directory entry is readable").path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
         .collect();
     files.sort();
@@ -46,19 +46,25 @@ fn yaml_files(dir: &str) -> Vec<PathBuf> {
 
 fn node_inputs(node: &Node) -> (String, NodeInputs) {
     (
-        node.metadata.name.clone().unwrap(),
+        node.metadata
+            .name
+            .clone()
+            .expect("an example node has a name"),
         NodeInputs::new(node.metadata.labels.clone().unwrap_or_default()),
     )
 }
 
 /// The example cluster a README row names.
 fn cluster(name: &str) -> Vec<(String, NodeInputs)> {
-    let list: Value = serde_json::from_str(&read(&repo("example/flavor-nodes.json"))).unwrap();
+    let list: Value = serde_json::from_str(&read(&repo("example/flavor-nodes.json")))
+        .expect("example/flavor-nodes.json is JSON");
     let flavors: Vec<(String, NodeInputs)> = list["items"]
         .as_array()
-        .unwrap()
+        .expect("a NodeList has items")
         .iter()
-        .map(|item| node_inputs(&serde_json::from_value(item.clone()).unwrap()))
+        .map(|item| {
+            node_inputs(&serde_json::from_value(item.clone()).expect("an example node is a Node"))
+        })
         .collect();
     match name {
         "flavors" => flavors,
@@ -77,11 +83,12 @@ fn cluster(name: &str) -> Vec<(String, NodeInputs)> {
 /// Every example policy, with the status the controller computes for it over `nodes` (each
 /// flavor image is published for linux/amd64 and linux/arm64, as the real images are).
 fn policies(nodes: &[(String, NodeInputs)]) -> Vec<ImageSelectionPolicy> {
-    let bytes = std::fs::read(repo("example/flavor-compat.json")).unwrap();
+    let bytes = std::fs::read(repo("example/flavor-compat.json"))
+        .expect("example/flavor-compat.json is readable");
     let resolved = Resolved {
         digest: "sha256:5eed".into(),
         format: Format::Ocifit,
-        artifact: Artifact::parse(Format::Ocifit, &bytes).unwrap(),
+        artifact: Artifact::parse(Format::Ocifit, &bytes).expect("the flavor artifact parses"),
     };
     let platforms: Platforms = images_to_check(&resolved.artifact)
         .into_iter()
@@ -137,7 +144,7 @@ fn request(pod: &Value, dry_run: bool) -> AdmissionRequest<Pod> {
         "dryRun": dry_run,
         "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
     }))
-    .unwrap()
+    .expect("a valid AdmissionRequest")
 }
 
 /// The outcome as the README writes it: `ImageSelected debian:11`, `denied Unpinned`,
@@ -150,8 +157,12 @@ fn outcome(plan: &Plan, pod: &Value) -> String {
             ..
         } => {
             let images: BTreeMap<String, String> =
-                serde_json::from_str(&annotations[DECISION_IMAGES]).unwrap();
-            let image = images.values().next().unwrap();
+                serde_json::from_str(&annotations[DECISION_IMAGES])
+                    .expect("the images annotation is a JSON map");
+            let image = images
+                .values()
+                .next()
+                .expect("a patch replaces at least one image");
             assert!(
                 images.values().all(|other| other == image),
                 "{pod}: one image for every replaced container: {images:?}"

@@ -91,6 +91,17 @@ pub struct Measured {
 }
 
 impl Measured {
+    /// Adds another run's figures (runs one after the other).
+    pub fn merge(&mut self, other: &Measured) -> Result<()> {
+        self.latencies.add(&other.latencies)?;
+        if let (Some(lag), Some(other)) = (self.lag.as_mut(), other.lag.as_ref()) {
+            lag.add(other)?;
+        }
+        self.errors += other.errors;
+        self.elapsed += other.elapsed;
+        Ok(())
+    }
+
     /// Answered requests per second.
     pub fn throughput(&self) -> f64 {
         self.latencies.len() as f64 / self.elapsed.as_secs_f64()

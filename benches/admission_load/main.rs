@@ -41,7 +41,8 @@ struct Args {
     /// Seconds of each closed-loop maximum-throughput run.
     #[arg(long, default_value_t = 5)]
     max_duration: u64,
-    /// Maximum-throughput runs per server, alternating between them; the best of each counts.
+    /// Slices of the fixed-rate run, and maximum-throughput runs, per server, alternating
+    /// between the servers (fixed rate: merged; maximum throughput: the best counts).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
     /// Worker nodes in the cluster the policy is resolved over.
@@ -152,28 +153,42 @@ async fn check_and_measure(args: &Args, servers: &[Server], bodies: &[Bytes]) ->
                 .join(" ")
         );
     }
-    let mut fixed = Vec::new();
+    // Each server's fixed-rate time is cut into `rounds` slices taken in turn, so a change in
+    // what else the machine runs falls on both alike.
     for server in servers {
-        let run = |seconds| {
-            load::fixed_rate(
-                &server.target,
-                bodies,
-                args.connections,
-                args.rate,
-                Duration::from_secs(seconds),
-            )
-        };
-        run(args.warmup)
-            .await
-            .with_context(|| format!("warming up {}", server.name))?;
-        let measured = run(args.duration)
-            .await
-            .with_context(|| format!("fixed rate against {}", server.name))?;
-        fixed.push((server.name, measured));
+        load::fixed_rate(
+            &server.target,
+            bodies,
+            args.connections,
+            args.rate,
+            Duration::from_secs(args.warmup),
+        )
+        .await
+        .with_context(|| format!("warming up {}", server.name))?;
     }
+    let slice = Duration::from_secs(args.duration) / u32::try_from(args.rounds.max(1))?;
+    let mut fixed: Vec<(&str, Option<Measured>)> =
+        servers.iter().map(|server| (server.name, None)).collect();
+    for _ in 0..args.rounds.max(1) {
+        for (server, (_, kept)) in servers.iter().zip(fixed.iter_mut()) {
+            let measured =
+                load::fixed_rate(&server.target, bodies, args.connections, args.rate, slice)
+                    .await
+                    .with_context(|| format!("fixed rate against {}", server.name))?;
+            match kept {
+                Some(kept) => kept.merge(&measured)?,
+                None => *kept = Some(measured),
+            }
+        }
+    }
+    let fixed: Vec<(&str, Measured)> = fixed
+        .into_iter()
+        .filter_map(|(name, measured)| Some((name, measured?)))
+        .collect();
     println!(
-        "\nfixed rate {} req/s for {} s (open loop; latency from each request's due time):",
-        args.rate, args.duration
+        "\nfixed rate {} req/s for {} s in {} slices (open loop; latency from each request's \
+         due time):",
+        args.rate, args.duration, args.rounds
     );
     print_table(&fixed);
 

@@ -126,6 +126,41 @@ impl Process {
         }
     }
 
+    /// Sends `signal` (a name `kill` knows, e.g. `STOP`, `CONT`) to the process.
+    pub(crate) fn signal(&self, signal: &str) -> Result<()> {
+        let spawn = |source| Error::Spawn {
+            program: "kill".to_owned(),
+            source,
+        };
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .map_err(spawn)?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(spawn(std::io::Error::other(format!(
+                "kill -{signal} {} ({}): {status}",
+                self.child.id(),
+                self.name
+            ))))
+        }
+    }
+
+    /// Whether the process is stopped (state `T` in `/proc/PID/stat`): a signal is delivered
+    /// after `kill` returns, so a pause is only certain once this holds.
+    pub(crate) fn is_stopped(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .ok()
+            .and_then(|stat| {
+                // The state follows the parenthesised command name, which may hold spaces.
+                let after = &stat[stat.rfind(')')? + 1..];
+                after.split_whitespace().next().map(|state| state == "T")
+            })
+            .unwrap_or(false)
+    }
+
     /// The last `lines` lines of the component's log.
     pub(crate) fn log_tail(&self, lines: usize) -> String {
         log_tail(&self.log, lines)

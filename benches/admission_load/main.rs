@@ -13,6 +13,7 @@ mod fixture;
 mod load;
 mod noop;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::ServerHandle;
@@ -22,6 +23,11 @@ use clap::Parser;
 use ocifit_testkit::pki::{CertificateAuthority, install_crypto_provider};
 
 use load::{Measured, Target};
+use ocifit::telemetry::Metrics;
+use ocifit::webhook::feed::SharedIndex;
+use ocifit::webhook::planner::Index;
+use ocifit::webhook::server::{DEADLINE, Webhook, webhook_server};
+use ocifit::webhook::tls::ServingCert;
 
 /// Load test of ocifit's admission webhook against a no-op server.
 #[derive(Parser, Debug)]
@@ -82,29 +88,46 @@ struct Server {
 async fn run(args: &Args) -> Result<()> {
     install_crypto_provider();
     let ca = CertificateAuthority::new("admission load CA")?;
-    let tls = ca
-        .issue_server("webhook", &["127.0.0.1"])?
-        .server_config()?;
+    let issued = ca.issue_server("webhook", &["127.0.0.1"])?;
+    let cert = ServingCert::new();
+    cert.set_pem(issued.cert_pem.as_bytes(), issued.key_pem.as_bytes())?;
 
     let nodes = fixture::nodes(args.nodes)?;
     let policy = fixture::policy(&nodes)?;
-    let index = ocifit::webhook::planner::Index::new(
+    let index = SharedIndex::default();
+    index.store(Index::new(
         [&policy],
         nodes.iter().map(|(name, inputs)| (name.as_str(), inputs)),
-    );
-    let _ = index;
+    ));
     let mut bodies = Vec::new();
     for (file, _) in fixture::PODS {
         bodies.push(Bytes::from(fixture::review(file)?));
     }
 
-    let (address, handle) = noop::start(tls.clone())?;
-    let servers = [Server {
-        name: NOOP,
-        target: Target::new(address, ca.cert_pem())?,
-        handle,
-        plans: false,
-    }];
+    let (noop_address, noop) = noop::start(ServingCert::server_config(Arc::clone(&cert))?)?;
+    let webhook = Webhook {
+        index,
+        metrics: Metrics::new(None),
+        notices: None,
+        deadline: DEADLINE,
+    };
+    let (server, ocifit_address) = webhook_server(([127, 0, 0, 1], 0).into(), cert, webhook)?;
+    let ocifit = server.handle();
+    tokio::spawn(server);
+    let servers = [
+        Server {
+            name: NOOP,
+            target: Target::new(noop_address, ca.cert_pem())?,
+            handle: noop,
+            plans: false,
+        },
+        Server {
+            name: OCIFIT,
+            target: Target::new(ocifit_address, ca.cert_pem())?,
+            handle: ocifit,
+            plans: true,
+        },
+    ];
     let result = check_and_measure(args, &servers, &bodies).await;
     for server in &servers {
         server.handle.stop(true).await;

@@ -88,6 +88,10 @@ pub struct Measured {
     pub errors: u64,
     /// From the first due time (or start) to the last answer.
     pub elapsed: Duration,
+    /// CPU time this process (generator and both servers) spent during the run, when Linux
+    /// says (`/proc/self/task/*/schedstat`). Per answer, it is what a request costs whatever
+    /// else the machine runs, where throughput on a shared machine is only what was left over.
+    pub cpu: Option<Duration>,
 }
 
 impl Measured {
@@ -99,7 +103,14 @@ impl Measured {
         }
         self.errors += other.errors;
         self.elapsed += other.elapsed;
+        self.cpu = self.cpu.zip(other.cpu).map(|(a, b)| a + b);
         Ok(())
+    }
+
+    /// CPU microseconds per answered request.
+    pub fn cpu_per_request(&self) -> Option<f64> {
+        let answered = self.latencies.len();
+        (answered > 0).then_some(self.cpu?.as_secs_f64() * 1e6 / answered as f64)
     }
 
     /// Answered requests per second.
@@ -153,6 +164,7 @@ pub async fn fixed_rate(
             anyhow::Ok((latencies, lag, errors, last))
         });
     }
+    let cpu_before = cpu_time();
     let start = Instant::now() + Duration::from_millis(10);
     let bodies = bodies.to_vec();
     let pacer = std::thread::spawn(move || {
@@ -172,6 +184,7 @@ pub async fn fixed_rate(
         lag: Some(histogram()?),
         errors: 0,
         elapsed: Duration::ZERO,
+        cpu: None,
     };
     while let Some(done) = tasks.join_next().await {
         let (latencies, lag, errors, last) = done??;
@@ -187,6 +200,7 @@ pub async fn fixed_rate(
     pacer
         .join()
         .map_err(|_| anyhow::anyhow!("the pacing thread panicked"))?;
+    measured.cpu = cpu_since(cpu_before);
     Ok(measured)
 }
 
@@ -202,6 +216,7 @@ pub async fn max_throughput(
     for _ in 0..connections {
         senders.push(target.connect().await?);
     }
+    let cpu_before = cpu_time();
     let start = Instant::now();
     let end = start + duration;
     let mut tasks = tokio::task::JoinSet::new();
@@ -227,6 +242,7 @@ pub async fn max_throughput(
         lag: None,
         errors: 0,
         elapsed: Duration::ZERO,
+        cpu: None,
     };
     while let Some(done) = tasks.join_next().await {
         let (latencies, errors) = done.context("a connection task failed")??;
@@ -234,5 +250,23 @@ pub async fn max_throughput(
         measured.errors += errors;
     }
     measured.elapsed = start.elapsed();
+    measured.cpu = cpu_since(cpu_before);
     Ok(measured)
+}
+
+/// CPU time spent by this process's threads so far (nanoseconds on CPU, from
+/// `/proc/self/task/*/schedstat`); `None` where that is not readable.
+fn cpu_time() -> Option<Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(total))
+}
+
+/// CPU time spent since `before`. Threads that ended meanwhile are not counted (the servers'
+/// and the generator's threads live through every run).
+fn cpu_since(before: Option<Duration>) -> Option<Duration> {
+    cpu_time()?.checked_sub(before?)
 }

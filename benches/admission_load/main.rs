@@ -277,17 +277,38 @@ fn verdicts(args: &Args, fixed: &[(&str, Measured)], best: &[(&str, Measured)]) 
             met(ratio >= THROUGHPUT_TARGET)
         );
     }
+    let cpu = |name| {
+        best.iter()
+            .find(|(row, _)| *row == name)
+            .and_then(|(_, measured)| measured.cpu_per_request())
+    };
+    if let (Some(ocifit), Some(noop)) = (cpu(OCIFIT), cpu(NOOP)) {
+        println!(
+            "  CPU per request (generator and server): {ocifit:.0} µs against {noop:.0} µs, so on a \
+             machine of its own ocifit would reach about {:.0}% of the no-op's throughput",
+            100.0 * noop / ocifit
+        );
+    }
 }
 
 fn print_table(rows: &[(&str, Measured)]) {
     println!(
-        "  {:<8} {:>9} {:>7} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8}",
-        "server", "answered", "errors", "req/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"
+        "  {:<8} {:>9} {:>7} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}",
+        "server",
+        "answered",
+        "errors",
+        "req/s",
+        "p50 µs",
+        "p90 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
+        "CPU µs/req"
     );
     for (name, measured) in rows {
         let h = &measured.latencies;
         println!(
-            "  {:<8} {:>9} {:>7} {:>10.0} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "  {:<8} {:>9} {:>7} {:>10.0} {:>8} {:>8} {:>8} {:>8} {:>8} {:>10}",
             name,
             h.len(),
             measured.errors,
@@ -296,7 +317,10 @@ fn print_table(rows: &[(&str, Measured)]) {
             h.value_at_quantile(0.9),
             h.value_at_quantile(0.99),
             h.value_at_quantile(0.999),
-            h.max()
+            h.max(),
+            measured
+                .cpu_per_request()
+                .map_or("?".to_owned(), |cpu| format!("{cpu:.0}"))
         );
     }
     for (name, measured) in rows {

@@ -3,7 +3,8 @@
 //! status computation over the example nodes, has the outcome its row states. The files are
 //! parsed as users apply them; the expected outcomes are read from the README, so the table, the
 //! files and the planner cannot drift apart. Also for every example pod: a dry run gets the same
-//! answer, and a patched pod sent again (reinvocation) is left alone.
+//! answer, and a patched pod sent again (reinvocation) is left alone; and the denial and warning
+//! messages the README quotes are the planner's own.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -258,6 +259,62 @@ fn a_dry_run_gets_the_same_answer_and_a_patched_pod_sent_again_is_left_alone() {
                 "{}: reinvoked over its own patch",
                 row.file
             );
+        }
+    }
+}
+
+/// The messages the README quotes after its pod table: lines `FILE  denied: MESSAGE` or
+/// `FILE  Warning: MESSAGE` in the code block that follows "What `kubectl apply -f` prints".
+fn readme_messages() -> Vec<(String, String, String)> {
+    let readme = read(&repo("README.md"));
+    let block = readme
+        .split_once("What `kubectl apply -f` prints")
+        .and_then(|(_, rest)| rest.split_once("```\n"))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(block, _)| block.to_owned())
+        .expect("the README quotes what kubectl prints");
+    block
+        .lines()
+        .map(|line| {
+            let (file, rest) = line
+                .split_once(' ')
+                .unwrap_or_else(|| panic!("README message line without a file: {line}"));
+            let (kind, message) = rest
+                .trim_start()
+                .split_once(": ")
+                .unwrap_or_else(|| panic!("README message line without a kind: {line}"));
+            (file.to_owned(), kind.to_owned(), message.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn the_messages_the_readme_quotes_are_the_planners() {
+    let rows = readme_rows();
+    let quoted = readme_messages();
+    assert!(!quoted.is_empty());
+    for (file, kind, message) in quoted {
+        let row = rows
+            .iter()
+            .find(|row| row.file == format!("example/pods/{file}"))
+            .unwrap_or_else(|| panic!("{file} is quoted but has no row in the pod table"));
+        let nodes = cluster(&row.cluster);
+        let policies = policies(&nodes);
+        let index = Index::new(&policies, nodes.iter().map(|(n, i)| (n.as_str(), i)));
+        let pod: Value = yaml(&repo(&row.file));
+        let plan = index.plan(&request(&pod, false));
+        let said = match (kind.as_str(), &plan) {
+            ("denied", Plan::Deny { message, .. }) => message.clone(),
+            ("Warning", plan) => plan.warnings().join("\n"),
+            _ => panic!("{file}: the README quotes a {kind} but the planner says {plan:?}"),
+        };
+        // "(…)" in the README stands for a part left out; the rest must appear in order.
+        let mut rest = said.as_str();
+        for part in message.split("(…)") {
+            let at = rest.find(part).unwrap_or_else(|| {
+                panic!("{file}: the README quotes {message:?}, the planner says {said:?}")
+            });
+            rest = &rest[at + part.len()..];
         }
     }
 }

@@ -332,8 +332,9 @@ async fn opted_in_pods_get_the_image_of_their_class_with_the_registry_frozen() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // A replica whose certificate is not there yet (managed mode, not in this build) serves
-    // /livez but never turns ready, so no Service sends it an admission.
+    // A replica whose certificate is not there yet (managed mode as a follower: the leader,
+    // which does not manage certificates, never writes the Secret) serves /livez but never turns
+    // ready, so no Service sends it an admission.
     let webhook_address = free_address();
     let unready = Controller::spawn(
         &env,

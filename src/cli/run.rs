@@ -151,6 +151,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         nfd_discovery_interval: args.nfd_discovery_interval,
     };
     let events_client = client.clone();
+    let webhook_leadership = leadership.clone();
     let (stores, run_controller) = controller(
         Parts {
             client,
@@ -166,6 +167,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         &args,
         WebhookParts {
             client: events_client,
+            leadership: webhook_leadership,
             identity,
             stores: stores.clone(),
             metrics: Arc::clone(&metrics),

@@ -8,7 +8,9 @@ use tokio::sync::watch;
 
 use super::{CertificateSource, RunArgs, Shutdown};
 use crate::controller::context::Stores;
+use crate::controller::leader::Leadership;
 use crate::telemetry::Metrics;
+use crate::webhook::certificates::{self, CertificateSink};
 use crate::webhook::events;
 use crate::webhook::feed::{self, SharedIndex};
 use crate::webhook::server::{DEADLINE, Webhook, webhook_server};
@@ -17,6 +19,7 @@ use crate::webhook::tls::{self, CertFiles, ServingCert};
 /// What the webhook needs from the rest of the process.
 pub(super) struct WebhookParts {
     pub(super) client: kube::Client,
+    pub(super) leadership: Leadership,
     pub(super) identity: String,
     pub(super) stores: Stores,
     pub(super) metrics: Arc<Metrics>,
@@ -68,11 +71,23 @@ pub(super) fn serve_webhook(
                 files.watch(Arc::clone(&cert), tls::POLL_INTERVAL),
             ));
         }
-        CertificateSource::Managed => tracing::warn!(
-            secret = %args.webhook_secret,
-            "--manage-webhook-certificate: this build does not issue certificates yet; \
-             the webhook stays not ready until it has one"
-        ),
+        CertificateSource::Managed => {
+            let mut settings = certificates::Settings::new(
+                &args.lease_namespace,
+                &args.webhook_secret,
+                &args.webhook_service,
+                &args.webhook_configuration,
+            );
+            settings.identity = parts.identity.clone();
+            tasks.push(tokio::spawn(certificates::manage(
+                parts.client.clone(),
+                settings,
+                parts.leadership,
+                Arc::clone(&cert) as Arc<dyn CertificateSink>,
+                // Stopped with the webhook's other tasks.
+                std::future::pending(),
+            )));
+        }
     }
     let index = SharedIndex::default();
     tasks.push(tokio::spawn(feed::feed(

@@ -1,7 +1,8 @@
 //! The ImageSelectionPolicy CRD in `crds/` on a real kube-apiserver: it is accepted (a structural
 //! schema) and Established; the example policy is stored and reads back as ocifit's Rust type;
 //! invalid policies are rejected with the schema's and the CEL rules' messages; and `kubectl get isp`
-//! prints the printer columns.
+//! prints the printer columns; every example object (policies, pods, the extra node) passes the
+//! apiserver's validation as written.
 
 use std::path::Path;
 
@@ -48,6 +49,44 @@ async fn the_example_policy_is_stored_and_reads_back_as_the_rust_type() {
     assert_eq!(
         stored.spec.artifact.reference.as_deref(),
         Some("127.0.0.1:5000/ocifit/flavor-compat:v1")
+    );
+}
+
+#[tokio::test]
+async fn every_example_policy_pod_and_node_passes_the_apiservers_validation() {
+    let cluster = cluster_with_crds().await;
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("example");
+    let paths = ["policy.yaml", "policies", "pods", "mint-node.yaml"]
+        .map(|path| example.join(path).to_str().unwrap().to_owned());
+
+    let mut args = vec!["apply", "--dry-run=server"];
+    for path in &paths {
+        args.extend(["-f", path.as_str()]);
+    }
+    let out = cluster.kubectl(args).await.unwrap();
+
+    for pod in std::fs::read_dir(example.join("pods")).unwrap() {
+        let name = pod.unwrap().path();
+        let name = name.file_stem().unwrap().to_str().unwrap();
+        assert!(
+            out.contains(&format!("pod/{name} created (server dry run)")),
+            "{name}: {out}"
+        );
+    }
+    for policy in [
+        "flavors",
+        "flavors-strict",
+        "flavors-fallback",
+        "flavors-allow",
+    ] {
+        assert!(
+            out.contains(&format!("imageselectionpolicy.ocifit.io/{policy} ")),
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains("node/worker-mint created (server dry run)"),
+        "{out}"
     );
 }
 

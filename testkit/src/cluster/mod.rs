@@ -6,7 +6,7 @@ mod components;
 mod kubeconfig;
 mod start;
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -27,6 +27,7 @@ pub struct ClusterBuilder {
     scheduler: bool,
     kwok: bool,
     registry: Option<RegistryBuilder>,
+    apiserver_args: Vec<OsString>,
     timeout: Duration,
 }
 
@@ -67,6 +68,7 @@ impl Cluster {
             scheduler: false,
             kwok: false,
             registry: None,
+            apiserver_args: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
         }
     }
@@ -188,6 +190,13 @@ impl ClusterBuilder {
     /// Starts a registry alongside the cluster.
     pub fn with_registry(mut self, registry: RegistryBuilder) -> Self {
         self.registry = Some(registry);
+        self
+    }
+
+    /// Adds a flag to kube-apiserver's command line, after the test kit's own (e.g.
+    /// `--enable-aggregator-routing=true`, so webhooks dial their Service's endpoints).
+    pub fn apiserver_arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.apiserver_args.push(arg.into());
         self
     }
 

@@ -60,7 +60,10 @@ impl ClusterBuilder {
             let apiserver = Process::spawn(
                 "kube-apiserver",
                 &executables.apiserver,
-                components::apiserver(&files, ports),
+                components::apiserver(&files, ports)
+                    .into_iter()
+                    .chain(self.apiserver_args.iter().cloned())
+                    .collect::<Vec<_>>(),
                 &logs,
             )?;
             wait_for_control_plane(etcd, apiserver, &config, ports, timeout).await

@@ -120,7 +120,7 @@ async fn reconcile_policy(
     // Record what the policy reads before reading the nodes, so a node change from here on
     // triggers a reconcile that sees it.
     let reads = serving
-        .map(|f| f.resolved.artifact.reads())
+        .map(|f| f.resolved.reads())
         .or_else(|| policy.status.as_ref().and_then(|s| s.class_keys.clone()));
     ctx.set_interest(
         name,

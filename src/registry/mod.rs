@@ -29,6 +29,7 @@ pub use client::{FetchedArtifact, ImagePlatforms, Registry, RegistryOptions};
 pub use docker_config::{Credentials, DockerConfig};
 pub use error::{ConfigError, ContentProblem, Error, ErrorKind, Result, Target};
 pub use flags::RegistryFlags;
+pub use manifest::sha256_digest;
 pub use platforms::Platform;
 pub use reference::{Reference, parse as parse_reference};
 pub use resolve::{ResolveError, ResolvedArtifact};

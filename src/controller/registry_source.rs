@@ -80,6 +80,7 @@ impl RegistrySource {
         for registry in lock(&self.by_secret).values() {
             let s = registry.stats();
             total.requests += s.requests;
+            total.outcomes.add(&s.outcomes);
             total.content.hits += s.content.hits;
             total.content.misses += s.content.misses;
             total.tags.hits += s.tags.hits;
@@ -129,7 +130,9 @@ impl RegistrySource {
         let result = registry.image_platforms(&reference).await;
         self.count(
             Lookup::Platforms,
-            result.as_ref().map_or_else(|err| err.kind().as_str(), |_| "ok"),
+            result
+                .as_ref()
+                .map_or_else(|err| err.kind().as_str(), |_| "ok"),
         );
         match result {
             Ok(found) => {
@@ -185,7 +188,12 @@ impl RegistrySource {
         if found.iter().all(|c| c.artifact.is_err()) {
             let reasons: Vec<String> = found
                 .iter()
-                .filter_map(|c| c.artifact.as_ref().err().map(|why| format!("{}: {why}", c.image)))
+                .filter_map(|c| {
+                    c.artifact
+                        .as_ref()
+                        .err()
+                        .map(|why| format!("{}: {why}", c.image))
+                })
                 .collect();
             return Err(Failure {
                 reason: Reason::NotFound,

@@ -15,8 +15,8 @@ use crate::api::{
     Reason,
 };
 use crate::classes::grouping::NodeClass;
-use crate::registry::sha256_digest;
 use crate::engine::{Artifact, Candidate, Explanation, Format, Mode, NodeInputs, Reads, SetStatus};
+use crate::registry::sha256_digest;
 use crate::resolution::{Choice, ResolvedClass, resolve};
 
 /// What a policy's compatibility information resolved to, and where it came from.

@@ -34,4 +34,4 @@ pub use platforms::Platform;
 pub use reference::{Reference, parse as parse_reference};
 pub use resolve::{ResolveError, ResolvedArtifact};
 pub use retry::RetryPolicy;
-pub use stats::{CacheCounts, RegistryStats};
+pub use stats::{CacheCounts, RegistryStats, RequestOutcomes};

@@ -110,9 +110,7 @@ fn row<'a>(status: &'a ImageSelectionPolicyStatus, node_has_avx512: bool) -> &'a
     status
         .classes
         .iter()
-        .find(|c| {
-            c.labels.contains_key("cpu.cpuid.flags/AVX512F") == node_has_avx512
-        })
+        .find(|c| c.labels.contains_key("cpu.cpuid.flags/AVX512F") == node_has_avx512)
         .unwrap_or_else(|| panic!("no such class in {:?}", status.classes))
 }
 
@@ -224,8 +222,5 @@ fn a_candidate_that_cannot_run_on_the_class_arch_gives_way_to_the_next() {
 
 #[test]
 fn the_platforms_looked_up_are_those_of_candidates_with_an_artifact() {
-    assert_eq!(
-        candidates("sha256:f1").images(),
-        ["fast:v1", "portable:v1"]
-    );
+    assert_eq!(candidates("sha256:f1").images(), ["fast:v1", "portable:v1"]);
 }

@@ -88,7 +88,7 @@ fn bench(c: &mut Criterion) {
     .expect("a spec");
     let now = Time(Timestamp::UNIX_EPOCH);
     let metadata = nodes();
-    let inventory = node_inputs(&metadata, &[], "node-feature-discovery");
+    let inventory = node_inputs(&metadata, &[], "node-feature-discovery", |_| true);
     let previous = compute(&Inputs {
         generation: Some(1),
         spec: &spec,
@@ -116,7 +116,10 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("inventory and status over 5000 nodes", |b| {
         b.iter(|| {
-            let inventory = node_inputs(black_box(&metadata), &[], "node-feature-discovery");
+            let inventory =
+                node_inputs(black_box(&metadata), &[], "node-feature-discovery", |_| {
+                    true
+                });
             compute(&Inputs {
                 generation: Some(1),
                 spec: &spec,

@@ -36,5 +36,8 @@ fn demo_binds_each_flavor_pod_to_its_flavor_with_the_matching_image() {
         assert!(cells[3].ends_with(image), "{row}");
         assert_eq!(cells[4], "yes", "{row}");
     }
-    assert!(stdout.contains("flavors"), "kubectl get isp printed:\n{stdout}");
+    assert!(
+        stdout.contains("flavors"),
+        "kubectl get isp printed:\n{stdout}"
+    );
 }

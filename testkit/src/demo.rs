@@ -42,10 +42,10 @@ pub struct DemoOptions {
 
 /// A running demo: the cluster, `ocifit run`, and where each flavor pod landed.
 pub struct Demo {
+    /// `ocifit run` (killed on drop, before the cluster it talks to).
+    ocifit: Process,
     /// The cluster and registry (removed on drop).
     pub cluster: Cluster,
-    /// `ocifit run` (killed on drop).
-    ocifit: Process,
     /// Each flavor pod with its node and image.
     pub placements: Vec<Placement>,
     /// What to print.
@@ -76,8 +76,8 @@ pub async fn start(options: &DemoOptions) -> Result<Demo> {
     let summary = report::summary(&staged.cluster, &placements, &options.repo).await?;
     write_atomically(&summary_path, &summary)?;
     Ok(Demo {
-        cluster: staged.cluster,
         ocifit: staged.ocifit,
+        cluster: staged.cluster,
         placements,
         summary,
     })

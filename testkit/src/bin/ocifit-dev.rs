@@ -102,7 +102,9 @@ async fn run_demo(options: &DemoOptions, check: bool) -> ExitCode {
         let passed = demo.succeeded();
         drop(demo);
         if passed {
-            println!("demo check passed: every flavor pod runs its flavor's image on a node of its flavor");
+            println!(
+                "demo check passed: every flavor pod runs its flavor's image on a node of its flavor"
+            );
             return ExitCode::SUCCESS;
         }
         eprintln!("demo check FAILED: see the table above");

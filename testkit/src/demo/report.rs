@@ -52,7 +52,10 @@ pub(super) async fn placements(
     loop {
         let mut bound = Vec::new();
         for name in FLAVOR_PODS {
-            let pod = pods.get(name).await.map_err(kube_error(format!("get pod {name}")))?;
+            let pod = pods
+                .get(name)
+                .await
+                .map_err(kube_error(format!("get pod {name}")))?;
             let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
                 break;
             };

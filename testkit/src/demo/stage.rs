@@ -36,7 +36,9 @@ pub(super) struct Staged {
 }
 
 pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
-    say("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and a registry");
+    say(
+        "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and a registry",
+    );
     let cluster = dev::full_cluster(None).start().await?;
     say(dev::summary(&cluster).lines().next().unwrap_or_default());
     let client = cluster.client()?;
@@ -49,9 +51,18 @@ pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
     wait_policy_ready(&cluster, &mut ocifit, options.timeout).await?;
     wait_webhook(&cluster, &mut ocifit, options).await?;
     for name in FLAVOR_PODS {
-        let path = options.repo.join("example/pods").join(format!("{name}.yaml"));
+        let path = options
+            .repo
+            .join("example/pods")
+            .join(format!("{name}.yaml"));
         cluster
-            .kubectl(["apply", "-n", POD_NAMESPACE, "-f", &path.display().to_string()])
+            .kubectl([
+                "apply",
+                "-n",
+                POD_NAMESPACE,
+                "-f",
+                &path.display().to_string(),
+            ])
             .await?;
     }
     say("applied the vanilla, chocolate and strawberry pods (example/pods/)");
@@ -65,7 +76,10 @@ pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
 /// Pushes a small linux/amd64 + linux/arm64 image for each of the artifact's tags
 /// (`<registry>/library/<tag>`) with crane, then the artifact with its tags pointed at them,
 /// with the ORAS SDK: the demo needs no network, and the platform check reads real indexes.
-async fn push_flavors(cluster: &Cluster, options: &DemoOptions) -> Result<BTreeMap<String, String>> {
+async fn push_flavors(
+    cluster: &Cluster,
+    options: &DemoOptions,
+) -> Result<BTreeMap<String, String>> {
     let registry = cluster.registry().ok_or_else(|| Error::Format {
         action: "push the flavor example".into(),
         message: "the demo cluster has no registry".into(),
@@ -78,10 +92,12 @@ async fn push_flavors(cluster: &Cluster, options: &DemoOptions) -> Result<BTreeM
             message: e.to_string(),
         })?;
     let mut images = BTreeMap::new();
-    let sets = artifact["compatibilities"].as_array_mut().ok_or_else(|| Error::Format {
-        action: format!("read {}", source.display()),
-        message: "no compatibilities list".into(),
-    })?;
+    let sets = artifact["compatibilities"]
+        .as_array_mut()
+        .ok_or_else(|| Error::Format {
+            action: format!("read {}", source.display()),
+            message: "no compatibilities list".into(),
+        })?;
     for set in sets {
         let Some(tag) = set["tag"].as_str().map(str::to_owned) else {
             continue;
@@ -94,7 +110,10 @@ async fn push_flavors(cluster: &Cluster, options: &DemoOptions) -> Result<BTreeM
                 &["linux/amd64", "linux/arm64"],
             )
             .await?;
-        say(&format!("pushed {} (linux/amd64, linux/arm64) with crane", pushed.reference));
+        say(&format!(
+            "pushed {} (linux/amd64, linux/arm64) with crane",
+            pushed.reference
+        ));
         if let Some(flavor) = flavor_of(set) {
             images.insert(flavor, pushed.reference.clone());
         }
@@ -145,7 +164,10 @@ async fn create_nodes(cluster: &Cluster, options: &DemoOptions) -> Result<()> {
         create_node(&client, &node).await?;
         names.push(name.to_owned());
     }
-    say(&format!("created nodes {} (example/flavor-nodes.json)", names.join(", ")));
+    say(&format!(
+        "created nodes {} (example/flavor-nodes.json)",
+        names.join(", ")
+    ));
     Ok(())
 }
 
@@ -160,7 +182,10 @@ async fn start_ocifit(cluster: &Cluster, options: &DemoOptions) -> Result<Proces
     std::fs::write(&key, &serving.key_pem).map_err(io("write", &key))?;
     let webhook = format!("127.0.0.1:{}", free_port()?);
     let admin = format!("127.0.0.1:{}", free_port()?);
-    let registry = cluster.registry().map(|r| r.addr().to_owned()).unwrap_or_default();
+    let registry = cluster
+        .registry()
+        .map(|r| r.addr().to_owned())
+        .unwrap_or_default();
     let args: Vec<OsString> = [
         "run",
         "--kubeconfig",
@@ -187,8 +212,12 @@ async fn start_ocifit(cluster: &Cluster, options: &DemoOptions) -> Result<Proces
         options.ocifit.display(),
         options.state_dir.join("ocifit.log").display()
     ));
-    let configuration = PodWebhook::new("ocifit", &format!("https://{webhook}/mutate"), ca.cert_pem())
-        .match_label(OPT_IN_LABEL, "true");
+    let configuration = PodWebhook::new(
+        "ocifit",
+        &format!("https://{webhook}/mutate"),
+        ca.cert_pem(),
+    )
+    .match_label(OPT_IN_LABEL, "true");
     crate::register_pod_webhook(&cluster.client()?, &configuration).await?;
     say(&format!(
         "registered MutatingWebhookConfiguration ocifit (objectSelector {OPT_IN_LABEL}=true)"
@@ -213,11 +242,17 @@ async fn apply_policy(cluster: &Cluster, options: &DemoOptions) -> Result<()> {
     cluster
         .kubectl_with_input(["apply", "-f", "-"], &policy.to_string())
         .await?;
-    say(&format!("applied example/policy.yaml with artifact.ref {reference}"));
+    say(&format!(
+        "applied example/policy.yaml with artifact.ref {reference}"
+    ));
     Ok(())
 }
 
-async fn wait_policy_ready(cluster: &Cluster, ocifit: &mut Process, timeout: Duration) -> Result<()> {
+async fn wait_policy_ready(
+    cluster: &Cluster,
+    ocifit: &mut Process,
+    timeout: Duration,
+) -> Result<()> {
     let started = Instant::now();
     loop {
         ocifit.check_running("the policy to become Ready")?;
@@ -251,7 +286,11 @@ async fn wait_policy_ready(cluster: &Cluster, ocifit: &mut Process, timeout: Dur
 
 /// Waits until the apiserver calls the webhook: a dry-run of the vanilla pod comes back with its
 /// image replaced.
-async fn wait_webhook(cluster: &Cluster, ocifit: &mut Process, options: &DemoOptions) -> Result<()> {
+async fn wait_webhook(
+    cluster: &Cluster,
+    ocifit: &mut Process,
+    options: &DemoOptions,
+) -> Result<()> {
     let path = options.repo.join("example/pods/vanilla.yaml");
     let text = std::fs::read_to_string(&path).map_err(io("read", &path))?;
     let probe: Pod = serde_saphyr::from_str(&text).map_err(|e| Error::Format {

@@ -2,8 +2,8 @@
 //! optimisations) with 5,000 nodes and 100 policies on a real apiserver: `cargo bench --bench
 //! memory`. Nodes carry the metadata a real node has (about 30 labels, a few annotations,
 //! managed fields from their creation); the policies share one artifact listing the three flavor
-//! images, so every policy resolves. Prints the peak (VmHWM) and current (VmRSS) resident memory
-//! once every policy is Ready, and again after a relabel of every tenth node.
+//! images, so every policy resolves. Prints the current (VmRSS) and peak (VmHWM) resident memory
+//! at start, with the nodes, once every policy is Ready, and after a relabel of every tenth node.
 
 #[path = "../tests/controller_support/mod.rs"]
 mod controller_support;
@@ -22,6 +22,8 @@ const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];
 async fn main() {
     let env = Env::start().await;
     env.push_flavors("ocifit/flavor-compat:v1").await;
+    let controller = Controller::start(&env, "memory", &[]).await;
+    report(&controller, "started, no node and no policy");
     let started = Instant::now();
     stream::iter(0..NODES)
         .for_each_concurrent(32, |i| {
@@ -37,6 +39,9 @@ async fn main() {
         "{NODES} nodes created in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    report(&controller, &format!("{NODES} nodes, no policy"));
+    let started = Instant::now();
     for i in 0..POLICIES {
         env.policy(
             &format!("p{i:03}"),
@@ -45,11 +50,9 @@ async fn main() {
         )
         .await;
     }
-    let controller = Controller::start(&env, "memory", &[]).await;
-    let started = Instant::now();
     wait_all_ready(&env).await;
     println!(
-        "{POLICIES} policies Ready over {NODES} nodes {:.1} s after ocifit run was ready",
+        "{POLICIES} policies created and Ready over {NODES} nodes in {:.1} s",
         started.elapsed().as_secs_f64()
     );
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -1,7 +1,10 @@
-//! `ocifit run`: the controller (leader-elected), the admin HTTP server and, later, the webhook in
-//! one process behind one shutdown signal. SIGTERM or SIGINT: readiness drops, the controller
-//! stops taking work and finishes in-flight reconciles and writes, the lease is released, the
-//! admin server stops, exit 0. Every setting is a flag with an environment variable.
+//! `ocifit run`: the controller (leader-elected), the webhook (every replica, when it has a
+//! certificate) and the admin HTTP server in one process behind one shutdown signal. Ready once
+//! the stores synced and, when the webhook is served, its index is built and a certificate
+//! loaded. SIGTERM or SIGINT: readiness drops, the controller stops taking work and finishes
+//! in-flight reconciles and writes, the lease is released, the webhook answers its in-flight
+//! requests and stops, the admin server stops, exit 0. Every setting is a flag with an
+//! environment variable.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -16,7 +19,7 @@ use tokio::sync::watch;
 
 mod args;
 
-pub use args::RunArgs;
+pub use args::{CertificateSource, RunArgs};
 
 use crate::controller::context::Settings;
 use crate::controller::leader::{self, Leadership, LeaseSettings};
@@ -25,6 +28,10 @@ use crate::controller::runner::{Parts, controller};
 use crate::controller::schedule::Backoff;
 use crate::registry::{CacheOptions, DockerConfig, RegistryOptions};
 use crate::telemetry::{Metrics, Readiness, admin_server, init_logs};
+use crate::webhook::events;
+use crate::webhook::feed::{self, SharedIndex};
+use crate::webhook::server::{DEADLINE, Webhook, webhook_server};
+use crate::webhook::tls::{self, CertFiles, ServingCert};
 
 /// Runs until SIGTERM or SIGINT; exit 0 after a clean shutdown.
 pub async fn run(args: RunArgs) -> ExitCode {
@@ -149,6 +156,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency,
         nfd_discovery_interval: args.nfd_discovery_interval,
     };
+    let events_client = client.clone();
     let (stores, run_controller) = controller(
         Parts {
             client,
@@ -156,10 +164,19 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
             leadership,
             metrics: Arc::clone(&metrics),
             settings,
-            identity,
+            identity: identity.clone(),
         },
         shutdown.clone().wait(),
     );
+    let webhook = serve_webhook(
+        &args,
+        WebhookParts {
+            client: events_client,
+            identity,
+            stores: stores.clone(),
+            metrics: Arc::clone(&metrics),
+        },
+    )?;
 
     let readiness = Readiness::default();
     let admin = admin_server(
@@ -180,6 +197,9 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let ready_task = {
         let readiness = readiness.clone();
         let stores = stores.clone();
+        let webhook = webhook
+            .as_ref()
+            .map(|w| (w.index.clone(), Arc::clone(&w.cert)));
         tokio::spawn(async move {
             // A store's readiness wakes only its last waiter (the controller also waits on the
             // policy store), so look again now and then rather than once.
@@ -194,10 +214,18 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
                     break ok;
                 }
             };
-            if ok {
-                readiness.set(true);
-                tracing::info!("caches synced; ready");
+            if !ok {
+                return;
             }
+            tracing::info!("caches synced");
+            if let Some((index, cert)) = webhook {
+                while !(index.is_built() && cert.is_loaded()) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                tracing::info!("webhook index built and certificate loaded");
+            }
+            readiness.set(true);
+            tracing::info!("ready");
         })
     };
     let signals = tokio::spawn(async move {
@@ -208,10 +236,19 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
 
     let controller_task = tokio::spawn(run_controller);
     let mut stopping = shutdown.clone();
+    let webhook_ended = async {
+        match &webhook {
+            Some(webhook) => webhook.stopped.clone().wait().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         _ = stopping.0.wait_for(|down| *down) => {}
         ended = admin_task => {
             anyhow::bail!("the admin server stopped unexpectedly: {ended:?}");
+        }
+        () = webhook_ended => {
+            anyhow::bail!("the webhook server stopped unexpectedly");
         }
     }
     readiness.set(false);
@@ -220,10 +257,108 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         tracing::warn!(error = %err, "the controller ended abnormally");
     }
     leader_task.release().await;
+    if let Some(webhook) = webhook {
+        webhook.stop().await;
+    }
     admin_handle.stop(true).await;
     signals.abort();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What the webhook needs from the rest of the process.
+struct WebhookParts {
+    client: kube::Client,
+    identity: String,
+    stores: crate::controller::context::Stores,
+    metrics: Arc<Metrics>,
+}
+
+/// The running webhook and the tasks that feed it.
+struct RunningWebhook {
+    cert: Arc<ServingCert>,
+    index: SharedIndex,
+    handle: actix_web::dev::ServerHandle,
+    stopped: Shutdown,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningWebhook {
+    /// Answers in-flight requests, then stops the server and the tasks feeding it.
+    async fn stop(self) {
+        self.handle.stop(true).await;
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Starts the webhook when the flags give it a certificate source; otherwise says how to.
+fn serve_webhook(args: &RunArgs, parts: WebhookParts) -> anyhow::Result<Option<RunningWebhook>> {
+    let Some(source) = args.certificate_source() else {
+        tracing::warn!(
+            "the webhook is not served: no certificate; give --tls-cert-file and --tls-key-file \
+             (or OCIFIT_TLS_CERT_FILE/OCIFIT_TLS_KEY_FILE), or --manage-webhook-certificate"
+        );
+        return Ok(None);
+    };
+    let cert = ServingCert::new();
+    let mut tasks = Vec::new();
+    match source {
+        CertificateSource::Files {
+            cert: cert_file,
+            key,
+        } => {
+            let files = CertFiles {
+                cert: cert_file,
+                key,
+            };
+            tasks.push(tokio::spawn(
+                files.watch(Arc::clone(&cert), tls::POLL_INTERVAL),
+            ));
+        }
+        CertificateSource::Managed => tracing::warn!(
+            secret = %args.webhook_secret,
+            "--manage-webhook-certificate: this build does not issue certificates yet; \
+             the webhook stays not ready until it has one"
+        ),
+    }
+    let index = SharedIndex::default();
+    tasks.push(tokio::spawn(feed::feed(
+        parts.stores,
+        args.nfd_namespace.clone(),
+        index.clone(),
+        Arc::clone(&parts.metrics),
+    )));
+    let (notices, publisher) =
+        events::publisher(parts.client, parts.identity, Arc::clone(&parts.metrics));
+    tasks.push(tokio::spawn(publisher));
+    let (server, address) = webhook_server(
+        args.webhook_bind_address,
+        Arc::clone(&cert),
+        Webhook {
+            index: index.clone(),
+            metrics: parts.metrics,
+            notices: Some(notices),
+            deadline: DEADLINE,
+        },
+    )?;
+    let handle = server.handle();
+    let (done, stopped) = watch::channel(false);
+    tokio::spawn(async move {
+        if let Err(err) = server.await {
+            tracing::error!(error = %err, "the webhook server failed");
+        }
+        let _ = done.send(true);
+    });
+    tracing::info!(%address, "webhook listening");
+    Ok(Some(RunningWebhook {
+        cert,
+        index,
+        handle,
+        stopped: Shutdown(stopped),
+        tasks,
+    }))
 }
 
 async fn wait_for_signal() {

@@ -1,6 +1,8 @@
 //! The Prometheus metrics of `ocifit run`, in the text exposition format: reconciles by result and
-//! their duration, artifact fetches, status writes, policies by condition, leader status, and
-//! (collected at scrape time) the registry client's request and cache counters.
+//! their duration, artifact fetches, status writes, policies by condition, leader status, the
+//! webhook's admissions by outcome and their latency, the sizes of the stores it plans from and
+//! its index rebuilds, and (collected at scrape time) the registry client's request and cache
+//! counters.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -42,6 +44,41 @@ struct ConditionLabels {
     status: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AdmissionLabels {
+    outcome: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreLabels {
+    store: &'static str,
+}
+
+/// How an admission request was answered (the `outcome` label of `ocifit_admissions_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdmissionOutcome {
+    /// Allowed with a patch giving the pod its images.
+    Patched,
+    /// Allowed with a patch that also pinned the pod to some of its nodes.
+    Pinned,
+    /// Refused (by the planner, or because the request itself was unusable).
+    Denied,
+    /// Allowed unchanged.
+    Skipped,
+}
+
+impl AdmissionOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            AdmissionOutcome::Patched => "patched",
+            AdmissionOutcome::Pinned => "pinned",
+            AdmissionOutcome::Denied => "denied",
+            AdmissionOutcome::Skipped => "skipped",
+        }
+    }
+}
+
 /// Reads extra metrics at scrape time (the registry client's counters).
 pub type ScrapeFn = Box<dyn Fn(&mut DescriptorEncoder<'_>) -> fmt::Result + Send + Sync>;
 
@@ -55,6 +92,10 @@ pub struct Metrics {
     events: Counter,
     policies: Family<ConditionLabels, Gauge>,
     leader: Gauge,
+    admissions: Family<AdmissionLabels, Counter>,
+    admission_duration: Histogram,
+    store_objects: Family<StoreLabels, Gauge>,
+    index_rebuilds: Counter,
 }
 
 impl fmt::Debug for Metrics {
@@ -125,6 +166,31 @@ impl Metrics {
             "1 while this replica holds the controller lease",
             leader.clone(),
         );
+        let admissions = Family::<AdmissionLabels, Counter>::default();
+        registry.register(
+            "admissions",
+            "Pod admission requests answered by the webhook, by outcome and reason",
+            admissions.clone(),
+        );
+        // From 25 µs: an admission is expected well under a millisecond.
+        let admission_duration = Histogram::new(exponential_buckets(0.000_025, 2.0, 18));
+        registry.register(
+            "admission_duration_seconds",
+            "Time from receiving an admission request to its answer (body read, plan, encode)",
+            admission_duration.clone(),
+        );
+        let store_objects = Family::<StoreLabels, Gauge>::default();
+        registry.register(
+            "store_objects",
+            "Objects in the in-memory stores the webhook plans from (policies, nodes, node_features)",
+            store_objects.clone(),
+        );
+        let index_rebuilds = Counter::default();
+        registry.register(
+            "webhook_index_rebuilds",
+            "Rebuilds of the webhook's planner index after a store change",
+            index_rebuilds.clone(),
+        );
         if let Some(scrape) = scrape {
             registry.register_collector(Box::new(ScrapeCollector(Mutex::new(scrape))));
         }
@@ -137,6 +203,10 @@ impl Metrics {
             events,
             policies,
             leader,
+            admissions,
+            admission_duration,
+            store_objects,
+            index_rebuilds,
         })
     }
 
@@ -192,6 +262,40 @@ impl Metrics {
         self.leader.set(i64::from(leader));
     }
 
+    /// Counts one answered admission request and its latency.
+    pub fn admitted(&self, outcome: AdmissionOutcome, reason: &'static str, seconds: f64) {
+        self.admissions
+            .get_or_create(&AdmissionLabels {
+                outcome: outcome.as_str(),
+                reason,
+            })
+            .inc();
+        self.admission_duration.observe(seconds);
+    }
+
+    /// Records the sizes of the stores the webhook plans from.
+    pub fn set_store_sizes(&self, policies: usize, nodes: usize, node_features: usize) {
+        for (store, n) in [
+            ("policies", policies),
+            ("nodes", nodes),
+            ("node_features", node_features),
+        ] {
+            self.store_objects
+                .get_or_create(&StoreLabels { store })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Counts one rebuild of the webhook's planner index.
+    pub fn index_rebuilt(&self) {
+        self.index_rebuilds.inc();
+    }
+
+    /// How many times the webhook's planner index was built.
+    pub fn index_rebuilds(&self) -> u64 {
+        self.index_rebuilds.get()
+    }
+
     /// The text exposition of every metric.
     pub fn encode(&self) -> Result<String, fmt::Error> {
         let mut out = String::new();
@@ -227,6 +331,27 @@ mod tests {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
         assert_eq!(metrics.status_writes(), 1);
+    }
+
+    #[test]
+    fn admissions_store_sizes_and_rebuilds_appear_with_sub_millisecond_buckets() {
+        let metrics = Metrics::new(None);
+        metrics.admitted(AdmissionOutcome::Pinned, "ImagePinned", 0.0001);
+        metrics.admitted(AdmissionOutcome::Denied, "Unpinned", 0.0002);
+        metrics.set_store_sizes(2, 5000, 0);
+        metrics.index_rebuilt();
+        let text = metrics.encode().unwrap();
+        for line in [
+            "ocifit_admissions_total{outcome=\"pinned\",reason=\"ImagePinned\"} 1",
+            "ocifit_admissions_total{outcome=\"denied\",reason=\"Unpinned\"} 1",
+            "ocifit_admission_duration_seconds_count 2",
+            "ocifit_admission_duration_seconds_bucket{le=\"0.0001\"} 1",
+            "ocifit_store_objects{store=\"nodes\"} 5000",
+            "ocifit_store_objects{store=\"node_features\"} 0",
+            "ocifit_webhook_index_rebuilds_total 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
     }
 
     #[test]

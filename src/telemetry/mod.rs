@@ -8,4 +8,4 @@ mod metrics;
 
 pub use admin::{Readiness, admin_server};
 pub use logs::{LogFormat, LogsError, init_logs};
-pub use metrics::{Metrics, ReconcileResult, ScrapeFn};
+pub use metrics::{AdmissionOutcome, Metrics, ReconcileResult, ScrapeFn};

@@ -1,6 +1,19 @@
-//! The admission webhook: the pod contract of DESIGN.md applied to opted-in pods at admission.
-//! For now it holds only the planner, the pure decision (which policy, which image, which
-//! classes, the JSON patch or the denial); the HTTP side that parses AdmissionReviews, keeps the
-//! planner's index fresh from the stores and emits Events comes later, and stays thin.
+//! The admission webhook: the pod contract of DESIGN.md applied to opted-in pods at admission,
+//! served by every replica of `ocifit run` from memory, with no registry I/O.
+//!
+//! - [`planner`]: the pure decision (which policy, which image, which classes, the JSON patch or
+//!   the denial) over an [`planner::Index`] of the policies and nodes.
+//! - [`feed`]: rebuilds that index from the controller's stores when what it reads changes.
+//! - [`review`]: AdmissionReview bodies in, responses out; every input yields an answer.
+//! - [`server`]: `POST /mutate` over HTTPS (actix-web, rustls), body cap, deadline, metrics.
+//! - [`tls`]: the serving certificate, swapped atomically, re-read from files when they change.
+//! - [`events`]: rate-limited Events on the policy for denials and pins.
+//!
+//! The webhook must not write to the apiserver except Events, and must not reach a registry.
 
+pub mod events;
+pub mod feed;
 pub mod planner;
+pub mod review;
+pub mod server;
+pub mod tls;

@@ -224,4 +224,4 @@ impl SkipReason {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -45,11 +45,15 @@ pub enum Tool {
     OrasPython,
     /// NFD's API CRDs (NodeFeature, NodeFeatureGroup, NodeFeatureRule), from NFD's Go module.
     NfdCrds,
+    /// cert-manager's Issuer and Certificate CRDs, from its Go module (for the chart's checks).
+    CertManagerCrds,
+    /// The Prometheus Operator's ServiceMonitor CRD, from its Go module (for the chart's checks).
+    ServiceMonitorCrd,
 }
 
 impl Tool {
     /// Every tool, in the installer's order of importance for the cluster.
-    pub const ALL: [Tool; 13] = [
+    pub const ALL: [Tool; 15] = [
         Tool::Etcd,
         Tool::KubeApiserver,
         Tool::KubeControllerManager,
@@ -63,6 +67,8 @@ impl Tool {
         Tool::Kubeconform,
         Tool::OrasPython,
         Tool::NfdCrds,
+        Tool::CertManagerCrds,
+        Tool::ServiceMonitorCrd,
     ];
 
     /// The name a user knows the tool by.
@@ -81,6 +87,8 @@ impl Tool {
             Tool::Kubeconform => "kubeconform",
             Tool::OrasPython => "ORAS Python SDK",
             Tool::NfdCrds => "NFD CRDs",
+            Tool::CertManagerCrds => "cert-manager CRDs",
+            Tool::ServiceMonitorCrd => "ServiceMonitor CRD",
         }
     }
 
@@ -100,10 +108,12 @@ impl Tool {
             Tool::Kubeconform => ("kubeconform", "KUBECONFORM_VERSION"),
             Tool::OrasPython => ("oras-py", "ORAS_PY_VERSION"),
             Tool::NfdCrds => ("nfd-crds", "NFD_VERSION"),
+            Tool::CertManagerCrds => ("cert-manager-crds", "CERT_MANAGER_VERSION"),
+            Tool::ServiceMonitorCrd => ("prometheus-operator-crds", "PROMETHEUS_OPERATOR_VERSION"),
         }
     }
 
-    /// The executable (or, for NFD's CRDs, the file), relative to the tool's install directory.
+    /// The executable (or, for CRDs, the file), relative to the tool's install directory.
     fn executable(self) -> &'static str {
         match self {
             Tool::Etcd => "bin/etcd",
@@ -119,6 +129,8 @@ impl Tool {
             Tool::Kubeconform => "bin/kubeconform",
             Tool::OrasPython => "bin/python",
             Tool::NfdCrds => "nfd-api-crds.yaml",
+            Tool::CertManagerCrds => "cert-manager-crds.yaml",
+            Tool::ServiceMonitorCrd => "monitoring.coreos.com_servicemonitors.yaml",
         }
     }
 

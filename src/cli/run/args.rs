@@ -108,6 +108,84 @@ pub struct RunArgs {
     /// Longest wait before retrying a failed artifact resolution.
     #[arg(long, env = "OCIFIT_MAX_RETRY_INTERVAL", value_parser = duration, default_value = "5m")]
     pub max_retry_interval: Duration,
+
+    /// Address of the webhook's HTTPS server (POST /mutate); served only with a certificate
+    /// (--tls-cert-file/--tls-key-file or --manage-webhook-certificate).
+    #[arg(
+        long,
+        env = "OCIFIT_WEBHOOK_BIND_ADDRESS",
+        default_value = "0.0.0.0:8443"
+    )]
+    pub webhook_bind_address: SocketAddr,
+
+    /// PEM serving certificate (chain, leaf first) of the webhook; re-read when it changes.
+    #[arg(
+        long,
+        env = "OCIFIT_TLS_CERT_FILE",
+        value_name = "FILE",
+        requires = "tls_key_file",
+        conflicts_with = "manage_webhook_certificate"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of the webhook's serving certificate; re-read when it changes.
+    #[arg(
+        long,
+        env = "OCIFIT_TLS_KEY_FILE",
+        value_name = "FILE",
+        requires = "tls_cert_file",
+        conflicts_with = "manage_webhook_certificate"
+    )]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// Keep the webhook's CA and serving certificate in a Secret and the CA in the webhook
+    /// configuration.
+    #[arg(long, env = "OCIFIT_MANAGE_WEBHOOK_CERTIFICATE", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub manage_webhook_certificate: bool,
+
+    /// Secret (in the operator's namespace) holding the managed CA and serving certificate.
+    #[arg(
+        long,
+        env = "OCIFIT_WEBHOOK_SECRET",
+        default_value = "ocifit-webhook-tls"
+    )]
+    pub webhook_secret: String,
+
+    /// Service whose DNS names the managed certificate carries.
+    #[arg(long, env = "OCIFIT_WEBHOOK_SERVICE", default_value = "ocifit-webhook")]
+    pub webhook_service: String,
+
+    /// MutatingWebhookConfiguration whose caBundle the managed mode keeps current.
+    #[arg(long, env = "OCIFIT_WEBHOOK_CONFIGURATION", default_value = "ocifit")]
+    pub webhook_configuration: String,
+}
+
+/// Where the webhook's serving certificate comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CertificateSource {
+    /// PEM files, re-read when they change.
+    Files {
+        /// The certificate chain.
+        cert: PathBuf,
+        /// The private key.
+        key: PathBuf,
+    },
+    /// Issued and kept by the operator itself.
+    Managed,
+}
+
+impl RunArgs {
+    /// The certificate source the flags choose; `None`: the webhook is not served.
+    pub fn certificate_source(&self) -> Option<CertificateSource> {
+        match (&self.tls_cert_file, &self.tls_key_file) {
+            (Some(cert), Some(key)) => Some(CertificateSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ if self.manage_webhook_certificate => Some(CertificateSource::Managed),
+            _ => None,
+        }
+    }
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
@@ -157,6 +235,53 @@ mod tests {
         );
         assert!(!args.leader_elect);
         assert_eq!(args.debounce, Duration::from_millis(50));
+    }
+
+    #[test]
+    fn without_certificate_flags_the_webhook_is_not_served() {
+        let args = Wrapper::try_parse_from(["ocifit"]).unwrap().run;
+        assert_eq!(args.webhook_bind_address.to_string(), "0.0.0.0:8443");
+        assert_eq!(args.certificate_source(), None);
+        assert_eq!(args.webhook_secret, "ocifit-webhook-tls");
+        assert_eq!(args.webhook_service, "ocifit-webhook");
+        assert_eq!(args.webhook_configuration, "ocifit");
+    }
+
+    #[test]
+    fn certificate_files_come_in_pairs_and_exclude_the_managed_mode() {
+        let files = Wrapper::try_parse_from([
+            "ocifit",
+            "--tls-cert-file",
+            "/tls/tls.crt",
+            "--tls-key-file",
+            "/tls/tls.key",
+        ])
+        .unwrap()
+        .run;
+        assert_eq!(
+            files.certificate_source(),
+            Some(CertificateSource::Files {
+                cert: "/tls/tls.crt".into(),
+                key: "/tls/tls.key".into()
+            })
+        );
+        assert!(Wrapper::try_parse_from(["ocifit", "--tls-cert-file", "/tls/tls.crt"]).is_err());
+        let both = Wrapper::try_parse_from([
+            "ocifit",
+            "--tls-cert-file",
+            "a",
+            "--tls-key-file",
+            "b",
+            "--manage-webhook-certificate",
+        ]);
+        assert!(both.is_err());
+        let managed = Wrapper::try_parse_from(["ocifit", "--manage-webhook-certificate"])
+            .unwrap()
+            .run;
+        assert_eq!(
+            managed.certificate_source(),
+            Some(CertificateSource::Managed)
+        );
     }
 
     #[test]

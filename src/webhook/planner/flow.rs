@@ -12,6 +12,7 @@ use super::decide::{Candidate, Verdict, decide};
 use super::index::{Grouping, Index};
 use super::written::Decided;
 use super::{DenyReason, Plan, SkipReason};
+use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL, MIRROR_ANNOTATION};
 use crate::classes::selection::{ClassSelector, Placement};
 
@@ -26,6 +27,20 @@ impl Index {
                 "ocifit only chooses images when a pod is created".to_owned(),
             ),
         }
+    }
+
+    /// The policy named `name`, as indexed.
+    pub fn policy(&self, name: &str) -> Option<&ImageSelectionPolicy> {
+        self.policies.get(name).map(|entry| &entry.policy)
+    }
+
+    /// The policy `pod` is planned under, when one applies (to attribute a denial's Event).
+    pub fn policy_for(&self, pod: &Pod) -> Option<&ImageSelectionPolicy> {
+        let default_spec = PodSpec::default();
+        let spec = pod.spec.as_ref().unwrap_or(&default_spec);
+        choose(self, &pod.metadata, spec)
+            .ok()
+            .map(|choice| &choice.entry.policy)
     }
 
     /// Plans the creation of `pod`, as the apiserver sent it.

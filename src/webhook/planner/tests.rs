@@ -1,6 +1,6 @@
 mod choice;
 mod containers;
-mod fixtures;
+pub(crate) mod fixtures;
 mod outcomes;
 mod patching;
 mod property;

@@ -1,0 +1,20 @@
+# The ocifit image, built by the release workflow (there is no container engine in development).
+#
+# Build stage: the pinned Rust toolchain, dependencies from Cargo.lock only (--locked).
+# Final stage: distroless "cc" (glibc, libgcc and CA certificates, no shell, no package manager): the
+# binary links glibc and libgcc_s dynamically (ring's C code and the Rust standard library), so
+# distroless "static" would not run it; registry TLS verifies against the image's CA certificates.
+# It runs as UID/GID 65532 ("nonroot"), the chart's default `runAsUser`.
+
+FROM docker.io/library/rust:1.95-bookworm AS build
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked --bin ocifit \
+ && install -D -m 0755 target/release/ocifit /out/ocifit
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /out/ocifit /usr/local/bin/ocifit
+USER 65532:65532
+EXPOSE 8080 8443
+ENTRYPOINT ["/usr/local/bin/ocifit"]
+CMD ["run"]

@@ -1,0 +1,319 @@
+//! `/mutate` over real HTTPS in-process: a rustls client against the actix server, with
+//! AdmissionReviews as the apiserver sends them and with garbage.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ocifit_testkit::pki::CertificateAuthority;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use super::*;
+use crate::webhook::planner::tests::fixtures::{index, policy, resolved, simple_pod};
+use crate::webhook::review::tests::{UID, apiserver_review};
+use crate::webhook::tls::CertFiles;
+
+struct Served {
+    address: SocketAddr,
+    connector: TlsConnector,
+    metrics: Arc<Metrics>,
+    cert: Arc<ServingCert>,
+    ca: CertificateAuthority,
+    handle: actix_web::dev::ServerHandle,
+}
+
+/// The webhook on 127.0.0.1 with a certificate of a fresh CA, over the planner fixtures'
+/// cluster (`with_index`) or with no index yet.
+async fn serve(with_index: bool, on_unpinned: &str) -> Served {
+    ocifit_testkit::pki::install_crypto_provider();
+    let ca = CertificateAuthority::new("webhook test CA").unwrap();
+    let issued = ca.issue_server("webhook", &["127.0.0.1"]).unwrap();
+    let cert = ServingCert::new();
+    cert.set_pem(issued.cert_pem.as_bytes(), issued.key_pem.as_bytes())
+        .unwrap();
+    let shared = SharedIndex::default();
+    if with_index {
+        shared.store(index(&[resolved(policy(
+            "app",
+            json!({"onUnpinned": on_unpinned}),
+        ))]));
+    }
+    let metrics = Metrics::new(None);
+    let (server, address) = webhook_server(
+        "127.0.0.1:0".parse().unwrap(),
+        Arc::clone(&cert),
+        Webhook {
+            index: shared,
+            metrics: Arc::clone(&metrics),
+            notices: None,
+            deadline: DEADLINE,
+        },
+    )
+    .unwrap();
+    let handle = server.handle();
+    tokio::spawn(server);
+    let connector = connector(&ca);
+    Served {
+        address,
+        connector,
+        metrics,
+        cert,
+        ca,
+        handle,
+    }
+}
+
+fn connector(ca: &CertificateAuthority) -> TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).unwrap())
+        .unwrap();
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    // Every connection a full handshake, so each one shows the certificate served now.
+    config.resumption = rustls::client::Resumption::disabled();
+    TlsConnector::from(Arc::new(config))
+}
+
+/// One HTTP/1.1 request on a new TLS connection: (status, body, the server's leaf certificate).
+async fn call(
+    served: &Served,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> (u16, Vec<u8>, CertificateDer<'static>) {
+    let tcp = TcpStream::connect(served.address).await.unwrap();
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = served.connector.connect(name, tcp).await.unwrap();
+    let leaf = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.write_all(body).await.unwrap();
+    let mut response = Vec::new();
+    tls.read_to_end(&mut response).await.unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&response[..split]).into_owned();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = response[split + 4..].to_vec();
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    (status, if chunked { unchunk(&body) } else { body }, leaf)
+}
+
+fn unchunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line = body.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&body[..line]).unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[line + 2..line + 2 + size]);
+        body = &body[line + 4 + size..];
+    }
+}
+
+/// POST /mutate: asserts the 200 and the review; the response part.
+async fn mutate(served: &Served, body: &[u8]) -> Value {
+    let (status, body, _) = call(served, "POST", "/mutate", body).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let review: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(review["kind"], "AdmissionReview");
+    assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+    review["response"].clone()
+}
+
+fn message(response: &Value) -> &str {
+    response["status"]["message"].as_str().unwrap_or_default()
+}
+
+async fn count(served: &Served, outcome: &str, reason: &str) -> u64 {
+    let text = served.metrics.encode().unwrap();
+    let series = format!("ocifit_admissions_total{{outcome=\"{outcome}\",reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series)?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_pod_review_is_patched_denied_or_skipped_always_with_its_uid() {
+    let served = serve(true, "Deny").await;
+    let review = |pod| serde_json::to_vec(&apiserver_review(&pod, false)).unwrap();
+
+    let vanilla = simple_pod(json!({}), json!({"nodeSelector": {"flavor": "vanilla"}}));
+    let response = mutate(&served, &review(vanilla)).await;
+    assert_eq!(
+        (response["uid"].as_str(), response["allowed"].as_bool()),
+        (Some(UID), Some(true))
+    );
+    assert_eq!(response["patchType"], "JSONPatch", "{response}");
+    let patch: Value = serde_json::from_slice(
+        &base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            response["patch"].as_str().unwrap(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|op| op["value"] == "debian:11"),
+        "{patch}"
+    );
+
+    let response = mutate(&served, &review(simple_pod(json!({}), json!({})))).await;
+    assert_eq!(
+        (response["uid"].as_str(), response["allowed"].as_bool()),
+        (Some(UID), Some(false))
+    );
+    assert!(message(&response).contains("classes"), "{response}");
+
+    let bound = simple_pod(json!({}), json!({"nodeName": "n1"}));
+    let response = mutate(&served, &review(bound)).await;
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("patch").is_none());
+    let warning = response["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("nodeName"), "{response}");
+
+    assert_eq!(count(&served, "patched", "ImageSelected").await, 1);
+    assert_eq!(count(&served, "denied", "Unpinned").await, 1);
+    assert_eq!(count(&served, "skipped", "NodeNameSet").await, 1);
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn garbage_empty_oversized_and_foreign_bodies_get_a_denial_never_a_500() {
+    let served = serve(true, "Pin").await;
+    let mut deployment = apiserver_review(&simple_pod(json!({}), json!({})), false);
+    deployment["request"]["kind"] = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
+    let oversized = vec![b' '; MAX_BODY_BYTES + 1];
+    let cases: [(&str, &[u8], &str, &str); 5] = [
+        ("empty", b"", "", "empty"),
+        ("garbage", b"\x00\x01garbage{{", "", "not JSON"),
+        (
+            "a JSON array",
+            b"[1,2]",
+            "",
+            "expected an admission.k8s.io/v1 AdmissionReview",
+        ),
+        (
+            "a Deployment",
+            &serde_json::to_vec(&deployment).unwrap(),
+            UID,
+            "pods only",
+        ),
+        ("over 3 MiB", &oversized, "", "over ocifit's limit"),
+    ];
+    for (what, body, uid, says) in cases {
+        let response = mutate(&served, body).await;
+        assert_eq!(response["uid"], uid, "{what}");
+        assert_eq!(response["allowed"], false, "{what}");
+        assert!(message(&response).contains(says), "{what}: {response}");
+    }
+    assert_eq!(count(&served, "denied", "BodyTooLarge").await, 1);
+    assert_eq!(count(&served, "denied", "MalformedReview").await, 3);
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn other_methods_and_paths_are_refused_by_http_status() {
+    let served = serve(true, "Pin").await;
+    assert_eq!(call(&served, "GET", "/mutate", b"").await.0, 405);
+    assert_eq!(call(&served, "POST", "/validate", b"{}").await.0, 404);
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn before_the_first_index_a_pod_is_denied_as_not_ready_with_its_uid() {
+    let served = serve(false, "Pin").await;
+    let pod = simple_pod(json!({}), json!({}));
+    let response = mutate(
+        &served,
+        &serde_json::to_vec(&apiserver_review(&pod, false)).unwrap(),
+    )
+    .await;
+    assert_eq!(response["uid"], UID);
+    assert_eq!(response["allowed"], false);
+    assert!(message(&response).contains("retry"), "{response}");
+    served.handle.stop(true).await;
+}
+
+/// Writes a certificate pair as a Secret volume does: files under a timestamped directory,
+/// reached through `..data`, which is swapped by renaming a new symlink over it.
+fn publish_secret(dir: &Path, generation: u32, cert_pem: &str, key_pem: &str) {
+    let data = dir.join(format!("..2026_11_22_{generation}"));
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("tls.crt"), cert_pem).unwrap();
+    std::fs::write(data.join("tls.key"), key_pem).unwrap();
+    let staged = dir.join("..data_tmp");
+    std::os::unix::fs::symlink(data.file_name().unwrap(), &staged).unwrap();
+    std::fs::rename(&staged, dir.join("..data")).unwrap();
+    for file in ["tls.crt", "tls.key"] {
+        if !dir.join(file).exists() {
+            std::os::unix::fs::symlink(Path::new("..data").join(file), dir.join(file)).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_rotated_secret_volume_is_served_to_new_handshakes_without_a_failed_request() {
+    let served = serve(true, "Pin").await;
+    let dir = tempfile::tempdir().unwrap();
+    let first = served.ca.issue_server("first", &["127.0.0.1"]).unwrap();
+    publish_secret(dir.path(), 1, &first.cert_pem, &first.key_pem);
+    let files = CertFiles {
+        cert: dir.path().join("tls.crt"),
+        key: dir.path().join("tls.key"),
+    };
+    let watcher = tokio::spawn(files.watch(Arc::clone(&served.cert), Duration::from_millis(20)));
+    let first_der = CertificateDer::from_pem_slice(first.cert_pem.as_bytes()).unwrap();
+    let body =
+        serde_json::to_vec(&apiserver_review(&simple_pod(json!({}), json!({})), false)).unwrap();
+
+    // Until the watcher has loaded the first pair, then across the swap to the second.
+    let second = served.ca.issue_server("second", &["127.0.0.1"]).unwrap();
+    let second_der = CertificateDer::from_pem_slice(second.cert_pem.as_bytes()).unwrap();
+    let mut seen_first = false;
+    let mut swapped = false;
+    for _ in 0..400 {
+        let (status, response, leaf) = call(&served, "POST", "/mutate", &body).await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&response));
+        let review: Value = serde_json::from_slice(&response).unwrap();
+        assert_eq!(review["response"]["uid"], UID);
+        if leaf == first_der {
+            seen_first = true;
+            if !swapped {
+                publish_secret(dir.path(), 2, &second.cert_pem, &second.key_pem);
+                swapped = true;
+            }
+        } else if leaf == second_der {
+            assert!(
+                seen_first,
+                "the second certificate was served before the first"
+            );
+            watcher.abort();
+            served.handle.stop(true).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!(
+        "the rotated certificate was not served (first seen: {seen_first}); on disk: {:?}",
+        std::fs::read_to_string(dir.path().join("tls.crt")).map(|c| c == second.cert_pem)
+    );
+}

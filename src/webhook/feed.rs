@@ -128,3 +128,6 @@ fn fingerprint(write: impl FnOnce(&mut DefaultHasher)) -> u64 {
     write(&mut hasher);
     hasher.finish()
 }
+
+#[cfg(test)]
+mod tests;

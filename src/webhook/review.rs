@@ -30,11 +30,11 @@ pub enum Refused {
     BodyTooLarge,
     /// The body could not be read (the connection failed).
     UnreadableBody,
-    /// No answer within the deadline.
+    /// The body did not arrive within the deadline.
     Timeout,
     /// No index has been built yet (stores not synced).
     NotReady,
-    /// The plan could not be carried out (a bug if seen).
+    /// The planner's patch could not be encoded (a bug if seen).
     Internal,
 }
 

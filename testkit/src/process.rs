@@ -126,6 +126,28 @@ impl Process {
         }
     }
 
+    /// Sends `signal` (a name `kill` knows, e.g. `STOP`, `CONT`) to the process.
+    pub(crate) fn signal(&self, signal: &str) -> Result<()> {
+        let spawn = |source| Error::Spawn {
+            program: "kill".to_owned(),
+            source,
+        };
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .map_err(spawn)?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(spawn(std::io::Error::other(format!(
+                "kill -{signal} {} ({}): {status}",
+                self.child.id(),
+                self.name
+            ))))
+        }
+    }
+
     /// The last `lines` lines of the component's log.
     pub(crate) fn log_tail(&self, lines: usize) -> String {
         log_tail(&self.log, lines)

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use ocifit::api::{ImageSelectionPolicy, ImageSelectionPolicyStatus};
-use ocifit_testkit::{Cluster, FakeNode, OrasArtifact, Registry, create_node};
+use ocifit_testkit::{Cluster, ClusterBuilder, FakeNode, OrasArtifact, Registry, create_node};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
@@ -30,7 +30,12 @@ pub struct Env {
 
 impl Env {
     pub async fn start() -> Env {
-        let cluster = Cluster::builder()
+        Env::start_with(Cluster::builder()).await
+    }
+
+    /// As [`Env::start`], from `builder` (e.g. with kube-scheduler and kwok).
+    pub async fn start_with(builder: ClusterBuilder) -> Env {
+        let cluster = builder
             .with_registry(Registry::builder())
             .start()
             .await
@@ -284,8 +289,16 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// Starts `ocifit run` against the env's cluster with the registry as plain HTTP.
+    /// Starts `ocifit run` against the env's cluster with the registry as plain HTTP, and
+    /// waits until it is ready.
     pub async fn start(env: &Env, identity: &str, extra: &[&str]) -> Controller {
+        let controller = Controller::spawn(env, identity, extra);
+        controller.wait_ready().await;
+        controller
+    }
+
+    /// As [`Controller::start`], without waiting for readiness.
+    pub fn spawn(env: &Env, identity: &str, extra: &[&str]) -> Controller {
         let admin = free_address();
         let log = env.cluster.dir().join(format!("ocifit-{identity}.log"));
         let log_file = std::fs::File::create(&log).expect("a log file");
@@ -318,9 +331,7 @@ impl Controller {
             .kill_on_drop(true)
             .spawn()
             .expect("ocifit run");
-        let controller = Controller { child, admin, log };
-        controller.wait_ready().await;
-        controller
+        Controller { child, admin, log }
     }
 
     async fn wait_ready(&self) {
@@ -371,7 +382,7 @@ impl Controller {
     }
 }
 
-fn free_address() -> String {
+pub fn free_address() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     listener.local_addr().expect("an address").to_string()
 }

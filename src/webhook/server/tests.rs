@@ -30,6 +30,10 @@ struct Served {
 /// The webhook on 127.0.0.1 with a certificate of a fresh CA, over the planner fixtures'
 /// cluster (`with_index`) or with no index yet.
 async fn serve(with_index: bool, on_unpinned: &str) -> Served {
+    serve_with(with_index, on_unpinned, DEADLINE).await
+}
+
+async fn serve_with(with_index: bool, on_unpinned: &str, deadline: Duration) -> Served {
     ocifit_testkit::pki::install_crypto_provider();
     let ca = CertificateAuthority::new("webhook test CA").unwrap();
     let issued = ca.issue_server("webhook", &["127.0.0.1"]).unwrap();
@@ -51,7 +55,7 @@ async fn serve(with_index: bool, on_unpinned: &str) -> Served {
             index: shared,
             metrics: Arc::clone(&metrics),
             notices: None,
-            deadline: DEADLINE,
+            deadline,
         },
     )
     .unwrap();
@@ -250,6 +254,29 @@ async fn before_the_first_index_a_pod_is_denied_as_not_ready_with_its_uid() {
     assert_eq!(response["uid"], UID);
     assert_eq!(response["allowed"], false);
     assert!(message(&response).contains("retry"), "{response}");
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn a_body_that_does_not_arrive_in_time_is_denied_naming_the_deadline() {
+    let served = serve_with(true, "Pin", Duration::from_millis(300)).await;
+    let tcp = TcpStream::connect(served.address).await.unwrap();
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = served.connector.connect(name, tcp).await.unwrap();
+    let head = "POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Length: 1000\r\n\r\n{\"kind\":";
+    tls.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut response = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut response)).await;
+    let text = String::from_utf8_lossy(&response);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("deadline of 300ms"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(count(&served, "denied", "Timeout").await, 1);
     served.handle.stop(true).await;
 }
 

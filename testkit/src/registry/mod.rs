@@ -87,6 +87,17 @@ impl Registry {
         self.workdir.path()
     }
 
+    /// Freezes the registry process (SIGSTOP): connections are accepted by the kernel but never
+    /// answered, as with a registry that hangs. [`Registry::resume`] thaws it.
+    pub fn pause(&self) -> Result<()> {
+        self.process.signal("STOP")
+    }
+
+    /// Thaws a paused registry (SIGCONT).
+    pub fn resume(&self) -> Result<()> {
+        self.process.signal("CONT")
+    }
+
     /// The last lines of the registry's log.
     pub fn log_tails(&self) -> String {
         log_tails([&self.process])

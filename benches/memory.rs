@@ -1,6 +1,6 @@
 //! Resident memory of `ocifit run` (the binary this bench builds, so the bench profile's
 //! optimisations) with 5,000 nodes and 100 policies on a real apiserver: `cargo bench --bench
-//! memory`. Nodes carry the metadata a real node has (about 30 labels, a few annotations,
+//! memory`, with the webhook served. Nodes carry the metadata a real node has (about 30 labels, a few annotations,
 //! managed fields from their creation); the policies share one artifact listing the three flavor
 //! images, so every policy resolves. Prints the current (VmRSS) and peak (VmHWM) resident memory
 //! at start, with the nodes, once every policy is Ready, and after a relabel of every tenth node.
@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use controller_support::{Controller, Env, FLAVOR, is};
 use futures_util::{StreamExt, stream};
+use ocifit_testkit::pki::CertificateAuthority;
 use ocifit_testkit::{FakeNode, create_node};
 
 const NODES: usize = 5_000;
@@ -22,7 +23,31 @@ const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];
 async fn main() {
     let env = Env::start().await;
     env.push_flavors("ocifit/flavor-compat:v1").await;
-    let controller = Controller::start(&env, "memory", &[]).await;
+    // The webhook is served as in production: its index holds every node's labels too.
+    let ca = CertificateAuthority::new("memory bench CA").expect("a CA");
+    let serving = ca
+        .issue_server("ocifit-webhook", &["127.0.0.1"])
+        .expect("a serving certificate");
+    let (cert, key) = (env.cluster.dir().join("tls.crt"), env.cluster.dir().join("tls.key"));
+    std::fs::write(&cert, &serving.cert_pem).expect("the certificate");
+    std::fs::write(&key, &serving.key_pem).expect("the key");
+    let webhook = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let controller = Controller::start(
+        &env,
+        "memory",
+        &[
+            "--webhook-bind-address",
+            &webhook,
+            "--tls-cert-file",
+            &cert.display().to_string(),
+            "--tls-key-file",
+            &key.display().to_string(),
+        ],
+    )
+    .await;
     report(&controller, "started, no node and no policy");
     let started = Instant::now();
     stream::iter(0..NODES)

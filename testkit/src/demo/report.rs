@@ -12,6 +12,7 @@ use kube::Api;
 use super::{FLAVOR_LABEL, FLAVOR_PODS, say};
 use crate::cluster::Cluster;
 use crate::error::{Error, Result, kube as kube_error};
+use crate::tools::Tool;
 
 /// How long the pods may take to be bound.
 const BIND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -115,17 +116,31 @@ pub(super) async fn summary(
     let mut text = format!("$ kubectl get isp\n{isp}\n");
     text.push_str(&table(placements));
     let kubeconfig = cluster.kubeconfig().display().to_string();
+    let kubectl_dir = cluster
+        .tools()
+        .path(Tool::Kubectl)?
+        .parent()
+        .map(|dir| dir.display().to_string())
+        .unwrap_or_default();
     let _ = write!(
         text,
         "\nThe cluster stays up. To explore it:\n\n\
          \x20 export KUBECONFIG={kubeconfig}\n\
+         \x20 export PATH={kubectl_dir}:$PATH     # kubectl from tools/install, if you have none\n\
          \x20 kubectl get isp flavors -o yaml        # one row per node class: image and why\n\
          \x20 kubectl get pods -o wide\n\
-         \x20 kubectl get pod vanilla -o yaml        # the decision annotations and the image\n\
-         \x20 kubectl apply -f {}   # more cases of the pod contract\n\n\
-         Stop and remove everything: tools/demo down\n",
-        repo.join("example/pods/unpinned.yaml").display()
+         \x20 kubectl get pod vanilla -o yaml        # the decision annotations and the image\n"
     );
+    // The mixed-cluster case of the pod contract, when the examples include it.
+    let unpinned = repo.join("example/pods/unpinned.yaml");
+    if unpinned.exists() {
+        let _ = writeln!(
+            text,
+            "  kubectl apply -f {}   # no nodeSelector: pinned to one flavor",
+            unpinned.display()
+        );
+    }
+    text.push_str("\nStop and remove everything: tools/demo down\n");
     Ok(text)
 }
 

@@ -28,7 +28,10 @@ async fn main() {
     let serving = ca
         .issue_server("ocifit-webhook", &["127.0.0.1"])
         .expect("a serving certificate");
-    let (cert, key) = (env.cluster.dir().join("tls.crt"), env.cluster.dir().join("tls.key"));
+    let (cert, key) = (
+        env.cluster.dir().join("tls.crt"),
+        env.cluster.dir().join("tls.key"),
+    );
     std::fs::write(&cert, &serving.cert_pem).expect("the certificate");
     std::fs::write(&key, &serving.key_pem).expect("the key");
     let webhook = std::net::TcpListener::bind("127.0.0.1:0")

@@ -38,6 +38,8 @@ pub struct DemoOptions {
     pub state_dir: PathBuf,
     /// How long each wait (policy Ready, webhook active, pods bound) may take.
     pub timeout: Duration,
+    /// Whether the demo stays up after the summary (the summary then says how to explore it).
+    pub stays_up: bool,
 }
 
 /// A running demo: the cluster, `ocifit run`, and where each flavor pod landed.
@@ -73,7 +75,13 @@ pub async fn start(options: &DemoOptions) -> Result<Demo> {
     let _ = std::fs::remove_file(&summary_path);
     let staged = stage::stage(options).await?;
     let placements = report::placements(&staged.cluster, &staged.images).await?;
-    let summary = report::summary(&staged.cluster, &placements, &options.repo).await?;
+    let summary = report::summary(
+        &staged.cluster,
+        &placements,
+        &options.repo,
+        options.stays_up,
+    )
+    .await?;
     write_atomically(&summary_path, &summary)?;
     Ok(Demo {
         ocifit: staged.ocifit,

@@ -65,6 +65,7 @@ async fn main() -> ExitCode {
                 ocifit,
                 state_dir,
                 timeout: Duration::from_secs(timeout),
+                stays_up: !check,
             };
             run_demo(&options, check).await
         }

@@ -111,10 +111,14 @@ pub(super) async fn summary(
     cluster: &Cluster,
     placements: &[Placement],
     repo: &Path,
+    stays_up: bool,
 ) -> Result<String> {
     let isp = cluster.kubectl(["get", "isp"]).await?;
     let mut text = format!("$ kubectl get isp\n{isp}\n");
     text.push_str(&table(placements));
+    if !stays_up {
+        return Ok(text);
+    }
     let kubeconfig = cluster.kubeconfig().display().to_string();
     let kubectl_dir = cluster
         .tools()

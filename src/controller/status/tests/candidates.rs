@@ -106,7 +106,7 @@ fn case() -> Case {
     case
 }
 
-fn row<'a>(status: &'a ImageSelectionPolicyStatus, node_has_avx512: bool) -> &'a ClassStatus {
+fn row(status: &ImageSelectionPolicyStatus, node_has_avx512: bool) -> &ClassStatus {
     status
         .classes
         .iter()

@@ -217,13 +217,14 @@ async fn helm_install_upgrade_and_uninstall_store_the_chart_and_keep_the_crd_and
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca.cert_pem());
     let patch =
         json!([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": ca_bundle}]);
+    let manager = format!("--field-manager={}", ocifit::api::FIELD_MANAGER);
     cluster
         .kubectl([
             "patch",
             "mutatingwebhookconfiguration",
             "ocifit",
             "--type=json",
-            "--field-manager=ocifit",
+            &manager,
             "-p",
             &patch.to_string(),
         ])

@@ -1,18 +1,21 @@
 //! `ocifit run` under exactly the RBAC of `config/rbac/` (a ServiceAccount token, no other
 //! rights) against the real apiserver: it resolves a policy, writes its status, publishes
-//! Events and holds its Lease; and the role grants nothing beyond (no policy spec writes, no
-//! pods).
+//! Events, holds its Lease, and in the managed-certificate mode creates its webhook Secret and
+//! patches the caBundle, so the apiserver calls its webhook over TLS it trusts and a labelled pod
+//! gets its image; and the role grants nothing beyond (no policy spec writes, no pods).
 
 mod controller_support;
 
 use std::time::Duration;
 
-use controller_support::{Controller, Env, FLAVOR, images, is, repo};
+use controller_support::{Controller, Env, FLAVOR, free_address, images, is, repo};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use ocifit::api::pod::ENABLED_LABEL as ENABLED;
+use ocifit_testkit::{PodWebhook, create_namespace, register_pod_webhook, wait_until_admitted};
 
 #[tokio::test]
 async fn the_controller_runs_under_the_role_in_config_rbac() {
@@ -48,10 +51,31 @@ async fn the_controller_runs_under_the_role_in_config_rbac() {
     env.node("vanilla-1", &[(FLAVOR, "vanilla")]).await;
     env.node("chocolate-1", &[(FLAVOR, "chocolate")]).await;
     env.node("strawberry-1", &[(FLAVOR, "strawberry")]).await;
+    // The webhook configuration as the chart installs it, but calling the host by a name the
+    // managed certificate carries (the "Service" is `localhost`), with no caBundle yet.
+    let webhook_address = free_address();
+    let port = webhook_address.rsplit(':').next().expect("a port");
+    create_namespace(&env.client, "rbac-pods")
+        .await
+        .expect("a namespace");
+    let webhook = PodWebhook::new("ocifit", &format!("https://localhost:{port}/mutate"), "")
+        .match_label(ENABLED, "true")
+        .in_namespace("rbac-pods");
+    register_pod_webhook(&env.client, &webhook)
+        .await
+        .expect("the webhook configuration");
     let controller = Controller::start(
         &env,
         "rbac",
-        &["--kubeconfig", &kubeconfig.display().to_string()],
+        &[
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--manage-webhook-certificate",
+            "--webhook-service",
+            "localhost",
+            "--webhook-bind-address",
+            &webhook_address,
+        ],
     )
     .await;
     env.policy("flavors", "ocifit/flavor-compat:v1", serde_json::json!({}))
@@ -61,7 +85,10 @@ async fn the_controller_runs_under_the_role_in_config_rbac() {
             is(s, "Ready", "True", "Resolved")
         })
         .await;
-    assert_eq!(images(&status), [Some(debian), Some(rocky), Some(ubuntu)]);
+    assert_eq!(
+        images(&status),
+        [Some(debian.clone()), Some(rocky), Some(ubuntu)]
+    );
     // Events are published under the role.
     env.wait_event("flavors", "Normal", "Resolved").await;
     let lease = Api::<Lease>::namespaced(env.client.clone(), "ocifit-system")
@@ -72,6 +99,37 @@ async fn the_controller_runs_under_the_role_in_config_rbac() {
         lease.spec.and_then(|s| s.holder_identity).as_deref(),
         Some("rbac")
     );
+    // The webhook, served with the certificate it issued itself, patches a labelled pod.
+    let probe: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "probe", "labels": {ENABLED: "true"}},
+        "spec": {
+            "nodeSelector": {FLAVOR: "vanilla"},
+            "containers": [{"name": "app", "image": "placeholder:latest"}],
+        },
+    }))
+    .expect("a pod");
+    let admitted = wait_until_admitted(
+        &env.client,
+        "rbac-pods",
+        &probe,
+        Duration::from_secs(30),
+        |pod| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.containers[0].image.as_deref())
+                != Some("placeholder:latest")
+        },
+    )
+    .await
+    .expect("the webhook reached over TLS the apiserver trusts");
+    let image = admitted.spec.and_then(|s| s.containers[0].image.clone());
+    assert_eq!(image.as_deref(), Some(debian.as_str()));
+    let secret = Api::<Secret>::namespaced(env.client.clone(), "ocifit-system")
+        .get("ocifit-webhook-tls")
+        .await
+        .expect("the webhook Secret");
+    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+
     // Any refusal is logged with the apiserver's "forbidden" message (a bare "403" could be a
     // timestamp).
     let log = controller.log_text().to_lowercase();

@@ -5,8 +5,9 @@
 //! without a single registry request: labelled pods get the image of their class, unlabelled
 //! ones never reach the webhook, an unpinned pod is pinned and bound by kube-scheduler to a node
 //! of the chosen class, and under `onUnpinned: Deny` a pod spanning two classes is refused with
-//! the classes named and an Event on the policy. A replica without a certificate never turns
-//! ready.
+//! the classes named and an Event on the policy. The certificate rotates on disk while the
+//! apiserver keeps admitting, with no failed admission. A replica without a certificate never
+//! turns ready.
 
 mod controller_support;
 
@@ -23,6 +24,8 @@ use ocifit::api::pod::{
 };
 use ocifit_testkit::pki::CertificateAuthority;
 use ocifit_testkit::{Cluster, PodWebhook, register_pod_webhook, wait_until_admitted};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::json;
 
 const NAMESPACE: &str = "webhook-e2e";
@@ -285,8 +288,53 @@ async fn opted_in_pods_get_the_image_of_their_class_with_the_registry_frozen() {
     );
     env.registry().resume().expect("the registry thawed");
 
-    // A replica whose certificate is not there yet (managed mode, not in this build) serves
-    // /livez but never turns ready, so no Service sends it an admission.
+    // The serving certificate rotated on disk (written aside, renamed over) while the apiserver
+    // keeps admitting: no admission fails, and new handshakes get the new certificate.
+    let rotated = ca
+        .issue_server("ocifit-webhook-rotated", &["127.0.0.1"])
+        .expect("a second serving certificate");
+    let admitting = {
+        let (client, probe) = (env.client.clone(), probe.clone());
+        tokio::spawn(async move {
+            let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
+            let dry_run = PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            };
+            let mut admitted = 0;
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(3) {
+                let pod = pods
+                    .create(&dry_run, &probe)
+                    .await
+                    .expect("admitted while rotating");
+                assert_eq!(image(&pod), debian);
+                admitted += 1;
+            }
+            admitted
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for (file, pem) in [(&key, &rotated.key_pem), (&cert, &rotated.cert_pem)] {
+        let staged = file.with_extension("new");
+        std::fs::write(&staged, pem).expect("a staged file");
+        std::fs::rename(&staged, file).expect("the file replaced");
+    }
+    let admitted = admitting.await.expect("the admitting task");
+    eprintln!("MEASURE dry-run admissions across the rotation: {admitted} in 3s");
+    let rotated_der = CertificateDer::from_pem_slice(rotated.cert_pem.as_bytes()).expect("DER");
+    let start = Instant::now();
+    while served_leaf(&webhook_address, ca.cert_pem()).await != rotated_der {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the rotated certificate is not served"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A replica whose certificate is not there yet (managed mode as a follower: the leader,
+    // which does not manage certificates, never writes the Secret) serves /livez but never turns
+    // ready, so no Service sends it an admission.
     let webhook_address = free_address();
     let unready = Controller::spawn(
         &env,
@@ -325,6 +373,27 @@ async fn opted_in_pods_get_the_image_of_their_class_with_the_registry_frozen() {
     );
     assert!(unready.stop().await.success());
     assert!(controller.stop().await.success());
+}
+
+/// The leaf certificate the webhook presents to a new TLS handshake.
+async fn served_leaf(address: &str, ca_pem: &str) -> CertificateDer<'static> {
+    ocifit_testkit::pki::install_crypto_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("the CA"))
+        .expect("a root");
+    let mut config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.resumption = rustls::client::Resumption::disabled();
+    let tcp = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("the webhook port");
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(ServerName::try_from("127.0.0.1").expect("a name"), tcp)
+        .await
+        .expect("a handshake");
+    tls.get_ref().1.peer_certificates().expect("a certificate")[0].clone()
 }
 
 /// The node the pod is bound to, once kube-scheduler bound it.

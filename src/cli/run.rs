@@ -18,6 +18,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use tokio::sync::watch;
 
 mod args;
+mod webhook;
 
 pub use args::{CertificateSource, RunArgs};
 
@@ -28,10 +29,7 @@ use crate::controller::runner::{Parts, controller};
 use crate::controller::schedule::Backoff;
 use crate::registry::{CacheOptions, DockerConfig, RegistryOptions};
 use crate::telemetry::{Metrics, Readiness, admin_server, init_logs};
-use crate::webhook::events;
-use crate::webhook::feed::{self, SharedIndex};
-use crate::webhook::server::{DEADLINE, Webhook, webhook_server};
-use crate::webhook::tls::{self, CertFiles, ServingCert};
+use webhook::{WebhookParts, serve_webhook};
 
 /// Runs until SIGTERM or SIGINT; exit 0 after a clean shutdown.
 pub async fn run(args: RunArgs) -> ExitCode {
@@ -157,6 +155,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         nfd_discovery_interval: args.nfd_discovery_interval,
     };
     let events_client = client.clone();
+    let webhook_leadership = leadership.clone();
     let (stores, run_controller) = controller(
         Parts {
             client,
@@ -172,6 +171,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         &args,
         WebhookParts {
             client: events_client,
+            leadership: webhook_leadership,
             identity,
             stores: stores.clone(),
             metrics: Arc::clone(&metrics),
@@ -264,101 +264,6 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     signals.abort();
     tracing::info!("stopped");
     Ok(())
-}
-
-/// What the webhook needs from the rest of the process.
-struct WebhookParts {
-    client: kube::Client,
-    identity: String,
-    stores: crate::controller::context::Stores,
-    metrics: Arc<Metrics>,
-}
-
-/// The running webhook and the tasks that feed it.
-struct RunningWebhook {
-    cert: Arc<ServingCert>,
-    index: SharedIndex,
-    handle: actix_web::dev::ServerHandle,
-    stopped: Shutdown,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl RunningWebhook {
-    /// Answers in-flight requests, then stops the server and the tasks feeding it.
-    async fn stop(self) {
-        self.handle.stop(true).await;
-        for task in self.tasks {
-            task.abort();
-        }
-    }
-}
-
-/// Starts the webhook when the flags give it a certificate source; otherwise says how to.
-fn serve_webhook(args: &RunArgs, parts: WebhookParts) -> anyhow::Result<Option<RunningWebhook>> {
-    let Some(source) = args.certificate_source() else {
-        tracing::warn!(
-            "the webhook is not served: no certificate; give --tls-cert-file and --tls-key-file \
-             (or OCIFIT_TLS_CERT_FILE/OCIFIT_TLS_KEY_FILE), or --manage-webhook-certificate"
-        );
-        return Ok(None);
-    };
-    let cert = ServingCert::new();
-    let mut tasks = Vec::new();
-    match source {
-        CertificateSource::Files {
-            cert: cert_file,
-            key,
-        } => {
-            let files = CertFiles {
-                cert: cert_file,
-                key,
-            };
-            tasks.push(tokio::spawn(
-                files.watch(Arc::clone(&cert), tls::POLL_INTERVAL),
-            ));
-        }
-        CertificateSource::Managed => tracing::warn!(
-            secret = %args.webhook_secret,
-            "--manage-webhook-certificate: this build does not issue certificates yet; \
-             the webhook stays not ready until it has one"
-        ),
-    }
-    let index = SharedIndex::default();
-    tasks.push(tokio::spawn(feed::feed(
-        parts.stores,
-        args.nfd_namespace.clone(),
-        index.clone(),
-        Arc::clone(&parts.metrics),
-    )));
-    let (notices, publisher) =
-        events::publisher(parts.client, parts.identity, Arc::clone(&parts.metrics));
-    tasks.push(tokio::spawn(publisher));
-    let (server, address) = webhook_server(
-        args.webhook_bind_address,
-        Arc::clone(&cert),
-        Webhook {
-            index: index.clone(),
-            metrics: parts.metrics,
-            notices: Some(notices),
-            deadline: DEADLINE,
-        },
-    )?;
-    let handle = server.handle();
-    let (done, stopped) = watch::channel(false);
-    tokio::spawn(async move {
-        if let Err(err) = server.await {
-            tracing::error!(error = %err, "the webhook server failed");
-        }
-        let _ = done.send(true);
-    });
-    tracing::info!(%address, "webhook listening");
-    Ok(Some(RunningWebhook {
-        cert,
-        index,
-        handle,
-        stopped: Shutdown(stopped),
-        tasks,
-    }))
 }
 
 async fn wait_for_signal() {

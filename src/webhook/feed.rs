@@ -1,11 +1,12 @@
 //! Keeps the planner's [`Index`] fresh from the controller's in-memory stores, on every replica
 //! (the stores are filled whether or not this replica leads). A task looks at the stores every
-//! [`CHECK_INTERVAL`], first by resource versions (cheap), then, when those moved, by what the
-//! planner reads (policy spec and status, node labels, NodeFeature specs); only a real change
-//! rebuilds the index, so node heartbeats cost no rebuild and a burst of changes costs one.
+//! [`CHECK_INTERVAL`] and compares what the planner reads (policy spec and status, node labels,
+//! NodeFeature specs), hashed once per object version; only a real change rebuilds the index,
+//! so node heartbeats cost no rebuild and a burst of changes costs one.
 //! Admission only loads the current `Arc`. It owns when the index is rebuilt; what the index
 //! holds and decides belongs to the planner.
 
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,8 +53,10 @@ pub async fn feed(
     index: SharedIndex,
     metrics: Arc<Metrics>,
 ) {
-    let mut versions = None;
-    let mut content = None;
+    let mut policy_digests = Digests::default();
+    let mut node_digests = Digests::default();
+    let mut feature_digests = Digests::default();
+    let mut built = None;
     let mut ticks = tokio::time::interval(CHECK_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -65,39 +68,22 @@ pub async fn feed(
         let nodes = stores.nodes.state();
         let features = stores.node_features.state();
         metrics.set_store_sizes(policies.len(), nodes.len(), features.len());
-        let now = fingerprint(|h| {
-            for p in &policies {
-                (p.name_any(), p.resource_version()).hash(h);
-            }
-            for n in &nodes {
-                (n.name_any(), n.resource_version()).hash(h);
-            }
-            for f in &features {
-                (f.namespace(), f.name_any(), f.resource_version()).hash(h);
-            }
-        });
-        if versions == Some(now) {
-            continue;
-        }
-        versions = Some(now);
-        let read = fingerprint(|h| {
-            for p in &policies {
+        let now = (
+            policy_digests.digest(&policies, |p, h| {
                 p.name_any().hash(h);
                 serde_json::to_string(&p.spec).unwrap_or_default().hash(h);
                 serde_json::to_string(&p.status).unwrap_or_default().hash(h);
-            }
-            for n in &nodes {
-                (n.name_any(), &n.metadata.labels).hash(h);
-            }
-            for f in &features {
+            }),
+            node_digests.digest(&nodes, |n, h| (n.name_any(), &n.metadata.labels).hash(h)),
+            feature_digests.digest(&features, |f, h| {
                 (f.namespace(), f.name_any(), &f.metadata.labels).hash(h);
                 serde_json::to_string(&f.spec).unwrap_or_default().hash(h);
-            }
-        });
-        if content == Some(read) {
+            }),
+        );
+        if built == Some(now) {
             continue;
         }
-        content = Some(read);
+        built = Some(now);
         let started = std::time::Instant::now();
         // Pods select nodes on any label: the index keeps them all.
         let inputs = node_inputs(&nodes, &features, &nfd_namespace, |_| true);
@@ -121,6 +107,37 @@ fn synced(stores: &Stores) -> bool {
     let ready = |wait: Option<Result<(), _>>| matches!(wait, Some(Ok(())));
     ready(stores.policies.wait_until_ready().now_or_never())
         && ready(stores.nodes.wait_until_ready().now_or_never())
+}
+
+/// What the planner reads of each object of a store, hashed once per object: the store replaces
+/// an object's `Arc` when the object changes, so an `Arc` seen before (held here, so its address
+/// cannot be reused) needs no rehash. A pass costs a map lookup per object; only new or changed
+/// objects (a heartbeat included) are read again.
+struct Digests<K>(HashMap<usize, (Arc<K>, u64)>);
+
+impl<K> Default for Digests<K> {
+    fn default() -> Self {
+        Digests(HashMap::new())
+    }
+}
+
+impl<K> Digests<K> {
+    /// The digest of `objects` (independent of their order), `read` hashing what counts.
+    fn digest(&mut self, objects: &[Arc<K>], read: impl Fn(&K, &mut DefaultHasher)) -> u64 {
+        let mut next = HashMap::with_capacity(objects.len());
+        let mut total = 0u64;
+        for object in objects {
+            let at = Arc::as_ptr(object) as usize;
+            let hash = match self.0.remove(&at) {
+                Some((_, hash)) => hash,
+                None => fingerprint(|h| read(object, h)),
+            };
+            total = total.wrapping_add(hash);
+            next.insert(at, (Arc::clone(object), hash));
+        }
+        self.0 = next;
+        total
+    }
 }
 
 /// A hash that does not change between passes of the loop (SipHash with fixed keys).

@@ -7,10 +7,15 @@
 //! - [`review`]: AdmissionReview bodies in, responses out; every input yields an answer.
 //! - [`server`]: `POST /mutate` over HTTPS (actix-web, rustls), body cap, deadline, metrics.
 //! - [`tls`]: the serving certificate, swapped atomically, re-read from files when they change.
+//! - [`certificates`]: the managed mode: the operator's own CA and serving certificate, kept in
+//!   a Secret and in the webhook configuration's `caBundle`, fed to [`tls`].
 //! - [`events`]: rate-limited Events on the policy for denials and pins.
 //!
-//! The webhook must not write to the apiserver except Events, and must not reach a registry.
+//! The webhook must not write to the apiserver except Events, and must not reach a registry;
+//! the managed mode writes only its own Secret and the caBundle of its own webhook
+//! configuration.
 
+pub mod certificates;
 pub mod events;
 pub mod feed;
 pub mod planner;

@@ -1,10 +1,9 @@
 //! The webhook's HTTPS server: `POST /mutate` (actix-web over rustls, the certificate from
-//! [`ServingCert`]). Every request to `/mutate` is answered 200 with an AdmissionReview, within
-//! [`DEADLINE`] (which bounds reading the body; planning is microseconds of CPU): the body is
-//! read up to [`MAX_BODY_BYTES`], the planner runs on the current index, and whatever goes
-//! wrong becomes a denial saying what. It owns the
-//! transport, the deadline, the metrics and Event notices of each answer; the decision is the
-//! planner's and the review handling is [`review`](super::review)'s.
+//! [`ServingCert`]). Every request to `/mutate` is answered 200 with an AdmissionReview: the
+//! body is read up to [`MAX_BODY_BYTES`] within [`DEADLINE`], the planner runs on the current
+//! index (microseconds of CPU), and whatever goes wrong becomes a denial saying what. It owns
+//! the transport, the deadline, the metrics and Event notices of each answer; the decision is
+//! the planner's and the review handling is [`review`](super::review)'s.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,12 +17,11 @@ use super::events::{Notices, notice};
 use super::feed::SharedIndex;
 use super::review::{self, Answer, MAX_BODY_BYTES, Refused};
 use super::tls::{ServingCert, TlsError};
-use crate::telemetry::Metrics;
+use crate::telemetry::{AdmissionOutcome, Metrics};
 
 /// The longest the request body may take to arrive before the request is denied naming the
-/// deadline: well
-/// under the apiserver's webhook timeout (`timeoutSeconds`, 5 s in our configuration, 10 s by
-/// default), so the apiserver always gets our answer rather than its own timeout error.
+/// deadline: well under the apiserver's webhook timeout (`timeoutSeconds`, 5 s in our chart,
+/// 10 s by default), so the apiserver gets our answer rather than its own timeout error.
 pub const DEADLINE: Duration = Duration::from_secs(2);
 
 /// What the server needs to answer.
@@ -94,7 +92,7 @@ async fn mutate(
         answer.reason,
         started.elapsed().as_secs_f64(),
     );
-    if answer.outcome == crate::telemetry::AdmissionOutcome::Denied {
+    if answer.outcome == AdmissionOutcome::Denied {
         tracing::debug!(reason = answer.reason, message = ?answer.response.result.message, "admission denied");
     }
     HttpResponse::Ok()

@@ -148,6 +148,19 @@ impl Process {
         }
     }
 
+    /// Whether the process is stopped (state `T` in `/proc/PID/stat`): a signal is delivered
+    /// after `kill` returns, so a pause is only certain once this holds.
+    pub(crate) fn is_stopped(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .ok()
+            .and_then(|stat| {
+                // The state follows the parenthesised command name, which may hold spaces.
+                let after = &stat[stat.rfind(')')? + 1..];
+                after.split_whitespace().next().map(|state| state == "T")
+            })
+            .unwrap_or(false)
+    }
+
     /// The last `lines` lines of the component's log.
     pub(crate) fn log_tail(&self, lines: usize) -> String {
         log_tail(&self.log, lines)

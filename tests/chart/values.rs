@@ -26,6 +26,7 @@ async fn bad_values_are_refused_with_a_message_naming_the_value() {
             "/webhook/reinvocationPolicy",
         ),
         ("webhook.timeoutSeconds=60", "/webhook/timeoutSeconds"),
+        ("webhook.timeoutSeconds=1", "/webhook/timeoutSeconds"),
         ("replicaCount=two", "/replicaCount"),
         ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
         ("image.digest=sha256:short", "/image/digest"),

@@ -90,7 +90,19 @@ impl Registry {
     /// Freezes the registry process (SIGSTOP): connections are accepted by the kernel but never
     /// answered, as with a registry that hangs. [`Registry::resume`] thaws it.
     pub fn pause(&self) -> Result<()> {
-        self.process.signal("STOP")
+        self.process.signal("STOP")?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.process.is_stopped() {
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    what: "the registry to stop after SIGSTOP".to_owned(),
+                    timeout: Duration::from_secs(5),
+                    log_tails: self.log_tails(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
     }
 
     /// Thaws a paused registry (SIGCONT).

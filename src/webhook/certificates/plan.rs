@@ -1,0 +1,252 @@
+//! The decision: given what the webhook Secret holds, the DNS names the serving certificate must
+//! carry and the time, keep everything, prune the CA bundle, issue a serving certificate from the
+//! current CA, rotate the CA, or start over. Pure: no I/O, no clock (time is passed in), no
+//! randomness (minting is [`Plan::carry_out`]'s, in `issue`).
+//!
+//! The rules:
+//! - The CA is the certificate in `ca.crt` whose public key is `ca.key`'s. It lives
+//!   [`CA_VALIDITY`] and is rotated once [`CA_RENEW_BEFORE`] or less remains. `ca.crt` is the
+//!   webhook's `caBundle`: after a rotation it carries the new CA first and the old one until the
+//!   old expires, so a replica still serving a certificate from the old CA stays trusted.
+//! - A rotation takes two steps: first the new CA joins the bundle while the serving certificate
+//!   stays (when it is still valid), then, on a later check, once the webhook configuration
+//!   trusts the new CA, the serving certificate is reissued from it
+//!   ([`ServingReason::SignedByPreviousCa`]). So no replica serves a certificate the apiserver
+//!   does not trust yet.
+//! - The serving certificate (`tls.crt`, `tls.key`) lives [`SERVING_VALIDITY`] and is reissued
+//!   from the CA once a third of its life or less remains, or when its DNS names are not exactly
+//!   the wanted ones, its key is not its own, or the CA did not sign it.
+//! - Anything missing or unreadable on the CA side starts over with a new CA (the still-valid CA
+//!   certificates that could be read stay in the bundle); [`Action::is_unexpected`] says when
+//!   that deserves a Warning.
+
+mod action;
+
+use std::collections::BTreeSet;
+
+use jiff::{SignedDuration, Timestamp};
+
+pub use action::{Action, ServingReason, Unusable};
+
+use super::inspect::{self, Facts};
+
+/// How long a new CA is valid: ten years.
+pub const CA_VALIDITY: SignedDuration = SignedDuration::from_hours(24 * 3650);
+/// A CA with this much validity left, or less, is rotated: one year.
+pub const CA_RENEW_BEFORE: SignedDuration = SignedDuration::from_hours(24 * 365);
+/// How long a new serving certificate is valid: one year. It is reissued when a third of its
+/// life remains.
+pub const SERVING_VALIDITY: SignedDuration = SignedDuration::from_hours(24 * 365);
+
+/// The webhook Secret's data as stored: each key may be absent or hold anything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stored {
+    /// `ca.crt`: the CA bundle, PEM.
+    pub ca_crt: Option<Vec<u8>>,
+    /// `ca.key`: the current CA's private key, PEM.
+    pub ca_key: Option<Vec<u8>>,
+    /// `tls.crt`: the serving certificate, PEM.
+    pub tls_crt: Option<Vec<u8>>,
+    /// `tls.key`: its private key, PEM.
+    pub tls_key: Option<Vec<u8>>,
+}
+
+/// The decision and what carrying it out keeps from the stored material.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub(super) action: Action,
+    /// The DNS names the serving certificate carries.
+    pub(super) dns_names: Vec<String>,
+    /// The current CA and its key (PEM), when it stays.
+    pub(super) signer: Option<(Facts, String)>,
+    /// The serving certificate and key (PEM), when they stay.
+    pub(super) serving: Option<(String, String)>,
+    /// CA certificates kept in the bundle besides the signer (or, on rotation, besides the new CA).
+    pub(super) retained: Vec<Facts>,
+}
+
+impl Plan {
+    /// What it does.
+    pub fn action(&self) -> &Action {
+        &self.action
+    }
+}
+
+/// Decides what to do with `stored` so the serving certificate names exactly `dns_names`.
+pub fn plan(stored: &Stored, dns_names: &[String], now: Timestamp) -> Plan {
+    let want: BTreeSet<String> = dns_names.iter().cloned().collect();
+    let mut plan = Plan {
+        action: Action::PruneBundle,
+        dns_names: want.iter().cloned().collect(),
+        signer: None,
+        serving: None,
+        retained: Vec::new(),
+    };
+    let ca = match current_ca(stored, now) {
+        Ok(ca) => ca,
+        Err((reason, readable)) => {
+            plan.retained = readable;
+            plan.action = Action::Replace(reason);
+            return plan;
+        }
+    };
+    let bundle_len = ca.bundle_len;
+    plan.retained = ca.others;
+    if ca.signer.not_after - CA_RENEW_BEFORE <= now {
+        plan.action = Action::RotateCa {
+            expires: ca.signer.not_after,
+        };
+        // Due for renewal or not, a serving certificate that is still valid bridges the rollover.
+        plan.serving = serving(stored, &ca.signer, &[], &want, now)
+            .ok()
+            .filter(|(leaf, _)| now < leaf.not_after)
+            .map(|(leaf, key_pem)| (leaf.pem(), key_pem));
+        plan.retained.insert(0, ca.signer);
+        return plan;
+    }
+    let serving = serving(stored, &ca.signer, &plan.retained, &want, now).and_then(|current| {
+        let renew_at = serving_renew_at(&current.0);
+        if renew_at <= now {
+            let not_after = current.0.not_after;
+            return Err(ServingReason::Expiring { not_after });
+        }
+        Ok((current, renew_at))
+    });
+    plan.signer = Some((ca.signer, ca.key_pem));
+    match serving {
+        Err(reason) => plan.action = Action::IssueServing(reason),
+        Ok(((cert, key_pem), renew_at)) => {
+            plan.serving = Some((cert.pem(), key_pem));
+            if 1 + plan.retained.len() < bundle_len {
+                return plan;
+            }
+            let ca_renew_at = plan
+                .signer
+                .as_ref()
+                .map(|(signer, _)| signer.not_after - CA_RENEW_BEFORE);
+            let pruned_at = plan
+                .retained
+                .iter()
+                .map(|old| old.not_after + SignedDuration::from_secs(1));
+            let renew_at = ca_renew_at
+                .into_iter()
+                .chain(pruned_at)
+                .fold(renew_at, Ord::min);
+            plan.action = Action::Keep { renew_at };
+        }
+    }
+    plan
+}
+
+/// The usable current CA.
+struct CurrentCa {
+    signer: Facts,
+    key_pem: String,
+    /// Other still-valid CA certificates in the bundle.
+    others: Vec<Facts>,
+    /// How many certificates `ca.crt` held.
+    bundle_len: usize,
+}
+
+/// The current CA, or why there is none (with the CA certificates worth keeping in the bundle).
+fn current_ca(stored: &Stored, now: Timestamp) -> Result<CurrentCa, (Unusable, Vec<Facts>)> {
+    if *stored == Stored::default() {
+        return Err((Unusable::Absent, Vec::new()));
+    }
+    let Some(ca_crt) = &stored.ca_crt else {
+        return Err((Unusable::Missing("ca.crt"), Vec::new()));
+    };
+    let certs = inspect::certificates(ca_crt).map_err(|detail| {
+        let key = "ca.crt";
+        (Unusable::Unreadable { key, detail }, Vec::new())
+    })?;
+    let bundle_len = certs.len();
+    let still_valid = |cert: &Facts| cert.is_ca && now <= cert.not_after;
+    let keep_all = || certs.iter().filter(|c| still_valid(c)).cloned().collect();
+    let Some(ca_key) = &stored.ca_key else {
+        return Err((Unusable::Missing("ca.key"), keep_all()));
+    };
+    let key = inspect::private_key(ca_key).map_err(|detail| {
+        let key = "ca.key";
+        (Unusable::Unreadable { key, detail }, keep_all())
+    })?;
+    let Some(position) = certs.iter().position(|cert| cert.belongs_to(&key)) else {
+        return Err((Unusable::KeyMatchesNoCertificate, keep_all()));
+    };
+    let signer = &certs[position];
+    if !signer.is_ca {
+        return Err((Unusable::NotACa, keep_all()));
+    }
+    if now < signer.not_before {
+        let not_before = signer.not_before;
+        return Err((Unusable::NotYetValid { not_before }, keep_all()));
+    }
+    if signer.not_after < now {
+        let not_after = signer.not_after;
+        return Err((Unusable::Expired { not_after }, keep_all()));
+    }
+    let mut certs = certs;
+    let signer = certs.remove(position);
+    Ok(CurrentCa {
+        signer,
+        key_pem: key.serialize_pem(),
+        others: certs.into_iter().filter(still_valid).collect(),
+        bundle_len,
+    })
+}
+
+/// The stored serving certificate and its key (PEM), or why it cannot serve; whether it is due
+/// for renewal is [`serving_renew_at`]'s.
+fn serving(
+    stored: &Stored,
+    ca: &Facts,
+    older: &[Facts],
+    want: &BTreeSet<String>,
+    now: Timestamp,
+) -> Result<(Facts, String), ServingReason> {
+    let tls_crt = stored
+        .tls_crt
+        .as_ref()
+        .ok_or(ServingReason::Missing("tls.crt"))?;
+    let tls_key = stored
+        .tls_key
+        .as_ref()
+        .ok_or(ServingReason::Missing("tls.key"))?;
+    let unreadable = |key| move |detail| ServingReason::Unreadable { key, detail };
+    let leaf = inspect::certificates(tls_crt)
+        .map_err(unreadable("tls.crt"))?
+        .into_iter()
+        .next()
+        .ok_or(ServingReason::Missing("tls.crt"))?;
+    let key = inspect::private_key(tls_key).map_err(unreadable("tls.key"))?;
+    if !leaf.belongs_to(&key) {
+        return Err(ServingReason::KeyMismatch);
+    }
+    if !leaf.signed_by(ca) {
+        if older.iter().any(|old| leaf.signed_by(old)) {
+            return Err(ServingReason::SignedByPreviousCa);
+        }
+        return Err(ServingReason::NotSignedByCa);
+    }
+    if now < leaf.not_before {
+        let not_before = leaf.not_before;
+        return Err(ServingReason::NotYetValid { not_before });
+    }
+    if leaf.other_names || leaf.dns_names != *want {
+        let mut have: Vec<String> = leaf.dns_names.iter().cloned().collect();
+        if leaf.other_names {
+            have.push("<other>".to_owned());
+        }
+        let want = want.iter().cloned().collect();
+        return Err(ServingReason::DnsNames { have, want });
+    }
+    Ok((leaf, key.serialize_pem()))
+}
+
+/// When a serving certificate is due for renewal: when a third of its life remains.
+fn serving_renew_at(leaf: &Facts) -> Timestamp {
+    leaf.not_after - leaf.not_after.duration_since(leaf.not_before) / 3
+}
+
+#[cfg(test)]
+mod tests;

@@ -56,20 +56,11 @@ impl NodeTracker {
         node: &PartialObjectMeta<Node>,
     ) -> Vec<ObjectRef<ImageSelectionPolicy>> {
         let name = node.name_any();
-        let interests = read(&self.interests);
-        // Only the labels some policy reads are remembered: the others never decide anything
-        // here, and a copy of every label of every node would double the node cache. A key a
-        // new policy reads is missing from older snapshots, which can only cause one extra
-        // reconcile, never a missed one.
-        let now = node.metadata.deletion_timestamp.is_none().then(|| {
-            node.metadata
-                .labels
-                .iter()
-                .flatten()
-                .filter(|(key, _)| interests.values().any(|i| i.reads_label(key)))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect::<Labels>()
-        });
+        let now = node
+            .metadata
+            .deletion_timestamp
+            .is_none()
+            .then(|| node.metadata.labels.clone().unwrap_or_default());
         let before = {
             let mut last = lock(&self.last);
             match &now {
@@ -77,7 +68,7 @@ impl NodeTracker {
                 None => last.remove(&name),
             }
         };
-        interests
+        read(&self.interests)
             .iter()
             .filter(|(_, interest)| interest.affected_by(before.as_ref(), now.as_ref()))
             .map(|(policy, _)| ObjectRef::new(policy))

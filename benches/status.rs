@@ -14,7 +14,7 @@ use kube::core::PartialObjectMeta;
 use ocifit::api::ImageSelectionPolicySpec;
 use ocifit::controller::inventory::node_inputs;
 use ocifit::controller::platform::{PlatformLookup, Platforms};
-use ocifit::controller::status::{ArtifactState, Inputs, Resolved, compute};
+use ocifit::controller::status::{ArtifactState, Content, Inputs, Resolved, compute};
 use ocifit::engine::{Artifact, Format};
 use ocifit::registry::Platform;
 
@@ -60,11 +60,13 @@ fn bench(c: &mut Criterion) {
     let artifact = Resolved {
         digest: "sha256:0".into(),
         format: Format::Ocifit,
-        artifact: Artifact::parse(
-            Format::Ocifit,
-            include_bytes!("../example/flavor-compat.json"),
-        )
-        .expect("the flavor artifact"),
+        content: Content::Sets(
+            Artifact::parse(
+                Format::Ocifit,
+                include_bytes!("../example/flavor-compat.json"),
+            )
+            .expect("the flavor artifact"),
+        ),
     };
     let platforms: Platforms = ["debian:11", "ubuntu:24.04", "rockylinux:9"]
         .iter()
@@ -88,7 +90,7 @@ fn bench(c: &mut Criterion) {
     .expect("a spec");
     let now = Time(Timestamp::UNIX_EPOCH);
     let metadata = nodes();
-    let inventory = node_inputs(&metadata, &[], "node-feature-discovery");
+    let inventory = node_inputs(&metadata, &[], "node-feature-discovery", |_| true);
     let previous = compute(&Inputs {
         generation: Some(1),
         spec: &spec,
@@ -116,7 +118,10 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("inventory and status over 5000 nodes", |b| {
         b.iter(|| {
-            let inventory = node_inputs(black_box(&metadata), &[], "node-feature-discovery");
+            let inventory =
+                node_inputs(black_box(&metadata), &[], "node-feature-discovery", |_| {
+                    true
+                });
             compute(&Inputs {
                 generation: Some(1),
                 spec: &spec,

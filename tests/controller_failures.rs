@@ -195,6 +195,17 @@ async fn failures_degrade_and_recover_and_refresh_follows_the_tag() {
             >= 1.0,
         "registry lookups are counted by outcome"
     );
+    for (outcome, what) in [("2xx", "answered"), ("error", "refused")] {
+        assert!(
+            controller
+                .metric(&format!(
+                    "ocifit_registry_requests_total{{outcome=\"{outcome}\"}}"
+                ))
+                .await
+                >= 1.0,
+            "{what} HTTP requests are counted by outcome"
+        );
+    }
     let warnings = events.iter().filter(|(t, _, _)| t == "Warning").count();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let later = env.events("arch").await;

@@ -48,7 +48,8 @@ pub enum Reason {
     RegistryUnavailable,
     /// The registry refused the credentials, or none were given.
     Unauthorized,
-    /// The artifact or image reference does not exist.
+    /// The artifact or image reference does not exist (candidates mode: no candidate image has
+    /// an NFD artifact attached).
     NotFound,
     /// The artifact reference is not a valid OCI reference.
     InvalidReference,
@@ -58,13 +59,11 @@ pub enum Reason {
     StaleArtifact,
     /// The status reflects the current artifact.
     Current,
-    /// The policy asks for something this controller does not do yet (`artifact.candidates`).
-    Unsupported,
 }
 
 impl Reason {
     /// Every reason, for parsing a stored condition back and for the documentation.
-    pub const ALL: [Reason; 13] = [
+    pub const ALL: [Reason; 12] = [
         Self::Resolved,
         Self::NoMatch,
         Self::NoNodes,
@@ -77,7 +76,6 @@ impl Reason {
         Self::SecretInvalid,
         Self::StaleArtifact,
         Self::Current,
-        Self::Unsupported,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -94,7 +92,6 @@ impl Reason {
             Self::SecretInvalid => "SecretInvalid",
             Self::StaleArtifact => "StaleArtifact",
             Self::Current => "Current",
-            Self::Unsupported => "Unsupported",
         }
     }
 }

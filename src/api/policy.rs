@@ -123,7 +123,7 @@ pub struct ArtifactSource {
 }
 
 /// One candidate image of `artifact.candidates`.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Candidate {
     /// The image reference, by tag or digest; its NFD artifact is found through its referrers.

@@ -69,12 +69,16 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
     let scrape_source = Arc::clone(&source);
     let metrics = Metrics::new(Some(Box::new(move |encoder| {
         let stats = scrape_source.stats();
+        let mut requests = encoder.encode_descriptor(
+            "registry_requests",
+            "HTTP requests made to registries, by outcome: the answer's status class (2xx, 3xx, 4xx, 5xx) or error (no answer)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (outcome, value) in stats.outcomes.labelled() {
+            ConstCounter::new(value).encode(requests.encode_family(&[("outcome", outcome)])?)?;
+        }
         for (name, help, value) in [
-            (
-                "registry_requests",
-                "HTTP requests made to registries",
-                stats.requests,
-            ),
             (
                 "registry_content_cache_hits",
                 "Manifests and blobs served from the cache (by digest)",
@@ -106,7 +110,7 @@ async fn serve(args: RunArgs) -> anyhow::Result<()> {
         }
         let mut lookups = encoder.encode_descriptor(
             "registry_lookups",
-            "Registry lookups by what they were for (artifact, platforms) and outcome (ok or the error kind)",
+            "Registry lookups by what they were for (artifact, platforms, candidate_artifact) and outcome (ok or the error kind)",
             None,
             MetricType::Counter,
         )?;

@@ -10,7 +10,7 @@ use kube::{Api, ResourceExt};
 use super::context::Context;
 use super::memo::Memo;
 use super::reconcile::Error;
-use super::source::{PullSecret, Request};
+use super::source::{PullSecret, Request, Wanted};
 use super::status::Failure;
 use crate::api::{ImageSelectionPolicy, Reason};
 
@@ -26,19 +26,16 @@ pub(super) async fn resolve(
     refresh: Duration,
 ) -> Result<Memo, Error> {
     let previous = ctx.memo(name);
-    let reference = policy.spec.artifact.reference.clone();
-    let prepared = match reference {
-        Some(reference) => prepare(policy, reference, ctx).await?,
+    let prepared = match wanted(policy) {
+        Some(wanted) => prepare(policy, wanted, ctx).await?,
         None => Err((
             Request {
-                reference: String::new(),
+                wanted: Wanted::Reference(String::new()),
                 pull_secret: None,
             },
             Failure {
-                reason: Reason::Unsupported,
-                message: "artifact.candidates is not supported by this controller yet; name one \
-                          artifact with artifact.ref"
-                    .to_owned(),
+                reason: Reason::InvalidReference,
+                message: "the policy names neither artifact.ref nor artifact.candidates".to_owned(),
             },
         )),
     };
@@ -62,7 +59,7 @@ pub(super) async fn resolve(
         Err(failure) => failure.reason.as_str(),
     });
     if let Err(failure) = &result {
-        tracing::info!(policy = %name, reference = %request.reference, reason = %failure.reason, message = %failure.message, "artifact not resolved");
+        tracing::info!(policy = %name, artifact = %request.wanted, reason = %failure.reason, message = %failure.message, "artifact not resolved");
     }
     Ok(Memo::after(
         previous.as_ref(),
@@ -72,15 +69,26 @@ pub(super) async fn resolve(
     ))
 }
 
-/// The request for `reference` with the pull Secret's credentials, or why it cannot be made.
+/// What the policy's compatibility information is read from (the schema makes `ref` and
+/// `candidates` exclusive; `ref` wins should both reach here).
+fn wanted(policy: &ImageSelectionPolicy) -> Option<Wanted> {
+    let artifact = &policy.spec.artifact;
+    match (&artifact.reference, &artifact.candidates) {
+        (Some(reference), _) => Some(Wanted::Reference(reference.clone())),
+        (None, Some(candidates)) => Some(Wanted::Candidates(candidates.clone())),
+        (None, None) => None,
+    }
+}
+
+/// The request for `wanted` with the pull Secret's credentials, or why it cannot be made.
 async fn prepare(
     policy: &ImageSelectionPolicy,
-    reference: String,
+    wanted: Wanted,
     ctx: &Context,
 ) -> Result<Result<Request, (Request, Failure)>, Error> {
     let Some(secret_ref) = &policy.spec.artifact.pull_secret_ref else {
         return Ok(Ok(Request {
-            reference,
+            wanted,
             pull_secret: None,
         }));
     };
@@ -88,7 +96,7 @@ async fn prepare(
     let failed = |message: String| {
         Ok(Err((
             Request {
-                reference: reference.clone(),
+                wanted: wanted.clone(),
                 pull_secret: None,
             },
             Failure {
@@ -117,7 +125,7 @@ async fn prepare(
     };
     match docker_config_of(&secret) {
         Ok(json) => Ok(Ok(Request {
-            reference,
+            wanted,
             pull_secret: Some(PullSecret {
                 key: format!(
                     "{namespace}/{secret_name}@{}",

@@ -10,11 +10,13 @@ use kube::core::PartialObjectMeta;
 use crate::engine::{NodeFeature, NodeInputs, features_by_node};
 
 /// Nodes as (name, inputs), with NodeFeature features merged as nfd-master merges them (objects
-/// in `nfd_namespace` first).
+/// in `nfd_namespace` first). Only labels for which `keep` holds are copied: a reconcile copies
+/// what its policy reads, not every label of every node.
 pub fn node_inputs(
     nodes: &[Arc<PartialObjectMeta<Node>>],
     node_features: &[Arc<NodeFeature>],
     nfd_namespace: &str,
+    keep: impl Fn(&str) -> bool,
 ) -> Vec<(String, NodeInputs)> {
     let mut features = if node_features.is_empty() {
         BTreeMap::new()
@@ -26,7 +28,14 @@ pub fn node_inputs(
         .iter()
         .filter_map(|node| {
             let name = node.metadata.name.clone()?;
-            let labels = node.metadata.labels.clone().unwrap_or_default();
+            let labels = node
+                .metadata
+                .labels
+                .iter()
+                .flatten()
+                .filter(|(key, _)| keep(key))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             let inputs = NodeInputs::new(labels).with_features(features.remove(&name));
             Some((name, inputs))
         })
@@ -66,16 +75,23 @@ mod tests {
 
     #[test]
     fn nodes_carry_their_labels_and_their_merged_node_features() {
-        let nodes = [node("a", &[("zone", "x")]), node("b", &[])];
+        let nodes = [
+            node("a", &[("zone", "x"), ("kubernetes.io/hostname", "a")]),
+            node("b", &[]),
+        ];
         let features = [
             feature("nfd", "a", "a", "AVX512F"),
             feature("other", "a-extra", "a", "AMX"),
         ];
-        let inventory = node_inputs(&nodes, &features, "nfd");
+        let inventory = node_inputs(&nodes, &features, "nfd", |key| key == "zone");
         assert_eq!(inventory.len(), 2);
         let (name, a) = &inventory[0];
         assert_eq!(name, "a");
         assert_eq!(a.labels["zone"], "x");
+        assert!(
+            !a.labels.contains_key("kubernetes.io/hostname"),
+            "labels the policy does not read are not copied"
+        );
         let flags = &a.features.as_ref().unwrap().flags["cpu.cpuid"];
         assert!(
             flags.contains("AVX512F") && flags.contains("AMX"),

@@ -67,7 +67,7 @@ impl Memo {
         now: Instant,
     ) -> Memo {
         // A different reference never serves the old one's artifact as last known good.
-        let same_reference = previous.filter(|m| m.request.reference == request.reference);
+        let same_reference = previous.filter(|m| m.request.wanted == request.wanted);
         match result {
             Ok(fetched) => {
                 let fetched = Arc::new(fetched);
@@ -95,12 +95,13 @@ mod tests {
     use super::*;
     use crate::api::Reason;
     use crate::controller::platform::Platforms;
-    use crate::controller::status::Resolved;
+    use crate::controller::source::Wanted;
+    use crate::controller::status::{Content, Resolved};
     use crate::engine::{Artifact, Format};
 
     fn request(reference: &str) -> Request {
         Request {
-            reference: reference.into(),
+            wanted: Wanted::Reference(reference.into()),
             pull_secret: None,
         }
     }
@@ -110,11 +111,13 @@ mod tests {
             resolved: Resolved {
                 digest: "sha256:aaa".into(),
                 format: Format::Ocifit,
-                artifact: Artifact::parse(
-                    Format::Ocifit,
-                    br#"{"version":"v1alpha1","compatibilities":[{"tag":"a:v1","rules":[]}]}"#,
-                )
-                .unwrap(),
+                content: Content::Sets(
+                    Artifact::parse(
+                        Format::Ocifit,
+                        br#"{"version":"v1alpha1","compatibilities":[{"tag":"a:v1","rules":[]}]}"#,
+                    )
+                    .unwrap(),
+                ),
             },
             platforms: Platforms::new(),
         }

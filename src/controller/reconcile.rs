@@ -120,20 +120,23 @@ async fn reconcile_policy(
     // Record what the policy reads before reading the nodes, so a node change from here on
     // triggers a reconcile that sees it.
     let reads = serving
-        .map(|f| f.resolved.artifact.reads())
+        .map(|f| f.resolved.reads())
         .or_else(|| policy.status.as_ref().and_then(|s| s.class_keys.clone()));
-    ctx.set_interest(
-        name,
-        reads.map(|reads| Interest {
-            node_selector: policy.spec.node_selector.clone(),
-            reads,
-        }),
-    );
-    let nodes = node_inputs(
-        &ctx.stores.nodes.state(),
-        &ctx.stores.node_features.state(),
-        &ctx.settings.nfd_namespace,
-    );
+    let interest = reads.map(|reads| Interest {
+        node_selector: policy.spec.node_selector.clone(),
+        reads,
+    });
+    ctx.set_interest(name, interest.clone());
+    // Without an artifact nothing is evaluated: no node label needs copying.
+    let nodes = match &interest {
+        Some(interest) => node_inputs(
+            &ctx.stores.nodes.state(),
+            &ctx.stores.node_features.state(),
+            &ctx.settings.nfd_namespace,
+            |key| interest.reads_label(key),
+        ),
+        None => Vec::new(),
+    };
     let now = now();
     let computed = compute(&Inputs {
         generation: policy.metadata.generation,

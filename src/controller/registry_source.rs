@@ -10,9 +10,12 @@ use futures_util::future::{BoxFuture, join_all};
 
 use super::platform::{PlatformLookup, Platforms};
 use super::reconcile::error_chain;
-use super::source::{Fetched, PullSecret, Request, Source};
-use super::status::{Failure, Resolved, images_to_check};
-use crate::api::Reason;
+use super::source::{Fetched, PullSecret, Request, Source, Wanted};
+use super::status::{
+    AttachedArtifact, CandidateArtifact, Content, Failure, Resolved, candidates_digest,
+};
+use crate::api::{Candidate, Reason};
+use crate::engine::Format;
 use crate::registry::{
     DockerConfig, ErrorKind, Platform, Registry, RegistryOptions, RegistryStats, ResolveError,
     parse_reference,
@@ -34,6 +37,8 @@ pub enum Lookup {
     Artifact,
     /// A candidate image's platforms.
     Platforms,
+    /// A candidate image's attached NFD artifact (candidates mode).
+    CandidateArtifact,
 }
 
 impl Lookup {
@@ -42,6 +47,7 @@ impl Lookup {
         match self {
             Lookup::Artifact => "artifact",
             Lookup::Platforms => "platforms",
+            Lookup::CandidateArtifact => "candidate_artifact",
         }
     }
 }
@@ -74,6 +80,7 @@ impl RegistrySource {
         for registry in lock(&self.by_secret).values() {
             let s = registry.stats();
             total.requests += s.requests;
+            total.outcomes.add(&s.outcomes);
             total.content.hits += s.content.hits;
             total.content.misses += s.content.misses;
             total.tags.hits += s.tags.hits;
@@ -143,36 +150,125 @@ impl RegistrySource {
     }
 }
 
+impl RegistrySource {
+    /// `ref` mode: the one artifact the policy names.
+    async fn artifact(&self, registry: &Registry, reference: &str) -> Result<Resolved, Failure> {
+        let reference = parse_reference(reference).map_err(|err| Failure {
+            reason: Reason::InvalidReference,
+            message: error_chain(&err),
+        })?;
+        let result = registry.resolve_artifact(&reference).await;
+        self.count(Lookup::Artifact, outcome_of(&result));
+        let resolved = result.map_err(|err| failure_of(&err))?;
+        Ok(Resolved {
+            digest: resolved.digest,
+            format: resolved.format,
+            content: Content::Sets(resolved.artifact),
+        })
+    }
+
+    /// Candidates mode: each candidate's attached NFD artifact. A candidate without one (or
+    /// whose artifact does not parse) is kept with the reason and skipped in every class; only
+    /// a failure that says nothing about the candidate itself (the registry unreachable, rate
+    /// limited, refusing the credentials) fails the whole policy, so its last known good status
+    /// is kept. No candidate with an artifact at all is `NotFound`.
+    async fn candidates(
+        &self,
+        registry: &Registry,
+        candidates: &[Candidate],
+    ) -> Result<Resolved, Failure> {
+        let found = join_all(
+            candidates
+                .iter()
+                .map(|candidate| self.attached(registry, candidate)),
+        )
+        .await
+        .into_iter()
+        .collect::<Result<Vec<CandidateArtifact>, Failure>>()?;
+        if found.iter().all(|c| c.artifact.is_err()) {
+            let reasons: Vec<String> = found
+                .iter()
+                .filter_map(|c| {
+                    c.artifact
+                        .as_ref()
+                        .err()
+                        .map(|why| format!("{}: {why}", c.image))
+                })
+                .collect();
+            return Err(Failure {
+                reason: Reason::NotFound,
+                message: format!(
+                    "no candidate image has an NFD compatibility artifact attached ({})",
+                    reasons.join("; ")
+                ),
+            });
+        }
+        Ok(Resolved {
+            digest: candidates_digest(&found),
+            format: Format::Nfd,
+            content: Content::Candidates(found),
+        })
+    }
+
+    async fn attached(
+        &self,
+        registry: &Registry,
+        candidate: &Candidate,
+    ) -> Result<CandidateArtifact, Failure> {
+        let with = |artifact| CandidateArtifact {
+            image: candidate.image.clone(),
+            weight: candidate.weight,
+            artifact,
+        };
+        let image = match parse_reference(&candidate.image) {
+            Ok(image) => image,
+            Err(err) => return Ok(with(Err(error_chain(&err)))),
+        };
+        let result = registry.resolve_nfd_artifact(&image).await;
+        self.count(Lookup::CandidateArtifact, outcome_of(&result));
+        match result {
+            Ok(resolved) => Ok(with(Ok(AttachedArtifact {
+                digest: resolved.digest,
+                artifact: resolved.artifact,
+            }))),
+            Err(err) => match err.kind() {
+                ErrorKind::NotFound | ErrorKind::InvalidContent | ErrorKind::InvalidReference => {
+                    Ok(with(Err(error_chain(&err))))
+                }
+                ErrorKind::Unauthorized
+                | ErrorKind::RateLimited
+                | ErrorKind::Transport
+                | ErrorKind::Config => Err(failure_of(&err)),
+            },
+        }
+    }
+}
+
 impl Source for RegistrySource {
     fn fetch<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Fetched, Failure>> {
         Box::pin(async move {
             let registry = self.client(request.pull_secret.as_ref())?;
-            let reference = parse_reference(&request.reference).map_err(|err| Failure {
-                reason: Reason::InvalidReference,
-                message: error_chain(&err),
-            })?;
-            let result = registry.resolve_artifact(&reference).await;
-            self.count(
-                Lookup::Artifact,
-                result
-                    .as_ref()
-                    .map_or_else(|err| err.kind().as_str(), |_| "ok"),
-            );
-            let resolved = result.map_err(|err| failure_of(&err))?;
-            let images = images_to_check(&resolved.artifact);
+            let resolved = match &request.wanted {
+                Wanted::Reference(reference) => self.artifact(&registry, reference).await?,
+                Wanted::Candidates(candidates) => self.candidates(&registry, candidates).await?,
+            };
+            let images = resolved.images();
             let lookups =
                 join_all(images.iter().map(|image| self.platforms(&registry, image))).await;
             let platforms: Platforms = images.into_iter().zip(lookups).collect();
             Ok(Fetched {
-                resolved: Resolved {
-                    digest: resolved.digest,
-                    format: resolved.format,
-                    artifact: resolved.artifact,
-                },
+                resolved,
                 platforms,
             })
         })
     }
+}
+
+/// The metric outcome of a lookup: `ok` or the registry error kind.
+fn outcome_of<T>(result: &Result<T, ResolveError>) -> &'static str {
+    result
+        .as_ref()
+        .map_or_else(|err| err.kind().as_str(), |_| "ok")
 }
 
 /// The condition reason and message of a failed resolution.

@@ -14,18 +14,115 @@ use crate::api::{
     ArtifactStatus, ClassMatch, ClassStatus, ImageSelectionPolicySpec, ImageSelectionPolicyStatus,
     Reason,
 };
-use crate::engine::{Artifact, Format, NodeInputs, SetStatus};
+use crate::classes::grouping::NodeClass;
+use crate::engine::{Artifact, Candidate, Explanation, Format, Mode, NodeInputs, Reads, SetStatus};
+use crate::registry::sha256_digest;
 use crate::resolution::{Choice, ResolvedClass, resolve};
 
-/// A parsed artifact and where it came from.
+/// What a policy's compatibility information resolved to, and where it came from.
 #[derive(Debug)]
 pub struct Resolved {
+    /// `ref` mode: the artifact manifest's digest. Candidates mode: [`candidates_digest`] of the
+    /// candidates' artifacts, so it changes whenever any candidate's artifact does.
+    pub digest: String,
+    /// Its format (from the layer's media type); `nfd` in candidates mode.
+    pub format: Format,
+    /// The parsed artifact, or the candidates with theirs.
+    pub content: Content,
+}
+
+/// The parsed compatibility information of a policy.
+#[derive(Debug)]
+pub enum Content {
+    /// `spec.artifact.ref`: the sets of one artifact.
+    Sets(Artifact),
+    /// `spec.artifact.candidates`, in the order the spec lists them.
+    Candidates(Vec<CandidateArtifact>),
+}
+
+/// One candidate image of `spec.artifact.candidates` and its NFD artifact.
+#[derive(Debug)]
+pub struct CandidateArtifact {
+    /// The image reference, as the spec spells it.
+    pub image: String,
+    /// Its weight from the spec.
+    pub weight: i32,
+    /// The NFD artifact attached to it, or why it has none (the candidate is then skipped for
+    /// every class, and each class row says so).
+    pub artifact: Result<AttachedArtifact, String>,
+}
+
+/// An NFD artifact found among an image's referrers.
+#[derive(Debug)]
+pub struct AttachedArtifact {
     /// The artifact manifest's digest.
     pub digest: String,
-    /// Its format (from the layer's media type).
-    pub format: Format,
     /// The parsed artifact.
     pub artifact: Artifact,
+}
+
+impl Resolved {
+    /// What the rules read from a node (the union over candidates in candidates mode).
+    pub fn reads(&self) -> Reads {
+        match &self.content {
+            Content::Sets(artifact) => artifact.reads(),
+            Content::Candidates(candidates) => {
+                let mut reads = Reads::default();
+                for attached in candidates.iter().filter_map(|c| c.artifact.as_ref().ok()) {
+                    reads.extend(&attached.artifact.reads());
+                }
+                reads
+            }
+        }
+    }
+
+    /// The candidate images whose platforms the status needs, each once, sorted: every
+    /// non-empty set tag, or every candidate with an artifact.
+    pub fn images(&self) -> Vec<String> {
+        let mut images: Vec<String> = match &self.content {
+            Content::Sets(artifact) => artifact
+                .sets()
+                .iter()
+                .map(|set| set.tag().to_owned())
+                .filter(|tag| !tag.is_empty())
+                .collect(),
+            Content::Candidates(candidates) => candidates
+                .iter()
+                .filter(|c| c.artifact.is_ok())
+                .map(|c| c.image.clone())
+                .collect(),
+        };
+        images.sort();
+        images.dedup();
+        images
+    }
+
+    /// How many candidates there are: sets of the artifact, or candidate images with an
+    /// artifact.
+    pub fn candidate_count(&self) -> usize {
+        match &self.content {
+            Content::Sets(artifact) => artifact.sets().len(),
+            Content::Candidates(candidates) => {
+                candidates.iter().filter(|c| c.artifact.is_ok()).count()
+            }
+        }
+    }
+}
+
+/// The digest of candidates mode: `sha256` over one `image weight artifact-digest` line per
+/// candidate with an artifact, in spec order. It names the exact set of artifacts the status was
+/// computed from, as the manifest digest does in `ref` mode.
+pub fn candidates_digest(candidates: &[CandidateArtifact]) -> String {
+    let mut text = String::new();
+    for candidate in candidates {
+        if let Ok(attached) = &candidate.artifact {
+            text.push_str(&format!(
+                "{} {} {}\n",
+                candidate.image, candidate.weight, attached.digest
+            ));
+        }
+    }
+    sha256_digest(text.as_bytes())
 }
 
 /// Why the current artifact cannot be had: the condition reason and the registry's or engine's
@@ -98,19 +195,6 @@ pub struct Computed {
     pub events: Vec<Event>,
 }
 
-/// The candidate images whose platforms the status needs: every distinct, non-empty set tag.
-pub fn images_to_check(artifact: &Artifact) -> Vec<String> {
-    let mut images: Vec<String> = artifact
-        .sets()
-        .iter()
-        .map(|set| set.tag().to_owned())
-        .filter(|tag| !tag.is_empty())
-        .collect();
-    images.sort();
-    images.dedup();
-    images
-}
-
 /// Computes the status for `inputs`.
 pub fn compute(inputs: &Inputs<'_>) -> Computed {
     let previous = inputs.previous;
@@ -125,17 +209,8 @@ pub fn compute(inputs: &Inputs<'_>) -> Computed {
     let classes = match serving {
         Some(resolved) => {
             status.artifact = Some(artifact_status(resolved, previous, inputs.now));
-            status.class_keys = Some(resolved.artifact.reads());
-            let resolved_classes = resolve(
-                Choice::Sets(&resolved.artifact),
-                &inputs.spec.node_selector,
-                inputs
-                    .nodes
-                    .iter()
-                    .map(|(name, node)| (name.as_str(), node)),
-                |class, image| runs_on(class, image, inputs.platforms),
-            );
-            Some(resolved_classes.iter().map(class_row).collect())
+            status.class_keys = Some(resolved.reads());
+            Some(class_rows(resolved, inputs))
         }
         // Nothing to evaluate in this process: keep what the stored status serves (last known
         // good after a restart during an outage), or nothing.
@@ -163,7 +238,7 @@ fn artifact_status(
     ArtifactStatus {
         digest: resolved.digest.clone(),
         format: resolved.format,
-        candidates: i32::try_from(resolved.artifact.sets().len()).unwrap_or(i32::MAX),
+        candidates: i32::try_from(resolved.candidate_count()).unwrap_or(i32::MAX),
         fetched_at: match earlier {
             Some(a) => a.fetched_at.clone(),
             None => Some(now.clone()),
@@ -171,17 +246,88 @@ fn artifact_status(
     }
 }
 
-fn class_row(resolved: &ResolvedClass) -> ClassStatus {
+/// One row per class of the nodes that count, for either kind of content.
+fn class_rows(resolved: &Resolved, inputs: &Inputs<'_>) -> Vec<ClassStatus> {
+    let nodes = inputs
+        .nodes
+        .iter()
+        .map(|(name, node)| (name.as_str(), node));
+    let platform = |class: &NodeClass, image: &str| runs_on(class, image, inputs.platforms);
+    match &resolved.content {
+        Content::Sets(artifact) => resolve(
+            Choice::Sets(artifact),
+            &inputs.spec.node_selector,
+            nodes,
+            platform,
+        )
+        .iter()
+        .map(|class| class_row(class, &[]))
+        .collect(),
+        Content::Candidates(all) => {
+            // The engine sees only candidates with an artifact; `positions` maps its indexes
+            // back to the spec's, and every row names the candidates left out.
+            let mut positions = Vec::new();
+            let mut candidates = Vec::new();
+            let mut left_out = Vec::new();
+            for (position, candidate) in all.iter().enumerate() {
+                match &candidate.artifact {
+                    Ok(attached) => {
+                        positions.push(position);
+                        candidates.push(Candidate {
+                            image: &candidate.image,
+                            weight: candidate.weight,
+                            artifact: &attached.artifact,
+                        });
+                    }
+                    Err(why) => left_out.push(format!(
+                        "skipped candidate {position} ({:?}): {why}",
+                        candidate.image
+                    )),
+                }
+            }
+            resolve(
+                Choice::Candidates(&candidates),
+                &inputs.spec.node_selector,
+                nodes,
+                platform,
+            )
+            .into_iter()
+            .map(|mut class| {
+                renumber(&mut class.explanation, &positions);
+                class_row(&class, &left_out)
+            })
+            .collect()
+        }
+    }
+}
+
+/// Gives an explanation's candidates their positions in the spec.
+fn renumber(explanation: &mut Explanation, positions: &[usize]) {
+    let at = |index: usize| positions.get(index).copied().unwrap_or(index);
+    if let Some(chosen) = &mut explanation.chosen {
+        chosen.index = at(chosen.index);
+    }
+    for outcome in &mut explanation.sets {
+        outcome.index = at(outcome.index);
+    }
+}
+
+/// A class's row; `left_out` names candidates the engine never saw (no artifact).
+fn class_row(resolved: &ResolvedClass, left_out: &[String]) -> ClassStatus {
     let explanation = &resolved.explanation;
     let mut reason = explanation.summary();
     if explanation.chosen.is_some() {
+        let what = match explanation.mode {
+            Mode::Sets => "set",
+            Mode::Candidates => "candidate",
+        };
         let skipped: Vec<String> = explanation
             .sets
             .iter()
             .filter(|s| s.status == SetStatus::Skipped)
             .map(|s| {
                 format!(
-                    "skipped set {} ({:?}): {}",
+                    "skipped {what} {} ({:?}): {}",
                     s.index,
                     s.tag,
                     s.reason
@@ -194,6 +340,9 @@ fn class_row(resolved: &ResolvedClass) -> ClassStatus {
             reason = format!("{reason}; {}", skipped.join("; "));
         }
     }
+    if !left_out.is_empty() {
+        reason = format!("{reason}; {}", left_out.join("; "));
+    }
     ClassStatus {
         name: resolved.class.name.clone(),
         labels: resolved.class.labels.clone(),
@@ -203,7 +352,11 @@ fn class_row(resolved: &ResolvedClass) -> ClassStatus {
             index: i32::try_from(c.index).unwrap_or(i32::MAX),
             tag: c.tag.clone(),
             weight: c.weight,
-            description: c.description.clone(),
+            // Candidates mode: the description of the candidate's set that matched.
+            description: c
+                .description
+                .clone()
+                .or_else(|| c.set.as_ref().and_then(|s| s.description.clone())),
         }),
         reason: Some(reason),
     }

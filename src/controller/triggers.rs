@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::classes::grouping::{ARCH_LABEL, OS_LABEL, node_counts};
+use crate::classes::grouping::{ARCH_LABEL, CONTROL_PLANE_LABELS, OS_LABEL, node_counts};
 use crate::engine::Reads;
 
 /// Node labels by key.
@@ -43,15 +43,25 @@ impl Interest {
         }
     }
 
+    /// Whether the policy's status can depend on a node's label `key`: it draws classes on it,
+    /// or decides with it whether the node counts. Other labels need not be kept for it.
+    pub fn reads_label(&self, key: &str) -> bool {
+        self.distinguishes(key)
+            || self.node_selector.contains_key(key)
+            || CONTROL_PLANE_LABELS.contains(&key)
+    }
+
+    fn distinguishes(&self, key: &str) -> bool {
+        key == ARCH_LABEL
+            || key == OS_LABEL
+            || self.reads.labels.contains(key)
+            || (self.reads_features() && key.starts_with(NFD_LABEL_PREFIX))
+    }
+
     fn distinguishing<'a>(&self, labels: &'a Labels) -> Vec<(&'a str, &'a str)> {
         labels
             .iter()
-            .filter(|(key, _)| {
-                key.as_str() == ARCH_LABEL
-                    || key.as_str() == OS_LABEL
-                    || self.reads.labels.contains(key.as_str())
-                    || (self.reads_features() && key.starts_with(NFD_LABEL_PREFIX))
-            })
+            .filter(|(key, _)| self.distinguishes(key))
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect()
     }
@@ -61,6 +71,27 @@ impl Interest {
 mod tests {
     use super::*;
     use crate::engine::FeatureReads;
+
+    #[test]
+    fn a_policy_reads_its_keys_selector_arch_os_and_control_plane_labels_only() {
+        let mut interest = flavor_interest();
+        interest.node_selector.insert("pool".into(), "batch".into());
+        for key in [
+            "feature.node.ocifit-k8s.flavor",
+            "pool",
+            ARCH_LABEL,
+            OS_LABEL,
+            "node-role.kubernetes.io/control-plane",
+        ] {
+            assert!(interest.reads_label(key), "{key}");
+        }
+        for key in [
+            "kubernetes.io/hostname",
+            "feature.node.kubernetes.io/cpu-cpuid.AVX2",
+        ] {
+            assert!(!interest.reads_label(key), "{key}");
+        }
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs

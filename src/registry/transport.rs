@@ -281,10 +281,10 @@ impl Transport {
         builder: RequestBuilder,
     ) -> Result<Response, AttemptError> {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        builder
-            .send()
-            .await
-            .map_err(|err| transport_error(target, err))
+        let result = builder.send().await;
+        self.counters
+            .answered(result.as_ref().ok().map(|r| r.status().as_u16()));
+        result.map_err(|err| transport_error(target, err))
     }
 
     async fn answer(

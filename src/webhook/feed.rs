@@ -85,7 +85,8 @@ pub async fn feed(
         }
         built = Some(now);
         let started = std::time::Instant::now();
-        let inputs = node_inputs(&nodes, &features, &nfd_namespace);
+        // Pods select nodes on any label: the index keeps them all.
+        let inputs = node_inputs(&nodes, &features, &nfd_namespace, |_| true);
         index.store(Index::new(
             policies.iter().map(|p| &**p),
             inputs.iter().map(|(name, i)| (name.as_str(), i)),

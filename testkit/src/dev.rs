@@ -70,7 +70,8 @@ pub async fn run_until_interrupted(builder: ClusterBuilder) -> Result<()> {
     Ok(())
 }
 
-async fn stop_requested() -> std::io::Result<()> {
+/// Waits for Ctrl-C or SIGTERM.
+pub async fn stop_requested() -> std::io::Result<()> {
     let mut terminate = signal(SignalKind::terminate())?;
     tokio::select! {
         interrupted = tokio::signal::ctrl_c() => interrupted,

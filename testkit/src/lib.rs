@@ -21,6 +21,7 @@
 mod cluster;
 mod command;
 mod crds;
+pub mod demo;
 pub mod dev;
 mod error;
 mod kubeconform;

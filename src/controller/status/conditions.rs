@@ -3,7 +3,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use super::{ArtifactState, Failure, Inputs};
+use super::{ArtifactState, Content, Failure, Inputs};
 use crate::api::{
     ClassStatus, ConditionType, ImageSelectionPolicySpec, ImageSelectionPolicyStatus, OnNoMatch,
     Reason,
@@ -28,12 +28,21 @@ pub(super) fn conditions(
                 type_: ConditionType::ArtifactResolved,
                 status: true,
                 reason: Reason::Fetched,
-                message: format!(
-                    "{} artifact {} with {} candidate sets",
-                    current.format,
-                    current.digest,
-                    current.artifact.sets().len()
-                ),
+                message: match &current.content {
+                    Content::Sets(artifact) => format!(
+                        "{} artifact {} with {} candidate sets",
+                        current.format,
+                        current.digest,
+                        artifact.sets().len()
+                    ),
+                    Content::Candidates(all) => format!(
+                        "{} of {} candidate images have an {} artifact (together {})",
+                        current.candidate_count(),
+                        all.len(),
+                        current.format,
+                        current.digest
+                    ),
+                },
             },
             Wanted {
                 type_: ConditionType::Degraded,

@@ -39,7 +39,7 @@ fn resolved(digest: &str) -> Resolved {
     Resolved {
         digest: digest.into(),
         format: Format::Ocifit,
-        artifact: Artifact::parse(Format::Ocifit, FLAVORS.as_bytes()).unwrap(),
+        content: Content::Sets(Artifact::parse(Format::Ocifit, FLAVORS.as_bytes()).unwrap()),
     }
 }
 
@@ -481,13 +481,15 @@ fn a_skipped_better_candidate_is_named_beside_the_one_chosen() {
     let artifact = Resolved {
         digest: "sha256:ccc".into(),
         format: Format::Ocifit,
-        artifact: Artifact::parse(
-            Format::Ocifit,
-            br#"{"version":"v1alpha1","compatibilities":[
+        content: Content::Sets(
+            Artifact::parse(
+                Format::Ocifit,
+                br#"{"version":"v1alpha1","compatibilities":[
                 {"tag":"fast:v1","weight":10,"rules":[]},
                 {"tag":"portable:v1","rules":[]}]}"#,
-        )
-        .unwrap(),
+            )
+            .unwrap(),
+        ),
     };
     let mut case = Case::new();
     case.nodes = vec![node("arm", "vanilla", "arm64")];
@@ -694,7 +696,12 @@ fn images_to_check_lists_each_tag_once() {
             {"tag":"b:v1","rules":[]},{"tag":"a:v1","rules":[]},{"tag":"b:v1","rules":[]}]}"#,
     )
     .unwrap();
-    assert_eq!(images_to_check(&artifact), ["a:v1", "b:v1"]);
+    let resolved = Resolved {
+        digest: "sha256:ddd".into(),
+        format: Format::Ocifit,
+        content: Content::Sets(artifact),
+    };
+    assert_eq!(resolved.images(), ["a:v1", "b:v1"]);
 }
 
 #[test]
@@ -704,3 +711,5 @@ fn every_reason_parses_back_from_its_text() {
     }
     assert_eq!(reason_from("Bogus"), None);
 }
+
+mod candidates;

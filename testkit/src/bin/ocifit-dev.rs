@@ -1,6 +1,13 @@
-//! `ocifit-dev up`: a local cluster and registry for working on ocifit by hand.
+//! `ocifit-dev`: a local cluster and registry for working on ocifit by hand (`up`), and the
+//! README's one-command demo (`demo`, run by `tools/demo`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use ocifit_testkit::demo::{self, DemoOptions};
+use ocifit_testkit::dev;
 
 /// Local development environment for ocifit (tools from tools/install).
 #[derive(Parser)]
@@ -19,25 +26,104 @@ enum Command {
         #[arg(long, value_name = "USER:PASSWORD")]
         registry_auth: Option<String>,
     },
+    /// The flavor demo: cluster, registry, artifact, three nodes, `ocifit run` with its webhook,
+    /// the policy and three pods; prints where each pod landed with which image, then keeps
+    /// everything up until Ctrl-C or SIGTERM (or, with --check, tears down and exits 0 only if
+    /// every pod landed on a node of its flavor with the matching image).
+    Demo {
+        /// The ocifit binary to run (a release build: `cargo build --release`).
+        #[arg(long, value_name = "PATH")]
+        ocifit: PathBuf,
+        /// The repository checkout (its crds/ and example/ are used).
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        repo: PathBuf,
+        /// Where the webhook certificate, ocifit's log and the summary are written.
+        #[arg(long, value_name = "DIR")]
+        state_dir: PathBuf,
+        /// Check the outcome, tear down and exit instead of staying up.
+        #[arg(long)]
+        check: bool,
+        /// How long each wait may take, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+        timeout: u64,
+    },
 }
 
 #[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let Command::Up { registry_auth } = Cli::parse().command;
-    let auth = match registry_auth.as_deref().map(|a| a.split_once(':')) {
+async fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Up { registry_auth } => up(registry_auth.as_deref()).await,
+        Command::Demo {
+            ocifit,
+            repo,
+            state_dir,
+            check,
+            timeout,
+        } => {
+            let options = DemoOptions {
+                repo,
+                ocifit,
+                state_dir,
+                timeout: Duration::from_secs(timeout),
+                stays_up: !check,
+            };
+            run_demo(&options, check).await
+        }
+    }
+}
+
+async fn up(registry_auth: Option<&str>) -> ExitCode {
+    let auth = match registry_auth.map(|a| a.split_once(':')) {
         None => None,
         Some(Some(pair)) => Some(pair),
         Some(None) => {
             eprintln!("ocifit-dev: --registry-auth must be USER:PASSWORD");
-            return std::process::ExitCode::from(2);
+            return ExitCode::from(2);
         }
     };
-    match ocifit_testkit::dev::run_until_interrupted(ocifit_testkit::dev::full_cluster(auth)).await
-    {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+    match dev::run_until_interrupted(dev::full_cluster(auth)).await {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ocifit-dev: {e}");
-            std::process::ExitCode::FAILURE
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_demo(options: &DemoOptions, check: bool) -> ExitCode {
+    let mut demo = match demo::start(options).await {
+        Ok(demo) => demo,
+        Err(e) => {
+            eprintln!("ocifit-dev demo: {e:?}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("\n{}", demo.summary);
+    if check {
+        let passed = demo.succeeded();
+        drop(demo);
+        if passed {
+            println!(
+                "demo check passed: every flavor pod runs its flavor's image on a node of its flavor"
+            );
+            return ExitCode::SUCCESS;
+        }
+        eprintln!("demo check FAILED: see the table above");
+        return ExitCode::FAILURE;
+    }
+    let stopped = dev::stop_requested().await;
+    let still_running = demo.check_running();
+    drop(demo);
+    println!("demo stopped and removed");
+    match (stopped, still_running) {
+        (Ok(()), Ok(())) => ExitCode::SUCCESS,
+        (Err(e), _) => {
+            eprintln!("ocifit-dev demo: failed to wait for Ctrl-C or SIGTERM: {e}");
+            ExitCode::FAILURE
+        }
+        (_, Err(e)) => {
+            eprintln!("ocifit-dev demo: {e:?}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -1,0 +1,220 @@
+//! What the demo prints: `kubectl get isp`, and each flavor pod with the node it was bound to,
+//! that node's flavor and the pod's image, once every pod is bound.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+
+use super::{FLAVOR_LABEL, FLAVOR_PODS, say};
+use crate::cluster::Cluster;
+use crate::error::{Error, Result, kube as kube_error};
+use crate::tools::Tool;
+
+/// How long the pods may take to be bound.
+const BIND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where one flavor pod landed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The pod (named after its flavor).
+    pub pod: String,
+    /// The flavor its nodeSelector asks for.
+    pub flavor: String,
+    /// The node it was bound to.
+    pub node: String,
+    /// That node's flavor label.
+    pub node_flavor: String,
+    /// The pod's (first container's) image as stored.
+    pub image: String,
+    /// The image the artifact names for the flavor.
+    pub expected_image: String,
+}
+
+impl Placement {
+    /// Bound to a node of its flavor, with that flavor's image.
+    pub fn is_right(&self) -> bool {
+        self.node_flavor == self.flavor && self.image == self.expected_image
+    }
+}
+
+/// Waits until every flavor pod is bound, then says where each landed.
+pub(super) async fn placements(
+    cluster: &Cluster,
+    images: &BTreeMap<String, String>,
+) -> Result<Vec<Placement>> {
+    let client = cluster.client()?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let nodes: Api<Node> = Api::all(client);
+    let started = Instant::now();
+    loop {
+        let mut bound = Vec::new();
+        for name in FLAVOR_PODS {
+            let pod = pods
+                .get(name)
+                .await
+                .map_err(kube_error(format!("get pod {name}")))?;
+            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+                break;
+            };
+            let node_flavor = nodes
+                .get(&node)
+                .await
+                .map_err(kube_error(format!("get node {node}")))?
+                .metadata
+                .labels
+                .and_then(|l| l.get(FLAVOR_LABEL).cloned())
+                .unwrap_or_default();
+            let flavor = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_selector.as_ref())
+                .and_then(|s| s.get(FLAVOR_LABEL).cloned())
+                .unwrap_or_default();
+            bound.push(Placement {
+                pod: name.to_owned(),
+                image: pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.image.clone())
+                    .unwrap_or_default(),
+                expected_image: images.get(&flavor).cloned().unwrap_or_default(),
+                flavor,
+                node,
+                node_flavor,
+            });
+        }
+        if bound.len() == FLAVOR_PODS.len() {
+            say(&format!(
+                "all pods bound after {:.1} s",
+                started.elapsed().as_secs_f64()
+            ));
+            return Ok(bound);
+        }
+        if started.elapsed() > BIND_TIMEOUT {
+            return Err(Error::Timeout {
+                what: format!("the flavor pods to be bound ({} of 3 are)", bound.len()),
+                timeout: BIND_TIMEOUT,
+                log_tails: cluster.log_tails(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The text a person wants to see, ending with how to explore and how to stop.
+pub(super) async fn summary(
+    cluster: &Cluster,
+    placements: &[Placement],
+    repo: &Path,
+    stays_up: bool,
+) -> Result<String> {
+    let isp = cluster.kubectl(["get", "isp"]).await?;
+    let mut text = format!("$ kubectl get isp\n{isp}\n");
+    text.push_str(&table(placements));
+    if !stays_up {
+        return Ok(text);
+    }
+    let kubeconfig = cluster.kubeconfig().display().to_string();
+    let kubectl_dir = cluster
+        .tools()
+        .path(Tool::Kubectl)?
+        .parent()
+        .map(|dir| dir.display().to_string())
+        .unwrap_or_default();
+    let _ = write!(
+        text,
+        "\nThe cluster stays up. To explore it:\n\n\
+         \x20 export KUBECONFIG={kubeconfig}\n\
+         \x20 export PATH={kubectl_dir}:$PATH     # kubectl from tools/install, if you have none\n\
+         \x20 kubectl get isp flavors -o yaml        # one row per node class: image and why\n\
+         \x20 kubectl get pods -o wide\n\
+         \x20 kubectl get pod vanilla -o yaml        # the decision annotations and the image\n"
+    );
+    // The mixed-cluster case of the pod contract, when the examples include it.
+    let unpinned = repo.join("example/pods/unpinned.yaml");
+    if unpinned.exists() {
+        let _ = writeln!(
+            text,
+            "  kubectl apply -f {}   # no nodeSelector: pinned to one flavor",
+            unpinned.display()
+        );
+    }
+    text.push_str("\nStop and remove everything: tools/demo down\n");
+    Ok(text)
+}
+
+/// Pod → node → image, one line each.
+pub fn table(placements: &[Placement]) -> String {
+    let rows: Vec<[String; 5]> = placements
+        .iter()
+        .map(|p| {
+            [
+                p.pod.clone(),
+                p.node.clone(),
+                p.node_flavor.clone(),
+                p.image.clone(),
+                if p.is_right() { "yes" } else { "NO" }.to_owned(),
+            ]
+        })
+        .collect();
+    let header = ["POD", "NODE", "NODE FLAVOR", "IMAGE", "AS EXPECTED"].map(str::to_owned);
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let mut text = String::new();
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        let _ = writeln!(text, "{}", cells.join("   ").trim_end());
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placement(pod: &str, node_flavor: &str, image: &str) -> Placement {
+        Placement {
+            pod: pod.into(),
+            flavor: pod.into(),
+            node: format!("worker-{node_flavor}"),
+            node_flavor: node_flavor.into(),
+            image: image.into(),
+            expected_image: "r/library/debian:11".into(),
+        }
+    }
+
+    #[test]
+    fn a_pod_is_right_on_a_node_of_its_flavor_with_its_image() {
+        assert!(placement("vanilla", "vanilla", "r/library/debian:11").is_right());
+        assert!(!placement("vanilla", "chocolate", "r/library/debian:11").is_right());
+        assert!(!placement("vanilla", "vanilla", "placeholder:latest").is_right());
+    }
+
+    #[test]
+    fn the_table_aligns_columns_and_flags_wrong_placements() {
+        let text = table(&[
+            placement("vanilla", "vanilla", "r/library/debian:11"),
+            placement("vanilla", "vanilla", "placeholder:latest"),
+        ]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "POD       NODE             NODE FLAVOR   IMAGE                 AS EXPECTED"
+        );
+        assert!(lines[1].ends_with("r/library/debian:11   yes"), "{text}");
+        assert!(lines[2].ends_with("NO"), "{text}");
+    }
+}

@@ -16,7 +16,7 @@ use kube::core::admission::AdmissionRequest;
 use ocifit::api::ImageSelectionPolicy;
 use ocifit::api::pod::DECISION_IMAGES;
 use ocifit::controller::platform::{PlatformLookup, Platforms};
-use ocifit::controller::status::{ArtifactState, Inputs, Resolved, compute, images_to_check};
+use ocifit::controller::status::{ArtifactState, Content, Inputs, Resolved, compute};
 use ocifit::engine::{Artifact, Format, NodeInputs};
 use ocifit::registry::Platform;
 use ocifit::webhook::planner::{Index, Plan};
@@ -89,9 +89,12 @@ fn policies(nodes: &[(String, NodeInputs)]) -> Vec<ImageSelectionPolicy> {
     let resolved = Resolved {
         digest: "sha256:5eed".into(),
         format: Format::Ocifit,
-        artifact: Artifact::parse(Format::Ocifit, &bytes).expect("the flavor artifact parses"),
+        content: Content::Sets(
+            Artifact::parse(Format::Ocifit, &bytes).expect("the flavor artifact parses"),
+        ),
     };
-    let platforms: Platforms = images_to_check(&resolved.artifact)
+    let platforms: Platforms = resolved
+        .images()
         .into_iter()
         .map(|image| {
             let found = ["amd64", "arm64"]

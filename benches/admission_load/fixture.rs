@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use ocifit::api::ImageSelectionPolicy;
 use ocifit::controller::platform::{PlatformLookup, Platforms};
-use ocifit::controller::status::{ArtifactState, Inputs, Resolved, compute, images_to_check};
+use ocifit::controller::status::{ArtifactState, Content, Inputs, Resolved, compute};
 use ocifit::engine::{Artifact, Format, NodeInputs};
 use ocifit::registry::Platform;
 use serde_json::{Value, json};
@@ -88,9 +88,10 @@ pub fn policy(nodes: &[(String, NodeInputs)]) -> Result<ImageSelectionPolicy> {
     let resolved = Resolved {
         digest: "sha256:5eed".into(),
         format: Format::Ocifit,
-        artifact: Artifact::parse(Format::Ocifit, &bytes)?,
+        content: Content::Sets(Artifact::parse(Format::Ocifit, &bytes)?),
     };
-    let platforms: Platforms = images_to_check(&resolved.artifact)
+    let platforms: Platforms = resolved
+        .images()
         .into_iter()
         .map(|image| {
             let found = ["amd64", "arm64"]

@@ -21,7 +21,7 @@ use super::schedule::{DEFAULT_REFRESH, parse_duration};
 use super::status::{ArtifactState, Inputs, compute};
 use super::triggers::Interest;
 use crate::api::ImageSelectionPolicy;
-use crate::telemetry::ReconcileResult;
+use crate::telemetry::{ReconcileResult, error_chain};
 
 /// A reconcile failed against the apiserver (artifact problems are status, not errors).
 #[derive(Debug, thiserror::Error)]
@@ -175,22 +175,6 @@ fn now() -> Time {
     Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
-/// An error with its causes, `: `-separated, for logs and conditions; a cause whose text the
-/// message already ends with is not repeated.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,19 +182,5 @@ mod tests {
     #[test]
     fn now_has_whole_seconds() {
         assert_eq!(now().0.subsec_nanosecond(), 0);
-    }
-
-    #[test]
-    fn error_chains_name_every_cause() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("outer")]
-        struct Outer(#[source] std::io::Error);
-        let err = Outer(std::io::Error::other("inner"));
-        assert_eq!(error_chain(&err), "outer: inner");
-        #[derive(Debug, thiserror::Error)]
-        #[error("at set 0: inner")]
-        struct Repeating(#[source] std::io::Error);
-        let err = Repeating(std::io::Error::other("inner"));
-        assert_eq!(error_chain(&err), "at set 0: inner");
     }
 }

@@ -9,7 +9,6 @@ use std::sync::{Mutex, PoisonError};
 use futures_util::future::{BoxFuture, join_all};
 
 use super::platform::{PlatformLookup, Platforms};
-use super::reconcile::error_chain;
 use super::source::{Fetched, PullSecret, Request, Source, Wanted};
 use super::status::{
     AttachedArtifact, CandidateArtifact, Content, Failure, Resolved, candidates_digest,
@@ -20,6 +19,7 @@ use crate::registry::{
     DockerConfig, ErrorKind, Platform, Registry, RegistryOptions, RegistryStats, ResolveError,
     parse_reference,
 };
+use crate::telemetry::error_chain;
 
 /// Resolves artifacts through registry clients built from one set of options.
 pub struct RegistrySource {

@@ -15,11 +15,11 @@ use kube::{Api, Client};
 
 use super::context::{Context, Interests, Settings, Stores};
 use super::leader::Leadership;
-use super::reconcile::{error_chain, error_policy, reconcile};
+use super::reconcile::{error_policy, reconcile};
 use super::source::Source;
 use super::watches::{self, FeatureTracker, NodeTracker, policies_for_secret};
 use crate::api::ImageSelectionPolicy;
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, error_chain};
 
 /// The name Events are reported under.
 pub const REPORTING_CONTROLLER: &str = "ocifit-controller";

@@ -40,3 +40,38 @@ pub fn init_logs(format: LogFormat) -> Result<(), LogsError> {
     }
     .map_err(LogsError::Install)
 }
+
+/// An error with its causes, `: `-separated, for logs, conditions and Events; a cause whose text the
+/// message already ends with is not repeated.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_chains_name_every_cause() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer")]
+        struct Outer(#[source] std::io::Error);
+        let err = Outer(std::io::Error::other("inner"));
+        assert_eq!(error_chain(&err), "outer: inner");
+        #[derive(Debug, thiserror::Error)]
+        #[error("at set 0: inner")]
+        struct Repeating(#[source] std::io::Error);
+        let err = Repeating(std::io::Error::other("inner"));
+        assert_eq!(error_chain(&err), "at set 0: inner");
+    }
+}

@@ -7,5 +7,5 @@ mod logs;
 mod metrics;
 
 pub use admin::{Readiness, admin_server};
-pub use logs::{LogFormat, LogsError, init_logs};
+pub use logs::{LogFormat, LogsError, error_chain, init_logs};
 pub use metrics::{AdmissionOutcome, Metrics, ReconcileResult, ScrapeFn};

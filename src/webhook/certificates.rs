@@ -16,6 +16,7 @@ mod secret;
 use std::time::Duration;
 
 use super::tls::ServingCert;
+use crate::telemetry::error_chain;
 
 pub use issue::{IssueError, Material};
 pub use manager::manage;
@@ -35,18 +36,6 @@ impl CertificateSink for ServingCert {
         self.set_pem(cert_chain_pem, key_pem)
             .map_err(|err| error_chain(&err))
     }
-}
-
-/// An error and its causes, for a log line.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// What the managed certificates are kept in, and how often they are looked at.

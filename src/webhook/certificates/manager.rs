@@ -19,11 +19,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::time::Instant;
 
-use super::{
-    CertificateSink, CertificatesError, Settings, ca_bundle, error_chain, secret, service_dns_names,
-};
+use super::{CertificateSink, CertificatesError, Settings, ca_bundle, secret, service_dns_names};
 use crate::controller::leader::Leadership;
 use crate::controller::runner::REPORTING_CONTROLLER;
+use crate::telemetry::error_chain;
 
 /// Runs until `shutdown` resolves.
 pub async fn manage(

@@ -9,11 +9,10 @@ mod controller_support;
 use std::time::Duration;
 
 use controller_support::{Controller, Env, FLAVOR, free_address, images, is, repo};
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use ocifit::api::pod::ENABLED_LABEL as ENABLED;
 use ocifit_testkit::{PodWebhook, create_namespace, register_pod_webhook, wait_until_admitted};
 
@@ -27,24 +26,10 @@ async fn the_controller_runs_under_the_role_in_config_rbac() {
             .await
             .expect("kubectl apply");
     }
-    let token = Api::<ServiceAccount>::namespaced(env.client.clone(), "ocifit-system")
-        .create_token_request(
-            "ocifit-controller",
-            &PostParams::default(),
-            &TokenRequest {
-                spec: Some(TokenRequestSpec {
-                    expiration_seconds: Some(3600),
-                    ..TokenRequestSpec::default()
-                }),
-                ..TokenRequest::default()
-            },
-        )
-        .await
-        .expect("a token")
-        .status
-        .expect("a token status")
-        .token
-        .expect("a token");
+    let token =
+        ocifit_testkit::service_account_token(&env.client, "ocifit-system", "ocifit-controller")
+            .await
+            .expect("a token");
     let kubeconfig = token_kubeconfig(&env, &token);
 
     let [debian, ubuntu, rocky] = env.push_flavors("ocifit/flavor-compat:v1").await;

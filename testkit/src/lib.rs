@@ -39,7 +39,7 @@ pub use cluster::{Cluster, ClusterBuilder, StartupTimes};
 pub use crds::{apply_crd_dir, apply_crd_files};
 pub use error::{Error, Result};
 pub use kubeconform::{KindSchema, KubeconformSchemas, kinds_from_crd, kinds_from_openapi};
-pub use objects::{FakeNode, create_namespace, create_node};
+pub use objects::{FakeNode, create_namespace, create_node, service_account_token};
 pub use registry::{Credentials, Descriptor, OrasArtifact, PushedImage, Registry, RegistryBuilder};
 pub use shared::{SharedCluster, SharedClusterGuard};
 pub use tools::{Tool, ToolError, Tools};

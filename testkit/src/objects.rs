@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, NodeCondition, NodeStatus};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, Node, NodeCondition, NodeStatus, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
-use crate::error::{Result, kube as kube_error};
+use crate::error::{Error, Result, kube as kube_error};
 
 /// A Node to create: a name, labels and the resources it offers.
 #[derive(Clone, Debug)]
@@ -97,6 +98,29 @@ pub async fn create_namespace(client: &Client, name: &str) -> Result<Namespace> 
         .create(&PostParams::default(), &namespace)
         .await
         .map_err(kube_error(format!("create namespace {name}")))
+}
+
+/// A token for the ServiceAccount `namespace/name`, valid for an hour: tests use it to act as
+/// exactly that identity (and nothing more) against the apiserver.
+pub async fn service_account_token(client: &Client, namespace: &str, name: &str) -> Result<String> {
+    let action = format!("request a token for the ServiceAccount {namespace}/{name}");
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .map_err(kube_error(action.clone()))?
+        .status
+        .and_then(|status| status.token)
+        .ok_or(Error::Format {
+            action,
+            message: "the apiserver's answer has no token".into(),
+        })
 }
 
 #[cfg(test)]

@@ -15,8 +15,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, WebhookClientConfig,
 };
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{ObjectMeta, PostParams};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::{Api, Client};
@@ -309,23 +308,8 @@ pub fn forbidden<T: std::fmt::Debug>(result: &Result<T, kube::Error>) -> bool {
 
 /// A client authenticated as the operator's ServiceAccount only.
 pub async fn service_account_client(admin_config: &kube::Config, admin: &Client) -> Client {
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), "ocifit-system")
-        .create_token_request(
-            "ocifit-controller",
-            &PostParams::default(),
-            &TokenRequest {
-                spec: Some(TokenRequestSpec {
-                    expiration_seconds: Some(3600),
-                    ..TokenRequestSpec::default()
-                }),
-                ..TokenRequest::default()
-            },
-        )
+    let token = ocifit_testkit::service_account_token(admin, "ocifit-system", "ocifit-controller")
         .await
-        .expect("a token")
-        .status
-        .expect("a token status")
-        .token
         .expect("a token");
     let mut config = admin_config.clone();
     config.auth_info = kube::config::AuthInfo {

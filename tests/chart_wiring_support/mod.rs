@@ -9,9 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Container, Secret, ServiceAccount};
-use kube::api::PostParams;
+use k8s_openapi::api::core::v1::{Container, Secret};
 use kube::{Api, Client};
 use ocifit_testkit::Cluster;
 use rustls::pki_types::pem::PemObject;
@@ -128,23 +126,8 @@ fn resolved_env(container: &Container, namespace: &str) -> Vec<(String, String)>
 /// A kubeconfig for the cluster that authenticates with a fresh token of `account` only.
 pub async fn service_account_kubeconfig(cluster: &Cluster, account: &str) -> PathBuf {
     let client = cluster.client().expect("a client");
-    let token = Api::<ServiceAccount>::namespaced(client, NAMESPACE)
-        .create_token_request(
-            account,
-            &PostParams::default(),
-            &TokenRequest {
-                spec: Some(TokenRequestSpec {
-                    expiration_seconds: Some(3600),
-                    ..TokenRequestSpec::default()
-                }),
-                ..TokenRequest::default()
-            },
-        )
+    let token = ocifit_testkit::service_account_token(&client, NAMESPACE, account)
         .await
-        .expect("a token for the chart's ServiceAccount")
-        .status
-        .expect("a token status")
-        .token
         .expect("a token");
     let admin = kube::config::Kubeconfig::read_from(cluster.kubeconfig()).expect("kubeconfig");
     let server = admin

@@ -12,11 +12,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::core::PartialObjectMeta;
 use ocifit::api::ImageSelectionPolicySpec;
-use ocifit::controller::inventory::node_inputs;
-use ocifit::controller::platform::{PlatformLookup, Platforms};
-use ocifit::controller::status::{ArtifactState, Content, Inputs, Resolved, compute};
+use ocifit::cluster::inventory::node_inputs;
 use ocifit::engine::{Artifact, Format};
 use ocifit::registry::Platform;
+use ocifit::resolution::platform::{PlatformLookup, Platforms};
+use ocifit::resolution::status::{ArtifactState, Inputs, compute};
+use ocifit::resolution::{Content, Resolved};
 
 const NODES: usize = 5_000;
 const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];

@@ -31,7 +31,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// The label NFD puts on every NodeFeature object to name its node.
 pub const NODE_NAME_LABEL: &str = "nfd.node.kubernetes.io/node-name";
 
-const FEATURE_LABEL_PREFIX: &str = "feature.node.kubernetes.io/";
+/// The prefix of the node labels NFD publishes features as (read back by the label projection).
+pub const FEATURE_LABEL_PREFIX: &str = "feature.node.kubernetes.io/";
 
 /// Label name (after the prefix, before the first `.`) → the attribute feature it projects to.
 const PROJECTED: &[(&str, &str)] = &[
@@ -223,7 +224,10 @@ impl k8s_openapi::Metadata for NodeFeature {
 /// Merges NodeFeature objects into features per node name (from [`NODE_NAME_LABEL`]; objects
 /// without it are ignored, as NFD ignores them). The order is nfd-master's: objects in
 /// `nfd_namespace` first, then by name, then by namespace; later objects' attribute values win.
-pub fn features_by_node(items: &[NodeFeature], nfd_namespace: &str) -> BTreeMap<String, Features> {
+pub fn features_by_node<'a>(
+    items: impl IntoIterator<Item = &'a NodeFeature>,
+    nfd_namespace: &str,
+) -> BTreeMap<String, Features> {
     let mut by_node: BTreeMap<&str, Vec<&NodeFeature>> = BTreeMap::new();
     for item in items {
         let node = item

@@ -1,0 +1,287 @@
+//! The state behind the controller's triggers: what each node's labels were when last seen, and
+//! a hash of each NodeFeature's features, so a change is turned into the policies it concerns
+//! (through [`Interest`]). A node's labels are remembered as interned keys with hashed values,
+//! not copied: the node store holds them once.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hash};
+use std::sync::{Mutex, PoisonError};
+
+use foldhash::fast::FixedState;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::ResourceExt;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use super::context::Interests;
+use super::triggers::{Interest, Labels, NodeChange};
+use crate::api::ImageSelectionPolicy;
+use crate::engine::NodeFeature;
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn fingerprint(value: impl Hash) -> u64 {
+    FixedState::default().hash_one(value)
+}
+
+/// The policies whose interest `concerned` says yes to.
+fn policies(
+    interests: &Interests,
+    concerned: impl Fn(&Interest) -> bool,
+) -> Vec<ObjectRef<ImageSelectionPolicy>> {
+    interests
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter(|(_, interest)| concerned(interest))
+        .map(|(policy, _)| ObjectRef::new(policy))
+        .collect()
+}
+
+/// Remembers each node's labels as last seen (keys interned, values hashed), to tell which
+/// policies a change concerns.
+pub struct NodeTracker {
+    interests: Interests,
+    state: Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    /// Label keys by id.
+    keys: Vec<Box<str>>,
+    ids: HashMap<Box<str>, u32>,
+    /// Each node's labels: (key id, value hash), sorted by key id.
+    nodes: HashMap<String, Box<[(u32, u64)]>>,
+}
+
+impl Seen {
+    fn digest(&mut self, labels: &Labels) -> Box<[(u32, u64)]> {
+        let mut pairs: Vec<(u32, u64)> = labels
+            .iter()
+            .map(|(key, value)| {
+                let id = match self.ids.get(key.as_str()) {
+                    Some(id) => *id,
+                    None => {
+                        let id = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
+                        self.keys.push(key.as_str().into());
+                        self.ids.insert(key.as_str().into(), id);
+                        id
+                    }
+                };
+                (id, fingerprint(value))
+            })
+            .collect();
+        pairs.sort_unstable();
+        pairs.into()
+    }
+
+    /// The keys whose presence or value differs between two digests.
+    fn changed_keys(&self, before: &[(u32, u64)], after: &[(u32, u64)]) -> Vec<&str> {
+        let mut keys: HashSet<u32> = HashSet::new();
+        let value = |digest: &[(u32, u64)], id: u32| {
+            digest
+                .binary_search_by_key(&id, |(k, _)| *k)
+                .ok()
+                .map(|at| digest[at].1)
+        };
+        for (id, _) in before.iter().chain(after) {
+            if value(before, *id) != value(after, *id) {
+                keys.insert(*id);
+            }
+        }
+        keys.into_iter()
+            .filter_map(|id| self.keys.get(id as usize).map(|key| &**key))
+            .collect()
+    }
+}
+
+impl NodeTracker {
+    /// A tracker for the policies' interests.
+    pub fn new(interests: Interests) -> NodeTracker {
+        NodeTracker {
+            interests,
+            state: Mutex::default(),
+        }
+    }
+
+    /// The policies a node's addition or update concerns.
+    pub fn applied(&self, node: &PartialObjectMeta<Node>) -> Vec<ObjectRef<ImageSelectionPolicy>> {
+        let empty = Labels::new();
+        let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+        let mut state = lock(&self.state);
+        let now = state.digest(labels);
+        let before = state.nodes.insert(node.name_any(), now.clone());
+        match before {
+            None => policies(&self.interests, |i| {
+                i.affected_by(NodeChange::Added(labels))
+            }),
+            Some(before) if before == now => Vec::new(),
+            Some(before) => {
+                let keys = state.changed_keys(&before, &now);
+                policies(&self.interests, |i| {
+                    i.affected_by(NodeChange::Changed {
+                        labels,
+                        keys: &keys,
+                    })
+                })
+            }
+        }
+    }
+
+    /// The policies a node's deletion concerns (`node` as last seen).
+    pub fn deleted(&self, node: &PartialObjectMeta<Node>) -> Vec<ObjectRef<ImageSelectionPolicy>> {
+        if lock(&self.state).nodes.remove(&node.name_any()).is_none() {
+            return Vec::new();
+        }
+        let empty = Labels::new();
+        let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+        policies(&self.interests, |i| {
+            i.affected_by(NodeChange::Removed(labels))
+        })
+    }
+
+    /// After a relist: forgets nodes the store no longer holds (deleted while the watch was
+    /// down, so never announced) and, if there were any, concerns every policy with an
+    /// interest (what those nodes were is no longer known).
+    pub fn resynced(
+        &self,
+        store: &Store<PartialObjectMeta<Node>>,
+    ) -> Vec<ObjectRef<ImageSelectionPolicy>> {
+        let present: HashSet<String> = store.state().iter().map(|n| n.name_any()).collect();
+        let mut state = lock(&self.state);
+        let before = state.nodes.len();
+        state.nodes.retain(|name, _| present.contains(name));
+        let vanished = state.nodes.len() != before;
+        drop(state);
+        if vanished {
+            policies(&self.interests, |_| true)
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// Remembers a hash of each NodeFeature's features, so a rewrite with the same features (or of
+/// its other fields) triggers nothing.
+pub struct FeatureTracker {
+    interests: Interests,
+    last: Mutex<HashMap<(String, String), u64>>,
+}
+
+impl FeatureTracker {
+    /// A tracker for the policies' interests.
+    pub fn new(interests: Interests) -> FeatureTracker {
+        FeatureTracker {
+            interests,
+            last: Mutex::default(),
+        }
+    }
+
+    /// The policies reading NFD features, when this object's features changed (`deleted`: it
+    /// is gone).
+    pub fn changed(
+        &self,
+        object: &NodeFeature,
+        deleted: bool,
+    ) -> Vec<ObjectRef<ImageSelectionPolicy>> {
+        let key = (object.namespace().unwrap_or_default(), object.name_any());
+        let now = (!deleted)
+            .then(|| fingerprint(serde_json::to_string(&object.spec.features).unwrap_or_default()));
+        let before = {
+            let mut last = lock(&self.last);
+            match now {
+                Some(hash) => last.insert(key, hash),
+                None => last.remove(&key),
+            }
+        };
+        if before == now {
+            return Vec::new();
+        }
+        policies(&self.interests, Interest::reads_features)
+    }
+}
+
+/// The policies naming a Secret as their pull secret.
+pub fn policies_for_secret(
+    policies: &Store<ImageSelectionPolicy>,
+    secret: &PartialObjectMeta<Secret>,
+) -> Vec<ObjectRef<ImageSelectionPolicy>> {
+    let (namespace, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
+    policies
+        .state()
+        .iter()
+        .filter(|p| {
+            p.spec
+                .artifact
+                .pull_secret_ref
+                .as_ref()
+                .is_some_and(|r| r.namespace == namespace && r.name == name)
+        })
+        .map(|p| ObjectRef::from_obj(p.as_ref()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, RwLock};
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::engine::Reads;
+
+    fn node(name: &str, flavor: &str, team: &str) -> PartialObjectMeta<Node> {
+        PartialObjectMeta {
+            types: None,
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(BTreeMap::from([
+                    ("flavor".to_owned(), flavor.to_owned()),
+                    ("team".to_owned(), team.to_owned()),
+                ])),
+                ..ObjectMeta::default()
+            },
+            _phantom: Default::default(),
+        }
+    }
+
+    fn interests() -> Interests {
+        Arc::new(RwLock::new(HashMap::from([(
+            "flavors".to_owned(),
+            Interest {
+                node_selector: BTreeMap::new(),
+                reads: Reads {
+                    labels: ["flavor".to_owned()].into(),
+                    features: BTreeMap::new(),
+                },
+            },
+        )])))
+    }
+
+    #[test]
+    fn node_events_trigger_only_policies_whose_classes_they_change() {
+        let tracker = NodeTracker::new(interests());
+        let apply = |n: PartialObjectMeta<Node>| tracker.applied(&n).len();
+        assert_eq!(apply(node("a", "vanilla", "x")), 1, "a new node counts");
+        assert_eq!(apply(node("a", "vanilla", "x")), 0, "a heartbeat");
+        assert_eq!(apply(node("a", "vanilla", "y")), 0, "an unread label");
+        assert_eq!(apply(node("a", "chocolate", "y")), 1, "a read label");
+        let gone = node("a", "chocolate", "y");
+        assert_eq!(tracker.deleted(&gone).len(), 1, "a deleted node");
+        assert_eq!(tracker.deleted(&gone).len(), 0, "deleted twice");
+    }
+
+    #[test]
+    fn a_node_deleted_while_the_watch_was_down_concerns_every_policy_after_the_relist() {
+        let tracker = NodeTracker::new(interests());
+        tracker.applied(&node("a", "vanilla", "x"));
+        let (store, mut writer) = kube::runtime::reflector::store::<PartialObjectMeta<Node>>();
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Init);
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::InitDone);
+        assert_eq!(tracker.resynced(&store).len(), 1);
+        assert_eq!(tracker.resynced(&store).len(), 0, "forgotten once");
+    }
+}

@@ -106,7 +106,12 @@ async fn reconcile_policy(
     let nodes = match &interest {
         Some(interest) => node_inputs(
             &ctx.cluster.nodes.store().state(),
-            &ctx.cluster.node_features.store().state(),
+            // Merged NodeFeature features only for a policy whose rules read them.
+            &if interest.reads_features() {
+                ctx.cluster.node_features.store().state()
+            } else {
+                Vec::new()
+            },
             &ctx.cluster.settings.nfd_namespace,
             |key| interest.reads_label(key),
         ),

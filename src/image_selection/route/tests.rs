@@ -6,28 +6,13 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::admission::review::tests::{UID, apiserver_review};
 use crate::admission::route::Route;
 use crate::image_selection::planner::tests::fixtures::{index, policy, resolved, simple_pod};
 
-const UID: &str = "0df28fbd-5f5f-11e8-bc74-36e6bb280816";
-
 /// The body kube-apiserver sends for a pod CREATE.
 fn review(pod: &Pod) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": UID,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": "default",
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
-            "object": pod,
-            "dryRun": false
-        }
-    }))
-    .unwrap()
+    serde_json::to_vec(&apiserver_review(pod, false)).unwrap()
 }
 
 fn route(index: Option<crate::image_selection::planner::Index>) -> Route {

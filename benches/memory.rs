@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 use futures_util::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
-use ocifit::engine::NodeFeature;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use ocifit_testkit::pki::CertificateAuthority;
 use ocifit_testkit::{FakeNode, Tool, create_namespace, create_node};
 use support::{Controller, Env, FLAVOR, get, is};
@@ -95,7 +94,12 @@ async fn main() {
     report(&controller, "all policies Ready");
 
     let started = Instant::now();
-    let features: Api<NodeFeature> = Api::namespaced(env.client.clone(), NFD_NAMESPACE);
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("nfd.k8s-sigs.io", "v1alpha1", "NodeFeature"),
+        "nodefeatures",
+    );
+    let features: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), NFD_NAMESPACE, &resource);
     stream::iter(0..NODES)
         .for_each_concurrent(32, |i| {
             let features = features.clone();
@@ -233,7 +237,8 @@ async fn relabel_to_index(env: &Env, controller: &Controller) {
     let series = "ocifit_webhook_index_rebuilds_total";
     let mut took = Vec::new();
     for round in 0..RELABELS {
-        let flavor = FLAVORS[(round + 1) % 3];
+        // node-04999 starts as FLAVORS[4999 % 3]: each round moves it to the next flavor.
+        let flavor = FLAVORS[(4999 + round + 1) % 3];
         let before = metric(controller, series).await;
         env.label_node("node-04999", FLAVOR, flavor).await;
         let patched = Instant::now();
@@ -268,7 +273,7 @@ async fn metric(controller: &Controller, series: &str) -> f64 {
 }
 
 /// A NodeFeature as nfd-worker publishes it for node `i` (three kinds of machine).
-fn node_feature(i: usize) -> NodeFeature {
+fn node_feature(i: usize) -> DynamicObject {
     let kind = i % 3;
     let mut flags: Vec<String> = [
         "ADX",

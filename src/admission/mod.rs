@@ -65,8 +65,6 @@ pub struct Settings {
 pub struct Running {
     /// The serving certificate (readiness waits until one is loaded).
     pub cert: Arc<ServingCert>,
-    /// The address it listens on.
-    pub address: SocketAddr,
     /// Its long-lived tasks, by name: the server (once `shutdown` resolves it answers
     /// in-flight requests, then ends) and the certificate's source (ends with `shutdown`).
     pub tasks: Vec<(&'static str, BoxFuture<'static, ()>)>,
@@ -142,7 +140,6 @@ pub fn serve(
     tracing::info!(%address, "admission server listening");
     Ok(Running {
         cert,
-        address,
         tasks: vec![
             ("admission server", serving.boxed()),
             (name, source.boxed()),

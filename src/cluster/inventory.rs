@@ -4,16 +4,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::core::PartialObjectMeta;
-
+use super::nodes::ClusterNode;
 use crate::engine::{NodeFeature, NodeInputs, features_by_node};
 
 /// Nodes as (name, inputs), with NodeFeature features merged as nfd-master merges them (objects
 /// in `nfd_namespace` first). Only labels for which `keep` holds are copied: a reconcile copies
 /// what its policy reads, not every label of every node.
 pub fn node_inputs(
-    nodes: &[Arc<PartialObjectMeta<Node>>],
+    nodes: &[Arc<ClusterNode>],
     node_features: &[Arc<NodeFeature>],
     nfd_namespace: &str,
     keep: impl Fn(&str) -> bool,
@@ -27,14 +25,7 @@ pub fn node_inputs(
         .iter()
         .filter_map(|node| {
             let name = node.metadata.name.clone()?;
-            let labels = node
-                .metadata
-                .labels
-                .iter()
-                .flatten()
-                .filter(|(key, _)| keep(key))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+            let labels = node.labels_where(&keep);
             let inputs = NodeInputs::new(labels).with_features(features.remove(&name));
             Some((name, inputs))
         })
@@ -45,23 +36,10 @@ pub fn node_inputs(
 mod tests {
     use super::*;
     use crate::engine::NODE_NAME_LABEL;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    fn node(name: &str, labels: &[(&str, &str)]) -> Arc<PartialObjectMeta<Node>> {
-        Arc::new(PartialObjectMeta {
-            types: None,
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                        .collect(),
-                ),
-                ..ObjectMeta::default()
-            },
-            _phantom: Default::default(),
-        })
+    fn node(name: &str, labels: &[(&str, &str)]) -> Arc<ClusterNode> {
+        let mut strings = crate::cluster::nodes::Strings::default();
+        Arc::new(ClusterNode::new(name, labels.iter().copied(), &mut strings))
     }
 
     fn feature(ns: &str, name: &str, node: &str, flag: &str) -> Arc<NodeFeature> {

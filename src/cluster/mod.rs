@@ -12,6 +12,7 @@
 pub mod events;
 pub mod inventory;
 pub mod leader;
+pub mod nodes;
 pub mod reflected;
 pub mod watches;
 
@@ -20,13 +21,12 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::core::PartialObjectMeta;
 use tokio::sync::watch;
 
 use crate::engine::NodeFeature;
 use leader::Leadership;
+use nodes::ClusterNode;
 use reflected::{Reflected, reflect};
 
 /// How the view is kept.
@@ -52,8 +52,8 @@ impl Default for Settings {
 pub struct ClusterView {
     /// The apiserver client.
     pub client: Client,
-    /// Nodes, metadata only (names and labels).
-    pub nodes: Reflected<PartialObjectMeta<Node>>,
+    /// Nodes: names and labels.
+    pub nodes: Reflected<ClusterNode>,
     /// NFD NodeFeature objects (empty while NFD's CRD is not installed).
     pub node_features: Reflected<NodeFeature>,
     /// Whether this replica leads.

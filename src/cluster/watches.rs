@@ -3,15 +3,21 @@
 //! dockerconfigjson Secrets (pull credentials). Each yields raw watcher events, with backoff,
 //! trimmed of what no one reads; [`reflect`](super::reflected::reflect) stores and fans them out.
 
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use foldhash::fast::FixedState;
+
+use futures_util::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
-use crate::engine::NodeFeature;
+use super::nodes::{ClusterNode, Strings};
+use crate::engine::{Features, NodeFeature};
 
 /// The API group and version of NFD's NodeFeature.
 const NFD_API_VERSION: &str = "nfd.k8s-sigs.io/v1alpha1";
@@ -21,23 +27,23 @@ const DOCKER_CONFIG_SECRETS: &str = "type=kubernetes.io/dockerconfigjson";
 /// A watch's events, or its error (retried with backoff).
 pub type Events<K> = watcher::Result<watcher::Event<K>>;
 
-/// Node metadata events: names and labels kept, the rest of the metadata dropped.
-pub fn nodes(
-    client: Client,
-) -> impl Stream<Item = Events<PartialObjectMeta<Node>>> + Send + 'static {
+/// Node metadata events, as [`ClusterNode`]s: names and labels (interned), nothing else.
+pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send + 'static {
+    let mut strings = Strings::default();
     watcher(
         Api::<PartialObjectMeta<Node>>::all(client),
         watcher::Config::default(),
     )
     .default_backoff()
-    .modify(|node| {
-        let metadata = &mut node.metadata;
-        metadata.managed_fields = None;
-        metadata.annotations = None;
-        metadata.owner_references = None;
-        metadata.finalizers = None;
-        metadata.uid = None;
-        metadata.creation_timestamp = None;
+    .map_ok(move |event| {
+        let mut compact = |node| ClusterNode::from_metadata(node, &mut strings);
+        match event {
+            watcher::Event::Apply(node) => watcher::Event::Apply(compact(node)),
+            watcher::Event::Delete(node) => watcher::Event::Delete(compact(node)),
+            watcher::Event::InitApply(node) => watcher::Event::InitApply(compact(node)),
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitDone => watcher::Event::InitDone,
+        }
     })
 }
 
@@ -56,7 +62,8 @@ pub fn secrets(
     })
 }
 
-/// NodeFeature events once NFD's CRD is installed (looked for every `interval` until then).
+/// NodeFeature events once NFD's CRD is installed (looked for every `interval` until then),
+/// objects with equal features sharing one copy of them (a node pool's machines are alike).
 pub fn node_features(
     client: Client,
     interval: Duration,
@@ -64,14 +71,49 @@ pub fn node_features(
     futures_util::stream::once(async move {
         wait_for_node_features(&client, interval).await;
         tracing::info!("NFD NodeFeature API found; watching NodeFeature objects");
+        let mut shared = SharedFeatures::default();
         watcher(Api::<NodeFeature>::all(client), watcher::Config::default())
             .default_backoff()
-            .modify(|object| {
+            .modify(move |object| {
                 object.metadata.managed_fields = None;
                 object.metadata.annotations = None;
+                shared.share(&mut object.spec.features);
             })
     })
     .flatten()
+}
+
+/// One copy of each distinct set of features, by hash; copies no object holds any longer are
+/// forgotten now and then.
+#[derive(Default)]
+struct SharedFeatures {
+    by_hash: HashMap<u64, Vec<Weak<Features>>>,
+    added_since_sweep: usize,
+}
+
+impl SharedFeatures {
+    /// Replaces `features` with the shared copy of equal features, or makes it the shared copy.
+    fn share(&mut self, features: &mut Arc<Features>) {
+        let hash = FixedState::default().hash_one(&**features);
+        let copies = self.by_hash.entry(hash).or_default();
+        if let Some(copy) = copies
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|copy| **copy == **features)
+        {
+            *features = copy;
+            return;
+        }
+        copies.push(Arc::downgrade(features));
+        self.added_since_sweep += 1;
+        if self.added_since_sweep > self.by_hash.len().max(1024) {
+            self.by_hash.retain(|_, copies| {
+                copies.retain(|copy| copy.strong_count() > 0);
+                !copies.is_empty()
+            });
+            self.added_since_sweep = 0;
+        }
+    }
 }
 
 async fn wait_for_node_features(client: &Client, interval: Duration) {
@@ -80,5 +122,31 @@ async fn wait_for_node_features(client: &Client, interval: Duration) {
             Ok(list) if list.resources.iter().any(|r| r.name == "nodefeatures") => return,
             Ok(_) | Err(_) => tokio::time::sleep(interval).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    fn features(flag: &str) -> Arc<Features> {
+        Arc::new(Features {
+            flags: [("cpu.cpuid".to_owned(), BTreeSet::from([flag.to_owned()]))].into(),
+            ..Features::default()
+        })
+    }
+
+    #[test]
+    fn equal_features_are_held_once_and_different_ones_apart() {
+        let mut shared = SharedFeatures::default();
+        let (mut a, mut b, mut c) = (features("AVX512F"), features("AVX512F"), features("SSE4"));
+        shared.share(&mut a);
+        shared.share(&mut b);
+        shared.share(&mut c);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(*c, *features("SSE4"));
     }
 }

@@ -24,6 +24,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -50,7 +51,7 @@ const PROJECTED: &[(&str, &str)] = &[
 ///
 /// Serializes in NFD's own shape (`{flags: {F: {elements: {E: {}}}}, attributes: {F: {elements:
 /// {E: v}}}, instances: {F: {elements: [{attributes: {..}}]}}}`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(from = "RawFeatures", into = "RawFeatures")]
 pub struct Features {
     /// Flag features: element names only.
@@ -183,9 +184,10 @@ pub struct NodeFeature {
 /// The part of a NodeFeature's spec the engine reads (its `labels` request is ignored).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeFeatureSpec {
-    /// The raw features.
+    /// The raw features (nodes of one kind have equal features: a reader may share one copy
+    /// between objects).
     #[serde(default, deserialize_with = "null_default")]
-    pub features: Features,
+    pub features: Arc<Features>,
 }
 
 /// A list of NodeFeature objects, as `kubectl get nodefeatures -A -o json` prints it.
@@ -252,7 +254,7 @@ pub fn features_by_node<'a>(
             });
             let mut merged = Features::default();
             for object in objects {
-                merged.merge(object.spec.features.clone());
+                merged.merge(Features::clone(&object.spec.features));
             }
             (node.to_owned(), merged)
         })

@@ -13,13 +13,12 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 use foldhash::fast::FixedState;
 use futures_util::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
-use kube::core::PartialObjectMeta;
 
 use super::planner::Index;
 use crate::api::ImageSelectionPolicy;
 use crate::cluster::ClusterView;
+use crate::cluster::nodes::ClusterNode;
 use crate::cluster::reflected::{Change, Reflected};
 use crate::engine::{NodeFeature, features_by_node};
 use crate::telemetry::Metrics;
@@ -48,7 +47,7 @@ impl SharedIndex {
 /// One change, from whichever store.
 enum Fed {
     Policy(Change<ImageSelectionPolicy>),
-    Node(Change<PartialObjectMeta<Node>>),
+    Node(Change<ClusterNode>),
     Feature(Change<NodeFeature>),
 }
 
@@ -92,8 +91,8 @@ fn policy_digest(policy: &ImageSelectionPolicy) -> u64 {
     })
 }
 
-fn node_digest(node: &PartialObjectMeta<Node>) -> u64 {
-    fingerprint(|h| node.metadata.labels.hash(h))
+fn node_digest(node: &ClusterNode) -> u64 {
+    fingerprint(|h| node.labels().for_each(|label| label.hash(h)))
 }
 
 fn feature_digest(object: &NodeFeature) -> u64 {

@@ -62,14 +62,12 @@ pub struct Process {
     /// Liveness and readiness, as `/livez` and `/readyz` serve them.
     pub health: Health,
     /// Begins shutdown for every task.
-    pub stop: tokio::sync::watch::Sender<bool>,
+    stop: tokio::sync::watch::Sender<bool>,
     /// Resolves once the caches hold a first list.
-    pub synced: BoxFuture<'static, ()>,
+    synced: BoxFuture<'static, ()>,
     /// Whether the process can serve now (caches synced, admission index built and a
     /// certificate loaded).
-    pub ready: Box<dyn Fn() -> bool + Send + Sync>,
-    /// The admission host's address, when served.
-    pub admission: Option<std::net::SocketAddr>,
+    ready: Box<dyn Fn() -> bool + Send + Sync>,
     lease: LeaderTask,
     admin: actix_web::dev::ServerHandle,
 }
@@ -86,7 +84,6 @@ impl Process {
             ready,
             lease,
             admin,
-            ..
         } = self;
         let report = tokio::spawn(report_readiness(synced, ready, health.clone()));
         let ended = supervise(tasks, &stop, &health, signal, GRACE).await;
@@ -159,7 +156,7 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
         shutdown: shutdown.clone(),
     });
     tasks.append(&mut selection.tasks);
-    let host = match (&config.admission, &selection.admission) {
+    let cert = match (&config.admission, &selection.admission) {
         (Some(settings), Some((route, _))) => {
             let running = admission::serve(
                 settings.clone(),
@@ -170,7 +167,7 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
                 shutdown.watch(),
             )?;
             tasks.extend(running.tasks);
-            Some((running.cert, running.address))
+            Some(running.cert)
         }
         _ => None,
     };
@@ -187,7 +184,6 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
         }),
     ));
     tracing::info!(address = %config.admin, "admin server listening");
-    let cert = host.as_ref().map(|(cert, _)| Arc::clone(cert));
     let (nodes, policies) = (cluster.nodes.clone(), selection.policies.clone());
     let synced = Box::pin(async move {
         nodes.wait_synced().await;
@@ -204,7 +200,6 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
         stop,
         synced,
         ready,
-        admission: host.map(|(_, address)| address),
         lease,
         admin: admin_handle,
     })

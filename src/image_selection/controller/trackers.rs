@@ -8,14 +8,15 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::{Mutex, PoisonError};
 
 use foldhash::fast::FixedState;
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::context::Interests;
-use super::triggers::{Interest, Labels, NodeChange};
+use super::triggers::{Interest, NodeChange};
 use crate::api::ImageSelectionPolicy;
+use crate::cluster::nodes::ClusterNode;
 use crate::engine::NodeFeature;
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -57,16 +58,16 @@ struct Seen {
 }
 
 impl Seen {
-    fn digest(&mut self, labels: &Labels) -> Box<[(u32, u64)]> {
-        let mut pairs: Vec<(u32, u64)> = labels
-            .iter()
+    fn digest(&mut self, node: &ClusterNode) -> Box<[(u32, u64)]> {
+        let mut pairs: Vec<(u32, u64)> = node
+            .labels()
             .map(|(key, value)| {
-                let id = match self.ids.get(key.as_str()) {
+                let id = match self.ids.get(key) {
                     Some(id) => *id,
                     None => {
                         let id = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
-                        self.keys.push(key.as_str().into());
-                        self.ids.insert(key.as_str().into(), id);
+                        self.keys.push(key.into());
+                        self.ids.insert(key.into(), id);
                         id
                     }
                 };
@@ -107,22 +108,24 @@ impl NodeTracker {
     }
 
     /// The policies a node's addition or update concerns.
-    pub fn applied(&self, node: &PartialObjectMeta<Node>) -> Vec<ObjectRef<ImageSelectionPolicy>> {
-        let empty = Labels::new();
-        let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+    pub fn applied(&self, node: &ClusterNode) -> Vec<ObjectRef<ImageSelectionPolicy>> {
         let mut state = lock(&self.state);
-        let now = state.digest(labels);
-        let before = state.nodes.insert(node.name_any(), now.clone());
+        let now = state.digest(node);
+        let before = state.nodes.insert(node.name().to_owned(), now.clone());
         match before {
-            None => policies(&self.interests, |i| {
-                i.affected_by(NodeChange::Added(labels))
-            }),
+            None => {
+                let labels = node.labels_where(|_| true);
+                policies(&self.interests, |i| {
+                    i.affected_by(NodeChange::Added(&labels))
+                })
+            }
             Some(before) if before == now => Vec::new(),
             Some(before) => {
                 let keys = state.changed_keys(&before, &now);
+                let labels = node.labels_where(|_| true);
                 policies(&self.interests, |i| {
                     i.affected_by(NodeChange::Changed {
-                        labels,
+                        labels: &labels,
                         keys: &keys,
                     })
                 })
@@ -131,24 +134,20 @@ impl NodeTracker {
     }
 
     /// The policies a node's deletion concerns (`node` as last seen).
-    pub fn deleted(&self, node: &PartialObjectMeta<Node>) -> Vec<ObjectRef<ImageSelectionPolicy>> {
-        if lock(&self.state).nodes.remove(&node.name_any()).is_none() {
+    pub fn deleted(&self, node: &ClusterNode) -> Vec<ObjectRef<ImageSelectionPolicy>> {
+        if lock(&self.state).nodes.remove(node.name()).is_none() {
             return Vec::new();
         }
-        let empty = Labels::new();
-        let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+        let labels = node.labels_where(|_| true);
         policies(&self.interests, |i| {
-            i.affected_by(NodeChange::Removed(labels))
+            i.affected_by(NodeChange::Removed(&labels))
         })
     }
 
     /// After a relist: forgets nodes the store no longer holds (deleted while the watch was
     /// down, so never announced) and, if there were any, concerns every policy with an
     /// interest (what those nodes were is no longer known).
-    pub fn resynced(
-        &self,
-        store: &Store<PartialObjectMeta<Node>>,
-    ) -> Vec<ObjectRef<ImageSelectionPolicy>> {
+    pub fn resynced(&self, store: &Store<ClusterNode>) -> Vec<ObjectRef<ImageSelectionPolicy>> {
         let present: HashSet<String> = store.state().iter().map(|n| n.name_any()).collect();
         let mut state = lock(&self.state);
         let before = state.nodes.len();
@@ -228,24 +227,12 @@ mod tests {
     use std::collections::BTreeMap;
     use std::sync::{Arc, RwLock};
 
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
     use super::*;
     use crate::engine::Reads;
 
-    fn node(name: &str, flavor: &str, team: &str) -> PartialObjectMeta<Node> {
-        PartialObjectMeta {
-            types: None,
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                labels: Some(BTreeMap::from([
-                    ("flavor".to_owned(), flavor.to_owned()),
-                    ("team".to_owned(), team.to_owned()),
-                ])),
-                ..ObjectMeta::default()
-            },
-            _phantom: Default::default(),
-        }
+    fn node(name: &str, flavor: &str, team: &str) -> ClusterNode {
+        let mut strings = crate::cluster::nodes::Strings::default();
+        ClusterNode::new(name, [("flavor", flavor), ("team", team)], &mut strings)
     }
 
     fn interests() -> Interests {
@@ -264,7 +251,7 @@ mod tests {
     #[test]
     fn node_events_trigger_only_policies_whose_classes_they_change() {
         let tracker = NodeTracker::new(interests());
-        let apply = |n: PartialObjectMeta<Node>| tracker.applied(&n).len();
+        let apply = |n: ClusterNode| tracker.applied(&n).len();
         assert_eq!(apply(node("a", "vanilla", "x")), 1, "a new node counts");
         assert_eq!(apply(node("a", "vanilla", "x")), 0, "a heartbeat");
         assert_eq!(apply(node("a", "vanilla", "y")), 0, "an unread label");
@@ -278,7 +265,7 @@ mod tests {
     fn a_node_deleted_while_the_watch_was_down_concerns_every_policy_after_the_relist() {
         let tracker = NodeTracker::new(interests());
         tracker.applied(&node("a", "vanilla", "x"));
-        let (store, mut writer) = kube::runtime::reflector::store::<PartialObjectMeta<Node>>();
+        let (store, mut writer) = kube::runtime::reflector::store::<ClusterNode>();
         writer.apply_watcher_event(&kube::runtime::watcher::Event::Init);
         writer.apply_watcher_event(&kube::runtime::watcher::Event::InitDone);
         assert_eq!(tracker.resynced(&store).len(), 1);

@@ -1,4 +1,3 @@
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::Event;
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -9,31 +8,23 @@ use crate::cluster::reflected::reflect;
 use crate::cluster::watches::Events;
 use crate::image_selection::planner::tests::fixtures::{policy, resolved, simple_pod};
 
-fn node(name: &str, flavor: &str, version: &str) -> PartialObjectMeta<Node> {
-    PartialObjectMeta {
-        types: None,
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            resource_version: Some(version.into()),
-            labels: Some(
-                [
-                    ("flavor", flavor),
-                    ("kubernetes.io/arch", "amd64"),
-                    ("kubernetes.io/os", "linux"),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        _phantom: Default::default(),
-    }
+/// A node as the node watch hands it on (`version`: its resourceVersion, which a heartbeat
+/// changes and nothing else).
+fn node(name: &str, flavor: &str, version: &str) -> ClusterNode {
+    let mut strings = crate::cluster::nodes::Strings::default();
+    let labels = [
+        ("flavor", flavor),
+        ("kubernetes.io/arch", "amd64"),
+        ("kubernetes.io/os", "linux"),
+    ];
+    let mut node = ClusterNode::new(name, labels, &mut strings);
+    node.metadata.resource_version = Some(version.into());
+    node
 }
 
 struct Fed {
     policies: mpsc::UnboundedSender<Events<ImageSelectionPolicy>>,
-    nodes: mpsc::UnboundedSender<Events<PartialObjectMeta<Node>>>,
+    nodes: mpsc::UnboundedSender<Events<ClusterNode>>,
     index: SharedIndex,
     metrics: Arc<Metrics>,
     tasks: Vec<tokio::task::JoinHandle<()>>,

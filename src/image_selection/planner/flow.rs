@@ -142,7 +142,7 @@ impl Index {
     ) -> Vec<Candidate> {
         let mut nodes = vec![0usize; grouping.classes.len()];
         for (node, class) in &grouping.members {
-            if self.nodes.get(*node).is_some_and(|n| placement.matches(&n)) {
+            if self.nodes.get(*node).is_some_and(|n| placement.matches(n)) {
                 nodes[*class] += 1;
             }
         }
@@ -165,7 +165,7 @@ impl Index {
             .enumerate()
             .filter(|(_, node)| {
                 node.and_then(|node| self.nodes.get(node))
-                    .is_some_and(|n| placement.matches(&n))
+                    .is_some_and(|n| placement.matches(n))
             })
             .map(|(class, _)| Candidate {
                 class,

@@ -13,12 +13,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::Node;
-use kube::core::PartialObjectMeta;
-
 use super::nodes::Nodes;
 use crate::api::ImageSelectionPolicy;
-use crate::classes::grouping::{self, NodeClass};
+use crate::classes::grouping::{self, CONTROL_PLANE_LABELS, NodeClass};
+use crate::cluster::nodes::{ClusterNode, Strings};
 use crate::engine::{Features, NodeInputs, Reads};
 
 /// Placements remembered per index before the memo starts over.
@@ -114,7 +112,7 @@ impl Index {
     /// name (read only for policies whose artifacts read NFD features).
     pub fn new(
         policies: impl IntoIterator<Item = Arc<ImageSelectionPolicy>>,
-        nodes: Vec<Arc<PartialObjectMeta<Node>>>,
+        nodes: Vec<Arc<ClusterNode>>,
         features: &BTreeMap<String, Features>,
     ) -> Index {
         let mut index = Index {
@@ -165,18 +163,12 @@ impl Index {
     /// Indexes `policies` over nodes given as engine inputs (name, labels and features), as a
     /// file or a benchmark holds them rather than a store.
     pub fn over_inputs(policies: &[ImageSelectionPolicy], nodes: &[(String, NodeInputs)]) -> Index {
+        let mut strings = Strings::default();
         let stored = nodes
             .iter()
             .map(|(name, inputs)| {
-                Arc::new(PartialObjectMeta {
-                    types: None,
-                    metadata: kube::core::ObjectMeta {
-                        name: Some(name.clone()),
-                        labels: Some(inputs.labels.clone()),
-                        ..kube::core::ObjectMeta::default()
-                    },
-                    _phantom: std::marker::PhantomData,
-                })
+                let labels = inputs.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+                Arc::new(ClusterNode::new(name, labels, &mut strings))
             })
             .collect();
         let features = nodes
@@ -202,20 +194,23 @@ impl Index {
         {
             return at;
         }
+        // Each node's labels that decide whether it counts and which class it is in: copied for
+        // the drawing only.
+        let read = |key: &str| {
+            grouping::distinguishes(reads, key)
+                || selector.contains_key(key)
+                || CONTROL_PLANE_LABELS.contains(&key)
+        };
         let counted: Vec<(usize, &str, NodeInputs)> = self
             .nodes
             .iter()
+            .map(|(at, node)| (at, node.name(), node.labels_where(read)))
             .filter(|(_, _, labels)| grouping::node_counts(selector, labels))
             .map(|(at, name, labels)| {
-                let drawn = labels
-                    .iter()
-                    .filter(|(key, _)| grouping::distinguishes(reads, key))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
                 let features = (!reads.features.is_empty())
                     .then(|| features.get(name).cloned())
                     .flatten();
-                (at, name, NodeInputs::new(drawn).with_features(features))
+                (at, name, NodeInputs::new(labels).with_features(features))
             })
             .collect();
         let classes = grouping::group(reads, counted.iter().map(|(_, name, i)| (*name, i)));

@@ -2,104 +2,54 @@
 //! objects, shared (`Arc`), so every node's labels are held once in the process however many
 //! indexes are built from them. Knows nothing of policies.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::core::PartialObjectMeta;
-
-use crate::classes::selection::NodeView;
+use crate::cluster::nodes::ClusterNode;
 
 /// Every named node, as the store holds it.
 #[derive(Debug, Default)]
-pub(super) struct Nodes(Vec<Arc<PartialObjectMeta<Node>>>);
-
-/// One node, as node selection reads it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct NodeRef<'a>(&'a PartialObjectMeta<Node>);
-
-/// The labels of a node that has none.
-static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+pub(super) struct Nodes(Vec<Arc<ClusterNode>>);
 
 impl Nodes {
     /// The named nodes, in the order given: the `n`th is [`Nodes::get`]`(n)`.
-    pub(super) fn new(nodes: Vec<Arc<PartialObjectMeta<Node>>>) -> Nodes {
+    pub(super) fn new(nodes: Vec<Arc<ClusterNode>>) -> Nodes {
         Nodes(
             nodes
                 .into_iter()
-                .filter(|node| node.metadata.name.is_some())
+                .filter(|node| !node.name().is_empty())
                 .collect(),
         )
     }
 
     /// The `at`th node.
-    pub(super) fn get(&self, at: usize) -> Option<NodeRef<'_>> {
-        self.0.get(at).map(|node| NodeRef(node))
+    pub(super) fn get(&self, at: usize) -> Option<&ClusterNode> {
+        self.0.get(at).map(|node| &**node)
     }
 
-    /// Every node: (position, name, labels).
-    pub(super) fn iter(&self) -> impl Iterator<Item = (usize, &str, &BTreeMap<String, String>)> {
-        self.0.iter().enumerate().map(|(at, node)| {
-            let name = node.metadata.name.as_deref().unwrap_or_default();
-            let labels = node.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
-            (at, name, labels)
-        })
-    }
-}
-
-impl NodeView for NodeRef<'_> {
-    fn name(&self) -> &str {
-        self.0.metadata.name.as_deref().unwrap_or_default()
-    }
-
-    fn label(&self, key: &str) -> Option<&str> {
-        self.0
-            .metadata
-            .labels
-            .as_ref()?
-            .get(key)
-            .map(String::as_str)
+    /// Every node, with its position.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (usize, &ClusterNode)> {
+        self.0.iter().map(|node| &**node).enumerate()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use kube::core::ObjectMeta;
-
     use super::*;
-
-    fn node(name: Option<&str>, labels: &[(&str, &str)]) -> Arc<PartialObjectMeta<Node>> {
-        Arc::new(PartialObjectMeta {
-            types: None,
-            metadata: ObjectMeta {
-                name: name.map(str::to_owned),
-                labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                        .collect(),
-                ),
-                ..ObjectMeta::default()
-            },
-            _phantom: Default::default(),
-        })
-    }
+    use crate::classes::selection::NodeView;
+    use crate::cluster::nodes::Strings;
 
     #[test]
-    fn a_node_reads_back_its_own_labels_and_unnamed_nodes_are_left_out() {
-        let stored = node(Some("n1"), &[("zone", "a"), ("gpu", "x")]);
+    fn unnamed_nodes_are_left_out_and_the_stores_objects_are_shared_not_copied() {
+        let mut strings = Strings::default();
+        let stored = Arc::new(ClusterNode::new("n1", [("zone", "a")], &mut strings));
         let nodes = Nodes::new(vec![
             Arc::clone(&stored),
-            node(None, &[("zone", "c")]),
-            node(Some("n2"), &[("zone", "b")]),
+            Arc::new(ClusterNode::new("", [("zone", "c")], &mut strings)),
+            Arc::new(ClusterNode::new("n2", [("zone", "b")], &mut strings)),
         ]);
-        let n1 = nodes.get(0).unwrap();
-        let n2 = nodes.get(1).unwrap();
-        assert_eq!((n1.name(), n2.name()), ("n1", "n2"));
-        assert_eq!(
-            (n1.label("zone"), n1.label("gpu"), n2.label("gpu")),
-            (Some("a"), Some("x"), None)
-        );
+        let (n1, n2) = (nodes.get(0).unwrap(), nodes.get(1).unwrap());
+        assert_eq!((NodeView::name(n1), NodeView::name(n2)), ("n1", "n2"));
+        assert_eq!(NodeView::label(n2, "zone"), Some("b"));
         assert!(nodes.get(2).is_none());
         assert_eq!(
             Arc::strong_count(&stored),

@@ -127,16 +127,25 @@ pub async fn feed(
         cluster.node_features.subscribe().map(Fed::Feature).boxed(),
     ]);
     let mut digests = [Digests::default(), Digests::default(), Digests::default()];
-    let mut built = false;
+    // Whether node labels or features changed since the last build: until then, a rebuild for
+    // policies only takes the node groupings over from the current index.
+    let mut nodes_changed = true;
+    let mut dirty = false;
     while let Some(first) = changes.next().await {
-        let mut dirty = apply(&mut digests, &policies, &cluster, first);
+        let mut next = Some(first);
         // Whatever is already queued joins this rebuild.
-        while let Some(Some(more)) = changes.next().now_or_never() {
-            dirty |= apply(&mut digests, &policies, &cluster, more);
+        while let Some(change) = next {
+            let node_side = !matches!(change, Fed::Policy(_));
+            if apply(&mut digests, &policies, &cluster, change) {
+                dirty = true;
+                nodes_changed |= node_side;
+            }
+            next = changes.next().now_or_never().flatten();
         }
-        if (dirty || !built) && policies.synced() && cluster.nodes.synced() {
-            rebuild(&policies, &cluster, &index, &metrics);
-            built = true;
+        if (dirty || !index.is_built()) && policies.synced() && cluster.nodes.synced() {
+            let earlier = index.load().filter(|_| !nodes_changed);
+            rebuild(&policies, &cluster, &index, earlier.as_deref(), &metrics);
+            (dirty, nodes_changed) = (false, false);
         }
     }
 }
@@ -191,6 +200,7 @@ fn rebuild(
     policies: &Reflected<ImageSelectionPolicy>,
     cluster: &ClusterView,
     index: &SharedIndex,
+    earlier: Option<&Index>,
     metrics: &Metrics,
 ) {
     let started = std::time::Instant::now();
@@ -214,7 +224,7 @@ fn rebuild(
         BTreeMap::new()
     };
     let (policy_count, node_count) = (policies.len(), nodes.len());
-    index.store(Index::new(policies, nodes, &features));
+    index.store(Index::new(policies, nodes, &features, earlier));
     metrics.index_rebuilt();
     tracing::debug!(
         policies = policy_count,

@@ -11,10 +11,13 @@ use kube::runtime::reflector::Store;
 use super::memo::Memo;
 use super::schedule::Backoff;
 use super::source::Source;
+use super::trackers::{InventoryVersion, Tracked};
 use super::triggers::Interest;
 use crate::api::{ImageSelectionPolicy, ImageSelectionPolicyStatus};
 use crate::cluster::ClusterView;
 use crate::cluster::events::EventReporter;
+use crate::cluster::inventory::node_inputs;
+use crate::engine::NodeInputs;
 use crate::telemetry::Metrics;
 
 /// What each reconciled policy reads from nodes, by policy name; the node watch's mapper reads it
@@ -50,6 +53,8 @@ pub struct Context {
     pub(super) reporter: EventReporter,
     pub(super) metrics: Arc<Metrics>,
     pub(super) interests: Interests,
+    version: InventoryVersion,
+    inventories: Mutex<HashMap<Shape, (u64, Inventory)>>,
     pub(super) settings: Settings,
     memos: Mutex<HashMap<String, Memo>>,
     written: Mutex<HashMap<String, ImageSelectionPolicyStatus>>,
@@ -64,7 +69,7 @@ impl Context {
         source: Arc<dyn Source>,
         reporter: EventReporter,
         metrics: Arc<Metrics>,
-        interests: Interests,
+        tracked: Tracked,
         settings: Settings,
     ) -> Context {
         Context {
@@ -73,12 +78,46 @@ impl Context {
             source,
             reporter,
             metrics,
-            interests,
+            interests: tracked.interests,
+            version: tracked.version,
+            inventories: Mutex::default(),
             settings,
             memos: Mutex::default(),
             written: Mutex::default(),
             api_failures: Mutex::default(),
         }
+    }
+
+    /// The node inventory as a policy with `interest` reads it: shared by every reconcile with
+    /// the same reads while the inventory stays the same (a wave of reconciles copies the
+    /// labels once, not once per policy).
+    pub(super) fn node_inputs(&self, interest: &Interest) -> Inventory {
+        let shape = Shape {
+            labels: interest.reads.labels.iter().cloned().collect(),
+            selector: interest.node_selector.keys().cloned().collect(),
+            features: interest.reads_features(),
+        };
+        let version = self.version.get();
+        if let Some((at, inventory)) = lock(&self.inventories).get(&shape)
+            && *at == version
+        {
+            return Arc::clone(inventory);
+        }
+        let features = if shape.features {
+            self.cluster.node_features.store().state()
+        } else {
+            Vec::new()
+        };
+        let inventory = Arc::new(node_inputs(
+            &self.cluster.nodes.store().state(),
+            &features,
+            &self.cluster.settings.nfd_namespace,
+            |key| interest.reads_label(key),
+        ));
+        let mut inventories = lock(&self.inventories);
+        inventories.retain(|_, (at, _)| *at == version);
+        inventories.insert(shape, (version, Arc::clone(&inventory)));
+        inventory
     }
 
     pub(super) fn memo(&self, policy: &str) -> Option<Memo> {
@@ -131,6 +170,17 @@ impl Context {
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|name, _| keep(name));
     }
+}
+
+/// Nodes as (name, inputs), as one kind of policy reads them.
+pub(super) type Inventory = Arc<Vec<(String, NodeInputs)>>;
+
+/// What decides which of a node's labels a policy reads.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Shape {
+    labels: Vec<String>,
+    selector: Vec<String>,
+    features: bool,
 }
 
 /// A poisoned lock only means another reconcile panicked; its maps are still consistent.

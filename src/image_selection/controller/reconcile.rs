@@ -19,7 +19,6 @@ use super::memo::Outcome;
 use super::schedule::{DEFAULT_REFRESH, parse_duration};
 use super::triggers::Interest;
 use crate::api::ImageSelectionPolicy;
-use crate::cluster::inventory::node_inputs;
 use crate::resolution::platform::Platforms;
 use crate::resolution::status::{ArtifactState, Inputs, compute};
 use crate::telemetry::{ReconcileResult, error_chain};
@@ -104,18 +103,8 @@ async fn reconcile_policy(
     ctx.set_interest(name, interest.clone());
     // Without an artifact nothing is evaluated: no node label needs copying.
     let nodes = match &interest {
-        Some(interest) => node_inputs(
-            &ctx.cluster.nodes.store().state(),
-            // Merged NodeFeature features only for a policy whose rules read them.
-            &if interest.reads_features() {
-                ctx.cluster.node_features.store().state()
-            } else {
-                Vec::new()
-            },
-            &ctx.cluster.settings.nfd_namespace,
-            |key| interest.reads_label(key),
-        ),
-        None => Vec::new(),
+        Some(interest) => ctx.node_inputs(interest),
+        None => Arc::default(),
     };
     let now = now();
     let computed = compute(&Inputs {

@@ -14,10 +14,10 @@ use kube::ResourceExt;
 use kube::runtime::controller::Config;
 use kube::runtime::{Controller, WatchStreamExt};
 
-use super::context::{Context, Interests, Settings};
+use super::context::{Context, Settings};
 use super::reconcile::{error_policy, reconcile};
 use super::source::Source;
-use super::trackers::{FeatureTracker, NodeTracker, policies_for_secret};
+use super::trackers::{FeatureTracker, NodeTracker, Tracked, policies_for_secret};
 use crate::api::{ImageSelectionPolicy, REPORTING_CONTROLLER};
 use crate::cluster::events::EventReporter;
 use crate::cluster::reflected::{Change, Reflected};
@@ -52,9 +52,9 @@ pub fn controller(
         settings,
         identity,
     } = parts;
-    let interests = Interests::default();
-    let node_tracker = NodeTracker::new(Arc::clone(&interests));
-    let feature_tracker = FeatureTracker::new(Arc::clone(&interests));
+    let tracked = Tracked::default();
+    let node_tracker = NodeTracker::new(tracked.clone());
+    let feature_tracker = FeatureTracker::new(tracked.clone());
     let node_store = cluster.nodes.store();
     let node_triggers = cluster.nodes.subscribe().flat_map(move |change| {
         stream::iter(match change {
@@ -88,7 +88,7 @@ pub fn controller(
         source,
         reporter,
         metrics,
-        interests,
+        tracked,
         settings,
     ));
     Controller::for_shared_stream(spec_changes(policies), policies.store())

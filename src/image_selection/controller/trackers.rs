@@ -5,7 +5,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hash};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use foldhash::fast::FixedState;
 use k8s_openapi::api::core::v1::Secret;
@@ -41,10 +42,38 @@ fn policies(
         .collect()
 }
 
+/// Counts changes to the node inventory (labels, nodes, features): equal counts mean equal
+/// inventories, so what was read from it can be used again. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct InventoryVersion(Arc<AtomicU64>);
+
+impl InventoryVersion {
+    /// The count now.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn bump(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// What the trackers share with the reconciler: what each policy reads (the reconciler records
+/// it, the trackers consult it), and the inventory's version (the trackers count changes, the
+/// reconciler reuses what it read while it holds).
+#[derive(Clone, Debug, Default)]
+pub struct Tracked {
+    /// What each reconciled policy reads from nodes.
+    pub interests: Interests,
+    /// Changes to the node inventory so far.
+    pub version: InventoryVersion,
+}
+
 /// Remembers each node's labels as last seen (keys interned, values hashed), to tell which
 /// policies a change concerns.
 pub struct NodeTracker {
     interests: Interests,
+    version: InventoryVersion,
     state: Mutex<Seen>,
 }
 
@@ -99,10 +128,11 @@ impl Seen {
 }
 
 impl NodeTracker {
-    /// A tracker for the policies' interests.
-    pub fn new(interests: Interests) -> NodeTracker {
+    /// A tracker for the policies' interests, counting changes in their version.
+    pub fn new(tracked: Tracked) -> NodeTracker {
         NodeTracker {
-            interests,
+            interests: tracked.interests,
+            version: tracked.version,
             state: Mutex::default(),
         }
     }
@@ -112,6 +142,9 @@ impl NodeTracker {
         let mut state = lock(&self.state);
         let now = state.digest(node);
         let before = state.nodes.insert(node.name().to_owned(), now.clone());
+        if before.as_ref() != Some(&now) {
+            self.version.bump();
+        }
         match before {
             None => {
                 let labels = node.labels_where(|_| true);
@@ -138,6 +171,7 @@ impl NodeTracker {
         if lock(&self.state).nodes.remove(node.name()).is_none() {
             return Vec::new();
         }
+        self.version.bump();
         let labels = node.labels_where(|_| true);
         policies(&self.interests, |i| {
             i.affected_by(NodeChange::Removed(&labels))
@@ -155,6 +189,7 @@ impl NodeTracker {
         let vanished = state.nodes.len() != before;
         drop(state);
         if vanished {
+            self.version.bump();
             policies(&self.interests, |_| true)
         } else {
             Vec::new()
@@ -166,14 +201,16 @@ impl NodeTracker {
 /// its other fields) triggers nothing.
 pub struct FeatureTracker {
     interests: Interests,
+    version: InventoryVersion,
     last: Mutex<HashMap<(String, String), u64>>,
 }
 
 impl FeatureTracker {
-    /// A tracker for the policies' interests.
-    pub fn new(interests: Interests) -> FeatureTracker {
+    /// A tracker for the policies' interests, counting changes in their version.
+    pub fn new(tracked: Tracked) -> FeatureTracker {
         FeatureTracker {
-            interests,
+            interests: tracked.interests,
+            version: tracked.version,
             last: Mutex::default(),
         }
     }
@@ -198,6 +235,7 @@ impl FeatureTracker {
         if before == now {
             return Vec::new();
         }
+        self.version.bump();
         policies(&self.interests, Interest::reads_features)
     }
 }
@@ -250,11 +288,22 @@ mod tests {
 
     #[test]
     fn node_events_trigger_only_policies_whose_classes_they_change() {
-        let tracker = NodeTracker::new(interests());
+        let tracked = Tracked {
+            interests: interests(),
+            version: InventoryVersion::default(),
+        };
+        let tracker = NodeTracker::new(tracked.clone());
         let apply = |n: ClusterNode| tracker.applied(&n).len();
         assert_eq!(apply(node("a", "vanilla", "x")), 1, "a new node counts");
+        let version = tracked.version.get();
         assert_eq!(apply(node("a", "vanilla", "x")), 0, "a heartbeat");
+        assert_eq!(
+            tracked.version.get(),
+            version,
+            "a heartbeat changes nothing"
+        );
         assert_eq!(apply(node("a", "vanilla", "y")), 0, "an unread label");
+        assert!(tracked.version.get() > version, "but the inventory changed");
         assert_eq!(apply(node("a", "chocolate", "y")), 1, "a read label");
         let gone = node("a", "chocolate", "y");
         assert_eq!(tracker.deleted(&gone).len(), 1, "a deleted node");
@@ -263,7 +312,10 @@ mod tests {
 
     #[test]
     fn a_node_deleted_while_the_watch_was_down_concerns_every_policy_after_the_relist() {
-        let tracker = NodeTracker::new(interests());
+        let tracker = NodeTracker::new(Tracked {
+            interests: interests(),
+            version: InventoryVersion::default(),
+        });
         tracker.applied(&node("a", "vanilla", "x"));
         let (store, mut writer) = kube::runtime::reflector::store::<ClusterNode>();
         writer.apply_watcher_event(&kube::runtime::watcher::Event::Init);

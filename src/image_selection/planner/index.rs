@@ -29,7 +29,7 @@ pub struct Index {
     pub(super) nodes: Nodes,
     pub(super) policies: BTreeMap<String, Entry>,
     pub(super) by_artifact: BTreeMap<String, Vec<String>>,
-    pub(super) groupings: Vec<Grouping>,
+    pub(super) groupings: Vec<Arc<Grouping>>,
     pub(super) memo: Memo,
 }
 
@@ -109,16 +109,24 @@ impl Grouping {
 impl Index {
     /// Indexes `policies` (as the policy store holds them) and `nodes` (as the node store holds
     /// them: borrowed, not copied), with `features`, the merged NodeFeature features by node
-    /// name (read only for policies whose artifacts read NFD features).
+    /// name (read only for policies whose artifacts read NFD features). `earlier`: an index
+    /// built over the same node labels and features, whose groupings are taken over rather than
+    /// drawn again (when only policies changed).
     pub fn new(
         policies: impl IntoIterator<Item = Arc<ImageSelectionPolicy>>,
         nodes: Vec<Arc<ClusterNode>>,
         features: &BTreeMap<String, Features>,
+        earlier: Option<&Index>,
     ) -> Index {
         let mut index = Index {
             nodes: Nodes::new(nodes),
             ..Index::default()
         };
+        // Positions in the groupings are positions in the node list: the same list, or none.
+        let reusable: Vec<Arc<Grouping>> = earlier
+            .filter(|earlier| earlier.nodes.names().eq(index.nodes.names()))
+            .map(|earlier| earlier.groupings.clone())
+            .unwrap_or_default();
         for policy in policies {
             let Some(name) = policy.metadata.name.clone() else {
                 continue;
@@ -134,7 +142,7 @@ impl Index {
             let (grouping, rows) = match status.and_then(|s| s.class_keys.as_ref()) {
                 None => (None, Vec::new()),
                 Some(reads) => {
-                    let at = index.grouping(reads, &policy.spec.node_selector, features);
+                    let at = index.grouping(reads, &policy.spec.node_selector, features, &reusable);
                     let rows = index.groupings[at]
                         .classes
                         .iter()
@@ -175,24 +183,31 @@ impl Index {
             .iter()
             .filter_map(|(name, inputs)| Some((name.clone(), inputs.features.clone()?)))
             .collect();
-        Index::new(policies.iter().cloned().map(Arc::new), stored, &features)
+        Index::new(
+            policies.iter().cloned().map(Arc::new),
+            stored,
+            &features,
+            None,
+        )
     }
 
-    /// The grouping for `reads` under `selector`, drawn now unless a policy already needed it.
-    /// Each counted node's inputs are built for the drawing only, with just the labels (and
-    /// features) the classes are drawn on.
+    /// The grouping for `reads` under `selector`: one a policy already needed, one of
+    /// `reusable`, or drawn now. Each counted node's inputs are built for the drawing only, with
+    /// just the labels (and features) the classes are drawn on.
     fn grouping(
         &mut self,
         reads: &Reads,
         selector: &BTreeMap<String, String>,
         features: &BTreeMap<String, Features>,
+        reusable: &[Arc<Grouping>],
     ) -> usize {
-        if let Some(at) = self
-            .groupings
-            .iter()
-            .position(|g| &g.reads == reads && &g.selector == selector)
-        {
+        let same = |g: &&Arc<Grouping>| &g.reads == reads && &g.selector == selector;
+        if let Some(at) = self.groupings.iter().position(|g| same(&g)) {
             return at;
+        }
+        if let Some(grouping) = reusable.iter().find(same) {
+            self.groupings.push(Arc::clone(grouping));
+            return self.groupings.len() - 1;
         }
         // Each node's labels that decide whether it counts and which class it is in: copied for
         // the drawing only.
@@ -227,13 +242,48 @@ impl Index {
         for (node, class) in &members {
             representatives[*class].get_or_insert(*node);
         }
-        self.groupings.push(Grouping {
+        self.groupings.push(Arc::new(Grouping {
             reads: reads.clone(),
             selector: selector.clone(),
             classes,
             members,
             representatives,
-        });
+        }));
         self.groupings.len() - 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image_selection::planner::tests::fixtures::{inventory, policy, resolved};
+
+    fn stored(names: &[&str]) -> Vec<Arc<ClusterNode>> {
+        let mut strings = Strings::default();
+        inventory()
+            .iter()
+            .filter(|(name, _)| names.contains(&name.as_str()))
+            .map(|(name, inputs)| {
+                let labels = inputs.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+                Arc::new(ClusterNode::new(name, labels, &mut strings))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_rebuild_for_policies_only_takes_the_groupings_over_and_a_new_node_redraws_them() {
+        let policies = || [Arc::new(resolved(policy("app", serde_json::json!({}))))];
+        let none = BTreeMap::new();
+        let first = Index::new(policies(), stored(&["n1", "n2", "n3"]), &none, None);
+        let again = Index::new(policies(), stored(&["n1", "n2", "n3"]), &none, Some(&first));
+        assert!(Arc::ptr_eq(&first.groupings[0], &again.groupings[0]));
+        let grown = Index::new(
+            policies(),
+            stored(&["n1", "n2", "n3", "n4"]),
+            &none,
+            Some(&first),
+        );
+        assert!(!Arc::ptr_eq(&first.groupings[0], &grown.groupings[0]));
+        assert_eq!(grown.groupings[0].members.len(), 4);
     }
 }

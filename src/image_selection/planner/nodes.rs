@@ -26,6 +26,11 @@ impl Nodes {
         self.0.get(at).map(|node| &**node)
     }
 
+    /// Every node's name, in order.
+    pub(super) fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|node| node.name())
+    }
+
     /// Every node, with its position.
     pub(super) fn iter(&self) -> impl Iterator<Item = (usize, &ClusterNode)> {
         self.0.iter().map(|node| &**node).enumerate()

@@ -4,7 +4,8 @@
 //! node has (about 30 labels, a few annotations, managed fields from their creation); the policies
 //! share one artifact listing the three flavor images, so every policy resolves; each node has a
 //! NodeFeature object as nfd-worker publishes it (CPUID flags, kernel and OS attributes, PCI
-//! devices). Prints the current (VmRSS) and peak (VmHWM) resident memory after each step, the
+//! devices). Prints the current (VmRSS) and peak (VmHWM) resident memory after each step (and
+//! of it, the heap's and the binary's share), the
 //! process's CPU (from /proc, as a share of one core) while the cluster is quiet and while 50
 //! nodes post a heartbeat every 100 ms, and how long a relabel takes to reach the webhook's index
 //! (patch answered → `ocifit_webhook_index_rebuilds_total` moved).
@@ -459,8 +460,10 @@ fn report(controller: &Controller, when: &str) {
             .to_owned()
     };
     println!(
-        "ocifit run, {when}: VmRSS {} (peak VmHWM {})",
+        "ocifit run, {when}: VmRSS {} (peak VmHWM {}; heap and stacks RssAnon {}, code RssFile {})",
         field("VmRSS:"),
-        field("VmHWM:")
+        field("VmHWM:"),
+        field("RssAnon:"),
+        field("RssFile:")
     );
 }

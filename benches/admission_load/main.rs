@@ -31,6 +31,11 @@ use ocifit::image_selection::planner::Index;
 use ocifit::image_selection::route::{MutatePods, PATH};
 use ocifit::telemetry::Metrics;
 
+// The allocator `ocifit` itself runs with (src/main.rs), so the server measured here allocates
+// as the shipped one does.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Load test of ocifit's admission webhook against a no-op server.
 #[derive(Parser, Debug)]
 struct Args {

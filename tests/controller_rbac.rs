@@ -1,6 +1,6 @@
 //! `ocifit run` under exactly the RBAC of `config/rbac/` (a ServiceAccount token, no other
 //! rights) against the real apiserver: it resolves a policy, writes its status, publishes
-//! Events, holds its Lease, and in the managed-certificate mode creates its webhook Secret and
+//! Events, holds the Lease the install created (it may not create one), and in the managed-certificate mode creates its webhook Secret and
 //! patches the caBundle, so the apiserver calls its webhook over TLS it trusts and a labelled pod
 //! gets its image; and the role grants nothing beyond (no policy spec writes, no pods).
 
@@ -120,7 +120,8 @@ async fn the_controller_runs_under_the_role_in_config_rbac() {
     let log = controller.log_text().to_lowercase();
     assert!(!log.contains("forbidden"), "{log}");
 
-    // Nothing beyond: the same identity cannot change a policy's spec or list pods.
+    // Nothing beyond: the same identity cannot change a policy's spec, list pods, or use any
+    // Lease but its own.
     let config = kube::Config::from_custom_kubeconfig(
         kube::config::Kubeconfig::read_from(&kubeconfig).expect("the kubeconfig"),
         &Default::default(),
@@ -139,10 +140,34 @@ async fn the_controller_runs_under_the_role_in_config_rbac() {
         matches!(&spec_write, Err(kube::Error::Api(s)) if s.code == 403),
         "{spec_write:?}"
     );
-    let pods = Api::<Pod>::all(sa).list(&Default::default()).await;
+    let pods = Api::<Pod>::all(sa.clone()).list(&Default::default()).await;
     assert!(
         matches!(&pods, Err(kube::Error::Api(s)) if s.code == 403),
         "{pods:?}"
+    );
+    // Its own Lease only: it can neither create a Lease nor touch another one.
+    let leases = Api::<Lease>::namespaced(sa, "ocifit-system");
+    let other: Lease = serde_json::from_value(serde_json::json!({"metadata": {"name": "other"}}))
+        .expect("a lease");
+    let created = leases.create(&Default::default(), &other).await;
+    assert!(
+        matches!(&created, Err(kube::Error::Api(s)) if s.code == 403),
+        "{created:?}"
+    );
+    Api::<Lease>::namespaced(env.client.clone(), "ocifit-system")
+        .create(&Default::default(), &other)
+        .await
+        .expect("the admin creates another lease");
+    let taken = leases
+        .patch(
+            "other",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"holderIdentity": "rbac"}})),
+        )
+        .await;
+    assert!(
+        matches!(&taken, Err(kube::Error::Api(s)) if s.code == 403),
+        "{taken:?}"
     );
 
     assert!(controller.stop().await.success());

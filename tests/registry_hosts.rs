@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ocifit::registry::{
-    AllowList, CacheOptions, ContentProblem, DockerConfig, Error, ErrorKind, Refusal, Registry,
-    RegistryOptions, RetryPolicy, parse_reference,
+    AllowList, CacheOptions, ContentProblem, Error, ErrorKind, Refusal, Registry, RegistryOptions,
+    RetryPolicy, parse_reference,
 };
 use registry_support::*;
 
@@ -55,12 +55,6 @@ fn refusal(err: &Error) -> (String, Refusal) {
     }
 }
 
-fn basic(host: &str, user: &str, password: &str) -> DockerConfig {
-    let json =
-        format!(r#"{{"auths":{{"{host}":{{"username":"{user}","password":"{password}"}}}}}}"#);
-    DockerConfig::from_json(json.as_bytes()).unwrap()
-}
-
 #[tokio::test]
 async fn a_registry_not_in_the_allowed_list_is_refused_before_any_request() {
     let (store, _) = artifact_store();
@@ -98,7 +92,7 @@ async fn a_plain_http_token_realm_on_another_host_gets_neither_request_nor_crede
             .await;
     let registry_fake = challenging(format!("http://{}/token", realm.host)).await;
     let mut opts = options(&[&registry_fake.host], &[]);
-    opts.credentials = basic(&registry_fake.host, "alice", "wonderland");
+    opts.credentials = docker_config(&registry_fake.host, "alice", "wonderland");
     let err = Registry::new(opts)
         .unwrap()
         .resolve_digest(&reference(&registry_fake.host, "acme/compat:v1"))
@@ -185,7 +179,7 @@ async fn credentials_never_follow_a_redirect_to_another_allowed_host() {
     let to = Arc::new(Mutex::new(format!("http://{}/cdn", cdn.host)));
     let origin = redirecting(store, to).await;
     let mut opts = options(&[&origin.host, &cdn.host], &[&origin.host, &cdn.host]);
-    opts.credentials = basic(&origin.host, "alice", "wonderland");
+    opts.credentials = docker_config(&origin.host, "alice", "wonderland");
     let fetched = Registry::new(opts)
         .unwrap()
         .fetch_artifact(&reference(&origin.host, "acme/compat:v1"))
@@ -221,7 +215,7 @@ async fn a_redirect_off_the_list_or_to_a_host_not_plain_http_is_not_followed() {
             vec![]
         };
         let mut opts = options(&plain, &allowed);
-        opts.credentials = basic(&origin.host, "alice", "wonderland");
+        opts.credentials = docker_config(&origin.host, "alice", "wonderland");
         let err = Registry::new(opts)
             .unwrap()
             .fetch_artifact(&reference(&origin.host, "acme/compat:v1"))
@@ -244,13 +238,13 @@ async fn clients_with_other_credentials_share_the_cache_but_never_read_what_thei
     })
     .await;
     let anonymous = Registry::new(options(&[&fake.host], &[])).unwrap();
-    let alice = anonymous.with_credentials(basic(&fake.host, "alice", "wonderland"));
+    let alice = anonymous.with_credentials(docker_config(&fake.host, "alice", "wonderland"));
     let pinned = reference(&fake.host, &format!("acme/compat@{digest}"));
     alice.fetch_artifact(&pinned).await.unwrap();
     let requests = fake.total();
     let err = anonymous.fetch_artifact(&pinned).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unauthorized, "{err}");
-    let again = anonymous.with_credentials(basic(&fake.host, "alice", "wonderland"));
+    let again = anonymous.with_credentials(docker_config(&fake.host, "alice", "wonderland"));
     again.fetch_artifact(&pinned).await.unwrap();
     assert_eq!(
         fake.total(),
@@ -356,7 +350,7 @@ async fn requests_in_flight_are_bounded_across_clients() {
         let client = if i % 2 == 0 {
             root.clone()
         } else {
-            root.with_credentials(basic("elsewhere.example", "u", "p"))
+            root.with_credentials(docker_config("elsewhere.example", "u", "p"))
         };
         let at = reference(&fake.host, &format!("acme/compat:{tag}"));
         tokio::spawn(async move { client.resolve_digest(&at).await })

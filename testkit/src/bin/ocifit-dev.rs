@@ -1,13 +1,15 @@
-//! `ocifit-dev`: a local cluster and registry for working on ocifit by hand (`up`), and the
-//! README's one-command demo (`demo`, run by `tools/demo`).
+//! `ocifit-dev`: a local cluster and registry for working on ocifit by hand (`up`), the README's
+//! one-command demo (`demo`, run by `tools/demo`), and images assembled without a container engine
+//! (`image`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use ocifit_testkit::demo::{self, DemoOptions};
 use ocifit_testkit::dev;
+use ocifit_testkit::image::{self, ImageBuilder};
 
 /// Local development environment for ocifit (tools from tools/install).
 #[derive(Parser)]
@@ -47,6 +49,47 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 60)]
         timeout: u64,
     },
+    /// Assemble an OCI image without a container engine and push it with crane.
+    #[command(subcommand)]
+    Image(ImageCommand),
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// ocifit's image from a built binary: the binary, the shared libraries it links and the loader,
+    /// CA certificates, the nonroot user; user, entrypoint, command, ports and labels as the
+    /// Dockerfile's release image has them.
+    Ocifit {
+        /// The ocifit binary.
+        #[arg(long, value_name = "PATH", default_value = "target/release/ocifit")]
+        binary: PathBuf,
+        /// The `org.opencontainers.image.revision` label (default: `git rev-parse HEAD`).
+        #[arg(long)]
+        revision: Option<String>,
+        #[command(flatten)]
+        target: ImageTarget,
+    },
+    /// A tiny image that prints LINE (e.g. "flavor vanilla") and waits until it is stopped.
+    Flavor {
+        /// What it prints.
+        #[arg(long)]
+        line: String,
+        #[command(flatten)]
+        target: ImageTarget,
+    },
+}
+
+#[derive(Args)]
+struct ImageTarget {
+    /// Where to push it, e.g. 127.0.0.1:5000/ocifit:dev.
+    #[arg(long, value_name = "REFERENCE")]
+    tag: String,
+    /// The registry is plain HTTP.
+    #[arg(long)]
+    insecure: bool,
+    /// Where to write the OCI image layout (default: a temporary directory, removed after).
+    #[arg(long, value_name = "DIR")]
+    layout: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -69,7 +112,74 @@ async fn main() -> ExitCode {
             };
             run_demo(&options, check).await
         }
+        Command::Image(command) => match build_image(command).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ocifit-dev image: {e}");
+                ExitCode::FAILURE
+            }
+        },
     }
+}
+
+async fn build_image(command: ImageCommand) -> Result<(), String> {
+    let (image, target) = match command {
+        ImageCommand::Ocifit {
+            binary,
+            revision,
+            target,
+        } => {
+            let version = output(&binary, &["--version"])?;
+            let version = version
+                .split_whitespace()
+                .last()
+                .unwrap_or_default()
+                .to_owned();
+            let revision = match revision {
+                Some(revision) => revision,
+                None => output(std::path::Path::new("git"), &["rev-parse", "HEAD"])
+                    .map_err(|e| format!("{e} (or give --revision)"))?,
+            };
+            let image =
+                image::ocifit_image(&binary, &version, &revision).map_err(|e| e.to_string())?;
+            (image, target)
+        }
+        ImageCommand::Flavor { line, target } => (
+            image::flavor_image(&line).map_err(|e| e.to_string())?,
+            target,
+        ),
+    };
+    push(&image, &target).await
+}
+
+async fn push(image: &ImageBuilder, target: &ImageTarget) -> Result<(), String> {
+    let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dir = target
+        .layout
+        .clone()
+        .unwrap_or_else(|| scratch.path().join("layout"));
+    let layout = image::push(image, &dir, &target.tag, target.insecure)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{}@{}", target.tag, layout.digest);
+    Ok(())
+}
+
+/// The trimmed stdout of a command that must succeed.
+fn output(program: &std::path::Path, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{} {}` failed: {}",
+            program.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 async fn up(registry_auth: Option<&str>) -> ExitCode {

@@ -307,6 +307,39 @@ impl ImageBuilder {
 }
 
 impl ImageLayout {
+    /// The paths in the image's layer, as packed (directories end in `/`).
+    pub fn paths(&self) -> Result<Vec<String>> {
+        let blob = |digest: &str| {
+            let path = self
+                .dir
+                .join("blobs/sha256")
+                .join(digest.trim_start_matches("sha256:"));
+            std::fs::read(&path).map_err(io("read", path))
+        };
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&blob(&self.digest)?).map_err(|e| Error::Format {
+                action: "read the image's manifest".into(),
+                message: e.to_string(),
+            })?;
+        let mut paths = Vec::new();
+        for layer in manifest["layers"].as_array().into_iter().flatten() {
+            let bytes = blob(layer["digest"].as_str().unwrap_or_default())?;
+            let unreadable = |e: std::io::Error| Error::Format {
+                action: "read the image's layer".into(),
+                message: e.to_string(),
+            };
+            for entry in tar::Archive::new(bytes.as_slice())
+                .entries()
+                .map_err(unreadable)?
+            {
+                let entry = entry.map_err(unreadable)?;
+                let path = entry.path().map_err(unreadable)?;
+                paths.push(path.to_string_lossy().into_owned());
+            }
+        }
+        Ok(paths)
+    }
+
     /// The layout packed as one tar, the form `ctr images import` reads; written beside the layout
     /// directory as `<dir>.tar`.
     pub fn to_tar(&self) -> Result<PathBuf> {

@@ -24,6 +24,7 @@ mod crds;
 pub mod demo;
 pub mod dev;
 mod error;
+pub mod flavors;
 pub mod image;
 mod kubeconform;
 mod net;

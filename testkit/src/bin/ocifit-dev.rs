@@ -214,7 +214,7 @@ async fn run_demo(options: &DemoOptions, check: bool) -> ExitCode {
         drop(demo);
         if passed {
             println!(
-                "demo check passed: every flavor pod runs its flavor's image on a node of its flavor"
+                "demo check passed: every flavor pod has its flavor's image on a node of its flavor, and the real node ran its pod's"
             );
             return ExitCode::SUCCESS;
         }

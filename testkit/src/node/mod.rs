@@ -40,6 +40,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct RealNode {
     name: String,
     labels: BTreeMap<String, String>,
+    taints: Vec<String>,
 }
 
 impl RealNode {
@@ -48,6 +49,7 @@ impl RealNode {
         Self {
             name: name.to_owned(),
             labels: BTreeMap::new(),
+            taints: Vec::new(),
         }
     }
 
@@ -55,6 +57,14 @@ impl RealNode {
     /// pod's nodeSelector can choose it, as with any node).
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.labels.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// A taint the node registers with (`effect`: `NoSchedule`, `PreferNoSchedule` or
+    /// `NoExecute`): only pods that tolerate it land there, e.g. to keep pods meant for kwok's
+    /// nodes off it.
+    pub fn taint(mut self, key: &str, value: &str, effect: &str) -> Self {
+        self.taints.push(format!("{key}={value}:{effect}"));
         self
     }
 

@@ -116,20 +116,18 @@ pub(crate) async fn start(
     )
     .await?;
 
-    node.inside(
-        env,
-        holder,
-        "kubelet",
-        &kubelet,
-        vec![
-            flag("--config=", paths.kubelet_config()),
-            flag("--kubeconfig=", paths.path("kubelet.kubeconfig")),
-            flag("--hostname-override=", &spec.name),
-            flag("--node-ip=", node.link.node_ip.to_string()),
-            flag("--node-labels=", format!("{REAL_NODE_LABEL}=true")),
-            flag("--root-dir=", paths.path("kubelet/root")),
-        ],
-    )?;
+    let mut kubelet_args = vec![
+        flag("--config=", paths.kubelet_config()),
+        flag("--kubeconfig=", paths.path("kubelet.kubeconfig")),
+        flag("--hostname-override=", &spec.name),
+        flag("--node-ip=", node.link.node_ip.to_string()),
+        flag("--node-labels=", format!("{REAL_NODE_LABEL}=true")),
+        flag("--root-dir=", paths.path("kubelet/root")),
+    ];
+    if !spec.taints.is_empty() {
+        kubelet_args.push(flag("--register-with-taints=", spec.taints.join(",")));
+    }
+    node.inside(env, holder, "kubelet", &kubelet, kubelet_args)?;
     node.inside(
         env,
         holder,

@@ -19,6 +19,7 @@ use crate::error::{Error, Result, io};
 
 /// Machine-wide, and gone at reboot like the state it guards.
 const STATE_DIR: &str = "/run/ocifit-testkit";
+const PROC_SYS: &str = "/proc/sys";
 /// The slot numbers: the third octet of the node's subnets.
 const SLOTS: std::ops::RangeInclusive<u8> = 1..=250;
 /// The sysctls the kubelet sets (`setupKernelTunables`) that no namespace confines.
@@ -79,11 +80,7 @@ impl Slot {
             action: "reserve a real node slot".into(),
             message: format!("all {} slots under {STATE_DIR} are in use", SLOTS.count()),
         })?;
-        if running_nodes() == 1 {
-            // The only node: values saved by one that died are the machine's own, put back first.
-            restore_sysctls();
-            save_sysctls()?;
-        }
+        save_sysctls_if_first(state, Path::new(PROC_SYS))?;
         Ok(Self {
             index,
             cgroups: Cgroups::new(&cgroup_name(index)),
@@ -117,9 +114,7 @@ impl Drop for Slot {
         };
         let _ = std::fs::remove_file(lock_path(self.index));
         drop(self.lock.take());
-        if running_nodes() == 0 {
-            restore_sysctls();
-        }
+        restore_sysctls_if_last(Path::new(STATE_DIR), Path::new(PROC_SYS));
     }
 }
 
@@ -129,38 +124,51 @@ fn teardown(index: u8, cgroups: &Cgroups) {
     network::unwire(&host_veth(index));
 }
 
+/// Saves the kernel sysctls in `state` if the caller's node is the only one running; values
+/// saved by a node that died are the machine's own, and are put back first.
+fn save_sysctls_if_first(state: &Path, proc_sys: &Path) -> Result<()> {
+    if running_nodes(state) != 1 {
+        return Ok(());
+    }
+    restore_sysctls(state, proc_sys);
+    let mut saved = String::new();
+    for key in GLOBAL_SYSCTLS {
+        let file = proc_sys.join(key);
+        let value = std::fs::read_to_string(&file).map_err(io("read", &file))?;
+        saved.push_str(&format!("{key}={}\n", value.trim()));
+    }
+    let path = state.join(SAVED_SYSCTLS);
+    std::fs::write(&path, saved).map_err(io("write", &path))
+}
+
+/// Restores the saved sysctls if no node runs any more.
+fn restore_sysctls_if_last(state: &Path, proc_sys: &Path) {
+    if running_nodes(state) == 0 {
+        restore_sysctls(state, proc_sys);
+    }
+}
+
 /// How many slots a live node holds (the caller's own lock counts, when it holds one).
-fn running_nodes() -> usize {
+fn running_nodes(state: &Path) -> usize {
     SLOTS
         .filter(|index| {
             File::options()
                 .write(true)
-                .open(lock_path(*index))
+                .open(state.join(lock_name(*index)))
                 .is_ok_and(|file| file.try_lock().is_err())
         })
         .count()
 }
 
-fn save_sysctls() -> Result<()> {
-    let path = Path::new(STATE_DIR).join(SAVED_SYSCTLS);
-    let mut saved = String::new();
-    for key in GLOBAL_SYSCTLS {
-        let file = Path::new("/proc/sys").join(key);
-        let value = std::fs::read_to_string(&file).map_err(io("read", &file))?;
-        saved.push_str(&format!("{key}={}\n", value.trim()));
-    }
-    std::fs::write(&path, saved).map_err(io("write", &path))
-}
-
 /// Writes back the saved sysctls and forgets them; nothing saved is nothing to do.
-fn restore_sysctls() {
-    let path = Path::new(STATE_DIR).join(SAVED_SYSCTLS);
+fn restore_sysctls(state: &Path, proc_sys: &Path) {
+    let path = state.join(SAVED_SYSCTLS);
     let Ok(saved) = std::fs::read_to_string(&path) else {
         return;
     };
     for (key, value) in saved.lines().filter_map(|line| line.split_once('=')) {
         if GLOBAL_SYSCTLS.contains(&key) {
-            let _ = std::fs::write(Path::new("/proc/sys").join(key), value);
+            let _ = std::fs::write(proc_sys.join(key), value);
         }
     }
     let _ = std::fs::remove_file(&path);
@@ -171,7 +179,11 @@ fn host_veth(index: u8) -> String {
 }
 
 fn lock_path(index: u8) -> PathBuf {
-    Path::new(STATE_DIR).join(format!("node-{index}.lock"))
+    Path::new(STATE_DIR).join(lock_name(index))
+}
+
+fn lock_name(index: u8) -> String {
+    format!("node-{index}.lock")
 }
 
 fn cgroup_name(index: u8) -> String {
@@ -183,4 +195,91 @@ fn lock(path: &Path) -> Result<File> {
     let file = File::create(path).map_err(io("create", path))?;
     file.lock().map_err(io("lock", path))?;
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state directory and a stand-in for `/proc/sys` holding every sysctl at `value`.
+    fn machine(value: &str) -> (tempfile::TempDir, tempfile::TempDir) {
+        let state = tempfile::tempdir().unwrap();
+        let proc_sys = tempfile::tempdir().unwrap();
+        set_all(proc_sys.path(), value);
+        (state, proc_sys)
+    }
+
+    fn set_all(proc_sys: &Path, value: &str) {
+        for key in GLOBAL_SYSCTLS {
+            let path = proc_sys.join(key);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, format!("{value}\n")).unwrap();
+        }
+    }
+
+    fn values(proc_sys: &Path) -> Vec<String> {
+        GLOBAL_SYSCTLS
+            .iter()
+            .map(|key| {
+                std::fs::read_to_string(proc_sys.join(key))
+                    .unwrap()
+                    .trim()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    /// Holds slot `index` as a running node does.
+    fn hold(state: &Path, index: u8) -> File {
+        let file = File::create(state.join(lock_name(index))).unwrap();
+        file.lock().unwrap();
+        file
+    }
+
+    #[test]
+    fn only_locked_slots_count_as_running_nodes() {
+        let (state, _proc) = machine("0");
+        let _first = hold(state.path(), 1);
+        let _second = hold(state.path(), 7);
+        // A lock file whose owner died is free.
+        File::create(state.path().join(lock_name(9))).unwrap();
+        assert_eq!(running_nodes(state.path()), 2);
+    }
+
+    #[test]
+    fn the_first_node_saves_the_sysctls_and_the_last_restores_them() {
+        let (state, proc_sys) = machine("0");
+        let first = hold(state.path(), 1);
+        save_sysctls_if_first(state.path(), proc_sys.path()).unwrap();
+        let second = hold(state.path(), 2);
+        save_sysctls_if_first(state.path(), proc_sys.path()).unwrap();
+        set_all(proc_sys.path(), "1"); // what the kubelets set
+
+        drop(first);
+        restore_sysctls_if_last(state.path(), proc_sys.path());
+        assert!(
+            values(proc_sys.path()).iter().all(|v| v == "1"),
+            "another node runs"
+        );
+
+        drop(second);
+        restore_sysctls_if_last(state.path(), proc_sys.path());
+        assert!(values(proc_sys.path()).iter().all(|v| v == "0"));
+        assert!(!state.path().join(SAVED_SYSCTLS).exists());
+    }
+
+    #[test]
+    fn values_saved_by_a_node_that_died_are_put_back_before_the_next_save() {
+        let (state, proc_sys) = machine("0");
+        let dead = hold(state.path(), 1);
+        save_sysctls_if_first(state.path(), proc_sys.path()).unwrap();
+        set_all(proc_sys.path(), "1");
+        drop(dead); // killed: nothing restored
+
+        let _next = hold(state.path(), 2);
+        save_sysctls_if_first(state.path(), proc_sys.path()).unwrap();
+        assert!(values(proc_sys.path()).iter().all(|v| v == "0"));
+        let saved = std::fs::read_to_string(state.path().join(SAVED_SYSCTLS)).unwrap();
+        assert!(saved.lines().all(|l| l.ends_with("=0")), "{saved}");
+    }
 }

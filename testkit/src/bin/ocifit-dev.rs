@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use ocifit_testkit::demo::{self, DemoOptions};
-use ocifit_testkit::dev;
 use ocifit_testkit::image::{self, ImageBuilder};
+use ocifit_testkit::{RealNode, dev};
 
 /// Local development environment for ocifit (tools from tools/install).
 #[derive(Parser)]
@@ -27,6 +27,10 @@ enum Command {
         /// Require basic auth on the registry, as USER:PASSWORD.
         #[arg(long, value_name = "USER:PASSWORD")]
         registry_auth: Option<String>,
+        /// Add a real node (containerd, kubelet, kube-proxy) named NAME; may be repeated. Needs
+        /// root; the apiserver and the registry then listen on this machine's own address.
+        #[arg(long, value_name = "NAME")]
+        real_node: Vec<String>,
     },
     /// The flavor demo: cluster, registry, artifact, three nodes, `ocifit run` with its webhook,
     /// the policy and three pods; prints where each pod landed with which image, then keeps
@@ -95,7 +99,10 @@ struct ImageTarget {
 #[tokio::main]
 async fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Up { registry_auth } => up(registry_auth.as_deref()).await,
+        Command::Up {
+            registry_auth,
+            real_node,
+        } => up(registry_auth.as_deref(), &real_node).await,
         Command::Demo {
             ocifit,
             repo,
@@ -182,7 +189,7 @@ fn output(program: &std::path::Path, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-async fn up(registry_auth: Option<&str>) -> ExitCode {
+async fn up(registry_auth: Option<&str>, real_nodes: &[String]) -> ExitCode {
     let auth = match registry_auth.map(|a| a.split_once(':')) {
         None => None,
         Some(Some(pair)) => Some(pair),
@@ -191,7 +198,12 @@ async fn up(registry_auth: Option<&str>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match dev::run_until_interrupted(dev::full_cluster(auth)).await {
+    let builder = real_nodes
+        .iter()
+        .fold(dev::full_cluster(auth), |builder, name| {
+            builder.real_node(RealNode::new(name))
+        });
+    match dev::run_until_interrupted(builder).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ocifit-dev: {e}");

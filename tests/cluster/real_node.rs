@@ -2,7 +2,8 @@
 //! kubelet and kube-proxy run pods from images assembled here and pushed to the cluster's registry;
 //! the node is chosen by its labels like any other; pods reach the apiserver through the
 //! `kubernetes` Service, each other through ClusterIP Services, and the registry at this machine's
-//! own address; kwok keeps its hands off it; and its components' logs are the cluster's. Each test
+//! own address; kwok fakes pods on its own nodes but leaves the real one to its kubelet; and its
+//! components' logs are the cluster's. Each test
 //! has its own cluster (a real node cannot be shared), so their nodes also run side by side.
 
 use std::collections::BTreeMap;
@@ -163,24 +164,56 @@ async fn pods_reach_the_apiserver_the_registry_and_each_other_through_services()
 }
 
 #[tokio::test]
-async fn kwok_leaves_the_real_node_alone_and_runs_its_own_beside_it() {
+async fn kwok_fakes_pods_on_its_nodes_and_leaves_the_real_node_to_its_kubelet() {
     let cluster = cluster().await;
     let client = cluster.client().expect("a client");
-    create_node(
-        &client,
-        &FakeNode::new("fake-1").label("ocifit.io/test-node", "fake"),
-    )
-    .await
-    .expect("a fake node");
+    create_node(&client, &FakeNode::new("fake-1"))
+        .await
+        .expect("a fake node");
+    let missing = cluster
+        .registry()
+        .expect("a registry")
+        .reference("nowhere/missing:v1");
+    let on = |node: &str, name: &str| -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": missing}]},
+        }))
+        .expect("a pod")
+    };
+    create(&client, "default", &on("fake-1", "faked")).await;
+    create(&client, "default", &on(NODE, "real")).await;
 
-    let nodes: Api<Node> = Api::all(client.clone());
-    let real = nodes.get(NODE).await.expect("the real node");
-    let info = real.status.and_then(|s| s.node_info).expect("node info");
+    // kwok makes its node's pod Ready without any image; the kubelet tries to pull it, and says so.
+    wait_for_pod_ready(&client, "default", "faked", WAIT)
+        .await
+        .expect("kwok runs the pod on its node");
+    let refused = wait_for_pod_ready(&client, "default", "real", WAIT)
+        .await
+        .expect_err("an image that does not exist never runs on the real node");
+    let message = refused.to_string();
+    assert!(
+        message.contains("ErrImagePull") || message.contains("ImagePullBackOff"),
+        "{message}"
+    );
+
+    let real = Api::<Node>::all(client.clone())
+        .get(NODE)
+        .await
+        .expect("the real node");
+    let status = real.status.expect("a status");
+    let info = status.node_info.expect("node info");
     assert!(
         info.container_runtime_version.starts_with("containerd://"),
         "{info:?}"
     );
-    assert!(info.kubelet_version.starts_with("v1."), "{info:?}");
+    let ready = status
+        .conditions
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .expect("a Ready condition");
+    assert_eq!(ready.reason.as_deref(), Some("KubeletReady"), "{ready:?}");
     let labels: BTreeMap<String, String> = real.metadata.labels.unwrap_or_default();
     assert_eq!(
         labels.get("kubernetes.io/hostname").map(String::as_str),

@@ -27,7 +27,7 @@ use crate::controller::leader::{self, Leadership, LeaseSettings};
 use crate::controller::registry_source::RegistrySource;
 use crate::controller::runner::{Parts, controller};
 use crate::controller::schedule::Backoff;
-use crate::registry::{CacheOptions, DockerConfig, RegistryOptions};
+use crate::registry::{AllowList, CacheOptions, DockerConfig, RegistryOptions};
 use crate::telemetry::{Metrics, Readiness, admin_server, init_logs};
 use webhook::{WebhookParts, serve_webhook};
 
@@ -301,6 +301,7 @@ async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> 
 fn registry_options(args: &RunArgs) -> anyhow::Result<RegistryOptions> {
     let mut options = RegistryOptions {
         plain_http: args.plain_http_registries.clone(),
+        allowed: AllowList::parse(&args.allowed_registries).context("--allowed-registries")?,
         request_timeout: args.registry_timeout,
         max_artifact_bytes: args.max_artifact_bytes,
         cache: CacheOptions {

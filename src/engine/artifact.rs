@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::error::{ArtifactError, Location, Problem};
+use super::limits::{self, LIMITS};
 use super::{Format, detect, nfd, ocifit};
 
 /// A parsed, validated compatibility artifact. Immutable, `Send + Sync`, cheap to share in an
@@ -137,7 +138,8 @@ pub(crate) struct SetDoc<R> {
 
 impl Artifact {
     /// Parses and validates an artifact in the given format (chosen by media type, or by
-    /// [`Format::detect`] for local files). ocifit is JSON; NFD is YAML (JSON also parses).
+    /// [`Format::detect`] for local files). ocifit is JSON; NFD is YAML (JSON also parses). An
+    /// artifact beyond [`LIMITS`] is refused before anything in it is compiled.
     pub fn parse(format: Format, bytes: &[u8]) -> Result<Artifact, ArtifactError> {
         let doc: serde_json::Value = match format {
             Format::Ocifit => {
@@ -150,6 +152,7 @@ impl Artifact {
                 })?
             }
         };
+        limits::check(format, &doc, &LIMITS)?;
         Artifact::from_value(format, &doc).map_err(|err| match err {
             ArtifactError::Shape {
                 format,

@@ -13,6 +13,7 @@ mod error;
 mod eval;
 mod explain;
 mod inputs;
+mod limits;
 mod nfd;
 mod nfd_eval;
 mod ocifit;
@@ -35,6 +36,7 @@ pub use inputs::{
     FeatureSource, Features, NODE_NAME_LABEL, NodeFeature, NodeFeatureList, NodeFeatureSpec,
     NodeInputs, features_by_node,
 };
+pub use limits::{LIMITS, Limits};
 pub use select::{Candidate, any_platform, best_candidate};
 
 /// Media type of the layer holding an ocifit compatibility artifact (JSON).

@@ -71,6 +71,7 @@ async fn answer(args: &ResolveArgs) -> Result<Report, ResolveError> {
         plain_http: args.plain_http,
         docker_config: args.docker_config.clone(),
         ca_file: args.ca_file.clone(),
+        allowed_registries: args.allowed_registries.clone(),
     };
     let loaded = inputs::load(args, policy.as_ref(), &flags).await?;
     let nodes = read_nodes(args)?;
@@ -158,7 +159,8 @@ async fn lookup(registry: &Registry, image: &str) -> PlatformLookup {
                 ErrorKind::NotFound
                 | ErrorKind::Unauthorized
                 | ErrorKind::InvalidContent
-                | ErrorKind::InvalidReference => PlatformLookup::Failed(why),
+                | ErrorKind::InvalidReference
+                | ErrorKind::NotAllowed => PlatformLookup::Failed(why),
             }
         }
     }

@@ -51,6 +51,16 @@ impl LeaseError {
                     && status.details.as_ref().is_some_and(|d| d.kind == "namespaces")
         )
     }
+
+    /// Whether it failed because the Lease does not exist and this replica may not create it
+    /// (the Role grants no `create`: the install creates the Lease).
+    pub fn lease_missing(&self) -> bool {
+        matches!(
+            &self.source,
+            kube_lease_manager::LeaseManagerError::KubeError(kube::Error::Api(status))
+                if status.code == 403
+        )
+    }
 }
 
 /// Whether this replica leads, now and as it changes. Cheap to clone.

@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use super::doc::{CompiledSet, shape};
 use super::error::{ArtifactError, Location, Problem};
+use super::limits::{self, LIMITS};
 use super::reads::Reads;
 use super::{Format, detect, nfd, ocifit};
 
@@ -96,7 +97,8 @@ struct Document {
 
 impl Artifact {
     /// Parses and validates an artifact in the given format (chosen by media type, or by
-    /// [`Format::detect`] for local files). ocifit is JSON; NFD is YAML (JSON also parses).
+    /// [`Format::detect`] for local files). ocifit is JSON; NFD is YAML (JSON also parses). An
+    /// artifact beyond [`LIMITS`] is refused before anything in it is compiled.
     pub fn parse(format: Format, bytes: &[u8]) -> Result<Artifact, ArtifactError> {
         let doc: serde_json::Value = match format {
             Format::Ocifit => {
@@ -109,6 +111,7 @@ impl Artifact {
                 })?
             }
         };
+        limits::check(format, &doc, &LIMITS)?;
         Artifact::from_value(format, &doc).map_err(|err| match err {
             ArtifactError::Shape {
                 format,

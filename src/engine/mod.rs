@@ -14,6 +14,7 @@ mod error;
 mod eval;
 mod explain;
 mod inputs;
+mod limits;
 mod nfd;
 mod nfd_eval;
 mod ocifit;
@@ -37,6 +38,7 @@ pub use inputs::{
     FEATURE_LABEL_PREFIX, FeatureSource, Features, NODE_NAME_LABEL, NodeFeature, NodeFeatureList,
     NodeFeatureSpec, NodeInputs, features_by_node,
 };
+pub use limits::{LIMITS, Limits};
 pub use reads::{FeatureReads, Reads};
 pub use select::{Candidate, any_platform, best_candidate};
 

@@ -41,6 +41,17 @@ pub struct RunArgs {
     )]
     pub plain_http_registries: Vec<String>,
 
+    /// Registries the operator may reach (HOST[:PORT] or *.DOMAIN[:PORT]; repeatable,
+    /// comma-separated in the environment): artifact references, candidate images, the images
+    /// artifacts name, token realms on another host and redirects. Empty: any registry.
+    #[arg(
+        long = "allowed-registries",
+        env = "OCIFIT_ALLOWED_REGISTRIES",
+        value_name = "PATTERN",
+        value_delimiter = ','
+    )]
+    pub allowed_registries: Vec<String>,
+
     /// PEM file of extra CA certificates trusted for registries.
     #[arg(long, env = "OCIFIT_CA_FILE", value_name = "FILE")]
     pub ca_file: Option<PathBuf>,

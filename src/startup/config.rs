@@ -11,7 +11,7 @@ use crate::cluster;
 use crate::cluster::leader::LeaseSettings;
 use crate::image_selection::controller::context::Settings as ControllerSettings;
 use crate::image_selection::controller::schedule::Backoff;
-use crate::registry::{CacheOptions, DockerConfig, RegistryOptions};
+use crate::registry::{AllowList, CacheOptions, DockerConfig, RegistryOptions};
 use crate::telemetry::LogFormat;
 
 /// A flag's value, or a file it names, cannot be used.
@@ -35,6 +35,9 @@ pub enum ConfigError {
         #[source]
         source: crate::registry::ConfigError,
     },
+    /// `--allowed-registries` has a pattern that is not a host.
+    #[error("--allowed-registries")]
+    AllowedRegistries(#[source] crate::registry::ConfigError),
 }
 
 /// Everything `ocifit run` is told.
@@ -119,6 +122,8 @@ fn read(what: &'static str, path: &PathBuf) -> Result<Vec<u8>, ConfigError> {
 fn registry_options(args: &RunArgs) -> Result<RegistryOptions, ConfigError> {
     let mut options = RegistryOptions {
         plain_http: args.plain_http_registries.clone(),
+        allowed: AllowList::parse(&args.allowed_registries)
+            .map_err(ConfigError::AllowedRegistries)?,
         request_timeout: args.registry_timeout,
         max_artifact_bytes: args.max_artifact_bytes,
         cache: CacheOptions {

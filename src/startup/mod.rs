@@ -124,6 +124,14 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
                         settings.namespace,
                         settings.namespace
                     )
+                } else if err.lease_missing() {
+                    anyhow::anyhow!(
+                        "the leader-election Lease {}/{} does not exist and this replica may not \
+                         create it: apply config/rbac/leader_election_lease.yaml (the chart \
+                         creates it), or turn leader election off (--leader-elect=false)",
+                        settings.namespace,
+                        settings.name
+                    )
                 } else {
                     anyhow::Error::new(err)
                 }

@@ -14,6 +14,7 @@
 mod support;
 
 mod chart_cluster;
+mod chart_real_node;
 mod chart_wiring;
 mod cluster_crd;
 mod cluster_scheduling;
@@ -25,6 +26,8 @@ mod controller_leader;
 mod controller_nfd;
 mod controller_rbac;
 mod demo;
+mod real_node;
+mod real_node_teardown;
 mod supervision;
 mod webhook_certificates;
 mod webhook_e2e;

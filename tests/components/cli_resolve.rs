@@ -489,3 +489,33 @@ async fn a_candidates_policy_resolves_as_the_controller_does_with_platforms_chec
         "{reason}"
     );
 }
+
+#[tokio::test]
+async fn a_registry_off_the_allowed_list_is_refused_naming_it_and_never_asked() {
+    let (registry, reference, _) = registry_with_flavors().await;
+    let log = registry.dir().join("registry.log");
+    let requests_before = std::fs::read_to_string(&log).unwrap().lines().count();
+    let out = resolve(&[
+        "--artifact",
+        &reference,
+        "--nodes",
+        "example/flavor-nodes.json",
+        "--plain-http",
+        "--allowed-registries",
+        "registry.example.com,*.example.org",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let host = reference.split('/').next().unwrap();
+    assert!(
+        stderr.contains(&format!("refused to reach {host}"))
+            && stderr.contains("not in the allowed registries"),
+        "{stderr}"
+    );
+    let after = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        after.lines().count(),
+        requests_before,
+        "nothing reached the registry"
+    );
+}

@@ -10,7 +10,9 @@
 //! - `example_pods`: the pod contract's example table (`docs/pod-contract.md`) against the planner;
 //! - `registry`: the registry client against the real registry, a fake for what it cannot do, and
 //!   TLS;
-//! - `registry_clients`: the test kit's clients (ORAS SDK, regctl, crane) on the real registry.
+//! - `registry_clients`: the test kit's clients (ORAS SDK, regctl, crane) on the real registry;
+//! - `release`: the image assembled here against the `Dockerfile`, the chart against the release
+//!   workflow.
 
 mod architecture;
 mod chart;
@@ -19,3 +21,4 @@ mod docs_flags;
 mod example_pods;
 mod registry;
 mod registry_clients;
+mod release;

@@ -57,6 +57,11 @@ pub struct ResolveArgs {
     #[arg(long, value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
 
+    /// Registries that may be reached (HOST[:PORT] or *.DOMAIN[:PORT], repeatable or
+    /// comma-separated), as the operator's flag of the same name. Default: any.
+    #[arg(long, value_name = "PATTERN", value_delimiter = ',')]
+    pub allowed_registries: Vec<String>,
+
     /// Which nodes count, like a policy's spec.nodeSelector (repeatable). Default: every node
     /// except control-plane nodes.
     #[arg(long = "node-selector", value_name = "KEY=VALUE", value_parser = parse_label)]

@@ -1,9 +1,10 @@
-//! The registry room behind the reconciler's [`Source`] seam: one client (with its caches) for
-//! anonymous access and the `--docker-config` credentials, one per pull Secret version; errors
-//! classified into condition reasons with the registry's whole message. A candidate image whose
-//! platforms cannot be read during an outage keeps the platforms last read for it.
+//! The registry room behind the reconciler's [`Source`] seam: the registry's clients (one for
+//! anonymous access and the `--docker-config` credentials, one per pull Secret, sharing caches);
+//! errors classified into condition reasons with the registry's whole message. A candidate image
+//! whose platforms cannot be read during an outage keeps the platforms last read for it (the
+//! registry room remembers them).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 use futures_util::future::{BoxFuture, join_all};
@@ -12,7 +13,7 @@ use super::source::{Fetched, PullSecret, Request, Source, Wanted};
 use crate::api::{Candidate, Reason};
 use crate::engine::Format;
 use crate::registry::{
-    DockerConfig, ErrorKind, Platform, Registry, RegistryOptions, RegistryStats, ResolveError,
+    Clients, DockerConfig, ErrorKind, Registry, RegistryOptions, RegistryStats, ResolveError,
     parse_reference,
 };
 use crate::resolution::platform::{PlatformLookup, Platforms};
@@ -24,10 +25,7 @@ use crate::telemetry::error_chain;
 
 /// Resolves artifacts through registry clients built from one set of options.
 pub struct RegistrySource {
-    options: RegistryOptions,
-    default: Registry,
-    by_secret: Mutex<HashMap<String, Registry>>,
-    known_platforms: Mutex<HashMap<String, Vec<Platform>>>,
+    clients: Clients,
     outcomes: Mutex<BTreeMap<(Lookup, &'static str), u64>>,
 }
 
@@ -58,10 +56,7 @@ impl RegistrySource {
     /// pull Secret); pull Secrets get clients with the same options and their own credentials.
     pub fn new(options: RegistryOptions) -> Result<RegistrySource, crate::registry::Error> {
         Ok(RegistrySource {
-            default: Registry::new(options.clone())?,
-            options,
-            by_secret: Mutex::default(),
-            known_platforms: Mutex::default(),
+            clients: Clients::new(options)?,
             outcomes: Mutex::default(),
         })
     }
@@ -77,50 +72,25 @@ impl RegistrySource {
 
     /// Request and cache counters over every client.
     pub fn stats(&self) -> RegistryStats {
-        let mut total = self.default.stats();
-        for registry in lock(&self.by_secret).values() {
-            let s = registry.stats();
-            total.requests += s.requests;
-            total.outcomes.add(&s.outcomes);
-            total.content.hits += s.content.hits;
-            total.content.misses += s.content.misses;
-            total.tags.hits += s.tags.hits;
-            total.tags.misses += s.tags.misses;
-            total.referrers.hits += s.referrers.hits;
-            total.referrers.misses += s.referrers.misses;
-        }
-        total
+        self.clients.stats()
     }
 
     fn client(&self, secret: Option<&PullSecret>) -> Result<Registry, Failure> {
         let Some(secret) = secret else {
-            return Ok(self.default.clone());
+            return Ok(self.clients.default_client());
         };
-        let mut clients = lock(&self.by_secret);
-        if let Some(client) = clients.get(&secret.key) {
-            return Ok(client.clone());
-        }
-        let invalid = |message: String| Failure {
-            reason: Reason::SecretInvalid,
-            message,
-        };
-        let credentials = DockerConfig::from_json(&secret.docker_config_json).map_err(|err| {
-            invalid(format!(
-                "pull secret {} is not a valid docker config: {}",
-                secret_name(&secret.key),
-                error_chain(&err)
-            ))
-        })?;
-        let options = RegistryOptions {
-            credentials,
-            ..self.options.clone()
-        };
-        let client = Registry::new(options).map_err(|err| invalid(error_chain(&err)))?;
-        // An older version of the same Secret is never asked for again.
-        let name = secret_name(&secret.key).to_owned();
-        clients.retain(|key, _| secret_name(key) != name);
-        clients.insert(secret.key.clone(), client.clone());
-        Ok(client)
+        let (name, version) = secret.key.split_once('@').unwrap_or((&secret.key, ""));
+        self.clients
+            .named(name, version, || {
+                DockerConfig::from_json(&secret.docker_config_json)
+            })
+            .map_err(|err| Failure {
+                reason: Reason::SecretInvalid,
+                message: format!(
+                    "pull secret {name} is not a valid docker config: {}",
+                    error_chain(&err)
+                ),
+            })
     }
 
     async fn platforms(&self, registry: &Registry, image: &str) -> PlatformLookup {
@@ -128,7 +98,7 @@ impl RegistrySource {
             Ok(reference) => reference,
             Err(err) => return PlatformLookup::Failed(error_chain(&err)),
         };
-        let result = registry.image_platforms(&reference).await;
+        let result = registry.image_platforms_or_last_known(&reference).await;
         self.count(
             Lookup::Platforms,
             result
@@ -136,17 +106,8 @@ impl RegistrySource {
                 .map_or_else(|err| err.kind().as_str(), |_| "ok"),
         );
         match result {
-            Ok(found) => {
-                lock(&self.known_platforms).insert(image.to_owned(), found.platforms.clone());
-                PlatformLookup::Known(found.platforms)
-            }
-            Err(err) => {
-                let transient = matches!(err.kind(), ErrorKind::Transport | ErrorKind::RateLimited);
-                match lock(&self.known_platforms).get(image) {
-                    Some(known) if transient => PlatformLookup::Known(known.clone()),
-                    _ => PlatformLookup::Failed(error_chain(&err)),
-                }
-            }
+            Ok(found) => PlatformLookup::Known(found.platforms),
+            Err(err) => PlatformLookup::Failed(error_chain(&err)),
         }
     }
 }
@@ -233,9 +194,10 @@ impl RegistrySource {
                 artifact: resolved.artifact,
             }))),
             Err(err) => match err.kind() {
-                ErrorKind::NotFound | ErrorKind::InvalidContent | ErrorKind::InvalidReference => {
-                    Ok(with(Err(error_chain(&err))))
-                }
+                ErrorKind::NotFound
+                | ErrorKind::InvalidContent
+                | ErrorKind::InvalidReference
+                | ErrorKind::NotAllowed => Ok(with(Err(error_chain(&err)))),
                 ErrorKind::Unauthorized
                 | ErrorKind::RateLimited
                 | ErrorKind::Transport
@@ -288,6 +250,7 @@ fn failure_of(err: &ResolveError) -> Failure {
         ErrorKind::Unauthorized => Reason::Unauthorized,
         ErrorKind::InvalidContent => Reason::InvalidArtifact,
         ErrorKind::InvalidReference => Reason::InvalidReference,
+        ErrorKind::NotAllowed => Reason::RegistryNotAllowed,
         ErrorKind::RateLimited | ErrorKind::Transport | ErrorKind::Config => {
             Reason::RegistryUnavailable
         }
@@ -298,11 +261,6 @@ fn failure_of(err: &ResolveError) -> Failure {
     }
 }
 
-/// `namespace/name` of a pull Secret key (`namespace/name@resourceVersion`).
-fn secret_name(key: &str) -> &str {
-    key.split_once('@').map_or(key, |(name, _)| name)
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -310,12 +268,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secret_keys_name_the_secret_without_its_version() {
-        assert_eq!(secret_name("ns/regcred@123"), "ns/regcred");
-        assert_eq!(secret_name("ns/regcred"), "ns/regcred");
-    }
 
     #[test]
     fn a_pull_secret_that_is_not_a_docker_config_is_secret_invalid() {
@@ -337,17 +289,22 @@ mod tests {
     }
 
     #[test]
-    fn a_new_secret_version_replaces_the_old_client() {
-        let source = RegistrySource::new(RegistryOptions::default()).unwrap();
-        for version in ["1", "2"] {
-            source
-                .client(Some(&PullSecret {
-                    key: format!("ns/regcred@{version}"),
-                    docker_config_json: br#"{"auths":{}}"#.to_vec(),
-                }))
-                .unwrap();
-        }
-        let keys: Vec<String> = lock(&source.by_secret).keys().cloned().collect();
-        assert_eq!(keys, ["ns/regcred@2"]);
+    fn a_registry_not_allowed_is_its_own_condition_reason() {
+        let err = ResolveError::Registry(crate::registry::Error::NotAllowed {
+            target: crate::registry::Target {
+                registry: "evil.example".into(),
+                repository: "x".into(),
+                reference: "v1".into(),
+            },
+            host: "evil.example".into(),
+            why: crate::registry::Refusal::Registry,
+        });
+        let failure = failure_of(&err);
+        assert_eq!(failure.reason, Reason::RegistryNotAllowed);
+        assert!(
+            failure.message.contains("evil.example"),
+            "{}",
+            failure.message
+        );
     }
 }

@@ -12,13 +12,22 @@ use crate::resolution::Resolved;
 use crate::resolution::platform::Platforms;
 use crate::resolution::status::Failure;
 
-/// Credentials from a policy's pull Secret.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Credentials from a policy's pull Secret. Its `Debug` never shows the content.
+#[derive(Clone, PartialEq, Eq)]
 pub struct PullSecret {
     /// `namespace/name@resourceVersion`: a new version of the Secret is a new key.
     pub key: String,
     /// The `.dockerconfigjson` content.
     pub docker_config_json: Vec<u8>,
+}
+
+impl fmt::Debug for PullSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PullSecret")
+            .field("key", &self.key)
+            .field("docker_config_json", &"<redacted>")
+            .finish()
+    }
 }
 
 /// What a policy's compatibility information is read from.
@@ -66,4 +75,28 @@ pub trait Source: Send + Sync + 'static {
     /// Resolves `request`: the artifact or each candidate's attached artifact (tags re-resolved,
     /// content cached by digest), then the platforms of the candidate images.
     fn fetch<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Fetched, Failure>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pull_secret_debug_shows_its_key_and_never_its_content() {
+        let secret = PullSecret {
+            key: "ns/regcred@7".into(),
+            docker_config_json: br#"{"auths":{"r":{"username":"u","password":"hunter2"}}}"#
+                .to_vec(),
+        };
+        let request = Request {
+            wanted: Wanted::Reference("r/a:v1".into()),
+            pull_secret: Some(secret),
+        };
+        let text = format!("{request:?}");
+        assert!(text.contains("ns/regcred@7"), "{text}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("104, 117"),
+            "{text}"
+        );
+    }
 }

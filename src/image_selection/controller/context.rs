@@ -3,7 +3,7 @@
 //! nodes, the last status written).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kube::runtime::reflector::Store;
@@ -12,17 +12,13 @@ use super::memo::Memo;
 use super::schedule::Backoff;
 use super::source::Source;
 use super::trackers::{InventoryVersion, Tracked};
-use super::triggers::Interest;
+use super::triggers::{Interest, Interests};
 use crate::api::{ImageSelectionPolicy, ImageSelectionPolicyStatus};
 use crate::cluster::ClusterView;
 use crate::cluster::events::EventReporter;
 use crate::cluster::inventory::node_inputs;
 use crate::engine::NodeInputs;
 use crate::telemetry::Metrics;
-
-/// What each reconciled policy reads from nodes, by policy name; the node watch's mapper reads it
-/// to decide which policies a node change concerns.
-pub type Interests = Arc<RwLock<HashMap<String, Interest>>>;
 
 /// The controller's tunables.
 #[derive(Clone, Debug)]

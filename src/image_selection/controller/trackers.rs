@@ -14,8 +14,7 @@ use kube::ResourceExt;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::context::Interests;
-use super::triggers::{Interest, NodeChange};
+use super::triggers::{Interest, Interests, NodeChange};
 use crate::api::ImageSelectionPolicy;
 use crate::cluster::nodes::ClusterNode;
 use crate::engine::NodeFeature;

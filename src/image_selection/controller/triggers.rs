@@ -2,10 +2,15 @@
 //! under its nodeSelector and on the values its artifact reads (plus arch and os), so a change to
 //! any other label reconciles nothing. Pure: the trackers hold the state and call these.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
 
 use crate::classes::grouping::{CONTROL_PLANE_LABELS, distinguishes, node_counts};
 use crate::engine::Reads;
+
+/// What each reconciled policy reads from nodes, by policy name; the node watch's mapper reads it
+/// to decide which policies a node change concerns.
+pub type Interests = Arc<RwLock<HashMap<String, Interest>>>;
 
 /// Node labels by key.
 pub type Labels = BTreeMap<String, String>;

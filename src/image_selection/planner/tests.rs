@@ -1,6 +1,7 @@
 mod choice;
 mod containers;
 pub(crate) mod fixtures;
+mod index_reuse;
 mod outcomes;
 mod patching;
 mod property;

@@ -58,6 +58,9 @@ pub enum Reason {
     InvalidReference,
     /// The referenced pull Secret is missing or not a dockerconfigjson.
     SecretInvalid,
+    /// The pull Secret's namespace is not one the operator may read Secrets in
+    /// (`--pull-secret-namespaces`): nothing was read.
+    SecretNotAllowed,
     /// The status is the last known good one; the current artifact cannot be had.
     StaleArtifact,
     /// The status reflects the current artifact.
@@ -66,7 +69,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for parsing a stored condition back and for the documentation.
-    pub const ALL: [Reason; 13] = [
+    pub const ALL: [Reason; 14] = [
         Self::Resolved,
         Self::NoMatch,
         Self::NoNodes,
@@ -78,6 +81,7 @@ impl Reason {
         Self::NotFound,
         Self::InvalidReference,
         Self::SecretInvalid,
+        Self::SecretNotAllowed,
         Self::StaleArtifact,
         Self::Current,
     ];
@@ -95,6 +99,7 @@ impl Reason {
             Self::NotFound => "NotFound",
             Self::InvalidReference => "InvalidReference",
             Self::SecretInvalid => "SecretInvalid",
+            Self::SecretNotAllowed => "SecretNotAllowed",
             Self::StaleArtifact => "StaleArtifact",
             Self::Current => "Current",
         }

@@ -1,6 +1,6 @@
 //! The watches of the shared cluster view: nodes (metadata only: names and labels are all any
-//! feature reads), NFD NodeFeature objects once NFD's CRD exists, and the metadata of
-//! dockerconfigjson Secrets (pull credentials). Each yields raw watcher events, with backoff,
+//! feature reads) and NFD NodeFeature objects once NFD's CRD exists (never Secrets: they are
+//! read by name, see [`secrets`](super::secrets)). Each yields raw watcher events, with backoff,
 //! trimmed of what no one reads; [`reflect`](super::reflected::reflect) stores and fans them out.
 
 use std::collections::HashMap;
@@ -11,7 +11,7 @@ use std::time::Duration;
 use foldhash::fast::FixedState;
 
 use futures_util::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::Node;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
@@ -21,8 +21,6 @@ use crate::engine::{Features, NodeFeature};
 
 /// The API group and version of NFD's NodeFeature.
 const NFD_API_VERSION: &str = "nfd.k8s-sigs.io/v1alpha1";
-/// The field selector of the Secrets pull credentials come from.
-const DOCKER_CONFIG_SECRETS: &str = "type=kubernetes.io/dockerconfigjson";
 
 /// A watch's events, or its error (retried with backoff).
 pub type Events<K> = watcher::Result<watcher::Event<K>>;
@@ -44,21 +42,6 @@ pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send +
             watcher::Event::Init => watcher::Event::Init,
             watcher::Event::InitDone => watcher::Event::InitDone,
         }
-    })
-}
-
-/// dockerconfigjson Secret metadata events (only which Secret changed is read).
-pub fn secrets(
-    client: Client,
-) -> impl Stream<Item = Events<PartialObjectMeta<Secret>>> + Send + 'static {
-    watcher(
-        Api::<PartialObjectMeta<Secret>>::all(client),
-        watcher::Config::default().fields(DOCKER_CONFIG_SECRETS),
-    )
-    .default_backoff()
-    .modify(|secret| {
-        secret.metadata.managed_fields = None;
-        secret.metadata.annotations = None;
     })
 }
 

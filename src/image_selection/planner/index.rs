@@ -44,8 +44,13 @@ pub(super) struct Candidate {
 #[derive(Debug, Default)]
 pub(super) struct Memo(Mutex<HashMap<MemoKey, Arc<[Candidate]>>>);
 
-/// A grouping (index in `Index::groupings`) and a placement written canonically.
-pub(super) type MemoKey = (usize, String);
+/// A grouping (index in `Index::groupings`) and the digest of a placement written canonically:
+/// a fixed 32 bytes per entry whatever the pod's selector and affinity weigh (SHA-256, so two
+/// placements never share an entry).
+pub(super) type MemoKey = (usize, PlacementDigest);
+
+/// The SHA-256 of a placement's canonical JSON.
+pub(super) type PlacementDigest = [u8; 32];
 
 impl Memo {
     /// The remembered answer for `key`, else `find()`'s, remembered. A poisoned lock only

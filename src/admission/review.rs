@@ -35,8 +35,10 @@ pub enum Refused {
     BodyTooLarge,
     /// The body could not be read (the connection failed).
     UnreadableBody,
-    /// The body did not arrive within the deadline.
+    /// The body did not arrive, or the planner did not decide, within the deadline.
     Timeout,
+    /// As many requests as the host answers at once were in flight: retry.
+    Busy,
 }
 
 impl Refused {
@@ -49,7 +51,14 @@ impl Refused {
             Refused::BodyTooLarge => "BodyTooLarge",
             Refused::UnreadableBody => "UnreadableBody",
             Refused::Timeout => "Timeout",
+            Refused::Busy => "Busy",
         }
+    }
+
+    /// The HTTP status the denial carries, where it tells a client more than a plain denial:
+    /// 429 for [`Refused::Busy`], which clients (and controllers' queues) retry.
+    fn code(self) -> Option<u16> {
+        matches!(self, Refused::Busy).then_some(429)
     }
 }
 
@@ -75,7 +84,12 @@ impl Answer {
         let status = Status {
             status: Some("Failure"),
             message: &message,
-            reason: Some("InvalidRequest"),
+            reason: Some(if why.code().is_some() {
+                "TooManyRequests"
+            } else {
+                "InvalidRequest"
+            }),
+            code: why.code(),
         };
         Answer {
             body: encode(uid, false, Some(status), None, &[]),
@@ -93,6 +107,7 @@ impl Answer {
                     status: None,
                     message: &message,
                     reason: None,
+                    code: None,
                 };
                 encode(uid, false, Some(status), None, &[])
             }
@@ -137,6 +152,8 @@ struct Status<'a> {
     message: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<u16>,
 }
 
 /// A JSON patch written as base64 of its JSON, streamed: no intermediate copy of the patch.
@@ -176,6 +193,7 @@ fn encode(
             status: Some("Failure"),
             message: &message,
             reason: Some("InternalError"),
+            code: None,
         });
         let fallback = Review {
             api_version: "admission.k8s.io/v1",

@@ -9,8 +9,11 @@
 //! matchFields are ANDed; an empty term, and an empty list of terms, match no node. Where the
 //! scheduler would silently treat a malformed requirement as "matches nothing", this module
 //! returns an error instead, so the webhook can deny the pod with a message rather than guess.
+//! A selection larger than [`limits`] allows is an error too, before anything is matched: the
+//! pod's author decides its size, and each node it is matched against costs that much.
 
 mod error;
+pub mod limits;
 mod pin;
 mod requirement;
 mod view;
@@ -41,6 +44,7 @@ impl Placement {
     /// Reads and validates the pod's `nodeSelector` and
     /// `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
     pub fn from_pod_spec(spec: &PodSpec) -> Result<Self, SelectionError> {
+        limits::check(spec)?;
         let required = spec
             .affinity
             .as_ref()

@@ -91,6 +91,7 @@ pub struct Computed {
 /// Computes the status for `inputs`.
 pub fn compute(inputs: &Inputs<'_>) -> Computed {
     let previous = inputs.previous;
+    let source = inputs.spec.artifact.source_digest();
     let serving = match inputs.artifact {
         ArtifactState::Current(resolved) => Some(resolved),
         ArtifactState::Failed { last_good, .. } => last_good,
@@ -101,13 +102,16 @@ pub fn compute(inputs: &Inputs<'_>) -> Computed {
     };
     let classes = match serving {
         Some(resolved) => {
-            status.artifact = Some(artifact_status(resolved, previous, inputs.now));
+            let mut artifact = artifact_status(resolved, previous, inputs.now);
+            artifact.source = Some(source.clone());
+            status.artifact = Some(artifact);
             status.class_keys = Some(resolved.reads());
             Some(class_rows(resolved, inputs))
         }
         // Nothing to evaluate in this process: keep what the stored status serves (last known
-        // good after a restart during an outage), or nothing.
-        None => previous.map(|p| {
+        // good after a restart during an outage) when it was resolved from the same source,
+        // else nothing: a changed artifact never serves the previous one's images.
+        None => previous.filter(|p| same_source(p, &source)).map(|p| {
             status.artifact.clone_from(&p.artifact);
             status.class_keys.clone_from(&p.class_keys);
             p.classes.clone()
@@ -118,6 +122,11 @@ pub fn compute(inputs: &Inputs<'_>) -> Computed {
     status.conditions = conditions::conditions(inputs, &status);
     let events = events::events(previous, &status);
     Computed { status, events }
+}
+
+/// Whether `status` was resolved from the artifact source whose digest is `source`.
+fn same_source(status: &ImageSelectionPolicyStatus, source: &str) -> bool {
+    status.artifact.as_ref().and_then(|a| a.source.as_deref()) == Some(source)
 }
 
 fn artifact_status(
@@ -136,6 +145,7 @@ fn artifact_status(
             Some(a) => a.fetched_at.clone(),
             None => Some(now.clone()),
         },
+        source: None,
     }
 }
 

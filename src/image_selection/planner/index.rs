@@ -143,7 +143,16 @@ impl Index {
                     .or_default()
                     .push(name.clone());
             }
-            let status = policy.status.as_ref();
+            // A status resolved from another artifact source than the spec names now (the spec
+            // changed, the controller has not caught up) serves nothing. A status that does not
+            // say (written before sources were recorded) is taken as it is.
+            let source = policy.spec.artifact.source_digest();
+            let status = policy.status.as_ref().filter(|s| {
+                s.artifact
+                    .as_ref()
+                    .and_then(|a| a.source.as_deref())
+                    .is_none_or(|recorded| recorded == source)
+            });
             let (grouping, rows) = match status.and_then(|s| s.class_keys.as_ref()) {
                 None => (None, Vec::new()),
                 Some(reads) => {

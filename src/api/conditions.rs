@@ -13,6 +13,8 @@ pub enum ConditionType {
     ArtifactResolved,
     /// The status is served from the last known good artifact because the current one cannot be had.
     Degraded,
+    /// Part of the status was cut to stay within what etcd stores (present only then).
+    Truncated,
 }
 
 impl ConditionType {
@@ -21,6 +23,7 @@ impl ConditionType {
             Self::Ready => "Ready",
             Self::ArtifactResolved => "ArtifactResolved",
             Self::Degraded => "Degraded",
+            Self::Truncated => "Truncated",
         }
     }
 }
@@ -65,11 +68,13 @@ pub enum Reason {
     StaleArtifact,
     /// The status reflects the current artifact.
     Current,
+    /// The status would exceed what etcd stores: class reasons, or classes, were cut.
+    StatusTooLarge,
 }
 
 impl Reason {
     /// Every reason, for parsing a stored condition back and for the documentation.
-    pub const ALL: [Reason; 14] = [
+    pub const ALL: [Reason; 15] = [
         Self::Resolved,
         Self::NoMatch,
         Self::NoNodes,
@@ -84,6 +89,7 @@ impl Reason {
         Self::SecretNotAllowed,
         Self::StaleArtifact,
         Self::Current,
+        Self::StatusTooLarge,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -102,6 +108,7 @@ impl Reason {
             Self::SecretNotAllowed => "SecretNotAllowed",
             Self::StaleArtifact => "StaleArtifact",
             Self::Current => "Current",
+            Self::StatusTooLarge => "StatusTooLarge",
         }
     }
 }

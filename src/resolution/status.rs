@@ -6,6 +6,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+pub mod bound;
 mod conditions;
 mod events;
 
@@ -119,7 +120,8 @@ pub fn compute(inputs: &Inputs<'_>) -> Computed {
     };
     status.classes = classes.unwrap_or_default();
     status.class_count = i32::try_from(status.classes.len()).unwrap_or(i32::MAX);
-    status.conditions = conditions::conditions(inputs, &status);
+    let cut = bound::classes(&mut status.classes);
+    status.conditions = conditions::conditions(inputs, &status, cut);
     let events = events::events(previous, &status);
     Computed { status, events }
 }

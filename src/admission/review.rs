@@ -16,6 +16,7 @@ use head::Lenient;
 
 mod head;
 mod incoming;
+pub mod shape;
 
 /// The largest request body read. The apiserver refuses requests over 3 MiB and etcd objects
 /// over 1.5 MiB, and a CREATE review carries one object: no real review comes near it.
@@ -39,6 +40,8 @@ pub enum Refused {
     Timeout,
     /// As many requests as the host answers at once were in flight: retry.
     Busy,
+    /// The body holds an array longer than [`shape::MAX_ARRAY_ELEMENTS`].
+    TooLarge,
 }
 
 impl Refused {
@@ -52,6 +55,7 @@ impl Refused {
             Refused::UnreadableBody => "UnreadableBody",
             Refused::Timeout => "Timeout",
             Refused::Busy => "Busy",
+            Refused::TooLarge => "TooLarge",
         }
     }
 
@@ -217,6 +221,17 @@ pub fn read<K>(body: &[u8]) -> Result<AdmissionRequest<K>, Box<Answer>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
+    // Arrays past the limit are refused before anything is decoded (a JSON error is left to the
+    // passes below, which say it in their words).
+    if let Err(why) = shape::check(body)
+        && why.contains("over ocifit's limit")
+    {
+        return Err(Box::new(Answer::refuse(
+            "",
+            Refused::TooLarge,
+            format!("the AdmissionReview is refused unread: {why}"),
+        )));
+    }
     // Every real request is a well-formed review of the route's kind: one typed pass reads it.
     // Anything that pass does not accept is read again, slowly, by `explain` to say exactly
     // what is wrong (the generic tree plus path tracking costs about three times the typed

@@ -24,7 +24,16 @@ fn allocated_by<T>(f: impl FnOnce() -> T) -> (T, u64) {
 
 /// A review around `filler` (JSON) at `at`, close to the body limit in all.
 fn review(version: &str, at: &str, filler_elements: usize) -> Vec<u8> {
-    let filler = format!("[{}0]", "0,".repeat(filler_elements));
+    // An array, or (under "options") an object of as many small members, which no array
+    // limit refuses.
+    let filler = if at == "options" {
+        let members: Vec<String> = (0..filler_elements / 6)
+            .map(|i| format!(r#""{i:x}":0"#))
+            .collect();
+        format!("{{{}}}", members.join(","))
+    } else {
+        format!("[{}0]", "0,".repeat(filler_elements))
+    };
     let object = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
     let request = format!(
         r#"{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"resource":{{"group":"","version":"v1","resource":"pods"}},"operation":"CREATE","userInfo":{{}},"object":{object}{}}}"#,
@@ -61,7 +70,7 @@ fn a_refused_body_is_explained_without_a_tree_of_it() {
 
 #[test]
 fn options_are_not_read_into_a_tree_on_the_way_to_the_planner() {
-    // A well-formed review whose options are a 3 MiB array: read, but the array is skipped.
+    // A well-formed review whose options are a 3 MiB object: read, but the object is skipped.
     let body = review(
         "admission.k8s.io/v1",
         "options",
@@ -69,5 +78,20 @@ fn options_are_not_read_into_a_tree_on_the_way_to_the_planner() {
     );
     let (request, allocated) = allocated_by(|| read::<Pod>(&body));
     assert!(request.expect("a well-formed review").options.is_none());
+    assert!(allocated < 256 * 1024, "{allocated} bytes allocated");
+}
+
+#[test]
+fn a_pod_of_20000_containers_is_refused_before_it_is_decoded() {
+    // Under 1 MiB of JSON; decoded, it took over 100 MiB.
+    let containers: Vec<String> = (0..20_000)
+        .map(|i| format!(r#"{{"name":"c{i}","image":"placeholder:latest"}}"#))
+        .collect();
+    let body = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"resource":{{"group":"","version":"v1","resource":"pods"}},"operation":"CREATE","userInfo":{{}},"object":{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p"}},"spec":{{"containers":[{}]}}}}}}}}"#,
+        containers.join(",")
+    );
+    let (answer, allocated) = allocated_by(|| read::<Pod>(body.as_bytes()));
+    assert_eq!(answer.expect_err("refused").reason, "TooLarge");
     assert!(allocated < 256 * 1024, "{allocated} bytes allocated");
 }

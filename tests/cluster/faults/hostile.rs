@@ -26,7 +26,7 @@ const CHART_LIMIT_KIB: u64 = 256 * 1024;
 const ANSWERED_WITHIN: Duration = Duration::from_secs(4);
 
 /// A review as the apiserver sends it, around `object` (and `options`, when given).
-fn review(object: serde_json::Value, options: Option<String>) -> Vec<u8> {
+pub(super) fn review(object: serde_json::Value, options: Option<String>) -> Vec<u8> {
     let request = json!({
         "uid": "hostile",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -47,7 +47,7 @@ fn review(object: serde_json::Value, options: Option<String>) -> Vec<u8> {
     text.into_bytes()
 }
 
-fn pod(spec: serde_json::Value) -> serde_json::Value {
+pub(super) fn pod(spec: serde_json::Value) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "hostile", "namespace": "faults",
             "labels": {ENABLED_LABEL: "true"}},
@@ -103,7 +103,7 @@ async fn connect(connector: &TlsConnector, address: &str) -> TlsStream<TcpStream
 
 /// POST /mutate with `body`, sent whole or (`stall`) its head and a first part only; the
 /// status line and how long the answer took from the first byte sent.
-async fn post(
+pub(super) async fn post(
     connector: TlsConnector,
     address: String,
     body: Arc<Vec<u8>>,

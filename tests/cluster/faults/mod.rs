@@ -1,9 +1,11 @@
 //! The fault suite: `ocifit run` serving its webhook to a real apiserver while things go wrong,
-//! each scenario printing its figures (`FAULT …` lines). Here: the registry down while 500
-//! opted-in pods are created (none denied), and hostile requests sent straight to the webhook
-//! from loopback (every answer within the deadline, resident memory under the chart's limit, the
+//! each scenario printing its figures (`FAULT …` lines): the registry down while 500 opted-in
+//! pods are created (none denied); kube-apiserver killed and started again (the webhook answers
+//! meanwhile, status converges after); hostile requests sent straight to the webhook from
+//! loopback (every answer within the deadline, resident memory under the chart's limit, the
 //! next well-formed request answered normally).
 
+mod apiserver_restart;
 mod hostile;
 mod registry_down;
 

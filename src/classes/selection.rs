@@ -21,12 +21,25 @@ mod view;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::core::v1::{NodeSelectorTerm, PodSpec};
 
 pub use error::{RequirementList, RequirementProblem, SelectionError};
 pub use pin::{ClassSelector, pin};
 use requirement::Term;
 pub use view::NodeView;
+
+/// The terms of the pod's required node affinity (none when it has none).
+pub fn required_terms(spec: &PodSpec) -> &[NodeSelectorTerm] {
+    spec.affinity
+        .as_ref()
+        .and_then(|affinity| affinity.node_affinity.as_ref())
+        .and_then(|node| {
+            node.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|required| required.node_selector_terms.as_slice())
+        .unwrap_or_default()
+}
 
 /// Which nodes a pod may run on: its `nodeSelector` ANDed with its required node affinity,
 /// validated once so matching cannot fail.

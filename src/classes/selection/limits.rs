@@ -17,16 +17,7 @@ pub const MAX_VALUES: usize = 2048;
 
 /// Checks the pod's nodeSelector and required node affinity against the limits.
 pub fn check(spec: &PodSpec) -> Result<(), SelectionError> {
-    let terms = spec
-        .affinity
-        .as_ref()
-        .and_then(|affinity| affinity.node_affinity.as_ref())
-        .and_then(|node| {
-            node.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .map(|required| required.node_selector_terms.as_slice())
-        .unwrap_or_default();
+    let terms = super::required_terms(spec);
     over(
         terms.len(),
         MAX_TERMS,

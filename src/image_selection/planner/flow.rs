@@ -15,7 +15,7 @@ use super::index::{Candidate, Grouping, Index, PlacementDigest};
 use super::written::Decided;
 use super::{DenyReason, Plan, SkipReason};
 use crate::api::pod::{DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL, MIRROR_ANNOTATION};
-use crate::classes::selection::{ClassSelector, Placement};
+use crate::classes::selection::{ClassSelector, Placement, required_terms};
 
 impl Index {
     /// Plans one admission request. Whether the request is a dry run does not change the plan
@@ -179,16 +179,7 @@ impl Index {
 /// Whether the pod's nodeSelector and required node affinity read only label keys the classes
 /// are drawn on, and no node name.
 fn reads_only_class_keys(spec: &PodSpec, grouping: &Grouping) -> bool {
-    let terms = spec
-        .affinity
-        .as_ref()
-        .and_then(|affinity| affinity.node_affinity.as_ref())
-        .and_then(|node| {
-            node.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .map(|required| required.node_selector_terms.as_slice())
-        .unwrap_or_default();
+    let terms = required_terms(spec);
     let by_name = terms
         .iter()
         .any(|term| term.match_fields.as_ref().is_some_and(|f| !f.is_empty()));

@@ -9,8 +9,11 @@
 //! matchFields are ANDed; an empty term, and an empty list of terms, match no node. Where the
 //! scheduler would silently treat a malformed requirement as "matches nothing", this module
 //! returns an error instead, so the webhook can deny the pod with a message rather than guess.
+//! A selection larger than [`limits`] allows is an error too, before anything is matched: the
+//! pod's author decides its size, and each node it is matched against costs that much.
 
 mod error;
+pub mod limits;
 mod pin;
 mod requirement;
 mod view;
@@ -18,12 +21,25 @@ mod view;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::core::v1::{NodeSelectorTerm, PodSpec};
 
 pub use error::{RequirementList, RequirementProblem, SelectionError};
 pub use pin::{ClassSelector, pin};
 use requirement::Term;
 pub use view::NodeView;
+
+/// The terms of the pod's required node affinity (none when it has none).
+pub fn required_terms(spec: &PodSpec) -> &[NodeSelectorTerm] {
+    spec.affinity
+        .as_ref()
+        .and_then(|affinity| affinity.node_affinity.as_ref())
+        .and_then(|node| {
+            node.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|required| required.node_selector_terms.as_slice())
+        .unwrap_or_default()
+}
 
 /// Which nodes a pod may run on: its `nodeSelector` ANDed with its required node affinity,
 /// validated once so matching cannot fail.
@@ -41,6 +57,7 @@ impl Placement {
     /// Reads and validates the pod's `nodeSelector` and
     /// `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
     pub fn from_pod_spec(spec: &PodSpec) -> Result<Self, SelectionError> {
+        limits::check(spec)?;
         let required = spec
             .affinity
             .as_ref()

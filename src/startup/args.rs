@@ -52,6 +52,17 @@ pub struct RunArgs {
     )]
     pub allowed_registries: Vec<String>,
 
+    /// Namespaces whose Secrets policies may name as pull secrets (read with `get` only, never
+    /// listed or watched); `*`: every namespace. Empty: the operator's own namespace
+    /// (--lease-namespace).
+    #[arg(
+        long = "pull-secret-namespaces",
+        env = "OCIFIT_PULL_SECRET_NAMESPACES",
+        value_name = "NAMESPACE",
+        value_delimiter = ','
+    )]
+    pub pull_secret_namespaces: Vec<String>,
+
     /// PEM file of extra CA certificates trusted for registries.
     #[arg(long, env = "OCIFIT_CA_FILE", value_name = "FILE")]
     pub ca_file: Option<PathBuf>,

@@ -9,6 +9,7 @@ use super::args::RunArgs;
 use crate::admission::{self, server::DEADLINE};
 use crate::cluster;
 use crate::cluster::leader::LeaseSettings;
+use crate::cluster::secrets::SecretNamespaces;
 use crate::image_selection::controller::context::Settings as ControllerSettings;
 use crate::image_selection::controller::schedule::Backoff;
 use crate::registry::{AllowList, CacheOptions, DockerConfig, RegistryOptions};
@@ -97,6 +98,10 @@ impl Config {
             cluster: cluster::Settings {
                 nfd_namespace: args.nfd_namespace.clone(),
                 nfd_discovery_interval: args.nfd_discovery_interval,
+                secret_namespaces: SecretNamespaces::from_list(
+                    &args.pull_secret_namespaces,
+                    &args.lease_namespace,
+                ),
             },
             controller: ControllerSettings {
                 backoff: Backoff {

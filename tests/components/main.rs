@@ -3,6 +3,7 @@
 //! where one runs here (Helm, distribution, the ORAS SDK, regctl, crane) and no Kubernetes
 //! cluster. The real-cluster tests are the workspace member `tests/cluster`.
 //!
+//! - `admission_memory`: the heap a hostile AdmissionReview makes the reader hold;
 //! - `architecture`: the layout of `src/` (no import cycle, rooms use lower floors only);
 //! - `chart`: the Helm chart offline (sync with `crds/` and `config/`, renders, values);
 //! - `cli_resolve`: `ocifit resolve` as users run it;
@@ -14,6 +15,7 @@
 //! - `release`: the image assembled here against the `Dockerfile`, the chart against the release
 //!   workflow.
 
+mod admission_memory;
 mod architecture;
 mod chart;
 mod cli_resolve;

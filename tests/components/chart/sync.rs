@@ -72,6 +72,11 @@ async fn rendered_rbac_is_config_rbac() {
             "ocifit-webhook-certificates",
         ),
         (
+            "config/rbac/pull_secrets_role.yaml",
+            "Role",
+            "ocifit-pull-secrets",
+        ),
+        (
             "config/rbac/webhook_certificates_role.yaml",
             "ClusterRole",
             "ocifit-webhook-certificates",
@@ -98,6 +103,11 @@ async fn rendered_rbac_is_config_rbac() {
             "config/rbac/webhook_certificates_role_binding.yaml",
             "RoleBinding",
             "ocifit-webhook-certificates",
+        ),
+        (
+            "config/rbac/pull_secrets_role_binding.yaml",
+            "RoleBinding",
+            "ocifit-pull-secrets",
         ),
         (
             "config/rbac/webhook_certificates_role_binding.yaml",

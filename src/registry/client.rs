@@ -96,7 +96,7 @@ pub struct ImagePlatforms {
 /// One client holds one set of credentials: build one per pull secret.
 #[derive(Clone)]
 pub struct Registry {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Registry {

@@ -1,4 +1,5 @@
-//! The registry room: reads compatibility artifacts and image platforms from OCI registries.
+//! The registry room: reads compatibility artifacts and image platforms from OCI registries, and
+//! moves content of any size both ways for the artifact helper (`upload`, `download`).
 //!
 //! It owns references, the registry protocol (auth, retries, timeouts, size caps, digest
 //! checks), and the caches. It decides which layer, which referrer and which platforms in pure
@@ -11,6 +12,7 @@ mod auth;
 mod cache;
 mod client;
 mod docker_config;
+mod download;
 mod error;
 mod fetch;
 mod flags;
@@ -23,15 +25,18 @@ mod resolve;
 mod retry;
 mod stats;
 mod transport;
+mod upload;
 
 pub use cache::CacheOptions;
 pub use client::{FetchedArtifact, ImagePlatforms, Registry, RegistryOptions};
 pub use docker_config::{Credentials, DockerConfig};
+pub use download::BlobStream;
 pub use error::{ConfigError, ContentProblem, Error, ErrorKind, Result, Target};
 pub use flags::RegistryFlags;
-pub use manifest::sha256_digest;
+pub use manifest::{Descriptor, ImageManifest, OCI_MANIFEST, sha256_digest};
 pub use platforms::Platform;
 pub use reference::{Reference, parse as parse_reference};
 pub use resolve::{ResolveError, ResolvedArtifact};
 pub use retry::RetryPolicy;
 pub use stats::{CacheCounts, RegistryStats, RequestOutcomes};
+pub use upload::PushedBlob;

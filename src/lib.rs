@@ -5,6 +5,7 @@
 //! `ocifit resolve` always agree.
 
 pub mod api;
+pub mod artifact_cache;
 pub mod classes;
 pub mod cli;
 pub mod controller;

@@ -9,24 +9,33 @@ mod artifact_support;
 
 use std::path::Path;
 
-use artifact_support::{make_tree, ocifit, ocifit_ok, sdk_pull, sdk_push, sdk_push_titled, tree};
+use artifact_support::{
+    make_tree, ocifit, ocifit_ok, sdk_edit_layer_annotation, sdk_pull, sdk_push, sdk_push_titled,
+    tree,
+};
 use ocifit_testkit::Registry;
 
 async fn registry() -> Registry {
     Registry::builder().start().await.unwrap()
 }
 
+/// `ocifit artifact pull --plain-http [extra] -o out REF`, successful or not.
+fn pull(registry: &Registry, reference: &str, out: &Path, extra: &[&str]) -> std::process::Output {
+    let target = registry.reference(reference);
+    let mut args = vec!["pull", "--plain-http"];
+    args.extend(extra);
+    args.extend(["-o", out.to_str().unwrap(), target.as_str()]);
+    ocifit(&args, &[])
+}
+
 fn pull_into(registry: &Registry, reference: &str, out: &Path) -> String {
-    ocifit_ok(
-        &[
-            "pull",
-            "--plain-http",
-            "-o",
-            out.to_str().unwrap(),
-            &registry.reference(reference),
-        ],
-        &[],
-    )
+    let output = pull(registry, reference, out, &[]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
 }
 
 fn push_from(registry: &Registry, reference: &str, paths: &[&Path]) -> String {
@@ -213,17 +222,8 @@ async fn a_directory_kept_packed_travels_as_its_tar_gz() {
     // Pulling a directory layer without unpacking keeps it as its archive too.
     push_from(&registry, "w/unpacked:v1", &[&dir]);
     let kept = work.path().join("kept");
-    ocifit_ok(
-        &[
-            "pull",
-            "--plain-http",
-            "--no-unpack",
-            "-o",
-            kept.to_str().unwrap(),
-            &registry.reference("w/unpacked:v1"),
-        ],
-        &[],
-    );
+    let output = pull(&registry, "w/unpacked:v1", &kept, &["--no-unpack"]);
+    assert!(output.status.success());
     let names: Vec<String> = tree(&kept).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["results.tar.gz"]);
 }
@@ -300,16 +300,7 @@ async fn a_layer_titled_outside_the_directory_is_refused_and_nothing_is_written(
     );
 
     let out = work.path().join("out");
-    let refused = ocifit(
-        &[
-            "pull",
-            "--plain-http",
-            "-o",
-            out.to_str().unwrap(),
-            &registry.reference("w/evil:v1"),
-        ],
-        &[],
-    );
+    let refused = pull(&registry, "w/evil:v1", &out, &[]);
     assert!(!refused.status.success());
     let message = String::from_utf8_lossy(&refused.stderr);
     assert!(
@@ -340,16 +331,7 @@ async fn a_blob_that_does_not_match_its_digest_leaves_nothing_behind() {
     std::fs::write(&data, "THE FAKE CONTENT").unwrap();
 
     let out = work.path().join("out");
-    let refused = ocifit(
-        &[
-            "pull",
-            "--plain-http",
-            "-o",
-            out.to_str().unwrap(),
-            &registry.reference("w/bad:v1"),
-        ],
-        &[],
-    );
+    let refused = pull(&registry, "w/bad:v1", &out, &[]);
     assert!(!refused.status.success());
     let message = String::from_utf8_lossy(&refused.stderr);
     assert!(message.contains("digest mismatch"), "{message}");
@@ -375,17 +357,45 @@ async fn a_pull_never_replaces_what_is_already_there() {
     let out = work.path().join("out");
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("a.txt"), "mine").unwrap();
-    let refused = ocifit(
-        &[
-            "pull",
-            "--plain-http",
-            "-o",
-            out.to_str().unwrap(),
-            &registry.reference("w/a:v1"),
-        ],
-        &[],
-    );
+    let refused = pull(&registry, "w/a:v1", &out, &[]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("already exists"));
     assert_eq!(std::fs::read_to_string(out.join("a.txt")).unwrap(), "mine");
+}
+
+#[tokio::test]
+async fn a_directory_pushed_by_ocifit_is_pulled_by_ocifit_and_its_archive_digest_checked() {
+    let registry = registry().await;
+    let work = tempfile::tempdir().unwrap();
+    let dir = make_tree(
+        work.path(),
+        "results",
+        &[("a.txt", b"a"), ("sub/b.bin", &[3u8; 200_000])],
+    );
+    push_from(&registry, "w/round:v1", &[&dir]);
+    let out = work.path().join("out");
+    pull_into(&registry, "w/round:v1", &out);
+    assert_eq!(tree(&out.join("results")), tree(&dir));
+
+    // The same blob, but the manifest claims another uncompressed digest: refused, nothing kept.
+    sdk_edit_layer_annotation(
+        &registry,
+        &registry.reference("w/round:v1"),
+        &registry.reference("w/round:lying"),
+        "io.deis.oras.content.digest",
+        &format!("sha256:{}", "0".repeat(64)),
+    );
+    let lying = work.path().join("lying");
+    let refused = pull(&registry, "w/round:lying", &lying, &[]);
+    assert!(!refused.status.success());
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        message.contains("uncompressed archive's digest"),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&lying).unwrap().count(),
+        0,
+        "nothing is left"
+    );
 }

@@ -50,6 +50,17 @@ manifest["config"] = conf
 client._check_200_response(client.upload_manifest(manifest, container))
 "#;
 
+/// Copies a manifest to another tag with one annotation of its first layer changed.
+const SDK_EDIT: &str = r#"
+import json, sys
+import oras.client
+request = json.loads(sys.argv[1])
+client = oras.client.OrasClient(hostname=request["registry"], insecure=True, auth_backend="basic")
+manifest = client.get_manifest(client.get_container(request["source"]))
+manifest["layers"][0]["annotations"][request["key"]] = request["value"]
+client._check_200_response(client.upload_manifest(manifest, client.get_container(request["target"])))
+"#;
+
 fn python() -> PathBuf {
     Tools::locate().unwrap().path(Tool::OrasPython).unwrap()
 }
@@ -106,6 +117,21 @@ pub fn sdk_push_titled(registry: &Registry, target: &str, file: &Path, title: &s
         sdk(registry, SDK_PUSH_TITLED, request, file.parent().unwrap()),
         "the hostile push",
     );
+}
+
+/// Tags `source`'s manifest as `target` with its first layer's annotation `key` set to `value`.
+pub fn sdk_edit_layer_annotation(
+    registry: &Registry,
+    source: &str,
+    target: &str,
+    key: &str,
+    value: &str,
+) {
+    let request = serde_json::json!({
+        "registry": registry.addr(), "source": source, "target": target, "key": key, "value": value
+    });
+    let cwd = std::env::temp_dir();
+    succeeded(sdk(registry, SDK_EDIT, request, &cwd), "the manifest edit");
 }
 
 /// `ocifit artifact <args>` against the registry over plain HTTP, with `env` added.

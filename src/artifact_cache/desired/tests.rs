@@ -12,8 +12,8 @@ fn cache(spec: serde_json::Value) -> ArtifactCache {
     .unwrap()
 }
 
-fn registry_container(desired: &Desired) -> &Container {
-    &desired
+fn pod(desired: &Desired) -> &PodSpec {
+    desired
         .deployment
         .spec
         .as_ref()
@@ -22,7 +22,10 @@ fn registry_container(desired: &Desired) -> &Container {
         .spec
         .as_ref()
         .unwrap()
-        .containers[0]
+}
+
+fn registry_container(desired: &Desired) -> &Container {
+    &pod(desired).containers[0]
 }
 
 fn env(container: &Container) -> BTreeMap<String, String> {
@@ -44,15 +47,7 @@ fn an_empty_spec_deploys_the_default_registry_on_a_bounded_empty_dir() {
         env(container)["REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY"],
         "/var/lib/registry"
     );
-    let pod = desired
-        .deployment
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap();
+    let pod = pod(&desired);
     let data = &pod.volumes.as_ref().unwrap()[0];
     assert_eq!(
         data.empty_dir.as_ref().unwrap().size_limit,
@@ -110,15 +105,7 @@ fn a_claim_backs_the_registry_when_storage_asks_for_one() {
         spec.resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"],
         Quantity("20Gi".into())
     );
-    let pod = desired
-        .deployment
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap();
+    let pod = pod(&desired);
     let data = pod.volumes.as_ref().unwrap()[0]
         .persistent_volume_claim
         .as_ref()
@@ -148,15 +135,7 @@ fn an_htpasswd_secret_turns_on_basic_auth_and_a_tcp_probe() {
         "/auth/htpasswd"
     );
     assert_eq!(env(container)["REGISTRY_AUTH_HTPASSWD_REALM"], "oras");
-    let pod = desired
-        .deployment
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap();
+    let pod = pod(&desired);
     let secret = pod.volumes.as_ref().unwrap()[1].secret.as_ref().unwrap();
     assert_eq!(secret.secret_name.as_deref(), Some("cache-users"));
     assert_eq!(secret.items.as_ref().unwrap()[0].key, "users");

@@ -12,6 +12,15 @@ fn launch_in(dir: &Path, command: &[&str]) -> Launch {
     }
 }
 
+/// A step that writes `out.txt` and pushes it.
+fn writing_out_txt(dir: &Path) -> Launch {
+    let file = dir.join("out.txt");
+    let script = format!("echo x > {}", file.display());
+    let mut launch = launch_in(dir, &["/bin/sh", "-c", &script]);
+    launch.push = Some(file);
+    launch
+}
+
 fn termination_message(dir: &Path) -> String {
     fs::read_to_string(dir.join("termination-log")).unwrap_or_default()
 }
@@ -108,12 +117,7 @@ async fn a_successful_step_hands_its_outputs_over_and_exits_with_the_push() {
 #[tokio::test]
 async fn a_failed_push_fails_the_step_visibly() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("out.txt");
-    let mut launch = launch_in(
-        dir.path(),
-        &["/bin/sh", "-c", &format!("echo x > {}", file.display())],
-    );
-    launch.push = Some(file);
+    let launch = writing_out_txt(dir.path());
     let answer = tokio::spawn(pusher(
         launch.run.clone(),
         Outcome::Failed {
@@ -132,12 +136,7 @@ async fn a_failed_push_fails_the_step_visibly() {
 #[tokio::test]
 async fn no_answer_from_the_pusher_fails_the_step_after_the_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("out.txt");
-    let mut launch = launch_in(
-        dir.path(),
-        &["/bin/sh", "-c", &format!("echo x > {}", file.display())],
-    );
-    launch.push = Some(file);
+    let mut launch = writing_out_txt(dir.path());
     launch.push_timeout = Duration::from_millis(300);
     assert_eq!(super::launch(&launch).await, EXIT_PUSH_FAILED);
     assert!(termination_message(dir.path()).contains("did not answer"));

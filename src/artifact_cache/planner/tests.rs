@@ -91,6 +91,24 @@ fn step(pod: &Pod) -> &Container {
     &pod.spec.as_ref().unwrap().containers[0]
 }
 
+/// The names of the pod's init containers and volumes, in order.
+fn names(pod: &Pod) -> (Vec<String>, Vec<String>) {
+    let spec = pod.spec.as_ref().unwrap();
+    let inits = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| c.name.clone())
+        .collect();
+    let volumes = spec
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.clone())
+        .collect();
+    (inits, volumes)
+}
+
 fn args(container: &Container) -> Vec<&str> {
     container
         .args
@@ -154,15 +172,10 @@ fn inputs_are_pulled_by_an_init_container_into_a_volume_at_input_path() {
     // Inputs alone need no launcher: the step's command and image are left as they are.
     assert_eq!(step(&pod).command, Some(vec!["cat".to_string()]));
     assert_eq!(step(&pod).args, Some(vec!["data/in.txt".to_string()]));
-    let spec = pod.spec.as_ref().unwrap();
-    assert_eq!(spec.init_containers.as_ref().unwrap().len(), 1);
-    let volumes: Vec<_> = spec
-        .volumes
-        .iter()
-        .flatten()
-        .map(|v| v.name.as_str())
-        .collect();
-    assert_eq!(volumes, ["ocifit-inputs"]);
+    assert_eq!(
+        names(&pod),
+        (vec![PREPARE.to_string()], vec!["ocifit-inputs".to_string()])
+    );
     assert_eq!(
         pod.metadata.annotations.unwrap()[step::INJECTED],
         "ArtifactCache oras at 10.0.0.17:5000"
@@ -227,17 +240,8 @@ fn outputs_are_pushed_by_a_native_sidecar_after_the_step_runs_under_the_launcher
             "/dev/termination-log"
         ]
     );
-    let names: Vec<_> = pod
-        .spec
-        .as_ref()
-        .unwrap()
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| c.name.as_str())
-        .collect();
     assert_eq!(
-        names,
+        names(&pod).0,
         [PREPARE, PUSH],
         "pulled and installed before the pusher starts"
     );
@@ -284,15 +288,7 @@ fn output_pipe_alone_runs_the_launcher_without_a_pusher() {
         "{command:?}"
     );
     assert!(!command.contains(&"--push".to_string()), "{command:?}");
-    let init_names: Vec<_> = pod
-        .spec
-        .unwrap()
-        .init_containers
-        .unwrap()
-        .into_iter()
-        .map(|c| c.name)
-        .collect();
-    assert_eq!(init_names, [PREPARE]);
+    assert_eq!(names(&pod).0, [PREPARE]);
 }
 
 #[test]
@@ -486,20 +482,8 @@ fn existing_init_containers_and_volumes_stay_after_the_helpers() {
     object["spec"]["containers"][0]["volumeMounts"] =
         json!([{"name": "scratch", "mountPath": "/scratch"}]);
     let (pod, _) = admitted(&object);
-    let spec = pod.spec.as_ref().unwrap();
-    let inits: Vec<_> = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| c.name.as_str())
-        .collect();
+    let (inits, volumes) = names(&pod);
     assert_eq!(inits, [PREPARE, "setup"]);
-    let volumes: Vec<_> = spec
-        .volumes
-        .iter()
-        .flatten()
-        .map(|v| v.name.as_str())
-        .collect();
     assert_eq!(volumes, ["scratch", "ocifit-inputs"]);
     assert_eq!(mounts(step(&pod)).len(), 2);
 }

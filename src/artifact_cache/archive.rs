@@ -149,6 +149,7 @@ pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCoun
     let mut archive = tar::Archive::new(input);
     let mut count = UnpackCount::default();
     let mut directory_modes = BTreeMap::new();
+    let mut buffer = vec![0u8; COPY_BUFFER];
     let entries = archive.entries().map_err(ArchiveError::Read)?;
     for entry in entries {
         let mut entry = entry.map_err(ArchiveError::Read)?;
@@ -199,7 +200,7 @@ pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCoun
                     .mode(mode | 0o200)
                     .open(&target)
                     .map_err(io_error("create", &target))?;
-                let written = io::copy(&mut entry, &mut file).map_err(ArchiveError::Read)?;
+                let written = copy(&mut entry, &mut file, &target, &mut buffer)?;
                 count.bytes += written;
                 count.files += 1;
                 if mode & 0o200 == 0 {
@@ -254,6 +255,28 @@ pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCoun
             .map_err(io_error("set the mode of", dir))?;
     }
     Ok(count)
+}
+
+/// The buffer file contents are copied through: large files take few system calls.
+const COPY_BUFFER: usize = 256 * 1024;
+
+/// Copies an entry's content to its file; a read error is the archive's, a write error the file's.
+fn copy(
+    entry: &mut impl Read,
+    file: &mut File,
+    target: &Path,
+    buffer: &mut [u8],
+) -> Result<u64, ArchiveError> {
+    let mut written = 0;
+    loop {
+        let n = entry.read(buffer).map_err(ArchiveError::Read)?;
+        if n == 0 {
+            return Ok(written);
+        }
+        file.write_all(&buffer[..n])
+            .map_err(io_error("write", target))?;
+        written += n as u64;
+    }
 }
 
 /// No directory between `root` and the entry is a symbolic link, so creating the entry writes

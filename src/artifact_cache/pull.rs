@@ -6,7 +6,7 @@
 //! never replaces something that is already there.
 
 use std::fs;
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -175,17 +175,22 @@ fn write_layer(
     action: &LayerAction,
     staging: &Path,
 ) -> Result<(), WriteError> {
-    let mut reader = ChannelReader::new(receiver);
     match action {
         LayerAction::File { .. } => {
             let mut file = fs::File::create_new(staging).map_err(WriteError::Io)?;
-            io::copy(&mut reader, &mut file).map_err(WriteError::Io)?;
+            let mut receiver = receiver;
+            // Each chunk as it came: no copy through a small buffer.
+            while let Some(chunk) = receiver.blocking_recv() {
+                file.write_all(&chunk.map_err(WriteError::Io)?)
+                    .map_err(WriteError::Io)?;
+            }
             Ok(())
         }
         LayerAction::Unpack {
             path, tar_digest, ..
         } => {
             fs::create_dir(staging).map_err(WriteError::Io)?;
+            let reader = ChannelReader::new(receiver);
             let mut tar = HashingReader::new(GzDecoder::new(reader));
             archive::unpack(&mut tar, path, staging).map_err(WriteError::Archive)?;
             let actual = tar.digest();

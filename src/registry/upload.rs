@@ -57,7 +57,7 @@ impl Registry {
         if self.blob_exists(repository, &blob.digest).await? {
             return Ok(blob);
         }
-        let target = upload_target(repository);
+        let target = reference::target(repository);
         let location = self.start_upload(repository, &target).await?;
         let url = with_digest(&target, &location, &blob.digest)?;
         let mut put = exchange(&target, repository, Method::PUT, &url, "upload");
@@ -78,7 +78,7 @@ impl Registry {
     where
         S: Stream<Item = std::io::Result<Bytes>> + Send + 'static,
     {
-        let target = upload_target(repository);
+        let target = reference::target(repository);
         let location = self.start_upload(repository, &target).await?;
         let sum = Arc::new(Mutex::new((Sha256::new(), 0u64)));
         let counted = {
@@ -190,15 +190,6 @@ fn exchange<'a>(
     }
 }
 
-/// Uploads are reported against the repository, as there is no digest yet.
-fn upload_target(repository: &Reference) -> Target {
-    Target {
-        registry: repository.registry().to_string(),
-        repository: repository.repository().to_string(),
-        reference: "upload".to_string(),
-    }
-}
-
 fn next_location(target: &Target, answer: &Response) -> Option<String> {
     let location = answer.headers().get(LOCATION)?.to_str().ok()?;
     tracing::trace!(%target, location, "upload location");
@@ -238,7 +229,7 @@ mod tests {
         Target {
             registry: "127.0.0.1:5000".into(),
             repository: "a/b".into(),
-            reference: "upload".into(),
+            reference: "v1".into(),
         }
     }
 

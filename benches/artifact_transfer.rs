@@ -121,7 +121,7 @@ fn size_of(dir: &Path) -> (u64, u64) {
 
 fn row(shape: &str, side: &str, op: &str, bytes: u64, m: &Measured) {
     println!(
-        "| {shape:<24} | {side:<14} | {op:<4} | {:>8.2} | {:>8.1} | {:>9.1} |",
+        "| {shape:<20} | {side:<15} | {op:<4} | {:>7.2} | {:>6.1} | {:>12.1} |",
         m.seconds,
         bytes as f64 / MIB as f64 / m.seconds,
         m.peak_rss as f64 / MIB as f64
@@ -142,12 +142,8 @@ fn main() {
         "artifact transfer, {} MiB per shape, registry on loopback",
         total / MIB
     );
-    println!(
-        "| shape                    | client         | op   | seconds  | MiB/s    | peak RSS MiB |"
-    );
-    println!(
-        "|--------------------------|----------------|------|----------|----------|-----------|"
-    );
+    println!("| shape                | client          | op   | seconds | MiB/s  | peak RSS MiB |");
+    println!("|----------------------|-----------------|------|---------|--------|--------------|");
     for (shape, count, size) in [
         ("many small (32 KiB)", total / (32 * 1024), 32 * 1024),
         ("few large (4 files)", 4, total / 4),

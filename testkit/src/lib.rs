@@ -18,16 +18,21 @@
 //! # Ok(()) }
 //! ```
 
+pub mod chart;
 mod cluster;
 mod command;
 mod crds;
 pub mod demo;
 pub mod dev;
 mod error;
+pub mod flavors;
+pub mod image;
 mod kubeconform;
 mod net;
+mod node;
 mod objects;
 pub mod pki;
+mod pods;
 mod process;
 mod registry;
 mod shared;
@@ -35,11 +40,15 @@ mod tools;
 mod webhook;
 mod workdir;
 
+pub use chart::repo_root;
 pub use cluster::{Cluster, ClusterBuilder, StartupTimes};
 pub use crds::{apply_crd_dir, apply_crd_files};
 pub use error::{Error, Result};
 pub use kubeconform::{KindSchema, KubeconformSchemas, kinds_from_crd, kinds_from_openapi};
+pub use net::host_ipv4;
+pub use node::{RealNode, RunningNode};
 pub use objects::{FakeNode, create_namespace, create_node, service_account_token};
+pub use pods::{wait_for_pod_log, wait_for_pod_ready};
 pub use registry::{Credentials, Descriptor, OrasArtifact, PushedImage, Registry, RegistryBuilder};
 pub use shared::{SharedCluster, SharedClusterGuard};
 pub use tools::{Tool, ToolError, Tools};

@@ -1,0 +1,25 @@
+//! ocifit's component tests, one test binary (one link instead of one per file): the built binary,
+//! the chart, the registry client and the documentation against behaviour, each against the real tool
+//! where one runs here (Helm, distribution, the ORAS SDK, regctl, crane) and no Kubernetes
+//! cluster. The real-cluster tests are the workspace member `tests/cluster`.
+//!
+//! - `artifact`: `ocifit artifact` (the workflow step helper) with the ORAS Python SDK on the real
+//!   registry, and a step's helpers run as its pod runs them;
+//! - `chart`: the Helm chart offline (sync with `crds/` and `config/`, renders, values);
+//! - `cli_resolve`: `ocifit resolve` as users run it;
+//! - `docs_flags`: `docs/flags.md` against `ocifit run --help`;
+//! - `example_pods`: the pod contract's example table (`docs/pod-contract.md`) against the planner;
+//! - `registry`: the registry client against the real registry, a fake for what it cannot do, and
+//!   TLS;
+//! - `registry_clients`: the test kit's clients (ORAS SDK, regctl, crane) on the real registry;
+//! - `release`: the image assembled here against the `Dockerfile`, the chart against the release
+//!   workflow.
+
+mod artifact;
+mod chart;
+mod cli_resolve;
+mod docs_flags;
+mod example_pods;
+mod registry;
+mod registry_clients;
+mod release;

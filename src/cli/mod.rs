@@ -10,12 +10,11 @@ mod artifact;
 mod crd;
 mod input;
 mod resolve;
-mod run;
 
+pub use crate::startup::RunArgs;
 pub use artifact::ArtifactArgs;
 pub use crd::{CrdError, crd_documents, crd_yaml};
 pub use resolve::{EXIT_INVALID_INPUT, EXIT_NO_MATCH, ResolveArgs};
-pub use run::{RunArgs, Shutdown};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -52,7 +51,7 @@ pub enum Command {
 
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Run(args) => run::run(*args).await,
+        Command::Run(args) => crate::startup::run(*args).await,
         Command::Resolve(args) => resolve::run(&args).await,
         Command::Artifact(args) => artifact::run(args).await,
         Command::Crd { name } => match crd_yaml(name.as_deref()) {

@@ -29,5 +29,6 @@ mod controller_rbac;
 mod demo;
 mod real_node;
 mod real_node_teardown;
+mod supervision;
 mod webhook_certificates;
 mod webhook_e2e;

@@ -3,6 +3,7 @@
 //! where one runs here (Helm, distribution, the ORAS SDK, regctl, crane) and no Kubernetes
 //! cluster. The real-cluster tests are the workspace member `tests/cluster`.
 //!
+//! - `architecture`: the layout of `src/` (no import cycle, rooms use lower floors only);
 //! - `artifact`: `ocifit artifact` (the workflow step helper) with the ORAS Python SDK on the real
 //!   registry, and a step's helpers run as its pod runs them;
 //! - `chart`: the Helm chart offline (sync with `crds/` and `config/`, renders, values);
@@ -15,6 +16,7 @@
 //! - `release`: the image assembled here against the `Dockerfile`, the chart against the release
 //!   workflow.
 
+mod architecture;
 mod artifact;
 mod chart;
 mod cli_resolve;

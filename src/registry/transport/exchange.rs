@@ -1,13 +1,18 @@
 //! Requests other than the buffered reads of `fetch`: any method, headers and body, answered with
 //! the response unread, for uploads and streamed downloads. They share the transport's
 //! authentication handshake, retries and answer classification; a streamed body is sent once,
-//! with the authorization an earlier request on the same repository established.
+//! with the authorization an earlier request on the same repository established. The rules of
+//! `fetch` hold here too: a registry outside the allow-list is refused before anything is sent,
+//! an absolute location the registry gives (an upload's `Location`) is held to the redirect rules,
+//! and every exchange takes one of the root's request permits.
 
 use reqwest::header::HeaderMap;
 use reqwest::{Body, Method, Response, StatusCode, Url};
 
 use super::{AttemptError, Authorization, Request, Transport, retry, status_error, unauthorized};
-use crate::registry::error::{ContentProblem, Error, Target};
+use crate::registry::allow::url_host;
+use crate::registry::auth;
+use crate::registry::error::{ContentProblem, Error, Refusal, Target};
 use crate::registry::retry::Decision;
 
 /// One request: where, how, and what its body is (replayable bytes; a stream goes separately).
@@ -39,7 +44,7 @@ impl Transport {
                 Err(AttemptError {
                     error,
                     failure: Some(failure),
-                }) => match retry::decide(&self.retry, attempt, failure) {
+                }) => match retry::decide(&self.link.retry, attempt, failure) {
                     Decision::RetryIn(delay) => {
                         tracing::debug!(target = %exchange.target, attempt, ?delay, %error, "retrying registry request");
                         tokio::time::sleep(delay).await;
@@ -60,9 +65,11 @@ impl Transport {
         body: Body,
     ) -> Result<Response, Error> {
         let url = self.url(exchange)?;
+        // Held for the whole upload: a streamed body is a request in flight.
+        let _permit = self.link.permits.acquire().await.ok();
         let authorization = self.authorization_for(exchange, &url);
         let builder = self
-            .http
+            .link.http
             .request(exchange.method.clone(), url)
             .headers(exchange.headers.clone())
             .body(body);
@@ -78,11 +85,13 @@ impl Transport {
 
     /// The longest wait for the next chunk of an unbounded answer: the request timeout.
     pub(crate) fn idle_timeout(&self) -> std::time::Duration {
-        self.request_timeout
+        self.link.request_timeout
     }
 
     async fn exchange_once(&self, exchange: &Exchange<'_>) -> Result<Response, AttemptError> {
         let url = self.url(exchange)?;
+        // As in `fetch`: held for the attempt, never while waiting for another permit.
+        let _permit = self.link.permits.acquire().await.ok();
         let mut authorization = self.authorization_for(exchange, &url);
         let mut response = self
             .send_exchange(exchange, &url, authorization.as_ref())
@@ -121,11 +130,11 @@ impl Transport {
         authorization: Option<&Authorization>,
     ) -> Result<Response, AttemptError> {
         let mut builder = self
-            .http
+            .link.http
             .request(exchange.method.clone(), url.clone())
             .headers(exchange.headers.clone());
         if exchange.bounded {
-            builder = builder.timeout(self.request_timeout);
+            builder = builder.timeout(self.link.request_timeout);
         }
         if let Some(body) = &exchange.body {
             builder = builder.body(body.clone());
@@ -135,19 +144,26 @@ impl Transport {
     }
 
     /// The URL of an exchange: a path joined to the registry's scheme and host, or the absolute
-    /// URL the registry gave.
+    /// URL the registry gave, which must pass the redirect rules as if the registry had
+    /// redirected there. A registry the allow-list refuses gets no URL at all.
     fn url(&self, exchange: &Exchange<'_>) -> Result<Url, Error> {
-        let text = if exchange.location.starts_with('/') {
-            let scheme = if self.plain_http.iter().any(|h| h == exchange.host) {
-                "http"
-            } else {
-                "https"
-            };
-            format!("{scheme}://{}{}", exchange.host, exchange.location)
-        } else {
-            exchange.location.to_string()
+        let not_allowed = |host: String, why: Refusal| Error::NotAllowed {
+            target: exchange.target.clone(),
+            host,
+            why,
         };
-        Url::parse(&text).map_err(|err| {
+        if !self.link.allowed.allows(&exchange.target.registry) {
+            return Err(not_allowed(
+                exchange.target.registry.clone(),
+                Refusal::Registry,
+            ));
+        }
+        let scheme = if self.link.plain_http.iter().any(|h| h == exchange.host) {
+            "http"
+        } else {
+            "https"
+        };
+        let unusable = |err: &dyn std::fmt::Display| {
             Error::content(
                 exchange.target,
                 ContentProblem::Protocol(format!(
@@ -155,7 +171,17 @@ impl Transport {
                     exchange.what
                 )),
             )
-        })
+        };
+        let origin = format!("{scheme}://{}", exchange.host);
+        // Joined as text, never `Url::join`: a path like `//elsewhere/…` stays on this host.
+        if exchange.location.starts_with('/') {
+            return Url::parse(&format!("{origin}{}", exchange.location)).map_err(|e| unusable(&e));
+        }
+        let base = Url::parse(&origin).map_err(|e| unusable(&e))?;
+        let url = Url::parse(exchange.location).map_err(|e| unusable(&e))?;
+        auth::check_redirect(&url, &base, &self.link.plain_http, &self.link.allowed)
+            .map_err(|why| not_allowed(url_host(&url).unwrap_or_default(), why))?;
+        Ok(url)
     }
 
     /// What authorization to send before being challenged; none to any host but the registry's

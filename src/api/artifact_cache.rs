@@ -244,6 +244,12 @@ pub mod step {
     /// Set on a pod (or a Job's pod template) once its steps are injected, so nothing is injected
     /// twice.
     pub const INJECTED: &str = "artifacts.ocifit.io/injected";
+
+    /// The namespace label (value [`NAMESPACE_OPT_IN_VALUE`]) that sends the namespace's Pods and
+    /// Jobs to the step webhooks; no other namespace's objects ever reach them.
+    pub const NAMESPACE_OPT_IN: &str = "artifacts.ocifit.io/steps";
+    /// The value of [`NAMESPACE_OPT_IN`].
+    pub const NAMESPACE_OPT_IN_VALUE: &str = "enabled";
 }
 
 #[cfg(test)]

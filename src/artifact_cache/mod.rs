@@ -1,16 +1,18 @@
-//! The workflow artifact cache: the step helper (`ocifit artifact …`) that pulls a step's inputs
-//! before it starts and pushes its outputs when it succeeds, in the ORAS artifact layout; the step
-//! planner that turns the oras-operator's annotations into a pod mutation; and the desired objects
-//! of an ArtifactCache's registry. Depends only on the ground rooms (`api`, `registry`,
-//! `telemetry`).
+//! The workflow artifact cache: the ArtifactCache controller (each cache's registry deployed and
+//! kept, its status), the step routes on the admission host (the oras-operator's annotations on
+//! Pods and Jobs turned into a pod mutation, or a denial), and the step helper (`ocifit artifact
+//! …`) that pulls a step's inputs before it starts and pushes its outputs when it succeeds, in the
+//! ORAS artifact layout. Built on the cluster view and the admission host; imports no other
+//! feature.
 //!
 //! Pure parts: `layout` (the ORAS layout both ways), `planner` (annotations → patch or denial),
-//! `desired` (a cache's Deployment, Service and claim). Adapters: `archive`, `channel`, `pull`,
-//! `push` (bytes between disk and registry), `install`, `launcher`, `handoff`, `steps` (what runs
-//! in a step's pod).
+//! `desired` (a cache's Deployment, Service and claim), `status` (a cache's status from its
+//! objects). Adapters: `controller`, `route`, `archive`, `channel`, `pull`, `push` (bytes between
+//! disk and registry), `install`, `launcher`, `handoff`, `steps` (what runs in a step's pod).
 
 mod archive;
 mod channel;
+pub mod controller;
 pub mod credentials;
 pub mod desired;
 mod handoff;
@@ -20,6 +22,8 @@ mod layout;
 pub mod planner;
 mod pull;
 mod push;
+pub mod route;
+pub mod status;
 mod steps;
 
 pub use archive::{ArchiveError, PackCount, UnpackCount};
@@ -33,7 +37,88 @@ pub use pull::{PullError, Pulled, PulledLayer, pull};
 pub use push::{PushError, PushRequest, Pushed, push};
 pub use steps::{PUSH_TIMEOUT, PrepareError, deliver, prepare};
 
+use std::sync::Arc;
+
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::admission::route::Route;
+use crate::api::{ArtifactCache, REPORTING_CONTROLLER};
+use crate::cluster::events::EventReporter;
+use crate::cluster::reflected::{Reflected, reflect};
+use crate::cluster::{ClusterView, Shutdown, Tasks, until};
 use crate::registry::{self, Reference, Registry, RegistryOptions};
+use crate::telemetry::Metrics;
+use planner::Helper;
+use route::{StepJobs, StepPods, Steps};
+
+/// What the artifact cache needs from the rest of the process.
+pub struct Parts {
+    /// The cluster view.
+    pub cluster: ClusterView,
+    /// Metrics (the controller's Events are counted there).
+    pub metrics: Arc<Metrics>,
+    /// This replica's identity, on its Events.
+    pub identity: String,
+    /// The helper containers' image (ocifit's own); `None` refuses steps that move artifacts.
+    pub helper: Option<Helper>,
+    /// Resolves once shutdown begins.
+    pub shutdown: Shutdown,
+}
+
+/// The artifact cache, running.
+pub struct Running {
+    /// The cache watch and the controller.
+    pub tasks: Tasks,
+    /// The caches, as reflected.
+    pub caches: Reflected<ArtifactCache>,
+    /// The step routes (Pods, Jobs) for the admission host.
+    pub routes: Vec<Route>,
+}
+
+/// Starts the artifact cache over the cluster view: every replica watches the caches (admission
+/// reads them); the leader reconciles them.
+pub fn run(parts: Parts) -> Running {
+    let Parts {
+        cluster,
+        metrics,
+        identity,
+        helper,
+        shutdown,
+    } = parts;
+    let (caches, watch) = reflect(
+        watcher(
+            Api::<ArtifactCache>::all(cluster.client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|cache| cache.metadata.managed_fields = None),
+        "artifactcaches",
+    );
+    let reporter = EventReporter::new(
+        cluster.client.clone(),
+        REPORTING_CONTROLLER,
+        identity,
+        metrics,
+    );
+    let steps = Steps {
+        caches: caches.store(),
+        helper,
+    };
+    let routes = vec![
+        Route::new(route::PODS, StepPods(steps.clone())),
+        Route::new(route::JOBS, StepJobs(steps)),
+    ];
+    let controller = controller::controller(cluster, reporter, &caches, shutdown.clone().wait());
+    Running {
+        tasks: vec![
+            ("artifact cache watch", until(shutdown, watch)),
+            ("artifact cache controller", controller),
+        ],
+        caches,
+        routes,
+    }
+}
 
 /// The gzip level of directory layers unless told otherwise: fast, since a cache sits next to its
 /// steps and time matters more than a few percent of size.

@@ -125,6 +125,35 @@ pub enum Denial {
         "a step that pushes outputs must end: set the pod's restartPolicy to Never or OnFailure (it is Always, so the step would run and push forever)"
     )]
     RestartsForever,
+    #[error(
+        "ocifit was started without a helper image (--artifact-helper-image, the chart's artifactCache.helperImage), so it cannot run this step's inputs and outputs"
+    )]
+    NoHelperImage,
+}
+
+impl Denial {
+    /// The denial's name, for metric labels.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Denial::EmptyAnnotation { .. } => "EmptyAnnotation",
+            Denial::UnknownAnnotation { .. } => "UnknownAnnotation",
+            Denial::InvalidAnnotation { .. } => "InvalidAnnotation",
+            Denial::InvalidUri { .. } => "InvalidUri",
+            Denial::OutputByDigest { .. } => "OutputByDigest",
+            Denial::NoOutputPath => "NoOutputPath",
+            Denial::CacheMissing { .. } => "CacheMissing",
+            Denial::CacheNotReady { .. } => "CacheNotReady",
+            Denial::NoContainers => "NoContainers",
+            Denial::ContainerNeeded { .. } => "ContainerNeeded",
+            Denial::UnknownContainer { .. } => "UnknownContainer",
+            Denial::NoCommand { .. } => "NoCommand",
+            Denial::NoInputPath { .. } => "NoInputPath",
+            Denial::MountTaken { .. } => "MountTaken",
+            Denial::Unwritable(_) => "Unwritable",
+            Denial::RestartsForever => "RestartsForever",
+            Denial::NoHelperImage => "NoHelperImage",
+        }
+    }
 }
 
 /// Plans a pod. `caches` answers for a cache name in `namespace`.

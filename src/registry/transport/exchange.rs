@@ -69,7 +69,8 @@ impl Transport {
         let _permit = self.link.permits.acquire().await.ok();
         let authorization = self.authorization_for(exchange, &url);
         let builder = self
-            .link.http
+            .link
+            .http
             .request(exchange.method.clone(), url)
             .headers(exchange.headers.clone())
             .body(body);
@@ -130,7 +131,8 @@ impl Transport {
         authorization: Option<&Authorization>,
     ) -> Result<Response, AttemptError> {
         let mut builder = self
-            .link.http
+            .link
+            .http
             .request(exchange.method.clone(), url.clone())
             .headers(exchange.headers.clone());
         if exchange.bounded {

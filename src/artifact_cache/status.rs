@@ -1,0 +1,232 @@
+//! An ArtifactCache's status from what the controller observed of its objects: where steps reach
+//! the registry, and whether they can (the `Ready` condition with a reason from
+//! [`CacheReason`]), with the Event a change of readiness deserves. Pure: the controller reads
+//! the objects and writes the answer.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::planner::CacheState;
+use crate::api::{ArtifactCache, ArtifactCacheStatus, CacheReason, REGISTRY_PORT};
+
+/// The condition type steps' admission reads.
+pub const READY: &str = "Ready";
+
+/// What became of the htpasswd Secret a cache names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretState {
+    /// None named, or it has its key.
+    Fine,
+    /// No Secret of that name in the namespace.
+    Missing { name: String },
+    /// The Secret lacks the key.
+    KeyMissing { name: String, key: String },
+}
+
+/// What the controller saw of a deployed cache's objects (as applied, so current).
+#[derive(Debug, Clone, Copy)]
+pub struct Observed<'a> {
+    pub deployment: &'a Deployment,
+    pub service: &'a Service,
+}
+
+/// The Event a status change deserves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub warning: bool,
+    pub reason: CacheReason,
+    pub note: String,
+}
+
+/// The status of `cache`: `observed` is `None` for a cache that deploys nothing (or whose objects
+/// could not be applied because `secret` is missing). `now` stamps a condition that changed.
+pub fn status(
+    cache: &ArtifactCache,
+    observed: Option<Observed<'_>>,
+    secret: &SecretState,
+    now: &Time,
+) -> ArtifactCacheStatus {
+    let (endpoint, plain_http, reason, message) = readiness(cache, observed, secret);
+    let ready = reason == CacheReason::Available || reason == CacheReason::External;
+    let previous = cache
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == READY));
+    let status_text = if ready { "True" } else { "False" };
+    let generation = cache.metadata.generation;
+    let since = match previous {
+        Some(p) if p.status == status_text => p.last_transition_time.clone(),
+        _ => now.clone(),
+    };
+    ArtifactCacheStatus {
+        observed_generation: generation,
+        endpoint,
+        plain_http,
+        conditions: vec![Condition {
+            type_: READY.to_owned(),
+            status: status_text.to_owned(),
+            reason: reason.as_str().to_owned(),
+            message,
+            observed_generation: generation,
+            last_transition_time: since,
+        }],
+    }
+}
+
+/// The Event for going from `before` to `after`: one when readiness or its reason changes.
+pub fn change(before: Option<&ArtifactCacheStatus>, after: &ArtifactCacheStatus) -> Option<Change> {
+    let ready = |s: &ArtifactCacheStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == READY)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    let (status, reason, message) = ready(after)?;
+    if before
+        .and_then(ready)
+        .is_some_and(|(s, r, _)| s == status && r == reason)
+    {
+        return None;
+    }
+    let reason = [
+        CacheReason::Available,
+        CacheReason::Deploying,
+        CacheReason::ServicePending,
+        CacheReason::SecretMissing,
+        CacheReason::External,
+    ]
+    .into_iter()
+    .find(|r| r.as_str() == reason)?;
+    Some(Change {
+        warning: reason == CacheReason::SecretMissing,
+        reason,
+        note: message,
+    })
+}
+
+/// What steps' admission knows of a cache: Ready (its status is current and says so), not Ready
+/// (with the condition's message), or missing.
+pub fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {
+    let Some(cache) = cache else {
+        return CacheState::Missing;
+    };
+    let Some(status) = cache.status.as_ref() else {
+        return CacheState::NotReady {
+            reason: "it has no status yet (is ocifit's controller running?)".to_owned(),
+        };
+    };
+    let condition = status.conditions.iter().find(|c| c.type_ == READY);
+    let current = status.observed_generation == cache.metadata.generation;
+    match (condition, &status.endpoint) {
+        (Some(c), Some(endpoint)) if c.status == "True" && current => CacheState::Ready {
+            endpoint: endpoint.clone(),
+            plain_http: status.plain_http,
+        },
+        (Some(c), _) if current => CacheState::NotReady {
+            reason: format!("{}: {}", c.reason, c.message),
+        },
+        _ => CacheState::NotReady {
+            reason: "its spec changed and the controller has not caught up yet".to_owned(),
+        },
+    }
+}
+
+fn readiness(
+    cache: &ArtifactCache,
+    observed: Option<Observed<'_>>,
+    secret: &SecretState,
+) -> (Option<String>, bool, CacheReason, String) {
+    if !cache.spec.deploy {
+        let endpoint = cache.spec.endpoint.clone().unwrap_or_default();
+        let message = format!("steps use the existing registry at {endpoint}");
+        return (
+            Some(endpoint),
+            cache.spec.plain_http,
+            CacheReason::External,
+            message,
+        );
+    }
+    match secret {
+        SecretState::Fine => {}
+        SecretState::Missing { name } => {
+            return (
+                None,
+                true,
+                CacheReason::SecretMissing,
+                format!(
+                    "the htpasswd Secret {name} does not exist in this namespace; the registry is not deployed until it does"
+                ),
+            );
+        }
+        SecretState::KeyMissing { name, key } => {
+            return (
+                None,
+                true,
+                CacheReason::SecretMissing,
+                format!(
+                    "the htpasswd Secret {name} has no key {key}; the registry is not deployed until it does"
+                ),
+            );
+        }
+    }
+    let Some(Observed {
+        deployment,
+        service,
+    }) = observed
+    else {
+        return (
+            None,
+            true,
+            CacheReason::Deploying,
+            "the registry's objects are being created".to_owned(),
+        );
+    };
+    let cluster_ip = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.cluster_ip.clone())
+        .filter(|ip| !ip.is_empty() && ip != "None");
+    let Some(ip) = cluster_ip else {
+        return (
+            None,
+            true,
+            CacheReason::ServicePending,
+            format!(
+                "the Service {} has no ClusterIP yet",
+                service.metadata.name.as_deref().unwrap_or_default()
+            ),
+        );
+    };
+    // An IPv6 ClusterIP is bracketed, so `host:port` stays one reference's registry part.
+    let endpoint = if ip.contains(':') {
+        format!("[{ip}]:{REGISTRY_PORT}")
+    } else {
+        format!("{ip}:{REGISTRY_PORT}")
+    };
+    let deployment_name = deployment.metadata.name.as_deref().unwrap_or_default();
+    let status = deployment.status.as_ref();
+    let ready = status.and_then(|s| s.ready_replicas).unwrap_or(0);
+    // A replica counts once the Deployment controller saw this generation of the template.
+    let current = status.and_then(|s| s.observed_generation) >= deployment.metadata.generation;
+    if ready < 1 || !current {
+        let why = status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .find(|c| c.status == "False")
+            .and_then(|c| c.message.clone());
+        let message = match why {
+            Some(why) => {
+                format!("the registry's Deployment {deployment_name} has no ready replica: {why}")
+            }
+            None => format!("the registry's Deployment {deployment_name} has no ready replica yet"),
+        };
+        return (Some(endpoint), true, CacheReason::Deploying, message);
+    }
+    let message = format!("the registry answers at {endpoint} (Service {deployment_name})");
+    (Some(endpoint), true, CacheReason::Available, message)
+}
+
+#[cfg(test)]
+mod tests;

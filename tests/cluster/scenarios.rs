@@ -13,6 +13,7 @@
 
 mod support;
 
+mod artifact_workflow;
 mod chart_cluster;
 mod chart_real_node;
 mod chart_wiring;

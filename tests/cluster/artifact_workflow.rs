@@ -351,10 +351,7 @@ async fn create_workflow_namespace(client: &Client) {
 /// A Job running `script` in the step image on the real node, with these contract annotations;
 /// its working directory is `/work`, where `out/` is an empty directory.
 fn job(name: &str, image: &str, annotations: &[(&str, &str)], script: &str) -> Job {
-    let annotations: BTreeMap<String, String> = annotations
-        .iter()
-        .map(|(k, v)| (format!("{P}{k}"), (*v).to_owned()))
-        .collect();
+    let annotations = contract(annotations);
     serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": annotations},
         "spec": {"backoffLimit": 0, "template": {"spec": pod_spec(image, script)}}
@@ -364,15 +361,20 @@ fn job(name: &str, image: &str, annotations: &[(&str, &str)], script: &str) -> J
 
 /// A bare pod with these contract annotations that lists its inputs.
 fn step_pod(name: &str, image: &str, annotations: &[(&str, &str)]) -> Pod {
-    let annotations: BTreeMap<String, String> = annotations
-        .iter()
-        .map(|(k, v)| (format!("{P}{k}"), (*v).to_owned()))
-        .collect();
+    let annotations = contract(annotations);
     serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": annotations},
         "spec": pod_spec(image, "ls -R /inputs")
     }))
     .expect("a pod")
+}
+
+/// The contract's annotations, under its prefix.
+fn contract(annotations: &[(&str, &str)]) -> BTreeMap<String, String> {
+    annotations
+        .iter()
+        .map(|(k, v)| (format!("{P}{k}"), (*v).to_owned()))
+        .collect()
 }
 
 fn pod_spec(image: &str, script: &str) -> Value {

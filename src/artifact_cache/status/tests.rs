@@ -38,6 +38,22 @@ fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap())
 }
 
+fn deployed(
+    cache: &ArtifactCache,
+    deployment: &Deployment,
+    service: &Service,
+) -> ArtifactCacheStatus {
+    let observed = Observed {
+        deployment,
+        service,
+    };
+    status(cache, Some(observed), &SecretState::Fine, &now())
+}
+
+fn unobserved(cache: &ArtifactCache, secret: &SecretState) -> ArtifactCacheStatus {
+    status(cache, None, secret, &now())
+}
+
 fn ready(status: &ArtifactCacheStatus) -> (&str, &str, &str) {
     let c = &status.conditions[0];
     (c.type_.as_str(), c.status.as_str(), c.reason.as_str())
@@ -46,15 +62,7 @@ fn ready(status: &ArtifactCacheStatus) -> (&str, &str, &str) {
 #[test]
 fn a_ready_replica_behind_a_cluster_ip_is_available_at_that_ip() {
     let (d, s) = (deployment(1, 2, None), service(Some("10.0.0.7")));
-    let status = status(
-        &cache(json!({}), None),
-        Some(Observed {
-            deployment: &d,
-            service: &s,
-        }),
-        &SecretState::Fine,
-        &now(),
-    );
+    let status = deployed(&cache(json!({}), None), &d, &s);
     assert_eq!(status.endpoint.as_deref(), Some("10.0.0.7:5000"));
     assert!(status.plain_http);
     assert_eq!(status.observed_generation, Some(3));
@@ -69,15 +77,7 @@ fn no_ready_replica_or_an_old_generation_is_deploying_and_says_why() {
         deployment(0, 2, Some("Deployment does not have minimum availability.")),
         deployment(1, 1, None),
     ] {
-        let status = status(
-            &cache(json!({}), None),
-            Some(Observed {
-                deployment: &d,
-                service: &s,
-            }),
-            &SecretState::Fine,
-            &now(),
-        );
+        let status = deployed(&cache(json!({}), None), &d, &s);
         assert_eq!(ready(&status), ("Ready", "False", "Deploying"));
         assert!(
             status.conditions[0]
@@ -88,15 +88,7 @@ fn no_ready_replica_or_an_old_generation_is_deploying_and_says_why() {
         );
     }
     let d = deployment(0, 2, Some("Deployment does not have minimum availability."));
-    let status = status(
-        &cache(json!({}), None),
-        Some(Observed {
-            deployment: &d,
-            service: &s,
-        }),
-        &SecretState::Fine,
-        &now(),
-    );
+    let status = deployed(&cache(json!({}), None), &d, &s);
     assert!(
         status.conditions[0]
             .message
@@ -109,15 +101,7 @@ fn a_service_without_a_cluster_ip_is_pending_and_has_no_endpoint() {
     let d = deployment(1, 2, None);
     for ip in [None, Some(""), Some("None")] {
         let s = service(ip);
-        let status = status(
-            &cache(json!({}), None),
-            Some(Observed {
-                deployment: &d,
-                service: &s,
-            }),
-            &SecretState::Fine,
-            &now(),
-        );
+        let status = deployed(&cache(json!({}), None), &d, &s);
         assert_eq!(ready(&status), ("Ready", "False", "ServicePending"));
         assert_eq!(status.endpoint, None);
     }
@@ -126,27 +110,18 @@ fn a_service_without_a_cluster_ip_is_pending_and_has_no_endpoint() {
 #[test]
 fn an_ipv6_cluster_ip_is_bracketed() {
     let (d, s) = (deployment(1, 2, None), service(Some("fd00::7")));
-    let status = status(
-        &cache(json!({}), None),
-        Some(Observed {
-            deployment: &d,
-            service: &s,
-        }),
-        &SecretState::Fine,
-        &now(),
-    );
+    let status = deployed(&cache(json!({}), None), &d, &s);
     assert_eq!(status.endpoint.as_deref(), Some("[fd00::7]:5000"));
 }
 
 #[test]
 fn a_missing_secret_or_key_is_named() {
-    let missing = status(
-        &cache(json!({"htpasswdSecretRef": {"name": "auth"}}), None),
-        None,
+    let cache = cache(json!({"htpasswdSecretRef": {"name": "auth"}}), None);
+    let missing = unobserved(
+        &cache,
         &SecretState::Missing {
             name: "auth".into(),
         },
-        &now(),
     );
     assert_eq!(ready(&missing), ("Ready", "False", "SecretMissing"));
     assert!(
@@ -154,28 +129,24 @@ fn a_missing_secret_or_key_is_named() {
             .message
             .contains("Secret auth does not exist")
     );
-    let key = status(
-        &cache(json!({"htpasswdSecretRef": {"name": "auth"}}), None),
-        None,
+    let key = unobserved(
+        &cache,
         &SecretState::KeyMissing {
             name: "auth".into(),
             key: "htpasswd".into(),
         },
-        &now(),
     );
     assert!(key.conditions[0].message.contains("has no key htpasswd"));
 }
 
 #[test]
 fn an_external_registry_is_ready_at_its_endpoint() {
-    let status = status(
+    let status = unobserved(
         &cache(
             json!({"deploy": false, "endpoint": "registry.example:5000", "plainHTTP": true}),
             None,
         ),
-        None,
         &SecretState::Fine,
-        &now(),
     );
     assert_eq!(ready(&status), ("Ready", "True", "External"));
     assert_eq!(status.endpoint.as_deref(), Some("registry.example:5000"));
@@ -190,56 +161,29 @@ fn the_transition_time_moves_only_when_readiness_changes() {
         "lastTransitionTime": earlier
     }]});
     let (d, s) = (deployment(0, 2, None), service(Some("10.0.0.7")));
-    let observed = Some(Observed {
-        deployment: &d,
-        service: &s,
-    });
-    let same = status(
-        &cache(json!({}), Some(before.clone())),
-        observed,
-        &SecretState::Fine,
-        &now(),
-    );
+    let same = deployed(&cache(json!({}), Some(before.clone())), &d, &s);
     assert_eq!(
         serde_json::to_value(&same.conditions[0].last_transition_time).unwrap(),
         json!(earlier)
     );
     let d = deployment(1, 2, None);
-    let changed = status(
-        &cache(json!({}), Some(before)),
-        Some(Observed {
-            deployment: &d,
-            service: &s,
-        }),
-        &SecretState::Fine,
-        &now(),
-    );
+    let changed = deployed(&cache(json!({}), Some(before)), &d, &s);
     assert_eq!(changed.conditions[0].last_transition_time, now());
 }
 
 #[test]
 fn an_event_marks_each_change_of_readiness_or_reason_and_only_those() {
     let (d, s) = (deployment(1, 2, None), service(Some("10.0.0.7")));
-    let available = status(
-        &cache(json!({}), None),
-        Some(Observed {
-            deployment: &d,
-            service: &s,
-        }),
-        &SecretState::Fine,
-        &now(),
-    );
+    let available = deployed(&cache(json!({}), None), &d, &s);
     let first = change(None, &available).unwrap();
     assert_eq!(
         (first.reason, first.warning),
         (CacheReason::Available, false)
     );
     assert_eq!(change(Some(&available), &available), None);
-    let secret = status(
+    let secret = unobserved(
         &cache(json!({}), None),
-        None,
         &SecretState::Missing { name: "a".into() },
-        &now(),
     );
     let lost = change(Some(&available), &secret).unwrap();
     assert_eq!(
@@ -257,15 +201,7 @@ fn admission_sees_only_a_current_ready_status_as_ready() {
         cache_state(Some(&stored)),
         CacheState::NotReady { reason } if reason.contains("no status yet")
     ));
-    stored.status = Some(status(
-        &stored,
-        Some(Observed {
-            deployment: &d,
-            service: &s,
-        }),
-        &SecretState::Fine,
-        &now(),
-    ));
+    stored.status = Some(deployed(&stored, &d, &s));
     assert_eq!(
         cache_state(Some(&stored)),
         CacheState::Ready {
@@ -279,11 +215,9 @@ fn admission_sees_only_a_current_ready_status_as_ready() {
         CacheState::NotReady { reason } if reason.contains("not caught up")
     ));
     stored.metadata.generation = Some(3);
-    stored.status = Some(status(
+    stored.status = Some(unobserved(
         &stored,
-        None,
         &SecretState::Missing { name: "a".into() },
-        &now(),
     ));
     assert!(matches!(
         cache_state(Some(&stored)),

@@ -183,8 +183,6 @@ pub enum CacheReason {
     Deploying,
     /// The registry's Service has no ClusterIP yet.
     ServicePending,
-    /// The htpasswd Secret is missing or lacks its key.
-    SecretMissing,
     /// `deploy: false`: steps use `spec.endpoint` as it is.
     External,
 }
@@ -195,7 +193,6 @@ impl CacheReason {
             Self::Available => "Available",
             Self::Deploying => "Deploying",
             Self::ServicePending => "ServicePending",
-            Self::SecretMissing => "SecretMissing",
             Self::External => "External",
         }
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::desired::{self, Desired};
-use super::status::{self, Observed, SecretState};
+use super::status::{self, Observed};
 use crate::api::{ArtifactCache, ArtifactCacheStatus, FIELD_MANAGER};
 use crate::cluster::ClusterView;
 use crate::cluster::events::{EventReporter, Notice};
@@ -44,13 +44,6 @@ pub enum Error {
     #[error("failed to apply {what} of ArtifactCache {namespace}/{name}")]
     Apply {
         what: &'static str,
-        namespace: String,
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("failed to read the htpasswd Secret {namespace}/{name}")]
-    ReadSecret {
         namespace: String,
         name: String,
         #[source]
@@ -133,10 +126,9 @@ async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Actio
     }
     let namespace = cache.namespace().unwrap_or_default();
     let name = cache.name_any();
-    let secret = secret_state(&ctx, &cache, &namespace).await?;
     let now = Time(Timestamp::now());
     let computed = match desired::desired(&cache)? {
-        Some(desired) if secret == SecretState::Fine => {
+        Some(desired) => {
             let Desired {
                 deployment,
                 service,
@@ -151,9 +143,9 @@ async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Actio
                 deployment: &deployment,
                 service: &service,
             };
-            status::status(&cache, Some(observed), &secret, &now)
+            status::status(&cache, Some(observed), &now)
         }
-        _ => status::status(&cache, None, &secret, &now),
+        None => status::status(&cache, None, &now),
     };
     let ready = computed.conditions.iter().any(|c| c.status == "True");
     if cache.status.as_ref() != Some(&computed) && ctx.cluster.leadership.is_leader() {
@@ -175,47 +167,6 @@ async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Actio
     } else {
         Action::requeue(NOT_READY_RECHECK)
     })
-}
-
-async fn secret_state(
-    ctx: &Context,
-    cache: &ArtifactCache,
-    namespace: &str,
-) -> Result<SecretState, Error> {
-    let Some(reference) = cache
-        .spec
-        .htpasswd_secret_ref
-        .as_ref()
-        .filter(|_| cache.spec.deploy)
-    else {
-        return Ok(SecretState::Fine);
-    };
-    let secret = Api::<Secret>::namespaced(ctx.cluster.client.clone(), namespace)
-        .get_opt(&reference.name)
-        .await
-        .map_err(|source| Error::ReadSecret {
-            namespace: namespace.to_owned(),
-            name: reference.name.clone(),
-            source,
-        })?;
-    Ok(match secret {
-        None => SecretState::Missing {
-            name: reference.name.clone(),
-        },
-        Some(secret) if !has_key(&secret, &reference.key) => SecretState::KeyMissing {
-            name: reference.name.clone(),
-            key: reference.key.clone(),
-        },
-        Some(_) => SecretState::Fine,
-    })
-}
-
-fn has_key(secret: &Secret, key: &str) -> bool {
-    secret.data.as_ref().is_some_and(|d| d.contains_key(key))
-        || secret
-            .string_data
-            .as_ref()
-            .is_some_and(|d| d.contains_key(key))
 }
 
 /// Server-side apply of one owned object, forced: whatever someone changed in the fields we own

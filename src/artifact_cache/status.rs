@@ -13,17 +13,6 @@ use crate::api::{ArtifactCache, ArtifactCacheStatus, CacheReason, REGISTRY_PORT}
 /// The condition type steps' admission reads.
 pub const READY: &str = "Ready";
 
-/// What became of the htpasswd Secret a cache names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SecretState {
-    /// None named, or it has its key.
-    Fine,
-    /// No Secret of that name in the namespace.
-    Missing { name: String },
-    /// The Secret lacks the key.
-    KeyMissing { name: String, key: String },
-}
-
 /// What the controller saw of a deployed cache's objects (as applied, so current).
 #[derive(Debug, Clone, Copy)]
 pub struct Observed<'a> {
@@ -39,15 +28,14 @@ pub struct Change {
     pub note: String,
 }
 
-/// The status of `cache`: `observed` is `None` for a cache that deploys nothing (or whose objects
-/// could not be applied because `secret` is missing). `now` stamps a condition that changed.
+/// The status of `cache`: `observed` is `None` for a cache that deploys nothing (or before its
+/// objects were applied). `now` stamps a condition that changed.
 pub fn status(
     cache: &ArtifactCache,
     observed: Option<Observed<'_>>,
-    secret: &SecretState,
     now: &Time,
 ) -> ArtifactCacheStatus {
-    let (endpoint, plain_http, reason, message) = readiness(cache, observed, secret);
+    let (endpoint, plain_http, reason, message) = readiness(cache, observed);
     let ready = reason == CacheReason::Available || reason == CacheReason::External;
     let previous = cache
         .status
@@ -74,7 +62,8 @@ pub fn status(
     }
 }
 
-/// The Event for going from `before` to `after`: one when readiness or its reason changes.
+/// The Event for going from `before` to `after`: one when readiness or its reason changes; a
+/// Warning when a Ready cache stops being Ready.
 pub fn change(before: Option<&ArtifactCacheStatus>, after: &ArtifactCacheStatus) -> Option<Change> {
     let ready = |s: &ArtifactCacheStatus| {
         s.conditions
@@ -83,23 +72,24 @@ pub fn change(before: Option<&ArtifactCacheStatus>, after: &ArtifactCacheStatus)
             .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
     };
     let (status, reason, message) = ready(after)?;
-    if before
-        .and_then(ready)
-        .is_some_and(|(s, r, _)| s == status && r == reason)
+    let previous = before.and_then(ready);
+    if previous
+        .as_ref()
+        .is_some_and(|(s, r, _)| *s == status && *r == reason)
     {
         return None;
     }
+    let lost = previous.is_some_and(|(s, _, _)| s == "True") && status != "True";
     let reason = [
         CacheReason::Available,
         CacheReason::Deploying,
         CacheReason::ServicePending,
-        CacheReason::SecretMissing,
         CacheReason::External,
     ]
     .into_iter()
     .find(|r| r.as_str() == reason)?;
     Some(Change {
-        warning: reason == CacheReason::SecretMissing,
+        warning: lost,
         reason,
         note: message,
     })
@@ -135,7 +125,6 @@ pub fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {
 fn readiness(
     cache: &ArtifactCache,
     observed: Option<Observed<'_>>,
-    secret: &SecretState,
 ) -> (Option<String>, bool, CacheReason, String) {
     if !cache.spec.deploy {
         let endpoint = cache.spec.endpoint.clone().unwrap_or_default();
@@ -146,29 +135,6 @@ fn readiness(
             CacheReason::External,
             message,
         );
-    }
-    match secret {
-        SecretState::Fine => {}
-        SecretState::Missing { name } => {
-            return (
-                None,
-                true,
-                CacheReason::SecretMissing,
-                format!(
-                    "the htpasswd Secret {name} does not exist in this namespace; the registry is not deployed until it does"
-                ),
-            );
-        }
-        SecretState::KeyMissing { name, key } => {
-            return (
-                None,
-                true,
-                CacheReason::SecretMissing,
-                format!(
-                    "the htpasswd Secret {name} has no key {key}; the registry is not deployed until it does"
-                ),
-            );
-        }
     }
     let Some(Observed {
         deployment,
@@ -216,12 +182,20 @@ fn readiness(
             .flatten()
             .find(|c| c.status == "False")
             .and_then(|c| c.message.clone());
-        let message = match why {
+        let mut message = match why {
             Some(why) => {
                 format!("the registry's Deployment {deployment_name} has no ready replica: {why}")
             }
             None => format!("the registry's Deployment {deployment_name} has no ready replica yet"),
         };
+        // ocifit does not read the user's Secret; the kubelet waits for it before the registry
+        // can start, and says so on the registry's pod.
+        if let Some(secret) = &cache.spec.htpasswd_secret_ref {
+            message.push_str(&format!(
+                " (it mounts key {} of the htpasswd Secret {}: if that is missing, the registry's pod says so)",
+                secret.key, secret.name
+            ));
+        }
         return (Some(endpoint), true, CacheReason::Deploying, message);
     }
     let message = format!("the registry answers at {endpoint} (Service {deployment_name})");

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::admission::review::tests::{UID, apiserver_review};
 use crate::admission::route::Route;
-use crate::artifact_cache::status::{Observed, SecretState, status};
+use crate::artifact_cache::status::{Observed, status};
 
 const P: &str = "oras.converged-computing.github.io/";
 
@@ -33,7 +33,6 @@ fn caches(ready: bool) -> Store<ArtifactCache> {
             deployment: &deployment,
             service: &service,
         }),
-        &SecretState::Fine,
         &Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
     ));
     let mut writer = Writer::default();

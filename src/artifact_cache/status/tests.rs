@@ -47,11 +47,7 @@ fn deployed(
         deployment,
         service,
     };
-    status(cache, Some(observed), &SecretState::Fine, &now())
-}
-
-fn unobserved(cache: &ArtifactCache, secret: &SecretState) -> ArtifactCacheStatus {
-    status(cache, None, secret, &now())
+    status(cache, Some(observed), &now())
 }
 
 fn ready(status: &ArtifactCacheStatus) -> (&str, &str, &str) {
@@ -115,38 +111,32 @@ fn an_ipv6_cluster_ip_is_bracketed() {
 }
 
 #[test]
-fn a_missing_secret_or_key_is_named() {
-    let cache = cache(json!({"htpasswdSecretRef": {"name": "auth"}}), None);
-    let missing = unobserved(
-        &cache,
-        &SecretState::Missing {
-            name: "auth".into(),
-        },
+fn a_cache_with_htpasswd_that_is_not_ready_points_at_its_secret() {
+    let (d, s) = (deployment(0, 2, None), service(Some("10.0.0.7")));
+    let status = deployed(
+        &cache(json!({"htpasswdSecretRef": {"name": "auth"}}), None),
+        &d,
+        &s,
     );
-    assert_eq!(ready(&missing), ("Ready", "False", "SecretMissing"));
+    assert_eq!(ready(&status), ("Ready", "False", "Deploying"));
     assert!(
-        missing.conditions[0]
+        status.conditions[0]
             .message
-            .contains("Secret auth does not exist")
+            .contains("key htpasswd of the htpasswd Secret auth"),
+        "{}",
+        status.conditions[0].message
     );
-    let key = unobserved(
-        &cache,
-        &SecretState::KeyMissing {
-            name: "auth".into(),
-            key: "htpasswd".into(),
-        },
-    );
-    assert!(key.conditions[0].message.contains("has no key htpasswd"));
 }
 
 #[test]
 fn an_external_registry_is_ready_at_its_endpoint() {
-    let status = unobserved(
+    let status = status(
         &cache(
             json!({"deploy": false, "endpoint": "registry.example:5000", "plainHTTP": true}),
             None,
         ),
-        &SecretState::Fine,
+        None,
+        &now(),
     );
     assert_eq!(ready(&status), ("Ready", "True", "External"));
     assert_eq!(status.endpoint.as_deref(), Some("registry.example:5000"));
@@ -181,15 +171,12 @@ fn an_event_marks_each_change_of_readiness_or_reason_and_only_those() {
         (CacheReason::Available, false)
     );
     assert_eq!(change(Some(&available), &available), None);
-    let secret = unobserved(
-        &cache(json!({}), None),
-        &SecretState::Missing { name: "a".into() },
-    );
-    let lost = change(Some(&available), &secret).unwrap();
-    assert_eq!(
-        (lost.reason, lost.warning),
-        (CacheReason::SecretMissing, true)
-    );
+    let d = deployment(0, 2, None);
+    let down = deployed(&cache(json!({}), None), &d, &s);
+    let lost = change(Some(&available), &down).unwrap();
+    assert_eq!((lost.reason, lost.warning), (CacheReason::Deploying, true));
+    let first_deploying = change(None, &down).unwrap();
+    assert!(!first_deploying.warning, "not yet Ready is no warning");
 }
 
 #[test]
@@ -215,12 +202,10 @@ fn admission_sees_only_a_current_ready_status_as_ready() {
         CacheState::NotReady { reason } if reason.contains("not caught up")
     ));
     stored.metadata.generation = Some(3);
-    stored.status = Some(unobserved(
-        &stored,
-        &SecretState::Missing { name: "a".into() },
-    ));
+    let d = deployment(0, 2, None);
+    stored.status = Some(deployed(&stored, &d, &s));
     assert!(matches!(
         cache_state(Some(&stored)),
-        CacheState::NotReady { reason } if reason.starts_with("SecretMissing: the htpasswd Secret a")
+        CacheState::NotReady { reason } if reason.starts_with("Deploying: the registry's Deployment oras-registry")
     ));
 }

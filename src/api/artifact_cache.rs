@@ -2,9 +2,10 @@
 //! their outputs to) and the step contract: the oras-operator's annotation names, kept as they are so
 //! workflow tools that write them work unchanged. Types and constants only.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
@@ -53,8 +54,8 @@ pub const REGISTRY_PORT: i32 = 5000;
 )]
 #[x_kube(validation = Rule::new("self.deploy != has(self.endpoint)")
     .message("set endpoint exactly when deploy is false: it names the existing registry to use instead of deploying one"))]
-#[x_kube(validation = Rule::new("self.deploy || (!has(self.image) && !has(self.storage) && !has(self.resources) && !has(self.htpasswdSecretRef))")
-    .message("image, storage, resources and htpasswdSecretRef describe the deployed registry; they cannot be set with deploy: false"))]
+#[x_kube(validation = Rule::new("self.deploy || (!has(self.image) && !has(self.storage) && !has(self.resources) && !has(self.htpasswdSecretRef) && !has(self.nodeSelector) && !has(self.tolerations))")
+    .message("image, storage, resources, htpasswdSecretRef, nodeSelector and tolerations describe the deployed registry; they cannot be set with deploy: false"))]
 #[serde(rename_all = "camelCase")]
 pub struct ArtifactCacheSpec {
     /// Deploy a registry for this cache (the default), or use an existing one at `endpoint`.
@@ -76,6 +77,14 @@ pub struct ArtifactCacheSpec {
     /// CPU and memory for the registry container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
+
+    /// Node labels the registry's pod must match (its `nodeSelector`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+
+    /// Taints the registry's pod tolerates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
 
     /// A Secret in this namespace holding an htpasswd file (bcrypt entries) under `key`: the
     /// registry then requires basic auth, and steps name a Secret with `ORAS_USER`,

@@ -236,6 +236,8 @@ pub fn desired(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
                     volumes: Some(volumes),
                     automount_service_account_token: Some(false),
                     enable_service_links: Some(false),
+                    node_selector: cache.spec.node_selector.clone(),
+                    tolerations: cache.spec.tolerations.clone(),
                     ..PodSpec::default()
                 }),
             },

@@ -227,3 +227,21 @@ fn names_that_cannot_name_a_service_are_hashed() {
         "a Service name starts with a letter"
     );
 }
+
+#[test]
+fn the_registry_pod_is_placed_by_the_caches_node_selector_and_tolerations() {
+    let desired = desired(&cache(json!({
+        "nodeSelector": {"kubernetes.io/hostname": "worker-real"},
+        "tolerations": [{"key": "demo.ocifit.io/real-node", "operator": "Exists", "effect": "NoSchedule"}]
+    })))
+    .unwrap()
+    .unwrap();
+    let pod = pod(&desired);
+    assert_eq!(
+        pod.node_selector.as_ref().unwrap()["kubernetes.io/hostname"],
+        "worker-real"
+    );
+    let toleration = &pod.tolerations.as_ref().unwrap()[0];
+    assert_eq!(toleration.key.as_deref(), Some("demo.ocifit.io/real-node"));
+    assert_eq!(toleration.effect.as_deref(), Some("NoSchedule"));
+}

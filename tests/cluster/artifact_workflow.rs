@@ -128,6 +128,19 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         ],
         "echo alpha > out/a.txt && mkdir out/nested && echo beta > out/nested/b.txt && echo step one says hello",
     );
+    // The apiserver picks the chart's webhook configuration up a moment after it is created.
+    eventually("the step webhook to patch a dry-run Job", async || {
+        let dry_run = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        let admitted = jobs.create(&dry_run, &one).await.ok()?;
+        let template = admitted.spec?.template.metadata?.annotations?;
+        template
+            .contains_key("artifacts.ocifit.io/injected")
+            .then_some(())
+    })
+    .await;
     let took = run_job(&cluster, &jobs, &one, true).await;
     eprintln!("step one: Job created → complete in {took:.1} s");
 

@@ -117,7 +117,8 @@ pub fn registry_image(tools: &Tools) -> Result<ImageBuilder> {
 /// entrypoint (a step names its command).
 pub fn step_image() -> Result<ImageBuilder> {
     let applets = [
-        "sh", "cat", "cp", "echo", "false", "ls", "mkdir", "sleep", "sort", "tr", "wc",
+        "sh", "awk", "cat", "cp", "echo", "false", "ls", "mkdir", "seq", "sleep", "sort", "tr",
+        "wc",
     ];
     Ok(busybox("a step image", &applets)?.env("PATH", "/bin"))
 }

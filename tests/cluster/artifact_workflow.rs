@@ -5,7 +5,9 @@
 //! from the cache with the ORAS Python SDK; a failing step pushes nothing and says why; a step
 //! whose input is missing never starts and its pod says why; a step naming no cache is refused;
 //! the cache's objects are put back when edited or deleted; deleting the cache removes its
-//! registry. Prints the time from each Job's creation to its completion and what was pushed.
+//! registry. A cache behind htpasswd serves steps that name their credentials by `oras-env`, and
+//! the password shows in no pod spec, log or Event. Prints the time from each Job's creation to
+//! its completion and what was pushed.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,14 +15,14 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use ocifit::api::{ArtifactCache, step};
 use ocifit_testkit::chart::{NAMESPACE, RELEASE, chart_dir, helm};
 use ocifit_testkit::image::{ocifit_image, registry_image, step_image};
-use ocifit_testkit::{Cluster, RealNode, Registry, Tool, Tools};
+use ocifit_testkit::{Cluster, RealNode, Registry, Tool, Tools, htpasswd_line};
 use serde_json::{Value, json};
 
 const NODE: &str = "real-1";
@@ -28,8 +30,18 @@ const WORKFLOW: &str = "workflow";
 const WAIT: Duration = Duration::from_secs(180);
 const P: &str = step::PREFIX;
 
-#[tokio::test]
-async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_reads_back() {
+/// A cluster with a real node, ocifit installed by its chart from its own image, the registry
+/// and step images pushed, and the workflow namespace opted in.
+struct Stage {
+    cluster: Cluster,
+    client: Client,
+    /// The registry image a cache deploys.
+    cache_image: String,
+    /// The steps' image.
+    step: String,
+}
+
+async fn stage() -> Stage {
     let cluster = Cluster::builder()
         .with_all_controllers()
         .with_registry(Registry::builder())
@@ -79,6 +91,22 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         since.elapsed().as_secs_f64()
     );
     create_workflow_namespace(&client).await;
+    Stage {
+        cluster,
+        client,
+        cache_image: cache_image.reference,
+        step: step.reference,
+    }
+}
+
+#[tokio::test]
+async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_reads_back() {
+    let Stage {
+        cluster,
+        client,
+        cache_image,
+        step,
+    } = stage().await;
 
     // The cache, Ready as a real pod.
     let caches = Api::<ArtifactCache>::namespaced(client.clone(), WORKFLOW);
@@ -86,7 +114,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     let cache: ArtifactCache = serde_json::from_value(json!({
         "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
         "metadata": {"name": "oras"},
-        "spec": {"image": cache_image.reference, "storage": {"emptyDir": {"sizeLimit": "1Gi"}}}
+        "spec": {"image": cache_image, "storage": {"emptyDir": {"sizeLimit": "1Gi"}}}
     }))
     .expect("a cache");
     caches
@@ -120,7 +148,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     let jobs = Api::<Job>::namespaced(client.clone(), WORKFLOW);
     let one = job(
         "step-one",
-        &step.reference,
+        &step,
         &[
             ("output-uri", "workflow/step-one:v1"),
             ("output-path", "out"),
@@ -128,26 +156,14 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         ],
         "echo alpha > out/a.txt && mkdir out/nested && echo beta > out/nested/b.txt && echo step one says hello",
     );
-    // The apiserver picks the chart's webhook configuration up a moment after it is created.
-    eventually("the step webhook to patch a dry-run Job", async || {
-        let dry_run = PostParams {
-            dry_run: true,
-            ..PostParams::default()
-        };
-        let admitted = jobs.create(&dry_run, &one).await.ok()?;
-        let template = admitted.spec?.template.metadata?.annotations?;
-        template
-            .contains_key("artifacts.ocifit.io/injected")
-            .then_some(())
-    })
-    .await;
+    wait_step_webhook(&jobs, &one).await;
     let took = run_job(&cluster, &jobs, &one, true).await;
     eprintln!("step one: Job created → complete in {took:.1} s");
 
     // Step two: step one's artifact as its input, its own output piped.
     let two = job(
         "step-two",
-        &step.reference,
+        &step,
         &[
             ("input-uri", "workflow/step-one:v1"),
             ("input-path", "/inputs"),
@@ -166,6 +182,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         &cache_address,
         "workflow/step-one:v1",
         &pulled.path().join("one"),
+        None,
     );
     let read = |relative: &str| {
         std::fs::read_to_string(pulled.path().join(relative))
@@ -178,6 +195,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         &cache_address,
         "workflow/step-two:v1",
         &pulled.path().join("two"),
+        None,
     );
     assert_eq!(
         read("two/summary.txt"),
@@ -193,7 +211,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     // A failing step: nothing pushed, the step's own exit status on its pod.
     let failing = job(
         "step-fails",
-        &step.reference,
+        &step,
         &[("output-uri", "workflow/failed:v1"), ("output-path", "out")],
         "echo partial > out/part.txt; exit 3",
     );
@@ -210,7 +228,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     let pods = Api::<Pod>::namespaced(client.clone(), WORKFLOW);
     let absent = step_pod(
         "needs-absent",
-        &step.reference,
+        &step,
         &[
             ("input-uri", "workflow/absent:v1"),
             ("input-path", "/inputs"),
@@ -232,7 +250,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     // A step naming a cache that does not exist is refused, saying so.
     let nowhere = job(
         "no-cache",
-        &step.reference,
+        &step,
         &[
             ("oras-cache", "nowhere"),
             ("input-uri", "workflow/step-one:v1"),
@@ -305,7 +323,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
             &PostParams::default(),
             &job(
                 "after",
-                &step.reference,
+                &step,
                 &[("output-uri", "x:v1"), ("output-pipe", "out/x")],
                 "true",
             ),
@@ -318,6 +336,127 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
             .contains("ArtifactCache \"oras\" does not exist"),
         "{refused}"
     );
+}
+
+#[tokio::test]
+async fn a_cache_behind_htpasswd_serves_steps_whose_credentials_never_show() {
+    const PASSWORD: &str = "s3cret-never-shown";
+    let Stage {
+        cluster,
+        client,
+        cache_image,
+        step,
+    } = stage().await;
+    let secrets = Api::<Secret>::namespaced(client.clone(), WORKFLOW);
+    let htpasswd = htpasswd_line("wf", PASSWORD).expect("an htpasswd line");
+    for secret in [
+        json!({"metadata": {"name": "cache-users"}, "stringData": {"htpasswd": htpasswd}}),
+        json!({"metadata": {"name": "oras-creds"}, "stringData": {
+            "ORAS_USER": "wf", "ORAS_PUSH_PASS": PASSWORD, "ORAS_PULL_PASS": PASSWORD
+        }}),
+    ] {
+        let secret: Secret = serde_json::from_value(secret).expect("a Secret");
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("the Secret is created");
+    }
+    let caches = Api::<ArtifactCache>::namespaced(client.clone(), WORKFLOW);
+    let cache: ArtifactCache = serde_json::from_value(json!({
+        "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
+        "metadata": {"name": "oras"},
+        "spec": {"image": cache_image, "htpasswdSecretRef": {"name": "cache-users"}}
+    }))
+    .expect("a cache");
+    caches
+        .create(&PostParams::default(), &cache)
+        .await
+        .expect("the cache is created");
+    wait_ready(&cluster, &caches).await;
+    let pod_ip = registry_pod(&client)
+        .await
+        .status
+        .and_then(|s| s.pod_ip)
+        .expect("the registry pod's IP");
+    let cache_address = format!("{pod_ip}:5000");
+
+    let jobs = Api::<Job>::namespaced(client.clone(), WORKFLOW);
+    let writes = job(
+        "writes",
+        &step,
+        &[
+            ("oras-env", "oras-creds"),
+            ("output-uri", "private/result:v1"),
+            ("output-pipe", "out/said.txt"),
+        ],
+        "echo behind basic auth",
+    );
+    wait_step_webhook(&jobs, &writes).await;
+    let took = run_job(&cluster, &jobs, &writes, true).await;
+    eprintln!("a step pushing with credentials: {took:.1} s");
+    let reads = job(
+        "reads",
+        &step,
+        &[
+            ("oras-env", "oras-creds"),
+            ("input-uri", "private/result:v1"),
+            ("input-path", "/inputs"),
+            ("output-uri", "private/again:v1"),
+            ("output-pipe", "out/again.txt"),
+        ],
+        "cat /inputs/said.txt",
+    );
+    let took = run_job(&cluster, &jobs, &reads, true).await;
+    eprintln!("a step pulling and pushing with credentials: {took:.1} s");
+
+    let pulled = tempfile::tempdir().expect("a temp dir");
+    let anonymous = anonymous_status(&cache_address, "/v2/private/again/manifests/v1");
+    assert_eq!(
+        anonymous, 401,
+        "the cache refuses a pull without credentials"
+    );
+    sdk_pull(
+        &cache_address,
+        "private/again:v1",
+        pulled.path(),
+        Some(("wf", PASSWORD)),
+    );
+    let again = std::fs::read_to_string(pulled.path().join("again.txt")).expect("again.txt");
+    assert_eq!(again, "behind basic auth\n");
+
+    // The password is in the Secret only: not in any pod's spec, no step container gets the
+    // Secret, and no log or Event says it.
+    let pods = Api::<Pod>::namespaced(client.clone(), WORKFLOW)
+        .list(&ListParams::default())
+        .await
+        .expect("the pods");
+    for pod in &pods.items {
+        let text = serde_json::to_string(pod).expect("the pod as JSON");
+        assert!(!text.contains(PASSWORD), "{text}");
+        let spec = pod.spec.as_ref().expect("a spec");
+        for container in spec.containers.iter().filter(|c| c.name == "step") {
+            assert!(container.env_from.is_none(), "{container:?}");
+        }
+    }
+    let logs = cluster
+        .kubectl([
+            "logs",
+            "-n",
+            WORKFLOW,
+            "-l",
+            "job-name",
+            "--all-containers",
+            "--tail",
+            "-1",
+        ])
+        .await
+        .unwrap_or_default();
+    assert!(!logs.contains(PASSWORD), "{logs}");
+    let events = cluster
+        .kubectl(["get", "events", "-n", WORKFLOW, "-o", "json"])
+        .await
+        .expect("the Events");
+    assert!(!events.contains(PASSWORD));
 }
 
 async fn install_chart(cluster: &Cluster, registry: &Registry, image: &str) {
@@ -434,6 +573,21 @@ async fn run_job(cluster: &Cluster, jobs: &Api<Job>, job: &Job, succeed: bool) -
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Waits until the apiserver calls the chart's step webhook (it picks a new configuration up a
+/// moment after it is created): a dry run of `job` comes back injected.
+async fn wait_step_webhook(jobs: &Api<Job>, job: &Job) {
+    eventually("the step webhook to patch a dry-run Job", async || {
+        let dry_run = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        let admitted = jobs.create(&dry_run, job).await.ok()?;
+        let template = admitted.spec?.template.metadata?.annotations?;
+        template.contains_key(step::INJECTED).then_some(())
+    })
+    .await;
 }
 
 async fn job_pod(client: &Client, job: &str) -> Pod {
@@ -578,12 +732,18 @@ const SDK_PULL: &str = r#"
 import json, sys
 import oras.client
 request = json.loads(sys.argv[1])
-client = oras.client.OrasClient(hostname=request["registry"], insecure=True)
+client = oras.client.OrasClient(hostname=request["registry"], insecure=True, auth_backend="basic")
 for path in client.pull(target=request["target"], outdir=request["outdir"]):
     print(path)
 "#;
 
-fn sdk(registry: &str, target: &str, outdir: &Path) -> std::process::Output {
+/// The SDK's pull, logged in as `login` (user, password) when given.
+fn sdk(
+    registry: &str,
+    target: &str,
+    outdir: &Path,
+    login: Option<(&str, &str)>,
+) -> std::process::Output {
     let python = Tools::locate()
         .expect("the tools cache")
         .path(Tool::OrasPython)
@@ -591,21 +751,47 @@ fn sdk(registry: &str, target: &str, outdir: &Path) -> std::process::Output {
     std::fs::create_dir_all(outdir).expect("the pull directory");
     let request =
         json!({"registry": registry, "target": format!("{registry}/{target}"), "outdir": outdir});
-    std::process::Command::new(python)
+    let mut command = std::process::Command::new(python);
+    command
         .current_dir(outdir)
-        .args(["-c", SDK_PULL, &request.to_string()])
-        .output()
-        .expect("the SDK runs")
+        .args(["-c", SDK_PULL, &request.to_string()]);
+    if let Some((user, password)) = login {
+        command.env("ORAS_USER", user).env("ORAS_PASS", password);
+    }
+    command.output().expect("the SDK runs")
 }
 
 /// Pulls `target` from the cache at `registry` with the ORAS SDK into `outdir`.
-fn sdk_pull(registry: &str, target: &str, outdir: &Path) {
-    let output = sdk(registry, target, outdir);
+fn sdk_pull(registry: &str, target: &str, outdir: &Path, login: Option<(&str, &str)>) {
+    let output = sdk(registry, target, outdir, login);
     assert!(
         output.status.success(),
         "the SDK's pull of {target} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// The HTTP status the cache at `registry` answers `path` with, asked without credentials.
+fn anonymous_status(registry: &str, path: &str) -> u16 {
+    let script = r#"
+import sys, urllib.request, urllib.error
+try:
+    print(urllib.request.urlopen(sys.argv[1]).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+"#;
+    let python = Tools::locate()
+        .expect("the tools cache")
+        .path(Tool::OrasPython)
+        .expect("the ORAS Python SDK's Python");
+    let output = std::process::Command::new(python)
+        .args(["-c", script, &format!("http://{registry}{path}")])
+        .output()
+        .expect("python runs");
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)))
 }
 
 /// The files under `root`: (path relative to it, bytes).
@@ -630,7 +816,7 @@ fn files(root: &Path) -> Vec<(String, u64)> {
 
 /// The SDK's pull of `target` fails; the last line it said.
 fn sdk_pull_fails(registry: &str, target: &str, scratch: &Path) -> String {
-    let output = sdk(registry, target, &scratch.join("absent"));
+    let output = sdk(registry, target, &scratch.join("absent"), None);
     assert!(!output.status.success(), "{target} was pushed");
     String::from_utf8_lossy(&output.stderr)
         .lines()

@@ -109,18 +109,12 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     } = stage().await;
 
     // The cache, Ready as a real pod.
-    let caches = Api::<ArtifactCache>::namespaced(client.clone(), WORKFLOW);
     let since = Instant::now();
-    let cache: ArtifactCache = serde_json::from_value(json!({
-        "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
-        "metadata": {"name": "oras"},
-        "spec": {"image": cache_image, "storage": {"emptyDir": {"sizeLimit": "1Gi"}}}
-    }))
-    .expect("a cache");
-    caches
-        .create(&PostParams::default(), &cache)
-        .await
-        .expect("the cache is created");
+    let caches = create_cache(
+        &client,
+        json!({"image": cache_image, "storage": {"emptyDir": {"sizeLimit": "1Gi"}}}),
+    )
+    .await;
     let endpoint = wait_ready(&cluster, &caches).await;
     eprintln!(
         "ArtifactCache Ready at {endpoint}: {:.1} s",
@@ -361,17 +355,11 @@ async fn a_cache_behind_htpasswd_serves_steps_whose_credentials_never_show() {
             .await
             .expect("the Secret is created");
     }
-    let caches = Api::<ArtifactCache>::namespaced(client.clone(), WORKFLOW);
-    let cache: ArtifactCache = serde_json::from_value(json!({
-        "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
-        "metadata": {"name": "oras"},
-        "spec": {"image": cache_image, "htpasswdSecretRef": {"name": "cache-users"}}
-    }))
-    .expect("a cache");
-    caches
-        .create(&PostParams::default(), &cache)
-        .await
-        .expect("the cache is created");
+    let caches = create_cache(
+        &client,
+        json!({"image": cache_image, "htpasswdSecretRef": {"name": "cache-users"}}),
+    )
+    .await;
     wait_ready(&cluster, &caches).await;
     let pod_ip = registry_pod(&client)
         .await
@@ -623,6 +611,22 @@ async fn wait_prepare_failed(client: &Client, pod: &str) -> String {
         (terminated.exit_code != 0).then(|| terminated.message.unwrap_or_default())
     })
     .await
+}
+
+/// Creates the ArtifactCache `oras` of the workflow namespace with `spec`.
+async fn create_cache(client: &Client, spec: Value) -> Api<ArtifactCache> {
+    let caches = Api::<ArtifactCache>::namespaced(client.clone(), WORKFLOW);
+    let cache: ArtifactCache = serde_json::from_value(json!({
+        "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
+        "metadata": {"name": "oras"},
+        "spec": spec
+    }))
+    .expect("a cache");
+    caches
+        .create(&PostParams::default(), &cache)
+        .await
+        .expect("the cache is created");
+    caches
 }
 
 /// Waits for the cache's Ready condition; its endpoint.

@@ -1,9 +1,11 @@
+//! The index takes unchanged node groupings over from the one it replaces.
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::fixtures::{inventory, policy, resolved};
 use crate::cluster::nodes::{ClusterNode, Strings};
-use crate::image_selection::planner::index::Index;
+use crate::image_selection::planner::Index;
 
 fn stored(names: &[&str]) -> Vec<Arc<ClusterNode>> {
     let mut strings = Strings::default();

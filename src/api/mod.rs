@@ -1,9 +1,15 @@
-//! The `ImageSelectionPolicy` API (group `ocifit.io`, version `v1alpha1`) and the names of the pod
-//! contract (labels and annotations). Types and constants only: no client, no decisions.
+//! The `ImageSelectionPolicy` and `ArtifactCache` APIs (group `ocifit.io`, version `v1alpha1`) and
+//! the names of the pod contracts (labels and annotations). Types and constants only: no client, no
+//! decisions.
 
+mod artifact_cache;
 mod conditions;
 mod policy;
 
+pub use artifact_cache::{
+    ArtifactCache, ArtifactCacheSpec, ArtifactCacheStatus, CacheReason, CacheStorage, ClaimStorage,
+    DEFAULT_REGISTRY_IMAGE, EmptyDirStorage, REGISTRY_PORT, SecretKeyReference, step,
+};
 pub use conditions::{ConditionType, Reason};
 pub use policy::{
     ArtifactSource, ArtifactStatus, Candidate, ClassMatch, ClassStatus, ImageSelectionPolicy,

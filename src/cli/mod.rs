@@ -1,4 +1,4 @@
-//! The command line: `ocifit run`, `ocifit resolve` and `ocifit crd`.
+//! The command line: `ocifit run`, `ocifit resolve`, `ocifit crd` and `ocifit artifact`.
 
 use std::process::ExitCode;
 
@@ -6,12 +6,14 @@ use std::io::Write;
 
 use clap::{Parser, Subcommand};
 
+mod artifact;
 mod crd;
 mod input;
 mod resolve;
 
 pub use crate::startup::RunArgs;
-pub use crd::crd_yaml;
+pub use artifact::ArtifactArgs;
+pub use crd::{CrdError, crd_documents, crd_yaml};
 pub use resolve::{EXIT_INVALID_INPUT, EXIT_NO_MATCH, ResolveArgs};
 
 #[derive(Debug, Parser)]
@@ -36,22 +38,30 @@ pub enum Command {
     /// Exit status: 0 when every node class has an image, 1 when some class has no compatible
     /// image (the answer is still printed), 2 when the input cannot be used.
     Resolve(ResolveArgs),
-    /// Print the ImageSelectionPolicy CustomResourceDefinition as YAML.
-    Crd,
+    /// Print the CustomResourceDefinitions (ImageSelectionPolicy, ArtifactCache) as one YAML
+    /// stream, or only the one named (e.g. `artifactcaches.ocifit.io`).
+    Crd {
+        /// The CRD's name; every CRD when absent.
+        name: Option<String>,
+    },
+    /// Move workflow artifacts between a directory and a registry in the ORAS layout; run a
+    /// workflow step's command (what a step's pod runs).
+    Artifact(ArtifactArgs),
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => crate::startup::run(*args).await,
         Command::Resolve(args) => resolve::run(&args).await,
-        Command::Crd => match crd_yaml() {
+        Command::Artifact(args) => artifact::run(args).await,
+        Command::Crd { name } => match crd_yaml(name.as_deref()) {
             Ok(yaml) => {
                 // A closed stdout (e.g. `| head`) is not worth a panic.
                 let _ = std::io::stdout().write_all(yaml.as_bytes());
                 ExitCode::SUCCESS
             }
             Err(err) => {
-                eprintln!("error: failed to render the CRD as YAML: {err}");
+                eprintln!("error: {}", crate::telemetry::error_chain(&err));
                 ExitCode::from(2)
             }
         },

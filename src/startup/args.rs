@@ -133,6 +133,12 @@ pub struct RunArgs {
     #[arg(long, env = "OCIFIT_MAX_RETRY_INTERVAL", value_parser = duration, default_value = "5m")]
     pub max_retry_interval: Duration,
 
+    /// Image of the artifact-cache step helpers (ocifit's own image; the chart sets it): the init
+    /// container and sidecar injected into workflow steps. Unset: steps that move artifacts are
+    /// refused, saying so.
+    #[arg(long, env = "OCIFIT_ARTIFACT_HELPER_IMAGE", value_name = "IMAGE")]
+    pub artifact_helper_image: Option<String>,
+
     /// Address of the webhook's HTTPS server (POST /mutate); served only with a certificate
     /// (--tls-cert-file/--tls-key-file or --manage-webhook-certificate).
     #[arg(

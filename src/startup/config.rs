@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use super::args::RunArgs;
 use crate::admission::{self, server::DEADLINE};
+use crate::artifact_cache::planner::Helper;
 use crate::cluster;
 use crate::cluster::leader::LeaseSettings;
 use crate::cluster::secrets::SecretNamespaces;
@@ -62,6 +63,8 @@ pub struct Config {
     pub controller: ControllerSettings,
     /// The admission host, when it has a certificate source.
     pub admission: Option<admission::Settings>,
+    /// The artifact-cache step helpers' image.
+    pub artifact_helper: Option<Helper>,
 }
 
 impl Config {
@@ -112,6 +115,10 @@ impl Config {
                 concurrency: args.concurrency,
             },
             admission,
+            artifact_helper: args.artifact_helper_image.clone().map(|image| Helper {
+                image,
+                pull_policy: None,
+            }),
         })
     }
 }

@@ -163,6 +163,63 @@ async fn the_webhook_sees_only_opted_in_pods_outside_kube_system_and_its_own_nam
 }
 
 #[tokio::test]
+async fn the_step_webhooks_see_pods_and_jobs_of_opted_in_namespaces_only_and_never_a_caches_pods() {
+    let rendered = documents(&render(&["image.tag=1.2.3"]).await.unwrap());
+    let webhooks = &find(&rendered, "MutatingWebhookConfiguration", "ocifit")["webhooks"];
+    for (at, kind, group) in [(1, "pods", ""), (2, "jobs", "batch")] {
+        let webhook = &webhooks[at];
+        assert_eq!(webhook["name"], format!("{kind}.steps.artifacts.ocifit.io"));
+        assert_eq!(webhook["failurePolicy"], "Fail");
+        assert_eq!(webhook["sideEffects"], "None");
+        assert_eq!(webhook["reinvocationPolicy"], "Never");
+        assert_eq!(
+            webhook["clientConfig"]["service"]["path"],
+            format!("/artifacts/{kind}")
+        );
+        assert_eq!(
+            webhook["rules"],
+            json!([{"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": [kind], "scope": "Namespaced"}])
+        );
+        assert_eq!(
+            webhook["namespaceSelector"],
+            json!({
+                "matchLabels": {"artifacts.ocifit.io/steps": "enabled"},
+                "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]}]
+            })
+        );
+        assert_eq!(
+            webhook["objectSelector"],
+            json!({"matchExpressions": [{"key": "app.kubernetes.io/managed-by", "operator": "NotIn", "values": ["ocifit"]}]})
+        );
+    }
+    assert!(
+        args(&rendered).contains(&"--artifact-helper-image=ghcr.io/ocifit/ocifit:1.2.3".to_owned()),
+        "the helpers default to ocifit's own image"
+    );
+
+    let other = documents(
+        &render(&["artifactCache.helperImage=registry.example/helper:v1"])
+            .await
+            .unwrap(),
+    );
+    assert!(
+        args(&other).contains(&"--artifact-helper-image=registry.example/helper:v1".to_owned())
+    );
+
+    let off = documents(&render(&["artifactCache.enabled=false"]).await.unwrap());
+    let webhooks = find(&off, "MutatingWebhookConfiguration", "ocifit")["webhooks"]
+        .as_array()
+        .expect("webhooks")
+        .len();
+    assert_eq!(webhooks, 1, "only image selection's webhook");
+    assert!(
+        !args(&off)
+            .iter()
+            .any(|a| a.starts_with("--artifact-helper-image"))
+    );
+}
+
+#[tokio::test]
 async fn cert_manager_mode_issues_a_ca_and_a_serving_certificate_mounted_into_the_pods() {
     let rendered = documents(&render(&["tls.mode=certManager"]).await.unwrap());
 

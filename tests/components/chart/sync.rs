@@ -10,33 +10,36 @@ use super::generated::{self, HOW};
 use super::{documents, file_documents, find, has, render};
 
 #[test]
-fn the_charts_crd_file_is_the_repositorys_crd() {
-    let ours =
-        std::fs::read_to_string(repo().join("crds/imageselectionpolicies.ocifit.io.yaml")).unwrap();
-    let copy = std::fs::read_to_string(chart().join("files/imageselectionpolicies.ocifit.io.yaml"))
-        .unwrap();
-    assert!(
-        ours == copy,
-        "charts/ocifit/files/imageselectionpolicies.ocifit.io.yaml differs from crds/; copy it: \
-         cp crds/imageselectionpolicies.ocifit.io.yaml charts/ocifit/files/"
-    );
+fn the_charts_crd_files_are_the_repositorys_crds() {
+    for name in [
+        "imageselectionpolicies.ocifit.io",
+        "artifactcaches.ocifit.io",
+    ] {
+        let ours = std::fs::read_to_string(repo().join(format!("crds/{name}.yaml"))).unwrap();
+        let copy = std::fs::read_to_string(chart().join(format!("files/{name}.yaml"))).unwrap();
+        assert!(
+            ours == copy,
+            "charts/ocifit/files/{name}.yaml differs from crds/; copy it: \
+             cp crds/{name}.yaml charts/ocifit/files/"
+        );
+    }
 }
 
 #[tokio::test]
-async fn the_rendered_crd_is_crds_with_the_keep_policy_and_can_be_left_out() {
+async fn the_rendered_crds_are_crds_with_the_keep_policy_and_can_be_left_out() {
     let rendered = documents(&render(&[]).await.unwrap());
-    let crd = find(
-        &rendered,
-        "CustomResourceDefinition",
+    for name in [
         "imageselectionpolicies.ocifit.io",
-    );
-    let source = &file_documents("crds/imageselectionpolicies.ocifit.io.yaml")[0];
-
-    assert_eq!(crd["spec"], source["spec"]);
-    assert_eq!(
-        crd["metadata"]["annotations"]["helm.sh/resource-policy"],
-        "keep"
-    );
+        "artifactcaches.ocifit.io",
+    ] {
+        let crd = find(&rendered, "CustomResourceDefinition", name);
+        let source = &file_documents(&format!("crds/{name}.yaml"))[0];
+        assert_eq!(crd["spec"], source["spec"], "{name}");
+        assert_eq!(
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+            "keep"
+        );
+    }
 
     let without = documents(&render(&["crds.install=false"]).await.unwrap());
     assert!(

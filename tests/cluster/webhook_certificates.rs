@@ -29,10 +29,7 @@ static CLUSTER: SharedCluster = SharedCluster::new(Cluster::builder);
 #[tokio::test]
 async fn first_start_creates_the_secret_patches_every_ca_bundle_and_serves_a_verifiable_certificate()
  {
-    let cluster = CLUSTER.get().await.expect("the cluster");
-    let client = cluster.client().expect("a client");
-    let settings = setup(&client, "certs-first").await;
-    create_configuration(&client, &settings.configuration).await;
+    let (client, settings) = started("certs-first").await;
 
     let replica = Replica::start(client.clone(), settings.clone());
     let (secret, ca) = settled(&client, &settings).await;
@@ -50,10 +47,7 @@ async fn first_start_creates_the_secret_patches_every_ca_bundle_and_serves_a_ver
     );
 
     let tls = data(&secret, "tls.crt");
-    eventually("the serving certificate loaded", async || {
-        replica.served.loaded().contains(&tls).then_some(())
-    })
-    .await;
+    serving(&replica, "the serving certificate loaded", &tls).await;
     handshake(
         replica.served.clone(),
         &ca,
@@ -100,10 +94,7 @@ async fn the_apiserver_trusts_the_managed_certificate_when_it_calls_the_webhook(
 
 #[tokio::test]
 async fn a_second_replica_leaves_the_secret_as_it_is() {
-    let cluster = CLUSTER.get().await.expect("the cluster");
-    let client = cluster.client().expect("a client");
-    let settings = setup(&client, "certs-replicas").await;
-    create_configuration(&client, &settings.configuration).await;
+    let (client, settings) = started("certs-replicas").await;
 
     // Two replicas that both believe they lead, starting at once: one create wins, the other
     // re-reads.
@@ -112,17 +103,15 @@ async fn a_second_replica_leaves_the_secret_as_it_is() {
     let (secret, _) = settled(&client, &settings).await;
     let tls = data(&secret, "tls.crt");
     for replica in [&first, &second] {
-        eventually(
+        serving(
+            replica,
             "both replicas serving the Secret's certificate",
-            async || replica.served.loaded().contains(&tls).then_some(()),
+            &tls,
         )
         .await;
     }
     let third = Replica::start(client.clone(), settings.clone());
-    eventually("a late replica serving the same certificate", async || {
-        third.served.loaded().contains(&tls).then_some(())
-    })
-    .await;
+    serving(&third, "a late replica serving the same certificate", &tls).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let after = get_secret(&client, &settings.namespace, &settings.secret)
@@ -148,10 +137,7 @@ async fn a_second_replica_leaves_the_secret_as_it_is() {
 
 #[tokio::test]
 async fn only_the_leader_writes_and_every_replica_serves_what_it_wrote() {
-    let cluster = CLUSTER.get().await.expect("the cluster");
-    let client = cluster.client().expect("a client");
-    let settings = setup(&client, "certs-followers").await;
-    create_configuration(&client, &settings.configuration).await;
+    let (client, settings) = started("certs-followers").await;
 
     let follower = Replica::start_following(client.clone(), settings.clone());
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -171,10 +157,7 @@ async fn only_the_leader_writes_and_every_replica_serves_what_it_wrote() {
     let (secret, _) = settled(&client, &settings).await;
     let tls = data(&secret, "tls.crt");
     for replica in [&leader, &follower] {
-        eventually("the leader's certificate served", async || {
-            replica.served.loaded().contains(&tls).then_some(())
-        })
-        .await;
+        serving(replica, "the leader's certificate served", &tls).await;
     }
 
     // Leadership moves: the new leader finds everything current and writes nothing.
@@ -196,10 +179,7 @@ async fn only_the_leader_writes_and_every_replica_serves_what_it_wrote() {
 
 #[tokio::test]
 async fn an_expiring_serving_certificate_is_renewed_on_time_from_the_same_ca() {
-    let cluster = CLUSTER.get().await.expect("the cluster");
-    let client = cluster.client().expect("a client");
-    let settings = setup(&client, "certs-expiring").await;
-    create_configuration(&client, &settings.configuration).await;
+    let (client, settings) = started("certs-expiring").await;
 
     // A CA and a serving certificate valid for 9 more seconds of a 10-second life: due for
     // renewal in about 6 seconds.
@@ -225,10 +205,7 @@ async fn an_expiring_serving_certificate_is_renewed_on_time_from_the_same_ca() {
 
     let started = Instant::now();
     let replica = Replica::start(client.clone(), settings.clone());
-    eventually("the short-lived certificate served", async || {
-        replica.served.loaded().contains(&short_crt).then_some(())
-    })
-    .await;
+    serving(&replica, "the short-lived certificate served", &short_crt).await;
     let renewed = eventually("a renewed serving certificate", async || {
         let found = get_secret(&client, &settings.namespace, &settings.secret).await?;
         let tls = self::data(&found, "tls.crt");
@@ -244,10 +221,7 @@ async fn an_expiring_serving_certificate_is_renewed_on_time_from_the_same_ca() {
     assert_eq!(self::data(&renewed, "ca.key"), material.ca_key);
     let (_, ca) = settled(&client, &settings).await;
     let tls = self::data(&renewed, "tls.crt");
-    eventually("the renewed certificate served", async || {
-        replica.served.loaded().contains(&tls).then_some(())
-    })
-    .await;
+    serving(&replica, "the renewed certificate served", &tls).await;
     handshake(
         replica.served.clone(),
         &ca,
@@ -259,23 +233,13 @@ async fn an_expiring_serving_certificate_is_renewed_on_time_from_the_same_ca() {
 
 #[tokio::test]
 async fn a_ca_near_its_end_is_rotated_in_two_steps_so_every_served_certificate_is_trusted() {
-    let cluster = CLUSTER.get().await.expect("the cluster");
-    let client = cluster.client().expect("a client");
-    let mut settings = setup(&client, "certs-rotation").await;
+    let (client, mut settings) = started("certs-rotation").await;
     settings.rollover_delay = Duration::from_secs(3);
-    create_configuration(&client, &settings.configuration).await;
 
     // A CA with 30 days left (less than a year: due for rotation) and a current serving
     // certificate from it.
     let names = certificates::service_dns_names("ocifit-webhook", "certs-rotation");
-    let (old_ca, old_key) = ca_ending_in(time::Duration::days(30));
-    let (old_crt, old_tls_key) = issue(
-        &old_ca,
-        &old_key,
-        &names,
-        time::Duration::days(1),
-        time::Duration::days(20),
-    );
+    let [old_ca, old_key, old_crt, old_tls_key] = ca_near_its_end(&names);
     create_secret(
         &client,
         &settings,
@@ -308,10 +272,7 @@ async fn a_ca_near_its_end_is_rotated_in_two_steps_so_every_served_certificate_i
     let (_, ca_bundle) = settled(&client, &settings).await;
     assert_eq!(ca_bundle, bundle);
     let new_crt = data(&second, "tls.crt");
-    eventually("the new certificate served", async || {
-        replica.served.loaded().contains(&new_crt).then_some(())
-    })
-    .await;
+    serving(&replica, "the new certificate served", &new_crt).await;
     handshake(
         replica.served.clone(),
         &ca_bundle,
@@ -334,33 +295,13 @@ async fn a_ca_near_its_end_is_rotated_in_two_steps_so_every_served_certificate_i
 
 #[tokio::test]
 async fn a_ca_bundle_reset_by_someone_else_is_restored() {
-    let cluster = CLUSTER.get().await.expect("the cluster");
-    let client = cluster.client().expect("a client");
-    let settings = setup(&client, "certs-reset").await;
-    create_configuration(&client, &settings.configuration).await;
+    let (client, settings) = started("certs-reset").await;
     let _replica = Replica::start(client.clone(), settings.clone());
     let (_, ca) = settled(&client, &settings).await;
 
-    // As `helm upgrade` would: the chart's configuration without a caBundle.
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .patch(
-            &settings.configuration,
-            &PatchParams::default(),
-            &Patch::Strategic(serde_json::json!({
-                "webhooks": [{"name": "pods.ocifit.io", "clientConfig": {"caBundle": null}}]
-            })),
-        )
-        .await
-        .expect("the patch");
+    reset_ca_bundle(&client, &settings.configuration).await;
     let start = Instant::now();
-    eventually("the caBundle restored", async || {
-        let found = bundles(&client, &settings.configuration).await;
-        found
-            .iter()
-            .all(|b| b.as_deref() == Some(&ca))
-            .then_some(())
-    })
-    .await;
+    ca_bundle_restored(&client, &settings.configuration, &ca).await;
     assert!(
         start.elapsed() < Duration::from_secs(10),
         "restored on the change, not on the hourly check"
@@ -372,17 +313,11 @@ async fn a_ca_bundle_reset_by_someone_else_is_restored() {
 /// by the test (no leader runs, so the caBundle stays the old one until the test sets it).
 #[tokio::test]
 async fn a_secret_with_a_new_ca_is_served_only_once_the_ca_bundle_carries_it() {
-    let cluster = CLUSTER.get().await.expect("the cluster");
-    let client = cluster.client().expect("a client");
-    let settings = setup(&client, "certs-new-ca").await;
-    create_configuration(&client, &settings.configuration).await;
+    let (client, settings) = started("certs-new-ca").await;
     let replica = Replica::start(client.clone(), settings.clone());
     let (old, _) = settled(&client, &settings).await;
     let old_tls = data(&old, "tls.crt");
-    eventually("the first certificate served", async || {
-        replica.served.loaded().contains(&old_tls).then_some(())
-    })
-    .await;
+    serving(&replica, "the first certificate served", &old_tls).await;
     replica.lead(false);
 
     let secrets = Api::<Secret>::namespaced(client.clone(), &settings.namespace);
@@ -492,29 +427,10 @@ async fn under_the_role_it_creates_publishes_and_restores_the_ca_bundle(
         "Events are published under the role"
     );
     let tls = data(&secret, "tls.crt");
-    eventually("the serving certificate loaded", async || {
-        replica.served.loaded().contains(&tls).then_some(())
-    })
-    .await;
+    serving(&replica, "the serving certificate loaded", &tls).await;
     // The watch on the configuration is allowed too: a reset is restored at once.
-    Api::<MutatingWebhookConfiguration>::all(admin.clone())
-        .patch(
-            "ocifit",
-            &PatchParams::default(),
-            &Patch::Strategic(serde_json::json!({
-                "webhooks": [{"name": "pods.ocifit.io", "clientConfig": {"caBundle": null}}]
-            })),
-        )
-        .await
-        .expect("the patch");
-    eventually("the caBundle restored", async || {
-        let found = bundles(admin, "ocifit").await;
-        found
-            .iter()
-            .all(|b| b.as_deref() == Some(&ca))
-            .then_some(())
-    })
-    .await;
+    reset_ca_bundle(admin, "ocifit").await;
+    ca_bundle_restored(admin, "ocifit", &ca).await;
     replica
 }
 
@@ -562,14 +478,7 @@ async fn a_ca_rotation_whose_bundle_cannot_be_set_stops_after_its_first_step(
     settings: &Settings,
 ) {
     let names = certificates::service_dns_names("ocifit-webhook", "ocifit-system");
-    let (old_ca, old_key) = ca_ending_in(time::Duration::days(30));
-    let (old_crt, old_tls_key) = issue(
-        &old_ca,
-        &old_key,
-        &names,
-        time::Duration::days(1),
-        time::Duration::days(20),
-    );
+    let [old_ca, old_key, old_crt, old_tls_key] = ca_near_its_end(&names);
     let admin_secrets = Api::<Secret>::namespaced(admin.clone(), "ocifit-system");
     let mut current = admin_secrets
         .get("ocifit-webhook-tls")
@@ -608,4 +517,60 @@ async fn a_ca_rotation_whose_bundle_cannot_be_set_stops_after_its_first_step(
         old_crt,
         "the old CA's certificate serves on until the new CA is trusted"
     );
+}
+
+/// The shared cluster's client and the settings of a replica in `namespace`, with its webhook
+/// configuration created.
+async fn started(namespace: &str) -> (kube::Client, Settings) {
+    let cluster = CLUSTER.get().await.expect("the cluster");
+    let client = cluster.client().expect("a client");
+    let settings = setup(&client, namespace).await;
+    create_configuration(&client, &settings.configuration).await;
+    (client, settings)
+}
+
+/// Waits until `replica` serves `certificate`.
+async fn serving(replica: &Replica, what: &str, certificate: &str) {
+    eventually(what, async || {
+        let loaded = replica.served.loaded();
+        loaded.iter().any(|c| c == certificate).then_some(())
+    })
+    .await;
+}
+
+/// As `helm upgrade` would: the chart's configuration without a caBundle.
+async fn reset_ca_bundle(client: &kube::Client, configuration: &str) {
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .patch(
+            configuration,
+            &PatchParams::default(),
+            &Patch::Strategic(serde_json::json!({
+                "webhooks": [{"name": "pods.ocifit.io", "clientConfig": {"caBundle": null}}]
+            })),
+        )
+        .await
+        .expect("the patch");
+}
+
+/// Waits until every webhook of the configuration carries `ca` again.
+async fn ca_bundle_restored(client: &kube::Client, configuration: &str, ca: &str) {
+    eventually("the caBundle restored", async || {
+        let found = bundles(client, configuration).await;
+        found.iter().all(|b| b.as_deref() == Some(ca)).then_some(())
+    })
+    .await;
+}
+
+/// A CA with 30 days left (less than a year: due for rotation) and a current serving certificate
+/// from it: CA certificate, CA key, certificate, key.
+fn ca_near_its_end(names: &[String]) -> [String; 4] {
+    let (ca, ca_key) = ca_ending_in(time::Duration::days(30));
+    let (crt, key) = issue(
+        &ca,
+        &ca_key,
+        names,
+        time::Duration::days(1),
+        time::Duration::days(20),
+    );
+    [ca, ca_key, crt, key]
 }

@@ -46,6 +46,29 @@ fn images_by_node(report: &Value) -> BTreeMap<String, Value> {
     out
 }
 
+const FLAVOR_ARTIFACT: &str = "example/flavor-compat.json";
+const FLAVOR_NODES: &str = "example/flavor-nodes.json";
+
+/// `ocifit resolve --offline` on the flavor example's artifact and nodes, then `extra`.
+fn flavor_example(extra: &[&str]) -> Output {
+    let mut args = vec!["--artifact", FLAVOR_ARTIFACT, "--nodes", FLAVOR_NODES];
+    args.extend(extra);
+    offline(&args)
+}
+
+/// The standard error of a run refused for bad input (exit status 2).
+fn exit_2_stderr(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    String::from_utf8(out.stderr.clone()).expect("UTF-8 on stderr")
+}
+
+/// The lines of the registry's request log.
+fn requests(registry: &ocifit_testkit::Registry) -> Vec<String> {
+    let log =
+        std::fs::read_to_string(registry.dir().join("registry.log")).expect("the registry log");
+    log.lines().map(str::to_owned).collect()
+}
+
 fn write(dir: &Path, name: &str, contents: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, contents).expect("the test file is written");
@@ -54,14 +77,7 @@ fn write(dir: &Path, name: &str, contents: &str) -> String {
 
 #[test]
 fn flavor_example_maps_each_flavor_to_its_image_in_json() {
-    let out = offline(&[
-        "--artifact",
-        "example/flavor-compat.json",
-        "--nodes",
-        "example/flavor-nodes.json",
-        "-o",
-        "json",
-    ]);
+    let out = flavor_example(&["-o", "json"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let report = json(&out);
     assert_eq!(report["format"], "ocifit");
@@ -105,12 +121,7 @@ fn flavor_example_maps_each_flavor_to_its_image_in_json() {
 
 #[test]
 fn flavor_example_table_names_each_image() {
-    let out = offline(&[
-        "--artifact",
-        "example/flavor-compat.json",
-        "--nodes",
-        "example/flavor-nodes.json",
-    ]);
+    let out = flavor_example(&[]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(table.contains("format ocifit, detected:"), "{table}");
@@ -166,7 +177,7 @@ fn a_node_no_set_fits_exits_1_and_still_prints_why() {
     );
     let out = offline(&[
         "--artifact",
-        "example/flavor-compat.json",
+        FLAVOR_ARTIFACT,
         "--nodes",
         &nodes,
         "-o",
@@ -189,14 +200,8 @@ fn an_invalid_operator_exits_2_naming_file_set_and_expression() {
         "bad.json",
         r#"{"version":"v1alpha1","compatibilities":[{"tag":"debian:11","rules":[{"matchFeatures":[{"matchExpressions":[{"key":"k","op":"Matches","value":["x"]}]}]}]}]}"#,
     );
-    let out = offline(&[
-        "--artifact",
-        &artifact,
-        "--nodes",
-        "example/flavor-nodes.json",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let out = offline(&["--artifact", &artifact, "--nodes", FLAVOR_NODES]);
+    let stderr = exit_2_stderr(&out);
     assert!(stderr.contains(&artifact), "{stderr}");
     assert!(stderr.contains("set 0"), "{stderr}");
     assert!(stderr.contains("debian:11"), "{stderr}");
@@ -209,16 +214,8 @@ fn an_invalid_operator_exits_2_naming_file_set_and_expression() {
 
 #[test]
 fn an_ocifit_artifact_forced_as_nfd_is_rejected_not_silently_unmatched() {
-    let out = offline(&[
-        "--artifact",
-        "example/flavor-compat.json",
-        "--nodes",
-        "example/flavor-nodes.json",
-        "--format",
-        "nfd",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let out = flavor_example(&["--format", "nfd"]);
+    let stderr = exit_2_stderr(&out);
     assert!(stderr.contains("matchExpressions"), "{stderr}");
 }
 
@@ -226,19 +223,14 @@ fn an_ocifit_artifact_forced_as_nfd_is_rejected_not_silently_unmatched() {
 fn a_nodes_file_of_another_kind_exits_2_naming_the_kind() {
     let dir = tempfile::tempdir().unwrap();
     let pods = write(dir.path(), "pods.json", r#"{"kind":"PodList","items":[]}"#);
-    let out = offline(&["--artifact", "example/flavor-compat.json", "--nodes", &pods]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let out = offline(&["--artifact", FLAVOR_ARTIFACT, "--nodes", &pods]);
+    let stderr = exit_2_stderr(&out);
     assert!(stderr.contains("PodList"), "{stderr}");
 }
 
 #[test]
 fn a_node_selector_can_include_the_control_plane() {
-    let out = offline(&[
-        "--artifact",
-        "example/flavor-compat.json",
-        "--nodes",
-        "example/flavor-nodes.json",
+    let out = flavor_example(&[
         "--node-selector",
         "node-role.kubernetes.io/control-plane=",
         "-o",
@@ -260,7 +252,7 @@ async fn registry_with_flavors() -> (ocifit_testkit::Registry, String, String) {
         .await
         .expect("the test registry starts");
     let reference = registry.reference("ocifit/flavor-compat:v1");
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("example/flavor-compat.json");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(FLAVOR_ARTIFACT);
     let digest = registry
         .push_artifact(&ocifit_testkit::OrasArtifact::new(
             &reference,
@@ -275,15 +267,7 @@ async fn registry_with_flavors() -> (ocifit_testkit::Registry, String, String) {
 #[tokio::test]
 async fn an_oras_pushed_artifact_resolves_by_tag_and_digest_like_the_file() {
     let (registry, reference, digest) = registry_with_flavors().await;
-    let nodes = "example/flavor-nodes.json";
-    let from_file = json(&offline(&[
-        "--artifact",
-        "example/flavor-compat.json",
-        "--nodes",
-        nodes,
-        "-o",
-        "json",
-    ]));
+    let from_file = json(&flavor_example(&["-o", "json"]));
     let repository = registry.reference("ocifit/flavor-compat");
     for artifact in [reference.clone(), format!("{repository}@{digest}")] {
         let out = resolve(&[
@@ -291,7 +275,7 @@ async fn an_oras_pushed_artifact_resolves_by_tag_and_digest_like_the_file() {
             &artifact,
             "--plain-http",
             "--nodes",
-            nodes,
+            FLAVOR_NODES,
             "-o",
             "json",
         ]);
@@ -309,19 +293,11 @@ async fn an_oras_pushed_artifact_resolves_by_tag_and_digest_like_the_file() {
 #[tokio::test]
 async fn a_registry_reference_without_plain_http_is_never_sent_in_clear() {
     let (registry, reference, _) = registry_with_flavors().await;
-    let log = registry.dir().join("registry.log");
-    let requests_before = std::fs::read_to_string(&log).unwrap().lines().count();
-    let out = resolve(&[
-        "--artifact",
-        &reference,
-        "--nodes",
-        "example/flavor-nodes.json",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let requests_before = requests(&registry).len();
+    let out = resolve(&["--artifact", &reference, "--nodes", FLAVOR_NODES]);
+    let stderr = exit_2_stderr(&out);
     assert!(stderr.contains("ocifit/flavor-compat"), "{stderr}");
-    let after = std::fs::read_to_string(&log).unwrap();
-    let new_requests: Vec<&str> = after.lines().skip(requests_before).collect();
+    let new_requests = &requests(&registry)[requests_before..];
     assert!(
         !new_requests
             .iter()
@@ -336,10 +312,9 @@ fn a_missing_artifact_file_says_so_instead_of_asking_a_registry() {
         "--artifact",
         "example/no-such-compat.json",
         "--nodes",
-        "example/flavor-nodes.json",
+        FLAVOR_NODES,
     ]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let stderr = exit_2_stderr(&out);
     assert!(
         stderr.contains("failed to read example/no-such-compat.json"),
         "{stderr}"
@@ -348,12 +323,7 @@ fn a_missing_artifact_file_says_so_instead_of_asking_a_registry() {
 
 #[test]
 fn offline_says_the_platforms_were_not_checked() {
-    let out = offline(&[
-        "--artifact",
-        "example/flavor-compat.json",
-        "--nodes",
-        "example/flavor-nodes.json",
-    ]);
+    let out = flavor_example(&[]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -361,14 +331,7 @@ fn offline_says_the_platforms_were_not_checked() {
             .contains("platforms of debian:11 not checked (--offline): taken to run on every node"),
         "{table}"
     );
-    let report = json(&offline(&[
-        "--artifact",
-        "example/flavor-compat.json",
-        "--nodes",
-        "example/flavor-nodes.json",
-        "-o",
-        "json",
-    ]));
+    let report = json(&flavor_example(&["-o", "json"]));
     for platform in report["platforms"].as_array().expect("platforms is a list") {
         assert_eq!(platform["check"], "notChecked", "{platform}");
     }
@@ -376,7 +339,7 @@ fn offline_says_the_platforms_were_not_checked() {
         "--artifact",
         "127.0.0.1:1/acme/compat:v1",
         "--nodes",
-        "example/flavor-nodes.json",
+        FLAVOR_NODES,
     ]);
     assert_eq!(refused.status.code(), Some(2), "{refused:?}");
     assert!(
@@ -493,28 +456,25 @@ async fn a_candidates_policy_resolves_as_the_controller_does_with_platforms_chec
 #[tokio::test]
 async fn a_registry_off_the_allowed_list_is_refused_naming_it_and_never_asked() {
     let (registry, reference, _) = registry_with_flavors().await;
-    let log = registry.dir().join("registry.log");
-    let requests_before = std::fs::read_to_string(&log).unwrap().lines().count();
+    let requests_before = requests(&registry).len();
     let out = resolve(&[
         "--artifact",
         &reference,
         "--nodes",
-        "example/flavor-nodes.json",
+        FLAVOR_NODES,
         "--plain-http",
         "--allowed-registries",
         "registry.example.com,*.example.org",
     ]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let stderr = exit_2_stderr(&out);
     let host = reference.split('/').next().unwrap();
     assert!(
         stderr.contains(&format!("refused to reach {host}"))
             && stderr.contains("not in the allowed registries"),
         "{stderr}"
     );
-    let after = std::fs::read_to_string(&log).unwrap();
     assert_eq!(
-        after.lines().count(),
+        requests(&registry).len(),
         requests_before,
         "nothing reached the registry"
     );

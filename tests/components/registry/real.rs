@@ -9,8 +9,8 @@ use std::time::Duration;
 use base64::Engine as _;
 use ocifit::engine::{Format, NFD_ARTIFACT_TYPE, NFD_LAYER_MEDIA_TYPE, OCIFIT_LAYER_MEDIA_TYPE};
 use ocifit::registry::{
-    CacheOptions, DockerConfig, ErrorKind, Platform, Registry, RegistryFlags, RegistryOptions,
-    parse_reference,
+    CacheOptions, DockerConfig, ErrorKind, ImagePlatforms, Platform, Registry, RegistryFlags,
+    RegistryOptions, parse_reference,
 };
 use ocifit_testkit::{OrasArtifact, Registry as TestRegistry};
 
@@ -66,11 +66,46 @@ fn requests(log: &str, method: &str, path: &str) -> usize {
         .count()
 }
 
+/// `COMPAT` pushed as `acme/compat:v1`: its reference and digest.
+async fn compat_v1(registry: &TestRegistry) -> (String, String) {
+    let reference = registry.reference("acme/compat:v1");
+    let digest = push_compat(registry, &reference, COMPAT).await;
+    (reference, digest)
+}
+
+/// An NFD artifact of `content` attached to `image` with regctl: its digest.
+async fn attach_nfd(registry: &TestRegistry, image: &str, name: &str, content: &str) -> String {
+    let spec = file(registry, name, content);
+    registry
+        .attach_artifact(image, NFD_ARTIFACT_TYPE, &spec, NFD_LAYER_MEDIA_TYPE)
+        .await
+        .unwrap()
+}
+
+/// The registry's access log since `offset`, once it has written what was asked.
+async fn log_since(registry: &TestRegistry, offset: usize) -> String {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    access_log(registry, offset)
+}
+
+async fn platforms_of(registry: &TestRegistry, image: &str) -> ImagePlatforms {
+    client(registry)
+        .image_platforms(&parse_reference(image).unwrap())
+        .await
+        .unwrap()
+}
+
+/// A client with the credentials of a `.dockerconfigjson`.
+fn with_credentials(registry: &TestRegistry, docker_config: &str) -> Registry {
+    let mut opts = options(registry);
+    opts.credentials = DockerConfig::from_json(docker_config.as_bytes()).unwrap();
+    Registry::new(opts).unwrap()
+}
+
 #[tokio::test]
 async fn oras_pushed_artifact_resolves_by_tag_by_digest_and_by_both() {
     let registry = start().await;
-    let reference = registry.reference("acme/compat:v1");
-    let digest = push_compat(&registry, &reference, COMPAT).await;
+    let (reference, digest) = compat_v1(&registry).await;
     let client = client(&registry);
     let repository = registry.reference("acme/compat");
     for text in [
@@ -131,7 +166,7 @@ async fn artifact_without_a_compatibility_layer_names_the_media_types_found() {
 #[tokio::test]
 async fn missing_tag_and_missing_repository_are_not_found() {
     let registry = start().await;
-    push_compat(&registry, &registry.reference("acme/compat:v1"), COMPAT).await;
+    compat_v1(&registry).await;
     let client = client(&registry);
     for missing in ["acme/compat:v2", "acme/nothing:v1"] {
         let reference = registry.reference(missing);
@@ -151,16 +186,7 @@ async fn nfd_artifact_attached_with_regctl_is_found_through_the_referrers_tag() 
         .push_image("acme/app", "v1", "linux/amd64")
         .await
         .unwrap();
-    let spec = file(&registry, "spec.yaml", NFD_SPEC);
-    let attached = registry
-        .attach_artifact(
-            &image.reference,
-            NFD_ARTIFACT_TYPE,
-            &spec,
-            NFD_LAYER_MEDIA_TYPE,
-        )
-        .await
-        .unwrap();
+    let attached = attach_nfd(&registry, &image.reference, "spec.yaml", NFD_SPEC).await;
     let before = log_len(&registry);
     let found = client(&registry)
         .find_nfd_artifact(&parse_reference(&image.reference).unwrap())
@@ -169,8 +195,7 @@ async fn nfd_artifact_attached_with_regctl_is_found_through_the_referrers_tag() 
     assert_eq!(found.digest, attached);
     assert_eq!(found.format, Format::Nfd);
     assert_eq!(found.content, NFD_SPEC.as_bytes());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let log = access_log(&registry, before);
+    let log = log_since(&registry, before).await;
     let referrers = format!(
         "/v2/acme/app/referrers/{}?artifactType={NFD_ARTIFACT_TYPE}",
         image.digest
@@ -188,16 +213,7 @@ async fn attached_example_nfd_artifact_resolves_and_parses() {
         .await
         .unwrap();
     let example = std::fs::read_to_string("example/nfd-compat.yaml").unwrap();
-    let spec = file(&registry, "nfd.yaml", &example);
-    let attached = registry
-        .attach_artifact(
-            &image.reference,
-            NFD_ARTIFACT_TYPE,
-            &spec,
-            NFD_LAYER_MEDIA_TYPE,
-        )
-        .await
-        .unwrap();
+    let attached = attach_nfd(&registry, &image.reference, "nfd.yaml", &example).await;
     let resolved = client(&registry)
         .resolve_nfd_artifact(&parse_reference(&image.by_digest()).unwrap())
         .await
@@ -247,10 +263,7 @@ async fn multi_platform_index_reports_every_platform() {
         )
         .await
         .unwrap();
-    let found = client(&registry)
-        .image_platforms(&parse_reference(&image.reference).unwrap())
-        .await
-        .unwrap();
+    let found = platforms_of(&registry, &image.reference).await;
     assert_eq!(found.digest, image.digest);
     assert_eq!(
         found.platforms,
@@ -269,10 +282,7 @@ async fn single_platform_image_reports_the_platform_from_its_config() {
         .push_image("acme/single", "v1", "linux/arm64")
         .await
         .unwrap();
-    let found = client(&registry)
-        .image_platforms(&parse_reference(&image.reference).unwrap())
-        .await
-        .unwrap();
+    let found = platforms_of(&registry, &image.reference).await;
     assert_eq!(found.platforms, vec![platform("linux", "arm64", None)]);
 }
 
@@ -283,10 +293,7 @@ async fn index_with_attestation_entries_leaves_them_out() {
         .push_index_with_attestation("acme/attested", "v1", &["linux/amd64", "linux/arm64"])
         .await
         .unwrap();
-    let found = client(&registry)
-        .image_platforms(&parse_reference(&image.reference).unwrap())
-        .await
-        .unwrap();
+    let found = platforms_of(&registry, &image.reference).await;
     assert_eq!(
         found.platforms,
         vec![
@@ -299,8 +306,7 @@ async fn index_with_attestation_entries_leaves_them_out() {
 #[tokio::test]
 async fn repushed_tag_is_seen_after_the_tag_ttl_and_not_before() {
     let registry = start().await;
-    let reference = registry.reference("acme/compat:v1");
-    let first = push_compat(&registry, &reference, COMPAT).await;
+    let (reference, first) = compat_v1(&registry).await;
     let mut opts = options(&registry);
     opts.cache = CacheOptions {
         tag_ttl: Duration::from_secs(3),
@@ -335,8 +341,7 @@ async fn repushed_tag_is_seen_after_the_tag_ttl_and_not_before() {
 #[tokio::test]
 async fn concurrent_lookups_of_one_artifact_make_one_request_each_at_the_registry() {
     let registry = start().await;
-    let reference = registry.reference("acme/compat:v1");
-    let digest = push_compat(&registry, &reference, COMPAT).await;
+    let (reference, digest) = compat_v1(&registry).await;
     let client = client(&registry);
     let parsed = parse_reference(&reference).unwrap();
     let before = log_len(&registry);
@@ -350,8 +355,7 @@ async fn concurrent_lookups_of_one_artifact_make_one_request_each_at_the_registr
     for lookup in lookups {
         assert_eq!(lookup.await.unwrap().unwrap().digest, digest);
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let log = access_log(&registry, before);
+    let log = log_since(&registry, before).await;
     assert_eq!(
         requests(&log, "HEAD", "/v2/acme/compat/manifests/v1"),
         1,
@@ -397,10 +401,7 @@ async fn basic_auth_registry_works_with_a_dockerconfigjson_and_fails_clearly_wit
         r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#,
         registry.addr()
     );
-    let mut opts = options(&registry);
-    opts.credentials = DockerConfig::from_json(secret.as_bytes()).unwrap();
-    let found = Registry::new(opts)
-        .unwrap()
+    let found = with_credentials(&registry, &secret)
         .fetch_artifact(&parsed)
         .await
         .unwrap();
@@ -425,10 +426,7 @@ async fn basic_auth_registry_works_with_a_dockerconfigjson_and_fails_clearly_wit
 
     let wrong = r#"{"auths":{"ADDR":{"username":"ocifit","password":"wrong-Pa55"}}}"#
         .replace("ADDR", registry.addr());
-    let mut opts = options(&registry);
-    opts.credentials = DockerConfig::from_json(wrong.as_bytes()).unwrap();
-    let err = Registry::new(opts)
-        .unwrap()
+    let err = with_credentials(&registry, &wrong)
         .fetch_artifact(&parsed)
         .await
         .unwrap_err();

@@ -71,18 +71,23 @@ fn three_flavors() -> Vec<(String, NodeInputs)> {
     ]
 }
 
-fn amd64_only() -> Platforms {
-    IMAGES
+fn linux(architecture: &str, variant: Option<&str>) -> Platform {
+    Platform {
+        os: "linux".into(),
+        architecture: architecture.into(),
+        variant: variant.map(Into::into),
+        os_version: None,
+    }
+}
+
+/// Each of `images` built for linux/amd64 only.
+fn amd64(images: &[&str]) -> Platforms {
+    images
         .iter()
         .map(|image| {
             (
                 (*image).to_owned(),
-                PlatformLookup::Known(vec![Platform {
-                    os: "linux".into(),
-                    architecture: "amd64".into(),
-                    variant: None,
-                    os_version: None,
-                }]),
+                PlatformLookup::Known(vec![linux("amd64", None)]),
             )
         })
         .collect()
@@ -100,7 +105,7 @@ impl Case {
         Case {
             spec: spec(),
             nodes: three_flavors(),
-            platforms: amd64_only(),
+            platforms: amd64(&IMAGES),
             generation: Some(1),
         }
     }
@@ -120,6 +125,28 @@ impl Case {
             previous,
             now,
         })
+    }
+
+    /// A pass with the artifact resolved.
+    fn current(
+        &self,
+        artifact: &Resolved,
+        previous: Option<&ImageSelectionPolicyStatus>,
+        now: i64,
+    ) -> Computed {
+        self.run(ArtifactState::Current(artifact), previous, &at(now))
+    }
+
+    /// A pass where the artifact failed to resolve.
+    fn failed(
+        &self,
+        failure: &Failure,
+        last_good: Option<&Resolved>,
+        previous: Option<&ImageSelectionPolicyStatus>,
+        now: i64,
+    ) -> Computed {
+        let artifact = ArtifactState::Failed { failure, last_good };
+        self.run(artifact, previous, &at(now))
     }
 }
 
@@ -141,6 +168,22 @@ fn images(status: &ImageSelectionPolicyStatus) -> Vec<Option<&str>> {
     images
 }
 
+fn class_with_image<'s>(status: &'s ImageSelectionPolicyStatus, image: &str) -> &'s ClassStatus {
+    let found = status
+        .classes
+        .iter()
+        .find(|c| c.image.as_deref() == Some(image));
+    found.unwrap_or_else(|| panic!("no class with {image} in {:?}", status.classes))
+}
+
+fn class_of_flavor<'s>(status: &'s ImageSelectionPolicyStatus, flavor: &str) -> &'s ClassStatus {
+    let found = status
+        .classes
+        .iter()
+        .find(|c| c.labels["feature.node.ocifit-k8s.flavor"] == flavor);
+    found.unwrap_or_else(|| panic!("no {flavor} class in {:?}", status.classes))
+}
+
 fn unavailable() -> Failure {
     Failure {
         reason: Reason::RegistryUnavailable,
@@ -151,7 +194,7 @@ fn unavailable() -> Failure {
 #[test]
 fn the_flavor_example_gives_each_class_its_image_and_is_ready() {
     let artifact = resolved("sha256:aaa");
-    let out = Case::new().run(ArtifactState::Current(&artifact), None, &at(0));
+    let out = Case::new().current(&artifact, None, 0);
     let status = &out.status;
     assert_eq!(
         images(status),
@@ -192,11 +235,7 @@ fn the_flavor_example_gives_each_class_its_image_and_is_ready() {
         assert_eq!(c.observed_generation, Some(1));
         assert_eq!(c.last_transition_time, at(0));
     }
-    let vanilla = status
-        .classes
-        .iter()
-        .find(|c| c.image.as_deref() == Some("debian:11"))
-        .unwrap();
+    let vanilla = class_with_image(status, "debian:11");
     assert_eq!(vanilla.nodes, 1);
     assert_eq!(vanilla.labels["feature.node.ocifit-k8s.flavor"], "vanilla");
     assert!(!vanilla.labels.contains_key("kubernetes.io/hostname"));
@@ -215,13 +254,9 @@ fn the_flavor_example_gives_each_class_its_image_and_is_ready() {
 fn a_second_pass_with_nothing_new_yields_the_same_status_and_no_event() {
     let case = Case::new();
     let artifact = resolved("sha256:aaa");
-    let first = case.run(ArtifactState::Current(&artifact), None, &at(0));
+    let first = case.current(&artifact, None, 0);
     assert!(!first.events.is_empty(), "the first resolution is news");
-    let second = case.run(
-        ArtifactState::Current(&artifact),
-        Some(&first.status),
-        &at(600),
-    );
+    let second = case.current(&artifact, Some(&first.status), 600);
     assert_eq!(second.status, first.status);
     assert!(second.events.is_empty(), "{:?}", second.events);
 }
@@ -229,7 +264,7 @@ fn a_second_pass_with_nothing_new_yields_the_same_status_and_no_event() {
 #[test]
 fn the_first_resolution_announces_ready_and_fetched_but_not_degraded() {
     let artifact = resolved("sha256:aaa");
-    let out = Case::new().run(ArtifactState::Current(&artifact), None, &at(0));
+    let out = Case::new().current(&artifact, None, 0);
     let reasons: Vec<_> = out.events.iter().map(|e| (e.kind, e.reason)).collect();
     assert_eq!(
         reasons,
@@ -244,9 +279,9 @@ fn the_first_resolution_announces_ready_and_fetched_but_not_degraded() {
 fn a_new_digest_updates_fetched_at_and_says_so_in_an_event() {
     let case = Case::new();
     let old = resolved("sha256:aaa");
-    let first = case.run(ArtifactState::Current(&old), None, &at(0));
+    let first = case.current(&old, None, 0);
     let new = resolved("sha256:bbb");
-    let second = case.run(ArtifactState::Current(&new), Some(&first.status), &at(60));
+    let second = case.current(&new, Some(&first.status), 60);
     let artifact = second.status.artifact.as_ref().unwrap();
     assert_eq!(artifact.digest, "sha256:bbb");
     assert_eq!(artifact.fetched_at, Some(at(60)));
@@ -267,14 +302,7 @@ fn a_new_digest_updates_fetched_at_and_says_so_in_an_event() {
 #[test]
 fn a_failure_before_any_resolution_is_not_ready_with_the_registry_message() {
     let failure = unavailable();
-    let out = Case::new().run(
-        ArtifactState::Failed {
-            failure: &failure,
-            last_good: None,
-        },
-        None,
-        &at(0),
-    );
+    let out = Case::new().failed(&failure, None, None, 0);
     let status = &out.status;
     assert!(status.classes.is_empty());
     assert_eq!(status.class_count, 0);
@@ -303,17 +331,10 @@ fn a_failure_before_any_resolution_is_not_ready_with_the_registry_message() {
 fn an_outage_after_resolution_keeps_the_images_marks_degraded_and_recovers() {
     let case = Case::new();
     let good = resolved("sha256:aaa");
-    let before = case.run(ArtifactState::Current(&good), None, &at(0)).status;
+    let before = case.current(&good, None, 0).status;
 
     let failure = unavailable();
-    let outage = case.run(
-        ArtifactState::Failed {
-            failure: &failure,
-            last_good: Some(&good),
-        },
-        Some(&before),
-        &at(60),
-    );
+    let outage = case.failed(&failure, Some(&good), Some(&before), 60);
     assert_eq!(outage.status.classes, before.classes);
     assert_eq!(outage.status.artifact, before.artifact);
     let degraded = condition(&outage.status, ConditionType::Degraded);
@@ -336,21 +357,14 @@ fn an_outage_after_resolution_keeps_the_images_marks_degraded_and_recovers() {
             .any(|e| e.kind == EventKind::Warning && e.reason == Reason::StaleArtifact)
     );
 
-    let again = case.run(
-        ArtifactState::Failed {
-            failure: &failure,
-            last_good: Some(&good),
-        },
-        Some(&outage.status),
-        &at(120),
-    );
+    let again = case.failed(&failure, Some(&good), Some(&outage.status), 120);
     assert_eq!(
         again.status, outage.status,
         "a continuing outage writes nothing"
     );
     assert!(again.events.is_empty(), "{:?}", again.events);
 
-    let recovered = case.run(ArtifactState::Current(&good), Some(&again.status), &at(180));
+    let recovered = case.current(&good, Some(&again.status), 180);
     assert_eq!(
         state(condition(&recovered.status, ConditionType::Degraded)),
         ("False", "Current")
@@ -376,28 +390,16 @@ fn an_outage_after_resolution_keeps_the_images_marks_degraded_and_recovers() {
 fn during_an_outage_node_changes_are_still_resolved_from_the_last_good_artifact() {
     let mut case = Case::new();
     let good = resolved("sha256:aaa");
-    let before = case.run(ArtifactState::Current(&good), None, &at(0)).status;
+    let before = case.current(&good, None, 0).status;
     case.nodes.push(node("d", "chocolate", "amd64"));
     case.nodes.retain(|(name, _)| name != "c");
     let failure = unavailable();
-    let outage = case.run(
-        ArtifactState::Failed {
-            failure: &failure,
-            last_good: Some(&good),
-        },
-        Some(&before),
-        &at(60),
-    );
+    let outage = case.failed(&failure, Some(&good), Some(&before), 60);
     assert_eq!(
         images(&outage.status),
         [Some("debian:11"), Some("ubuntu:24.04")]
     );
-    let ubuntu = outage
-        .status
-        .classes
-        .iter()
-        .find(|c| c.image.as_deref() == Some("ubuntu:24.04"))
-        .unwrap();
+    let ubuntu = class_with_image(&outage.status, "ubuntu:24.04");
     assert_eq!(ubuntu.nodes, 2);
 }
 
@@ -405,16 +407,9 @@ fn during_an_outage_node_changes_are_still_resolved_from_the_last_good_artifact(
 fn after_a_restart_during_an_outage_the_stored_classes_are_kept() {
     let case = Case::new();
     let good = resolved("sha256:aaa");
-    let before = case.run(ArtifactState::Current(&good), None, &at(0)).status;
+    let before = case.current(&good, None, 0).status;
     let failure = unavailable();
-    let out = case.run(
-        ArtifactState::Failed {
-            failure: &failure,
-            last_good: None,
-        },
-        Some(&before),
-        &at(60),
-    );
+    let out = case.failed(&failure, None, Some(&before), 60);
     assert_eq!(out.status.classes, before.classes);
     assert_eq!(out.status.class_keys, before.class_keys);
     assert_eq!(out.status.artifact, before.artifact);
@@ -430,14 +425,7 @@ fn an_invalid_artifact_carries_the_engine_message() {
         reason: Reason::InvalidArtifact,
         message: "set 1 (\"ubuntu:24.04\"), expression 0: unknown operator \"Like\"".into(),
     };
-    let out = Case::new().run(
-        ArtifactState::Failed {
-            failure: &failure,
-            last_good: None,
-        },
-        None,
-        &at(0),
-    );
+    let out = Case::new().failed(&failure, None, None, 0);
     let resolved = condition(&out.status, ConditionType::ArtifactResolved);
     assert_eq!(state(resolved), ("False", "InvalidArtifact"));
     assert_eq!(resolved.message, failure.message);
@@ -448,9 +436,7 @@ fn a_candidate_not_built_for_the_class_arch_is_skipped_for_that_class_only() {
     let mut case = Case::new();
     case.nodes.push(node("arm", "vanilla", "arm64"));
     let artifact = resolved("sha256:aaa");
-    let status = case
-        .run(ArtifactState::Current(&artifact), None, &at(0))
-        .status;
+    let status = case.current(&artifact, None, 0).status;
     assert_eq!(status.class_count, 4);
     let arm = status
         .classes
@@ -498,26 +484,14 @@ fn a_skipped_better_candidate_is_named_beside_the_one_chosen() {
     case.platforms = Platforms::from([
         (
             "fast:v1".to_owned(),
-            PlatformLookup::Known(vec![Platform {
-                os: "linux".into(),
-                architecture: "amd64".into(),
-                variant: None,
-                os_version: None,
-            }]),
+            PlatformLookup::Known(vec![linux("amd64", None)]),
         ),
         (
             "portable:v1".to_owned(),
-            PlatformLookup::Known(vec![Platform {
-                os: "linux".into(),
-                architecture: "arm64".into(),
-                variant: Some("v8".into()),
-                os_version: None,
-            }]),
+            PlatformLookup::Known(vec![linux("arm64", Some("v8"))]),
         ),
     ]);
-    let status = case
-        .run(ArtifactState::Current(&artifact), None, &at(0))
-        .status;
+    let status = case.current(&artifact, None, 0).status;
     let row = &status.classes[0];
     assert_eq!(row.image.as_deref(), Some("portable:v1"));
     let reason = row.reason.as_deref().unwrap();
@@ -532,18 +506,14 @@ fn no_selected_node_is_not_ready_and_names_the_selector() {
     let mut case = Case::new();
     case.spec.node_selector = BTreeMap::from([("pool".to_owned(), "gpu".to_owned())]);
     let artifact = resolved("sha256:aaa");
-    let status = case
-        .run(ArtifactState::Current(&artifact), None, &at(0))
-        .status;
+    let status = case.current(&artifact, None, 0).status;
     assert!(status.classes.is_empty());
     let ready = condition(&status, ConditionType::Ready);
     assert_eq!(state(ready), ("False", "NoNodes"));
     assert_eq!(ready.message, "no node matches the nodeSelector pool=gpu");
     case.spec.node_selector.clear();
     case.nodes.clear();
-    let status = case
-        .run(ArtifactState::Current(&artifact), None, &at(0))
-        .status;
+    let status = case.current(&artifact, None, 0).status;
     assert_eq!(
         state(condition(&status, ConditionType::Ready)),
         ("False", "NoNodes")
@@ -560,17 +530,13 @@ fn control_plane_nodes_are_left_out_unless_selected() {
     );
     case.nodes = vec![cp];
     let artifact = resolved("sha256:aaa");
-    let status = case
-        .run(ArtifactState::Current(&artifact), None, &at(0))
-        .status;
+    let status = case.current(&artifact, None, 0).status;
     assert!(status.classes.is_empty());
     case.spec.node_selector = BTreeMap::from([(
         "node-role.kubernetes.io/control-plane".to_owned(),
         String::new(),
     )]);
-    let status = case
-        .run(ArtifactState::Current(&artifact), None, &at(0))
-        .status;
+    let status = case.current(&artifact, None, 0).status;
     assert_eq!(status.class_count, 1);
 }
 
@@ -579,9 +545,7 @@ fn a_class_without_a_match_is_ready_only_when_the_policy_says_what_happens_to_it
     let mut case = Case::new();
     case.nodes.push(node("d", "pistachio", "amd64"));
     let artifact = resolved("sha256:aaa");
-    let deny = case
-        .run(ArtifactState::Current(&artifact), None, &at(0))
-        .status;
+    let deny = case.current(&artifact, None, 0).status;
     let ready = condition(&deny, ConditionType::Ready);
     assert_eq!(state(ready), ("False", "NoMatch"));
     assert!(
@@ -591,26 +555,18 @@ fn a_class_without_a_match_is_ready_only_when_the_policy_says_what_happens_to_it
     );
 
     case.spec.on_no_match = OnNoMatch::Allow;
-    let allow = case
-        .run(ArtifactState::Current(&artifact), None, &at(0))
-        .status;
+    let allow = case.current(&artifact, None, 0).status;
     assert_eq!(
         state(condition(&allow, ConditionType::Ready)),
         ("True", "NoMatch")
     );
 
     case.spec.fallback_image = Some("busybox:1".into());
-    let fallback = case
-        .run(ArtifactState::Current(&artifact), None, &at(0))
-        .status;
+    let fallback = case.current(&artifact, None, 0).status;
     let ready = condition(&fallback, ConditionType::Ready);
     assert_eq!(state(ready), ("True", "NoMatch"));
     assert!(ready.message.contains("fallback image busybox:1"));
-    let pistachio = fallback
-        .classes
-        .iter()
-        .find(|c| c.labels["feature.node.ocifit-k8s.flavor"] == "pistachio")
-        .unwrap();
+    let pistachio = class_of_flavor(&fallback, "pistachio");
     assert_eq!(pistachio.image, None);
     assert!(
         pistachio
@@ -625,18 +581,11 @@ fn a_class_without_a_match_is_ready_only_when_the_policy_says_what_happens_to_it
 fn a_relabel_that_moves_a_node_changes_rows_but_not_transition_times() {
     let mut case = Case::new();
     let artifact = resolved("sha256:aaa");
-    let before = case
-        .run(ArtifactState::Current(&artifact), None, &at(0))
-        .status;
+    let before = case.current(&artifact, None, 0).status;
     case.nodes[2] = node("c", "vanilla", "amd64");
-    let after = case.run(ArtifactState::Current(&artifact), Some(&before), &at(30));
+    let after = case.current(&artifact, Some(&before), 30);
     assert_eq!(after.status.class_count, 2);
-    let debian = after
-        .status
-        .classes
-        .iter()
-        .find(|c| c.image.as_deref() == Some("debian:11"))
-        .unwrap();
+    let debian = class_with_image(&after.status, "debian:11");
     assert_eq!(debian.nodes, 2);
     assert!(after.events.is_empty(), "{:?}", after.events);
     for c in &after.status.conditions {
@@ -648,13 +597,9 @@ fn a_relabel_that_moves_a_node_changes_rows_but_not_transition_times() {
 fn a_new_generation_is_observed_without_moving_transition_times() {
     let mut case = Case::new();
     let artifact = resolved("sha256:aaa");
-    let before = case
-        .run(ArtifactState::Current(&artifact), None, &at(0))
-        .status;
+    let before = case.current(&artifact, None, 0).status;
     case.generation = Some(2);
-    let after = case
-        .run(ArtifactState::Current(&artifact), Some(&before), &at(30))
-        .status;
+    let after = case.current(&artifact, Some(&before), 30).status;
     assert_eq!(after.observed_generation, Some(2));
     for c in &after.conditions {
         assert_eq!(c.observed_generation, Some(2));
@@ -670,14 +615,8 @@ fn a_failed_platform_lookup_skips_the_candidate_with_the_cause() {
         PlatformLookup::Failed("manifest unknown: debian:11".into()),
     );
     let artifact = resolved("sha256:aaa");
-    let status = case
-        .run(ArtifactState::Current(&artifact), None, &at(0))
-        .status;
-    let vanilla = status
-        .classes
-        .iter()
-        .find(|c| c.labels["feature.node.ocifit-k8s.flavor"] == "vanilla")
-        .unwrap();
+    let status = case.current(&artifact, None, 0).status;
+    let vanilla = class_of_flavor(&status, "vanilla");
     assert_eq!(vanilla.image, None);
     assert!(
         vanilla
@@ -720,19 +659,12 @@ mod candidates;
 fn a_changed_artifact_that_cannot_be_resolved_serves_nothing_from_the_previous_source() {
     let mut case = Case::new();
     let good = resolved("sha256:aaa");
-    let before = case.run(ArtifactState::Current(&good), None, &at(0)).status;
+    let before = case.current(&good, None, 0).status;
     assert!(!before.classes.is_empty());
     case.spec.artifact.reference = Some("127.0.0.1:5000/ocifit/other:v1".into());
     case.generation = Some(2);
     let failure = unavailable();
-    let out = case.run(
-        ArtifactState::Failed {
-            failure: &failure,
-            last_good: None,
-        },
-        Some(&before),
-        &at(60),
-    );
+    let out = case.failed(&failure, None, Some(&before), 60);
     assert!(out.status.classes.is_empty(), "{:?}", out.status.classes);
     assert_eq!(out.status.class_keys, None);
     assert_eq!(out.status.artifact, None);

@@ -73,23 +73,6 @@ fn cpu_node(name: &str, avx512: bool) -> (String, NodeInputs) {
     (name.to_owned(), NodeInputs::new(labels))
 }
 
-fn amd64(images: &[&str]) -> Platforms {
-    images
-        .iter()
-        .map(|image| {
-            (
-                (*image).to_owned(),
-                PlatformLookup::Known(vec![Platform {
-                    os: "linux".into(),
-                    architecture: "amd64".into(),
-                    variant: None,
-                    os_version: None,
-                }]),
-            )
-        })
-        .collect()
-}
-
 fn case() -> Case {
     let mut case = Case::new();
     case.spec.artifact.reference = None;
@@ -118,7 +101,7 @@ fn row(status: &ImageSelectionPolicyStatus, node_has_avx512: bool) -> &ClassStat
 #[test]
 fn each_class_gets_the_best_candidate_whose_own_artifact_matches() {
     let resolved = candidates("sha256:f1");
-    let out = case().run(ArtifactState::Current(&resolved), None, &at(0));
+    let out = case().current(&resolved, None, 0);
     let fast = row(&out.status, true);
     assert_eq!(fast.image.as_deref(), Some("fast:v1"));
     let matched = fast.matched.as_ref().unwrap();
@@ -140,7 +123,7 @@ fn each_class_gets_the_best_candidate_whose_own_artifact_matches() {
 #[test]
 fn a_candidate_without_an_artifact_is_skipped_and_every_row_says_why() {
     let resolved = candidates("sha256:f1");
-    let out = case().run(ArtifactState::Current(&resolved), None, &at(0));
+    let out = case().current(&resolved, None, 0);
     for class in &out.status.classes {
         let reason = class.reason.as_deref().unwrap();
         assert!(
@@ -165,7 +148,7 @@ fn a_candidate_without_an_artifact_is_skipped_and_every_row_says_why() {
 #[test]
 fn the_status_names_the_nfd_format_and_a_digest_of_the_candidates_artifacts() {
     let resolved = candidates("sha256:f1");
-    let out = case().run(ArtifactState::Current(&resolved), None, &at(0));
+    let out = case().current(&resolved, None, 0);
     let artifact = out.status.artifact.as_ref().unwrap();
     assert_eq!(artifact.format, Format::Nfd);
     assert_eq!(artifact.candidates, 2);
@@ -202,14 +185,9 @@ fn a_candidate_that_cannot_run_on_the_class_arch_gives_way_to_the_next() {
     case.platforms = amd64(&["portable:v1"]);
     case.platforms.insert(
         "fast:v1".into(),
-        PlatformLookup::Known(vec![Platform {
-            os: "linux".into(),
-            architecture: "arm64".into(),
-            variant: Some("v8".into()),
-            os_version: None,
-        }]),
+        PlatformLookup::Known(vec![linux("arm64", Some("v8"))]),
     );
-    let out = case.run(ArtifactState::Current(&resolved), None, &at(0));
+    let out = case.current(&resolved, None, 0);
     let avx = row(&out.status, true);
     assert_eq!(avx.image.as_deref(), Some("portable:v1"));
     let reason = avx.reason.as_deref().unwrap();

@@ -5,15 +5,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use ocifit::api::ImageSelectionPolicy;
-use ocifit::engine::{Artifact, Format, NodeInputs};
-use ocifit::registry::Platform;
-use ocifit::resolution::platform::{PlatformLookup, Platforms};
-use ocifit::resolution::status::{ArtifactState, Inputs, compute};
-use ocifit::resolution::{Content, Resolved};
+use ocifit::engine::NodeInputs;
 use serde_json::{Value, json};
+
+#[path = "../../tests/components/flavor_example.rs"]
+mod flavor_example;
+use flavor_example::FlavorExample;
 
 /// The example pods sent, with the answer each gets from ocifit: (file under `example/pods/`,
 /// what the answer must be).
@@ -82,43 +80,11 @@ pub fn nodes(count: usize) -> Result<Vec<(String, NodeInputs)>> {
     Ok(out)
 }
 
-/// `example/policy.yaml` with the status the controller computes over `nodes` (the flavor
-/// images published for linux/amd64 and linux/arm64, as the real ones are).
+/// `example/policy.yaml` with the status the controller computes over `nodes`.
 pub fn policy(nodes: &[(String, NodeInputs)]) -> Result<ImageSelectionPolicy> {
-    let bytes = std::fs::read(repo("example/flavor-compat.json"))?;
-    let resolved = Resolved {
-        digest: "sha256:5eed".into(),
-        format: Format::Ocifit,
-        content: Content::Sets(Artifact::parse(Format::Ocifit, &bytes)?),
-    };
-    let platforms: Platforms = resolved
-        .images()
-        .into_iter()
-        .map(|image| {
-            let found = ["amd64", "arm64"]
-                .iter()
-                .map(|arch| Platform {
-                    os: "linux".into(),
-                    architecture: (*arch).into(),
-                    variant: None,
-                    os_version: None,
-                })
-                .collect();
-            (image, PlatformLookup::Known(found))
-        })
-        .collect();
-    let mut policy: ImageSelectionPolicy = serde_saphyr::from_str(&read("example/policy.yaml")?)?;
-    let computed = compute(&Inputs {
-        generation: Some(1),
-        spec: &policy.spec,
-        artifact: ArtifactState::Current(&resolved),
-        nodes,
-        platforms: &platforms,
-        previous: None,
-        now: &Time(Timestamp::UNIX_EPOCH),
-    });
-    policy.status = Some(computed.status);
-    Ok(policy)
+    let example = FlavorExample::load().map_err(anyhow::Error::from_boxed)?;
+    let policy = serde_saphyr::from_str(&read("example/policy.yaml")?)?;
+    Ok(example.resolve(policy, nodes))
 }
 
 /// The AdmissionReview the apiserver sends to create the pod in `example/pods/FILE`.

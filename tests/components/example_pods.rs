@@ -10,18 +10,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube::core::admission::AdmissionRequest;
 use ocifit::api::ImageSelectionPolicy;
 use ocifit::api::pod::DECISION_IMAGES;
-use ocifit::engine::{Artifact, Format, NodeInputs};
+use ocifit::engine::NodeInputs;
 use ocifit::image_selection::planner::{Index, Plan};
-use ocifit::registry::Platform;
-use ocifit::resolution::platform::{PlatformLookup, Platforms};
-use ocifit::resolution::status::{ArtifactState, Inputs, compute};
-use ocifit::resolution::{Content, Resolved};
 use serde_json::{Value, json};
+
+use crate::flavor_example::FlavorExample;
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
@@ -82,53 +78,14 @@ fn cluster(name: &str) -> Vec<(String, NodeInputs)> {
     }
 }
 
-/// Every example policy, with the status the controller computes for it over `nodes` (each
-/// flavor image is published for linux/amd64 and linux/arm64, as the real images are).
+/// Every example policy, with the status the controller computes for it over `nodes`.
 fn policies(nodes: &[(String, NodeInputs)]) -> Vec<ImageSelectionPolicy> {
-    let bytes = std::fs::read(repo("example/flavor-compat.json"))
-        .expect("example/flavor-compat.json is readable");
-    let resolved = Resolved {
-        digest: "sha256:5eed".into(),
-        format: Format::Ocifit,
-        content: Content::Sets(
-            Artifact::parse(Format::Ocifit, &bytes).expect("the flavor artifact parses"),
-        ),
-    };
-    let platforms: Platforms = resolved
-        .images()
-        .into_iter()
-        .map(|image| {
-            let found = ["amd64", "arm64"]
-                .iter()
-                .map(|arch| Platform {
-                    os: "linux".into(),
-                    architecture: (*arch).into(),
-                    variant: None,
-                    os_version: None,
-                })
-                .collect();
-            (image, PlatformLookup::Known(found))
-        })
-        .collect();
-    let now = Time(Timestamp::UNIX_EPOCH);
+    let example = FlavorExample::load().expect("the flavor example artifact");
     let mut files = vec![repo("example/policy.yaml")];
     files.extend(yaml_files("example/policies"));
     files
         .iter()
-        .map(|file| {
-            let mut policy: ImageSelectionPolicy = yaml(file);
-            let computed = compute(&Inputs {
-                generation: Some(1),
-                spec: &policy.spec,
-                artifact: ArtifactState::Current(&resolved),
-                nodes,
-                platforms: &platforms,
-                previous: None,
-                now: &now,
-            });
-            policy.status = Some(computed.status);
-            policy
-        })
+        .map(|file| example.resolve(yaml(file), nodes))
         .collect()
 }
 

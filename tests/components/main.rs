@@ -24,6 +24,7 @@ mod chart;
 mod cli_resolve;
 mod docs_flags;
 mod example_pods;
+mod flavor_example;
 mod registry;
 mod registry_clients;
 mod release;

@@ -1,0 +1,74 @@
+//! The flavor example's artifact as the controller holds it once resolved, to give the example
+//! policies the status the controller computes. Shared by the pod contract's example table
+//! (`example_pods`) and the admission load benchmark (`benches/admission_load/fixture.rs`
+//! includes this file), so both plan against the same status.
+
+use std::error::Error;
+use std::path::Path;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use ocifit::api::ImageSelectionPolicy;
+use ocifit::engine::{Artifact, Format, NodeInputs};
+use ocifit::registry::Platform;
+use ocifit::resolution::platform::{PlatformLookup, Platforms};
+use ocifit::resolution::status::{ArtifactState, Inputs, compute};
+use ocifit::resolution::{Content, Resolved};
+
+pub struct FlavorExample {
+    resolved: Resolved,
+    platforms: Platforms,
+}
+
+impl FlavorExample {
+    /// `example/flavor-compat.json` resolved at a fixed digest, each of its images published for
+    /// linux/amd64 and linux/arm64, as the real images are.
+    pub fn load() -> Result<FlavorExample, Box<dyn Error + Send + Sync>> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("example/flavor-compat.json");
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let resolved = Resolved {
+            digest: "sha256:5eed".into(),
+            format: Format::Ocifit,
+            content: Content::Sets(Artifact::parse(Format::Ocifit, &bytes)?),
+        };
+        let platforms = resolved
+            .images()
+            .into_iter()
+            .map(|image| {
+                let found = ["amd64", "arm64"]
+                    .iter()
+                    .map(|arch| Platform {
+                        os: "linux".into(),
+                        architecture: (*arch).into(),
+                        variant: None,
+                        os_version: None,
+                    })
+                    .collect();
+                (image, PlatformLookup::Known(found))
+            })
+            .collect();
+        Ok(FlavorExample {
+            resolved,
+            platforms,
+        })
+    }
+
+    /// `policy` with the status the controller computes for it over `nodes`.
+    pub fn resolve(
+        &self,
+        mut policy: ImageSelectionPolicy,
+        nodes: &[(String, NodeInputs)],
+    ) -> ImageSelectionPolicy {
+        let computed = compute(&Inputs {
+            generation: Some(1),
+            spec: &policy.spec,
+            artifact: ArtifactState::Current(&self.resolved),
+            nodes,
+            platforms: &self.platforms,
+            previous: None,
+            now: &Time(Timestamp::UNIX_EPOCH),
+        });
+        policy.status = Some(computed.status);
+        policy
+    }
+}

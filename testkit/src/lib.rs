@@ -51,6 +51,7 @@ pub use objects::{FakeNode, create_namespace, create_node, service_account_token
 pub use pods::{wait_for_pod_log, wait_for_pod_ready};
 pub use registry::{
     Credentials, Descriptor, OrasArtifact, PushedImage, Registry, RegistryBuilder, htpasswd_line,
+    oras_sdk_pull,
 };
 pub use shared::{SharedCluster, SharedClusterGuard};
 pub use tools::{Tool, ToolError, Tools};

@@ -22,7 +22,7 @@ use kube::{Api, Client};
 use ocifit::api::{ArtifactCache, step};
 use ocifit_testkit::chart::{NAMESPACE, RELEASE, chart_dir, helm};
 use ocifit_testkit::image::{ocifit_image, registry_image, step_image};
-use ocifit_testkit::{Cluster, RealNode, Registry, Tool, Tools, htpasswd_line};
+use ocifit_testkit::{Cluster, RealNode, Registry, Tool, Tools, htpasswd_line, oras_sdk_pull};
 use serde_json::{Value, json};
 
 const NODE: &str = "real-1";
@@ -732,15 +732,6 @@ async fn diagnostics(cluster: &Cluster, namespace: &str) -> String {
     text
 }
 
-const SDK_PULL: &str = r#"
-import json, sys
-import oras.client
-request = json.loads(sys.argv[1])
-client = oras.client.OrasClient(hostname=request["registry"], insecure=True, auth_backend="basic")
-for path in client.pull(target=request["target"], outdir=request["outdir"]):
-    print(path)
-"#;
-
 /// The SDK's pull, logged in as `login` (user, password) when given.
 fn sdk(
     registry: &str,
@@ -748,17 +739,8 @@ fn sdk(
     outdir: &Path,
     login: Option<(&str, &str)>,
 ) -> std::process::Output {
-    let python = Tools::locate()
-        .expect("the tools cache")
-        .path(Tool::OrasPython)
+    let mut command = oras_sdk_pull(registry, &format!("{registry}/{target}"), outdir)
         .expect("the ORAS Python SDK");
-    std::fs::create_dir_all(outdir).expect("the pull directory");
-    let request =
-        json!({"registry": registry, "target": format!("{registry}/{target}"), "outdir": outdir});
-    let mut command = std::process::Command::new(python);
-    command
-        .current_dir(outdir)
-        .args(["-c", SDK_PULL, &request.to_string()]);
     if let Some((user, password)) = login {
         command.env("ORAS_USER", user).env("ORAS_PASS", password);
     }

@@ -39,6 +39,30 @@ response = client.push(
 print(response.headers["Docker-Content-Digest"])
 "#;
 
+/// Pulls into a directory with the SDK, as `oras-py` users pull; prints each path it wrote.
+const ORAS_PULL: &str = r#"
+import json, sys
+import oras.client
+request = json.loads(sys.argv[1])
+client = oras.client.OrasClient(hostname=request["registry"], insecure=True, auth_backend="basic")
+for path in client.pull(target=request["target"], outdir=request["outdir"]):
+    print(path)
+"#;
+
+/// The ORAS Python SDK's pull of `target` (`HOST/<repository>:<tag>`) from the registry at `host`
+/// into `outdir` (created), run there; it prints each path it wrote. Credentials, when the registry
+/// wants them, go in the command's `ORAS_USER` and `ORAS_PASS`.
+pub fn oras_sdk_pull(host: &str, target: &str, outdir: &Path) -> Result<std::process::Command> {
+    let python = crate::tools::Tools::locate()?.path(Tool::OrasPython)?;
+    std::fs::create_dir_all(outdir).map_err(crate::error::io("create", outdir))?;
+    let request = serde_json::json!({"registry": host, "target": target, "outdir": outdir});
+    let mut command = std::process::Command::new(python);
+    command
+        .current_dir(outdir)
+        .args(["-c", ORAS_PULL, &request.to_string()]);
+    Ok(command)
+}
+
 /// A manifest's descriptor, as a referrer's `subject` or an index entry names it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -7,7 +7,7 @@ mod artifacts;
 mod images;
 
 pub(crate) use artifacts::sha256_digest;
-pub use artifacts::{Descriptor, OrasArtifact};
+pub use artifacts::{Descriptor, OrasArtifact, oras_sdk_pull};
 pub use images::PushedImage;
 
 use std::ffi::{OsStr, OsString};

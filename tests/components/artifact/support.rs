@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use ocifit_testkit::{Registry, Tool, Tools};
+use ocifit_testkit::{Registry, Tool, Tools, oras_sdk_pull};
 
 /// Pushes the named paths (relative to `cwd`, so layers are titled with them) with the SDK.
 const SDK_PUSH: &str = r#"
@@ -15,16 +15,6 @@ request = json.loads(sys.argv[1])
 client = oras.client.OrasClient(hostname=request["registry"], insecure=True, auth_backend="basic")
 response = client.push(target=request["target"], files=request["files"], disable_path_validation=True, quiet=True)
 print(response.headers["Docker-Content-Digest"])
-"#;
-
-/// Pulls into a directory with the SDK; prints what it wrote.
-const SDK_PULL: &str = r#"
-import json, sys
-import oras.client
-request = json.loads(sys.argv[1])
-client = oras.client.OrasClient(hostname=request["registry"], insecure=True, auth_backend="basic")
-for path in client.pull(target=request["target"], outdir=request["outdir"]):
-    print(path)
 "#;
 
 /// Pushes one blob under a layer title the SDK would never write (e.g. `../escape.txt`), through
@@ -68,6 +58,11 @@ fn sdk(registry: &Registry, script: &str, request: serde_json::Value, cwd: &Path
     command
         .current_dir(cwd)
         .args(["-c", script, &request.to_string()]);
+    logged_in(registry, command)
+}
+
+/// Runs `command` with the registry's credentials, when it has any, where the SDK reads them.
+fn logged_in(registry: &Registry, mut command: std::process::Command) -> Output {
     if let Some(credentials) = registry.credentials() {
         command
             .env("ORAS_USER", &credentials.username)
@@ -97,9 +92,8 @@ pub fn sdk_push(registry: &Registry, target: &str, cwd: &Path, files: &[&str]) -
 
 /// SDK pull into `outdir`; the paths it wrote.
 pub fn sdk_pull(registry: &Registry, target: &str, outdir: &Path) -> Vec<PathBuf> {
-    let request =
-        serde_json::json!({"registry": registry.addr(), "target": target, "outdir": outdir});
-    succeeded(sdk(registry, SDK_PULL, request, outdir), "the SDK's pull")
+    let command = oras_sdk_pull(registry.addr(), target, outdir).unwrap();
+    succeeded(logged_in(registry, command), "the SDK's pull")
         .lines()
         .map(PathBuf::from)
         .collect()

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 #[path = "../../tests/components/flavor_example.rs"]
 mod flavor_example;
-use flavor_example::FlavorExample;
+use flavor_example::{FlavorExample, create_request};
 
 /// The example pods sent, with the answer each gets from ocifit: (file under `example/pods/`,
 /// what the answer must be).
@@ -93,24 +93,7 @@ pub fn review(file: &str) -> Result<Vec<u8>> {
     let review = json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": pod["metadata"]["name"],
-            "namespace": "default",
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller",
-                         "uid": "0b0c7e2e-0000-4000-8000-000000000001",
-                         "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system",
-                                    "system:authenticated"]},
-            "object": pod,
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-        },
+        "request": create_request(&pod, false),
     });
     Ok(serde_json::to_vec(&review)?)
 }

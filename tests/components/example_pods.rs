@@ -15,9 +15,9 @@ use ocifit::api::ImageSelectionPolicy;
 use ocifit::api::pod::DECISION_IMAGES;
 use ocifit::engine::NodeInputs;
 use ocifit::image_selection::planner::{Index, Plan};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::flavor_example::FlavorExample;
+use crate::flavor_example::{FlavorExample, create_request};
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
@@ -91,22 +91,7 @@ fn policies(nodes: &[(String, NodeInputs)]) -> Vec<ImageSelectionPolicy> {
 
 /// The AdmissionRequest the apiserver sends when `pod` is created.
 fn request(pod: &Value, dry_run: bool) -> AdmissionRequest<Pod> {
-    serde_json::from_value(json!({
-        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-        "name": pod["metadata"]["name"],
-        "namespace": "default",
-        "operation": "CREATE",
-        "userInfo": {"username": "admin", "groups": ["system:masters", "system:authenticated"]},
-        "object": pod,
-        "oldObject": null,
-        "dryRun": dry_run,
-        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-    }))
-    .expect("a valid AdmissionRequest")
+    serde_json::from_value(create_request(pod, dry_run)).expect("a valid AdmissionRequest")
 }
 
 /// The outcome as the table writes it: `ImageSelected debian:11`, `denied Unpinned`,

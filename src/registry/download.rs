@@ -10,7 +10,7 @@ use reqwest::{Method, Response};
 use sha2::{Digest as _, Sha256, Sha512};
 
 use super::client::Registry;
-use super::error::{ContentProblem, Error, Result, Target};
+use super::error::{Access, ContentProblem, Error, Result, Target};
 use super::fetch::Inner;
 use super::manifest::{self, Descriptor, ImageManifest, Manifest, hex};
 use super::reference::{self, Reference};
@@ -74,6 +74,7 @@ impl Registry {
             body: None,
             what: "blob",
             bounded: false,
+            access: Access::Read,
         };
         let response = self.inner.transport.exchange(&exchange).await?;
         if response.content_length().is_some_and(|len| len != size) {

@@ -31,6 +31,22 @@ impl fmt::Display for Target {
     }
 }
 
+/// What a refused request was for: reading (a pull, a resolve) or pushing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    Read,
+    Push,
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Access::Read => "read",
+            Access::Push => "push",
+        })
+    }
+}
+
 /// How a failure should be treated: for metrics, conditions and retries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
@@ -72,10 +88,14 @@ pub enum Error {
     NotFound { target: Target, what: &'static str },
     /// The registry refused access: no credentials, wrong credentials, or not allowed.
     #[error(
-        "unauthorized to read {target} (HTTP {status}): check the credentials for {}",
+        "unauthorized to {access} {target} (HTTP {status}): check the credentials for {}",
         target.registry
     )]
-    Unauthorized { target: Target, status: u16 },
+    Unauthorized {
+        target: Target,
+        status: u16,
+        access: Access,
+    },
     /// The registry kept answering 429 Too Many Requests.
     #[error("rate limited by the registry while reading {target}{}", retry_after_text(*.retry_after))]
     RateLimited {

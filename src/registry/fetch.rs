@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use super::cache::{Caches, Content, Key, TagEntry};
-use super::error::{ContentProblem, Error, Result, Target};
+use super::error::{Access, ContentProblem, Error, Result, Target};
 use super::manifest::{self, Descriptor, MANIFEST_ACCEPT, Manifest, OCI_INDEX};
 use super::reference::{self, Reference};
 use super::stats::Counters;
@@ -120,6 +120,7 @@ impl Inner {
             head,
             limit: self.max_manifest_bytes,
             what: "manifest",
+            access: Access::Read,
         }
     }
 
@@ -197,6 +198,7 @@ impl Inner {
                     head: false,
                     limit,
                     what: "blob",
+                    access: Access::Read,
                 };
                 let answer = this.transport.fetch(&request).await?;
                 manifest::verify_digest(&digest, &answer.body)
@@ -259,6 +261,7 @@ impl Inner {
             head: false,
             limit: self.max_manifest_bytes,
             what: "referrers",
+            access: Access::Read,
         };
         match self.transport.fetch(&request).await {
             Ok(answer) => match Manifest::parse(&answer.body, answer.content_type.as_deref()) {

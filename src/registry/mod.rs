@@ -35,7 +35,7 @@ pub use client::{FetchedArtifact, Registry, RegistryOptions};
 pub use clients::Clients;
 pub use docker_config::{Credentials, DockerConfig};
 pub use download::BlobStream;
-pub use error::{ConfigError, ContentProblem, Error, ErrorKind, Refusal, Result, Target};
+pub use error::{Access, ConfigError, ContentProblem, Error, ErrorKind, Refusal, Result, Target};
 pub use flags::RegistryFlags;
 pub use manifest::{Descriptor, ImageManifest, OCI_MANIFEST, sha256_digest};
 pub use platforms::{ImagePlatforms, Platform};

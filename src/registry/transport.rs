@@ -17,7 +17,7 @@ use tokio::sync::Semaphore;
 use super::allow::{AllowList, url_host};
 use super::auth::{self, Challenge};
 use super::docker_config::{Credentials, DockerConfig};
-use super::error::{ConfigError, ContentProblem, Error, Refusal, Target};
+use super::error::{Access, ConfigError, ContentProblem, Error, Refusal, Target};
 use super::retry::{self, Decision, Failure, RetryPolicy};
 use super::stats::Counters;
 
@@ -55,6 +55,8 @@ pub(crate) struct Request<'a> {
     pub limit: u64,
     /// What a 404 means ("manifest", "blob", …).
     pub what: &'static str,
+    /// What a 401 or 403 refused.
+    pub access: Access,
 }
 
 /// A successful answer.
@@ -262,7 +264,7 @@ impl Transport {
                 lock(&self.basic_hosts).insert(request.host.to_string());
                 Ok(Authorization::Basic(username.clone(), password.clone()))
             }
-            _ => Err(unauthorized(request.target, 401).into()),
+            _ => Err(unauthorized(request.target, 401, request.access).into()),
         }
     }
 
@@ -336,7 +338,7 @@ impl Transport {
         let response = self.send_builder(request.target, builder).await?;
         let status = response.status();
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-            return Err(unauthorized(request.target, status.as_u16()).into());
+            return Err(unauthorized(request.target, status.as_u16(), request.access).into());
         }
         if !status.is_success() {
             return Err(status_error(request.target, &response, "token"));
@@ -419,7 +421,7 @@ impl Transport {
                 .into());
             }
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-                return Err(unauthorized(target, status.as_u16()).into());
+                return Err(unauthorized(target, status.as_u16(), request.access).into());
             }
             _ => return Err(status_error(target, &response, request.what)),
         }
@@ -484,10 +486,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn unauthorized(target: &Target, status: u16) -> Error {
+fn unauthorized(target: &Target, status: u16, access: Access) -> Error {
     Error::Unauthorized {
         target: target.clone(),
         status,
+        access,
     }
 }
 

@@ -12,7 +12,7 @@ use reqwest::{Body, Method, Response, Url};
 use sha2::{Digest as _, Sha256};
 
 use super::client::Registry;
-use super::error::{ContentProblem, Error, Result, Target};
+use super::error::{Access, ContentProblem, Error, Result, Target};
 use super::manifest::{self, hex, sha256_digest};
 use super::reference::{self, Reference};
 use super::transport::Exchange;
@@ -187,6 +187,7 @@ fn exchange<'a>(
         body: None,
         what,
         bounded: true,
+        access: Access::Push,
     }
 }
 
@@ -241,6 +242,45 @@ mod tests {
         assert_eq!(
             url,
             "/v2/a/b/blobs/uploads/u1?_state=xyz&digest=sha256%3A0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        );
+    }
+
+    /// A registry behind htpasswd refuses an anonymous client: the message says which operation
+    /// it refused, a push (even its first request, a HEAD of the blob) or a read.
+    #[tokio::test]
+    async fn a_refused_push_says_push_and_a_refused_read_says_read() {
+        let registry = ocifit_testkit::Registry::builder()
+            .with_basic_auth("steps", "pa55-w0rd")
+            .start()
+            .await
+            .expect("the test registry");
+        let client = Registry::new(crate::registry::RegistryOptions {
+            plain_http: vec![registry.addr().to_owned()],
+            ..Default::default()
+        })
+        .expect("a client");
+        let reference =
+            crate::registry::parse_reference(&registry.reference("w/out:v1")).expect("a reference");
+
+        let push = client
+            .push_blob(&reference, Bytes::from_static(b"output"))
+            .await
+            .expect_err("an anonymous push is refused");
+        assert_eq!(push.kind(), crate::registry::ErrorKind::Unauthorized);
+        let text = push.to_string();
+        assert!(
+            text.starts_with("unauthorized to push 127.0.0.1:"),
+            "{text}"
+        );
+
+        let read = client
+            .fetch_artifact(&reference)
+            .await
+            .expect_err("an anonymous read is refused");
+        let text = read.to_string();
+        assert!(
+            text.starts_with("unauthorized to read 127.0.0.1:"),
+            "{text}"
         );
     }
 

@@ -12,7 +12,7 @@ use reqwest::{Body, Method, Response, StatusCode, Url};
 use super::{AttemptError, Authorization, Request, Transport, retry, status_error, unauthorized};
 use crate::registry::allow::url_host;
 use crate::registry::auth;
-use crate::registry::error::{ContentProblem, Error, Refusal, Target};
+use crate::registry::error::{Access, ContentProblem, Error, Refusal, Target};
 use crate::registry::retry::Decision;
 
 /// One request: where, how, and what its body is (replayable bytes; a stream goes separately).
@@ -28,6 +28,9 @@ pub(crate) struct Exchange<'a> {
     pub body: Option<bytes::Bytes>,
     /// What a 404 means ("blob", "upload", …).
     pub what: &'static str,
+    /// What a 401 or 403 refused: the operation this exchange is part of (a push's HEAD of a
+    /// blob is refused as a push).
+    pub access: Access,
     /// Whether the request timeout covers the whole exchange; false when the content's size sets
     /// how long reading the answer takes (the reader bounds the time between chunks instead).
     pub bounded: bool,
@@ -109,6 +112,7 @@ impl Transport {
                 head: false,
                 limit: 0,
                 what: exchange.what,
+                access: exchange.access,
             };
             authorization = Some(
                 self.answer_challenge(&request, &response, credentials)
@@ -236,7 +240,7 @@ fn refusal(exchange: &Exchange<'_>, response: &Response) -> Option<AttemptError>
         }
         .into(),
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-            unauthorized(exchange.target, status.as_u16()).into()
+            unauthorized(exchange.target, status.as_u16(), exchange.access).into()
         }
         _ => status_error(exchange.target, response, exchange.what),
     })

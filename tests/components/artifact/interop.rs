@@ -245,7 +245,7 @@ async fn credentials_come_from_the_step_contracts_environment_and_are_never_prin
     let anonymous = ocifit(&push, &[]);
     assert!(!anonymous.status.success());
     let message = String::from_utf8_lossy(&anonymous.stderr);
-    assert!(message.contains("unauthorized"), "{message}");
+    assert!(message.contains("unauthorized to push"), "{message}");
 
     // The pull password does not push.
     let wrong = ocifit(

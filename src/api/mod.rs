@@ -1,10 +1,15 @@
-//! The `ImageSelectionPolicy` API (group `ocifit.io`, version `v1alpha1`) and the names of the pod
-//! contract (labels and annotations). Types and constants only: no client, no decisions.
+//! The `ImageSelectionPolicy` and `PlacementPolicy` APIs (group `ocifit.io`, version `v1alpha1`)
+//! and the names of their pod contracts (labels and annotations). Types and constants only: no
+//! client, no decisions.
 
 mod conditions;
+mod duration;
+pub mod placement;
 mod policy;
 
 pub use conditions::{ConditionType, Reason};
+pub use duration::parse_duration;
+pub use placement::{PlacementPolicy, PlacementPolicySpec, PlacementPolicyStatus};
 pub use policy::{
     ArtifactSource, ArtifactStatus, Candidate, ClassMatch, ClassStatus, ImageSelectionPolicy,
     ImageSelectionPolicySpec, ImageSelectionPolicyStatus, OnNoMatch, OnUnpinned, SecretReference,

@@ -2,8 +2,6 @@
 
 use std::process::ExitCode;
 
-use std::io::Write;
-
 use clap::{Parser, Subcommand};
 
 mod crd;
@@ -11,7 +9,7 @@ mod input;
 mod resolve;
 mod run;
 
-pub use crd::crd_yaml;
+pub use crd::{CrdArgs, crd_yaml};
 pub use resolve::{EXIT_INVALID_INPUT, EXIT_NO_MATCH, ResolveArgs};
 pub use run::{RunArgs, Shutdown};
 
@@ -37,24 +35,14 @@ pub enum Command {
     /// Exit status: 0 when every node class has an image, 1 when some class has no compatible
     /// image (the answer is still printed), 2 when the input cannot be used.
     Resolve(ResolveArgs),
-    /// Print the ImageSelectionPolicy CustomResourceDefinition as YAML.
-    Crd,
+    /// Print every CustomResourceDefinition (ImageSelectionPolicy, PlacementPolicy) as YAML.
+    Crd(CrdArgs),
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => run::run(*args).await,
         Command::Resolve(args) => resolve::run(&args).await,
-        Command::Crd => match crd_yaml() {
-            Ok(yaml) => {
-                // A closed stdout (e.g. `| head`) is not worth a panic.
-                let _ = std::io::stdout().write_all(yaml.as_bytes());
-                ExitCode::SUCCESS
-            }
-            Err(err) => {
-                eprintln!("error: failed to render the CRD as YAML: {err}");
-                ExitCode::from(2)
-            }
-        },
+        Command::Crd(args) => crd::run(&args),
     }
 }

@@ -6,34 +6,39 @@ use serde_json::Value;
 use crate::chart_support::generated::{self, HOW};
 use crate::chart_support::{NAMESPACE, chart, documents, file_documents, find, has, render, repo};
 
+/// The CRD files of `crds/`, by file name.
+const CRD_FILES: [&str; 2] = [
+    "imageselectionpolicies.ocifit.io.yaml",
+    "placementpolicies.ocifit.io.yaml",
+];
+
 #[test]
-fn the_charts_crd_file_is_the_repositorys_crd() {
-    let ours =
-        std::fs::read_to_string(repo().join("crds/imageselectionpolicies.ocifit.io.yaml")).unwrap();
-    let copy = std::fs::read_to_string(chart().join("files/imageselectionpolicies.ocifit.io.yaml"))
-        .unwrap();
-    assert!(
-        ours == copy,
-        "charts/ocifit/files/imageselectionpolicies.ocifit.io.yaml differs from crds/; copy it: \
-         cp crds/imageselectionpolicies.ocifit.io.yaml charts/ocifit/files/"
-    );
+fn the_charts_crd_files_are_the_repositorys_crds() {
+    for file in CRD_FILES {
+        let ours = std::fs::read_to_string(repo().join("crds").join(file)).unwrap();
+        let copy = std::fs::read_to_string(chart().join("files").join(file)).unwrap();
+        assert!(
+            ours == copy,
+            "charts/ocifit/files/{file} differs from crds/; copy it: cp crds/{file} charts/ocifit/files/"
+        );
+    }
 }
 
 #[tokio::test]
-async fn the_rendered_crd_is_crds_with_the_keep_policy_and_can_be_left_out() {
+async fn the_rendered_crds_are_crds_with_the_keep_policy_and_can_be_left_out() {
     let rendered = documents(&render(&[]).await.unwrap());
-    let crd = find(
-        &rendered,
-        "CustomResourceDefinition",
-        "imageselectionpolicies.ocifit.io",
-    );
-    let source = &file_documents("crds/imageselectionpolicies.ocifit.io.yaml")[0];
+    for file in CRD_FILES {
+        let name = file.trim_end_matches(".yaml");
+        let crd = find(&rendered, "CustomResourceDefinition", name);
+        let source = &file_documents(&format!("crds/{file}"))[0];
 
-    assert_eq!(crd["spec"], source["spec"]);
-    assert_eq!(
-        crd["metadata"]["annotations"]["helm.sh/resource-policy"],
-        "keep"
-    );
+        assert_eq!(crd["spec"], source["spec"], "{name}");
+        assert_eq!(
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+            "keep",
+            "{name}"
+        );
+    }
 
     let without = documents(&render(&["crds.install=false"]).await.unwrap());
     assert!(

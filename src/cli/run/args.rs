@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::controller::schedule::parse_duration;
+use crate::api::parse_duration;
 use crate::telemetry::LogFormat;
 
 /// Flags of `ocifit run`.

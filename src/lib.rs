@@ -9,6 +9,7 @@ pub mod classes;
 pub mod cli;
 pub mod controller;
 pub mod engine;
+pub mod placement;
 pub mod registry;
 pub mod resolution;
 pub mod telemetry;

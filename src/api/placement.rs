@@ -10,8 +10,8 @@
 mod conditions;
 pub mod pod;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -123,7 +123,10 @@ pub struct PlacementPolicySpec {
 #[serde(rename_all = "camelCase")]
 pub struct ArchitectureSettings {
     /// The architecture as nodes label it (`kubernetes.io/arch`), e.g. `amd64`, `arm64`.
-    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([a-z0-9_.-]*[a-z0-9])?$"))]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([a-z0-9_.-]*[a-z0-9])?$")
+    )]
     pub name: String,
 
     /// Weight (1-100) of a preferred node affinity term for this architecture, added when the

@@ -1,6 +1,7 @@
 //! Node selection: which nodes a pod's `nodeSelector` and required node affinity allow (all of
 //! them, with kube-scheduler's semantics), pinning a pod to node classes by ANDing required node
-//! affinity into it, and a short human description of a pod's selector for denial messages.
+//! affinity into it, narrowing a gated pod to label values (platform placement), and a short
+//! human description of a pod's selector for denial messages.
 //! Pure: it reads Kubernetes types and plain node data, and never groups nodes into classes,
 //! chooses images or talks to the apiserver.
 //!
@@ -11,6 +12,7 @@
 //! returns an error instead, so the webhook can deny the pod with a message rather than guess.
 
 mod pin;
+mod require;
 mod requirement;
 
 use std::collections::BTreeMap;
@@ -20,6 +22,7 @@ use k8s_openapi::api::core::v1::{Node, PodSpec};
 use kube::core::{ObjectMeta, PartialObjectMeta};
 
 pub use pin::{ClassSelector, pin};
+pub use require::{Narrowed, narrow};
 use requirement::Term;
 
 /// What node selection reads of a node: its name and its labels.
@@ -79,15 +82,7 @@ impl Placement {
     /// Reads and validates the pod's `nodeSelector` and
     /// `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
     pub fn from_pod_spec(spec: &PodSpec) -> Result<Self, SelectionError> {
-        let required = spec
-            .affinity
-            .as_ref()
-            .and_then(|affinity| affinity.node_affinity.as_ref())
-            .and_then(|node_affinity| {
-                node_affinity
-                    .required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })
+        let required = pin::required_selector(spec.affinity.as_ref())
             .map(|selector| {
                 selector
                     .node_selector_terms
@@ -258,4 +253,4 @@ pub enum RequirementProblem {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

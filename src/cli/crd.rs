@@ -93,7 +93,10 @@ mod tests {
         committed.sort();
         let mut generated: Vec<String> = files.iter().map(|(name, _)| name.clone()).collect();
         generated.sort();
-        assert_eq!(committed, generated, "crds/ holds one file per CRD, no other");
+        assert_eq!(
+            committed, generated,
+            "crds/ holds one file per CRD, no other"
+        );
         for (name, text) in &files {
             let on_disk = std::fs::read_to_string(dir.join(name)).unwrap();
             assert!(

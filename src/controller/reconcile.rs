@@ -18,10 +18,10 @@ use super::inventory::node_inputs;
 use super::memo::Outcome;
 use super::platform::Platforms;
 use super::schedule::DEFAULT_REFRESH;
-use crate::api::parse_duration;
 use super::status::{ArtifactState, Inputs, compute};
 use super::triggers::Interest;
 use crate::api::ImageSelectionPolicy;
+use crate::api::parse_duration;
 use crate::telemetry::{ReconcileResult, error_chain};
 
 /// A reconcile failed against the apiserver (artifact problems are status, not errors).

@@ -8,12 +8,14 @@
 //! credentials as a docker config.
 
 mod auth;
+mod backoff;
 mod cache;
 mod client;
 mod docker_config;
 mod error;
 mod fetch;
 mod flags;
+mod inspect;
 mod layers;
 mod manifest;
 mod platforms;
@@ -24,11 +26,13 @@ mod retry;
 mod stats;
 mod transport;
 
+pub use backoff::BackoffPolicy;
 pub use cache::CacheOptions;
 pub use client::{FetchedArtifact, ImagePlatforms, Registry, RegistryOptions};
 pub use docker_config::{Credentials, DockerConfig};
 pub use error::{ConfigError, ContentProblem, Error, ErrorKind, Result, Target};
 pub use flags::RegistryFlags;
+pub use inspect::{ImageFacts, InspectError, InspectStats, Inspector, InspectorOptions, Lookup};
 pub use manifest::sha256_digest;
 pub use platforms::Platform;
 pub use reference::{Reference, parse as parse_reference};

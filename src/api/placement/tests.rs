@@ -8,9 +8,16 @@ fn example_policy_reads_as_a_typed_policy() {
     let arm = &policy.spec.architectures[0];
     assert_eq!((arm.name.as_str(), arm.weight), ("arm64", Some(50)));
     assert_eq!(arm.tolerations[0].key.as_deref(), Some("pool"));
-    assert_eq!(policy.spec.on_inspection_failure.action, FailureAction::Fallback);
     assert_eq!(
-        policy.spec.on_inspection_failure.fallback_architecture.as_deref(),
+        policy.spec.on_inspection_failure.action,
+        FailureAction::Fallback
+    );
+    assert_eq!(
+        policy
+            .spec
+            .on_inspection_failure
+            .fallback_architecture
+            .as_deref(),
         Some("amd64")
     );
 }
@@ -69,12 +76,19 @@ fn outcome_names_are_the_annotation_values() {
 
 #[test]
 fn the_scheduling_gate_and_labels_are_valid_qualified_names() {
-    for name in [pod::SCHEDULING_GATE, pod::POLICY_LABEL, pod::ENABLED_LABEL, pod::TAINT_KEY] {
+    for name in [
+        pod::SCHEDULING_GATE,
+        pod::POLICY_LABEL,
+        pod::ENABLED_LABEL,
+        pod::TAINT_KEY,
+    ] {
         let (prefix, local) = name.split_once('/').unwrap();
         assert_eq!(prefix, "placement.ocifit.io", "{name}");
         assert!(local.len() <= 63 && !local.is_empty(), "{name}");
         assert!(
-            local.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'),
+            local
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-'),
             "{name}"
         );
     }

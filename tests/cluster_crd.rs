@@ -160,7 +160,9 @@ async fn kubectl_get_isp_prints_the_printer_columns() {
 
 /// A PlacementPolicy named `name` with the given `spec` YAML (indented for `spec:`).
 fn placement_policy(name: &str, spec: &str) -> String {
-    format!("apiVersion: ocifit.io/v1alpha1\nkind: PlacementPolicy\nmetadata:\n  name: {name}\nspec:\n{spec}")
+    format!(
+        "apiVersion: ocifit.io/v1alpha1\nkind: PlacementPolicy\nmetadata:\n  name: {name}\nspec:\n{spec}"
+    )
 }
 
 #[tokio::test]
@@ -181,7 +183,11 @@ async fn the_example_placement_policy_and_deployment_are_stored_as_written() {
         .unwrap();
     assert_eq!(stored.spec.architectures[0].name, "arm64");
     assert_eq!(
-        stored.spec.on_inspection_failure.fallback_architecture.as_deref(),
+        stored
+            .spec
+            .on_inspection_failure
+            .fallback_architecture
+            .as_deref(),
         Some("amd64")
     );
 }
@@ -203,7 +209,10 @@ async fn a_placement_policy_is_stored_with_its_defaults_filled_in() {
         .unwrap();
     let spec: serde_json::Value = serde_json::from_str(&stored).unwrap();
     assert_eq!(spec["priority"], 3);
-    assert_eq!(spec["onInspectionFailure"]["action"], "ReleaseUnconstrained");
+    assert_eq!(
+        spec["onInspectionFailure"]["action"],
+        "ReleaseUnconstrained"
+    );
     assert_eq!(spec["onInspectionFailure"]["attempts"], 5);
     assert_eq!(spec["onNoCommonPlatform"], "Hold");
     assert_eq!(spec["tagCache"]["ifNotPresent"], "24h");
@@ -215,10 +224,7 @@ async fn a_fallback_without_an_architecture_is_rejected_by_the_cel_rule() {
     let spec = "  onInspectionFailure:\n    action: Fallback\n";
 
     let err = cluster
-        .kubectl_with_input(
-            ["apply", "-f", "-"],
-            &placement_policy("no-fallback", spec),
-        )
+        .kubectl_with_input(["apply", "-f", "-"], &placement_policy("no-fallback", spec))
         .await
         .unwrap_err()
         .to_string();
@@ -235,7 +241,10 @@ async fn a_placement_policy_name_longer_than_a_label_value_is_rejected() {
     let name = "p".repeat(64);
 
     let err = cluster
-        .kubectl_with_input(["apply", "-f", "-"], &placement_policy(&name, "  priority: 1\n"))
+        .kubectl_with_input(
+            ["apply", "-f", "-"],
+            &placement_policy(&name, "  priority: 1\n"),
+        )
         .await
         .unwrap_err()
         .to_string();
@@ -246,7 +255,8 @@ async fn a_placement_policy_name_longer_than_a_label_value_is_rejected() {
 #[tokio::test]
 async fn a_bad_duration_and_an_out_of_range_weight_are_rejected_by_the_schema() {
     let cluster = cluster_with_crds().await;
-    let spec = "  tagCache:\n    always: 5 minutes\n  architectures:\n  - name: arm64\n    weight: 101\n";
+    let spec =
+        "  tagCache:\n    always: 5 minutes\n  architectures:\n  - name: arm64\n    weight: 101\n";
 
     let err = cluster
         .kubectl_with_input(["apply", "-f", "-"], &placement_policy("bad-values", spec))
@@ -274,7 +284,9 @@ async fn kubectl_get_pp_prints_the_printer_columns() {
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "READY", "PRIORITY", "GATED", "HELD", "RELEASED", "AGE"]
+        [
+            "NAME", "READY", "PRIORITY", "GATED", "HELD", "RELEASED", "AGE"
+        ]
     );
     // Without a status yet, only the name, the priority and the age have values.
     let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();

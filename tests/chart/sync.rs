@@ -34,8 +34,7 @@ async fn the_rendered_crds_are_crds_with_the_keep_policy_and_can_be_left_out() {
 
         assert_eq!(crd["spec"], source["spec"], "{name}");
         assert_eq!(
-            crd["metadata"]["annotations"]["helm.sh/resource-policy"],
-            "keep",
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
             "{name}"
         );
     }

@@ -5,15 +5,16 @@
 //! images, so every policy resolves. Prints the current (VmRSS) and peak (VmHWM) resident memory
 //! at start, with the nodes, once every policy is Ready, and after a relabel of every tenth node.
 
-#[path = "../tests/controller_support/mod.rs"]
-mod controller_support;
+#[path = "../tests/cluster/support/mod.rs"]
+#[allow(dead_code)] // the cluster tests' support: the bench uses a part of it
+mod support;
 
 use std::time::{Duration, Instant};
 
-use controller_support::{Controller, Env, FLAVOR, is};
 use futures_util::{StreamExt, stream};
 use ocifit_testkit::pki::CertificateAuthority;
 use ocifit_testkit::{FakeNode, create_node};
+use support::{Controller, Env, FLAVOR, is};
 
 const NODES: usize = 5_000;
 const POLICIES: usize = 100;
@@ -22,7 +23,7 @@ const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];
 #[tokio::main]
 async fn main() {
     let env = Env::start().await;
-    env.push_flavors("ocifit/flavor-compat:v1").await;
+    env.push_flavors().await;
     // The webhook is served as in production: its index holds every node's labels too.
     let ca = CertificateAuthority::new("memory bench CA").expect("a CA");
     let serving = ca
@@ -71,12 +72,8 @@ async fn main() {
     report(&controller, &format!("{NODES} nodes, no policy"));
     let started = Instant::now();
     for i in 0..POLICIES {
-        env.policy(
-            &format!("p{i:03}"),
-            "ocifit/flavor-compat:v1",
-            serde_json::json!({}),
-        )
-        .await;
+        env.create_policy(&env.flavor_policy(&format!("p{i:03}")))
+            .await;
     }
     wait_all_ready(&env).await;
     println!(

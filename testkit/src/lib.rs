@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod chart;
 mod cluster;
 mod command;
 mod crds;
@@ -35,6 +36,7 @@ mod tools;
 mod webhook;
 mod workdir;
 
+pub use chart::repo_root;
 pub use cluster::{Cluster, ClusterBuilder, StartupTimes};
 pub use crds::{apply_crd_dir, apply_crd_files};
 pub use error::{Error, Result};

@@ -1,0 +1,237 @@
+//! The seed's flavor example end to end on a real cluster and registry: three labelled nodes give
+//! three classes with debian, ubuntu and rockylinux; the status follows relabels, new kinds of
+//! node and deleted nodes; labels the artifact does not read reconcile nothing; a burst of
+//! relabels coalesces; SIGTERM exits 0. One scenario, in named steps, each continuing from the
+//! cluster the previous one left.
+
+use std::time::{Duration, Instant};
+
+use crate::support::objects::linux_node;
+use crate::support::{Controller, Env, FLAVOR, images, is};
+
+const POLICY: &str = "flavors";
+
+/// The three flavor images: debian (vanilla), ubuntu (chocolate), rockylinux (strawberry).
+struct Flavors {
+    debian: String,
+    ubuntu: String,
+    rocky: String,
+}
+
+#[tokio::test]
+async fn flavor_policy_follows_the_nodes() {
+    let env = Env::start().await;
+    let [debian, ubuntu, rocky] = env.push_flavors().await;
+    let flavors = Flavors {
+        debian,
+        ubuntu,
+        rocky,
+    };
+    for flavor in ["vanilla", "chocolate", "strawberry"] {
+        env.add_node(linux_node(&format!("{flavor}-1")).label(FLAVOR, flavor))
+            .await;
+    }
+    env.add_node(
+        linux_node("control-plane")
+            .label(FLAVOR, "vanilla")
+            .label("node-role.kubernetes.io/control-plane", ""),
+    )
+    .await;
+    let controller = Controller::start(&env, "flavors-a", &[]).await;
+
+    three_flavors_give_three_classes_and_kubectl_prints_them(&env, &flavors).await;
+    a_relabelled_node_moves_to_its_new_class(&env, &flavors).await;
+    let writes = a_label_no_rule_reads_reconciles_nothing(&env, &controller).await;
+    a_new_kind_of_node_is_a_new_row_and_goes_with_its_node(&env, &flavors).await;
+    a_burst_of_relabels_coalesces_into_a_handful_of_reconciles(&env, &controller, &flavors).await;
+    assert!(controller.metric("ocifit_status_writes_total").await > writes);
+    env.wait_event(POLICY, "Normal", "Resolved").await;
+    a_second_policy_resolves_once_the_controller_runs(&env).await;
+
+    let exit = controller.stop().await;
+    assert!(
+        exit.success(),
+        "ocifit run must exit 0 on SIGTERM: {exit:?}"
+    );
+}
+
+async fn three_flavors_give_three_classes_and_kubectl_prints_them(env: &Env, flavors: &Flavors) {
+    let Flavors {
+        debian,
+        ubuntu,
+        rocky,
+    } = flavors;
+    let applied = Instant::now();
+    env.create_policy(&env.flavor_policy(POLICY)).await;
+    let (status, _) = env
+        .wait_status(POLICY, Duration::from_secs(30), "Ready", |s| {
+            is(s, "Ready", "True", "Resolved")
+        })
+        .await;
+    let apply_to_ready = applied.elapsed();
+    eprintln!("MEASURE policy apply to Ready: {apply_to_ready:?}");
+    assert_eq!(
+        images(&status),
+        [
+            Some(debian.clone()),
+            Some(rocky.clone()),
+            Some(ubuntu.clone())
+        ]
+    );
+    assert!(debian.contains("debian") && ubuntu.contains("ubuntu") && rocky.contains("rockylinux"));
+    assert_eq!(status.class_count, 3);
+    assert!(
+        status.classes.iter().all(|c| c.nodes == 1),
+        "control plane left out"
+    );
+    assert!(is(&status, "ArtifactResolved", "True", "Fetched"));
+    assert!(is(&status, "Degraded", "False", "Current"));
+    let digest = status
+        .artifact
+        .as_ref()
+        .expect("artifact status")
+        .digest
+        .clone();
+
+    let table = env.kubectl_get_isp(POLICY).await;
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "CLASSES", "ARTIFACT", "AGE"],
+        "{table}"
+    );
+    let row: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(&row[..4], [POLICY, "True", "3", digest.as_str()], "{table}");
+}
+
+/// Answered by the node watch long before the next refresh (default 10m). Speed is reported
+/// (MEASURE), not asserted.
+async fn a_relabelled_node_moves_to_its_new_class(env: &Env, flavors: &Flavors) {
+    let relabelled = Instant::now();
+    env.label_node("strawberry-1", FLAVOR, "vanilla").await;
+    let (status, _) = env
+        .wait_status(POLICY, Duration::from_secs(10), "two classes", |s| {
+            s.class_count == 2
+        })
+        .await;
+    let relabel_to_status = relabelled.elapsed();
+    eprintln!("MEASURE node relabel to updated status: {relabel_to_status:?}");
+    let vanilla = status
+        .classes
+        .iter()
+        .find(|c| c.image.as_deref() == Some(flavors.debian.as_str()))
+        .expect("the vanilla class");
+    assert_eq!(vanilla.nodes, 2);
+}
+
+/// Returns the status writes counted before the label.
+async fn a_label_no_rule_reads_reconciles_nothing(env: &Env, controller: &Controller) -> f64 {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reconciles = controller
+        .metric("ocifit_reconciles_total{result=\"Ok\"}")
+        .await;
+    let writes = controller.metric("ocifit_status_writes_total").await;
+    env.label_node("vanilla-1", "team", "storage").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        controller
+            .metric("ocifit_reconciles_total{result=\"Ok\"}")
+            .await,
+        reconciles,
+        "an unread label must not reconcile; log:\n{}",
+        controller.log_text()
+    );
+    writes
+}
+
+/// An arm64 chocolate node is a new row, served by the arm64 image; deleting it removes the row.
+async fn a_new_kind_of_node_is_a_new_row_and_goes_with_its_node(env: &Env, flavors: &Flavors) {
+    env.add_node(
+        linux_node("chocolate-arm")
+            .label(FLAVOR, "chocolate")
+            .label("kubernetes.io/arch", "arm64"),
+    )
+    .await;
+    let (status, _) = env
+        .wait_status(POLICY, Duration::from_secs(10), "an arm64 row", |s| {
+            s.classes
+                .iter()
+                .any(|c| c.labels.get("kubernetes.io/arch").map(String::as_str) == Some("arm64"))
+        })
+        .await;
+    assert_eq!(status.class_count, 3);
+    let arm = status
+        .classes
+        .iter()
+        .find(|c| c.labels["kubernetes.io/arch"] == "arm64")
+        .expect("the arm64 row");
+    assert_eq!(arm.image.as_deref(), Some(flavors.ubuntu.as_str()));
+
+    env.delete_node("chocolate-arm").await;
+    env.wait_status(POLICY, Duration::from_secs(10), "the arm64 row gone", |s| {
+        s.class_count == 2
+    })
+    .await;
+}
+
+async fn a_burst_of_relabels_coalesces_into_a_handful_of_reconciles(
+    env: &Env,
+    controller: &Controller,
+    flavors: &Flavors,
+) {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = controller
+        .metric("ocifit_reconciles_total{result=\"Ok\"}")
+        .await;
+    let flavor_names = ["vanilla", "chocolate"];
+    for i in 0..1000 {
+        env.label_node("chocolate-1", FLAVOR, flavor_names[i % 2])
+            .await;
+    }
+    env.wait_status(
+        POLICY,
+        Duration::from_secs(10),
+        "chocolate-1 chocolate again",
+        |s| {
+            s.classes
+                .iter()
+                .any(|c| c.image.as_deref() == Some(flavors.ubuntu.as_str()) && c.nodes == 1)
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let burst = controller
+        .metric("ocifit_reconciles_total{result=\"Ok\"}")
+        .await
+        - before;
+    eprintln!("MEASURE reconciles for 1000 relabels: {burst}");
+    assert!(
+        burst <= 10.0,
+        "{burst} reconciles for a burst of 1000 relabels"
+    );
+}
+
+/// Apply to Ready in steady state (the first policy also waits for the apiserver's first watch of
+/// a new CRD).
+async fn a_second_policy_resolves_once_the_controller_runs(env: &Env) {
+    let applied = Instant::now();
+    env.create_policy(&env.flavor_policy("flavors-again")).await;
+    env.wait_status("flavors-again", Duration::from_secs(10), "Ready", |s| {
+        is(s, "Ready", "True", "Resolved")
+    })
+    .await;
+    eprintln!(
+        "MEASURE second policy apply to Ready: {:?}",
+        applied.elapsed()
+    );
+}

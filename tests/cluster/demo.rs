@@ -1,0 +1,43 @@
+//! The README's demo, run as CI runs it: `tools/demo --check` (debug build, its own state
+//! directory) starts everything, and every flavor pod must be bound to a node of its flavor with
+//! that flavor's image from the artifact; then it tears everything down.
+
+use std::process::Command;
+
+#[test]
+fn demo_binds_each_flavor_pod_to_its_flavor_with_the_matching_image() {
+    let state = tempfile::tempdir().expect("a state directory");
+    let output = Command::new(ocifit_testkit::repo_root().join("tools/demo"))
+        .arg("--check")
+        .env("OCIFIT_DEMO_DIR", state.path())
+        .env("OCIFIT_DEMO_PROFILE", "debug")
+        .output()
+        .expect("tools/demo runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "tools/demo --check failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}\nocifit log:\n{}",
+        output.status,
+        std::fs::read_to_string(state.path().join("ocifit.log")).unwrap_or_default()
+    );
+    for (pod, image) in [
+        ("vanilla", "/library/debian:11"),
+        ("chocolate", "/library/ubuntu:24.04"),
+        ("strawberry", "/library/rockylinux:9"),
+    ] {
+        let row = stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("{pod} ")))
+            .unwrap_or_else(|| panic!("no row for pod {pod} in:\n{stdout}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[1], format!("worker-{pod}"), "{row}");
+        assert_eq!(cells[2], pod, "{row}");
+        assert!(cells[3].ends_with(image), "{row}");
+        assert_eq!(cells[4], "yes", "{row}");
+    }
+    assert!(
+        stdout.contains("flavors"),
+        "kubectl get isp printed:\n{stdout}"
+    );
+}

@@ -1,0 +1,29 @@
+//! ocifit's real-cluster tests: every scenario that starts the test kit's local control plane
+//! (etcd, kube-apiserver, and where a scenario needs them kube-controller-manager, kube-scheduler
+//! and kwok) with a real registry, as modules of one test binary. `support` holds what the
+//! scenarios share: `Env` (a cluster with the CRD and a registry), `Controller` (`ocifit run` as a
+//! real process: this crate's copy of the binary), typed builders for policies, pods and nodes, and a
+//! TLS client.
+//!
+//! Each module keeps the cluster arrangement it had as a test binary of its own: a scenario that
+//! runs `ocifit run` starts its own cluster (a controller reconciles every policy, so two cannot
+//! share one); the modules whose tests work in their own namespaces share one cluster per module
+//! (`SharedCluster`). Run one module with `cargo test --workspace --test cluster controller_flavors::`
+//! (with `--workspace`, the features and so the build are those of `tools/test`).
+
+mod support;
+
+mod chart_cluster;
+mod chart_wiring;
+mod cluster_crd;
+mod cluster_scheduling;
+mod cluster_webhook;
+mod controller_candidates;
+mod controller_failures;
+mod controller_flavors;
+mod controller_leader;
+mod controller_nfd;
+mod controller_rbac;
+mod demo;
+mod webhook_certificates;
+mod webhook_e2e;

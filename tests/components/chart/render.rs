@@ -1,0 +1,294 @@
+//! What the chart renders: the Deployment (HA, hardening, probes, flags), the webhook configuration
+//! and Services, each TLS mode's objects, and every `ocifit run` setting reaching the command line.
+
+use serde_json::{Value, json};
+
+use ocifit_testkit::chart::NAMESPACE;
+
+use super::{documents, find, render};
+
+fn container(rendered: &[Value]) -> &Value {
+    &find(rendered, "Deployment", "ocifit-controller")["spec"]["template"]["spec"]["containers"][0]
+}
+
+fn args(rendered: &[Value]) -> Vec<String> {
+    container(rendered)["args"]
+        .as_array()
+        .expect("the container has args")
+        .iter()
+        .map(|a| a.as_str().expect("args are strings").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_default_deployment_is_highly_available_hardened_and_probed() {
+    let rendered = documents(&render(&[]).await.unwrap());
+    let deployment = find(&rendered, "Deployment", "ocifit-controller");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = container(&rendered);
+
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let anti =
+        &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(
+        anti["podAffinityTerm"]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    assert_eq!(
+        anti["podAffinityTerm"]["labelSelector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    let pdb = find(&rendered, "PodDisruptionBudget", "ocifit-controller");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(pdb["spec"]["selector"], deployment["spec"]["selector"]);
+
+    assert_eq!(pod["serviceAccountName"], "ocifit-controller");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 65532);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let security = &container["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(container["resources"]["limits"]["memory"], "256Mi");
+    assert_eq!(container["resources"]["requests"]["memory"], "64Mi");
+
+    assert_eq!(
+        container["livenessProbe"]["httpGet"],
+        json!({"path": "/livez", "port": "admin"})
+    );
+    assert_eq!(
+        container["readinessProbe"]["httpGet"],
+        json!({"path": "/readyz", "port": "admin"})
+    );
+    let env: Vec<(&str, &str)> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e["name"].as_str()?,
+                e["valueFrom"]["fieldRef"]["fieldPath"].as_str()?,
+            ))
+        })
+        .collect();
+    assert_eq!(
+        env,
+        [
+            ("POD_NAME", "metadata.name"),
+            ("POD_NAMESPACE", "metadata.namespace")
+        ]
+    );
+
+    let args = args(&rendered);
+    assert_eq!(args[0], "run");
+    for expected in [
+        "--log-format=json",
+        "--admin-bind-address=0.0.0.0:8080",
+        "--webhook-bind-address=0.0.0.0:8443",
+        "--leader-elect=true",
+        "--lease-name=ocifit-controller",
+        "--manage-webhook-certificate",
+        "--webhook-secret=ocifit-webhook-tls",
+        "--webhook-service=ocifit-webhook",
+        "--webhook-configuration=ocifit",
+    ] {
+        assert!(
+            args.iter().any(|a| a == expected),
+            "{expected} missing from {args:?}"
+        );
+    }
+    assert!(
+        !args.iter().any(|a| a.starts_with("--tls-cert-file")),
+        "{args:?}"
+    );
+    assert!(pod.get("volumes").is_none(), "managed mode mounts nothing");
+}
+
+#[tokio::test]
+async fn the_webhook_sees_only_opted_in_pods_outside_kube_system_and_its_own_namespace() {
+    let rendered = documents(&render(&[]).await.unwrap());
+    let configuration = find(&rendered, "MutatingWebhookConfiguration", "ocifit");
+    let webhook = &configuration["webhooks"][0];
+
+    assert_eq!(webhook["name"], "pods.ocifit.io");
+    assert_eq!(webhook["failurePolicy"], "Fail");
+    assert_eq!(webhook["timeoutSeconds"], 5);
+    assert_eq!(webhook["reinvocationPolicy"], "IfNeeded");
+    assert_eq!(webhook["sideEffects"], "None");
+    assert_eq!(webhook["admissionReviewVersions"], json!(["v1"]));
+    assert_eq!(
+        webhook["clientConfig"],
+        json!({"service": {"name": "ocifit-webhook", "namespace": NAMESPACE, "path": "/mutate", "port": 443}}),
+        "managed mode leaves caBundle to ocifit"
+    );
+    assert_eq!(
+        webhook["objectSelector"],
+        json!({"matchLabels": {"oci.image.compatibilities.selection/enabled": "true"}})
+    );
+    assert_eq!(
+        webhook["namespaceSelector"],
+        json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]}]})
+    );
+    let service = find(&rendered, "Service", "ocifit-webhook");
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"}])
+    );
+    let metrics = find(&rendered, "Service", "ocifit-metrics");
+    assert_eq!(metrics["spec"]["ports"][0]["port"], 8080);
+
+    let custom = documents(
+        &render(&[
+            "webhook.namespaceSelector.matchExpressions[0].key=env",
+            "webhook.namespaceSelector.matchExpressions[0].operator=Exists",
+        ])
+        .await
+        .unwrap(),
+    );
+    let selector = &find(&custom, "MutatingWebhookConfiguration", "ocifit")["webhooks"][0]["namespaceSelector"];
+    assert_eq!(
+        selector["matchExpressions"][0]["values"],
+        json!(["kube-system", NAMESPACE]),
+        "always excluded"
+    );
+    assert_eq!(
+        selector["matchExpressions"][1],
+        json!({"key": "env", "operator": "Exists"})
+    );
+}
+
+#[tokio::test]
+async fn cert_manager_mode_issues_a_ca_and_a_serving_certificate_mounted_into_the_pods() {
+    let rendered = documents(&render(&["tls.mode=certManager"]).await.unwrap());
+
+    assert_eq!(
+        find(&rendered, "Issuer", "ocifit-selfsigned")["spec"],
+        json!({"selfSigned": {}})
+    );
+    let ca = find(&rendered, "Certificate", "ocifit-ca");
+    assert_eq!(ca["spec"]["isCA"], true);
+    assert_eq!(ca["spec"]["issuerRef"]["name"], "ocifit-selfsigned");
+    assert_eq!(
+        find(&rendered, "Issuer", "ocifit-ca")["spec"]["ca"]["secretName"],
+        ca["spec"]["secretName"]
+    );
+    let serving = find(&rendered, "Certificate", "ocifit-webhook");
+    assert_eq!(serving["spec"]["issuerRef"]["name"], "ocifit-ca");
+    assert_eq!(
+        serving["spec"]["dnsNames"],
+        json!([
+            "ocifit-webhook",
+            "ocifit-webhook.ocifit-system",
+            "ocifit-webhook.ocifit-system.svc",
+            "ocifit-webhook.ocifit-system.svc.cluster.local"
+        ])
+    );
+    let configuration = find(&rendered, "MutatingWebhookConfiguration", "ocifit");
+    assert_eq!(
+        configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        "ocifit-system/ocifit-webhook"
+    );
+    assert!(
+        configuration["webhooks"][0]["clientConfig"]
+            .get("caBundle")
+            .is_none()
+    );
+
+    let pod = &find(&rendered, "Deployment", "ocifit-controller")["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["volumes"][0]["secret"]["secretName"],
+        serving["spec"]["secretName"]
+    );
+    assert_eq!(
+        pod["containers"][0]["volumeMounts"][0]["mountPath"],
+        "/etc/ocifit/tls"
+    );
+    let args = args(&rendered);
+    assert!(
+        args.contains(&"--tls-cert-file=/etc/ocifit/tls/tls.crt".to_owned()),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(&"--tls-key-file=/etc/ocifit/tls/tls.key".to_owned()),
+        "{args:?}"
+    );
+    assert!(
+        !args.contains(&"--manage-webhook-certificate".to_owned()),
+        "{args:?}"
+    );
+}
+
+#[tokio::test]
+async fn secret_mode_mounts_the_users_secret_and_sets_its_ca_bundle() {
+    let rendered = documents(
+        &render(&[
+            "tls.mode=secret",
+            "tls.secret.name=my-tls",
+            "tls.secret.caBundle=Y2E=",
+        ])
+        .await
+        .unwrap(),
+    );
+
+    let configuration = find(&rendered, "MutatingWebhookConfiguration", "ocifit");
+    assert_eq!(
+        configuration["webhooks"][0]["clientConfig"]["caBundle"],
+        "Y2E="
+    );
+    let pod = &find(&rendered, "Deployment", "ocifit-controller")["spec"]["template"]["spec"];
+    assert_eq!(pod["volumes"][0]["secret"]["secretName"], "my-tls");
+    assert!(!rendered.iter().any(|d| d["kind"] == "Certificate"));
+}
+
+#[tokio::test]
+async fn every_run_setting_reaches_the_command_line() {
+    let rendered = documents(
+        &render(&[
+            "registry.plainHttp={registry.local:5000}",
+            "registry.caSecret=registry-ca",
+            "registry.credentialsSecret=regcred",
+            "registry.timeout=3s",
+            "registry.tagTtl=1s",
+            "registry.maxArtifactBytes=2097152",
+            "leaderElection.leaseDuration=20s",
+            "leaderElection.leaseGrace=7s",
+            "nfd.namespace=nfd",
+            "nfd.discoveryInterval=1m",
+            "controller.debounce=500ms",
+            "controller.concurrency=8",
+            "controller.maxRetryInterval=10m",
+            "extraArgs={--kubeconfig=/x}",
+        ])
+        .await
+        .unwrap(),
+    );
+
+    let args = args(&rendered);
+    for expected in [
+        "--plain-http-registry=registry.local:5000",
+        "--ca-file=/etc/ocifit/registry-ca/ca.crt",
+        "--docker-config=/etc/ocifit/registry-credentials/.dockerconfigjson",
+        "--registry-timeout=3s",
+        "--registry-tag-ttl=1s",
+        "--max-artifact-bytes=2097152",
+        "--lease-duration=20s",
+        "--lease-grace=7s",
+        "--nfd-namespace=nfd",
+        "--nfd-discovery-interval=1m",
+        "--debounce=500ms",
+        "--concurrency=8",
+        "--max-retry-interval=10m",
+        "--kubeconfig=/x",
+    ] {
+        assert!(
+            args.iter().any(|a| a == expected),
+            "{expected} missing from {args:?}"
+        );
+    }
+    let mounts = &container(&rendered)["volumeMounts"];
+    assert_eq!(mounts.as_array().unwrap().len(), 2, "{mounts}");
+}

@@ -1,0 +1,48 @@
+//! Values: `helm lint --strict` passes with every value set, and `values.schema.json` refuses bad
+//! values at render time with a message naming the value.
+
+use ocifit_testkit::chart::{VALUE_SETS, chart_dir as chart, helm, set_args};
+
+use super::render;
+
+#[tokio::test]
+async fn helm_lint_strict_passes_with_every_value_set() {
+    let chart = chart();
+    for (name, sets) in VALUE_SETS {
+        let mut args = vec!["lint", "--strict", chart.to_str().unwrap()];
+        args.extend(set_args(sets));
+        let output = helm(&args, None)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(output.contains("0 chart(s) failed"), "{name}: {output}");
+    }
+}
+
+#[tokio::test]
+async fn bad_values_are_refused_with_a_message_naming_the_value() {
+    for (set, expected) in [
+        ("tls.mode=selfSigned", "/tls/mode"),
+        ("webhook.failurePolicy=Sometimes", "/webhook/failurePolicy"),
+        (
+            "webhook.reinvocationPolicy=Always",
+            "/webhook/reinvocationPolicy",
+        ),
+        ("webhook.timeoutSeconds=60", "/webhook/timeoutSeconds"),
+        ("webhook.timeoutSeconds=1", "/webhook/timeoutSeconds"),
+        ("replicaCount=two", "/replicaCount"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("image.digest=sha256:short", "/image/digest"),
+        ("image.tag=bad tag", "/image/tag"),
+        ("logFormat=xml", "/logFormat"),
+        ("registry.timeout=ten", "/registry/timeout"),
+        ("webhook.failurPolicy=Fail", "failurPolicy"),
+        ("tls.mode=secret", "/tls/secret/name"),
+    ] {
+        let err = render(&[set]).await.unwrap_err();
+        assert!(
+            err.contains("values don't meet the specifications of the schema"),
+            "{set}: {err}"
+        );
+        assert!(err.contains(expected), "{set}: {err}");
+    }
+}

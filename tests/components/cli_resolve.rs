@@ -1,0 +1,339 @@
+//! `ocifit resolve` as users run it: the binary, real files, its output contract and exit status.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn resolve(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ocifit"))
+        .arg("resolve")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the ocifit binary runs")
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// node name → image, from the JSON output.
+fn images_by_node(report: &Value) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    let classes = report["classes"].as_array().expect("classes is a list");
+    for class in classes {
+        for node in class["nodes"].as_array().expect("nodes is a list") {
+            let node = node.as_str().expect("a node name is a string");
+            out.insert(node.to_owned(), class["image"].clone());
+        }
+    }
+    out
+}
+
+fn write(dir: &Path, name: &str, contents: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).expect("the test file is written");
+    path.display().to_string()
+}
+
+#[test]
+fn flavor_example_maps_each_flavor_to_its_image_in_json() {
+    let out = resolve(&[
+        "--artifact",
+        "example/flavor-compat.json",
+        "--nodes",
+        "example/flavor-nodes.json",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report = json(&out);
+    assert_eq!(report["format"], "ocifit");
+    let images = images_by_node(&report);
+    let flavors: BTreeMap<String, String> = {
+        let nodes: Value =
+            serde_json::from_str(include_str!("../../example/flavor-nodes.json")).unwrap();
+        nodes["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| {
+                let flavor = n["metadata"]["labels"]["feature.node.ocifit-k8s.flavor"].as_str()?;
+                Some((
+                    n["metadata"]["name"].as_str()?.to_owned(),
+                    flavor.to_owned(),
+                ))
+            })
+            .collect()
+    };
+    assert_eq!(flavors.len(), 3, "the example has three flavoured workers");
+    for (node, flavor) in flavors {
+        let expected = match flavor.as_str() {
+            "vanilla" => "debian:11",
+            "chocolate" => "ubuntu:24.04",
+            "strawberry" => "rockylinux:9",
+            other => panic!("unexpected flavor {other}"),
+        };
+        assert_eq!(images[&node], expected, "node {node} ({flavor})");
+    }
+    assert!(
+        !images.contains_key("control-plane"),
+        "control-plane nodes are left out by default: {images:?}"
+    );
+    let class = &report["classes"][0];
+    for field in ["name", "nodes", "labels", "image", "match", "explanation"] {
+        assert!(class.get(field).is_some(), "class lacks {field}: {class}");
+    }
+    assert!(class["name"].as_str().unwrap().starts_with("c-"));
+}
+
+#[test]
+fn flavor_example_table_names_each_image() {
+    let out = resolve(&[
+        "--artifact",
+        "example/flavor-compat.json",
+        "--nodes",
+        "example/flavor-nodes.json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("format ocifit, detected:"), "{table}");
+    assert!(table.contains("CLASS"), "{table}");
+    for image in ["debian:11", "ubuntu:24.04", "rockylinux:9"] {
+        assert!(table.contains(image), "{image} missing from:\n{table}");
+    }
+}
+
+#[test]
+fn nfd_example_reads_merged_node_features_and_label_projection() {
+    let out = resolve(&[
+        "--artifact",
+        "example/nfd-compat.yaml",
+        "--nodes",
+        "example/nfd-nodes.json",
+        "--node-features",
+        "example/nfd-nodefeatures.json",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report = json(&out);
+    assert_eq!(report["format"], "nfd");
+    let images = images_by_node(&report);
+    assert_eq!(images["gpu-1"], "registry.example.com/acme/app:v1-cuda");
+    assert_eq!(images["avx2-1"], "registry.example.com/acme/app:v1-avx2");
+    assert_eq!(images["old-1"], "registry.example.com/acme/app:v1-generic");
+}
+
+#[test]
+fn without_node_features_the_gpu_node_loses_its_gpu() {
+    let out = resolve(&[
+        "--artifact",
+        "example/nfd-compat.yaml",
+        "--nodes",
+        "example/nfd-nodes.json",
+        "-o",
+        "json",
+    ]);
+    let report = json(&out);
+    let images = images_by_node(&report);
+    assert_ne!(images["gpu-1"], "registry.example.com/acme/app:v1-cuda");
+}
+
+#[test]
+fn a_node_no_set_fits_exits_1_and_still_prints_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = write(
+        dir.path(),
+        "nodes.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: mint-1\n  labels:\n    feature.node.ocifit-k8s.flavor: mint\n    kubernetes.io/arch: amd64\n    kubernetes.io/os: linux\n",
+    );
+    let out = resolve(&[
+        "--artifact",
+        "example/flavor-compat.json",
+        "--nodes",
+        &nodes,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let report = json(&out);
+    let class = &report["classes"][0];
+    assert_eq!(class["image"], Value::Null);
+    assert_eq!(class["match"], Value::Null);
+    let reason = class["explanation"]["sets"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("mint"), "{reason}");
+}
+
+#[test]
+fn an_invalid_operator_exits_2_naming_file_set_and_expression() {
+    let dir = tempfile::tempdir().unwrap();
+    let artifact = write(
+        dir.path(),
+        "bad.json",
+        r#"{"version":"v1alpha1","compatibilities":[{"tag":"debian:11","rules":[{"matchFeatures":[{"matchExpressions":[{"key":"k","op":"Matches","value":["x"]}]}]}]}]}"#,
+    );
+    let out = resolve(&[
+        "--artifact",
+        &artifact,
+        "--nodes",
+        "example/flavor-nodes.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains(&artifact), "{stderr}");
+    assert!(stderr.contains("set 0"), "{stderr}");
+    assert!(stderr.contains("debian:11"), "{stderr}");
+    assert!(stderr.contains("Matches"), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing is printed on stdout for invalid input"
+    );
+}
+
+#[test]
+fn an_ocifit_artifact_forced_as_nfd_is_rejected_not_silently_unmatched() {
+    let out = resolve(&[
+        "--artifact",
+        "example/flavor-compat.json",
+        "--nodes",
+        "example/flavor-nodes.json",
+        "--format",
+        "nfd",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("matchExpressions"), "{stderr}");
+}
+
+#[test]
+fn a_nodes_file_of_another_kind_exits_2_naming_the_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let pods = write(dir.path(), "pods.json", r#"{"kind":"PodList","items":[]}"#);
+    let out = resolve(&["--artifact", "example/flavor-compat.json", "--nodes", &pods]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("PodList"), "{stderr}");
+}
+
+#[test]
+fn a_node_selector_can_include_the_control_plane() {
+    let out = resolve(&[
+        "--artifact",
+        "example/flavor-compat.json",
+        "--nodes",
+        "example/flavor-nodes.json",
+        "--node-selector",
+        "node-role.kubernetes.io/control-plane=",
+        "-o",
+        "json",
+    ]);
+    let report = json(&out);
+    let images = images_by_node(&report);
+    assert_eq!(
+        images.keys().collect::<Vec<_>>(),
+        ["control-plane"],
+        "{report}"
+    );
+}
+
+/// The artifact pushed to a real registry with the ORAS SDK, as `oras push` does.
+async fn registry_with_flavors() -> (ocifit_testkit::Registry, String, String) {
+    let registry = ocifit_testkit::Registry::builder()
+        .start()
+        .await
+        .expect("the test registry starts");
+    let reference = registry.reference("ocifit/flavor-compat:v1");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("example/flavor-compat.json");
+    let digest = registry
+        .push_artifact(&ocifit_testkit::OrasArtifact::new(
+            &reference,
+            &file,
+            ocifit::engine::OCIFIT_LAYER_MEDIA_TYPE,
+        ))
+        .await
+        .expect("the ORAS SDK pushes the artifact");
+    (registry, reference, digest)
+}
+
+#[tokio::test]
+async fn an_oras_pushed_artifact_resolves_by_tag_and_digest_like_the_file() {
+    let (registry, reference, digest) = registry_with_flavors().await;
+    let nodes = "example/flavor-nodes.json";
+    let from_file = json(&resolve(&[
+        "--artifact",
+        "example/flavor-compat.json",
+        "--nodes",
+        nodes,
+        "-o",
+        "json",
+    ]));
+    let repository = registry.reference("ocifit/flavor-compat");
+    for artifact in [reference.clone(), format!("{repository}@{digest}")] {
+        let out = resolve(&[
+            "--artifact",
+            &artifact,
+            "--plain-http",
+            "--nodes",
+            nodes,
+            "-o",
+            "json",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{artifact}: {out:?}");
+        let from_registry = json(&out);
+        assert_eq!(from_registry["digest"], digest.as_str(), "{artifact}");
+        assert_eq!(from_registry["format"], "ocifit");
+        assert_eq!(
+            from_registry["classes"], from_file["classes"],
+            "{artifact} answers as the file does"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_registry_reference_without_plain_http_is_never_sent_in_clear() {
+    let (registry, reference, _) = registry_with_flavors().await;
+    let log = registry.dir().join("registry.log");
+    let requests_before = std::fs::read_to_string(&log).unwrap().lines().count();
+    let out = resolve(&[
+        "--artifact",
+        &reference,
+        "--nodes",
+        "example/flavor-nodes.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("ocifit/flavor-compat"), "{stderr}");
+    let after = std::fs::read_to_string(&log).unwrap();
+    let new_requests: Vec<&str> = after.lines().skip(requests_before).collect();
+    assert!(
+        !new_requests
+            .iter()
+            .any(|l| l.contains("\"GET /v2/") || l.contains("\"HEAD /v2/")),
+        "a plain-HTTP request reached the registry: {new_requests:?}"
+    );
+}
+
+#[test]
+fn a_missing_artifact_file_says_so_instead_of_asking_a_registry() {
+    let out = resolve(&[
+        "--artifact",
+        "example/no-such-compat.json",
+        "--nodes",
+        "example/flavor-nodes.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("failed to read example/no-such-compat.json"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,17 @@
+//! ocifit's component tests, one test binary (one link instead of one per file): the built binary,
+//! the chart, the registry client and the documentation's examples, each against the real tool
+//! where one runs here (Helm, distribution, the ORAS SDK, regctl, crane) and no Kubernetes
+//! cluster. The real-cluster tests are the workspace member `tests/cluster`.
+//!
+//! - `chart`: the Helm chart offline (sync with `crds/` and `config/`, renders, values);
+//! - `cli_resolve`: `ocifit resolve` as users run it;
+//! - `example_pods`: the README's pod contract table against the planner;
+//! - `registry`: the registry client against the real registry, a fake for what it cannot do, and
+//!   TLS;
+//! - `registry_clients`: the test kit's clients (ORAS SDK, regctl, crane) on the real registry.
+
+mod chart;
+mod cli_resolve;
+mod example_pods;
+mod registry;
+mod registry_clients;

@@ -1,0 +1,53 @@
+//! HTTPS registries signed by a private CA: trusted with `--ca-file`, refused without it. The
+//! registry is the in-process fake behind TLS, as the test kit's registry serves plain HTTP only.
+
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
+
+use super::fake_server::*;
+use ocifit::registry::{
+    ErrorKind, Registry, RegistryFlags, RegistryOptions, RetryPolicy, parse_reference,
+};
+use ocifit_testkit::pki::CertificateAuthority;
+
+#[tokio::test]
+async fn https_registry_with_a_private_ca_is_trusted_with_the_ca_file_and_refused_without() {
+    let ca = CertificateAuthority::new("ocifit test registry CA").unwrap();
+    let serving = ca.issue_server("registry", &["127.0.0.1"]).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(serving.server_config().unwrap());
+    let mut store = Store::default();
+    let digest = store.artifact(Some("v1"), None, OCIFIT_LAYER, b"{}", serde_json::json!({}));
+    let fake = FakeRegistry::start_with(
+        move |r| store.serve(r),
+        move |socket| {
+            let acceptor = acceptor.clone();
+            async move { acceptor.accept(socket).await.ok() }
+        },
+    )
+    .await;
+    let reference = parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap();
+
+    let ca_file =
+        std::env::temp_dir().join(format!("ocifit-registry-tls-{}.pem", std::process::id()));
+    std::fs::write(&ca_file, ca.cert_pem()).unwrap();
+    let flags = RegistryFlags {
+        ca_file: Some(ca_file.clone()),
+        ..RegistryFlags::default()
+    };
+    let trusted = Registry::new(flags.options_for(&reference).unwrap()).unwrap();
+    assert_eq!(
+        trusted.fetch_artifact(&reference).await.unwrap().digest,
+        digest
+    );
+
+    let untrusted = Registry::new(RegistryOptions {
+        retry: RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        },
+        ..RegistryOptions::default()
+    })
+    .unwrap();
+    let err = untrusted.fetch_artifact(&reference).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Transport, "{err}");
+    assert!(err.to_string().contains(&fake.host), "{err}");
+}

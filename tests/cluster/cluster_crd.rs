@@ -166,7 +166,7 @@ fn placement_policy(name: &str, spec: &str) -> String {
 #[tokio::test]
 async fn the_example_placement_policy_and_deployment_are_stored_as_written() {
     let cluster = cluster_with_crds().await;
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("example/placement");
+    let example = ocifit_testkit::repo_root().join("example/placement");
 
     let out = cluster
         .kubectl(["apply", "-f", example.to_str().unwrap()])

@@ -25,5 +25,6 @@ mod controller_leader;
 mod controller_nfd;
 mod controller_rbac;
 mod demo;
+mod placement_way_out;
 mod webhook_certificates;
 mod webhook_e2e;

@@ -8,10 +8,12 @@
 //! - `example_pods`: the README's pod contract table against the planner;
 //! - `registry`: the registry client against the real registry, a fake for what it cannot do, and
 //!   TLS;
+//! - `placement_inspection`: image inspection for platform placement on the real registry;
 //! - `registry_clients`: the test kit's clients (ORAS SDK, regctl, crane) on the real registry.
 
 mod chart;
 mod cli_resolve;
 mod example_pods;
+mod placement_inspection;
 mod registry;
 mod registry_clients;

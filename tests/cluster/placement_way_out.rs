@@ -15,8 +15,7 @@ use serde_json::json;
 /// The shell block the docs mark as the release-all command.
 fn documented_command() -> String {
     let docs =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/placement.md"))
-            .unwrap();
+        std::fs::read_to_string(ocifit_testkit::repo_root().join("docs/placement.md")).unwrap();
     let marker = "<!-- release-all:";
     let after = &docs[docs.find(marker).expect("the docs mark the command")..];
     let start = after.find("```sh\n").unwrap() + "```sh\n".len();

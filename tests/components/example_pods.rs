@@ -1,10 +1,10 @@
-//! The README's pod contract table holds: each pod under `example/pods/`, planned against the
+//! The pod contract's example table (`docs/pod-contract.md`) holds: each pod under `example/pods/`, planned against the
 //! example policies (`example/policy.yaml`, `example/policies/`) resolved by the controller's own
 //! status computation over the example nodes, has the outcome its row states. The files are
-//! parsed as users apply them; the expected outcomes are read from the README, so the table, the
+//! parsed as users apply them; the expected outcomes are read from the page, so the table, the
 //! files and the planner cannot drift apart. Also for every example pod: a dry run gets the same
 //! answer, and a patched pod sent again (reinvocation) is left alone; and the denial and warning
-//! messages the README quotes are the planner's own.
+//! messages the page quotes are the planner's own.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -55,7 +55,7 @@ fn node_inputs(node: &Node) -> (String, NodeInputs) {
     )
 }
 
-/// The example cluster a README row names.
+/// The example cluster a row of the table names.
 fn cluster(name: &str) -> Vec<(String, NodeInputs)> {
     let list: Value = serde_json::from_str(&read(&repo("example/flavor-nodes.json")))
         .expect("example/flavor-nodes.json is JSON");
@@ -77,7 +77,7 @@ fn cluster(name: &str) -> Vec<(String, NodeInputs)> {
             .into_iter()
             .filter(|(name, _)| name == "control-plane" || name == "worker-vanilla")
             .collect(),
-        other => panic!("the README names an unknown example cluster {other:?}"),
+        other => panic!("{CONTRACT} names an unknown example cluster {other:?}"),
     }
 }
 
@@ -151,7 +151,7 @@ fn request(pod: &Value, dry_run: bool) -> AdmissionRequest<Pod> {
     .expect("a valid AdmissionRequest")
 }
 
-/// The outcome as the README writes it: `ImageSelected debian:11`, `denied Unpinned`,
+/// The outcome as the table writes it: `ImageSelected debian:11`, `denied Unpinned`,
 /// `skipped DaemonSetPod`.
 fn outcome(plan: &Plan, pod: &Value) -> String {
     match plan {
@@ -178,26 +178,30 @@ fn outcome(plan: &Plan, pod: &Value) -> String {
     }
 }
 
-/// A row of the README's pod table: the pod file, the cluster, the outcome.
+/// The page that documents the pod contract, with its table of example pods.
+const CONTRACT: &str = "docs/pod-contract.md";
+
+/// A row of the pod table: the pod file (from the repository's root), the cluster, the outcome.
 struct Row {
     file: String,
     cluster: String,
     outcome: String,
 }
 
-/// The rows of the README's table of example pods: lines `| [`x.yaml`](example/pods/x.yaml) |
+/// The rows of the table of example pods: lines `| [`x.yaml`](../example/pods/x.yaml) |
 /// cluster | `outcome` | what happens |`.
-fn readme_rows() -> Vec<Row> {
-    read(&repo("README.md"))
+fn table_rows() -> Vec<Row> {
+    read(&repo(CONTRACT))
         .lines()
-        .filter(|line| line.starts_with("| [`") && line.contains("](example/pods/"))
+        .filter(|line| line.starts_with("| [`") && line.contains("](../example/pods/"))
         .map(|line| {
             let cells: Vec<&str> = line.split('|').map(str::trim).collect();
             let (link, cluster, outcome) = (cells[1], cells[2], cells[3]);
             let file = link
                 .split_once("](")
                 .and_then(|(_, rest)| rest.strip_suffix(')'))
-                .unwrap_or_else(|| panic!("README row without a link: {line}"));
+                .and_then(|link| link.strip_prefix("../"))
+                .unwrap_or_else(|| panic!("{CONTRACT}: a row without a link: {line}"));
             Row {
                 file: file.to_owned(),
                 cluster: cluster.to_owned(),
@@ -208,8 +212,8 @@ fn readme_rows() -> Vec<Row> {
 }
 
 #[test]
-fn every_example_pod_has_the_outcome_the_readme_states() {
-    let rows = readme_rows();
+fn every_example_pod_has_the_outcome_the_pod_contract_states() {
+    let rows = table_rows();
     let listed: Vec<&str> = rows.iter().map(|row| row.file.as_str()).collect();
     for file in yaml_files("example/pods") {
         let name = format!(
@@ -218,7 +222,7 @@ fn every_example_pod_has_the_outcome_the_readme_states() {
         );
         assert!(
             listed.contains(&name.as_str()),
-            "{name} has no row in the README's pod table"
+            "{name} has no row in the pod table of {CONTRACT}"
         );
     }
     let mut failures = Vec::new();
@@ -231,7 +235,7 @@ fn every_example_pod_has_the_outcome_the_readme_states() {
         let got = outcome(&plan, &pod);
         if got != row.outcome {
             failures.push(format!(
-                "{} on {}: README says {:?}, planner says {got:?} ({plan:?})",
+                "{} on {}: {CONTRACT} says {:?}, planner says {got:?} ({plan:?})",
                 row.file, row.cluster, row.outcome
             ));
         }
@@ -241,7 +245,7 @@ fn every_example_pod_has_the_outcome_the_readme_states() {
 
 #[test]
 fn a_dry_run_gets_the_same_answer_and_a_patched_pod_sent_again_is_left_alone() {
-    for row in readme_rows() {
+    for row in table_rows() {
         let nodes = cluster(&row.cluster);
         let policies = policies(&nodes);
         let index = Index::new(&policies, nodes.iter().map(|(n, i)| (n.as_str(), i)));
@@ -266,35 +270,35 @@ fn a_dry_run_gets_the_same_answer_and_a_patched_pod_sent_again_is_left_alone() {
     }
 }
 
-/// The messages the README quotes after its pod table: lines `FILE  denied: MESSAGE` or
+/// The messages the page quotes after its pod table: lines `FILE  denied: MESSAGE` or
 /// `FILE  Warning: MESSAGE` in the code block that follows "What `kubectl apply -f` prints".
-fn readme_messages() -> Vec<(String, String, String)> {
-    let readme = read(&repo("README.md"));
-    let block = readme
+fn quoted_messages() -> Vec<(String, String, String)> {
+    let page = read(&repo(CONTRACT));
+    let block = page
         .split_once("What `kubectl apply -f` prints")
         .and_then(|(_, rest)| rest.split_once("```\n"))
         .and_then(|(_, rest)| rest.split_once("```"))
         .map(|(block, _)| block.to_owned())
-        .expect("the README quotes what kubectl prints");
+        .expect("the pod contract quotes what kubectl prints");
     block
         .lines()
         .map(|line| {
             let (file, rest) = line
                 .split_once(' ')
-                .unwrap_or_else(|| panic!("README message line without a file: {line}"));
+                .unwrap_or_else(|| panic!("{CONTRACT}: a message line without a file: {line}"));
             let (kind, message) = rest
                 .trim_start()
                 .split_once(": ")
-                .unwrap_or_else(|| panic!("README message line without a kind: {line}"));
+                .unwrap_or_else(|| panic!("{CONTRACT}: a message line without a kind: {line}"));
             (file.to_owned(), kind.to_owned(), message.to_owned())
         })
         .collect()
 }
 
 #[test]
-fn the_messages_the_readme_quotes_are_the_planners() {
-    let rows = readme_rows();
-    let quoted = readme_messages();
+fn the_messages_the_pod_contract_quotes_are_the_planners() {
+    let rows = table_rows();
+    let quoted = quoted_messages();
     assert!(!quoted.is_empty());
     for (file, kind, message) in quoted {
         let row = rows
@@ -309,13 +313,13 @@ fn the_messages_the_readme_quotes_are_the_planners() {
         let said = match (kind.as_str(), &plan) {
             ("denied", Plan::Deny { message, .. }) => message.clone(),
             ("Warning", plan) => plan.warnings().join("\n"),
-            _ => panic!("{file}: the README quotes a {kind} but the planner says {plan:?}"),
+            _ => panic!("{file}: {CONTRACT} quotes a {kind} but the planner says {plan:?}"),
         };
-        // "(…)" in the README stands for a part left out; the rest must appear in order.
+        // "(…)" in the quote stands for a part left out; the rest must appear in order.
         let mut rest = said.as_str();
         for part in message.split("(…)") {
             let at = rest.find(part).unwrap_or_else(|| {
-                panic!("{file}: the README quotes {message:?}, the planner says {said:?}")
+                panic!("{file}: {CONTRACT} quotes {message:?}, the planner says {said:?}")
             });
             rest = &rest[at + part.len()..];
         }

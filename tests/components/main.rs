@@ -1,11 +1,12 @@
 //! ocifit's component tests, one test binary (one link instead of one per file): the built binary,
-//! the chart, the registry client and the documentation's examples, each against the real tool
+//! the chart, the registry client and the documentation against behaviour, each against the real tool
 //! where one runs here (Helm, distribution, the ORAS SDK, regctl, crane) and no Kubernetes
 //! cluster. The real-cluster tests are the workspace member `tests/cluster`.
 //!
 //! - `chart`: the Helm chart offline (sync with `crds/` and `config/`, renders, values);
 //! - `cli_resolve`: `ocifit resolve` as users run it;
-//! - `example_pods`: the README's pod contract table against the planner;
+//! - `docs_flags`: `docs/flags.md` against `ocifit run --help`;
+//! - `example_pods`: the pod contract's example table (`docs/pod-contract.md`) against the planner;
 //! - `registry`: the registry client against the real registry, a fake for what it cannot do, and
 //!   TLS;
 //! - `placement_inspection`: image inspection for platform placement on the real registry;
@@ -13,6 +14,7 @@
 
 mod chart;
 mod cli_resolve;
+mod docs_flags;
 mod example_pods;
 mod placement_inspection;
 mod registry;

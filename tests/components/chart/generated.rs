@@ -1,5 +1,5 @@
 //! Files generated from the chart and kept in sync by tests: `config/install.yaml` (the chart
-//! rendered with its defaults) and the README's values table (from the `# --` comments of
+//! rendered with its defaults) and the chart README's values table (from the `# --` comments of
 //! `values.yaml`). With `OCIFIT_REGENERATE=1` the tests rewrite them instead of failing.
 
 use serde_json::Value;
@@ -22,7 +22,7 @@ pub fn regenerating() -> bool {
     std::env::var_os(REGENERATE).is_some_and(|v| v == "1")
 }
 
-/// The README's values table: one row per key documented with `# -- ` in `values_yaml` (the
+/// The chart README's values table: one row per key documented with `# -- ` in `values_yaml` (the
 /// comment and its `# ` continuation lines), with its default from the parsed values.
 pub fn values_table(values_yaml: &str) -> String {
     let values: Value = serde_saphyr::from_str(values_yaml).expect("values.yaml is YAML");

@@ -1,5 +1,5 @@
 //! The chart stays equal to what it is built from or generates: the CRD of `crds/`, the RBAC of
-//! `config/rbac/`, `config/install.yaml` and the README's values table.
+//! `config/rbac/`, `config/install.yaml` and the chart README's values table.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
 use serde_json::Value;
@@ -196,19 +196,19 @@ async fn generated_config_kustomization_builds_the_namespace_and_the_install() {
 }
 
 #[test]
-fn generated_readme_values_table_documents_every_commented_value() {
+fn generated_chart_readme_values_table_documents_every_commented_value() {
     let values = std::fs::read_to_string(chart().join("values.yaml")).unwrap();
     let table = generated::values_table(&values);
-    let readme_path = repo().join("README.md");
+    let readme_path = chart().join("README.md");
     let readme = std::fs::read_to_string(&readme_path).unwrap();
     let expected = generated::replace_between_markers(&readme, &table)
-        .expect("README.md has the values table markers");
+        .expect("charts/ocifit/README.md has the values table markers");
     if generated::regenerating() {
         std::fs::write(&readme_path, &expected).unwrap();
     }
     assert!(
         std::fs::read_to_string(&readme_path).unwrap() == expected,
-        "README.md's values table is out of date with values.yaml; {HOW}"
+        "charts/ocifit/README.md's values table is out of date with values.yaml; {HOW}"
     );
     assert!(
         table.contains("| `webhook.failurePolicy` | `\"Fail\"` |"),

@@ -21,8 +21,8 @@ use crate::classes::grouping::{ARCH_LABEL, OS_LABEL};
 use crate::classes::selection::{Placement, SelectionError, narrow};
 use crate::registry::Platform;
 
-/// The OS a pod's platforms are narrowed to when they span several operating systems whose
-/// architectures differ (node affinity cannot say "linux/arm64 or windows/amd64" in one term).
+/// The OS tried first when a pod's platforms span several operating systems whose architectures
+/// differ (node affinity cannot say "linux/arm64 or windows/amd64" in one term).
 const PREFERRED_OS: &str = "linux";
 
 /// What inspecting one container's image gave.
@@ -126,27 +126,35 @@ fn constrain(
 ) -> Result<Plan, String> {
     let spec = pod.spec.clone().unwrap_or_default();
     let pod_os = spec.os.as_ref().map(|os| os.name.as_str());
-    let narrowed_os = match pod_os {
-        Some(os) => common.retain(|os_arch| os_arch.os == os).ok_or_else(|| {
+    let choices = match pod_os {
+        Some(os) => vec![common.retain(|os_arch| os_arch.os == os).ok_or_else(|| {
             format!("the pod asks for spec.os.name {os}, but its containers share only {common}")
-        })?,
-        None => one_os_unless_product(common),
+        })?],
+        None => os_choices(common),
     };
-    let required = requirements(narrowed_os.os_arches());
-    let narrowed = narrow(
-        spec.affinity.as_ref(),
-        spec.node_selector.as_ref(),
-        &required,
-    )
-    .map_err(|err| err.to_string())?;
-    if !narrowed.satisfiable {
+    // The first choice the pod's own requirements leave a node for.
+    let mut chosen = None;
+    for choice in &choices {
+        let required = requirements(choice.os_arches());
+        let narrowed = narrow(
+            spec.affinity.as_ref(),
+            spec.node_selector.as_ref(),
+            &required,
+        )
+        .map_err(|err| err.to_string())?;
+        if narrowed.satisfiable {
+            chosen = Some((choice, required, narrowed));
+            break;
+        }
+    }
+    let Some((narrowed_os, required, narrowed)) = chosen else {
         let own = Placement::from_pod_spec(&spec)
             .map(|placement| placement.to_string())
             .unwrap_or_else(|err: SelectionError| err.to_string());
         return Err(format!(
-            "the pod's own node requirements ({own}) allow none of the platforms its containers share ({narrowed_os})"
+            "the pod's own node requirements ({own}) allow none of the platforms its containers share ({common})"
         ));
-    }
+    };
     let architectures: BTreeSet<&str> = narrowed_os
         .os_arches()
         .map(|os_arch| os_arch.architecture.as_str())
@@ -177,26 +185,25 @@ fn constrain(
     })
 }
 
-/// The platforms to require when they span several operating systems: all of them when every
-/// os has the same architectures (os × arch is exactly the set), else those of linux, or of the
-/// first os when there is no linux.
-fn one_os_unless_product(common: &Common) -> Common {
+/// The platforms to require, in order of preference. Node affinity cannot say "linux/arm64 or
+/// windows/amd64" in one term, so platforms spanning several operating systems whose
+/// architectures differ are required one OS at a time: linux first, then the others by name.
+/// When every OS has the same architectures (os × arch is exactly the set), all at once.
+fn os_choices(common: &Common) -> Vec<Common> {
     let oses: BTreeSet<&str> = common.os_arches().map(|p| p.os.as_str()).collect();
     let arches: BTreeSet<&str> = common
         .os_arches()
         .map(|p| p.architecture.as_str())
         .collect();
     if oses.len() * arches.len() == common.os_arches().count() {
-        return common.clone();
+        return vec![common.clone()];
     }
-    let keep = if oses.contains(PREFERRED_OS) {
-        PREFERRED_OS
-    } else {
-        oses.first().copied().unwrap_or(PREFERRED_OS)
-    };
-    common
-        .retain(|os_arch| os_arch.os == keep)
-        .unwrap_or_else(|| common.clone())
+    let mut ordered: Vec<&str> = oses.into_iter().collect();
+    ordered.sort_by_key(|os| (*os != PREFERRED_OS, *os));
+    ordered
+        .into_iter()
+        .filter_map(|os| common.retain(|os_arch| os_arch.os == os))
+        .collect()
 }
 
 /// `kubernetes.io/os In [...]` and `kubernetes.io/arch In [...]` for the platforms.

@@ -11,7 +11,6 @@
 //! - Credentials are tried in the caller's order, the next after a refusal, as the kubelet does;
 //!   anonymous when there are none.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -123,9 +122,12 @@ pub struct Inspector {
     shared: Arc<Shared>,
 }
 
+/// Most clients kept (one per registry and credentials); the least recently used goes first.
+const CLIENTS: u64 = 256;
+
 struct Shared {
     template: RegistryOptions,
-    clients: Mutex<HashMap<ClientKey, Registry>>,
+    clients: Cache<ClientKey, Registry>,
     tags: Coalescing<Resolved>,
     platforms: Coalescing<Arc<Vec<Platform>>>,
     limit: Semaphore,
@@ -167,7 +169,7 @@ impl Inspector {
         Inspector {
             shared: Arc::new(Shared {
                 template,
-                clients: Mutex::default(),
+                clients: Cache::new(CLIENTS),
                 tags: Coalescing::new(
                     Cache::builder()
                         .max_capacity(options.tags_capacity)
@@ -345,7 +347,7 @@ impl Inspector {
             what: "credentials",
         });
         for candidate in candidates {
-            let client = self.client(image.registry(), candidate)?;
+            let client = self.client(image.registry(), candidate).await?;
             result = call(client, image.clone()).await;
             match &result {
                 Err(err) if err.kind() == ErrorKind::Unauthorized => continue,
@@ -357,19 +359,24 @@ impl Inspector {
         result
     }
 
-    fn client(&self, registry: &str, credentials: Option<&Credentials>) -> Result<Registry, Error> {
+    async fn client(
+        &self,
+        registry: &str,
+        credentials: Option<&Credentials>,
+    ) -> Result<Registry, Error> {
         let key: ClientKey = (registry.to_owned(), credentials.map(fingerprint));
-        let mut clients = lock(&self.shared.clients);
-        if let Some(client) = clients.get(&key) {
-            return Ok(client.clone());
-        }
-        let mut options = self.shared.template.clone();
-        if let Some(credentials) = credentials {
-            options.credentials = DockerConfig::for_registry(registry, credentials.clone());
-        }
-        let client = Registry::new(options)?;
-        clients.insert(key, client.clone());
-        Ok(client)
+        let build = async {
+            let mut options = self.shared.template.clone();
+            if let Some(credentials) = credentials {
+                options.credentials = DockerConfig::for_registry(registry, credentials.clone());
+            }
+            Registry::new(options)
+        };
+        self.shared
+            .clients
+            .try_get_with(key, build)
+            .await
+            .map_err(|err| Error::clone(&err))
     }
 }
 

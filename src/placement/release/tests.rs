@@ -13,6 +13,7 @@ use crate::classes::selection::tests::{exprs, req, required};
 use crate::placement::fixtures::{platforms, pod, policy};
 
 mod outcomes;
+mod property;
 
 fn gated(containers: &[(&str, &str)]) -> Pod {
     let mut pod = pod(containers);

@@ -204,3 +204,22 @@ fn init_containers_count_and_ephemeral_containers_do_not() {
         .collect();
     assert_eq!(names, ["setup", "web"]);
 }
+
+#[test]
+fn when_linux_is_excluded_by_the_pods_own_terms_another_shared_os_is_used() {
+    let policy = arm_pool_policy(json!({}));
+    let none = BTreeSet::new();
+    let mut pod = gated(&[("web", "w")]);
+    pod.spec.as_mut().unwrap().affinity = Some(required(vec![exprs(vec![req(
+        "kubernetes.io/arch",
+        "In",
+        &["arm64"],
+    )])]));
+    let inspections = [ok("web", &["linux/amd64", "windows/arm64"])];
+    let plan = plan(&pod, &inspections, context(&policy, &none, 3));
+    assert_eq!(plan.outcome, Some(Outcome::Constrained));
+    assert_eq!(
+        annotation(&plan.pod, PLATFORMS_ANNOTATION),
+        Some("windows/arm64")
+    );
+}

@@ -1,10 +1,13 @@
-# The ocifit image, built by the release workflow (there is no container engine in development).
+# The ocifit release image, built by the release workflow (.github/workflows/release.yaml) for
+# linux/amd64 and linux/arm64; there is no container engine in development (`ocifit-dev image ocifit`
+# assembles the same image from a local build, and a test checks that the two agree).
 #
 # Build stage: the pinned Rust toolchain, dependencies from Cargo.lock only (--locked).
 # Final stage: distroless "cc" (glibc, libgcc and CA certificates, no shell, no package manager): the
 # binary links glibc and libgcc_s dynamically (ring's C code and the Rust standard library), so
 # distroless "static" would not run it; registry TLS verifies against the image's CA certificates.
-# It runs as UID/GID 65532 ("nonroot"), the chart's default `runAsUser`.
+# It runs as UID/GID 65532 ("nonroot"), the chart's default `runAsUser`. The workflow adds the
+# version, revision and creation labels.
 
 FROM docker.io/library/rust:1.95-bookworm AS build
 WORKDIR /src
@@ -14,7 +17,11 @@ RUN cargo build --release --locked --bin ocifit \
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/ocifit /usr/local/bin/ocifit
+LABEL org.opencontainers.image.title="ocifit" \
+      org.opencontainers.image.description="Kubernetes operator that gives every node the container image built for it" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/ocifit/ocifit"
 USER 65532:65532
 EXPOSE 8080 8443
-ENTRYPOINT ["/usr/local/bin/ocifit"]
+ENTRYPOINT ["ocifit"]
 CMD ["run"]

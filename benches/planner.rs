@@ -11,7 +11,7 @@ use kube::core::admission::AdmissionRequest;
 use ocifit::api::{ClassMatch, ClassStatus, ImageSelectionPolicy, ImageSelectionPolicyStatus};
 use ocifit::classes::grouping;
 use ocifit::engine::{NodeInputs, Reads};
-use ocifit::webhook::planner::{Index, Plan};
+use ocifit::image_selection::planner::{Index, Plan};
 use serde_json::{Value, json};
 
 const NODES: usize = 5_000;
@@ -117,7 +117,7 @@ fn request(spec: Value) -> AdmissionRequest<Pod> {
 fn bench(c: &mut Criterion) {
     let nodes = nodes();
     let shared = policies(&nodes, false);
-    let index = Index::new(&shared, nodes.iter().map(|(n, i)| (n.as_str(), i)));
+    let index = Index::over_inputs(&shared, &nodes);
     let affinity = |other: &str| {
         request(json!({"affinity": {"nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
@@ -173,12 +173,7 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     for (name, policies) in [("shared-keys", &shared), ("ten-key-families", &distinct)] {
         group.bench_function(name, |b| {
-            b.iter(|| {
-                Index::new(
-                    black_box(policies),
-                    nodes.iter().map(|(n, i)| (n.as_str(), i)),
-                )
-            })
+            b.iter(|| Index::over_inputs(black_box(policies), &nodes))
         });
     }
     group.finish();

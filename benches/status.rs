@@ -7,22 +7,23 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::core::PartialObjectMeta;
 use ocifit::api::ImageSelectionPolicySpec;
-use ocifit::controller::inventory::node_inputs;
-use ocifit::controller::platform::{PlatformLookup, Platforms};
-use ocifit::controller::status::{ArtifactState, Content, Inputs, Resolved, compute};
+use ocifit::cluster::inventory::node_inputs;
+use ocifit::cluster::nodes::{ClusterNode, Strings};
 use ocifit::engine::{Artifact, Format};
 use ocifit::registry::Platform;
+use ocifit::resolution::platform::{PlatformLookup, Platforms};
+use ocifit::resolution::status::{ArtifactState, Inputs, compute};
+use ocifit::resolution::{Content, Resolved};
 
 const NODES: usize = 5_000;
 const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];
 const ARCHES: [&str; 2] = ["amd64", "arm64"];
 
-fn nodes() -> Vec<Arc<PartialObjectMeta<Node>>> {
+fn nodes() -> Vec<Arc<ClusterNode>> {
+    let mut strings = Strings::default();
     (0..NODES)
         .map(|i| {
             let name = format!("node-{i:05}");
@@ -43,15 +44,8 @@ fn nodes() -> Vec<Arc<PartialObjectMeta<Node>>> {
                     format!("m{}.large", i % 7),
                 ),
             ]);
-            Arc::new(PartialObjectMeta {
-                types: None,
-                metadata: ObjectMeta {
-                    name: Some(name),
-                    labels: Some(labels),
-                    ..ObjectMeta::default()
-                },
-                _phantom: Default::default(),
-            })
+            let labels = labels.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            Arc::new(ClusterNode::new(&name, labels, &mut strings))
         })
         .collect()
 }

@@ -1,16 +1,23 @@
 //! ocifit: a Kubernetes operator that gives every node the container image built for it.
 //!
-//! One room per concern. The pure rooms (`engine`, `classes`) hold every decision and do no I/O;
-//! the adapters around them stay thin, so the controller's status, the webhook's answer and
-//! `ocifit resolve` always agree.
+//! Rooms by floor (see `CONTRIBUTING.md`, "Layout"): a room depends only on rooms of lower
+//! floors, never on a sibling of its own floor, and `tests/architecture.rs` keeps it so.
+//!
+//! - ground: `api`, `engine`, `classes`, `registry`, `telemetry`;
+//! - shared: `cluster` (the cluster view), `admission` (the one admission host), `resolution`
+//!   (the one image-selection decision);
+//! - features: `image_selection`;
+//! - top: `startup` (configuration, composing the features, supervision), then `cli`.
 
+pub mod admission;
 pub mod api;
 pub mod classes;
 pub mod cli;
-pub mod controller;
+pub mod cluster;
 pub mod engine;
+pub mod image_selection;
 pub mod placement;
 pub mod registry;
 pub mod resolution;
+pub mod startup;
 pub mod telemetry;
-pub mod webhook;

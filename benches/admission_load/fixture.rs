@@ -8,10 +8,11 @@ use anyhow::{Context, Result, bail};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use ocifit::api::ImageSelectionPolicy;
-use ocifit::controller::platform::{PlatformLookup, Platforms};
-use ocifit::controller::status::{ArtifactState, Content, Inputs, Resolved, compute};
 use ocifit::engine::{Artifact, Format, NodeInputs};
 use ocifit::registry::Platform;
+use ocifit::resolution::platform::{PlatformLookup, Platforms};
+use ocifit::resolution::status::{ArtifactState, Inputs, compute};
+use ocifit::resolution::{Content, Resolved};
 use serde_json::{Value, json};
 
 /// The example pods sent, with the answer each gets from ocifit: (file under `example/pods/`,

@@ -23,11 +23,18 @@ use clap::Parser;
 use ocifit_testkit::pki::{CertificateAuthority, install_crypto_provider};
 
 use load::{Measured, Target};
+use ocifit::admission::route::Route;
+use ocifit::admission::server::{DEADLINE, Host, admission_server};
+use ocifit::admission::tls::ServingCert;
+use ocifit::image_selection::feed::SharedIndex;
+use ocifit::image_selection::planner::Index;
+use ocifit::image_selection::route::{MutatePods, PATH};
 use ocifit::telemetry::Metrics;
-use ocifit::webhook::feed::SharedIndex;
-use ocifit::webhook::planner::Index;
-use ocifit::webhook::server::{DEADLINE, Webhook, webhook_server};
-use ocifit::webhook::tls::ServingCert;
+
+// The allocator `ocifit` itself runs with (src/main.rs), so the server measured here allocates
+// as the shipped one does.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Load test of ocifit's admission webhook against a no-op server.
 #[derive(Parser, Debug)]
@@ -95,23 +102,25 @@ async fn run(args: &Args) -> Result<()> {
     let nodes = fixture::nodes(args.nodes)?;
     let policy = fixture::policy(&nodes)?;
     let index = SharedIndex::default();
-    index.store(Index::new(
-        [&policy],
-        nodes.iter().map(|(name, inputs)| (name.as_str(), inputs)),
-    ));
+    index.store(Index::over_inputs(std::slice::from_ref(&policy), &nodes));
     let mut bodies = Vec::new();
     for (file, _) in fixture::PODS {
         bodies.push(Bytes::from(fixture::review(file)?));
     }
 
     let (noop_address, noop) = noop::start(ServingCert::server_config(Arc::clone(&cert))?)?;
-    let webhook = Webhook {
-        index,
+    let host = Host {
+        routes: vec![Route::new(
+            PATH,
+            MutatePods {
+                index,
+                notices: None,
+            },
+        )],
         metrics: Metrics::new(None),
-        notices: None,
         deadline: DEADLINE,
     };
-    let (server, ocifit_address) = webhook_server(([127, 0, 0, 1], 0).into(), cert, webhook)?;
+    let (server, ocifit_address) = admission_server(([127, 0, 0, 1], 0).into(), cert, host)?;
     let ocifit = server.handle();
     tokio::spawn(server);
     let servers = [

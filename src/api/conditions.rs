@@ -48,6 +48,9 @@ pub enum Reason {
     RegistryUnavailable,
     /// The registry refused the credentials, or none were given.
     Unauthorized,
+    /// The registry (or its token realm, or a redirect) is not in the operator's allowed
+    /// registries, or would be reached over plain HTTP.
+    RegistryNotAllowed,
     /// The artifact or image reference does not exist (candidates mode: no candidate image has
     /// an NFD artifact attached).
     NotFound,
@@ -63,7 +66,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for parsing a stored condition back and for the documentation.
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 13] = [
         Self::Resolved,
         Self::NoMatch,
         Self::NoNodes,
@@ -71,6 +74,7 @@ impl Reason {
         Self::InvalidArtifact,
         Self::RegistryUnavailable,
         Self::Unauthorized,
+        Self::RegistryNotAllowed,
         Self::NotFound,
         Self::InvalidReference,
         Self::SecretInvalid,
@@ -87,6 +91,7 @@ impl Reason {
             Self::InvalidArtifact => "InvalidArtifact",
             Self::RegistryUnavailable => "RegistryUnavailable",
             Self::Unauthorized => "Unauthorized",
+            Self::RegistryNotAllowed => "RegistryNotAllowed",
             Self::NotFound => "NotFound",
             Self::InvalidReference => "InvalidReference",
             Self::SecretInvalid => "SecretInvalid",

@@ -22,6 +22,12 @@ pub const GROUP: &str = "ocifit.io";
 /// it owns to it and nothing else.
 pub const FIELD_MANAGER: &str = "ocifit.io/controller";
 
+/// The reporting controller of the Events the controllers and the certificate manager publish.
+pub const REPORTING_CONTROLLER: &str = "ocifit-controller";
+
+/// The reporting controller of the Events admission publishes.
+pub const REPORTING_ADMISSION: &str = "ocifit-webhook";
+
 /// The pod contract: label and annotation names, compatible with the seed project (ocifit-k8s).
 pub mod pod {
     /// Label a pod carries to opt in (value `"true"`); the webhook's objectSelector selects on it.

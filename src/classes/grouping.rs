@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sha2::{Digest, Sha256};
 
-use crate::engine::{FeatureReads, Features, NodeInputs, Reads};
+use crate::engine::{FEATURE_LABEL_PREFIX, FeatureReads, Features, NodeInputs, Reads};
 
 /// The node label holding the CPU architecture.
 pub const ARCH_LABEL: &str = "kubernetes.io/arch";
@@ -94,6 +94,16 @@ where
         .collect();
     classes.sort_by(|a, b| a.name.cmp(&b.name));
     classes
+}
+
+/// Whether classes drawn with `reads` depend on a node's label `key`: arch, os, a label the
+/// rules read, or, when they read NFD features, a feature label the label projection may read.
+/// A node's other labels can be left out of its inputs without changing its class.
+pub fn distinguishes(reads: &Reads, key: &str) -> bool {
+    key == ARCH_LABEL
+        || key == OS_LABEL
+        || reads.labels.contains(key)
+        || (!reads.features.is_empty() && key.starts_with(FEATURE_LABEL_PREFIX))
 }
 
 /// True for a control-plane node (`node-role.kubernetes.io/control-plane` or `…/master`).

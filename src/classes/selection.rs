@@ -11,60 +11,22 @@
 //! scheduler would silently treat a malformed requirement as "matches nothing", this module
 //! returns an error instead, so the webhook can deny the pod with a message rather than guess.
 
+mod error;
 mod pin;
 mod require;
 mod requirement;
+mod view;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Node, PodSpec};
-use kube::core::{ObjectMeta, PartialObjectMeta};
+use k8s_openapi::api::core::v1::PodSpec;
 
+pub use error::{RequirementList, RequirementProblem, SelectionError};
 pub use pin::{ClassSelector, pin};
 pub use require::{Narrowed, narrow};
 use requirement::Term;
-
-/// What node selection reads of a node: its name and its labels.
-///
-/// Implemented for `ObjectMeta`, `Node` and `PartialObjectMeta<Node>`, so the controller (which
-/// watches node metadata only) and the CLI (which reads whole nodes) feed the same functions.
-pub trait NodeView {
-    /// The node's name (`metadata.name`), the only field matchFields can read.
-    fn name(&self) -> &str;
-    /// The value of the node's label `key`, if it carries that label.
-    fn label(&self, key: &str) -> Option<&str>;
-}
-
-impl NodeView for ObjectMeta {
-    fn name(&self) -> &str {
-        self.name.as_deref().unwrap_or_default()
-    }
-
-    fn label(&self, key: &str) -> Option<&str> {
-        self.labels.as_ref()?.get(key).map(String::as_str)
-    }
-}
-
-impl NodeView for Node {
-    fn name(&self) -> &str {
-        self.metadata.name()
-    }
-
-    fn label(&self, key: &str) -> Option<&str> {
-        self.metadata.label(key)
-    }
-}
-
-impl NodeView for PartialObjectMeta<Node> {
-    fn name(&self) -> &str {
-        self.metadata.name()
-    }
-
-    fn label(&self, key: &str) -> Option<&str> {
-        self.metadata.label(key)
-    }
-}
+pub use view::NodeView;
 
 /// Which nodes a pod may run on: its `nodeSelector` ANDed with its required node affinity,
 /// validated once so matching cannot fail.
@@ -156,100 +118,6 @@ impl fmt::Display for Placement {
             }
         }
     }
-}
-
-/// Why a pod's node selection cannot be evaluated or pinned.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SelectionError {
-    /// A requirement of the pod's required node affinity is malformed.
-    // The problem is part of the message (the webhook's denial is this one line), so it is not
-    // also chained as a source, which would print it twice.
-    #[error(
-        "invalid required node affinity: nodeSelectorTerms[{term}].{list}[{index}] ({requirement}): {problem}"
-    )]
-    InvalidRequirement {
-        /// Index of the term in `nodeSelectorTerms`.
-        term: usize,
-        /// Which list of the term holds the requirement.
-        list: RequirementList,
-        /// Index of the requirement in that list.
-        index: usize,
-        /// The requirement as written, e.g. `zone In []`.
-        requirement: String,
-        /// What is wrong with it.
-        problem: RequirementProblem,
-    },
-    /// Pinning was asked with no target class.
-    #[error("no node class to pin the pod to")]
-    NoTargetClass,
-    /// The pod's required node affinity, restricted to the target classes, matches no node.
-    #[error("the pod's required node affinity matches no node of the target classes")]
-    PinMatchesNoNode,
-}
-
-/// The two lists of requirements a node selector term has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequirementList {
-    /// `matchExpressions`: requirements on node labels.
-    MatchExpressions,
-    /// `matchFields`: requirements on node fields (only `metadata.name`).
-    MatchFields,
-}
-
-impl fmt::Display for RequirementList {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::MatchExpressions => "matchExpressions",
-            Self::MatchFields => "matchFields",
-        })
-    }
-}
-
-/// What is wrong with one node selector requirement.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RequirementProblem {
-    /// The operator is not one the list accepts.
-    #[error("operator {operator:?} is not one of {allowed}")]
-    UnsupportedOperator {
-        /// The operator as written.
-        operator: String,
-        /// The operators the list accepts.
-        allowed: &'static str,
-    },
-    /// `In` or `NotIn` with no value.
-    #[error("operator {operator} needs at least one value")]
-    NoValues {
-        /// The operator.
-        operator: &'static str,
-    },
-    /// `Exists` or `DoesNotExist` with values.
-    #[error("operator {operator} takes no values, got {count}")]
-    UnexpectedValues {
-        /// The operator.
-        operator: &'static str,
-        /// How many values were given.
-        count: usize,
-    },
-    /// `Gt`, `Lt`, or a matchFields `In`/`NotIn`, without exactly one value.
-    #[error("operator {operator} needs exactly one value, got {count}")]
-    NotOneValue {
-        /// The operator.
-        operator: &'static str,
-        /// How many values were given.
-        count: usize,
-    },
-    /// The value of `Gt` or `Lt` is not a 64-bit integer.
-    #[error("value {value:?} is not an integer")]
-    NotAnInteger {
-        /// The value as written.
-        value: String,
-    },
-    /// A matchFields key other than `metadata.name`.
-    #[error("field {key:?} is not supported, matchFields can only read metadata.name")]
-    UnsupportedField {
-        /// The key as written.
-        key: String,
-    },
 }
 
 #[cfg(test)]

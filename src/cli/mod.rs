@@ -7,11 +7,10 @@ use clap::{Parser, Subcommand};
 mod crd;
 mod input;
 mod resolve;
-mod run;
 
+pub use crate::startup::RunArgs;
 pub use crd::{CrdArgs, crd_yaml};
 pub use resolve::{EXIT_INVALID_INPUT, EXIT_NO_MATCH, ResolveArgs};
-pub use run::{RunArgs, Shutdown};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -41,7 +40,7 @@ pub enum Command {
 
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Run(args) => run::run(*args).await,
+        Command::Run(args) => crate::startup::run(*args).await,
         Command::Resolve(args) => resolve::run(&args).await,
         Command::Crd(args) => crd::run(&args),
     }

@@ -2,12 +2,12 @@
 //! once), the sets it lists, and which node inputs its rules read (for grouping nodes into
 //! classes). Owns no evaluation (`eval`) and no choice between sets (`select`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use serde::Deserialize;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
+use super::doc::{CompiledSet, shape};
 use super::error::{ArtifactError, Location, Problem};
+use super::limits::{self, LIMITS};
+use super::reads::Reads;
 use super::{Format, detect, nfd, ocifit};
 
 /// A parsed, validated compatibility artifact. Immutable, `Send + Sync`, cheap to share in an
@@ -41,6 +41,19 @@ pub(crate) enum Rules {
     Nfd(Vec<nfd::Rule>),
 }
 
+impl<R> CompiledSet<R> {
+    /// The set, its rules wrapped as its format's.
+    fn with(self, rules: impl FnOnce(Vec<R>) -> Rules) -> CompatSet {
+        CompatSet {
+            index: self.index,
+            tag: self.tag,
+            weight: self.weight,
+            description: self.description,
+            rules: rules(self.rules),
+        }
+    }
+}
+
 impl CompatSet {
     /// Position in the artifact (0-based, document order).
     pub fn index(&self) -> usize {
@@ -72,45 +85,6 @@ impl CompatSet {
     }
 }
 
-/// What an artifact's rules read from a node: the values that distinguish node classes. Part of
-/// the policy status (`classKeys`), so the webhook groups nodes exactly as the controller did
-/// without the artifact at hand.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Reads {
-    /// Node label keys (ocifit rules).
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub labels: BTreeSet<String>,
-    /// NFD features by name (NFD rules).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub features: BTreeMap<String, FeatureReads>,
-}
-
-/// What NFD rules read of one feature. Whether the feature exists (and as flags, attributes or
-/// instances) is always read.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FeatureReads {
-    /// Element names read by `matchExpressions` (their presence and value, in every instance).
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub elements: BTreeSet<String>,
-    /// A `matchName` reads the whole set of element names of the feature.
-    #[serde(default)]
-    pub names: bool,
-}
-
-impl Reads {
-    /// Adds what `other` reads (candidates mode: the union over every candidate's artifact).
-    pub fn extend(&mut self, other: &Reads) {
-        self.labels.extend(other.labels.iter().cloned());
-        for (feature, reads) in &other.features {
-            let mine = self.features.entry(feature.clone()).or_default();
-            mine.elements.extend(reads.elements.iter().cloned());
-            mine.names |= reads.names;
-        }
-    }
-}
-
 /// The top level shared by both formats; each set is read separately so that errors can name it.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -121,23 +95,10 @@ struct Document {
     compatibilities: Vec<serde_json::Value>,
 }
 
-/// One compatibility set as written, shared by both formats; `R` is the format's rule shape.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, bound(deserialize = "R: Deserialize<'de>"))]
-pub(crate) struct SetDoc<R> {
-    #[serde(default)]
-    pub tag: Option<String>,
-    #[serde(default)]
-    pub weight: Option<i32>,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub rules: Option<Vec<R>>,
-}
-
 impl Artifact {
     /// Parses and validates an artifact in the given format (chosen by media type, or by
-    /// [`Format::detect`] for local files). ocifit is JSON; NFD is YAML (JSON also parses).
+    /// [`Format::detect`] for local files). ocifit is JSON; NFD is YAML (JSON also parses). An
+    /// artifact beyond [`LIMITS`] is refused before anything in it is compiled.
     pub fn parse(format: Format, bytes: &[u8]) -> Result<Artifact, ArtifactError> {
         let doc: serde_json::Value = match format {
             Format::Ocifit => {
@@ -150,6 +111,7 @@ impl Artifact {
                 })?
             }
         };
+        limits::check(format, &doc, &LIMITS)?;
         Artifact::from_value(format, &doc).map_err(|err| match err {
             ArtifactError::Shape {
                 format,
@@ -174,8 +136,8 @@ impl Artifact {
             .iter()
             .enumerate()
             .map(|(index, set)| match format {
-                Format::Ocifit => ocifit::compile_set(index, set),
-                Format::Nfd => nfd::compile_set(index, set),
+                Format::Ocifit => ocifit::compile_set(index, set).map(|c| c.with(Rules::Ocifit)),
+                Format::Nfd => nfd::compile_set(index, set).map(|c| c.with(Rules::Nfd)),
             })
             .collect::<Result<_, _>>()?;
         Ok(Artifact { format, sets })
@@ -215,33 +177,4 @@ impl Artifact {
         }
         reads
     }
-}
-
-/// A deserializer error, located: `at` names the set, the path names the field.
-pub(crate) fn shape(
-    format: Format,
-    at: &str,
-    err: serde_path_to_error::Error<serde_json::Error>,
-) -> ArtifactError {
-    let path = err.path().to_string();
-    let at = if path == "." {
-        at.to_owned()
-    } else {
-        format!("{at}, at {path}")
-    };
-    ArtifactError::Shape {
-        format,
-        at,
-        message: err.into_inner().to_string(),
-        hint: None,
-    }
-}
-
-/// `set 2 ("ubuntu:24.04")`, the prefix of every shape error about one set.
-pub(crate) fn set_label(index: usize, set: &serde_json::Value) -> String {
-    let tag = set
-        .get("tag")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or_default();
-    format!("set {index} ({tag:?})")
 }

@@ -47,6 +47,19 @@ pub enum ArtifactError {
         /// What is wrong with it.
         problem: Problem,
     },
+    /// The artifact is larger than the engine reads ([`LIMITS`](super::LIMITS)): where, what,
+    /// and the limit.
+    #[error("{at}: {found} {what}, over the limit of {limit}")]
+    TooLarge {
+        /// Where the limit was exceeded (a set, rule, term or expression, or a document path).
+        at: String,
+        /// What was counted (`expressions in the term`, `bytes in a string`, ...).
+        what: &'static str,
+        /// How many were found (for totals over the artifact: counted up to this point).
+        found: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// [`Format::detect`] found no `compatibilities` list, so the document is neither format.
     #[error("cannot tell the artifact's format: {reason}")]
     Undetectable {

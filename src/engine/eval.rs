@@ -6,14 +6,8 @@ use std::collections::BTreeMap;
 
 use super::artifact::{CompatSet, Rules};
 use super::error::Location;
+use super::explain::Miss;
 use super::inputs::Features;
-
-/// Why a set did not match: a sentence, and where in the artifact.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Miss {
-    pub(crate) reason: String,
-    pub(crate) at: Box<Location>,
-}
 
 impl CompatSet {
     /// Checks every rule. `features` are the node's NFD features (needed for NFD rules only).

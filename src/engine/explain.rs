@@ -8,6 +8,13 @@ use serde::{Deserialize, Serialize};
 
 use super::error::Location;
 
+/// Why a set did not match: a sentence, and where in the artifact.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Miss {
+    pub(crate) reason: String,
+    pub(crate) at: Box<Location>,
+}
+
 /// Whether an explanation covers the sets of one artifact or a list of candidate images.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]

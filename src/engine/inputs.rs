@@ -24,6 +24,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -31,7 +32,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// The label NFD puts on every NodeFeature object to name its node.
 pub const NODE_NAME_LABEL: &str = "nfd.node.kubernetes.io/node-name";
 
-const FEATURE_LABEL_PREFIX: &str = "feature.node.kubernetes.io/";
+/// The prefix of the node labels NFD publishes features as (read back by the label projection).
+pub const FEATURE_LABEL_PREFIX: &str = "feature.node.kubernetes.io/";
 
 /// Label name (after the prefix, before the first `.`) → the attribute feature it projects to.
 const PROJECTED: &[(&str, &str)] = &[
@@ -49,7 +51,7 @@ const PROJECTED: &[(&str, &str)] = &[
 ///
 /// Serializes in NFD's own shape (`{flags: {F: {elements: {E: {}}}}, attributes: {F: {elements:
 /// {E: v}}}, instances: {F: {elements: [{attributes: {..}}]}}}`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(from = "RawFeatures", into = "RawFeatures")]
 pub struct Features {
     /// Flag features: element names only.
@@ -182,9 +184,10 @@ pub struct NodeFeature {
 /// The part of a NodeFeature's spec the engine reads (its `labels` request is ignored).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeFeatureSpec {
-    /// The raw features.
+    /// The raw features (nodes of one kind have equal features: a reader may share one copy
+    /// between objects).
     #[serde(default, deserialize_with = "null_default")]
-    pub features: Features,
+    pub features: Arc<Features>,
 }
 
 /// A list of NodeFeature objects, as `kubectl get nodefeatures -A -o json` prints it.
@@ -223,7 +226,10 @@ impl k8s_openapi::Metadata for NodeFeature {
 /// Merges NodeFeature objects into features per node name (from [`NODE_NAME_LABEL`]; objects
 /// without it are ignored, as NFD ignores them). The order is nfd-master's: objects in
 /// `nfd_namespace` first, then by name, then by namespace; later objects' attribute values win.
-pub fn features_by_node(items: &[NodeFeature], nfd_namespace: &str) -> BTreeMap<String, Features> {
+pub fn features_by_node<'a>(
+    items: impl IntoIterator<Item = &'a NodeFeature>,
+    nfd_namespace: &str,
+) -> BTreeMap<String, Features> {
     let mut by_node: BTreeMap<&str, Vec<&NodeFeature>> = BTreeMap::new();
     for item in items {
         let node = item
@@ -248,7 +254,7 @@ pub fn features_by_node(items: &[NodeFeature], nfd_namespace: &str) -> BTreeMap<
             });
             let mut merged = Features::default();
             for object in objects {
-                merged.merge(object.spec.features.clone());
+                merged.merge(Features::clone(&object.spec.features));
             }
             (node.to_owned(), merged)
         })

@@ -9,14 +9,17 @@
 
 mod artifact;
 mod detect;
+mod doc;
 mod error;
 mod eval;
 mod explain;
 mod inputs;
+mod limits;
 mod nfd;
 mod nfd_eval;
 mod ocifit;
 mod op;
+mod reads;
 mod select;
 mod value;
 
@@ -28,13 +31,15 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-pub use artifact::{Artifact, CompatSet, FeatureReads, Reads};
+pub use artifact::{Artifact, CompatSet};
 pub use error::{ArtifactError, Location, Problem};
 pub use explain::{Chosen, Explanation, Mode, SetOutcome, SetRef, SetStatus};
 pub use inputs::{
-    FeatureSource, Features, NODE_NAME_LABEL, NodeFeature, NodeFeatureList, NodeFeatureSpec,
-    NodeInputs, features_by_node,
+    FEATURE_LABEL_PREFIX, FeatureSource, Features, NODE_NAME_LABEL, NodeFeature, NodeFeatureList,
+    NodeFeatureSpec, NodeInputs, features_by_node,
 };
+pub use limits::{LIMITS, Limits};
+pub use reads::{FeatureReads, Reads};
 pub use select::{Candidate, any_platform, best_candidate};
 
 /// Media type of the layer holding an ocifit compatibility artifact (JSON).

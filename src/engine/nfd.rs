@@ -9,9 +9,10 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::Format;
-use super::artifact::{CompatSet, Reads, Rules, SetDoc, set_label, shape};
+use super::doc::{CompiledSet, SetDoc, set_label, shape};
 use super::error::{ArtifactError, Location, Problem};
 use super::op::Expr;
+use super::reads::Reads;
 use super::value::list_only;
 
 #[derive(Deserialize)]
@@ -83,7 +84,7 @@ pub(crate) struct Term {
 pub(crate) fn compile_set(
     index: usize,
     value: &serde_json::Value,
-) -> Result<CompatSet, ArtifactError> {
+) -> Result<CompiledSet<Rule>, ArtifactError> {
     let at = set_label(index, value);
     let doc: SetDoc<RuleDoc> =
         serde_path_to_error::deserialize(value).map_err(|e| shape(Format::Nfd, &at, e))?;
@@ -118,12 +119,12 @@ pub(crate) fn compile_set(
             Ok(Rule { name, terms, any })
         })
         .collect::<Result<_, ArtifactError>>()?;
-    Ok(CompatSet {
+    Ok(CompiledSet {
         index,
         tag,
         weight: doc.weight.unwrap_or(0),
         description: doc.description,
-        rules: Rules::Nfd(rules),
+        rules,
     })
 }
 

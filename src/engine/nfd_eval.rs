@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::Location;
-use super::eval::Miss;
+use super::explain::Miss;
 use super::inputs::Features;
 use super::nfd::{Rule, Term};
 use super::op::{Check, Expr, Input, Op};

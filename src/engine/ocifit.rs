@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::Format;
-use super::artifact::{CompatSet, Reads, Rules, SetDoc, set_label, shape};
+use super::doc::{CompiledSet, SetDoc, set_label, shape};
 use super::error::{ArtifactError, Location, Problem};
-use super::eval::Miss;
+use super::explain::Miss;
 use super::op::{Check, Expr, Input};
+use super::reads::Reads;
 use super::value::one_or_many;
 
 #[derive(Deserialize)]
@@ -54,7 +55,7 @@ struct LabelExpr {
 pub(crate) fn compile_set(
     index: usize,
     value: &serde_json::Value,
-) -> Result<CompatSet, ArtifactError> {
+) -> Result<CompiledSet<Rule>, ArtifactError> {
     let at = set_label(index, value);
     let doc: SetDoc<RuleDoc> =
         serde_path_to_error::deserialize(value).map_err(|e| shape(Format::Ocifit, &at, e))?;
@@ -73,12 +74,12 @@ pub(crate) fn compile_set(
         .enumerate()
         .map(|(r, rule)| compile_rule(&base, r, rule))
         .collect::<Result<_, _>>()?;
-    Ok(CompatSet {
+    Ok(CompiledSet {
         index,
         tag,
         weight: doc.weight.unwrap_or(0),
         description: doc.description,
-        rules: Rules::Ocifit(rules),
+        rules,
     })
 }
 

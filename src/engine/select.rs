@@ -7,10 +7,11 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use super::Format;
 use super::artifact::{Artifact, CompatSet};
+use super::explain::Miss;
 use super::explain::{Chosen, Explanation, Mode, SetOutcome, SetRef, SetStatus};
 use super::inputs::{Features, NodeInputs};
-use super::{Format, eval::Miss};
 
 /// A platform filter that accepts every image.
 pub fn any_platform(_image: &str) -> Result<(), String> {

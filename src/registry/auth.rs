@@ -1,10 +1,15 @@
 //! The registry authentication handshake's decisions: reading `WWW-Authenticate` challenges,
-//! the token request's scope, and the token response. Pure: no I/O, no clock.
+//! whether a token realm or a redirect may be followed, the token request's scope, and the token
+//! response. Pure: no I/O, no clock.
 
 use std::time::Duration;
 
 use http_auth::ChallengeParser;
+use reqwest::Url;
 use serde::Deserialize;
+
+use super::allow::{AllowList, url_host};
+use super::error::Refusal;
 
 /// What a registry asked for in its 401 answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +50,49 @@ pub fn parse_challenge(header: &str) -> Option<Challenge> {
     basic.then_some(Challenge::Basic)
 }
 
+/// Whether the client may ask `realm` for a token for the registry served at `registry_host`
+/// (and send it the registry's credentials). The realm must be HTTPS, or plain HTTP on a host
+/// configured as a plain-HTTP registry (whose credentials already travel in clear, by the admin's
+/// choice); and on the registry's own host, or on one the allow-list allows.
+pub fn check_realm(
+    realm: &Url,
+    registry_host: &str,
+    plain_http: &[String],
+    allowed: &AllowList,
+) -> Result<(), Refusal> {
+    let host = url_host(realm).unwrap_or_default();
+    if realm.scheme() != "https" && !plain_http.iter().any(|h| h.eq_ignore_ascii_case(&host)) {
+        return Err(Refusal::RealmPlainHttp);
+    }
+    if host.eq_ignore_ascii_case(registry_host) || allowed.allows(&host) {
+        Ok(())
+    } else {
+        Err(Refusal::RealmHost)
+    }
+}
+
+/// Whether a redirect from `previous` to `next` may be followed: never from HTTPS to plain HTTP,
+/// plain HTTP only between hosts configured as plain-HTTP registries, and only to the same host
+/// or one the allow-list allows. (The HTTP client drops the Authorization header whenever a
+/// redirect changes host, so credentials never follow one.)
+pub fn check_redirect(
+    next: &Url,
+    previous: &Url,
+    plain_http: &[String],
+    allowed: &AllowList,
+) -> Result<(), Refusal> {
+    let host = url_host(next).unwrap_or_default();
+    let plain_host = plain_http.iter().any(|h| h.eq_ignore_ascii_case(&host));
+    if next.scheme() != "https" && (previous.scheme() == "https" || !plain_host) {
+        return Err(Refusal::RedirectPlainHttp);
+    }
+    if url_host(previous).is_some_and(|p| p == host) || allowed.allows(&host) {
+        Ok(())
+    } else {
+        Err(Refusal::RedirectHost)
+    }
+}
+
 /// The scope to ask a token for: pull access to the repository (what the challenge named, when
 /// it named a scope, since some registries want exactly that).
 pub fn token_scope(repository: &str, challenged: Option<&str>) -> String {
@@ -71,6 +119,9 @@ impl std::fmt::Debug for Token {
 
 /// The distribution spec's default token lifetime when the server names none.
 const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(60);
+/// The longest a token is reused, whatever the server says: a huge `expires_in` must neither
+/// overflow the clock nor keep a token for ever.
+const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 
 /// Reads a token endpoint's answer (`token` or the OAuth2 `access_token`). The lifetime is cut
 /// by a tenth so a token is renewed before the registry rejects it.
@@ -92,7 +143,8 @@ pub fn parse_token_response(body: &[u8]) -> Option<Token> {
     let lifetime = parsed
         .expires_in
         .map(Duration::from_secs)
-        .unwrap_or(DEFAULT_TOKEN_LIFETIME);
+        .unwrap_or(DEFAULT_TOKEN_LIFETIME)
+        .min(MAX_TOKEN_LIFETIME);
     Some(Token {
         value,
         lifetime: lifetime - lifetime / 10,
@@ -163,6 +215,110 @@ mod tests {
         );
         assert_eq!(parse_token_response(br#"{"token":""}"#), None);
         assert_eq!(parse_token_response(b"denied"), None);
+    }
+
+    #[test]
+    fn a_huge_expires_in_is_capped_so_no_expiry_overflows_the_clock() {
+        let body = format!(r#"{{"token":"t","expires_in":{}}}"#, u64::MAX);
+        let t = parse_token_response(body.as_bytes()).unwrap();
+        assert_eq!(t.lifetime, Duration::from_secs(3240));
+        assert!(std::time::Instant::now().checked_add(t.lifetime).is_some());
+    }
+
+    fn url(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    fn allow(patterns: &[&str]) -> AllowList {
+        AllowList::parse(patterns).unwrap()
+    }
+
+    #[test]
+    fn a_realm_must_be_https_unless_its_host_is_a_plain_http_registry() {
+        let any = allow(&[]);
+        let plain = ["127.0.0.1:5000".to_string()];
+        let ok =
+            |realm: &str, plain: &[String]| check_realm(&url(realm), "127.0.0.1:5000", plain, &any);
+        assert_eq!(ok("https://auth.example.com/token", &[]), Ok(()));
+        assert_eq!(ok("http://127.0.0.1:5000/token", &plain), Ok(()));
+        assert_eq!(
+            ok("http://127.0.0.1:5000/token", &[]),
+            Err(Refusal::RealmPlainHttp)
+        );
+        assert_eq!(
+            ok("http://127.0.0.1:6000/token", &plain),
+            Err(Refusal::RealmPlainHttp)
+        );
+        assert_eq!(
+            ok("http://auth.example.com/token", &plain),
+            Err(Refusal::RealmPlainHttp)
+        );
+    }
+
+    #[test]
+    fn a_realm_on_another_host_must_be_allowed_when_there_is_a_list() {
+        let listed = allow(&["r.example.com", "auth.example.com"]);
+        let check = |realm: &str, allowed: &AllowList| {
+            check_realm(&url(realm), "r.example.com", &[], allowed)
+        };
+        assert_eq!(
+            check("https://r.example.com/token", &allow(&["other.example"])),
+            Ok(())
+        );
+        assert_eq!(check("https://auth.example.com/token", &listed), Ok(()));
+        assert_eq!(
+            check("https://evil.example/token", &listed),
+            Err(Refusal::RealmHost)
+        );
+        assert_eq!(check("https://evil.example/token", &allow(&[])), Ok(()));
+    }
+
+    #[test]
+    fn a_redirect_never_downgrades_to_http_nor_leaves_the_list() {
+        let listed = allow(&["r.example.com", "*.cdn.example"]);
+        let plain = ["127.0.0.1:5000".to_string(), "127.0.0.1:5001".to_string()];
+        let check = |next: &str, previous: &str| {
+            check_redirect(&url(next), &url(previous), &plain, &listed)
+        };
+        assert_eq!(
+            check("https://blobs.cdn.example/x", "https://r.example.com/v2/"),
+            Ok(())
+        );
+        assert_eq!(
+            check("https://r.example.com/other", "https://r.example.com/v2/"),
+            Ok(())
+        );
+        assert_eq!(
+            check("https://evil.example/x", "https://r.example.com/v2/"),
+            Err(Refusal::RedirectHost)
+        );
+        assert_eq!(
+            check("http://blobs.cdn.example/x", "https://r.example.com/v2/"),
+            Err(Refusal::RedirectPlainHttp)
+        );
+        assert_eq!(
+            check("http://127.0.0.1:5000/x", "https://r.example.com/v2/"),
+            Err(Refusal::RedirectPlainHttp)
+        );
+        let any = allow(&[]);
+        let check_any =
+            |next: &str, previous: &str| check_redirect(&url(next), &url(previous), &plain, &any);
+        assert_eq!(
+            check_any("http://127.0.0.1:5000/b", "http://127.0.0.1:5000/a"),
+            Ok(())
+        );
+        assert_eq!(
+            check_any("http://127.0.0.1:5001/b", "http://127.0.0.1:5000/a"),
+            Ok(())
+        );
+        assert_eq!(
+            check_any("http://127.0.0.1:6000/b", "http://127.0.0.1:5000/a"),
+            Err(Refusal::RedirectPlainHttp)
+        );
+        assert_eq!(
+            check_any("https://anywhere.example/b", "http://127.0.0.1:5000/a"),
+            Ok(())
+        );
     }
 
     #[test]

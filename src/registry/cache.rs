@@ -1,7 +1,10 @@
-//! The registry client's caches (moka). Content by digest is immutable: kept long, bounded by
-//! bytes. A tag's digest and an image's referrers live briefly; "not found" even more briefly;
-//! errors are never cached. Concurrent lookups of one key share one load, and the load runs in
-//! its own task so a caller that gives up cannot stall the others or make them start over.
+//! The registry client's caches (moka), one set shared by every client made from one root with
+//! [`Registry::with_credentials`](super::Registry::with_credentials), each entry scoped by the
+//! credentials it was read with. Content by digest is immutable: kept long, bounded by bytes. A
+//! tag's digest and an image's referrers live briefly; "not found" even more briefly; errors are
+//! never cached. The platforms last read for an image are kept for outages. Concurrent lookups of
+//! one key share one load, and the load runs in its own task so a caller that gives up cannot
+//! stall the others or make them start over.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -17,6 +20,7 @@ use moka::future::Cache;
 
 use super::error::{Error, Target};
 use super::manifest::Descriptor;
+use super::platforms::ImagePlatforms;
 
 /// How long things are remembered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +33,15 @@ pub struct CacheOptions {
     pub content_capacity_bytes: u64,
     /// Content unused this long is dropped.
     pub content_idle: Duration,
+    /// Most images whose last read platforms are kept for outages.
+    pub known_platforms_capacity: u64,
+    /// The last read platforms of an image not asked for this long are dropped.
+    pub known_platforms_idle: Duration,
+    /// Most clients kept for named credentials (pull Secrets); the least recently used goes.
+    pub clients_capacity: usize,
+    /// A named client not asked for this long is dropped (its Secret or policy is gone, or the
+    /// policy is idle: rebuilding it costs a token request, as content stays cached).
+    pub clients_idle: Duration,
 }
 
 impl Default for CacheOptions {
@@ -38,12 +51,18 @@ impl Default for CacheOptions {
             not_found_ttl: Duration::from_secs(5),
             content_capacity_bytes: 64 * 1024 * 1024,
             content_idle: Duration::from_secs(24 * 3600),
+            known_platforms_capacity: 10_000,
+            known_platforms_idle: Duration::from_secs(24 * 3600),
+            clients_capacity: 1024,
+            clients_idle: Duration::from_secs(3600),
         }
     }
 }
 
-/// (API host, repository, tag or digest): content is scoped to its repository, as access is.
-pub(crate) type Key = (String, String, String);
+/// (credentials scope, API host, repository, tag or digest): content is scoped to its repository
+/// and to the credentials it was read with, as access is, so a client never gets from the cache
+/// what its own credentials could not read.
+pub(crate) type Key = (u128, String, String, String);
 
 /// Verified content with the media type the registry gave it.
 #[derive(Debug, Clone)]
@@ -63,6 +82,8 @@ pub(crate) struct Caches {
     pub content: Coalescing<Content>,
     pub tags: Coalescing<TagEntry>,
     pub referrers: Coalescing<Arc<Vec<Descriptor>>>,
+    /// The platforms last read for an image (by tag or digest), served during outages.
+    pub known_platforms: Cache<Key, ImagePlatforms>,
 }
 
 /// Expiry by what was found: a hit lives `found`, a miss lives `missing`.
@@ -123,6 +144,10 @@ impl Caches {
                     .expire_after(by_presence())
                     .build(),
             ),
+            known_platforms: Cache::builder()
+                .max_capacity(options.known_platforms_capacity)
+                .time_to_idle(options.known_platforms_idle)
+                .build(),
         }
     }
 }
@@ -184,14 +209,17 @@ impl<V: Clone + Send + Sync + 'static> Coalescing<V> {
         F: Future<Output = Result<V, Error>> + Send + 'static,
     {
         let cache = self.cache.clone();
-        let inflight = Arc::clone(&self.inflight);
+        let done = Done {
+            inflight: Arc::clone(&self.inflight),
+            key: key.clone(),
+        };
         let task = tokio::spawn(async move {
             let result = load.await;
             if let Ok(value) = &result {
-                cache.insert(key.clone(), value.clone()).await;
+                cache.insert(key, value.clone()).await;
             }
             // Cached before it stops being in flight, so no caller can miss both.
-            lock(&inflight).remove(&key);
+            drop(done);
             result
         });
         async move {
@@ -208,7 +236,57 @@ impl<V: Clone + Send + Sync + 'static> Coalescing<V> {
     }
 }
 
+/// Ends a load's time in flight when dropped: after it cached its value, and also when it
+/// panicked, so a failed load never leaves its key waiting on it for ever.
+struct Done<V> {
+    inflight: Arc<Mutex<HashMap<Key, SharedLoad<V>>>>,
+    key: Key,
+}
+
+impl<V> Drop for Done<V> {
+    fn drop(&mut self) {
+        lock(&self.inflight).remove(&self.key);
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // The map stays consistent even if a holder panicked: every update is one insert or remove.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> Key {
+        (0, "r.example.com".into(), "acme/app".into(), "v1".into())
+    }
+
+    fn target() -> Target {
+        Target {
+            registry: "r.example.com".into(),
+            repository: "acme/app".into(),
+            reference: "v1".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_load_that_panics_fails_its_callers_and_the_next_lookup_loads_again() {
+        let coalescing: Coalescing<u32> = Coalescing::new(Cache::builder().build());
+        let (hits, misses) = (AtomicU64::new(0), AtomicU64::new(0));
+        async fn explode() -> Result<u32, Error> {
+            panic!("a load that panics")
+        }
+        let err = coalescing
+            .get_or_load(key(), (&hits, &misses), &target(), explode())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("task failed"), "{err}");
+        let value = coalescing
+            .get_or_load(key(), (&hits, &misses), &target(), async { Ok(7) })
+            .await
+            .unwrap();
+        assert_eq!(value, 7);
+        assert_eq!(misses.load(Ordering::Relaxed), 2);
+    }
 }

@@ -5,22 +5,26 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::allow::AllowList;
 use super::cache::{CacheOptions, Caches};
 use super::docker_config::DockerConfig;
-use super::error::{ContentProblem, Error, Result};
+use super::error::{ContentProblem, Error, ErrorKind, Result};
 use super::fetch::Inner;
 use super::layers::choose_layer;
 use super::manifest::{Descriptor, ImageManifest, Manifest, is_index_media_type};
-use super::platforms::{self, Platform};
+use super::platforms::{self, ImagePlatforms, Platform};
 use super::reference::{self, Reference};
 use super::referrers::newest_nfd_referrer;
 use super::retry::RetryPolicy;
-use super::stats::{Counters, RegistryStats};
+use super::stats::RegistryStats;
 use super::transport::{Transport, TransportOptions};
 use crate::engine::Format;
 
 /// How deep nested image indexes are followed.
 const MAX_INDEX_DEPTH: usize = 4;
+/// Most index entries read for one image, nested indexes included. A multi-platform image lists
+/// a few dozen (platforms and their attestations); more would make one lookup many requests.
+const MAX_INDEX_ENTRIES: usize = 256;
 
 /// Image config media types whose blob names a platform.
 const IMAGE_CONFIG_TYPES: [&str; 2] = [
@@ -34,6 +38,8 @@ pub struct RegistryOptions {
     /// Registries (`host[:port]`, exactly as in references) reached over plain HTTP. Only
     /// registries named here; every other one is HTTPS.
     pub plain_http: Vec<String>,
+    /// The registries that may be reached (`--allowed-registries`); empty allows every one.
+    pub allowed: AllowList,
     /// Credentials, matched per image as the kubelet matches them.
     pub credentials: DockerConfig,
     /// Extra trusted CA certificates (PEM bundles), added to the system roots.
@@ -44,6 +50,9 @@ pub struct RegistryOptions {
     pub connect_timeout: Duration,
     /// Retries of transient failures.
     pub retry: RetryPolicy,
+    /// Most registry requests in flight at once, over every client made from this one (a policy
+    /// naming many images waits for permits rather than opening as many connections).
+    pub max_concurrent_requests: usize,
     /// Largest compatibility artifact layer read.
     pub max_artifact_bytes: u64,
     /// Largest manifest, index or image config read.
@@ -56,11 +65,13 @@ impl Default for RegistryOptions {
     fn default() -> Self {
         RegistryOptions {
             plain_http: Vec::new(),
+            allowed: AllowList::default(),
             credentials: DockerConfig::default(),
             extra_ca_pem: Vec::new(),
             request_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             retry: RetryPolicy::default(),
+            max_concurrent_requests: 16,
             max_artifact_bytes: 1024 * 1024,
             max_manifest_bytes: 4 * 1024 * 1024,
             cache: CacheOptions::default(),
@@ -83,17 +94,9 @@ pub struct FetchedArtifact {
     pub content: Vec<u8>,
 }
 
-/// The platforms an image is built for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImagePlatforms {
-    /// The digest of the image's manifest or index.
-    pub digest: String,
-    /// os/architecture/variant (and os.version), without attestations or unknown entries.
-    pub platforms: Vec<Platform>,
-}
-
 /// A registry client with its caches. Cheap to clone; clones share caches and connections.
-/// One client holds one set of credentials: build one per pull secret.
+/// One client holds one set of credentials: [`Registry::with_credentials`] makes one for other
+/// credentials that shares the caches, connections, request bound and counters.
 #[derive(Clone)]
 pub struct Registry {
     inner: Arc<Inner>,
@@ -110,30 +113,45 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     /// Builds a client; fails only on unusable TLS configuration.
     pub fn new(options: RegistryOptions) -> Result<Self> {
-        let counters = Arc::new(Counters::default());
-        let transport = Transport::new(
-            TransportOptions {
-                plain_http: options.plain_http,
-                credentials: options.credentials,
-                extra_ca_pem: options.extra_ca_pem,
-                request_timeout: options.request_timeout,
-                connect_timeout: options.connect_timeout,
-                retry: options.retry,
-            },
-            Arc::clone(&counters),
-        )?;
+        let transport = Transport::new(TransportOptions {
+            plain_http: options.plain_http,
+            allowed: options.allowed,
+            credentials: options.credentials,
+            extra_ca_pem: options.extra_ca_pem,
+            request_timeout: options.request_timeout,
+            connect_timeout: options.connect_timeout,
+            retry: options.retry,
+            max_concurrent_requests: options.max_concurrent_requests,
+        })?;
         Ok(Registry {
             inner: Arc::new(Inner {
+                counters: transport.counters(),
                 transport,
-                caches: Caches::new(&options.cache),
-                counters,
+                caches: Arc::new(Caches::new(&options.cache)),
                 max_artifact_bytes: options.max_artifact_bytes,
                 max_manifest_bytes: options.max_manifest_bytes,
             }),
         })
     }
 
-    /// Request and cache counters since the client was built.
+    /// A client with other credentials sharing this one's caches (bounded in bytes over all of
+    /// them; entries are scoped by credentials, so neither reads what only the other may),
+    /// connections, request bound, allowed registries and counters.
+    pub fn with_credentials(&self, credentials: DockerConfig) -> Registry {
+        let inner = &self.inner;
+        Registry {
+            inner: Arc::new(Inner {
+                transport: inner.transport.with_credentials(credentials),
+                caches: Arc::clone(&inner.caches),
+                counters: Arc::clone(&inner.counters),
+                max_artifact_bytes: inner.max_artifact_bytes,
+                max_manifest_bytes: inner.max_manifest_bytes,
+            }),
+        }
+    }
+
+    /// Request and cache counters since the root client was built, over every client made from
+    /// it with [`Registry::with_credentials`].
     pub fn stats(&self) -> RegistryStats {
         self.inner.counters.snapshot()
     }
@@ -195,6 +213,7 @@ impl Registry {
     pub async fn image_platforms(&self, image: &Reference) -> Result<ImagePlatforms> {
         let digest = self.resolve_digest(image).await?;
         let mut found = Vec::new();
+        let mut entries = 0;
         let mut pending: Vec<(String, usize)> = vec![(digest.clone(), 0)];
         while let Some((at, depth)) = pending.pop() {
             let pinned = reference::at_digest(image, &at);
@@ -205,6 +224,13 @@ impl Registry {
                         return Err(Error::content(
                             &target,
                             ContentProblem::TooDeep(MAX_INDEX_DEPTH),
+                        ));
+                    }
+                    entries += index.manifests.len();
+                    if entries > MAX_INDEX_ENTRIES {
+                        return Err(Error::content(
+                            &target,
+                            ContentProblem::TooManyEntries(MAX_INDEX_ENTRIES),
                         ));
                     }
                     let plan = platforms::plan_index(&index);
@@ -230,6 +256,24 @@ impl Registry {
             digest,
             platforms: platforms::dedupe(found),
         })
+    }
+
+    /// [`Registry::image_platforms`], remembered: during an outage (the registry unreachable or
+    /// rate limiting) the platforms last read for the image, when there are any. Kept in a cache
+    /// bounded in entries, dropped when not asked for (`CacheOptions::known_platforms_*`).
+    pub async fn image_platforms_or_last_known(&self, image: &Reference) -> Result<ImagePlatforms> {
+        let key = self.inner.key(image, reference::manifest_reference(image));
+        let known = &self.inner.caches.known_platforms;
+        match self.image_platforms(image).await {
+            Ok(found) => {
+                known.insert(key, found.clone()).await;
+                Ok(found)
+            }
+            Err(err) if matches!(err.kind(), ErrorKind::Transport | ErrorKind::RateLimited) => {
+                known.get(&key).await.ok_or(err)
+            }
+            Err(err) => Err(err),
+        }
     }
 
     /// The platform of an index entry that names none: read from its config, if it is an image.

@@ -7,6 +7,7 @@ use std::fmt;
 
 use base64::Engine as _;
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 
 use super::error::ConfigError;
 
@@ -32,6 +33,30 @@ impl fmt::Debug for Credentials {
                 .finish(),
             Credentials::Bearer(_) => f.debug_tuple("Bearer").field(&"<redacted>").finish(),
         }
+    }
+}
+
+impl Credentials {
+    /// A fingerprint that tells credentials apart without holding them (never 0, which stands
+    /// for anonymous access): caches are scoped by it.
+    pub(crate) fn fingerprint(&self) -> u128 {
+        let mut hasher = Sha256::new();
+        match self {
+            Credentials::Basic { username, password } => {
+                hasher.update(b"basic\0");
+                hasher.update(username.as_bytes());
+                hasher.update(b"\0");
+                hasher.update(password.as_bytes());
+            }
+            Credentials::Bearer(token) => {
+                hasher.update(b"bearer\0");
+                hasher.update(token.as_bytes());
+            }
+        }
+        let digest = hasher.finalize();
+        let mut first = [0u8; 16];
+        first.copy_from_slice(&digest[..16]);
+        u128::from_be_bytes(first).max(1)
     }
 }
 

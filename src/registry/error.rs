@@ -20,10 +20,13 @@ impl fmt::Display for Target {
         // A digest (`sha256:…`) follows `@`; a tag (maybe `tag@digest`) follows `:`.
         let tag_part = self.reference.split('@').next().unwrap_or_default();
         let sep = if tag_part.contains(':') { '@' } else { ':' };
+        // Digests in a target may come from registry content.
         write!(
             f,
             "{}/{}{sep}{}",
-            self.registry, self.repository, self.reference
+            clip(&self.registry),
+            clip(&self.repository),
+            clip(&self.reference)
         )
     }
 }
@@ -38,6 +41,8 @@ pub enum ErrorKind {
     InvalidContent,
     Transport,
     Config,
+    /// A host the client may not reach (`--allowed-registries`, token realm and redirect rules).
+    NotAllowed,
 }
 
 impl ErrorKind {
@@ -51,6 +56,7 @@ impl ErrorKind {
             ErrorKind::InvalidContent => "invalid_content",
             ErrorKind::Transport => "transport",
             ErrorKind::Config => "config",
+            ErrorKind::NotAllowed => "not_allowed",
         }
     }
 }
@@ -59,7 +65,7 @@ impl ErrorKind {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The text is not a valid OCI reference.
-    #[error("invalid reference {input:?}: {reason}")]
+    #[error("invalid reference {:?}: {reason}", clip(input))]
     InvalidReference { input: String, reason: String },
     /// The registry has no such repository, tag, manifest or blob.
     #[error("{what} not found: {target}")]
@@ -84,12 +90,21 @@ pub enum Error {
         problem: Box<ContentProblem>,
     },
     /// The registry could not be reached, timed out, or failed with a server error.
-    #[error("failed to reach the registry for {target}: {detail}")]
+    #[error("failed to reach the registry for {target}: {}", clip(detail))]
     Transport {
         target: Target,
         detail: String,
         #[source]
         source: Option<Arc<reqwest::Error>>,
+    },
+    /// The client refused to reach a host: one not in the allowed registries, or a token realm or
+    /// redirect that would leave them or downgrade to plain HTTP. Nothing was sent to `host`.
+    #[error("refused to reach {} for {target}: {why}", clip(host))]
+    NotAllowed {
+        target: Target,
+        /// The refused host (`name[:port]`).
+        host: String,
+        why: Refusal,
     },
     /// The client's own configuration is unusable (CA file, docker config, TLS setup).
     #[error("invalid registry client configuration: {0}")]
@@ -113,6 +128,7 @@ impl Error {
             Error::InvalidContent { .. } => ErrorKind::InvalidContent,
             Error::Transport { .. } => ErrorKind::Transport,
             Error::Config(_) => ErrorKind::Config,
+            Error::NotAllowed { .. } => ErrorKind::NotAllowed,
         }
     }
 
@@ -123,7 +139,8 @@ impl Error {
             | Error::Unauthorized { target: t, .. }
             | Error::RateLimited { target: t, .. }
             | Error::InvalidContent { target: t, .. }
-            | Error::Transport { target: t, .. } => *t = target.clone(),
+            | Error::Transport { target: t, .. }
+            | Error::NotAllowed { target: t, .. } => *t = target.clone(),
             Error::InvalidReference { .. } | Error::Config(_) => {}
         }
         self
@@ -137,6 +154,28 @@ impl Error {
     }
 }
 
+/// Why a host was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The registry is not in `--allowed-registries`.
+    #[error("the registry is not in the allowed registries (--allowed-registries)")]
+    Registry,
+    /// The token realm is on another host that is not in the allowed registries.
+    #[error("the registry's token realm is on a host not in the allowed registries")]
+    RealmHost,
+    /// The token realm is plain HTTP on a host not configured for plain HTTP.
+    #[error(
+        "the registry's token realm is not HTTPS (plain HTTP only for a host configured as a plain-HTTP registry)"
+    )]
+    RealmPlainHttp,
+    /// A redirect to a host not in the allowed registries.
+    #[error("the registry redirected to a host not in the allowed registries")]
+    RedirectHost,
+    /// A redirect to plain HTTP (from HTTPS, or to a host not configured for plain HTTP).
+    #[error("the registry redirected to plain HTTP, which is never followed")]
+    RedirectPlainHttp,
+}
+
 /// What is wrong with content a registry returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ContentProblem {
@@ -147,13 +186,13 @@ pub enum ContentProblem {
     #[error("content is larger than the {limit}-byte limit")]
     TooLarge { limit: u64 },
     /// The body is not a manifest or index this client understands.
-    #[error("not a valid manifest: {0}")]
+    #[error("not a valid manifest: {}", clip(.0))]
     NotAManifest(String),
     /// A manifest media type this client does not read.
-    #[error("unsupported manifest media type {0:?}")]
+    #[error("unsupported manifest media type {:?}", clip(.0))]
     UnsupportedMediaType(String),
     /// A digest algorithm this client cannot verify.
-    #[error("unsupported or malformed digest {0:?}")]
+    #[error("unsupported or malformed digest {:?}", clip(.0))]
     UnsupportedDigest(String),
     /// An image index where an artifact manifest was expected.
     #[error("expected an artifact manifest, found an image index")]
@@ -171,7 +210,7 @@ pub enum ContentProblem {
     #[error("more than one compatibility layer: {}", list(found))]
     AmbiguousLayers { found: Vec<String> },
     /// An image config blob that cannot be read.
-    #[error("invalid image config: {0}")]
+    #[error("invalid image config: {}", clip(.0))]
     BadConfig(String),
     /// An image config without os and architecture.
     #[error("image config names no os/architecture")]
@@ -180,16 +219,43 @@ pub enum ContentProblem {
     #[error("image indexes nested more than {0} deep")]
     TooDeep(usize),
     /// A registry answer this client cannot use (e.g. a missing digest header and body).
-    #[error("{0}")]
+    #[error("{}", clip(.0))]
     Protocol(String),
+    /// An image index (with its nested indexes) lists more manifests than are read for one image.
+    #[error("image index lists more than {0} manifests to read")]
+    TooManyEntries(usize),
+}
+
+/// Most characters of one piece of outside text (registry content, a reference as written, a
+/// transport library's words) that an error message carries.
+const MAX_TEXT_CHARS: usize = 200;
+/// Most items of an outside list that an error message names.
+const MAX_LIST_ITEMS: usize = 8;
+
+/// Outside text as an error message may carry it: control characters (newlines, escapes) replaced
+/// by `?`, and at most [`MAX_TEXT_CHARS`] characters, so a registry cannot write into status
+/// messages or logs beyond one short line.
+pub(crate) fn clip(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(MAX_TEXT_CHARS)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if text.chars().nth(MAX_TEXT_CHARS).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 fn list(items: &[String]) -> String {
     if items.is_empty() {
-        "none".to_string()
-    } else {
-        items.join(", ")
+        return "none".to_string();
     }
+    let mut shown: Vec<String> = items.iter().take(MAX_LIST_ITEMS).map(|i| clip(i)).collect();
+    if items.len() > MAX_LIST_ITEMS {
+        shown.push(format!("and {} more", items.len() - MAX_LIST_ITEMS));
+    }
+    shown.join(", ")
 }
 
 /// A problem with the client's configuration.
@@ -204,6 +270,9 @@ pub enum ConfigError {
     /// The docker config is not valid JSON of the expected shape.
     #[error("invalid docker config: {0}")]
     DockerConfig(String),
+    /// An `--allowed-registries` pattern is not `HOST[:PORT]` or `*.DOMAIN[:PORT]`.
+    #[error("invalid allowed-registries pattern {pattern:?}: {reason}")]
+    AllowedRegistry { pattern: String, reason: String },
     /// The HTTP client could not be built.
     #[error("failed to build the HTTP client: {0}")]
     Http(String),
@@ -217,3 +286,76 @@ impl From<ConfigError> for Error {
 
 /// The crate-wide result of this room.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target() -> Target {
+        Target {
+            registry: "r.example.com".into(),
+            repository: "acme/app".into(),
+            reference: "v1".into(),
+        }
+    }
+
+    #[test]
+    fn outside_text_in_messages_is_one_short_line() {
+        let hostile = format!("evil\n\u{1b}[31mred\r{}", "x".repeat(1_000_000));
+        let errors = [
+            Error::content(
+                &target(),
+                ContentProblem::UnsupportedMediaType(hostile.clone()),
+            ),
+            Error::content(&target(), ContentProblem::NotAManifest(hostile.clone())),
+            Error::content(
+                &target(),
+                ContentProblem::NoKnownLayer {
+                    expected: "x".into(),
+                    found: vec![hostile.clone(); 10_000],
+                },
+            ),
+            Error::Transport {
+                target: target(),
+                detail: hostile.clone(),
+                source: None,
+            },
+            Error::InvalidReference {
+                input: hostile.clone(),
+                reason: "bad".into(),
+            },
+            Error::NotAllowed {
+                target: target(),
+                host: hostile,
+                why: Refusal::Registry,
+            },
+        ];
+        for err in errors {
+            let text = err.to_string();
+            assert!(text.len() < 3_000, "{} bytes: {}", text.len(), &text[..200]);
+            assert!(!text.chars().any(char::is_control), "{text:?}");
+            assert!(text.contains("evil?"), "{text}");
+        }
+    }
+
+    #[test]
+    fn long_lists_name_the_first_items_and_count_the_rest() {
+        let found: Vec<String> = (0..20).map(|i| format!("type/{i}")).collect();
+        let text = ContentProblem::AmbiguousLayers { found }.to_string();
+        assert!(text.ends_with("type/7, and 12 more"), "{text}");
+    }
+
+    #[test]
+    fn a_refused_host_names_the_host_the_target_and_why() {
+        let err = Error::NotAllowed {
+            target: target(),
+            host: "r.example.com".into(),
+            why: Refusal::Registry,
+        };
+        assert_eq!(err.kind(), ErrorKind::NotAllowed);
+        assert_eq!(
+            err.to_string(),
+            "refused to reach r.example.com for r.example.com/acme/app:v1: the registry is not in the allowed registries (--allowed-registries)"
+        );
+    }
+}

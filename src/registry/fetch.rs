@@ -16,15 +16,19 @@ use crate::engine::NFD_ARTIFACT_TYPE;
 /// What a `Registry` shares between its clones and its spawned loads.
 pub(crate) struct Inner {
     pub transport: Transport,
-    pub caches: Caches,
+    /// Shared with every client made from the same root (keys carry the credentials' scope).
+    pub caches: Arc<Caches>,
     pub counters: Arc<Counters>,
     pub max_artifact_bytes: u64,
     pub max_manifest_bytes: u64,
 }
 
 impl Inner {
-    fn key(reference: &Reference, at: &str) -> Key {
+    /// The cache key of `reference` at `at`, scoped by the credentials this client presents there.
+    pub(crate) fn key(&self, reference: &Reference, at: &str) -> Key {
         (
+            self.transport
+                .scope(reference.registry(), reference.repository()),
             reference::api_host(reference).to_string(),
             reference.repository().to_string(),
             at.to_string(),
@@ -50,7 +54,7 @@ impl Inner {
         match this
             .caches
             .tags
-            .get_or_load(Self::key(reference, &tag), counters, &target, load)
+            .get_or_load(this.key(reference, &tag), counters, &target, load)
             .await?
         {
             TagEntry::Digest(digest) => Ok(digest),
@@ -93,7 +97,7 @@ impl Inner {
         self.caches
             .content
             .cache
-            .insert(Self::key(reference, &digest), content)
+            .insert(self.key(reference, &digest), content)
             .await;
         Ok(TagEntry::Digest(digest))
     }
@@ -153,7 +157,7 @@ impl Inner {
         let content = this
             .caches
             .content
-            .get_or_load(Self::key(pinned, &digest), counters, &target, load)
+            .get_or_load(this.key(pinned, &digest), counters, &target, load)
             .await?;
         Manifest::parse(&content.body, content.content_type.as_deref())
             .map_err(|p| Error::content(&target, p))
@@ -207,12 +211,7 @@ impl Inner {
         let content = this
             .caches
             .content
-            .get_or_load(
-                Self::key(image, &descriptor.digest),
-                counters,
-                &target,
-                load,
-            )
+            .get_or_load(this.key(image, &descriptor.digest), counters, &target, load)
             .await?;
         // The same digest may have been cached under a larger limit (a config blob).
         if content.body.len() as u64 > limit {
@@ -239,7 +238,7 @@ impl Inner {
         let counters = this.counters(|c| (&c.referrers_hits, &c.referrers_misses));
         this.caches
             .referrers
-            .get_or_load(Self::key(image, subject), counters, &target, load)
+            .get_or_load(this.key(image, subject), counters, &target, load)
             .await
     }
 

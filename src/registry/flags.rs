@@ -1,8 +1,10 @@
 //! Client options from the command line's registry flags (`--plain-http`, `--docker-config FILE`,
-//! `--ca-file FILE`): reads the named files. The only file I/O of this room.
+//! `--ca-file FILE`, `--allowed-registries`): reads the named files. The only file I/O of this
+//! room.
 
 use std::path::{Path, PathBuf};
 
+use super::allow::AllowList;
 use super::client::RegistryOptions;
 use super::docker_config::DockerConfig;
 use super::error::{ConfigError, Error};
@@ -17,12 +19,18 @@ pub struct RegistryFlags {
     pub docker_config: Option<PathBuf>,
     /// A PEM file of extra CA certificates to trust.
     pub ca_file: Option<PathBuf>,
+    /// Registry host patterns that may be reached (`HOST[:PORT]`, `*.DOMAIN[:PORT]`); empty
+    /// allows every registry.
+    pub allowed_registries: Vec<String>,
 }
 
 impl RegistryFlags {
     /// Client options for fetching `reference`: plain HTTP only for its registry when asked.
     pub fn options_for(&self, reference: &Reference) -> Result<RegistryOptions, Error> {
-        let mut options = RegistryOptions::default();
+        let mut options = RegistryOptions {
+            allowed: AllowList::parse(&self.allowed_registries)?,
+            ..RegistryOptions::default()
+        };
         if self.plain_http {
             options.plain_http.push(reference.registry().to_string());
         }
@@ -75,6 +83,28 @@ mod tests {
             .options_for(&parse("127.0.0.1:5000/a").unwrap())
             .unwrap();
         assert!(https.plain_http.is_empty());
+    }
+
+    #[test]
+    fn allowed_registries_are_parsed_and_a_bad_pattern_is_a_config_error() {
+        let flags = RegistryFlags {
+            allowed_registries: vec!["r.example.com".into(), "*.example.org".into()],
+            ..RegistryFlags::default()
+        };
+        let options = flags
+            .options_for(&parse("r.example.com/a").unwrap())
+            .unwrap();
+        assert!(options.allowed.allows("a.example.org"));
+        assert!(!options.allowed.allows("other.example.com"));
+        let bad = RegistryFlags {
+            allowed_registries: vec!["https://r.example.com".into()],
+            ..RegistryFlags::default()
+        };
+        let err = bad.options_for(&parse("a").unwrap()).unwrap_err();
+        assert!(
+            matches!(err, Error::Config(ConfigError::AllowedRegistry { .. })),
+            "{err}"
+        );
     }
 
     #[test]

@@ -214,13 +214,10 @@ impl Inspector {
     async fn resolve(&self, lookup: Lookup<'_>) -> Result<String, InspectError> {
         let image = lookup.image;
         let key: Key = (
+            scope(lookup.credentials),
             reference::api_host(image).to_owned(),
             image.repository().to_owned(),
-            format!(
-                "{}:{}",
-                scope(lookup.credentials),
-                reference::manifest_reference(image)
-            ),
+            reference::manifest_reference(image).to_owned(),
         );
         let counters = &self.shared.counters;
         if let Some(resolved) = self.shared.tags.cache.get(&key).await {
@@ -266,7 +263,9 @@ impl Inspector {
         digest: &str,
     ) -> Result<Arc<Vec<Platform>>, InspectError> {
         let pinned = reference::at_digest(lookup.image, digest);
+        // Content by digest is the same whoever reads it: one entry for every set of credentials.
         let key: Key = (
+            0,
             reference::api_host(&pinned).to_owned(),
             pinned.repository().to_owned(),
             digest.to_owned(),
@@ -381,13 +380,15 @@ impl Inspector {
 }
 
 /// A stable name for a list of credentials, for cache keys: never the secrets themselves.
-fn scope(credentials: &[Credentials]) -> String {
+fn scope(credentials: &[Credentials]) -> u128 {
     let mut hasher = Sha256::new();
     for credentials in credentials {
         hasher.update(fingerprint(credentials));
     }
     let digest = hasher.finalize();
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&digest[..16]);
+    u128::from_be_bytes(first)
 }
 
 fn fingerprint(credentials: &Credentials) -> [u8; 32] {

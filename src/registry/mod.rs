@@ -2,15 +2,17 @@
 //!
 //! It owns references, the registry protocol (auth, retries, timeouts, size caps, digest
 //! checks), and the caches. It decides which layer, which referrer and which platforms in pure
-//! modules (`layers`, `referrers`, `platforms`, `docker_config`, `retry`, `auth`); `transport`
-//! and `client` are the thin adapters. Compatibility documents are parsed by the engine, in one
+//! modules (`layers`, `referrers`, `platforms`, `docker_config`, `retry`, `auth`, `allow`);
+//! `transport`, `client` and `clients` are the thin adapters. Compatibility documents are parsed by the engine, in one
 //! call at the very end (`resolve`). It knows nothing of Kubernetes objects: callers hand it
 //! credentials as a docker config.
 
+mod allow;
 mod auth;
 mod backoff;
 mod cache;
 mod client;
+mod clients;
 mod docker_config;
 mod error;
 mod fetch;
@@ -26,15 +28,17 @@ mod retry;
 mod stats;
 mod transport;
 
+pub use allow::AllowList;
 pub use backoff::BackoffPolicy;
 pub use cache::CacheOptions;
-pub use client::{FetchedArtifact, ImagePlatforms, Registry, RegistryOptions};
+pub use client::{FetchedArtifact, Registry, RegistryOptions};
+pub use clients::Clients;
 pub use docker_config::{Credentials, DockerConfig};
-pub use error::{ConfigError, ContentProblem, Error, ErrorKind, Result, Target};
+pub use error::{ConfigError, ContentProblem, Error, ErrorKind, Refusal, Result, Target};
 pub use flags::RegistryFlags;
 pub use inspect::{ImageFacts, InspectError, InspectStats, Inspector, InspectorOptions, Lookup};
 pub use manifest::sha256_digest;
-pub use platforms::Platform;
+pub use platforms::{ImagePlatforms, Platform};
 pub use reference::{Reference, parse as parse_reference};
 pub use resolve::{ResolveError, ResolvedArtifact};
 pub use retry::RetryPolicy;

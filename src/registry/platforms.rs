@@ -12,6 +12,19 @@ use super::manifest::{Descriptor, ImageIndex, PlatformField, is_index_media_type
 const REFERENCE_TYPE_ANNOTATION: &str = "vnd.docker.reference.type";
 const ATTESTATION: &str = "attestation-manifest";
 
+/// The platforms an image is built for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImagePlatforms {
+    /// The digest of the image's manifest or index.
+    pub digest: String,
+    /// os/architecture/variant (and os.version), without attestations or unknown entries.
+    pub platforms: Vec<Platform>,
+}
+
+/// The longest os, architecture, variant or os.version read; real ones are a few characters
+/// (`linux`, `arm64`, `v8`, `10.0.20348.2227`). A longer one is not a platform.
+const MAX_FIELD_CHARS: usize = 64;
+
 /// One platform an image is built for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Platform {
@@ -38,6 +51,20 @@ impl Platform {
     fn from_field(field: &PlatformField) -> Option<Self> {
         let unknown = |s: &str| s.is_empty() || s == "unknown";
         if unknown(&field.os) || unknown(&field.architecture) {
+            return None;
+        }
+        // Platforms end up in status messages: only short printable words are taken.
+        let word = |s: &str| {
+            s.chars().count() <= MAX_FIELD_CHARS
+                && !s.chars().any(|c| c.is_control() || c.is_whitespace())
+        };
+        let fields = [
+            Some(&field.os),
+            Some(&field.architecture),
+            field.variant.as_ref(),
+            field.os_version.as_ref(),
+        ];
+        if !fields.into_iter().flatten().all(|f| word(f)) {
             return None;
         }
         let non_empty = |s: &Option<String>| s.clone().filter(|v| !v.is_empty());
@@ -230,6 +257,23 @@ mod tests {
             platform_from_config(b"not json"),
             Err(ContentProblem::BadConfig(_))
         ));
+    }
+
+    #[test]
+    fn entries_whose_platform_is_not_short_printable_words_name_no_platform() {
+        let long = "x".repeat(65);
+        for (os, arch) in [
+            ("linux", long.as_str()),
+            ("linux\nevil", "amd64"),
+            ("li nux", "amd64"),
+        ] {
+            let plan = plan_index(&ImageIndex {
+                manifests: vec![entry(OCI_MANIFEST, Some((os, arch, None)))],
+            });
+            assert!(plan.platforms.is_empty(), "{os:?}/{arch:?}");
+        }
+        let config = format!(r#"{{"os":"linux","architecture":"{long}"}}"#);
+        assert_eq!(platform_from_config(config.as_bytes()), Ok(None));
     }
 
     #[test]

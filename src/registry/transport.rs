@@ -1,6 +1,8 @@
 //! The HTTP adapter: one registry request with its timeout, authentication handshake (anonymous,
 //! Basic, bearer token), retries of transient failures, size cap, and classification of the
-//! answer. Decisions live in `auth`, `retry` and `docker_config`; this file only moves bytes.
+//! answer; where it may go (allowed registries, token realms, redirects) and how many requests
+//! run at once. Decisions live in `allow`, `auth`, `retry` and `docker_config`; this file only
+//! moves bytes.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -9,23 +11,32 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
-use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
+use tokio::sync::Semaphore;
 
+use super::allow::{AllowList, url_host};
 use super::auth::{self, Challenge};
 use super::docker_config::{Credentials, DockerConfig};
-use super::error::{ConfigError, ContentProblem, Error, Target};
+use super::error::{ConfigError, ContentProblem, Error, Refusal, Target};
 use super::retry::{self, Decision, Failure, RetryPolicy};
 use super::stats::Counters;
+
+/// Redirects followed for one request, as browsers and reqwest's default policy allow.
+const MAX_REDIRECTS: usize = 10;
+/// Bearer tokens kept per client; expired ones go first.
+const MAX_TOKENS: usize = 1024;
 
 /// How the transport is set up.
 #[derive(Debug, Clone)]
 pub(crate) struct TransportOptions {
     pub plain_http: Vec<String>,
+    pub allowed: AllowList,
     pub credentials: DockerConfig,
     pub extra_ca_pem: Vec<Vec<u8>>,
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
     pub retry: RetryPolicy,
+    pub max_concurrent_requests: usize,
 }
 
 /// One request: where, what, and how much may come back.
@@ -51,17 +62,25 @@ pub(crate) struct Answer {
     pub digest: Option<String>,
 }
 
-pub(crate) struct Transport {
+/// What every client made from one root shares: connections, where requests may go, the bound on
+/// requests in flight, and the counters.
+struct Link {
     http: reqwest::Client,
     plain_http: Vec<String>,
-    credentials: DockerConfig,
+    allowed: AllowList,
     retry: RetryPolicy,
     request_timeout: Duration,
-    /// Bearer tokens by (host, repository), with their expiry.
-    tokens: Mutex<HashMap<(String, String), (String, Instant)>>,
+    /// One permit per request in flight, over every client of the root.
+    permits: Semaphore,
+    counters: Arc<Counters>,
+}
+
+pub(crate) struct Transport {
+    link: Arc<Link>,
+    credentials: DockerConfig,
+    tokens: Mutex<Tokens>,
     /// Hosts that asked for Basic: later requests send it at once instead of a 401 round trip.
     basic_hosts: Mutex<HashSet<String>>,
-    counters: Arc<Counters>,
 }
 
 /// A failed attempt: the error to report, and what retrying should know (None: never retry).
@@ -79,13 +98,38 @@ impl From<Error> for AttemptError {
     }
 }
 
+/// A redirect the policy refused, carried through reqwest's error back to `transport_error`.
+#[derive(Debug, thiserror::Error)]
+#[error("redirect to {host} refused: {why}")]
+struct RedirectRefused {
+    host: String,
+    why: Refusal,
+}
+
 impl Transport {
-    pub(crate) fn new(options: TransportOptions, counters: Arc<Counters>) -> Result<Self, Error> {
+    pub(crate) fn new(options: TransportOptions) -> Result<Self, Error> {
         // reqwest is built without a crypto provider so it shares kube's ring; make sure one is
         // installed (a second install is refused, which is fine).
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let (plain, allowed) = (options.plain_http.clone(), options.allowed.clone());
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() > MAX_REDIRECTS {
+                return attempt.error("too many redirects");
+            }
+            let Some(previous) = attempt.previous().last() else {
+                return attempt.follow();
+            };
+            match auth::check_redirect(attempt.url(), previous, &plain, &allowed) {
+                Ok(()) => attempt.follow(),
+                Err(why) => {
+                    let host = url_host(attempt.url()).unwrap_or_default();
+                    attempt.error(RedirectRefused { host, why })
+                }
+            }
+        });
         let mut builder = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout)
+            .redirect(redirects)
             .user_agent(concat!("ocifit/", env!("CARGO_PKG_VERSION")));
         for pem in &options.extra_ca_pem {
             let certs = reqwest::Certificate::from_pem_bundle(pem)
@@ -95,20 +139,55 @@ impl Transport {
         let http = builder
             .build()
             .map_err(|err| ConfigError::Http(err.to_string()))?;
-        Ok(Transport {
+        let link = Link {
             http,
             plain_http: options.plain_http,
-            credentials: options.credentials,
+            allowed: options.allowed,
             retry: options.retry,
             request_timeout: options.request_timeout,
-            tokens: Mutex::default(),
-            basic_hosts: Mutex::default(),
-            counters,
-        })
+            permits: Semaphore::new(options.max_concurrent_requests.max(1)),
+            counters: Arc::default(),
+        };
+        Ok(Transport::over(Arc::new(link), options.credentials))
     }
 
-    /// Sends a request, retrying transient failures as the retry policy says.
+    fn over(link: Arc<Link>, credentials: DockerConfig) -> Self {
+        Transport {
+            link,
+            credentials,
+            tokens: Mutex::default(),
+            basic_hosts: Mutex::default(),
+        }
+    }
+
+    /// A transport with other credentials over the same connections, rules and request bound.
+    pub(crate) fn with_credentials(&self, credentials: DockerConfig) -> Self {
+        Transport::over(Arc::clone(&self.link), credentials)
+    }
+
+    /// The counters shared by every transport of the root.
+    pub(crate) fn counters(&self) -> Arc<Counters> {
+        Arc::clone(&self.link.counters)
+    }
+
+    /// Which credentials this transport presents for `registry/repository`, as a cache scope: 0
+    /// when anonymous, else a fingerprint of the credentials.
+    pub(crate) fn scope(&self, registry: &str, repository: &str) -> u128 {
+        self.credentials
+            .lookup(registry, repository)
+            .map_or(0, Credentials::fingerprint)
+    }
+
+    /// Sends a request, retrying transient failures as the retry policy says. A registry not in
+    /// the allowed registries is refused before anything is sent.
     pub(crate) async fn fetch(&self, request: &Request<'_>) -> Result<Answer, Error> {
+        if !self.link.allowed.allows(&request.target.registry) {
+            return Err(Error::NotAllowed {
+                target: request.target.clone(),
+                host: request.target.registry.clone(),
+                why: Refusal::Registry,
+            });
+        }
         let mut attempt = 1;
         loop {
             match self.attempt(request).await {
@@ -116,7 +195,7 @@ impl Transport {
                 Err(AttemptError {
                     error,
                     failure: Some(failure),
-                }) => match retry::decide(&self.retry, attempt, failure) {
+                }) => match retry::decide(&self.link.retry, attempt, failure) {
                     Decision::RetryIn(delay) => {
                         tracing::debug!(target = %request.target, attempt, ?delay, %error, "retrying registry request");
                         tokio::time::sleep(delay).await;
@@ -130,6 +209,9 @@ impl Transport {
     }
 
     async fn attempt(&self, request: &Request<'_>) -> Result<Answer, AttemptError> {
+        // Held for the attempt's requests (and its token request), never while waiting for
+        // another permit, so the bound cannot deadlock. The semaphore is never closed.
+        let _permit = self.link.permits.acquire().await.ok();
         let repository = &request.target.repository;
         let credentials = self
             .credentials
@@ -185,9 +267,9 @@ impl Transport {
             }
             _ => {}
         }
-        let tokens = lock(&self.tokens);
-        let (token, expiry) = tokens.get(&(host.to_string(), repository.to_string()))?;
-        (Instant::now() < *expiry).then(|| Authorization::Bearer(token.clone()))
+        lock(&self.tokens)
+            .get(host, repository, Instant::now())
+            .map(Authorization::Bearer)
     }
 
     async fn fetch_token(
@@ -198,22 +280,36 @@ impl Transport {
         scope: &str,
         credentials: Option<&Credentials>,
     ) -> Result<String, AttemptError> {
-        if !(realm.starts_with("https://") || realm.starts_with("http://")) {
-            return Err(Error::content(
-                request.target,
-                ContentProblem::Protocol("the token realm is not an HTTP(S) URL".into()),
-            )
-            .into());
-        }
+        let realm = Url::parse(realm)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "https" | "http"))
+            .ok_or_else(|| {
+                Error::content(
+                    request.target,
+                    ContentProblem::Protocol("the token realm is not an HTTP(S) URL".into()),
+                )
+            })?;
+        auth::check_realm(
+            &realm,
+            request.host,
+            &self.link.plain_http,
+            &self.link.allowed,
+        )
+        .map_err(|why| Error::NotAllowed {
+            target: request.target.clone(),
+            host: url_host(&realm).unwrap_or_default(),
+            why,
+        })?;
         let mut query = vec![("scope", scope)];
         if let Some(service) = service {
             query.push(("service", service));
         }
         let mut builder = self
+            .link
             .http
             .get(realm)
             .query(&query)
-            .timeout(self.request_timeout);
+            .timeout(self.link.request_timeout);
         match credentials {
             Some(Credentials::Basic { username, password }) => {
                 builder = builder.basic_auth(username, Some(password));
@@ -236,10 +332,12 @@ impl Transport {
                 ContentProblem::Protocol("the token endpoint answered without a token".into()),
             )
         })?;
-        let expiry = Instant::now() + token.lifetime;
+        let now = Instant::now();
         lock(&self.tokens).insert(
             (request.host.to_string(), request.target.repository.clone()),
-            (token.value.clone(), expiry),
+            token.value.clone(),
+            now.checked_add(token.lifetime).unwrap_or(now),
+            now,
         );
         Ok(token.value)
     }
@@ -249,7 +347,7 @@ impl Transport {
         request: &Request<'_>,
         authorization: Option<&Authorization>,
     ) -> Result<Response, AttemptError> {
-        let scheme = if self.plain_http.iter().any(|h| h == request.host) {
+        let scheme = if self.link.plain_http.iter().any(|h| h == request.host) {
             "http"
         } else {
             "https"
@@ -261,10 +359,11 @@ impl Transport {
             Method::GET
         };
         let mut builder = self
+            .link
             .http
             .request(method, url)
             .header(ACCEPT, request.accept.join(", "))
-            .timeout(self.request_timeout);
+            .timeout(self.link.request_timeout);
         builder = match authorization {
             Some(Authorization::Basic(username, password)) => {
                 builder.basic_auth(username, Some(password))
@@ -280,10 +379,10 @@ impl Transport {
         target: &Target,
         builder: RequestBuilder,
     ) -> Result<Response, AttemptError> {
-        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let counters = &self.link.counters;
+        counters.requests.fetch_add(1, Ordering::Relaxed);
         let result = builder.send().await;
-        self.counters
-            .answered(result.as_ref().ok().map(|r| r.status().as_u16()));
+        counters.answered(result.as_ref().ok().map(|r| r.status().as_u16()));
         result.map_err(|err| transport_error(target, err))
     }
 
@@ -330,6 +429,33 @@ impl Transport {
     }
 }
 
+/// Bearer tokens by (host, repository) with their expiry. Expired tokens are dropped whenever a
+/// new one comes, and at most [`MAX_TOKENS`] are kept (the soonest to expire goes first).
+#[derive(Default)]
+struct Tokens(HashMap<(String, String), (String, Instant)>);
+
+impl Tokens {
+    fn get(&self, host: &str, repository: &str, now: Instant) -> Option<String> {
+        let (token, expiry) = self.0.get(&(host.to_string(), repository.to_string()))?;
+        (now < *expiry).then(|| token.clone())
+    }
+
+    fn insert(&mut self, key: (String, String), token: String, expiry: Instant, now: Instant) {
+        self.0.retain(|_, (_, expires)| *expires > now);
+        if self.0.len() >= MAX_TOKENS && !self.0.contains_key(&key) {
+            let soonest = self
+                .0
+                .iter()
+                .min_by_key(|(_, (_, expires))| *expires)
+                .map(|(k, _)| k.clone());
+            if let Some(soonest) = soonest {
+                self.0.remove(&soonest);
+            }
+        }
+        self.0.insert(key, (token, expiry));
+    }
+}
+
 /// What goes in the Authorization header.
 #[derive(Clone)]
 enum Authorization {
@@ -350,6 +476,18 @@ fn unauthorized(target: &Target, status: u16) -> Error {
 }
 
 fn transport_error(target: &Target, err: reqwest::Error) -> AttemptError {
+    let mut cause = std::error::Error::source(&err);
+    while let Some(now) = cause {
+        if let Some(refused) = now.downcast_ref::<RedirectRefused>() {
+            return Error::NotAllowed {
+                target: target.clone(),
+                host: refused.host.clone(),
+                why: refused.why,
+            }
+            .into();
+        }
+        cause = now.source();
+    }
     let failure = if err.is_timeout() {
         Failure::Timeout
     } else {
@@ -430,4 +568,36 @@ async fn read_body(
         body.extend_from_slice(&chunk);
     }
     Ok(body.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: usize) -> (String, String) {
+        ("r.example.com".into(), format!("repo{n}"))
+    }
+
+    #[test]
+    fn expired_tokens_are_dropped_and_at_most_the_bound_is_kept() {
+        let now = Instant::now();
+        let mut tokens = Tokens::default();
+        tokens.insert(key(0), "old".into(), now, now);
+        let later = now + Duration::from_secs(1);
+        for n in 1..=MAX_TOKENS + 10 {
+            let expiry = later + Duration::from_secs(n as u64);
+            tokens.insert(key(n), format!("t{n}"), expiry, later);
+        }
+        assert_eq!(tokens.0.len(), MAX_TOKENS);
+        assert!(!tokens.0.contains_key(&key(0)), "the expired token is gone");
+        assert!(
+            !tokens.0.contains_key(&key(1)),
+            "the soonest to expire went first"
+        );
+        let newest = MAX_TOKENS + 10;
+        assert_eq!(
+            tokens.get("r.example.com", &format!("repo{newest}"), later),
+            Some(format!("t{newest}"))
+        );
+    }
 }

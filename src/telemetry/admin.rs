@@ -1,5 +1,6 @@
-//! The admin HTTP server: `/livez` (the process serves), `/readyz` (caches synced and not shutting
-//! down) and `/metrics` (Prometheus text). Plain HTTP, meant for the kubelet and Prometheus.
+//! The admin HTTP server: `/livez` (every long-lived task of the process is running),
+//! `/readyz` (caches synced, not shutting down) and `/metrics` (Prometheus text). Plain HTTP,
+//! meant for the kubelet and Prometheus.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,40 +10,68 @@ use actix_web::{App, HttpResponse, HttpServer, web};
 
 use super::Metrics;
 
-/// Whether the process is ready to serve; flipped by its owner.
-#[derive(Clone, Debug, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+/// Whether the process is live (every supervised task running) and ready to serve; flipped by
+/// its owner. Starts live and not ready.
+#[derive(Clone, Debug)]
+pub struct Health {
+    live: Arc<AtomicBool>,
+    ready: Arc<AtomicBool>,
+}
 
-impl Readiness {
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            live: Arc::new(AtomicBool::new(true)),
+            ready: Arc::new(AtomicBool::default()),
+        }
+    }
+}
+
+impl Health {
     /// Marks the process ready (`true`) or not.
-    pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::SeqCst);
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
     }
 
     /// Whether it is ready.
-    pub fn get(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+    pub fn ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    /// Marks the process dead (a task it needs has ended): neither live nor ready, for good.
+    pub fn set_dead(&self) {
+        self.live.store(false, Ordering::SeqCst);
+        self.ready.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether it is live.
+    pub fn live(&self) -> bool {
+        self.live.load(Ordering::SeqCst)
     }
 }
 
 #[derive(Clone)]
 struct AdminState {
     metrics: Arc<Metrics>,
-    readiness: Readiness,
+    health: Health,
 }
 
-async fn livez() -> HttpResponse {
-    HttpResponse::Ok().content_type("text/plain").body("ok\n")
-}
-
-async fn readyz(state: web::Data<AdminState>) -> HttpResponse {
-    if state.readiness.get() {
+fn flag(ok: bool, failed: &'static str) -> HttpResponse {
+    if ok {
         HttpResponse::Ok().content_type("text/plain").body("ok\n")
     } else {
         HttpResponse::ServiceUnavailable()
             .content_type("text/plain")
-            .body("not ready\n")
+            .body(failed)
     }
+}
+
+async fn livez(state: web::Data<AdminState>) -> HttpResponse {
+    flag(state.health.live(), "a task ended; see the log\n")
+}
+
+async fn readyz(state: web::Data<AdminState>) -> HttpResponse {
+    flag(state.health.ready(), "not ready\n")
 }
 
 async fn metrics_text(state: web::Data<AdminState>) -> HttpResponse {
@@ -58,9 +87,9 @@ async fn metrics_text(state: web::Data<AdminState>) -> HttpResponse {
 pub fn admin_server(
     address: SocketAddr,
     metrics: Arc<Metrics>,
-    readiness: Readiness,
+    health: Health,
 ) -> std::io::Result<actix_web::dev::Server> {
-    let state = AdminState { metrics, readiness };
+    let state = AdminState { metrics, health };
     let server = HttpServer::new(move || {
         App::new()
             .app_data(web::Data::new(state.clone()))

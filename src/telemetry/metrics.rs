@@ -55,30 +55,6 @@ struct StoreLabels {
     store: &'static str,
 }
 
-/// How an admission request was answered (the `outcome` label of `ocifit_admissions_total`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AdmissionOutcome {
-    /// Allowed with a patch giving the pod its images.
-    Patched,
-    /// Allowed with a patch that also pinned the pod to some of its nodes.
-    Pinned,
-    /// Refused (by the planner, or because the request itself was unusable).
-    Denied,
-    /// Allowed unchanged.
-    Skipped,
-}
-
-impl AdmissionOutcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            AdmissionOutcome::Patched => "patched",
-            AdmissionOutcome::Pinned => "pinned",
-            AdmissionOutcome::Denied => "denied",
-            AdmissionOutcome::Skipped => "skipped",
-        }
-    }
-}
-
 /// Reads extra metrics at scrape time (the registry client's counters).
 pub type ScrapeFn = Box<dyn Fn(&mut DescriptorEncoder<'_>) -> fmt::Result + Send + Sync>;
 
@@ -262,13 +238,11 @@ impl Metrics {
         self.leader.set(i64::from(leader));
     }
 
-    /// Counts one answered admission request and its latency.
-    pub fn admitted(&self, outcome: AdmissionOutcome, reason: &'static str, seconds: f64) {
+    /// Counts one answered admission request and its latency; `outcome` and `reason` come from
+    /// the vocabulary of the planner that answered (or the admission host's own refusals).
+    pub fn admitted(&self, outcome: &'static str, reason: &'static str, seconds: f64) {
         self.admissions
-            .get_or_create(&AdmissionLabels {
-                outcome: outcome.as_str(),
-                reason,
-            })
+            .get_or_create(&AdmissionLabels { outcome, reason })
             .inc();
         self.admission_duration.observe(seconds);
     }
@@ -336,8 +310,8 @@ mod tests {
     #[test]
     fn admissions_store_sizes_and_rebuilds_appear_with_sub_millisecond_buckets() {
         let metrics = Metrics::new(None);
-        metrics.admitted(AdmissionOutcome::Pinned, "ImagePinned", 0.0001);
-        metrics.admitted(AdmissionOutcome::Denied, "Unpinned", 0.0002);
+        metrics.admitted("pinned", "ImagePinned", 0.0001);
+        metrics.admitted("denied", "Unpinned", 0.0002);
         metrics.set_store_sizes(2, 5000, 0);
         metrics.index_rebuilt();
         let text = metrics.encode().unwrap();

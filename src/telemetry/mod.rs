@@ -6,6 +6,6 @@ mod admin;
 mod logs;
 mod metrics;
 
-pub use admin::{Readiness, admin_server};
+pub use admin::{Health, admin_server};
 pub use logs::{LogFormat, LogsError, error_chain, init_logs};
-pub use metrics::{AdmissionOutcome, Metrics, ReconcileResult, ScrapeFn};
+pub use metrics::{Metrics, ReconcileResult, ScrapeFn};

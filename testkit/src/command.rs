@@ -1,7 +1,7 @@
 //! Runs short-lived client commands (kubectl, crane, regctl, the ORAS SDK's Python) with a timeout,
 //! capturing their output; a failure becomes an error carrying the command line and its stderr.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -111,6 +111,13 @@ impl<'a> Invocation<'a> {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// `--name=value` without assuming the value is UTF-8.
+pub(crate) fn flag(name: &str, value: impl AsRef<OsStr>) -> OsString {
+    let mut flag = OsString::from(name);
+    flag.push(value);
+    flag
 }
 
 #[cfg(test)]

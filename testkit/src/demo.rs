@@ -1,10 +1,13 @@
-//! `ocifit-dev demo`: the README's one-command demo. It starts the full local cluster and a
-//! registry, pushes the flavor example (three small images and `example/flavor-compat.json` with
-//! its tags pointed at them), creates the nodes of `example/flavor-nodes.json`, starts the built
-//! `ocifit run` on the host with a webhook certificate from [`crate::pki`], registers the webhook
-//! for opted-in pods, applies `example/policy.yaml` and the three flavor pods of
-//! `example/pods/`, waits until they are bound and prints what happened. The product decides
-//! everything; this module only sets the stage and reports. `tools/demo` is its thin wrapper.
+//! `ocifit-dev demo`: the README's one-command demo. It starts the full local cluster, a registry
+//! and a real node (a vanilla worker, tainted so only the pod meant for it lands there), pushes the
+//! flavor example (an image per flavor that really runs on this machine's platform, and
+//! `example/flavor-compat.json` with its tags pointed at them; see [`crate::flavors`]), creates the
+//! nodes of `example/flavor-nodes.json`, starts the built `ocifit run` on the host with a webhook
+//! certificate from [`crate::pki`], registers the webhook for opted-in pods, applies
+//! `example/policy.yaml`, the three flavor pods of `example/pods/` and one pod for the real node,
+//! waits until they are bound and the real one has logged its image's line, and prints what
+//! happened. The product decides everything; this module only sets the stage and reports.
+//! `tools/demo` is its thin wrapper.
 
 mod report;
 mod stage;
@@ -14,16 +17,25 @@ use std::time::Duration;
 
 use crate::cluster::Cluster;
 use crate::error::{Result, io};
+use crate::flavors::flavor_line;
+use crate::pods::wait_for_pod_log;
 use crate::process::Process;
 
 pub use report::Placement;
 
 /// The opt-in label of the pod contract (the webhook's objectSelector).
 pub const OPT_IN_LABEL: &str = "oci.image.compatibilities.selection/enabled";
-/// The node label the flavor example's rules read.
-pub const FLAVOR_LABEL: &str = "feature.node.ocifit-k8s.flavor";
+pub use crate::flavors::FLAVOR_LABEL;
 /// The flavor pods, by file name under `example/pods/` (and pod name).
 pub const FLAVOR_PODS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];
+/// The real node: a vanilla worker, tainted so only the pod meant for it lands there.
+pub const REAL_NODE: &str = "worker-real";
+/// The real node's flavor.
+pub const REAL_FLAVOR: &str = "vanilla";
+/// The taint that keeps the example pods (meant for kwok's nodes) off the real node.
+pub const REAL_NODE_TAINT: &str = "demo.ocifit.io/real-node";
+/// The pod that really runs the image chosen for it, on the real node.
+pub const REAL_POD: &str = "runs";
 /// Where the summary is written once everything is up; `tools/demo` waits for it.
 pub const SUMMARY_FILE: &str = "summary.txt";
 
@@ -48,16 +60,21 @@ pub struct Demo {
     ocifit: Process,
     /// The cluster and registry (removed on drop).
     pub cluster: Cluster,
-    /// Each flavor pod with its node and image.
+    /// Each flavor pod with its node and image (the real node's pod last).
     pub placements: Vec<Placement>,
+    /// The log of the pod on the real node.
+    pub real_log: String,
     /// What to print.
     pub summary: String,
 }
 
 impl Demo {
-    /// Whether every flavor pod is bound to a node of its flavor with that flavor's image.
+    /// Whether every flavor pod is bound to a node of its flavor with that flavor's image, and the
+    /// pod on the real node printed its image's line.
     pub fn succeeded(&self) -> bool {
-        !self.placements.is_empty() && self.placements.iter().all(Placement::is_right)
+        !self.placements.is_empty()
+            && self.placements.iter().all(Placement::is_right)
+            && self.real_log.trim() == flavor_line(REAL_FLAVOR)
     }
 
     /// An error if `ocifit run` has exited.
@@ -75,9 +92,22 @@ pub async fn start(options: &DemoOptions) -> Result<Demo> {
     let _ = std::fs::remove_file(&summary_path);
     let staged = stage::stage(options).await?;
     let placements = report::placements(&staged.cluster, &staged.images).await?;
+    let real_log = wait_for_pod_log(
+        &staged.cluster.client()?,
+        stage::POD_NAMESPACE,
+        REAL_POD,
+        &flavor_line(REAL_FLAVOR),
+        options.timeout,
+    )
+    .await?;
+    say(&format!(
+        "pod {REAL_POD} runs its image on {REAL_NODE}: its log says {:?}",
+        real_log.trim()
+    ));
     let summary = report::summary(
         &staged.cluster,
         &placements,
+        &real_log,
         &options.repo,
         options.stays_up,
     )
@@ -87,6 +117,7 @@ pub async fn start(options: &DemoOptions) -> Result<Demo> {
         ocifit: staged.ocifit,
         cluster: staged.cluster,
         placements,
+        real_log,
         summary,
     })
 }

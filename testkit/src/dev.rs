@@ -37,6 +37,9 @@ pub fn summary(cluster: &Cluster) -> String {
     if let Some(registry) = times.registry {
         let _ = write!(text, ", registry {}", seconds(registry));
     }
+    if let Some(nodes) = times.real_nodes {
+        let _ = write!(text, ", real node {}", seconds(nodes));
+    }
     let _ = write!(
         text,
         ")\n\nexport KUBECONFIG={}\n",

@@ -1,7 +1,8 @@
-//! Loopback networking for the components: free ports, and plain-HTTP probes of etcd's and the
-//! registry's health endpoints. Nothing here knows which component it talks to.
+//! Networking for the components: free ports, this machine's own address (where a cluster with a
+//! real node listens, so that pods reach it), and plain-HTTP probes of health endpoints. Nothing
+//! here knows which component it talks to.
 
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, TcpListener, UdpSocket};
 
 use http_body_util::Empty;
 use hyper::body::Bytes;
@@ -16,6 +17,24 @@ use crate::error::{Error, Result};
 pub(crate) fn free_port() -> Result<u16> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(Error::Port)?;
     Ok(listener.local_addr().map_err(Error::Port)?.port())
+}
+
+/// This machine's own IPv4 address on its default route (not loopback: a pod cannot reach the
+/// host's loopback): the source address of a UDP socket connected to a documentation address,
+/// which sends no packet.
+pub fn host_ipv4() -> Result<Ipv4Addr> {
+    let failed = |message: String| Error::Format {
+        action: "find this machine's IPv4 address on its default route".into(),
+        message,
+    };
+    let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(|e| failed(e.to_string()))?;
+    socket
+        .connect((Ipv4Addr::new(198, 51, 100, 1), 9))
+        .map_err(|e| failed(format!("no default route: {e}")))?;
+    match socket.local_addr().map_err(|e| failed(e.to_string()))?.ip() {
+        IpAddr::V4(ip) if !ip.is_loopback() && !ip.is_unspecified() => Ok(ip),
+        other => Err(failed(format!("the default route's source is {other}"))),
+    }
 }
 
 /// The status code of a plain-HTTP GET of `url`, or None if there was no answer.
@@ -34,6 +53,13 @@ mod tests {
     fn free_ports_can_be_bound() {
         let port = free_port().unwrap();
         TcpListener::bind((Ipv4Addr::LOCALHOST, port)).unwrap();
+    }
+
+    #[test]
+    fn the_host_address_can_be_bound_and_is_not_loopback() {
+        let ip = host_ipv4().unwrap();
+        assert!(!ip.is_loopback());
+        TcpListener::bind((ip, 0)).unwrap();
     }
 
     #[tokio::test]

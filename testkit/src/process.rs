@@ -102,6 +102,11 @@ impl Process {
         })
     }
 
+    /// The process id (that of the program itself: setpriv execs it).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The component's name.
     pub(crate) fn name(&self) -> &str {
         &self.name

@@ -3,6 +3,8 @@
 //! to a runtime; each test makes its own client ([`Cluster::client`]) and works in its own
 //! namespace and names. The cluster lives in a static and is never dropped: its components die with
 //! the test process (see `process`) and its directory is removed by a later start (see `workdir`).
+//! So a cluster with real nodes cannot be shared: a real node gives the machine back (its cgroup,
+//! host rules, kernel sysctls) on Drop; give each such test its own cluster.
 
 use std::ops::Deref;
 
@@ -45,6 +47,13 @@ impl SharedCluster {
             .cell
             .get_or_init(|| async {
                 let builder = self.builder;
+                if builder().has_real_nodes() {
+                    return Err("a cluster with real nodes cannot be shared: it gives the machine \
+                                back (cgroups, host firewall rules, kernel sysctls) only when dropped, \
+                                and a shared cluster never is; start one per test with \
+                                ClusterBuilder::start"
+                        .to_owned());
+                }
                 let (sender, receiver) = tokio::sync::oneshot::channel();
                 let thread = std::thread::Builder::new()
                     .name("ocifit-testkit-cluster".into())

@@ -31,6 +31,12 @@ pub enum Tool {
     Kubectl,
     /// kwok, fake kubelets.
     Kwok,
+    /// The kubelet of the real node, built from the same Kubernetes version.
+    Kubelet,
+    /// kube-proxy of the real node (iptables mode).
+    KubeProxy,
+    /// The pod sandbox program, built from the Kubernetes module's `build/pause`.
+    Pause,
     /// distribution's `registry`.
     Registry,
     /// regctl, a registry client.
@@ -49,17 +55,22 @@ pub enum Tool {
     CertManagerCrds,
     /// The Prometheus Operator's ServiceMonitor CRD, from its Go module (for the chart's checks).
     ServiceMonitorCrd,
+    /// actionlint, which checks the GitHub workflows.
+    Actionlint,
 }
 
 impl Tool {
     /// Every tool, in the installer's order of importance for the cluster.
-    pub const ALL: [Tool; 15] = [
+    pub const ALL: [Tool; 19] = [
         Tool::Etcd,
         Tool::KubeApiserver,
         Tool::KubeControllerManager,
         Tool::KubeScheduler,
         Tool::Kubectl,
         Tool::Kwok,
+        Tool::Kubelet,
+        Tool::KubeProxy,
+        Tool::Pause,
         Tool::Registry,
         Tool::Regctl,
         Tool::Crane,
@@ -69,6 +80,7 @@ impl Tool {
         Tool::NfdCrds,
         Tool::CertManagerCrds,
         Tool::ServiceMonitorCrd,
+        Tool::Actionlint,
     ];
 
     /// The name a user knows the tool by.
@@ -80,6 +92,9 @@ impl Tool {
             Tool::KubeScheduler => "kube-scheduler",
             Tool::Kubectl => "kubectl",
             Tool::Kwok => "kwok",
+            Tool::Kubelet => "kubelet",
+            Tool::KubeProxy => "kube-proxy",
+            Tool::Pause => "pause",
             Tool::Registry => "registry (distribution)",
             Tool::Regctl => "regctl",
             Tool::Crane => "crane",
@@ -89,6 +104,7 @@ impl Tool {
             Tool::NfdCrds => "NFD CRDs",
             Tool::CertManagerCrds => "cert-manager CRDs",
             Tool::ServiceMonitorCrd => "ServiceMonitor CRD",
+            Tool::Actionlint => "actionlint",
         }
     }
 
@@ -101,6 +117,8 @@ impl Tool {
             | Tool::KubeScheduler
             | Tool::Kubectl => ("kubernetes", "KUBERNETES_VERSION"),
             Tool::Kwok => ("kwok", "KWOK_VERSION"),
+            Tool::Kubelet | Tool::KubeProxy => ("kubernetes-node", "KUBERNETES_VERSION"),
+            Tool::Pause => ("pause", "KUBERNETES_VERSION"),
             Tool::Registry => ("distribution", "DISTRIBUTION_VERSION"),
             Tool::Regctl => ("regctl", "REGCTL_VERSION"),
             Tool::Crane => ("crane", "CRANE_VERSION"),
@@ -110,6 +128,7 @@ impl Tool {
             Tool::NfdCrds => ("nfd-crds", "NFD_VERSION"),
             Tool::CertManagerCrds => ("cert-manager-crds", "CERT_MANAGER_VERSION"),
             Tool::ServiceMonitorCrd => ("prometheus-operator-crds", "PROMETHEUS_OPERATOR_VERSION"),
+            Tool::Actionlint => ("actionlint", "ACTIONLINT_VERSION"),
         }
     }
 
@@ -122,6 +141,9 @@ impl Tool {
             Tool::KubeScheduler => "bin/kube-scheduler",
             Tool::Kubectl => "bin/kubectl",
             Tool::Kwok => "bin/kwok",
+            Tool::Kubelet => "bin/kubelet",
+            Tool::KubeProxy => "bin/kube-proxy",
+            Tool::Pause => "bin/pause",
             Tool::Registry => "bin/registry",
             Tool::Regctl => "bin/regctl",
             Tool::Crane => "bin/crane",
@@ -131,6 +153,7 @@ impl Tool {
             Tool::NfdCrds => "nfd-api-crds.yaml",
             Tool::CertManagerCrds => "cert-manager-crds.yaml",
             Tool::ServiceMonitorCrd => "monitoring.coreos.com_servicemonitors.yaml",
+            Tool::Actionlint => "bin/actionlint",
         }
     }
 

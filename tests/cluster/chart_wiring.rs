@@ -20,12 +20,12 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use ocifit_testkit::chart::NAMESPACE;
-use ocifit_testkit::{Cluster, Registry, create_namespace, wait_until_admitted};
+use ocifit_testkit::{Cluster, Registry, create_namespace, host_ipv4, wait_until_admitted};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use crate::support::access::{handshake, service_account_kubeconfig};
-use crate::support::chart_pod::{ChartPod, POD_NAME, Replica, host_ipv4, install};
+use crate::support::chart_pod::{ChartPod, POD_NAME, Replica, install};
 use crate::support::objects::{PLACEHOLDER, TestPod, linux_node};
 use crate::support::{Env, FLAVOR, data, free_address, images};
 
@@ -159,7 +159,8 @@ async fn a_labelled_pod_gets_its_image_through_the_charts_webhook_configuration_
 
     // The chart's Service, backed by this host: the apiserver dials the endpoint's address under
     // the Service's DNS name.
-    let host = host_ipv4();
+    // Not loopback, which EndpointSlice validation refuses.
+    let host = host_ipv4().expect("this host's address");
     let webhook = std::net::TcpListener::bind((host, 0))
         .and_then(|l| l.local_addr())
         .expect("a free port on the host's address");

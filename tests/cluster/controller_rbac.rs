@@ -1,8 +1,9 @@
 //! `ocifit run` under exactly the RBAC of `config/rbac/` (a ServiceAccount token, no other
 //! rights) against the real apiserver: it resolves a policy, writes its status, publishes
-//! Events, holds its Lease, and in the managed-certificate mode creates its webhook Secret and
+//! Events, holds the Lease the install created (it may not create one), and in the managed-certificate mode creates its webhook Secret and
 //! patches the caBundle, so the apiserver calls its webhook over TLS it trusts and a labelled pod
-//! gets its image; and the role grants nothing beyond (no policy spec writes, no pods).
+//! gets its image; and the role grants nothing beyond (no policy spec writes, no pods, no Lease
+//! but its own).
 
 use std::path::Path;
 use std::time::Duration;
@@ -70,7 +71,7 @@ async fn the_controller_runs_under_the_role_in_config_rbac() {
     let log = controller.log_text().to_lowercase();
     assert!(!log.contains("forbidden"), "{log}");
 
-    the_role_grants_nothing_beyond(&kubeconfig).await;
+    the_role_grants_nothing_beyond(&kubeconfig, &env.client).await;
 
     assert!(controller.stop().await.success());
 }
@@ -130,8 +131,9 @@ async fn its_webhook_serves_the_certificate_it_issued_itself(env: &Env, debian: 
     assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
 }
 
-/// The same identity cannot change a policy's spec or list pods.
-async fn the_role_grants_nothing_beyond(kubeconfig: &Path) {
+/// The same identity cannot change a policy's spec, list pods, or create or take any Lease but its
+/// own (`admin` sets up another Lease to try).
+async fn the_role_grants_nothing_beyond(kubeconfig: &Path, admin: &kube::Client) {
     let sa = client_from(kubeconfig).await;
     let spec_write = Api::<ocifit::api::ImageSelectionPolicy>::all(sa.clone())
         .patch(
@@ -144,9 +146,32 @@ async fn the_role_grants_nothing_beyond(kubeconfig: &Path) {
         matches!(&spec_write, Err(kube::Error::Api(s)) if s.code == 403),
         "{spec_write:?}"
     );
-    let pods = Api::<Pod>::all(sa).list(&Default::default()).await;
+    let pods = Api::<Pod>::all(sa.clone()).list(&Default::default()).await;
     assert!(
         matches!(&pods, Err(kube::Error::Api(s)) if s.code == 403),
         "{pods:?}"
+    );
+    let leases = Api::<Lease>::namespaced(sa, "ocifit-system");
+    let other: Lease = serde_json::from_value(serde_json::json!({"metadata": {"name": "other"}}))
+        .expect("a lease");
+    let created = leases.create(&Default::default(), &other).await;
+    assert!(
+        matches!(&created, Err(kube::Error::Api(s)) if s.code == 403),
+        "{created:?}"
+    );
+    Api::<Lease>::namespaced(admin.clone(), "ocifit-system")
+        .create(&Default::default(), &other)
+        .await
+        .expect("the admin creates another lease");
+    let taken = leases
+        .patch(
+            "other",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"holderIdentity": "rbac"}})),
+        )
+        .await;
+    assert!(
+        matches!(&taken, Err(kube::Error::Api(s)) if s.code == 403),
+        "{taken:?}"
     );
 }

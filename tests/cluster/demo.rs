@@ -1,6 +1,7 @@
 //! The README's demo, run as CI runs it: `tools/demo --check` (debug build, its own state
 //! directory) starts everything, and every flavor pod must be bound to a node of its flavor with
-//! that flavor's image from the artifact; then it tears everything down.
+//! that flavor's image from the artifact, the one on the real node running it (its log shows the
+//! image's line); then it tears everything down.
 
 use std::process::Command;
 
@@ -21,21 +22,36 @@ fn demo_binds_each_flavor_pod_to_its_flavor_with_the_matching_image() {
         output.status,
         std::fs::read_to_string(state.path().join("ocifit.log")).unwrap_or_default()
     );
-    for (pod, image) in [
-        ("vanilla", "/library/debian:11"),
-        ("chocolate", "/library/ubuntu:24.04"),
-        ("strawberry", "/library/rockylinux:9"),
+    for (pod, node, flavor, image) in [
+        ("vanilla", "worker-vanilla", "vanilla", "/library/debian:11"),
+        (
+            "chocolate",
+            "worker-chocolate",
+            "chocolate",
+            "/library/ubuntu:24.04",
+        ),
+        (
+            "strawberry",
+            "worker-strawberry",
+            "strawberry",
+            "/library/rockylinux:9",
+        ),
+        ("runs", "worker-real", "vanilla", "/library/debian:11"),
     ] {
         let row = stdout
             .lines()
             .find(|line| line.starts_with(&format!("{pod} ")))
             .unwrap_or_else(|| panic!("no row for pod {pod} in:\n{stdout}"));
         let cells: Vec<&str> = row.split_whitespace().collect();
-        assert_eq!(cells[1], format!("worker-{pod}"), "{row}");
-        assert_eq!(cells[2], pod, "{row}");
+        assert_eq!(cells[1], node, "{row}");
+        assert_eq!(cells[2], flavor, "{row}");
         assert!(cells[3].ends_with(image), "{row}");
         assert_eq!(cells[4], "yes", "{row}");
     }
+    assert!(
+        stdout.contains("$ kubectl logs runs\nflavor vanilla\n"),
+        "the real node's pod logs its image's line:\n{stdout}"
+    );
     assert!(
         stdout.contains("flavors"),
         "kubectl get isp printed:\n{stdout}"

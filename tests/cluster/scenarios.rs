@@ -14,6 +14,7 @@
 mod support;
 
 mod chart_cluster;
+mod chart_real_node;
 mod chart_wiring;
 mod cluster_crd;
 mod cluster_scheduling;
@@ -26,5 +27,8 @@ mod controller_nfd;
 mod controller_rbac;
 mod demo;
 mod placement_way_out;
+mod real_node;
+mod real_node_teardown;
+mod supervision;
 mod webhook_certificates;
 mod webhook_e2e;

@@ -14,7 +14,7 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
-use ocifit::webhook::certificates::{self, CertificateSink, Settings, Stored};
+use ocifit::admission::certificates::{self, CertificateSink, Settings, Stored};
 use ocifit_testkit::{
     Cluster, PodWebhook, SharedCluster, create_namespace, register_pod_webhook, wait_until_admitted,
 };

@@ -15,6 +15,14 @@ fn resolve(args: &[&str]) -> Output {
         .expect("the ocifit binary runs")
 }
 
+/// `ocifit resolve --offline`: artifacts from files, no registry asked (the example images are
+/// on Docker Hub, out of reach here).
+fn offline(args: &[&str]) -> Output {
+    let mut all = vec!["--offline"];
+    all.extend(args);
+    resolve(&all)
+}
+
 fn json(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
@@ -46,7 +54,7 @@ fn write(dir: &Path, name: &str, contents: &str) -> String {
 
 #[test]
 fn flavor_example_maps_each_flavor_to_its_image_in_json() {
-    let out = resolve(&[
+    let out = offline(&[
         "--artifact",
         "example/flavor-compat.json",
         "--nodes",
@@ -97,7 +105,7 @@ fn flavor_example_maps_each_flavor_to_its_image_in_json() {
 
 #[test]
 fn flavor_example_table_names_each_image() {
-    let out = resolve(&[
+    let out = offline(&[
         "--artifact",
         "example/flavor-compat.json",
         "--nodes",
@@ -114,7 +122,7 @@ fn flavor_example_table_names_each_image() {
 
 #[test]
 fn nfd_example_reads_merged_node_features_and_label_projection() {
-    let out = resolve(&[
+    let out = offline(&[
         "--artifact",
         "example/nfd-compat.yaml",
         "--nodes",
@@ -135,7 +143,7 @@ fn nfd_example_reads_merged_node_features_and_label_projection() {
 
 #[test]
 fn without_node_features_the_gpu_node_loses_its_gpu() {
-    let out = resolve(&[
+    let out = offline(&[
         "--artifact",
         "example/nfd-compat.yaml",
         "--nodes",
@@ -156,7 +164,7 @@ fn a_node_no_set_fits_exits_1_and_still_prints_why() {
         "nodes.yaml",
         "apiVersion: v1\nkind: Node\nmetadata:\n  name: mint-1\n  labels:\n    feature.node.ocifit-k8s.flavor: mint\n    kubernetes.io/arch: amd64\n    kubernetes.io/os: linux\n",
     );
-    let out = resolve(&[
+    let out = offline(&[
         "--artifact",
         "example/flavor-compat.json",
         "--nodes",
@@ -181,7 +189,7 @@ fn an_invalid_operator_exits_2_naming_file_set_and_expression() {
         "bad.json",
         r#"{"version":"v1alpha1","compatibilities":[{"tag":"debian:11","rules":[{"matchFeatures":[{"matchExpressions":[{"key":"k","op":"Matches","value":["x"]}]}]}]}]}"#,
     );
-    let out = resolve(&[
+    let out = offline(&[
         "--artifact",
         &artifact,
         "--nodes",
@@ -201,7 +209,7 @@ fn an_invalid_operator_exits_2_naming_file_set_and_expression() {
 
 #[test]
 fn an_ocifit_artifact_forced_as_nfd_is_rejected_not_silently_unmatched() {
-    let out = resolve(&[
+    let out = offline(&[
         "--artifact",
         "example/flavor-compat.json",
         "--nodes",
@@ -218,7 +226,7 @@ fn an_ocifit_artifact_forced_as_nfd_is_rejected_not_silently_unmatched() {
 fn a_nodes_file_of_another_kind_exits_2_naming_the_kind() {
     let dir = tempfile::tempdir().unwrap();
     let pods = write(dir.path(), "pods.json", r#"{"kind":"PodList","items":[]}"#);
-    let out = resolve(&["--artifact", "example/flavor-compat.json", "--nodes", &pods]);
+    let out = offline(&["--artifact", "example/flavor-compat.json", "--nodes", &pods]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("PodList"), "{stderr}");
@@ -226,7 +234,7 @@ fn a_nodes_file_of_another_kind_exits_2_naming_the_kind() {
 
 #[test]
 fn a_node_selector_can_include_the_control_plane() {
-    let out = resolve(&[
+    let out = offline(&[
         "--artifact",
         "example/flavor-compat.json",
         "--nodes",
@@ -268,7 +276,7 @@ async fn registry_with_flavors() -> (ocifit_testkit::Registry, String, String) {
 async fn an_oras_pushed_artifact_resolves_by_tag_and_digest_like_the_file() {
     let (registry, reference, digest) = registry_with_flavors().await;
     let nodes = "example/flavor-nodes.json";
-    let from_file = json(&resolve(&[
+    let from_file = json(&offline(&[
         "--artifact",
         "example/flavor-compat.json",
         "--nodes",
@@ -324,7 +332,7 @@ async fn a_registry_reference_without_plain_http_is_never_sent_in_clear() {
 
 #[test]
 fn a_missing_artifact_file_says_so_instead_of_asking_a_registry() {
-    let out = resolve(&[
+    let out = offline(&[
         "--artifact",
         "example/no-such-compat.json",
         "--nodes",
@@ -335,5 +343,179 @@ fn a_missing_artifact_file_says_so_instead_of_asking_a_registry() {
     assert!(
         stderr.contains("failed to read example/no-such-compat.json"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn offline_says_the_platforms_were_not_checked() {
+    let out = offline(&[
+        "--artifact",
+        "example/flavor-compat.json",
+        "--nodes",
+        "example/flavor-nodes.json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table
+            .contains("platforms of debian:11 not checked (--offline): taken to run on every node"),
+        "{table}"
+    );
+    let report = json(&offline(&[
+        "--artifact",
+        "example/flavor-compat.json",
+        "--nodes",
+        "example/flavor-nodes.json",
+        "-o",
+        "json",
+    ]));
+    for platform in report["platforms"].as_array().expect("platforms is a list") {
+        assert_eq!(platform["check"], "notChecked", "{platform}");
+    }
+    let refused = offline(&[
+        "--artifact",
+        "127.0.0.1:1/acme/compat:v1",
+        "--nodes",
+        "example/flavor-nodes.json",
+    ]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--offline asks no registry"),
+        "{refused:?}"
+    );
+}
+
+const NFD_LAYER: &str = "application/vnd.nfd.image-compatibility.spec.v1alpha1+yaml";
+const NFD_ARTIFACT: &str = "application/vnd.nfd.image-compatibility.v1alpha1";
+const NEEDS_AVX512: &str = "version: v1alpha1\ncompatibilities:\n\
+    - tag: avx512\n  rules:\n  - name: avx512\n    matchFeatures:\n\
+    \x20   - feature: cpu.cpuid\n      matchExpressions:\n        AVX512F: {op: Exists}\n";
+const ANYWHERE: &str = "version: v1alpha1\ncompatibilities:\n- tag: portable\n  rules: []\n";
+
+/// A policy with candidates, read as the controller reads it: each candidate's NFD artifact from
+/// the registry (attached with regctl), the images' platforms checked there, a candidate without
+/// an artifact left out with the reason, and the policy's nodeSelector applied.
+#[tokio::test]
+async fn a_candidates_policy_resolves_as_the_controller_does_with_platforms_checked() {
+    let registry = ocifit_testkit::Registry::builder()
+        .start()
+        .await
+        .expect("the test registry starts");
+    let fast = registry
+        .push_multi_platform("acme/app", "fast", &["linux/amd64"])
+        .await
+        .expect("crane push");
+    let portable = registry
+        .push_multi_platform("acme/app", "portable", &["linux/amd64", "linux/arm64"])
+        .await
+        .expect("crane push");
+    let bare = registry
+        .push_image("acme/app", "bare", "linux/amd64")
+        .await
+        .expect("crane push");
+    let dir = registry.dir();
+    for (image, file, content) in [
+        (&fast, "avx512.yaml", NEEDS_AVX512),
+        (&portable, "anywhere.yaml", ANYWHERE),
+    ] {
+        std::fs::write(dir.join(file), content).expect("a file");
+        registry
+            .attach_artifact(&image.reference, NFD_ARTIFACT, &dir.join(file), NFD_LAYER)
+            .await
+            .expect("regctl artifact put --subject");
+    }
+    let policy = serde_json::json!({
+        "apiVersion": "ocifit.io/v1alpha1", "kind": "ImageSelectionPolicy",
+        "metadata": {"name": "app"},
+        "spec": {"artifact": {"candidates": [
+                    {"image": bare.reference, "weight": 30},
+                    {"image": fast.reference, "weight": 20},
+                    {"image": portable.reference}]},
+                 "targetImage": "placeholder:latest",
+                 "nodeSelector": {"pool": "app"}}
+    });
+    let node = |name: &str, arch: &str, avx: bool, pool: &str| {
+        let mut labels = serde_json::json!({"kubernetes.io/os": "linux",
+                                            "kubernetes.io/arch": arch, "pool": pool});
+        if avx {
+            labels["feature.node.kubernetes.io/cpu-cpuid.AVX512F"] = "true".into();
+        }
+        serde_json::json!({"apiVersion": "v1", "kind": "Node",
+                           "metadata": {"name": name, "labels": labels}})
+    };
+    let nodes = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        node("avx", "amd64", true, "app"),
+        node("plain", "amd64", false, "app"),
+        node("arm-avx", "arm64", true, "app"),
+        node("elsewhere", "amd64", true, "other"),
+    ]});
+    let policy_file = write(dir, "policy.json", &policy.to_string());
+    let nodes_file = write(dir, "nodes.json", &nodes.to_string());
+    let out = resolve(&[
+        "--policy",
+        &policy_file,
+        "--nodes",
+        &nodes_file,
+        "--plain-http",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report = json(&out);
+    assert_eq!(report["policy"], "app");
+    assert_eq!(report["format"], "nfd");
+    let images = images_by_node(&report);
+    assert_eq!(images["avx"], fast.reference.as_str());
+    assert_eq!(images["plain"], portable.reference.as_str());
+    // fast's rule holds on the arm node, but fast is built for linux/amd64 only.
+    assert_eq!(images["arm-avx"], portable.reference.as_str());
+    assert!(
+        !images.contains_key("elsewhere"),
+        "outside the nodeSelector"
+    );
+    for platform in report["platforms"].as_array().expect("platforms") {
+        assert_eq!(platform["check"], "checked", "{platform}");
+    }
+    let arm = report["classes"]
+        .as_array()
+        .expect("classes")
+        .iter()
+        .find(|c| c["nodes"][0] == "arm-avx")
+        .expect("the arm class");
+    let reason = arm["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("{} is not built for linux/arm64", fast.reference))
+            && reason.contains(&format!("skipped candidate 0 ({:?})", bare.reference)),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn a_registry_off_the_allowed_list_is_refused_naming_it_and_never_asked() {
+    let (registry, reference, _) = registry_with_flavors().await;
+    let log = registry.dir().join("registry.log");
+    let requests_before = std::fs::read_to_string(&log).unwrap().lines().count();
+    let out = resolve(&[
+        "--artifact",
+        &reference,
+        "--nodes",
+        "example/flavor-nodes.json",
+        "--plain-http",
+        "--allowed-registries",
+        "registry.example.com,*.example.org",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let host = reference.split('/').next().unwrap();
+    assert!(
+        stderr.contains(&format!("refused to reach {host}"))
+            && stderr.contains("not in the allowed registries"),
+        "{stderr}"
+    );
+    let after = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        after.lines().count(),
+        requests_before,
+        "nothing reached the registry"
     );
 }

@@ -15,11 +15,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::core::admission::AdmissionRequest;
 use ocifit::api::ImageSelectionPolicy;
 use ocifit::api::pod::DECISION_IMAGES;
-use ocifit::controller::platform::{PlatformLookup, Platforms};
-use ocifit::controller::status::{ArtifactState, Content, Inputs, Resolved, compute};
 use ocifit::engine::{Artifact, Format, NodeInputs};
+use ocifit::image_selection::planner::{Index, Plan};
 use ocifit::registry::Platform;
-use ocifit::webhook::planner::{Index, Plan};
+use ocifit::resolution::platform::{PlatformLookup, Platforms};
+use ocifit::resolution::status::{ArtifactState, Inputs, compute};
+use ocifit::resolution::{Content, Resolved};
 use serde_json::{Value, json};
 
 fn repo(path: &str) -> PathBuf {
@@ -174,7 +175,7 @@ fn outcome(plan: &Plan, pod: &Value) -> String {
             format!("{} {image}", decision.as_str())
         }
         Plan::Deny { reason, .. } => format!("denied {}", reason.as_str()),
-        Plan::Skip { reason, .. } => format!("skipped {}", reason.as_str()),
+        Plan::Skip(reason) => format!("skipped {}", reason.as_str()),
     }
 }
 
@@ -229,7 +230,7 @@ fn every_example_pod_has_the_outcome_the_pod_contract_states() {
     for row in &rows {
         let nodes = cluster(&row.cluster);
         let policies = policies(&nodes);
-        let index = Index::new(&policies, nodes.iter().map(|(n, i)| (n.as_str(), i)));
+        let index = Index::over_inputs(&policies, &nodes);
         let pod: Value = yaml(&repo(&row.file));
         let plan = index.plan(&request(&pod, false));
         let got = outcome(&plan, &pod);
@@ -248,7 +249,7 @@ fn a_dry_run_gets_the_same_answer_and_a_patched_pod_sent_again_is_left_alone() {
     for row in table_rows() {
         let nodes = cluster(&row.cluster);
         let policies = policies(&nodes);
-        let index = Index::new(&policies, nodes.iter().map(|(n, i)| (n.as_str(), i)));
+        let index = Index::over_inputs(&policies, &nodes);
         let mut pod: Value = yaml(&repo(&row.file));
         let plan = index.plan(&request(&pod, false));
         assert_eq!(
@@ -307,11 +308,11 @@ fn the_messages_the_pod_contract_quotes_are_the_planners() {
             .unwrap_or_else(|| panic!("{file} is quoted but has no row in the pod table"));
         let nodes = cluster(&row.cluster);
         let policies = policies(&nodes);
-        let index = Index::new(&policies, nodes.iter().map(|(n, i)| (n.as_str(), i)));
+        let index = Index::over_inputs(&policies, &nodes);
         let pod: Value = yaml(&repo(&row.file));
         let plan = index.plan(&request(&pod, false));
         let said = match (kind.as_str(), &plan) {
-            ("denied", Plan::Deny { message, .. }) => message.clone(),
+            ("denied", Plan::Deny { reason, .. }) => reason.to_string(),
             ("Warning", plan) => plan.warnings().join("\n"),
             _ => panic!("{file}: {CONTRACT} quotes a {kind} but the planner says {plan:?}"),
         };

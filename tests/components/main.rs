@@ -3,6 +3,7 @@
 //! where one runs here (Helm, distribution, the ORAS SDK, regctl, crane) and no Kubernetes
 //! cluster. The real-cluster tests are the workspace member `tests/cluster`.
 //!
+//! - `architecture`: the layout of `src/` (no import cycle, rooms use lower floors only);
 //! - `chart`: the Helm chart offline (sync with `crds/` and `config/`, renders, values);
 //! - `cli_resolve`: `ocifit resolve` as users run it;
 //! - `docs_flags`: `docs/flags.md` against `ocifit run --help`;
@@ -10,8 +11,11 @@
 //! - `registry`: the registry client against the real registry, a fake for what it cannot do, and
 //!   TLS;
 //! - `placement_inspection`: image inspection for platform placement on the real registry;
-//! - `registry_clients`: the test kit's clients (ORAS SDK, regctl, crane) on the real registry.
+//! - `registry_clients`: the test kit's clients (ORAS SDK, regctl, crane) on the real registry;
+//! - `release`: the image assembled here against the `Dockerfile`, the chart against the release
+//!   workflow.
 
+mod architecture;
 mod chart;
 mod cli_resolve;
 mod docs_flags;
@@ -19,3 +23,4 @@ mod example_pods;
 mod placement_inspection;
 mod registry;
 mod registry_clients;
+mod release;

@@ -15,7 +15,8 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
 
-use super::{NodeView, RequirementList, RequirementProblem, SelectionError};
+use super::error::{RequirementList, RequirementProblem, SelectionError};
+use super::view::NodeView;
 
 /// The one node field matchFields can read.
 pub(super) const NODE_NAME_FIELD: &str = "metadata.name";

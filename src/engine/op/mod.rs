@@ -2,10 +2,11 @@
 //! compiled once, numbers and versions parsed once) and testing it against one input; `reason`
 //! says in words why it did not hold. Knows nothing of sets, rules or nodes.
 
-use regex::Regex;
+use regex::{Regex, RegexBuilder};
 
 use super::Format;
 use super::error::Problem;
+use super::limits::LIMITS;
 
 mod reason;
 
@@ -291,11 +292,17 @@ fn check_count(format: Format, op: Op, spelled: &str, got: usize) -> Result<(), 
     }
 }
 
+/// Compiles a pattern within the engine's size limits, so one pattern cannot take unbounded
+/// memory (a too large one is an invalid regex saying so).
 fn compile_regex(pattern: &str) -> Result<Regex, Problem> {
-    Regex::new(pattern).map_err(|e| Problem::InvalidRegex {
-        pattern: pattern.to_owned(),
-        reason: regex_reason(&e),
-    })
+    RegexBuilder::new(pattern)
+        .size_limit(LIMITS.regex_bytes)
+        .dfa_size_limit(LIMITS.regex_bytes)
+        .build()
+        .map_err(|e| Problem::InvalidRegex {
+            pattern: pattern.to_owned(),
+            reason: regex_reason(&e),
+        })
 }
 
 /// The regex crate's message spans several lines (pattern, caret, "error: ..."); keep the reason.

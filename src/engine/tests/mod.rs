@@ -3,6 +3,7 @@
 
 mod examples;
 mod inputs;
+mod limits;
 mod nfd_ops;
 mod ocifit_ops;
 mod select;

@@ -1,13 +1,15 @@
-//! `ocifit-dev`: a local cluster and registry for working on ocifit by hand (`up`), and the
-//! README's one-command demo (`demo`, run by `tools/demo`).
+//! `ocifit-dev`: a local cluster and registry for working on ocifit by hand (`up`), the README's
+//! one-command demo (`demo`, run by `tools/demo`), and images assembled without a container engine
+//! (`image`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use ocifit_testkit::demo::{self, DemoOptions};
-use ocifit_testkit::dev;
+use ocifit_testkit::image::{self, ImageBuilder};
+use ocifit_testkit::{RealNode, dev};
 
 /// Local development environment for ocifit (tools from tools/install).
 #[derive(Parser)]
@@ -25,6 +27,10 @@ enum Command {
         /// Require basic auth on the registry, as USER:PASSWORD.
         #[arg(long, value_name = "USER:PASSWORD")]
         registry_auth: Option<String>,
+        /// Add a real node (containerd, kubelet, kube-proxy) named NAME; may be repeated. Needs
+        /// root; the apiserver and the registry then listen on this machine's own address.
+        #[arg(long, value_name = "NAME")]
+        real_node: Vec<String>,
     },
     /// The flavor demo: cluster, registry, artifact, three nodes, `ocifit run` with its webhook,
     /// the policy and three pods; prints where each pod landed with which image, then keeps
@@ -47,12 +53,56 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 60)]
         timeout: u64,
     },
+    /// Assemble an OCI image without a container engine and push it with crane.
+    #[command(subcommand)]
+    Image(ImageCommand),
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// ocifit's image from a built binary: the binary, the shared libraries it links and the loader,
+    /// CA certificates, the nonroot user; user, entrypoint, command, ports and labels as the
+    /// Dockerfile's release image has them.
+    Ocifit {
+        /// The ocifit binary.
+        #[arg(long, value_name = "PATH", default_value = "target/release/ocifit")]
+        binary: PathBuf,
+        /// The `org.opencontainers.image.revision` label (default: `git rev-parse HEAD`).
+        #[arg(long)]
+        revision: Option<String>,
+        #[command(flatten)]
+        target: ImageTarget,
+    },
+    /// A tiny image that prints LINE (e.g. "flavor vanilla") and waits until it is stopped.
+    Flavor {
+        /// What it prints.
+        #[arg(long)]
+        line: String,
+        #[command(flatten)]
+        target: ImageTarget,
+    },
+}
+
+#[derive(Args)]
+struct ImageTarget {
+    /// Where to push it, e.g. 127.0.0.1:5000/ocifit:dev.
+    #[arg(long, value_name = "REFERENCE")]
+    tag: String,
+    /// The registry is plain HTTP.
+    #[arg(long)]
+    insecure: bool,
+    /// Where to write the OCI image layout (default: a temporary directory, removed after).
+    #[arg(long, value_name = "DIR")]
+    layout: Option<PathBuf>,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Up { registry_auth } => up(registry_auth.as_deref()).await,
+        Command::Up {
+            registry_auth,
+            real_node,
+        } => up(registry_auth.as_deref(), &real_node).await,
         Command::Demo {
             ocifit,
             repo,
@@ -69,10 +119,77 @@ async fn main() -> ExitCode {
             };
             run_demo(&options, check).await
         }
+        Command::Image(command) => match build_image(command).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ocifit-dev image: {e}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 
-async fn up(registry_auth: Option<&str>) -> ExitCode {
+async fn build_image(command: ImageCommand) -> Result<(), String> {
+    let (image, target) = match command {
+        ImageCommand::Ocifit {
+            binary,
+            revision,
+            target,
+        } => {
+            let version = output(&binary, &["--version"])?;
+            let version = version
+                .split_whitespace()
+                .last()
+                .unwrap_or_default()
+                .to_owned();
+            let revision = match revision {
+                Some(revision) => revision,
+                None => output(std::path::Path::new("git"), &["rev-parse", "HEAD"])
+                    .map_err(|e| format!("{e} (or give --revision)"))?,
+            };
+            let image =
+                image::ocifit_image(&binary, &version, &revision).map_err(|e| e.to_string())?;
+            (image, target)
+        }
+        ImageCommand::Flavor { line, target } => (
+            image::flavor_image(&line).map_err(|e| e.to_string())?,
+            target,
+        ),
+    };
+    push(&image, &target).await
+}
+
+async fn push(image: &ImageBuilder, target: &ImageTarget) -> Result<(), String> {
+    let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dir = target
+        .layout
+        .clone()
+        .unwrap_or_else(|| scratch.path().join("layout"));
+    let layout = image::push(image, &dir, &target.tag, target.insecure)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{}@{}", target.tag, layout.digest);
+    Ok(())
+}
+
+/// The trimmed stdout of a command that must succeed.
+fn output(program: &std::path::Path, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{} {}` failed: {}",
+            program.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+async fn up(registry_auth: Option<&str>, real_nodes: &[String]) -> ExitCode {
     let auth = match registry_auth.map(|a| a.split_once(':')) {
         None => None,
         Some(Some(pair)) => Some(pair),
@@ -81,7 +198,12 @@ async fn up(registry_auth: Option<&str>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match dev::run_until_interrupted(dev::full_cluster(auth)).await {
+    let builder = real_nodes
+        .iter()
+        .fold(dev::full_cluster(auth), |builder, name| {
+            builder.real_node(RealNode::new(name))
+        });
+    match dev::run_until_interrupted(builder).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ocifit-dev: {e}");
@@ -104,7 +226,7 @@ async fn run_demo(options: &DemoOptions, check: bool) -> ExitCode {
         drop(demo);
         if passed {
             println!(
-                "demo check passed: every flavor pod runs its flavor's image on a node of its flavor"
+                "demo check passed: every flavor pod has its flavor's image on a node of its flavor, and the real node ran its pod's"
             );
             return ExitCode::SUCCESS;
         }

@@ -1,10 +1,14 @@
 //! A throwaway Kubernetes control plane on loopback: etcd and kube-apiserver, optionally
-//! kube-controller-manager, kube-scheduler and kwok, and optionally a registry beside it. It owns
-//! start-up order, readiness and teardown; what the tests do with the cluster lives elsewhere.
+//! kube-controller-manager, kube-scheduler and kwok, optionally a registry beside it, and optionally
+//! real nodes (then the apiserver and the registry listen on this machine's own address instead of
+//! loopback, where pods reach them). It owns start-up order, readiness and teardown; what the tests
+//! do with the cluster lives elsewhere.
 
 mod components;
-mod kubeconfig;
+pub(crate) mod kubeconfig;
 mod start;
+
+pub(crate) use components::REAL_NODE_LABEL;
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -12,6 +16,7 @@ use std::time::Duration;
 
 use crate::command::Invocation;
 use crate::error::Result;
+use crate::node::{RealNode, RunningNode};
 use crate::process::{Process, log_tails};
 use crate::registry::{Registry, RegistryBuilder};
 use crate::tools::{Tool, Tools};
@@ -27,6 +32,7 @@ pub struct ClusterBuilder {
     scheduler: bool,
     kwok: bool,
     registry: Option<RegistryBuilder>,
+    real_nodes: Vec<RealNode>,
     apiserver_args: Vec<OsString>,
     timeout: Duration,
 }
@@ -41,6 +47,8 @@ pub struct StartupTimes {
     pub controllers: Option<Duration>,
     /// From the start until the registry answered; it starts alongside the control plane.
     pub registry: Option<Duration>,
+    /// From the controllers until every real node was Ready; None without real nodes.
+    pub real_nodes: Option<Duration>,
     /// The whole start.
     pub total: Duration,
 }
@@ -48,7 +56,9 @@ pub struct StartupTimes {
 /// A running cluster. Dropping it kills every component (SIGKILL) and removes its directory; when
 /// dropped during a panic (a failed test) it first prints the end of every component's log.
 pub struct Cluster {
-    // Field order is drop order: controllers before the apiserver before etcd, files last.
+    // Field order is drop order: real nodes, then controllers before the apiserver before etcd,
+    // files last.
+    nodes: Vec<RunningNode>,
     controllers: Vec<Process>,
     apiserver: Process,
     etcd: Process,
@@ -68,6 +78,7 @@ impl Cluster {
             scheduler: false,
             kwok: false,
             registry: None,
+            real_nodes: Vec::new(),
             apiserver_args: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
         }
@@ -92,6 +103,16 @@ impl Cluster {
     /// The registry started with the cluster, if one was asked for.
     pub fn registry(&self) -> Option<&Registry> {
         self.registry.as_ref()
+    }
+
+    /// The real node named `name`, if the cluster has it.
+    pub fn real_node(&self, name: &str) -> Option<&RunningNode> {
+        self.nodes.iter().find(|node| node.name() == name)
+    }
+
+    /// The cluster's real nodes, in the order they were asked for.
+    pub fn real_nodes(&self) -> &[RunningNode] {
+        &self.nodes
     }
 
     /// The tools cache the cluster's components came from (for Helm, kubeconform, …).
@@ -143,7 +164,12 @@ impl Cluster {
 
     /// The last lines of every component's log, each under its name.
     pub fn log_tails(&self) -> String {
-        let mut tails = log_tails(self.controllers.iter().chain([&self.apiserver, &self.etcd]));
+        let nodes = self.nodes.iter().flat_map(RunningNode::processes);
+        let mut tails = log_tails(
+            nodes
+                .chain(&self.controllers)
+                .chain([&self.apiserver, &self.etcd]),
+        );
         if let Some(registry) = &self.registry {
             tails.push('\n');
             tails.push_str(&registry.log_tails());
@@ -185,6 +211,20 @@ impl ClusterBuilder {
     /// Adds kube-controller-manager, kube-scheduler and kwok.
     pub fn with_all_controllers(self) -> Self {
         self.with_controller_manager().with_scheduler().with_kwok()
+    }
+
+    /// Adds a real node (containerd, kubelet, kube-proxy; see [`RealNode`]) beside any kwok ones,
+    /// and with it kube-controller-manager and kube-scheduler (ServiceAccounts, scheduling). The
+    /// apiserver and the registry then listen on this machine's own address, where pods reach them
+    /// (`Registry::addr` says which). Needs root. May be repeated.
+    pub fn real_node(mut self, node: RealNode) -> Self {
+        self.real_nodes.push(node);
+        self.with_controller_manager().with_scheduler()
+    }
+
+    /// Whether the cluster will have real nodes.
+    pub(crate) fn has_real_nodes(&self) -> bool {
+        !self.real_nodes.is_empty()
     }
 
     /// Starts a registry alongside the cluster.

@@ -1,5 +1,6 @@
 //! Starting a cluster: look up every executable, mint and write credentials, start etcd and
-//! kube-apiserver (and a registry alongside), then the controllers, waiting for each to be ready.
+//! kube-apiserver (and a registry alongside), then the controllers, then the real nodes, waiting for
+//! each to be ready.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -7,10 +8,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::Api;
 
-use super::components::{self, Credentials, Files, Ports};
+use super::components::{self, Credentials, Files, Listen, Ports};
 use super::{Cluster, ClusterBuilder, StartupTimes, client, kubeconfig};
 use crate::error::{Error, Result, io};
-use crate::net::{free_port, http_status};
+use crate::net::{free_port, host_ipv4, http_status};
+use crate::node::{self, NodeEnv, RunningNode};
 use crate::pki::install_crypto_provider;
 use crate::process::{Process, wait_until};
 use crate::registry::Registry;
@@ -28,14 +30,19 @@ impl ClusterBuilder {
         let workdir = Workdir::create("cluster-")?;
         let logs = workdir.join("logs");
         std::fs::create_dir_all(&logs).map_err(io("create directory", &logs))?;
-        let credentials = Credentials::mint()?;
+        let listen = if self.real_nodes.is_empty() {
+            Listen::Loopback
+        } else {
+            Listen::Host(host_ipv4()?)
+        };
+        let credentials = Credentials::mint(listen)?;
         let files = credentials.write(workdir.path())?;
         let ports = Ports {
             etcd_client: free_port()?,
             etcd_peer: free_port()?,
             apiserver: free_port()?,
         };
-        let server = format!("https://127.0.0.1:{}", ports.apiserver);
+        let server = format!("https://{}:{}", listen.address(), ports.apiserver);
         let kubeconfig_yaml =
             kubeconfig::render(&server, credentials.ca.cert_pem(), &credentials.admin)?;
         std::fs::write(&files.kubeconfig, &kubeconfig_yaml)
@@ -46,7 +53,7 @@ impl ClusterBuilder {
         let timeout = self.timeout;
         let registry = async {
             match self.registry {
-                Some(registry) => registry.start().await.map(Some),
+                Some(registry) => registry.listen_on(listen.address()).start().await.map(Some),
                 None => Ok(None),
             }
         };
@@ -60,7 +67,7 @@ impl ClusterBuilder {
             let apiserver = Process::spawn(
                 "kube-apiserver",
                 &executables.apiserver,
-                components::apiserver(&files, ports)
+                components::apiserver(&files, ports, listen)
                     .into_iter()
                     .chain(self.apiserver_args.iter().cloned())
                     .collect::<Vec<_>>(),
@@ -72,7 +79,7 @@ impl ClusterBuilder {
         let control_plane_time = started.elapsed();
 
         let since = Instant::now();
-        let mut controllers = executables.start_controllers(&files, &logs)?;
+        let mut controllers = executables.start_controllers(&files, &logs, listen)?;
         let controllers_time = if controllers.is_empty() {
             None
         } else {
@@ -85,7 +92,24 @@ impl ClusterBuilder {
             Some(since.elapsed())
         };
 
+        let since = Instant::now();
+        let mut nodes: Vec<RunningNode> = Vec::new();
+        let env = NodeEnv {
+            ca: &credentials.ca,
+            server: &server,
+            registry: registry.as_ref().map(Registry::addr),
+            logs: &logs,
+            tools: &tools,
+            timeout,
+        };
+        let admin = client(&config)?;
+        for spec in &self.real_nodes {
+            nodes.push(node::start(spec, &env, &admin).await?);
+        }
+        let nodes_time = (!nodes.is_empty()).then(|| since.elapsed());
+
         Ok(Cluster {
+            nodes,
             controllers,
             apiserver,
             etcd,
@@ -93,6 +117,7 @@ impl ClusterBuilder {
                 control_plane: control_plane_time,
                 controllers: controllers_time,
                 registry: registry.as_ref().map(Registry::startup_time),
+                real_nodes: nodes_time,
                 total: started.elapsed(),
             },
             registry,
@@ -115,8 +140,14 @@ struct Executables {
 
 impl Executables {
     fn locate(builder: &ClusterBuilder, tools: &Tools) -> Result<Self> {
-        // kubectl is not started, but `Cluster::kubectl` needs it.
+        // kubectl is not started, but `Cluster::kubectl` needs it; a real node's tools are looked up
+        // here too, so a missing one fails before anything starts.
         tools.path(Tool::Kubectl)?;
+        if !builder.real_nodes.is_empty() {
+            for tool in [Tool::Kubelet, Tool::KubeProxy, Tool::Pause] {
+                tools.path(tool)?;
+            }
+        }
         let optional = |wanted: bool, tool| wanted.then(|| tools.path(tool)).transpose();
         Ok(Self {
             etcd: tools.path(Tool::Etcd)?,
@@ -131,7 +162,12 @@ impl Executables {
     }
 
     /// Starts the controllers asked for, in the order they are dropped (killed) later.
-    fn start_controllers(&self, files: &Files, logs: &Path) -> Result<Vec<Process>> {
+    fn start_controllers(
+        &self,
+        files: &Files,
+        logs: &Path,
+        listen: Listen,
+    ) -> Result<Vec<Process>> {
         let mut started = Vec::new();
         if let Some(program) = &self.controller_manager {
             let args = components::controller_manager(files);
@@ -147,7 +183,7 @@ impl Executables {
             started.push(Process::spawn("kube-scheduler", program, args, logs)?);
         }
         if let Some((program, stages)) = &self.kwok {
-            let args = components::kwok(files, stages);
+            let args = components::kwok(files, stages, listen);
             started.push(Process::spawn("kwok", program, args, logs)?);
         }
         Ok(started)

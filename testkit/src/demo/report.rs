@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 
-use super::{FLAVOR_LABEL, FLAVOR_PODS, say};
+use super::{FLAVOR_LABEL, FLAVOR_PODS, REAL_FLAVOR, REAL_POD, say};
 use crate::cluster::Cluster;
 use crate::error::{Error, Result, kube as kube_error};
 use crate::tools::Tool;
@@ -52,7 +52,11 @@ pub(super) async fn placements(
     let started = Instant::now();
     loop {
         let mut bound = Vec::new();
-        for name in FLAVOR_PODS {
+        let wanted = FLAVOR_PODS
+            .map(|pod| (pod, pod))
+            .into_iter()
+            .chain([(REAL_POD, REAL_FLAVOR)]);
+        for (name, flavor) in wanted {
             let pod = pods
                 .get(name)
                 .await
@@ -68,12 +72,6 @@ pub(super) async fn placements(
                 .labels
                 .and_then(|l| l.get(FLAVOR_LABEL).cloned())
                 .unwrap_or_default();
-            let flavor = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_selector.as_ref())
-                .and_then(|s| s.get(FLAVOR_LABEL).cloned())
-                .unwrap_or_default();
             bound.push(Placement {
                 pod: name.to_owned(),
                 image: pod
@@ -82,13 +80,13 @@ pub(super) async fn placements(
                     .and_then(|s| s.containers.first())
                     .and_then(|c| c.image.clone())
                     .unwrap_or_default(),
-                expected_image: images.get(&flavor).cloned().unwrap_or_default(),
-                flavor,
+                expected_image: images.get(flavor).cloned().unwrap_or_default(),
+                flavor: flavor.to_owned(),
                 node,
                 node_flavor,
             });
         }
-        if bound.len() == FLAVOR_PODS.len() {
+        if bound.len() == FLAVOR_PODS.len() + 1 {
             say(&format!(
                 "all pods bound after {:.1} s",
                 started.elapsed().as_secs_f64()
@@ -97,7 +95,7 @@ pub(super) async fn placements(
         }
         if started.elapsed() > BIND_TIMEOUT {
             return Err(Error::Timeout {
-                what: format!("the flavor pods to be bound ({} of 3 are)", bound.len()),
+                what: format!("the demo's pods to be bound ({} of 4 are)", bound.len()),
                 timeout: BIND_TIMEOUT,
                 log_tails: cluster.log_tails(),
             });
@@ -110,12 +108,14 @@ pub(super) async fn placements(
 pub(super) async fn summary(
     cluster: &Cluster,
     placements: &[Placement],
+    real_log: &str,
     repo: &Path,
     stays_up: bool,
 ) -> Result<String> {
     let isp = cluster.kubectl(["get", "isp"]).await?;
     let mut text = format!("$ kubectl get isp\n{isp}\n");
     text.push_str(&table(placements));
+    let _ = write!(text, "\n$ kubectl logs {REAL_POD}\n{real_log}");
     if !stays_up {
         return Ok(text);
     }
@@ -133,7 +133,8 @@ pub(super) async fn summary(
          \x20 export PATH={kubectl_dir}:$PATH     # kubectl from tools/install, if you have none\n\
          \x20 kubectl get isp flavors -o yaml        # one row per node class: image and why\n\
          \x20 kubectl get pods -o wide\n\
-         \x20 kubectl get pod vanilla -o yaml        # the decision annotations and the image\n"
+         \x20 kubectl get pod vanilla -o yaml        # the decision annotations and the image\n\
+         \x20 kubectl logs {REAL_POD}                      # the real node ran the image chosen for it\n"
     );
     // The mixed-cluster case of the pod contract, when the examples include it.
     let unpinned = repo.join("example/pods/unpinned.yaml");

@@ -1,5 +1,6 @@
-//! Setting the demo's stage: cluster and registry, the flavor images and artifact, the nodes, the
-//! CRD, `ocifit run` with its webhook certificate and registration, the policy and the pods.
+//! Setting the demo's stage: cluster, registry and real node, the flavor images and artifact, the
+//! nodes, the CRD, `ocifit run` with its webhook certificate and registration, the policy and the
+//! pods.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -9,23 +10,23 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 
-use super::{DemoOptions, FLAVOR_LABEL, FLAVOR_PODS, OPT_IN_LABEL, say};
+use super::{
+    DemoOptions, FLAVOR_LABEL, FLAVOR_PODS, OPT_IN_LABEL, REAL_FLAVOR, REAL_NODE, REAL_NODE_TAINT,
+    REAL_POD, say,
+};
 use crate::cluster::Cluster;
-use crate::error::{Error, Result, io};
+use crate::error::{Error, Result, io, kube as kube_error};
+use crate::flavors::{apply_flavor_policy, create_flavor_nodes, push_flavor_example};
 use crate::net::free_port;
+use crate::node::RealNode;
 use crate::pki::CertificateAuthority;
 use crate::process::Process;
-use crate::registry::OrasArtifact;
-use crate::{FakeNode, PodWebhook, apply_crd_dir, create_namespace, create_node, dev};
+use crate::{PodWebhook, apply_crd_dir, create_namespace, dev};
 
-/// The ocifit compatibility layer's media type.
-const COMPAT_LAYER: &str = "application/vnd.oci.image.compatibilities.v1+json";
-/// Where the artifact is pushed in the demo registry.
-const ARTIFACT: &str = "ocifit/flavor-compat:v1";
 /// The operator's namespace (its Lease).
 const NAMESPACE: &str = "ocifit-system";
 /// Where the pods go.
-const POD_NAMESPACE: &str = "default";
+pub(super) const POD_NAMESPACE: &str = "default";
 
 /// What the stage holds once set.
 pub(super) struct Staged {
@@ -37,17 +38,46 @@ pub(super) struct Staged {
 
 pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
     say(
-        "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and a registry",
+        "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, a registry \
+         and a real node (containerd, kubelet, kube-proxy)",
     );
-    let cluster = dev::full_cluster(None).start().await?;
+    let cluster = dev::full_cluster(None)
+        .real_node(
+            RealNode::new(REAL_NODE)
+                .label(FLAVOR_LABEL, REAL_FLAVOR)
+                .taint(REAL_NODE_TAINT, "true", "NoSchedule"),
+        )
+        .start()
+        .await?;
     say(dev::summary(&cluster).lines().next().unwrap_or_default());
     let client = cluster.client()?;
-    let images = push_flavors(&cluster, options).await?;
-    create_nodes(&cluster, options).await?;
+    let registry = cluster.registry().ok_or_else(|| Error::Format {
+        action: "push the flavor example".into(),
+        message: "the demo cluster has no registry".into(),
+    })?;
+    let example = push_flavor_example(registry, &options.repo, &options.state_dir).await?;
+    for (flavor, image) in &example.images {
+        say(&format!(
+            "pushed {image} with crane (linux/amd64, linux/arm64; this machine's runs and prints \"flavor {flavor}\")"
+        ));
+    }
+    say(&format!(
+        "pushed example/flavor-compat.json (tags pointed at those images) as {} ({}) with the ORAS SDK",
+        example.reference, example.digest
+    ));
+    let nodes = create_flavor_nodes(&client, &options.repo).await?;
+    say(&format!(
+        "created nodes {} (example/flavor-nodes.json)",
+        nodes.join(", ")
+    ));
     apply_crd_dir(&client, &options.repo.join("crds")).await?;
     create_namespace(&client, NAMESPACE).await?;
     let mut ocifit = start_ocifit(&cluster, options).await?;
-    apply_policy(&cluster, options).await?;
+    apply_flavor_policy(&cluster, &options.repo, &example.reference).await?;
+    say(&format!(
+        "applied example/policy.yaml with artifact.ref {}",
+        example.reference
+    ));
     wait_policy_ready(&cluster, &mut ocifit, options.timeout).await?;
     wait_webhook(&cluster, &mut ocifit, options).await?;
     for name in FLAVOR_PODS {
@@ -66,109 +96,36 @@ pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
             .await?;
     }
     say("applied the vanilla, chocolate and strawberry pods (example/pods/)");
+    Api::<Pod>::namespaced(client, POD_NAMESPACE)
+        .create(&PostParams::default(), &real_pod()?)
+        .await
+        .map_err(kube_error(format!("create pod {REAL_POD}")))?;
+    say(&format!(
+        "created pod {REAL_POD} (placeholder image, opted in) for the real node {REAL_NODE}"
+    ));
     Ok(Staged {
         cluster,
         ocifit,
-        images,
+        images: example.images,
     })
 }
 
-/// Pushes a small linux/amd64 + linux/arm64 image for each of the artifact's tags
-/// (`<registry>/library/<tag>`) with crane, then the artifact with its tags pointed at them,
-/// with the ORAS SDK: the demo needs no network, and the platform check reads real indexes.
-async fn push_flavors(
-    cluster: &Cluster,
-    options: &DemoOptions,
-) -> Result<BTreeMap<String, String>> {
-    let registry = cluster.registry().ok_or_else(|| Error::Format {
-        action: "push the flavor example".into(),
-        message: "the demo cluster has no registry".into(),
-    })?;
-    let source = options.repo.join("example/flavor-compat.json");
-    let text = std::fs::read_to_string(&source).map_err(io("read", &source))?;
-    let mut artifact: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| Error::Format {
-            action: format!("read {}", source.display()),
-            message: e.to_string(),
-        })?;
-    let mut images = BTreeMap::new();
-    let sets = artifact["compatibilities"]
-        .as_array_mut()
-        .ok_or_else(|| Error::Format {
-            action: format!("read {}", source.display()),
-            message: "no compatibilities list".into(),
-        })?;
-    for set in sets {
-        let Some(tag) = set["tag"].as_str().map(str::to_owned) else {
-            continue;
-        };
-        let (repository, version) = tag.split_once(':').unwrap_or((tag.as_str(), "latest"));
-        let pushed = registry
-            .push_multi_platform(
-                &format!("library/{repository}"),
-                version,
-                &["linux/amd64", "linux/arm64"],
-            )
-            .await?;
-        say(&format!(
-            "pushed {} (linux/amd64, linux/arm64) with crane",
-            pushed.reference
-        ));
-        if let Some(flavor) = flavor_of(set) {
-            images.insert(flavor, pushed.reference.clone());
-        }
-        set["tag"] = serde_json::Value::String(pushed.reference);
-    }
-    let file = options.state_dir.join("flavor-compat.json");
-    let json = serde_json::to_string_pretty(&artifact).map_err(|e| Error::Format {
-        action: "write the demo's artifact".into(),
+/// The pod meant for the real node: opted in with the placeholder image, pinned to the node and
+/// tolerating its taint; no command, so the image's own runs.
+fn real_pod() -> Result<Pod> {
+    let pod = serde_json::json!({
+        "metadata": {"name": REAL_POD, "labels": {OPT_IN_LABEL: "true"}},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": REAL_NODE},
+            "tolerations": [{"key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "app", "image": "placeholder:latest"}],
+        },
+    });
+    serde_json::from_value(pod).map_err(|e| Error::Format {
+        action: format!("build pod {REAL_POD}"),
         message: e.to_string(),
-    })?;
-    std::fs::write(&file, json).map_err(io("write", &file))?;
-    let reference = registry.reference(ARTIFACT);
-    let digest = registry
-        .push_artifact(&OrasArtifact::new(&reference, &file, COMPAT_LAYER))
-        .await?;
-    say(&format!(
-        "pushed example/flavor-compat.json (tags pointed at those images) as {reference} ({digest}) with the ORAS SDK"
-    ));
-    Ok(images)
-}
-
-/// The flavor a set's first rule asks for (`In [flavor]` on the flavor label).
-fn flavor_of(set: &serde_json::Value) -> Option<String> {
-    let expression = &set["rules"][0]["matchFeatures"][0]["matchExpressions"][0];
-    (expression["key"] == FLAVOR_LABEL)
-        .then(|| expression["value"][0].as_str().map(str::to_owned))
-        .flatten()
-}
-
-/// The nodes of `example/flavor-nodes.json`, with their labels, kept Ready by kwok.
-async fn create_nodes(cluster: &Cluster, options: &DemoOptions) -> Result<()> {
-    let path = options.repo.join("example/flavor-nodes.json");
-    let text = std::fs::read_to_string(&path).map_err(io("read", &path))?;
-    let list: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Format {
-        action: format!("read {}", path.display()),
-        message: e.to_string(),
-    })?;
-    let client = cluster.client()?;
-    let mut names = Vec::new();
-    for item in list["items"].as_array().into_iter().flatten() {
-        let Some(name) = item["metadata"]["name"].as_str() else {
-            continue;
-        };
-        let mut node = FakeNode::new(name);
-        for (key, value) in item["metadata"]["labels"].as_object().into_iter().flatten() {
-            node = node.label(key, value.as_str().unwrap_or_default());
-        }
-        create_node(&client, &node).await?;
-        names.push(name.to_owned());
-    }
-    say(&format!(
-        "created nodes {} (example/flavor-nodes.json)",
-        names.join(", ")
-    ));
-    Ok(())
+    })
 }
 
 /// Starts `ocifit run` (controller and webhook) on the host, serving a certificate for
@@ -223,29 +180,6 @@ async fn start_ocifit(cluster: &Cluster, options: &DemoOptions) -> Result<Proces
         "registered MutatingWebhookConfiguration ocifit (objectSelector {OPT_IN_LABEL}=true)"
     ));
     Ok(process)
-}
-
-/// `example/policy.yaml` with its artifact reference pointed at the demo registry.
-async fn apply_policy(cluster: &Cluster, options: &DemoOptions) -> Result<()> {
-    let path = options.repo.join("example/policy.yaml");
-    let text = std::fs::read_to_string(&path).map_err(io("read", &path))?;
-    let mut policy: serde_json::Value =
-        serde_saphyr::from_str(&text).map_err(|e| Error::Format {
-            action: format!("read {}", path.display()),
-            message: e.to_string(),
-        })?;
-    let reference = cluster
-        .registry()
-        .map(|r| r.reference(ARTIFACT))
-        .unwrap_or_default();
-    policy["spec"]["artifact"]["ref"] = serde_json::Value::String(reference.clone());
-    cluster
-        .kubectl_with_input(["apply", "-f", "-"], &policy.to_string())
-        .await?;
-    say(&format!(
-        "applied example/policy.yaml with artifact.ref {reference}"
-    ));
-    Ok(())
 }
 
 async fn wait_policy_ready(

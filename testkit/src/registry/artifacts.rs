@@ -170,7 +170,8 @@ impl Registry {
 }
 
 /// `sha256:<hex>` of `bytes`.
-fn sha256_digest(bytes: &[u8]) -> String {
+/// `sha256:<hex>` of `bytes`, as OCI digests are written.
+pub(crate) fn sha256_digest(bytes: &[u8]) -> String {
     let hex: String = Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))

@@ -1,6 +1,7 @@
 //! Small images in the test registry, pushed with crane: single-platform images, multi-platform
-//! indexes, and an index with an attestation-like `unknown/unknown` entry (put with regctl, since
-//! crane cannot write descriptor annotations).
+//! indexes, an index with an attestation-like `unknown/unknown` entry (put with regctl, since
+//! crane cannot write descriptor annotations), and images assembled by [`crate::image`] — alone, or
+//! as this machine's entry of a multi-platform index whose other entries are small stand-ins.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 use super::Registry;
 use super::artifacts::Descriptor;
 use crate::error::{Error, Result, io};
+use crate::image::{ImageBuilder, machine_architecture};
 use crate::tools::Tool;
 
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -131,6 +133,55 @@ impl Registry {
         .input(index.as_bytes())
         .run()
         .await?;
+        self.pushed(reference).await
+    }
+
+    /// Assembles `image` and pushes it as `<repository>:<tag>` with `crane push`.
+    pub async fn push_built(
+        &self,
+        image: &ImageBuilder,
+        repository: &str,
+        tag: &str,
+    ) -> Result<PushedImage> {
+        let reference = self.reference(&format!("{repository}:{tag}"));
+        let dir = self
+            .workdir
+            .join(&format!("layout-{}-{tag}", repository.replace('/', "-")));
+        let _ = std::fs::remove_dir_all(&dir);
+        let layout = image.write_layout(&dir, &reference)?;
+        self.crane([
+            OsString::from("push"),
+            layout.dir.into_os_string(),
+            reference.clone().into(),
+        ])
+        .await?;
+        self.pushed(reference).await
+    }
+
+    /// An OCI index as `<repository>:<tag>` whose entry for this machine's platform is `image`
+    /// (it runs on the real node) and whose entries for the other `platforms` are the small images
+    /// of [`Registry::push_image`] (nothing here can run them).
+    pub async fn push_runnable_multi_platform(
+        &self,
+        image: &ImageBuilder,
+        repository: &str,
+        tag: &str,
+        platforms: &[&str],
+    ) -> Result<PushedImage> {
+        let native = format!("linux/{}", machine_architecture());
+        let reference = self.reference(&format!("{repository}:{tag}"));
+        let mut args = vec!["index".to_owned(), "append".to_owned()];
+        for platform in platforms {
+            let tag = platform_tag(tag, platform);
+            let pushed = if *platform == native {
+                self.push_built(image, repository, &tag).await?
+            } else {
+                self.push_image(repository, &tag, platform).await?
+            };
+            args.extend(["-m".to_owned(), pushed.by_digest()]);
+        }
+        args.extend(["-t".to_owned(), reference.clone()]);
+        self.crane(args).await?;
         self.pushed(reference).await
     }
 

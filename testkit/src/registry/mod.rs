@@ -6,10 +6,12 @@
 mod artifacts;
 mod images;
 
+pub(crate) use artifacts::sha256_digest;
 pub use artifacts::{Descriptor, OrasArtifact};
 pub use images::PushedImage;
 
 use std::ffi::{OsStr, OsString};
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -38,6 +40,7 @@ pub struct Credentials {
 #[derive(Clone, Debug)]
 pub struct RegistryBuilder {
     credentials: Option<Credentials>,
+    address: Ipv4Addr,
     timeout: Duration,
 }
 
@@ -58,16 +61,17 @@ impl Registry {
     pub fn builder() -> RegistryBuilder {
         RegistryBuilder {
             credentials: None,
+            address: Ipv4Addr::LOCALHOST,
             timeout: DEFAULT_TIMEOUT,
         }
     }
 
-    /// `127.0.0.1:PORT`.
+    /// `HOST:PORT`: `127.0.0.1:PORT`, or this machine's own address in a cluster with real nodes.
     pub fn addr(&self) -> &str {
         &self.addr
     }
 
-    /// `127.0.0.1:PORT/<path>`, e.g. `reference("app:v1")`.
+    /// `HOST:PORT/<path>`, e.g. `reference("app:v1")`.
     pub fn reference(&self, path: &str) -> String {
         format!("{}/{path}", self.addr)
     }
@@ -170,6 +174,13 @@ impl RegistryBuilder {
         self
     }
 
+    /// Listens on `address` instead of 127.0.0.1 (a cluster with real nodes uses this machine's own
+    /// address, where pods and the nodes' containerd reach it).
+    pub fn listen_on(mut self, address: Ipv4Addr) -> Self {
+        self.address = address;
+        self
+    }
+
     /// How long the registry may take to answer (default 30 s).
     pub fn startup_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -184,7 +195,7 @@ impl RegistryBuilder {
         tools.path(Tool::Regctl)?;
         tools.path(Tool::Crane)?;
         let workdir = Workdir::create("registry-")?;
-        let addr = format!("127.0.0.1:{}", free_port()?);
+        let addr = format!("{}:{}", self.address, free_port()?);
         let config = self.write_config(&workdir, &addr)?;
         let mut process = Process::spawn(
             "registry",

@@ -18,8 +18,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{ObjectMeta, PostParams};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::{Api, Client};
-use ocifit::controller::leader::{LeaderTask, Leadership};
-use ocifit::webhook::certificates::{self, CertificateSink, Settings, Stored};
+use ocifit::admission::certificates::{self, CertificateSink, Settings, Stored};
 use ocifit_testkit::{Cluster, create_namespace};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -90,11 +89,7 @@ impl Replica {
     pub fn start_following(client: Client, settings: Settings) -> Replica {
         let served = Arc::new(Served::default());
         let (stop, stopped) = oneshot::channel::<()>();
-        let (leadership, lease) = Leadership::always();
-        let LeaderTask::Fixed(leading) = lease else {
-            unreachable!("a fixed leadership");
-        };
-        leading.send_replace(false);
+        let (leading, leadership) = watch::channel(false);
         let sink: Arc<dyn CertificateSink> = served.clone();
         tokio::spawn(certificates::manage(
             client,

@@ -155,17 +155,3 @@ impl Replica {
         assert!(status.success(), "{status}; log:\n{}", self.log_text());
     }
 }
-
-/// This host's IPv4 address on its default route (not loopback, which EndpointSlice validation
-/// refuses): the source address of a UDP socket connected to a documentation address (no packet
-/// is sent).
-pub fn host_ipv4() -> std::net::Ipv4Addr {
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0").expect("a UDP socket");
-    socket
-        .connect("198.51.100.1:9")
-        .expect("a default route to pick a source address");
-    match socket.local_addr().expect("a local address").ip() {
-        std::net::IpAddr::V4(ip) if !ip.is_loopback() && !ip.is_unspecified() => ip,
-        other => panic!("no non-loopback IPv4 address on the default route: {other}"),
-    }
-}

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use ocifit_testkit::chart::NAMESPACE;
 
-use super::{documents, find, render};
+use super::{documents, find, has, render};
 
 fn container(rendered: &[Value]) -> &Value {
     &find(rendered, "Deployment", "ocifit-controller")["spec"]["template"]["spec"]["containers"][0]
@@ -118,7 +118,8 @@ async fn the_webhook_sees_only_opted_in_pods_outside_kube_system_and_its_own_nam
     assert_eq!(webhook["failurePolicy"], "Fail");
     assert_eq!(webhook["timeoutSeconds"], 5);
     assert_eq!(webhook["reinvocationPolicy"], "IfNeeded");
-    assert_eq!(webhook["sideEffects"], "None");
+    // Events are written for admitted pods, never for dry runs.
+    assert_eq!(webhook["sideEffects"], "NoneOnDryRun");
     assert_eq!(webhook["admissionReviewVersions"], json!(["v1"]));
     assert_eq!(
         webhook["clientConfig"],
@@ -248,6 +249,7 @@ async fn secret_mode_mounts_the_users_secret_and_sets_its_ca_bundle() {
 async fn every_run_setting_reaches_the_command_line() {
     let rendered = documents(
         &render(&[
+            "registry.allowed={registry.local:5000,*.example.com}",
             "registry.plainHttp={registry.local:5000}",
             "registry.caSecret=registry-ca",
             "registry.credentialsSecret=regcred",
@@ -269,6 +271,8 @@ async fn every_run_setting_reaches_the_command_line() {
 
     let args = args(&rendered);
     for expected in [
+        "--allowed-registries=registry.local:5000",
+        "--allowed-registries=*.example.com",
         "--plain-http-registry=registry.local:5000",
         "--ca-file=/etc/ocifit/registry-ca/ca.crt",
         "--docker-config=/etc/ocifit/registry-credentials/.dockerconfigjson",
@@ -291,4 +295,32 @@ async fn every_run_setting_reaches_the_command_line() {
     }
     let mounts = &container(&rendered)["volumeMounts"];
     assert_eq!(mounts.as_array().unwrap().len(), 2, "{mounts}");
+}
+
+#[tokio::test]
+async fn the_chart_creates_the_lease_and_the_role_reaches_that_lease_only() {
+    let rendered = documents(
+        &render(&["leaderElection.leaseName=my-lease"])
+            .await
+            .unwrap(),
+    );
+    let lease = find(&rendered, "Lease", "my-lease");
+    assert_eq!(lease["metadata"]["namespace"], NAMESPACE);
+    assert!(
+        lease.get("spec").is_none(),
+        "the operator fills in the holder"
+    );
+    let role = find(&rendered, "Role", "ocifit-leader-election");
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+            "resourceNames": ["my-lease"], "verbs": ["get", "list", "watch", "update", "patch"]}]),
+        "no create: RBAC cannot limit it to a name"
+    );
+    let single = documents(
+        &render(&["leaderElection.enabled=false", "replicaCount=1"])
+            .await
+            .unwrap(),
+    );
+    assert!(!has(&single, "Lease", "ocifit-controller"));
 }

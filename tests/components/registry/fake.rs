@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use super::fake_server::*;
 use ocifit::engine::Format;
 use ocifit::registry::{
-    CacheOptions, ContentProblem, DockerConfig, Error, ErrorKind, Registry, RegistryOptions,
-    ResolveError, RetryPolicy, parse_reference,
+    CacheOptions, ContentProblem, Error, ErrorKind, Registry, RegistryOptions, ResolveError,
+    RetryPolicy, parse_reference,
 };
 
 fn options(host: &str) -> RegistryOptions {
@@ -162,12 +162,6 @@ async fn token_registry(store: Store, token_requests: Arc<AtomicUsize>) -> FakeR
     .await;
     *realm_host.lock().unwrap() = fake.host.clone();
     fake
-}
-
-fn docker_config(host: &str, user: &str, password: &str) -> DockerConfig {
-    let json =
-        format!(r#"{{"auths":{{"{host}":{{"username":"{user}","password":"{password}"}}}}}}"#);
-    DockerConfig::from_json(json.as_bytes()).unwrap()
 }
 
 #[tokio::test]

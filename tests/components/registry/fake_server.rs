@@ -195,6 +195,13 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let _ = write.shutdown().await;
 }
 
+/// A docker config with a username and password for `host`.
+pub fn docker_config(host: &str, user: &str, password: &str) -> ocifit::registry::DockerConfig {
+    let json =
+        format!(r#"{{"auths":{{"{host}":{{"username":"{user}","password":"{password}"}}}}}}"#);
+    ocifit::registry::DockerConfig::from_json(json.as_bytes()).unwrap()
+}
+
 pub fn digest(bytes: &[u8]) -> String {
     let hex: String = Sha256::digest(bytes)
         .iter()

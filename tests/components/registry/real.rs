@@ -411,7 +411,7 @@ async fn basic_auth_registry_works_with_a_dockerconfigjson_and_fails_clearly_wit
     let flags = RegistryFlags {
         plain_http: true,
         docker_config: Some(config),
-        ca_file: None,
+        ..RegistryFlags::default()
     };
     let via_flags = Registry::new(flags.options_for(&parsed).unwrap()).unwrap();
     assert_eq!(

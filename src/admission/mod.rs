@@ -1,0 +1,148 @@
+//! The admission host: one HTTPS server for every feature's admission route, with TLS and
+//! certificate reload, the managed certificates, body caps and deadlines, review decoding and
+//! response encoding, and the admission metrics.
+//!
+//! - [`route`]: how a feature plugs in: a [`route::Planner`] for the kind it admits, a
+//!   [`route::Verdict`] in its own vocabulary, a [`route::Route`] with its path.
+//! - [`review`]: AdmissionReview bodies in, responses out; every input yields an answer.
+//! - [`server`]: the HTTPS server (actix-web, rustls), body cap, deadline, metrics.
+//! - [`tls`]: the serving certificate, swapped atomically, re-read from files when they change.
+//! - [`certificates`]: the managed mode: the operator's own CA and serving certificate, kept in
+//!   a Secret and in the webhook configuration's `caBundle`, fed to [`tls`].
+//!
+//! A new feature adds a planner and a route to the list `ocifit run` hands [`serve`], not a
+//! server. The host must not write to the apiserver except, in the managed mode, its own Secret,
+//! Events on it and the caBundle of its own webhook configuration; it never reaches a registry.
+
+pub mod certificates;
+pub mod review;
+pub mod route;
+pub mod server;
+pub mod tls;
+pub mod verdict;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use tokio::sync::watch;
+
+use crate::telemetry::Metrics;
+use certificates::CertificateSink;
+use route::Route;
+use server::{Host, ServerError, admission_server};
+use tls::{CertFiles, ServingCert};
+
+/// Where the serving certificate comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CertificateSource {
+    /// PEM files, re-read when they change.
+    Files {
+        /// The certificate chain.
+        cert: PathBuf,
+        /// The private key.
+        key: PathBuf,
+    },
+    /// Issued and kept by the operator itself.
+    Managed(certificates::Settings),
+}
+
+/// How the host serves.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The HTTPS address.
+    pub bind: SocketAddr,
+    /// The serving certificate's source.
+    pub certificates: CertificateSource,
+    /// The per-request deadline (normally [`server::DEADLINE`]).
+    pub deadline: Duration,
+}
+
+/// The host, serving.
+pub struct Running {
+    /// The serving certificate (readiness waits until one is loaded).
+    pub cert: Arc<ServingCert>,
+    /// Its long-lived tasks, by name: the server (once `shutdown` resolves it answers
+    /// in-flight requests, then ends) and the certificate's source (ends with `shutdown`).
+    pub tasks: Vec<(&'static str, BoxFuture<'static, ()>)>,
+}
+
+/// Binds the host for `routes`. `leading` (whether this replica leads) gates the managed
+/// certificates' writes; `client` is needed by them only. `shutdown` turns true once the process
+/// stops.
+pub fn serve(
+    settings: Settings,
+    routes: Vec<Route>,
+    metrics: Arc<Metrics>,
+    client: kube::Client,
+    leading: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Running, ServerError> {
+    let stopping = |mut down: watch::Receiver<bool>| async move {
+        let _ = down.wait_for(|down| *down).await;
+    };
+    let cert = ServingCert::new();
+    let (name, source): (&'static str, BoxFuture<'static, ()>) = match settings.certificates {
+        CertificateSource::Files { cert: chain, key } => (
+            "certificate files",
+            CertFiles { cert: chain, key }
+                .watch(Arc::clone(&cert), tls::POLL_INTERVAL)
+                .boxed(),
+        ),
+        CertificateSource::Managed(managed) => (
+            "managed certificates",
+            certificates::manage(
+                client,
+                managed,
+                leading,
+                Arc::clone(&cert) as Arc<dyn CertificateSink>,
+                std::future::pending(),
+            )
+            .boxed(),
+        ),
+    };
+    let stop_source = stopping(shutdown.clone());
+    let source = async move {
+        tokio::select! {
+            () = source => {}
+            () = stop_source => {}
+        }
+    };
+    let shutdown = stopping(shutdown);
+    let (server, address) = admission_server(
+        settings.bind,
+        Arc::clone(&cert),
+        Host {
+            routes,
+            metrics,
+            deadline: settings.deadline,
+        },
+    )?;
+    let handle = server.handle();
+    let serving = async move {
+        let mut server = std::pin::pin!(server);
+        tokio::select! {
+            result = &mut server => {
+                if let Err(err) = result {
+                    tracing::error!(error = %err, "the admission server failed");
+                }
+            }
+            () = shutdown => {
+                // Answers in-flight requests, then the server's own future ends.
+                handle.stop(true).await;
+                let _ = server.await;
+            }
+        }
+    };
+    tracing::info!(%address, "admission server listening");
+    Ok(Running {
+        cert,
+        tasks: vec![
+            ("admission server", serving.boxed()),
+            (name, source.boxed()),
+        ],
+    })
+}

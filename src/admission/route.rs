@@ -1,0 +1,96 @@
+//! Routes: how a feature plugs its admission decision into the one host. A feature implements
+//! [`Planner`] for the kind it admits (a typed object: `Pod`, `batch/v1` `Job`, …) and hands the
+//! host a [`Route`] with the path its webhook configuration calls; the host reads the body, decodes
+//! the review for that kind, asks the planner, encodes its [`Verdict`] in one pass, counts it
+//! under the labels the planner's own vocabulary names, and then tells the planner the request
+//! was answered (so it can queue an Event, never for a dry run).
+//!
+//! ```text
+//! impl Planner for GatePods {
+//!     type Object = Pod;
+//!     type Plan = GatePlan;                     // implements Verdict
+//!     fn plan(&self, request: &AdmissionRequest<Pod>) -> GatePlan { … }
+//! }
+//! let routes = vec![Route::new("/mutate", MutatePods::new(..)), Route::new("/gate", GatePods::new(..))];
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use kube::Resource;
+use kube::core::admission::AdmissionRequest;
+use serde::de::DeserializeOwned;
+
+use super::review::{self, Answer};
+pub use super::verdict::{Response, Verdict};
+
+/// One feature's admission decision for one kind of object. Pure CPU over memory: it runs
+/// inline on the server's workers, so it must not wait on I/O.
+pub trait Planner: Send + Sync + 'static {
+    /// The kind this route admits.
+    type Object: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static;
+    /// The answer.
+    type Plan: Verdict;
+
+    /// Decides one request.
+    fn plan(&self, request: &AdmissionRequest<Self::Object>) -> Self::Plan;
+
+    /// Called once the answer is encoded, except for dry runs: queue Events here (without
+    /// waiting on the apiserver).
+    fn answered(&self, _request: &AdmissionRequest<Self::Object>, _plan: Self::Plan) {}
+}
+
+/// A path of the host and the planner answering it.
+#[derive(Clone)]
+pub struct Route {
+    pub(super) path: String,
+    pub(super) handler: Arc<dyn Handler>,
+}
+
+impl fmt::Debug for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Route").field("path", &self.path).finish()
+    }
+}
+
+impl Route {
+    /// `POST path` answered by `planner`.
+    pub fn new<P: Planner>(path: &str, planner: P) -> Route {
+        Route {
+            path: path.to_owned(),
+            handler: Arc::new(planner),
+        }
+    }
+
+    /// The path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The answer to a request body, as the server sends it (decoded, planned, encoded,
+    /// `answered`): what a feature's tests call to see its route through the host.
+    pub fn answer(&self, body: &[u8]) -> Answer {
+        self.handler.answer(body)
+    }
+}
+
+/// A planner with its kind erased, as the server calls it.
+pub(super) trait Handler: Send + Sync {
+    /// The answer to a whole request body (already read within the caps).
+    fn answer(&self, body: &[u8]) -> Answer;
+}
+
+impl<P: Planner> Handler for P {
+    fn answer(&self, body: &[u8]) -> Answer {
+        let request = match review::read::<P::Object>(body) {
+            Ok(request) => request,
+            Err(answer) => return *answer,
+        };
+        let plan = self.plan(&request);
+        let answer = Answer::planned(&request.uid, &plan);
+        if !request.dry_run {
+            self.answered(&request, plan);
+        }
+        answer
+    }
+}

@@ -1,0 +1,134 @@
+//! The cluster view every feature reads: the node and NodeFeature stores with their watches and
+//! change subscriptions ([`reflected`]), leadership ([`leader`]), the node inventory the
+//! engine reads ([`inventory`]) and the Event reporter ([`events`]).
+//!
+//! How a feature plugs in: take a [`ClusterView`] in its `run`, read `nodes` and
+//! `node_features` through their stores, [`Reflected::subscribe`] to hear changes (never poll),
+//! publish Events through an [`events::EventReporter`] or a rate-limited [`events::queue`], and
+//! act as leader only while [`leader::Leadership::is_leader`]. A feature's own kinds are watched
+//! with [`reflected::reflect`] over its own watch, the same way. Every replica keeps the view warm,
+//! leader or not. Decides nothing about images, pods or policies.
+
+pub mod events;
+pub mod inventory;
+pub mod leader;
+pub mod nodes;
+pub mod reflected;
+pub mod watches;
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use kube::Client;
+use tokio::sync::watch;
+
+use crate::engine::NodeFeature;
+use leader::Leadership;
+use nodes::ClusterNode;
+use reflected::{Reflected, reflect};
+
+/// How the view is kept.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Namespace of nfd-master, whose NodeFeature objects are merged first.
+    pub nfd_namespace: String,
+    /// How often to look for the NodeFeature API until NFD's CRD is installed.
+    pub nfd_discovery_interval: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            nfd_namespace: "node-feature-discovery".to_owned(),
+            nfd_discovery_interval: Duration::from_secs(15),
+        }
+    }
+}
+
+/// What several features read from the API, shared. Cheap to clone.
+#[derive(Clone)]
+pub struct ClusterView {
+    /// The apiserver client.
+    pub client: Client,
+    /// Nodes: names and labels.
+    pub nodes: Reflected<ClusterNode>,
+    /// NFD NodeFeature objects (empty while NFD's CRD is not installed).
+    pub node_features: Reflected<NodeFeature>,
+    /// Whether this replica leads.
+    pub leadership: Leadership,
+    /// How the view is kept (the NodeFeature merge order reads `nfd_namespace`).
+    pub settings: Settings,
+}
+
+/// Long-lived tasks by name, for the supervisor. Each ends once shutdown begins (after
+/// finishing what it has in flight); any other end is a failure.
+pub type Tasks = Vec<(&'static str, BoxFuture<'static, ()>)>;
+
+/// The one shutdown signal of the process, as every task sees it. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Shutdown(watch::Receiver<bool>);
+
+impl Shutdown {
+    /// A signal and the sender that starts it (`send(true)`).
+    pub fn new() -> (watch::Sender<bool>, Shutdown) {
+        let (sender, receiver) = watch::channel(false);
+        (sender, Shutdown(receiver))
+    }
+
+    /// The signal as a channel, for rooms that cannot name this type.
+    pub fn watch(&self) -> watch::Receiver<bool> {
+        self.0.clone()
+    }
+
+    /// Resolves once shutdown has begun (or its sender is gone).
+    pub async fn wait(mut self) {
+        let _ = self.0.wait_for(|down| *down).await;
+    }
+}
+
+/// `task`, ended when `shutdown` begins (for tasks with nothing to finish).
+pub fn until(
+    shutdown: Shutdown,
+    task: impl Future<Output = ()> + Send + 'static,
+) -> BoxFuture<'static, ()> {
+    async move {
+        tokio::select! {
+            () = task => {}
+            () = shutdown.wait() => {}
+        }
+    }
+    .boxed()
+}
+
+impl ClusterView {
+    /// The view and the tasks that keep it (the node and NodeFeature watches, until
+    /// `shutdown`).
+    pub fn watch(
+        client: Client,
+        leadership: Leadership,
+        settings: Settings,
+        shutdown: Shutdown,
+    ) -> (ClusterView, Tasks) {
+        let (nodes, node_task) = reflect(watches::nodes(client.clone()), "nodes");
+        let (node_features, feature_task) = reflect(
+            watches::node_features(client.clone(), settings.nfd_discovery_interval),
+            "nodefeatures",
+        );
+        let view = ClusterView {
+            client,
+            nodes,
+            node_features,
+            leadership,
+            settings,
+        };
+        (
+            view,
+            vec![
+                ("node watch", until(shutdown.clone(), node_task)),
+                ("NodeFeature watch", until(shutdown, feature_task)),
+            ],
+        )
+    }
+}

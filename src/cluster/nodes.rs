@@ -1,0 +1,173 @@
+//! Nodes as the cluster view holds them: a name and the labels, every label key and value an
+//! interned string shared by all the nodes that carry it (thousands of nodes carry the same few
+//! dozen keys and mostly the same values), in a sorted slice. Pods may select on any label, so
+//! every label is kept; this is the one copy of them in the process.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::PartialObjectMeta;
+
+use crate::classes::selection::NodeView;
+
+/// A node: its name (and resource version) in `metadata`, its labels interned.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClusterNode {
+    /// Name and resource version only (labels are in [`ClusterNode::labels`]).
+    pub metadata: ObjectMeta,
+    labels: Box<[(Arc<str>, Arc<str>)]>,
+}
+
+impl k8s_openapi::Resource for ClusterNode {
+    const API_VERSION: &'static str = <Node as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <Node as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <Node as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <Node as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <Node as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = k8s_openapi::ClusterResourceScope;
+}
+
+impl k8s_openapi::Metadata for ClusterNode {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl ClusterNode {
+    /// The node named `name` with `labels`, its strings taken from `strings`.
+    pub fn new<'a>(
+        name: &str,
+        labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+        strings: &mut Strings,
+    ) -> ClusterNode {
+        let mut labels: Vec<(Arc<str>, Arc<str>)> = labels
+            .into_iter()
+            .map(|(key, value)| (strings.get(key), strings.get(value)))
+            .collect();
+        labels.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        ClusterNode {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            labels: labels.into(),
+        }
+    }
+
+    /// The node a metadata watch saw, its labels interned.
+    pub fn from_metadata(node: PartialObjectMeta<Node>, strings: &mut Strings) -> ClusterNode {
+        let PartialObjectMeta { metadata, .. } = node;
+        let labels = metadata.labels.unwrap_or_default();
+        let mut compact = ClusterNode::new(
+            metadata.name.as_deref().unwrap_or_default(),
+            labels.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            strings,
+        );
+        compact.metadata.resource_version = metadata.resource_version;
+        compact.metadata.deletion_timestamp = metadata.deletion_timestamp;
+        compact
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        let at = self.labels.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
+        self.labels.get(at).map(|(_, v)| &**v)
+    }
+
+    /// Every label, sorted by key.
+    pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.labels.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    /// The labels for which `keep` holds, as a map of their own.
+    pub fn labels_where(&self, keep: impl Fn(&str) -> bool) -> BTreeMap<String, String> {
+        self.labels()
+            .filter(|(key, _)| keep(key))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+}
+
+impl NodeView for ClusterNode {
+    fn name(&self) -> &str {
+        ClusterNode::name(self)
+    }
+
+    fn label(&self, key: &str) -> Option<&str> {
+        ClusterNode::label(self, key)
+    }
+}
+
+/// Interned strings: one shared copy of each distinct label key and value. Strings no node
+/// holds any longer are dropped now and then, so the set follows the cluster.
+#[derive(Debug, Default)]
+pub struct Strings {
+    set: HashSet<Arc<str>>,
+    added_since_sweep: usize,
+}
+
+impl Strings {
+    /// The shared copy of `text`.
+    pub fn get(&mut self, text: &str) -> Arc<str> {
+        if let Some(shared) = self.set.get(text) {
+            return Arc::clone(shared);
+        }
+        self.added_since_sweep += 1;
+        if self.added_since_sweep > self.set.len().max(1024) {
+            // Only the set holds these: no node carries them any more.
+            self.set.retain(|s| Arc::strong_count(s) > 1);
+            self.added_since_sweep = 0;
+        }
+        let shared: Arc<str> = text.into();
+        self.set.insert(Arc::clone(&shared));
+        shared
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_share_each_key_and_value_and_read_their_own_labels() {
+        let mut strings = Strings::default();
+        let a = ClusterNode::new("a", [("zone", "x"), ("arch", "amd64")], &mut strings);
+        let b = ClusterNode::new("b", [("arch", "amd64"), ("gpu", "y")], &mut strings);
+        assert_eq!(
+            (a.label("zone"), a.label("arch"), a.label("gpu")),
+            (Some("x"), Some("amd64"), None)
+        );
+        assert_eq!(
+            b.labels().collect::<Vec<_>>(),
+            [("arch", "amd64"), ("gpu", "y")]
+        );
+        let arch = |node: &ClusterNode| Arc::clone(&node.labels[0].1);
+        assert!(Arc::ptr_eq(&arch(&a), &arch(&b)), "one copy of amd64");
+        assert_eq!(
+            a.labels_where(|key| key == "zone"),
+            BTreeMap::from([("zone".to_owned(), "x".to_owned())])
+        );
+    }
+
+    #[test]
+    fn strings_no_node_holds_are_swept() {
+        let mut strings = Strings::default();
+        for i in 0..3000 {
+            let _ = strings.get(&format!("host-{i}"));
+        }
+        assert!(strings.set.len() < 3000, "{}", strings.set.len());
+    }
+}

@@ -1,0 +1,152 @@
+//! The watches of the shared cluster view: nodes (metadata only: names and labels are all any
+//! feature reads), NFD NodeFeature objects once NFD's CRD exists, and the metadata of
+//! dockerconfigjson Secrets (pull credentials). Each yields raw watcher events, with backoff,
+//! trimmed of what no one reads; [`reflect`](super::reflected::reflect) stores and fans them out.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use foldhash::fast::FixedState;
+
+use futures_util::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+
+use super::nodes::{ClusterNode, Strings};
+use crate::engine::{Features, NodeFeature};
+
+/// The API group and version of NFD's NodeFeature.
+const NFD_API_VERSION: &str = "nfd.k8s-sigs.io/v1alpha1";
+/// The field selector of the Secrets pull credentials come from.
+const DOCKER_CONFIG_SECRETS: &str = "type=kubernetes.io/dockerconfigjson";
+
+/// A watch's events, or its error (retried with backoff).
+pub type Events<K> = watcher::Result<watcher::Event<K>>;
+
+/// Node metadata events, as [`ClusterNode`]s: names and labels (interned), nothing else.
+pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send + 'static {
+    let mut strings = Strings::default();
+    watcher(
+        Api::<PartialObjectMeta<Node>>::all(client),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .map_ok(move |event| {
+        let mut compact = |node| ClusterNode::from_metadata(node, &mut strings);
+        match event {
+            watcher::Event::Apply(node) => watcher::Event::Apply(compact(node)),
+            watcher::Event::Delete(node) => watcher::Event::Delete(compact(node)),
+            watcher::Event::InitApply(node) => watcher::Event::InitApply(compact(node)),
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitDone => watcher::Event::InitDone,
+        }
+    })
+}
+
+/// dockerconfigjson Secret metadata events (only which Secret changed is read).
+pub fn secrets(
+    client: Client,
+) -> impl Stream<Item = Events<PartialObjectMeta<Secret>>> + Send + 'static {
+    watcher(
+        Api::<PartialObjectMeta<Secret>>::all(client),
+        watcher::Config::default().fields(DOCKER_CONFIG_SECRETS),
+    )
+    .default_backoff()
+    .modify(|secret| {
+        secret.metadata.managed_fields = None;
+        secret.metadata.annotations = None;
+    })
+}
+
+/// NodeFeature events once NFD's CRD is installed (looked for every `interval` until then),
+/// objects with equal features sharing one copy of them (a node pool's machines are alike).
+pub fn node_features(
+    client: Client,
+    interval: Duration,
+) -> impl Stream<Item = Events<NodeFeature>> + Send + 'static {
+    futures_util::stream::once(async move {
+        wait_for_node_features(&client, interval).await;
+        tracing::info!("NFD NodeFeature API found; watching NodeFeature objects");
+        let mut shared = SharedFeatures::default();
+        watcher(Api::<NodeFeature>::all(client), watcher::Config::default())
+            .default_backoff()
+            .modify(move |object| {
+                object.metadata.managed_fields = None;
+                object.metadata.annotations = None;
+                shared.share(&mut object.spec.features);
+            })
+    })
+    .flatten()
+}
+
+/// One copy of each distinct set of features, by hash; copies no object holds any longer are
+/// forgotten now and then.
+#[derive(Default)]
+struct SharedFeatures {
+    by_hash: HashMap<u64, Vec<Weak<Features>>>,
+    added_since_sweep: usize,
+}
+
+impl SharedFeatures {
+    /// Replaces `features` with the shared copy of equal features, or makes it the shared copy.
+    fn share(&mut self, features: &mut Arc<Features>) {
+        let hash = FixedState::default().hash_one(&**features);
+        let copies = self.by_hash.entry(hash).or_default();
+        if let Some(copy) = copies
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|copy| **copy == **features)
+        {
+            *features = copy;
+            return;
+        }
+        copies.push(Arc::downgrade(features));
+        self.added_since_sweep += 1;
+        if self.added_since_sweep > self.by_hash.len().max(1024) {
+            self.by_hash.retain(|_, copies| {
+                copies.retain(|copy| copy.strong_count() > 0);
+                !copies.is_empty()
+            });
+            self.added_since_sweep = 0;
+        }
+    }
+}
+
+async fn wait_for_node_features(client: &Client, interval: Duration) {
+    loop {
+        match client.list_api_group_resources(NFD_API_VERSION).await {
+            Ok(list) if list.resources.iter().any(|r| r.name == "nodefeatures") => return,
+            Ok(_) | Err(_) => tokio::time::sleep(interval).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    fn features(flag: &str) -> Arc<Features> {
+        Arc::new(Features {
+            flags: [("cpu.cpuid".to_owned(), BTreeSet::from([flag.to_owned()]))].into(),
+            ..Features::default()
+        })
+    }
+
+    #[test]
+    fn equal_features_are_held_once_and_different_ones_apart() {
+        let mut shared = SharedFeatures::default();
+        let (mut a, mut b, mut c) = (features("AVX512F"), features("AVX512F"), features("SSE4"));
+        shared.share(&mut a);
+        shared.share(&mut b);
+        shared.share(&mut c);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(*c, *features("SSE4"));
+    }
+}

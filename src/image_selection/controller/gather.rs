@@ -1,0 +1,194 @@
+//! Gathering a policy's artifact: from the per-policy memo while it is fresh, else through the
+//! registry seam with the credentials of its pull Secret (read from the apiserver each pass: a
+//! missing or malformed Secret is a condition, not an error).
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, ResourceExt};
+
+use super::context::Context;
+use super::error::Error;
+use super::memo::Memo;
+use super::source::{PullSecret, Request, Wanted};
+use crate::api::{ImageSelectionPolicy, Reason};
+use crate::resolution::status::Failure;
+
+/// The key of a dockerconfigjson Secret's content.
+const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
+/// The type of a dockerconfigjson Secret.
+const DOCKER_CONFIG_TYPE: &str = "kubernetes.io/dockerconfigjson";
+/// The policy's artifact: from the memo while it is fresh, else resolved again.
+pub(super) async fn resolve(
+    policy: &ImageSelectionPolicy,
+    name: &str,
+    ctx: &Context,
+    refresh: Duration,
+) -> Result<Memo, Error> {
+    let previous = ctx.memo(name);
+    let prepared = match wanted(policy) {
+        Some(wanted) => prepare(policy, wanted, ctx).await?,
+        None => Err((
+            Request {
+                wanted: Wanted::Reference(String::new()),
+                pull_secret: None,
+            },
+            Failure {
+                reason: Reason::InvalidReference,
+                message: "the policy names neither artifact.ref nor artifact.candidates".to_owned(),
+            },
+        )),
+    };
+    let now = Instant::now();
+    let request = match prepared {
+        Ok(request) => request,
+        // Problems found before the registry (Secret, spec) are checked on every pass: cheap.
+        Err((request, failure)) => {
+            return Ok(Memo::after(previous.as_ref(), request, Err(failure), now));
+        }
+    };
+    if let Some(memo) = previous
+        .as_ref()
+        .filter(|m| !m.stale_for(&request, refresh, &ctx.settings.backoff, now))
+    {
+        return Ok(memo.clone());
+    }
+    let result = ctx.source.fetch(&request).await;
+    ctx.metrics.artifact_fetched(match &result {
+        Ok(_) => "Ok",
+        Err(failure) => failure.reason.as_str(),
+    });
+    if let Err(failure) = &result {
+        tracing::info!(policy = %name, artifact = %request.wanted, reason = %failure.reason, message = %failure.message, "artifact not resolved");
+    }
+    Ok(Memo::after(
+        previous.as_ref(),
+        request,
+        result,
+        Instant::now(),
+    ))
+}
+
+/// What the policy's compatibility information is read from (the schema makes `ref` and
+/// `candidates` exclusive; `ref` wins should both reach here).
+fn wanted(policy: &ImageSelectionPolicy) -> Option<Wanted> {
+    let artifact = &policy.spec.artifact;
+    match (&artifact.reference, &artifact.candidates) {
+        (Some(reference), _) => Some(Wanted::Reference(reference.clone())),
+        (None, Some(candidates)) => Some(Wanted::Candidates(candidates.clone())),
+        (None, None) => None,
+    }
+}
+
+/// The request for `wanted` with the pull Secret's credentials, or why it cannot be made.
+async fn prepare(
+    policy: &ImageSelectionPolicy,
+    wanted: Wanted,
+    ctx: &Context,
+) -> Result<Result<Request, (Request, Failure)>, Error> {
+    let Some(secret_ref) = &policy.spec.artifact.pull_secret_ref else {
+        return Ok(Ok(Request {
+            wanted,
+            pull_secret: None,
+        }));
+    };
+    let (namespace, secret_name) = (&secret_ref.namespace, &secret_ref.name);
+    let failed = |message: String| {
+        Ok(Err((
+            Request {
+                wanted: wanted.clone(),
+                pull_secret: None,
+            },
+            Failure {
+                reason: Reason::SecretInvalid,
+                message,
+            },
+        )))
+    };
+    let api: Api<Secret> = Api::namespaced(ctx.cluster.client.clone(), namespace);
+    let secret = match api.get_opt(secret_name).await {
+        Ok(Some(secret)) => secret,
+        Ok(None) => return failed(format!("pull secret {namespace}/{secret_name} not found")),
+        Err(kube::Error::Api(status)) if status.code == 403 => {
+            return failed(format!(
+                "pull secret {namespace}/{secret_name} cannot be read: {}",
+                status.message
+            ));
+        }
+        Err(source) => {
+            return Err(Error::ReadSecret {
+                namespace: namespace.clone(),
+                name: secret_name.clone(),
+                source,
+            });
+        }
+    };
+    match docker_config_of(&secret) {
+        Ok(json) => Ok(Ok(Request {
+            wanted,
+            pull_secret: Some(PullSecret {
+                key: format!(
+                    "{namespace}/{secret_name}@{}",
+                    secret.resource_version().unwrap_or_default()
+                ),
+                docker_config_json: json,
+            }),
+        })),
+        Err(why) => failed(format!("pull secret {namespace}/{secret_name} {why}")),
+    }
+}
+
+/// The `.dockerconfigjson` of a Secret, or what is wrong with it.
+fn docker_config_of(secret: &Secret) -> Result<Vec<u8>, String> {
+    let kind = secret.type_.as_deref().unwrap_or("Opaque");
+    if kind != DOCKER_CONFIG_TYPE {
+        return Err(format!("has type {kind}, not {DOCKER_CONFIG_TYPE}"));
+    }
+    secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(DOCKER_CONFIG_KEY))
+        .map(|bytes| bytes.0.clone())
+        .ok_or_else(|| format!("has no {DOCKER_CONFIG_KEY} key"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn secret(type_: Option<&str>, data: &[(&str, &[u8])]) -> Secret {
+        Secret {
+            type_: type_.map(Into::into),
+            data: Some(
+                data.iter()
+                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.to_vec())))
+                    .collect(),
+            ),
+            ..Secret::default()
+        }
+    }
+
+    #[test]
+    fn a_dockerconfigjson_secret_yields_its_content() {
+        let s = secret(
+            Some(DOCKER_CONFIG_TYPE),
+            &[(DOCKER_CONFIG_KEY, b"{\"auths\":{}}")],
+        );
+        assert_eq!(docker_config_of(&s).unwrap(), b"{\"auths\":{}}");
+    }
+
+    #[test]
+    fn other_secrets_say_what_is_wrong() {
+        let opaque = secret(None, &[(DOCKER_CONFIG_KEY, b"{}")]);
+        assert_eq!(
+            docker_config_of(&opaque).unwrap_err(),
+            "has type Opaque, not kubernetes.io/dockerconfigjson"
+        );
+        let empty = secret(Some(DOCKER_CONFIG_TYPE), &[]);
+        assert_eq!(
+            docker_config_of(&empty).unwrap_err(),
+            "has no .dockerconfigjson key"
+        );
+    }
+}

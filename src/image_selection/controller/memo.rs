@@ -1,0 +1,194 @@
+//! What the controller remembers per policy between reconciles: the last resolution (and the
+//! last good one, served during outages), when it was made, and consecutive failures. Node
+//! changes reconcile from here without registry I/O; the registry is asked again only when the
+//! refresh interval (or, after a failure, the backoff) has passed or the source changed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::schedule::{Backoff, due, remaining};
+use super::source::{Fetched, Request};
+use crate::resolution::status::Failure;
+
+/// The outcome of the last resolution.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// Resolved.
+    Current(Arc<Fetched>),
+    /// Failed, with the reason and message.
+    Failed(Failure),
+}
+
+/// One policy's memory.
+#[derive(Clone, Debug)]
+pub struct Memo {
+    /// What was resolved (reference and credentials key).
+    pub request: Request,
+    /// The last outcome.
+    pub outcome: Outcome,
+    /// The last successful resolution, served while the current one fails.
+    pub last_good: Option<Arc<Fetched>>,
+    /// When the last resolution was made.
+    pub checked_at: Instant,
+    /// Consecutive failures (0 after a success).
+    pub failures: u32,
+}
+
+impl Memo {
+    /// How long after `checked_at` the next resolution is due.
+    pub fn wait(&self, refresh: Duration, backoff: &Backoff) -> Duration {
+        match self.outcome {
+            Outcome::Current(_) => refresh,
+            Outcome::Failed(_) => backoff.after(self.failures, refresh),
+        }
+    }
+
+    /// Whether `request` must be resolved now rather than served from this memo.
+    pub fn stale_for(
+        &self,
+        request: &Request,
+        refresh: Duration,
+        backoff: &Backoff,
+        now: Instant,
+    ) -> bool {
+        self.request != *request || due(self.checked_at, self.wait(refresh, backoff), now)
+    }
+
+    /// How long until the next resolution is due.
+    pub fn next_check(&self, refresh: Duration, backoff: &Backoff, now: Instant) -> Duration {
+        remaining(self.checked_at, self.wait(refresh, backoff), now)
+    }
+
+    /// The memo after a resolution of `request` at `now` that ended with `result`.
+    pub fn after(
+        previous: Option<&Memo>,
+        request: Request,
+        result: Result<Fetched, Failure>,
+        now: Instant,
+    ) -> Memo {
+        // A different reference never serves the old one's artifact as last known good.
+        let same_reference = previous.filter(|m| m.request.wanted == request.wanted);
+        match result {
+            Ok(fetched) => {
+                let fetched = Arc::new(fetched);
+                Memo {
+                    request,
+                    outcome: Outcome::Current(Arc::clone(&fetched)),
+                    last_good: Some(fetched),
+                    checked_at: now,
+                    failures: 0,
+                }
+            }
+            Err(failure) => Memo {
+                request,
+                outcome: Outcome::Failed(failure),
+                last_good: same_reference.and_then(|m| m.last_good.clone()),
+                checked_at: now,
+                failures: same_reference.map_or(0, |m| m.failures).saturating_add(1),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Reason;
+    use crate::engine::{Artifact, Format};
+    use crate::image_selection::controller::source::Wanted;
+    use crate::resolution::platform::Platforms;
+    use crate::resolution::{Content, Resolved};
+
+    fn request(reference: &str) -> Request {
+        Request {
+            wanted: Wanted::Reference(reference.into()),
+            pull_secret: None,
+        }
+    }
+
+    fn fetched() -> Fetched {
+        Fetched {
+            resolved: Resolved {
+                digest: "sha256:aaa".into(),
+                format: Format::Ocifit,
+                content: Content::Sets(
+                    Artifact::parse(
+                        Format::Ocifit,
+                        br#"{"version":"v1alpha1","compatibilities":[{"tag":"a:v1","rules":[]}]}"#,
+                    )
+                    .unwrap(),
+                ),
+            },
+            platforms: Platforms::new(),
+        }
+    }
+
+    fn failure() -> Failure {
+        Failure {
+            reason: Reason::RegistryUnavailable,
+            message: "connection refused".into(),
+        }
+    }
+
+    const REFRESH: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_success_is_served_until_the_refresh_interval_passes() {
+        let t0 = Instant::now();
+        let memo = Memo::after(None, request("r/a:v1"), Ok(fetched()), t0);
+        let backoff = Backoff::default();
+        assert!(!memo.stale_for(
+            &request("r/a:v1"),
+            REFRESH,
+            &backoff,
+            t0 + Duration::from_secs(59)
+        ));
+        assert!(memo.stale_for(&request("r/a:v1"), REFRESH, &backoff, t0 + REFRESH));
+        assert_eq!(
+            memo.next_check(REFRESH, &backoff, t0 + Duration::from_secs(20)),
+            Duration::from_secs(40)
+        );
+    }
+
+    #[test]
+    fn a_changed_reference_or_secret_is_resolved_at_once() {
+        let t0 = Instant::now();
+        let memo = Memo::after(None, request("r/a:v1"), Ok(fetched()), t0);
+        let backoff = Backoff::default();
+        assert!(memo.stale_for(&request("r/a:v2"), REFRESH, &backoff, t0));
+        let with_secret = Request {
+            pull_secret: Some(crate::image_selection::controller::source::PullSecret {
+                key: "ns/s@1".into(),
+                docker_config_json: b"{}".to_vec(),
+            }),
+            ..request("r/a:v1")
+        };
+        assert!(memo.stale_for(&with_secret, REFRESH, &backoff, t0));
+    }
+
+    #[test]
+    fn failures_keep_the_last_good_artifact_and_back_off() {
+        let t0 = Instant::now();
+        let backoff = Backoff::default();
+        let good = Memo::after(None, request("r/a:v1"), Ok(fetched()), t0);
+        let first = Memo::after(Some(&good), request("r/a:v1"), Err(failure()), t0);
+        assert_eq!(first.failures, 1);
+        assert!(first.last_good.is_some());
+        assert_eq!(first.wait(REFRESH, &backoff), Duration::from_secs(1));
+        let second = Memo::after(Some(&first), request("r/a:v1"), Err(failure()), t0);
+        assert_eq!(second.failures, 2);
+        assert_eq!(second.wait(REFRESH, &backoff), Duration::from_secs(2));
+        let recovered = Memo::after(Some(&second), request("r/a:v1"), Ok(fetched()), t0);
+        assert_eq!(recovered.failures, 0);
+        assert!(matches!(recovered.outcome, Outcome::Current(_)));
+    }
+
+    #[test]
+    fn a_new_reference_does_not_inherit_the_old_last_good_artifact() {
+        let t0 = Instant::now();
+        let good = Memo::after(None, request("r/a:v1"), Ok(fetched()), t0);
+        let other = Memo::after(Some(&good), request("r/b:v1"), Err(failure()), t0);
+        assert!(other.last_good.is_none());
+        assert_eq!(other.failures, 1);
+    }
+}

@@ -1,0 +1,134 @@
+//! Assembles the kube-runtime `Controller` over the shared cluster view: policies from their
+//! store's subscription (spec changes only), node and NodeFeature changes through the trackers
+//! (only the policies a change concerns), dockerconfigjson Secret changes (the policies naming
+//! them), a reconcile of every policy on becoming leader, and graceful shutdown (in-flight
+//! reconciles and writes finish).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt, stream};
+use kube::ResourceExt;
+use kube::runtime::controller::Config;
+use kube::runtime::{Controller, WatchStreamExt};
+
+use super::context::{Context, Settings};
+use super::reconcile::{error_policy, reconcile};
+use super::source::Source;
+use super::trackers::{FeatureTracker, NodeTracker, Tracked, policies_for_secret};
+use crate::api::{ImageSelectionPolicy, REPORTING_CONTROLLER};
+use crate::cluster::events::EventReporter;
+use crate::cluster::reflected::{Change, Reflected};
+use crate::cluster::{ClusterView, watches};
+use crate::telemetry::{Metrics, error_chain};
+
+/// The controller's parts, before it runs.
+pub struct Parts {
+    /// The cluster view (its leadership decides who reconciles).
+    pub cluster: ClusterView,
+    /// Where artifacts come from.
+    pub source: Arc<dyn Source>,
+    /// Metrics to count into.
+    pub metrics: Arc<Metrics>,
+    /// Tunables.
+    pub settings: Settings,
+    /// This replica's identity (pod name), on its Events.
+    pub identity: String,
+}
+
+/// The controller over `policies`; the future runs it until `shutdown` resolves and every
+/// in-flight reconcile has finished.
+pub fn controller(
+    parts: Parts,
+    policies: &Reflected<ImageSelectionPolicy>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> BoxFuture<'static, ()> {
+    let Parts {
+        cluster,
+        source,
+        metrics,
+        settings,
+        identity,
+    } = parts;
+    let tracked = Tracked::default();
+    let node_tracker = NodeTracker::new(tracked.clone());
+    let feature_tracker = FeatureTracker::new(tracked.clone());
+    let node_store = cluster.nodes.store();
+    let node_triggers = cluster.nodes.subscribe().flat_map(move |change| {
+        stream::iter(match change {
+            Change::Applied(node) => node_tracker.applied(&node),
+            Change::Deleted(node) => node_tracker.deleted(&node),
+            Change::Synced => node_tracker.resynced(&node_store),
+        })
+    });
+    let feature_triggers = cluster.node_features.subscribe().flat_map(move |change| {
+        stream::iter(match change {
+            Change::Applied(object) => feature_tracker.changed(&object, false),
+            Change::Deleted(object) => feature_tracker.changed(&object, true),
+            Change::Synced => Vec::new(),
+        })
+    });
+    let secret_policies = policies.store();
+    let reporter = EventReporter::new(
+        cluster.client.clone(),
+        REPORTING_CONTROLLER,
+        identity,
+        Arc::clone(&metrics),
+    );
+    let config = Config::default()
+        .debounce(settings.debounce)
+        .concurrency(settings.concurrency);
+    let gained = cluster.leadership.gained();
+    let secrets = watches::secrets(cluster.client.clone()).touched_objects();
+    let context = Arc::new(Context::new(
+        cluster,
+        policies.store(),
+        source,
+        reporter,
+        metrics,
+        tracked,
+        settings,
+    ));
+    Controller::for_shared_stream(spec_changes(policies), policies.store())
+        .with_config(config)
+        .reconcile_on(node_triggers)
+        .reconcile_on(feature_triggers)
+        .watches_stream(secrets, move |secret| {
+            policies_for_secret(&secret_policies, &secret)
+        })
+        .reconcile_all_on(gained)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| {
+            if let Err(err) = result {
+                tracing::debug!(error = %error_chain(&err), "controller event");
+            }
+            std::future::ready(())
+        })
+        .boxed()
+}
+
+/// Policies whose spec changed (a new `metadata.generation`, or first seen): status-only
+/// changes, our own writes included, reconcile nothing.
+fn spec_changes(
+    policies: &Reflected<ImageSelectionPolicy>,
+) -> impl futures_util::Stream<Item = Arc<ImageSelectionPolicy>> + Send + 'static {
+    let mut generations: HashMap<String, Option<i64>> = HashMap::new();
+    policies.subscribe().filter_map(move |change| {
+        let changed = match change {
+            Change::Applied(policy) => {
+                let generation = policy.metadata.generation;
+                let before = generations.insert(policy.name_any(), generation);
+                (before != Some(generation)).then_some(policy)
+            }
+            Change::Deleted(policy) => {
+                generations.remove(&policy.name_any());
+                None
+            }
+            Change::Synced => None,
+        };
+        std::future::ready(changed)
+    })
+}

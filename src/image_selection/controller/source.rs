@@ -1,0 +1,102 @@
+//! The seam between the reconciler and the registry: resolve a policy's artifact reference, or
+//! its candidate images' attached NFD artifacts (with its pull secret's credentials), into parsed
+//! artifacts and the candidates' platforms, or a [`Failure`] with a condition reason. The
+//! registry room implements it (`registry_source`).
+
+use std::fmt;
+
+use futures_util::future::BoxFuture;
+
+use crate::api::Candidate;
+use crate::resolution::Resolved;
+use crate::resolution::platform::Platforms;
+use crate::resolution::status::Failure;
+
+/// Credentials from a policy's pull Secret. Its `Debug` never shows the content.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PullSecret {
+    /// `namespace/name@resourceVersion`: a new version of the Secret is a new key.
+    pub key: String,
+    /// The `.dockerconfigjson` content.
+    pub docker_config_json: Vec<u8>,
+}
+
+impl fmt::Debug for PullSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PullSecret")
+            .field("key", &self.key)
+            .field("docker_config_json", &"<redacted>")
+            .finish()
+    }
+}
+
+/// What a policy's compatibility information is read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wanted {
+    /// One artifact reference (`spec.artifact.ref`).
+    Reference(String),
+    /// Candidate images, each with its NFD artifact among its referrers
+    /// (`spec.artifact.candidates`, in spec order).
+    Candidates(Vec<Candidate>),
+}
+
+impl fmt::Display for Wanted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Wanted::Reference(reference) => f.write_str(reference),
+            Wanted::Candidates(candidates) => {
+                let images: Vec<&str> = candidates.iter().map(|c| c.image.as_str()).collect();
+                write!(f, "candidates {}", images.join(", "))
+            }
+        }
+    }
+}
+
+/// One resolution to make.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The artifact reference or the candidate images.
+    pub wanted: Wanted,
+    /// Credentials from the pull Secret, if the policy names one.
+    pub pull_secret: Option<PullSecret>,
+}
+
+/// A resolved artifact (or candidates' artifacts) and the platforms of every candidate image.
+#[derive(Debug)]
+pub struct Fetched {
+    /// The parsed artifact with its digest and format.
+    pub resolved: Resolved,
+    /// Platform lookups for every candidate image.
+    pub platforms: Platforms,
+}
+
+/// Resolves artifacts for the reconciler.
+pub trait Source: Send + Sync + 'static {
+    /// Resolves `request`: the artifact or each candidate's attached artifact (tags re-resolved,
+    /// content cached by digest), then the platforms of the candidate images.
+    fn fetch<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Fetched, Failure>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pull_secret_debug_shows_its_key_and_never_its_content() {
+        let secret = PullSecret {
+            key: "ns/regcred@7".into(),
+            docker_config_json: br#"{"auths":{"r":{"username":"u","password":"hunter2"}}}"#
+                .to_vec(),
+        };
+        let request = Request {
+            wanted: Wanted::Reference("r/a:v1".into()),
+            pull_secret: Some(secret),
+        };
+        let text = format!("{request:?}");
+        assert!(text.contains("ns/regcred@7"), "{text}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("104, 117"),
+            "{text}"
+        );
+    }
+}

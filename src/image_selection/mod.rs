@@ -1,0 +1,158 @@
+//! Image selection: the controller part (every ImageSelectionPolicy's status: per node class,
+//! the image the decision in `resolution` picks) and the `/mutate` admission route (opted-in pods
+//! get their images from that status). Built on the cluster view and the admission host; it
+//! imports no other feature.
+//!
+//! - [`controller`]: reconciles policies (leader only), through the registry seam.
+//! - [`planner`]: the pure pod planner over an [`planner::Index`] of policies and nodes.
+//! - [`feed`]: keeps that index current from the stores' change subscriptions.
+//! - [`route`]: the planner as the admission host's route, with its Events ([`events`]).
+//! - [`run`]: everything above as tasks for `ocifit run`.
+
+pub mod controller;
+pub mod events;
+pub mod feed;
+pub mod planner;
+pub mod route;
+
+use std::sync::Arc;
+
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::admission::route::Route;
+use crate::api::{ImageSelectionPolicy, REPORTING_ADMISSION};
+use crate::cluster::events::{EventReporter, queue};
+use crate::cluster::reflected::{Reflected, reflect};
+use crate::cluster::{ClusterView, Shutdown, Tasks, until};
+use crate::telemetry::Metrics;
+use controller::context::Settings;
+use controller::runner::{self, controller};
+use controller::source::Source;
+use feed::SharedIndex;
+use route::MutatePods;
+
+/// What image selection needs from the rest of the process.
+pub struct Parts {
+    /// The cluster view.
+    pub cluster: ClusterView,
+    /// Where artifacts come from.
+    pub source: Arc<dyn Source>,
+    /// Metrics to count into.
+    pub metrics: Arc<Metrics>,
+    /// The controller's tunables.
+    pub settings: Settings,
+    /// This replica's identity (pod name), on its Events.
+    pub identity: String,
+    /// Whether the `/mutate` route is served (its index is kept only then).
+    pub admission: bool,
+    /// Resolves once shutdown begins.
+    pub shutdown: Shutdown,
+}
+
+/// Image selection, running.
+pub struct Running {
+    /// Its tasks: the policy watch, the controller, and with the route the index feed and the
+    /// admission Event queue.
+    pub tasks: Tasks,
+    /// The policy store.
+    pub policies: Reflected<ImageSelectionPolicy>,
+    /// The `/mutate` route and the index it plans from, when served.
+    pub admission: Option<(Route, SharedIndex)>,
+}
+
+impl Running {
+    /// What says whether it can serve.
+    pub fn readiness(&self) -> Readiness {
+        Readiness {
+            policies: self.policies.clone(),
+            index: self.admission.as_ref().map(|(_, index)| index.clone()),
+        }
+    }
+}
+
+/// Whether image selection can serve: the policy store holds a first list and, with the
+/// route, the index is built.
+#[derive(Clone, Debug)]
+pub struct Readiness {
+    policies: Reflected<ImageSelectionPolicy>,
+    index: Option<SharedIndex>,
+}
+
+impl Readiness {
+    /// Whether it can serve now.
+    pub fn ready(&self) -> bool {
+        self.policies.synced() && self.index.as_ref().is_none_or(SharedIndex::is_built)
+    }
+}
+
+/// Starts image selection over the cluster view.
+pub fn run(parts: Parts) -> Running {
+    let Parts {
+        cluster,
+        source,
+        metrics,
+        settings,
+        identity,
+        admission,
+        shutdown,
+    } = parts;
+    let (policies, policy_watch) = reflect(
+        watcher(
+            Api::<ImageSelectionPolicy>::all(cluster.client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|policy| policy.metadata.managed_fields = None),
+        "imageselectionpolicies",
+    );
+    let mut tasks: Tasks = vec![("policy watch", until(shutdown.clone(), policy_watch))];
+    let admission = admission.then(|| {
+        let index = SharedIndex::default();
+        tasks.push((
+            "admission index feed",
+            until(
+                shutdown.clone(),
+                feed::feed(
+                    policies.clone(),
+                    cluster.clone(),
+                    index.clone(),
+                    Arc::clone(&metrics),
+                ),
+            ),
+        ));
+        let reporter = EventReporter::new(
+            cluster.client.clone(),
+            REPORTING_ADMISSION,
+            identity.clone(),
+            Arc::clone(&metrics),
+        );
+        let (notices, publisher) = queue(reporter, events::WINDOW);
+        tasks.push(("admission events", until(shutdown.clone(), publisher)));
+        let route = Route::new(
+            route::PATH,
+            MutatePods {
+                index: index.clone(),
+                notices: Some(notices),
+            },
+        );
+        (route, index)
+    });
+    let run = controller(
+        runner::Parts {
+            cluster,
+            source,
+            metrics,
+            settings,
+            identity,
+        },
+        &policies,
+        shutdown.wait(),
+    );
+    tasks.push(("controller", run));
+    Running {
+        tasks,
+        policies,
+        admission,
+    }
+}

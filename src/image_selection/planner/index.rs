@@ -1,0 +1,254 @@
+//! The planner's index: what does not depend on the pod, computed once per change of the policy
+//! or node stores. Policies by name and by artifact reference; for each policy the nodes that
+//! count for it and the class of each, drawn with its `status.classKeys` over all those nodes
+//! exactly as the controller draws them. Policies that read the same keys under the same
+//! nodeSelector share one grouping. Pure data: the HTTP side owns when to rebuild it.
+//!
+//! Finding a pod's candidate nodes asks one node per class when its placement reads only class
+//! keys, else walks every node of its policy (`nodes` keeps that walk short). Pods of one
+//! workload share their placement, so the answer is remembered per placement and grouping, in a
+//! bounded memo that lives and dies with the index: the index never changes, so a remembered
+//! answer never goes stale.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use super::nodes::Nodes;
+use crate::api::ImageSelectionPolicy;
+use crate::classes::grouping::{self, CONTROL_PLANE_LABELS, NodeClass};
+use crate::cluster::nodes::{ClusterNode, Strings};
+use crate::engine::{Features, NodeInputs, Reads};
+
+/// Placements remembered per index before the memo starts over.
+const MEMO_CAPACITY: usize = 4096;
+
+/// Everything the planner needs of the policies and nodes, ready for [`Index::plan`]. Shared
+/// between request handlers (it is `Sync`); rebuilt, not updated, when the stores change.
+#[derive(Debug, Default)]
+pub struct Index {
+    pub(super) nodes: Nodes,
+    pub(super) policies: BTreeMap<String, Entry>,
+    pub(super) by_artifact: BTreeMap<String, Vec<String>>,
+    pub(super) groupings: Vec<Arc<Grouping>>,
+    pub(super) memo: Memo,
+}
+
+/// A candidate class of a pod: its index in the grouping and how many candidate nodes it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Candidate {
+    pub(super) class: usize,
+    pub(super) nodes: usize,
+}
+
+/// Candidate classes already found, by grouping and placement (see the module documentation).
+#[derive(Debug, Default)]
+pub(super) struct Memo(Mutex<HashMap<MemoKey, Arc<[Candidate]>>>);
+
+/// A grouping (index in `Index::groupings`) and a placement written canonically.
+pub(super) type MemoKey = (usize, String);
+
+impl Memo {
+    /// The remembered answer for `key`, else `find()`'s, remembered. A poisoned lock only
+    /// costs the memo, never the answer.
+    pub(super) fn get_or_find(
+        &self,
+        key: MemoKey,
+        find: impl FnOnce() -> Vec<Candidate>,
+    ) -> Arc<[Candidate]> {
+        if let Some(hit) = self.0.lock().ok().and_then(|memo| memo.get(&key).cloned()) {
+            return hit;
+        }
+        let found: Arc<[Candidate]> = find().into();
+        if let Ok(mut memo) = self.0.lock() {
+            if memo.len() >= MEMO_CAPACITY {
+                memo.clear();
+            }
+            memo.insert(key, Arc::clone(&found));
+        }
+        found
+    }
+}
+
+/// One policy and where its classes are.
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    pub(super) policy: Arc<ImageSelectionPolicy>,
+    /// The index of its grouping; `None` while it has no `status.classKeys` (not resolved).
+    pub(super) grouping: Option<usize>,
+    /// For each class of the grouping, its row in `status.classes` (`None`: not reconciled yet).
+    pub(super) rows: Vec<Option<usize>>,
+}
+
+impl Entry {
+    pub(super) fn name(&self) -> &str {
+        self.policy.metadata.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// The nodes that count under one nodeSelector, grouped by one set of class keys.
+#[derive(Debug, Clone)]
+pub(super) struct Grouping {
+    reads: Reads,
+    selector: BTreeMap<String, String>,
+    /// The classes, sorted by name.
+    pub(super) classes: Vec<NodeClass>,
+    /// Each counted node (index into `Index::nodes`) with its class (index into `classes`).
+    pub(super) members: Vec<(usize, usize)>,
+    /// For each class, one of its nodes (index into `Index::nodes`).
+    pub(super) representatives: Vec<Option<usize>>,
+}
+
+impl Grouping {
+    /// Whether every node of a class has the same value (or absence) of label `key`: the keys
+    /// classes are drawn on, arch and os.
+    pub(super) fn is_class_key(&self, key: &str) -> bool {
+        key == grouping::ARCH_LABEL || key == grouping::OS_LABEL || self.reads.labels.contains(key)
+    }
+}
+
+impl Index {
+    /// Indexes `policies` (as the policy store holds them) and `nodes` (as the node store holds
+    /// them: borrowed, not copied), with `features`, the merged NodeFeature features by node
+    /// name (read only for policies whose artifacts read NFD features). `earlier`: an index
+    /// built over the same node labels and features, whose groupings are taken over rather than
+    /// drawn again (when only policies changed).
+    pub fn new(
+        policies: impl IntoIterator<Item = Arc<ImageSelectionPolicy>>,
+        nodes: Vec<Arc<ClusterNode>>,
+        features: &BTreeMap<String, Features>,
+        earlier: Option<&Index>,
+    ) -> Index {
+        let mut index = Index {
+            nodes: Nodes::new(nodes),
+            ..Index::default()
+        };
+        // Positions in the groupings are positions in the node list: the same list, or none.
+        let reusable: Vec<Arc<Grouping>> = earlier
+            .filter(|earlier| earlier.nodes.names().eq(index.nodes.names()))
+            .map(|earlier| earlier.groupings.clone())
+            .unwrap_or_default();
+        for policy in policies {
+            let Some(name) = policy.metadata.name.clone() else {
+                continue;
+            };
+            if let Some(reference) = &policy.spec.artifact.reference {
+                index
+                    .by_artifact
+                    .entry(reference.clone())
+                    .or_default()
+                    .push(name.clone());
+            }
+            let status = policy.status.as_ref();
+            let (grouping, rows) = match status.and_then(|s| s.class_keys.as_ref()) {
+                None => (None, Vec::new()),
+                Some(reads) => {
+                    let at = index.grouping(reads, &policy.spec.node_selector, features, &reusable);
+                    let rows = index.groupings[at]
+                        .classes
+                        .iter()
+                        .map(|class| {
+                            status?
+                                .classes
+                                .iter()
+                                .position(|row| row.name == class.name)
+                        })
+                        .collect();
+                    (Some(at), rows)
+                }
+            };
+            index.policies.insert(
+                name,
+                Entry {
+                    policy,
+                    grouping,
+                    rows,
+                },
+            );
+        }
+        index
+    }
+
+    /// Indexes `policies` over nodes given as engine inputs (name, labels and features), as a
+    /// file or a benchmark holds them rather than a store.
+    pub fn over_inputs(policies: &[ImageSelectionPolicy], nodes: &[(String, NodeInputs)]) -> Index {
+        let mut strings = Strings::default();
+        let stored = nodes
+            .iter()
+            .map(|(name, inputs)| {
+                let labels = inputs.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+                Arc::new(ClusterNode::new(name, labels, &mut strings))
+            })
+            .collect();
+        let features = nodes
+            .iter()
+            .filter_map(|(name, inputs)| Some((name.clone(), inputs.features.clone()?)))
+            .collect();
+        Index::new(
+            policies.iter().cloned().map(Arc::new),
+            stored,
+            &features,
+            None,
+        )
+    }
+
+    /// The grouping for `reads` under `selector`: one a policy already needed, one of
+    /// `reusable`, or drawn now. Each counted node's inputs are built for the drawing only, with
+    /// just the labels (and features) the classes are drawn on.
+    fn grouping(
+        &mut self,
+        reads: &Reads,
+        selector: &BTreeMap<String, String>,
+        features: &BTreeMap<String, Features>,
+        reusable: &[Arc<Grouping>],
+    ) -> usize {
+        let same = |g: &&Arc<Grouping>| &g.reads == reads && &g.selector == selector;
+        if let Some(at) = self.groupings.iter().position(|g| same(&g)) {
+            return at;
+        }
+        if let Some(grouping) = reusable.iter().find(same) {
+            self.groupings.push(Arc::clone(grouping));
+            return self.groupings.len() - 1;
+        }
+        // Each node's labels that decide whether it counts and which class it is in: copied for
+        // the drawing only.
+        let read = |key: &str| {
+            grouping::distinguishes(reads, key)
+                || selector.contains_key(key)
+                || CONTROL_PLANE_LABELS.contains(&key)
+        };
+        let counted: Vec<(usize, &str, NodeInputs)> = self
+            .nodes
+            .iter()
+            .map(|(at, node)| (at, node.name(), node.labels_where(read)))
+            .filter(|(_, _, labels)| grouping::node_counts(selector, labels))
+            .map(|(at, name, labels)| {
+                let features = (!reads.features.is_empty())
+                    .then(|| features.get(name).cloned())
+                    .flatten();
+                (at, name, NodeInputs::new(labels).with_features(features))
+            })
+            .collect();
+        let classes = grouping::group(reads, counted.iter().map(|(_, name, i)| (*name, i)));
+        let class_of: HashMap<&str, usize> = classes
+            .iter()
+            .enumerate()
+            .flat_map(|(at, class)| class.nodes.iter().map(move |n| (n.as_str(), at)))
+            .collect();
+        let members: Vec<(usize, usize)> = counted
+            .iter()
+            .filter_map(|(at, name, _)| Some((*at, *class_of.get(name)?)))
+            .collect();
+        let mut representatives = vec![None; classes.len()];
+        for (node, class) in &members {
+            representatives[*class].get_or_insert(*node);
+        }
+        self.groupings.push(Arc::new(Grouping {
+            reads: reads.clone(),
+            selector: selector.clone(),
+            classes,
+            members,
+            representatives,
+        }));
+        self.groupings.len() - 1
+    }
+}

@@ -1,0 +1,14 @@
+mod choice;
+mod containers;
+pub(crate) mod fixtures;
+mod index_reuse;
+mod outcomes;
+mod patching;
+mod property;
+mod skips;
+
+#[test]
+fn the_index_can_be_shared_between_request_handlers() {
+    fn shared<T: Send + Sync>() {}
+    shared::<super::Index>();
+}

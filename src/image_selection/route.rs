@@ -1,0 +1,50 @@
+//! Image selection's admission route, `POST /mutate` on Pods: the planner over the current index
+//! (denied as not ready until the first one is built), and the Event the answer deserves queued
+//! once it is sent.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::admission::AdmissionRequest;
+
+use super::events::notice;
+use super::feed::SharedIndex;
+use super::planner::{DenyReason, Plan};
+use crate::admission::route::Planner;
+use crate::cluster::events::Notices;
+
+/// The path the MutatingWebhookConfiguration calls.
+pub const PATH: &str = "/mutate";
+
+/// Plans pod creations from the shared index.
+#[derive(Clone, Debug)]
+pub struct MutatePods {
+    /// The index the feed keeps current.
+    pub index: SharedIndex,
+    /// Where Events go; `None` publishes none.
+    pub notices: Option<Notices>,
+}
+
+impl Planner for MutatePods {
+    type Object = Pod;
+    type Plan = Plan;
+
+    fn plan(&self, request: &AdmissionRequest<Pod>) -> Plan {
+        match self.index.load() {
+            Some(index) => index.plan(request),
+            None => Plan::Deny {
+                policy: None,
+                reason: DenyReason::NotReady,
+            },
+        }
+    }
+
+    fn answered(&self, request: &AdmissionRequest<Pod>, plan: Plan) {
+        if let Some(notices) = &self.notices
+            && let Some(notice) = notice(request, &plan)
+        {
+            notices.send(notice);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

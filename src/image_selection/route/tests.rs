@@ -1,0 +1,96 @@
+//! `/mutate` through the admission host's decoding and encoding: pods as the apiserver sends
+//! them, answered with the plan and counted under the planner's labels.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::admission::review::tests::{UID, apiserver_review};
+use crate::admission::route::Route;
+use crate::image_selection::planner::tests::fixtures::{index, policy, resolved, simple_pod};
+
+/// The body kube-apiserver sends for a pod CREATE.
+fn review(pod: &Pod) -> Vec<u8> {
+    serde_json::to_vec(&apiserver_review(pod, false)).unwrap()
+}
+
+fn route(index: Option<crate::image_selection::planner::Index>) -> Route {
+    let shared = SharedIndex::default();
+    if let Some(index) = index {
+        shared.store(index);
+    }
+    Route::new(
+        PATH,
+        MutatePods {
+            index: shared,
+            notices: None,
+        },
+    )
+}
+
+/// (outcome, reason, the response part of the review).
+fn answer(route: &Route, pod: &Pod) -> (&'static str, &'static str, Value) {
+    let answer = route.answer(&review(pod));
+    let review: Value = serde_json::from_slice(&answer.body).unwrap();
+    (answer.outcome, answer.reason, review["response"].clone())
+}
+
+#[test]
+fn a_pod_is_patched_denied_or_skipped_always_with_its_uid() {
+    let route = route(Some(index(&[resolved(policy(
+        "app",
+        json!({"onUnpinned": "Deny"}),
+    ))])));
+    let vanilla = simple_pod(json!({}), json!({"nodeSelector": {"flavor": "vanilla"}}));
+    let (outcome, reason, response) = answer(&route, &vanilla);
+    assert_eq!((outcome, reason), ("patched", "ImageSelected"));
+    assert_eq!(
+        (&response["uid"], &response["allowed"]),
+        (&json!(UID), &json!(true))
+    );
+    let patch: Value =
+        serde_json::from_slice(&BASE64.decode(response["patch"].as_str().unwrap()).unwrap())
+            .unwrap();
+    assert!(
+        patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|op| op["value"] == "debian:11"),
+        "{patch}"
+    );
+
+    let (outcome, reason, response) = answer(&route, &simple_pod(json!({}), json!({})));
+    assert_eq!((outcome, reason), ("denied", "Unpinned"));
+    assert_eq!(response["allowed"], false);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("c-"),
+        "{response}"
+    );
+
+    let bound = simple_pod(json!({}), json!({"nodeName": "n1"}));
+    let (outcome, reason, response) = answer(&route, &bound);
+    assert_eq!((outcome, reason), ("skipped", "NodeNameSet"));
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("patch").is_none());
+    let warning = response["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("nodeName"), "{response}");
+}
+
+#[test]
+fn before_the_first_index_a_pod_is_denied_as_not_ready_with_its_uid() {
+    let (outcome, reason, response) = answer(&route(None), &simple_pod(json!({}), json!({})));
+    assert_eq!((outcome, reason), ("denied", "NotReady"));
+    assert_eq!(response["uid"], UID);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("retry"),
+        "{response}"
+    );
+}

@@ -1,0 +1,328 @@
+//! The decision every face of ocifit shares: which nodes count for a policy, the classes they
+//! form, and the best image for each class, explained, with the candidate images' platforms as
+//! an input ([`classes`]); and the policy status built from it ([`status`]). `ocifit resolve`
+//! prints it, the controller writes it into the policy status and the webhook's planner reads
+//! that status; none has a second copy of any rule. Pure: it composes the engine and the classes
+//! rooms and must not fetch, watch or read a clock.
+
+use std::collections::BTreeMap;
+
+use crate::classes::grouping::{self, NodeClass};
+use crate::engine::{
+    Artifact, Candidate, Explanation, Mode, NodeInputs, Reads, SetStatus, best_candidate,
+};
+
+pub mod platform;
+mod resolved;
+pub mod status;
+
+pub use platform::{PlatformLookup, Platforms, runs_on};
+pub use resolved::{AttachedArtifact, CandidateArtifact, Content, Resolved, candidates_digest};
+
+/// Where the candidates come from: the sets of one artifact, or candidate images each with its
+/// own NFD artifact.
+#[derive(Clone, Copy, Debug)]
+pub enum Choice<'a> {
+    /// `spec.artifact.ref`: the sets of one artifact.
+    Sets(&'a Artifact),
+    /// `spec.artifact.candidates`: images with their own artifacts.
+    Candidates(&'a [Candidate<'a>]),
+}
+
+impl Choice<'_> {
+    /// What the rules read from a node (the union over candidates).
+    pub fn reads(&self) -> Reads {
+        match self {
+            Choice::Sets(artifact) => artifact.reads(),
+            Choice::Candidates(candidates) => {
+                let mut reads = Reads::default();
+                for candidate in *candidates {
+                    reads.extend(&candidate.artifact.reads());
+                }
+                reads
+            }
+        }
+    }
+
+    fn best_fit(
+        &self,
+        inputs: &NodeInputs,
+        platform: impl FnMut(&str) -> Result<(), String>,
+    ) -> Explanation {
+        match self {
+            Choice::Sets(artifact) => artifact.best_fit(inputs, platform),
+            Choice::Candidates(candidates) => best_candidate(candidates, inputs, platform),
+        }
+    }
+}
+
+/// One node class and the answer for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedClass {
+    /// The class: name, distinguishing labels, nodes.
+    pub class: NodeClass,
+    /// The chosen image (if any) and why, set by set.
+    pub explanation: Explanation,
+}
+
+impl ResolvedClass {
+    /// The image for the class's nodes, if any candidate fits.
+    pub fn image(&self) -> Option<&str> {
+        self.explanation.image()
+    }
+}
+
+/// Resolves every class of the nodes that count under `node_selector` (a policy's
+/// `spec.nodeSelector`: empty means every node but control-plane nodes).
+///
+/// `platform(class, image)` says whether `image` can run on the class's nodes (`Err` with the
+/// reason skips that candidate for the class); pass `|_, _| Ok(())` where platforms are unknown.
+pub fn resolve<'n>(
+    choice: Choice<'_>,
+    node_selector: &BTreeMap<String, String>,
+    nodes: impl IntoIterator<Item = (&'n str, &'n NodeInputs)>,
+    mut platform: impl FnMut(&NodeClass, &str) -> Result<(), String>,
+) -> Vec<ResolvedClass> {
+    let counted = nodes
+        .into_iter()
+        .filter(|(_, inputs)| grouping::node_counts(node_selector, &inputs.labels));
+    grouping::group(&choice.reads(), counted)
+        .into_iter()
+        .map(|class| {
+            let explanation = choice.best_fit(&class.inputs, |image| platform(&class, image));
+            ResolvedClass { class, explanation }
+        })
+        .collect()
+}
+
+/// One class of a policy's nodes and its answer, for either kind of content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassAnswer {
+    /// The class: name, distinguishing labels, nodes.
+    pub class: NodeClass,
+    /// The chosen image (if any) and why, candidate by candidate, numbered as the policy lists
+    /// them.
+    pub explanation: Explanation,
+    /// Candidates the engine never saw (candidates mode: no artifact), with why.
+    pub left_out: Vec<String>,
+}
+
+impl ClassAnswer {
+    /// The image for the class's nodes, if any candidate fits.
+    pub fn image(&self) -> Option<&str> {
+        self.explanation.image()
+    }
+
+    /// Why, in one line: the explanation's summary, then every candidate skipped for the class
+    /// (platform) and every candidate left out (no artifact). The status row's `reason`.
+    pub fn reason(&self) -> String {
+        let explanation = &self.explanation;
+        let mut reason = explanation.summary();
+        if explanation.chosen.is_some() {
+            let what = match explanation.mode {
+                Mode::Sets => "set",
+                Mode::Candidates => "candidate",
+            };
+            let skipped: Vec<String> = explanation
+                .sets
+                .iter()
+                .filter(|s| s.status == SetStatus::Skipped)
+                .map(|s| {
+                    format!(
+                        "skipped {what} {} ({:?}): {}",
+                        s.index,
+                        s.tag,
+                        s.reason
+                            .as_deref()
+                            .unwrap_or("refused by the platform check")
+                    )
+                })
+                .collect();
+            if !skipped.is_empty() {
+                reason = format!("{reason}; {}", skipped.join("; "));
+            }
+        }
+        if !self.left_out.is_empty() {
+            reason = format!("{reason}; {}", self.left_out.join("; "));
+        }
+        reason
+    }
+}
+
+/// The whole decision for a policy: every class of the nodes that count under `node_selector`
+/// and its best image, where a candidate must also run on the class's os/arch as `platforms`
+/// says (see [`runs_on`]).
+pub fn classes<'n>(
+    resolved: &Resolved,
+    node_selector: &BTreeMap<String, String>,
+    nodes: impl IntoIterator<Item = (&'n str, &'n NodeInputs)>,
+    platforms: &Platforms,
+) -> Vec<ClassAnswer> {
+    let platform = |class: &NodeClass, image: &str| runs_on(class, image, platforms);
+    match &resolved.content {
+        Content::Sets(artifact) => resolve(Choice::Sets(artifact), node_selector, nodes, platform)
+            .into_iter()
+            .map(|answer| ClassAnswer {
+                class: answer.class,
+                explanation: answer.explanation,
+                left_out: Vec::new(),
+            })
+            .collect(),
+        Content::Candidates(all) => {
+            // The engine sees only candidates with an artifact; `positions` maps its indexes
+            // back to the spec's, and every class names the candidates left out.
+            let mut positions = Vec::new();
+            let mut candidates = Vec::new();
+            let mut left_out = Vec::new();
+            for (position, candidate) in all.iter().enumerate() {
+                match &candidate.artifact {
+                    Ok(attached) => {
+                        positions.push(position);
+                        candidates.push(Candidate {
+                            image: &candidate.image,
+                            weight: candidate.weight,
+                            artifact: &attached.artifact,
+                        });
+                    }
+                    Err(why) => left_out.push(format!(
+                        "skipped candidate {position} ({:?}): {why}",
+                        candidate.image
+                    )),
+                }
+            }
+            resolve(
+                Choice::Candidates(&candidates),
+                node_selector,
+                nodes,
+                platform,
+            )
+            .into_iter()
+            .map(|mut answer| {
+                renumber(&mut answer.explanation, &positions);
+                ClassAnswer {
+                    class: answer.class,
+                    explanation: answer.explanation,
+                    left_out: left_out.clone(),
+                }
+            })
+            .collect()
+        }
+    }
+}
+
+/// Gives an explanation's candidates their positions in the spec.
+fn renumber(explanation: &mut Explanation, positions: &[usize]) {
+    let at = |index: usize| positions.get(index).copied().unwrap_or(index);
+    if let Some(chosen) = &mut explanation.chosen {
+        chosen.index = at(chosen.index);
+    }
+    for outcome in &mut explanation.sets {
+        outcome.index = at(outcome.index);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Format;
+
+    const FLAVORS: &str = include_str!("../../example/flavor-compat.json");
+
+    fn node(labels: &[(&str, &str)]) -> NodeInputs {
+        NodeInputs::new(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
+    }
+
+    fn flavor(f: &str) -> NodeInputs {
+        node(&[
+            ("feature.node.ocifit-k8s.flavor", f),
+            ("kubernetes.io/arch", "amd64"),
+            ("kubernetes.io/os", "linux"),
+        ])
+    }
+
+    #[test]
+    fn each_flavor_class_gets_its_image_and_control_plane_is_left_out() {
+        let artifact = Artifact::parse(Format::Ocifit, FLAVORS.as_bytes()).unwrap();
+        let mut control_plane = flavor("vanilla");
+        control_plane.labels.insert(
+            "node-role.kubernetes.io/control-plane".into(),
+            String::new(),
+        );
+        let nodes = [
+            ("a", flavor("vanilla")),
+            ("b", flavor("chocolate")),
+            ("c", flavor("strawberry")),
+            ("d", flavor("vanilla")),
+            ("cp", control_plane),
+        ];
+        let resolved = resolve(
+            Choice::Sets(&artifact),
+            &BTreeMap::new(),
+            nodes.iter().map(|(n, i)| (*n, i)),
+            |_, _| Ok(()),
+        );
+        let by_image: BTreeMap<_, _> = resolved
+            .iter()
+            .map(|r| (r.image().unwrap().to_owned(), r.class.nodes.clone()))
+            .collect();
+        assert_eq!(by_image["debian:11"], ["a", "d"]);
+        assert_eq!(by_image["ubuntu:24.04"], ["b"]);
+        assert_eq!(by_image["rockylinux:9"], ["c"]);
+        assert_eq!(resolved.len(), 3);
+    }
+
+    #[test]
+    fn a_node_selector_naming_the_control_plane_counts_it() {
+        let artifact = Artifact::parse(Format::Ocifit, FLAVORS.as_bytes()).unwrap();
+        let mut control_plane = flavor("vanilla");
+        control_plane.labels.insert(
+            "node-role.kubernetes.io/control-plane".into(),
+            String::new(),
+        );
+        let selector = BTreeMap::from([(
+            "node-role.kubernetes.io/control-plane".to_owned(),
+            String::new(),
+        )]);
+        let resolved = resolve(
+            Choice::Sets(&artifact),
+            &selector,
+            [("cp", &control_plane), ("w", &flavor("vanilla"))],
+            |_, _| Ok(()),
+        );
+        assert_eq!(resolved.len(), 1);
+        assert_eq!(resolved[0].class.nodes, ["cp"]);
+    }
+
+    #[test]
+    fn the_platform_filter_skips_a_candidate_for_one_class_only() {
+        let artifact = Artifact::parse(Format::Ocifit, FLAVORS.as_bytes()).unwrap();
+        let mut arm = flavor("vanilla");
+        arm.labels
+            .insert("kubernetes.io/arch".into(), "arm64".into());
+        let resolved = resolve(
+            Choice::Sets(&artifact),
+            &BTreeMap::new(),
+            [("amd", &flavor("vanilla")), ("arm", &arm)],
+            |class, image| match class.labels.get("kubernetes.io/arch").map(String::as_str) {
+                Some("arm64") if image == "debian:11" => Err("debian:11 has no linux/arm64".into()),
+                _ => Ok(()),
+            },
+        );
+        let amd = resolved.iter().find(|r| r.class.nodes == ["amd"]).unwrap();
+        let arm = resolved.iter().find(|r| r.class.nodes == ["arm"]).unwrap();
+        assert_eq!(amd.image(), Some("debian:11"));
+        assert_eq!(arm.image(), None);
+        assert!(
+            arm.explanation
+                .summary()
+                .contains("debian:11 has no linux/arm64"),
+            "{}",
+            arm.explanation.summary()
+        );
+    }
+}

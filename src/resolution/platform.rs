@@ -1,0 +1,176 @@
+//! Whether a candidate image can run on a node class: the class's `kubernetes.io/os` and
+//! `kubernetes.io/arch` against the platforms the registry read from the image. Pure; the
+//! lookups themselves are the callers' (the controller's and `ocifit resolve`'s, through the
+//! registry room).
+
+use std::collections::BTreeMap;
+
+use crate::classes::grouping::{ARCH_LABEL, NodeClass, OS_LABEL};
+use crate::registry::Platform;
+
+/// What is known about one candidate image's platforms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlatformLookup {
+    /// The platforms the image (index or config) names.
+    Known(Vec<Platform>),
+    /// The platforms could not be read; the message says why (registry or reference error).
+    /// The image is refused for every class.
+    Failed(String),
+    /// The platforms were not looked at (`ocifit resolve --offline`, or its registry could not
+    /// be reached); the message says why. The image is taken to run anywhere.
+    NotChecked(String),
+}
+
+/// Every candidate image's lookup, by image reference as the artifact spells it.
+pub type Platforms = BTreeMap<String, PlatformLookup>;
+
+/// `Ok` when `image` can run on the class's nodes; `Err` says why not, naming the platforms.
+///
+/// A class whose nodes carry no os or arch label is not constrained on that field (nothing to
+/// compare with). Nodes carry no variant label, so any variant of the architecture is accepted.
+pub fn runs_on(class: &NodeClass, image: &str, platforms: &Platforms) -> Result<(), String> {
+    let lookup = platforms
+        .get(image)
+        .ok_or_else(|| format!("the platforms of {image} were not looked up"))?;
+    let found = match lookup {
+        PlatformLookup::Known(found) => found,
+        PlatformLookup::Failed(why) => {
+            return Err(format!("cannot read the platforms of {image}: {why}"));
+        }
+        PlatformLookup::NotChecked(_) => return Ok(()),
+    };
+    let os = class.labels.get(OS_LABEL);
+    let arch = class.labels.get(ARCH_LABEL);
+    let fits = |p: &Platform| {
+        os.is_none_or(|os| *os == p.os) && arch.is_none_or(|arch| *arch == p.architecture)
+    };
+    if found.iter().any(fits) {
+        return Ok(());
+    }
+    let wanted = format!(
+        "{}/{}",
+        os.map_or("any", String::as_str),
+        arch.map_or("any", String::as_str)
+    );
+    let offered: Vec<String> = found.iter().map(ToString::to_string).collect();
+    Err(format!(
+        "{image} is not built for {wanted} (it offers {})",
+        if offered.is_empty() {
+            "no platform".to_owned()
+        } else {
+            offered.join(", ")
+        }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::NodeInputs;
+
+    fn platform(os: &str, arch: &str, variant: Option<&str>) -> Platform {
+        Platform {
+            os: os.into(),
+            architecture: arch.into(),
+            variant: variant.map(Into::into),
+            os_version: None,
+        }
+    }
+
+    fn class(labels: &[(&str, &str)]) -> NodeClass {
+        NodeClass {
+            name: "c-0".into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            nodes: vec!["n".into()],
+            selector: None,
+            inputs: NodeInputs::default(),
+        }
+    }
+
+    fn known(image: &str, found: Vec<Platform>) -> Platforms {
+        Platforms::from([(image.to_owned(), PlatformLookup::Known(found))])
+    }
+
+    #[test]
+    fn an_index_with_the_class_arch_runs_on_it() {
+        let amd = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "amd64")]);
+        let platforms = known(
+            "app:v1",
+            vec![
+                platform("linux", "arm64", Some("v8")),
+                platform("linux", "amd64", None),
+            ],
+        );
+        assert_eq!(runs_on(&amd, "app:v1", &platforms), Ok(()));
+    }
+
+    #[test]
+    fn an_index_without_the_class_arch_is_refused_naming_what_it_offers() {
+        let arm = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "arm64")]);
+        let platforms = known("app:v1", vec![platform("linux", "amd64", None)]);
+        let err = runs_on(&arm, "app:v1", &platforms).unwrap_err();
+        assert_eq!(
+            err,
+            "app:v1 is not built for linux/arm64 (it offers linux/amd64)"
+        );
+    }
+
+    #[test]
+    fn the_os_must_match_too() {
+        let windows = class(&[(OS_LABEL, "windows"), (ARCH_LABEL, "amd64")]);
+        let platforms = known("app:v1", vec![platform("linux", "amd64", None)]);
+        assert!(runs_on(&windows, "app:v1", &platforms).is_err());
+    }
+
+    #[test]
+    fn any_variant_of_the_arch_is_accepted() {
+        let arm = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "arm")]);
+        let platforms = known("app:v1", vec![platform("linux", "arm", Some("v7"))]);
+        assert_eq!(runs_on(&arm, "app:v1", &platforms), Ok(()));
+    }
+
+    #[test]
+    fn a_class_without_arch_or_os_labels_is_not_constrained_on_them() {
+        let bare = class(&[]);
+        let platforms = known("app:v1", vec![platform("linux", "s390x", None)]);
+        assert_eq!(runs_on(&bare, "app:v1", &platforms), Ok(()));
+    }
+
+    #[test]
+    fn a_failed_or_missing_lookup_refuses_with_the_cause() {
+        let amd = class(&[(ARCH_LABEL, "amd64")]);
+        let failed = Platforms::from([(
+            "app:v1".to_owned(),
+            PlatformLookup::Failed("manifest unknown".into()),
+        )]);
+        assert_eq!(
+            runs_on(&amd, "app:v1", &failed).unwrap_err(),
+            "cannot read the platforms of app:v1: manifest unknown"
+        );
+        assert!(
+            runs_on(&amd, "other:v1", &failed)
+                .unwrap_err()
+                .contains("not looked up")
+        );
+    }
+
+    #[test]
+    fn an_image_whose_platforms_were_not_checked_runs_anywhere() {
+        let arm = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "arm64")]);
+        let platforms = Platforms::from([(
+            "app:v1".to_owned(),
+            PlatformLookup::NotChecked("--offline".into()),
+        )]);
+        assert_eq!(runs_on(&arm, "app:v1", &platforms), Ok(()));
+    }
+
+    #[test]
+    fn an_image_with_no_platform_is_refused() {
+        let amd = class(&[(ARCH_LABEL, "amd64")]);
+        let err = runs_on(&amd, "app:v1", &known("app:v1", vec![])).unwrap_err();
+        assert!(err.ends_with("(it offers no platform)"), "{err}");
+    }
+}

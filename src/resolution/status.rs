@@ -1,0 +1,176 @@
+//! The policy status as a pure function: artifact (or why there is none) + node inventory +
+//! platform lookups already done + previous status + now → new status and the Events its
+//! transitions deserve. No client, no registry, no clock: the reconciler gathers the inputs and
+//! applies the result. Nothing here may depend on when it runs except through `now`, and `now` is
+//! only written where something changed, so a pass with nothing new yields the previous status.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+mod conditions;
+mod events;
+
+use super::classes;
+use super::platform::Platforms;
+use super::resolved::Resolved;
+use crate::api::{
+    ArtifactStatus, ClassMatch, ClassStatus, ImageSelectionPolicySpec, ImageSelectionPolicyStatus,
+    Reason,
+};
+use crate::engine::NodeInputs;
+
+/// Why the current artifact cannot be had: the condition reason and the registry's or engine's
+/// message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The condition reason.
+    pub reason: Reason,
+    /// What went wrong, as the registry or engine said it.
+    pub message: String,
+}
+
+/// The artifact side of the inputs.
+#[derive(Clone, Copy, Debug)]
+pub enum ArtifactState<'a> {
+    /// The current artifact was fetched and parsed.
+    Current(&'a Resolved),
+    /// It could not be; `last_good` is the last artifact that could (in this process), if any.
+    Failed {
+        failure: &'a Failure,
+        last_good: Option<&'a Resolved>,
+    },
+}
+
+/// Everything the status is computed from.
+#[derive(Clone, Copy, Debug)]
+pub struct Inputs<'a> {
+    /// The policy's `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The policy's spec.
+    pub spec: &'a ImageSelectionPolicySpec,
+    /// The artifact, or why there is none.
+    pub artifact: ArtifactState<'a>,
+    /// Every node (name, labels and NFD features); the policy's nodeSelector is applied here.
+    pub nodes: &'a [(String, NodeInputs)],
+    /// The platforms of every candidate image (see [`images_to_check`]).
+    pub platforms: &'a Platforms,
+    /// The status as stored now.
+    pub previous: Option<&'a ImageSelectionPolicyStatus>,
+    /// The time written where something changes.
+    pub now: &'a Time,
+}
+
+/// Whether an Event reports something normal or something to look at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// Resolved, recovered, updated.
+    Normal,
+    /// Failed, stale, no match.
+    Warning,
+}
+
+/// An Event to publish on the policy, for one transition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Normal or Warning.
+    pub kind: EventKind,
+    /// The condition reason that changed.
+    pub reason: Reason,
+    /// What changed, for people.
+    pub note: String,
+}
+
+/// The new status and the Events its transitions deserve (none when nothing changed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Computed {
+    /// The status to apply.
+    pub status: ImageSelectionPolicyStatus,
+    /// Events for the transitions from the previous status.
+    pub events: Vec<Event>,
+}
+
+/// Computes the status for `inputs`.
+pub fn compute(inputs: &Inputs<'_>) -> Computed {
+    let previous = inputs.previous;
+    let serving = match inputs.artifact {
+        ArtifactState::Current(resolved) => Some(resolved),
+        ArtifactState::Failed { last_good, .. } => last_good,
+    };
+    let mut status = ImageSelectionPolicyStatus {
+        observed_generation: inputs.generation,
+        ..ImageSelectionPolicyStatus::default()
+    };
+    let classes = match serving {
+        Some(resolved) => {
+            status.artifact = Some(artifact_status(resolved, previous, inputs.now));
+            status.class_keys = Some(resolved.reads());
+            Some(class_rows(resolved, inputs))
+        }
+        // Nothing to evaluate in this process: keep what the stored status serves (last known
+        // good after a restart during an outage), or nothing.
+        None => previous.map(|p| {
+            status.artifact.clone_from(&p.artifact);
+            status.class_keys.clone_from(&p.class_keys);
+            p.classes.clone()
+        }),
+    };
+    status.classes = classes.unwrap_or_default();
+    status.class_count = i32::try_from(status.classes.len()).unwrap_or(i32::MAX);
+    status.conditions = conditions::conditions(inputs, &status);
+    let events = events::events(previous, &status);
+    Computed { status, events }
+}
+
+fn artifact_status(
+    resolved: &Resolved,
+    previous: Option<&ImageSelectionPolicyStatus>,
+    now: &Time,
+) -> ArtifactStatus {
+    let earlier = previous
+        .and_then(|p| p.artifact.as_ref())
+        .filter(|a| a.digest == resolved.digest);
+    ArtifactStatus {
+        digest: resolved.digest.clone(),
+        format: resolved.format,
+        candidates: i32::try_from(resolved.candidate_count()).unwrap_or(i32::MAX),
+        fetched_at: match earlier {
+            Some(a) => a.fetched_at.clone(),
+            None => Some(now.clone()),
+        },
+    }
+}
+
+/// One row per class of the nodes that count: the decision's answers, as status rows.
+fn class_rows(resolved: &Resolved, inputs: &Inputs<'_>) -> Vec<ClassStatus> {
+    let nodes = inputs
+        .nodes
+        .iter()
+        .map(|(name, node)| (name.as_str(), node));
+    classes(
+        resolved,
+        &inputs.spec.node_selector,
+        nodes,
+        inputs.platforms,
+    )
+    .iter()
+    .map(|answer| ClassStatus {
+        name: answer.class.name.clone(),
+        labels: answer.class.labels.clone(),
+        nodes: i32::try_from(answer.class.nodes.len()).unwrap_or(i32::MAX),
+        image: answer.image().map(str::to_owned),
+        matched: answer.explanation.chosen.as_ref().map(|c| ClassMatch {
+            index: i32::try_from(c.index).unwrap_or(i32::MAX),
+            tag: c.tag.clone(),
+            weight: c.weight,
+            // Candidates mode: the description of the candidate's set that matched.
+            description: c
+                .description
+                .clone()
+                .or_else(|| c.set.as_ref().and_then(|s| s.description.clone())),
+        }),
+        reason: Some(answer.reason()),
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests;

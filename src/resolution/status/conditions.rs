@@ -1,0 +1,190 @@
+//! The status conditions (`Ready`, `ArtifactResolved`, `Degraded`) from the inputs and the new
+//! rows, merged with the previous ones so `lastTransitionTime` moves only when a status flips.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::{ArtifactState, Failure, Inputs};
+use crate::api::{
+    ClassStatus, ConditionType, ImageSelectionPolicySpec, ImageSelectionPolicyStatus, OnNoMatch,
+    Reason,
+};
+use crate::resolution::Content;
+
+/// One condition's new value, before merging with the previous one.
+struct Wanted {
+    type_: ConditionType,
+    status: bool,
+    reason: Reason,
+    message: String,
+}
+
+pub(super) fn conditions(
+    inputs: &Inputs<'_>,
+    status: &ImageSelectionPolicyStatus,
+) -> Vec<Condition> {
+    let serving = status.artifact.as_ref().map(|a| a.digest.as_str());
+    let (resolved, degraded, stale) = match (inputs.artifact, serving) {
+        (ArtifactState::Current(current), _) => (
+            Wanted {
+                type_: ConditionType::ArtifactResolved,
+                status: true,
+                reason: Reason::Fetched,
+                message: match &current.content {
+                    Content::Sets(artifact) => format!(
+                        "{} artifact {} with {} candidate sets",
+                        current.format,
+                        current.digest,
+                        artifact.sets().len()
+                    ),
+                    Content::Candidates(all) => format!(
+                        "{} of {} candidate images have an {} artifact (together {})",
+                        current.candidate_count(),
+                        all.len(),
+                        current.format,
+                        current.digest
+                    ),
+                },
+            },
+            Wanted {
+                type_: ConditionType::Degraded,
+                status: false,
+                reason: Reason::Current,
+                message: "the status reflects the current artifact".to_owned(),
+            },
+            None,
+        ),
+        (ArtifactState::Failed { failure, .. }, Some(digest)) => (
+            failed(failure),
+            Wanted {
+                type_: ConditionType::Degraded,
+                status: true,
+                reason: Reason::StaleArtifact,
+                message: format!(
+                    "serving the last known good artifact {digest}: {}",
+                    failure.message
+                ),
+            },
+            Some(digest),
+        ),
+        (ArtifactState::Failed { failure, .. }, None) => (
+            failed(failure),
+            Wanted {
+                type_: ConditionType::Degraded,
+                status: false,
+                reason: failure.reason,
+                message: "no artifact was ever resolved, so there is nothing to serve".to_owned(),
+            },
+            None,
+        ),
+    };
+    let ready = match (inputs.artifact, stale) {
+        (ArtifactState::Failed { .. }, Some(digest)) => Wanted {
+            type_: ConditionType::Ready,
+            status: false,
+            reason: Reason::StaleArtifact,
+            message: format!(
+                "images are served from the last known good artifact {digest}; the current one cannot be had"
+            ),
+        },
+        (ArtifactState::Failed { failure, .. }, None) => Wanted {
+            type_: ConditionType::Ready,
+            status: false,
+            reason: failure.reason,
+            message: format!("no artifact: {}", failure.message),
+        },
+        (ArtifactState::Current(_), _) => ready(inputs.spec, &status.classes),
+    };
+    let previous = inputs
+        .previous
+        .map(|p| p.conditions.as_slice())
+        .unwrap_or_default();
+    [ready, resolved, degraded]
+        .into_iter()
+        .map(|wanted| merge(previous, wanted, inputs.generation, inputs.now))
+        .collect()
+}
+
+fn failed(failure: &Failure) -> Wanted {
+    Wanted {
+        type_: ConditionType::ArtifactResolved,
+        status: false,
+        reason: failure.reason,
+        message: failure.message.clone(),
+    }
+}
+
+fn ready(spec: &ImageSelectionPolicySpec, classes: &[ClassStatus]) -> Wanted {
+    let wanted = |status, reason, message| Wanted {
+        type_: ConditionType::Ready,
+        status,
+        reason,
+        message,
+    };
+    if classes.is_empty() {
+        let which = if spec.node_selector.is_empty() {
+            "no node except control-plane nodes exists".to_owned()
+        } else {
+            let selector: Vec<String> = spec
+                .node_selector
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            format!("no node matches the nodeSelector {}", selector.join(","))
+        };
+        return wanted(false, Reason::NoNodes, which);
+    }
+    let unmatched: Vec<&str> = classes
+        .iter()
+        .filter(|c| c.image.is_none())
+        .map(|c| c.name.as_str())
+        .collect();
+    if unmatched.is_empty() {
+        return wanted(
+            true,
+            Reason::Resolved,
+            format!("all {} node classes have an image", classes.len()),
+        );
+    }
+    let names = unmatched.join(", ");
+    match (&spec.fallback_image, spec.on_no_match) {
+        (Some(fallback), _) => wanted(
+            true,
+            Reason::NoMatch,
+            format!(
+                "no compatible image for node classes {names}; their pods get the fallback image {fallback}"
+            ),
+        ),
+        (None, OnNoMatch::Allow) => wanted(
+            true,
+            Reason::NoMatch,
+            format!(
+                "no compatible image for node classes {names}; their pods are admitted unchanged (onNoMatch: Allow)"
+            ),
+        ),
+        (None, OnNoMatch::Deny) => wanted(
+            false,
+            Reason::NoMatch,
+            format!(
+                "no compatible image for node classes {names}; their pods are denied (onNoMatch: Deny)"
+            ),
+        ),
+    }
+}
+
+/// The condition with `lastTransitionTime` kept unless its status flips.
+fn merge(previous: &[Condition], wanted: Wanted, generation: Option<i64>, now: &Time) -> Condition {
+    let status = if wanted.status { "True" } else { "False" };
+    let earlier = previous.iter().find(|c| c.type_ == wanted.type_.as_str());
+    let last_transition_time = match earlier {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => now.clone(),
+    };
+    Condition {
+        type_: wanted.type_.as_str().to_owned(),
+        status: status.to_owned(),
+        reason: wanted.reason.as_str().to_owned(),
+        message: wanted.message,
+        observed_generation: generation,
+        last_transition_time,
+    }
+}

@@ -1,0 +1,301 @@
+//! The flags of `ocifit run`, each with an environment variable and a default.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::admission::CertificateSource;
+use crate::admission::certificates;
+use crate::api::parse_duration;
+use crate::telemetry::LogFormat;
+
+/// Flags of `ocifit run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else the in-cluster service
+    /// account.
+    #[arg(long, env = "OCIFIT_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Address of the admin HTTP server (/livez, /readyz, /metrics).
+    #[arg(
+        long,
+        env = "OCIFIT_ADMIN_BIND_ADDRESS",
+        default_value = "0.0.0.0:8080"
+    )]
+    pub admin_bind_address: SocketAddr,
+
+    /// Log format; the filter comes from RUST_LOG (default info).
+    #[arg(long, env = "OCIFIT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// A registry reached over plain HTTP, exactly as references spell it (HOST[:PORT]);
+    /// repeatable (comma-separated in the environment). Every other registry is HTTPS.
+    #[arg(
+        long = "plain-http-registry",
+        env = "OCIFIT_PLAIN_HTTP_REGISTRIES",
+        value_name = "HOST[:PORT]",
+        value_delimiter = ','
+    )]
+    pub plain_http_registries: Vec<String>,
+
+    /// Registries the operator may reach (HOST[:PORT] or *.DOMAIN[:PORT]; repeatable,
+    /// comma-separated in the environment): artifact references, candidate images, the images
+    /// artifacts name, token realms on another host and redirects. Empty: any registry.
+    #[arg(
+        long = "allowed-registries",
+        env = "OCIFIT_ALLOWED_REGISTRIES",
+        value_name = "PATTERN",
+        value_delimiter = ','
+    )]
+    pub allowed_registries: Vec<String>,
+
+    /// PEM file of extra CA certificates trusted for registries.
+    #[arg(long, env = "OCIFIT_CA_FILE", value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+
+    /// Docker config (config.json or a dockerconfigjson) with registry credentials for policies
+    /// without a pull secret.
+    #[arg(long, env = "OCIFIT_DOCKER_CONFIG", value_name = "FILE")]
+    pub docker_config: Option<PathBuf>,
+
+    /// Timeout of one registry request.
+    #[arg(long, env = "OCIFIT_REGISTRY_TIMEOUT", value_parser = duration, default_value = "10s")]
+    pub registry_timeout: Duration,
+
+    /// How long a tag's digest is trusted by the registry cache (keep it below the shortest
+    /// refreshInterval so a refresh sees a re-pushed tag).
+    #[arg(long, env = "OCIFIT_REGISTRY_TAG_TTL", value_parser = duration, default_value = "5s")]
+    pub registry_tag_ttl: Duration,
+
+    /// Largest compatibility artifact read, in bytes.
+    #[arg(long, env = "OCIFIT_MAX_ARTIFACT_BYTES", default_value_t = 1024 * 1024)]
+    pub max_artifact_bytes: u64,
+
+    /// Elect one leader through a Lease; only the leader reconciles and writes.
+    #[arg(long, env = "OCIFIT_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "OCIFIT_LEASE_NAME", default_value = "ocifit-controller")]
+    pub lease_name: String,
+
+    /// Namespace of the Lease (the operator's namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "ocifit-system")]
+    pub lease_namespace: String,
+
+    /// How long the lease holds without renewal (whole seconds).
+    #[arg(long, env = "OCIFIT_LEASE_DURATION", value_parser = duration, default_value = "15s")]
+    pub lease_duration: Duration,
+
+    /// How long before expiry the leader renews (whole seconds).
+    #[arg(long, env = "OCIFIT_LEASE_GRACE", value_parser = duration, default_value = "5s")]
+    pub lease_grace: Duration,
+
+    /// This replica's identity in the Lease and on Events; default: the host name.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+
+    /// Namespace of nfd-master (its NodeFeature objects are merged first).
+    #[arg(
+        long,
+        env = "OCIFIT_NFD_NAMESPACE",
+        default_value = "node-feature-discovery"
+    )]
+    pub nfd_namespace: String,
+
+    /// How often to look for NFD's NodeFeature API until it is installed.
+    #[arg(long, env = "OCIFIT_NFD_DISCOVERY_INTERVAL", value_parser = duration, default_value = "15s")]
+    pub nfd_discovery_interval: Duration,
+
+    /// How long triggers are held so a burst of node changes makes one reconcile.
+    #[arg(long, env = "OCIFIT_DEBOUNCE", value_parser = duration, default_value = "200ms")]
+    pub debounce: Duration,
+
+    /// Policies reconciled at once.
+    #[arg(long, env = "OCIFIT_CONCURRENCY", default_value_t = 4)]
+    pub concurrency: u16,
+
+    /// Longest wait before retrying a failed artifact resolution.
+    #[arg(long, env = "OCIFIT_MAX_RETRY_INTERVAL", value_parser = duration, default_value = "5m")]
+    pub max_retry_interval: Duration,
+
+    /// Address of the webhook's HTTPS server (POST /mutate); served only with a certificate
+    /// (--tls-cert-file/--tls-key-file or --manage-webhook-certificate).
+    #[arg(
+        long,
+        env = "OCIFIT_WEBHOOK_BIND_ADDRESS",
+        default_value = "0.0.0.0:8443"
+    )]
+    pub webhook_bind_address: SocketAddr,
+
+    /// PEM serving certificate (chain, leaf first) of the webhook; re-read when it changes.
+    #[arg(
+        long,
+        env = "OCIFIT_TLS_CERT_FILE",
+        value_name = "FILE",
+        requires = "tls_key_file",
+        conflicts_with = "manage_webhook_certificate"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of the webhook's serving certificate; re-read when it changes.
+    #[arg(
+        long,
+        env = "OCIFIT_TLS_KEY_FILE",
+        value_name = "FILE",
+        requires = "tls_cert_file",
+        conflicts_with = "manage_webhook_certificate"
+    )]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// Keep the webhook's CA and serving certificate in a Secret and the CA in the webhook
+    /// configuration.
+    #[arg(long, env = "OCIFIT_MANAGE_WEBHOOK_CERTIFICATE", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub manage_webhook_certificate: bool,
+
+    /// Secret (in the operator's namespace) holding the managed CA and serving certificate.
+    #[arg(
+        long,
+        env = "OCIFIT_WEBHOOK_SECRET",
+        default_value = "ocifit-webhook-tls"
+    )]
+    pub webhook_secret: String,
+
+    /// Service whose DNS names the managed certificate carries.
+    #[arg(long, env = "OCIFIT_WEBHOOK_SERVICE", default_value = "ocifit-webhook")]
+    pub webhook_service: String,
+
+    /// MutatingWebhookConfiguration whose caBundle the managed mode keeps current.
+    #[arg(long, env = "OCIFIT_WEBHOOK_CONFIGURATION", default_value = "ocifit")]
+    pub webhook_configuration: String,
+}
+
+impl RunArgs {
+    /// The certificate source the flags choose; `None`: the webhook is not served.
+    pub fn certificate_source(&self) -> Option<CertificateSource> {
+        match (&self.tls_cert_file, &self.tls_key_file) {
+            (Some(cert), Some(key)) => Some(CertificateSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ if self.manage_webhook_certificate => {
+                Some(CertificateSource::Managed(certificates::Settings::new(
+                    &self.lease_namespace,
+                    &self.webhook_secret,
+                    &self.webhook_service,
+                    &self.webhook_configuration,
+                )))
+            }
+            _ => None,
+        }
+    }
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    parse_duration(text)
+        .ok_or_else(|| format!("{text:?} is not a duration such as 10s, 5m or 250ms"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let args = Wrapper::try_parse_from(["ocifit"]).unwrap().run;
+        assert_eq!(args.admin_bind_address.to_string(), "0.0.0.0:8080");
+        assert!(args.leader_elect);
+        assert_eq!(args.lease_duration, Duration::from_secs(15));
+        assert_eq!(args.debounce, Duration::from_millis(200));
+        assert!(args.plain_http_registries.is_empty());
+    }
+
+    #[test]
+    fn plain_http_registries_repeat_and_leader_election_turns_off() {
+        let args = Wrapper::try_parse_from([
+            "ocifit",
+            "--plain-http-registry",
+            "127.0.0.1:5000",
+            "--plain-http-registry",
+            "registry.local",
+            "--leader-elect",
+            "false",
+            "--debounce",
+            "50ms",
+        ])
+        .unwrap()
+        .run;
+        assert_eq!(
+            args.plain_http_registries,
+            ["127.0.0.1:5000", "registry.local"]
+        );
+        assert!(!args.leader_elect);
+        assert_eq!(args.debounce, Duration::from_millis(50));
+    }
+
+    #[test]
+    fn without_certificate_flags_the_webhook_is_not_served() {
+        let args = Wrapper::try_parse_from(["ocifit"]).unwrap().run;
+        assert_eq!(args.webhook_bind_address.to_string(), "0.0.0.0:8443");
+        assert_eq!(args.certificate_source(), None);
+        assert_eq!(args.webhook_secret, "ocifit-webhook-tls");
+        assert_eq!(args.webhook_service, "ocifit-webhook");
+        assert_eq!(args.webhook_configuration, "ocifit");
+    }
+
+    #[test]
+    fn certificate_files_come_in_pairs_and_exclude_the_managed_mode() {
+        let files = Wrapper::try_parse_from([
+            "ocifit",
+            "--tls-cert-file",
+            "/tls/tls.crt",
+            "--tls-key-file",
+            "/tls/tls.key",
+        ])
+        .unwrap()
+        .run;
+        assert_eq!(
+            files.certificate_source(),
+            Some(CertificateSource::Files {
+                cert: "/tls/tls.crt".into(),
+                key: "/tls/tls.key".into()
+            })
+        );
+        assert!(Wrapper::try_parse_from(["ocifit", "--tls-cert-file", "/tls/tls.crt"]).is_err());
+        let both = Wrapper::try_parse_from([
+            "ocifit",
+            "--tls-cert-file",
+            "a",
+            "--tls-key-file",
+            "b",
+            "--manage-webhook-certificate",
+        ]);
+        assert!(both.is_err());
+        let managed = Wrapper::try_parse_from(["ocifit", "--manage-webhook-certificate"])
+            .unwrap()
+            .run;
+        let Some(CertificateSource::Managed(settings)) = managed.certificate_source() else {
+            panic!("the managed mode");
+        };
+        assert_eq!(
+            (settings.namespace.as_str(), settings.secret.as_str()),
+            ("ocifit-system", "ocifit-webhook-tls")
+        );
+    }
+
+    #[test]
+    fn a_bad_duration_is_refused_with_an_example() {
+        let err = Wrapper::try_parse_from(["ocifit", "--lease-duration", "soon"]).unwrap_err();
+        assert!(err.to_string().contains("such as 10s"), "{err}");
+    }
+}

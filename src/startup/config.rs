@@ -1,0 +1,207 @@
+//! The configuration of `ocifit run`, typed, read from the flags and the files they name once,
+//! and checked before anything starts: every part gets its settings from here, none reads a
+//! flag.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::args::RunArgs;
+use crate::admission::{self, server::DEADLINE};
+use crate::cluster;
+use crate::cluster::leader::LeaseSettings;
+use crate::image_selection::controller::context::Settings as ControllerSettings;
+use crate::image_selection::controller::schedule::Backoff;
+use crate::registry::{AllowList, CacheOptions, DockerConfig, RegistryOptions};
+use crate::telemetry::LogFormat;
+
+/// A flag's value, or a file it names, cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A file named by a flag could not be read.
+    #[error("failed to read {what} {path}")]
+    Read {
+        /// Which flag's file.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The docker config does not parse.
+    #[error("failed to parse the docker config {path}")]
+    DockerConfig {
+        /// The file.
+        path: PathBuf,
+        #[source]
+        source: crate::registry::ConfigError,
+    },
+    /// `--allowed-registries` has a pattern that is not a host.
+    #[error("--allowed-registries")]
+    AllowedRegistries(#[source] crate::registry::ConfigError),
+}
+
+/// Everything `ocifit run` is told.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The kubeconfig, else the usual places.
+    pub kubeconfig: Option<PathBuf>,
+    /// The log format.
+    pub log_format: LogFormat,
+    /// The admin server's address.
+    pub admin: SocketAddr,
+    /// This replica's identity (Lease holder, Events).
+    pub identity: String,
+    /// Leader election, unless off.
+    pub lease: Option<LeaseSettings>,
+    /// The registry client's options.
+    pub registry: RegistryOptions,
+    /// How the cluster view is kept.
+    pub cluster: cluster::Settings,
+    /// The image-selection controller's tunables.
+    pub controller: ControllerSettings,
+    /// The admission host, when it has a certificate source.
+    pub admission: Option<admission::Settings>,
+}
+
+impl Config {
+    /// Reads the flags (and the files they name) into a configuration.
+    pub fn from_args(args: &RunArgs) -> Result<Config, ConfigError> {
+        let identity = args.identity.clone().unwrap_or_else(hostname);
+        let admission = args.certificate_source().map(|certificates| {
+            let certificates = match certificates {
+                admission::CertificateSource::Managed(mut managed) => {
+                    managed.identity.clone_from(&identity);
+                    admission::CertificateSource::Managed(managed)
+                }
+                files => files,
+            };
+            admission::Settings {
+                bind: args.webhook_bind_address,
+                certificates,
+                deadline: DEADLINE,
+            }
+        });
+        Ok(Config {
+            kubeconfig: args.kubeconfig.clone(),
+            log_format: args.log_format,
+            admin: args.admin_bind_address,
+            lease: args.leader_elect.then(|| LeaseSettings {
+                name: args.lease_name.clone(),
+                namespace: args.lease_namespace.clone(),
+                identity: identity.clone(),
+                duration: args.lease_duration,
+                grace: args.lease_grace,
+            }),
+            identity,
+            registry: registry_options(args)?,
+            cluster: cluster::Settings {
+                nfd_namespace: args.nfd_namespace.clone(),
+                nfd_discovery_interval: args.nfd_discovery_interval,
+            },
+            controller: ControllerSettings {
+                backoff: Backoff {
+                    max: args.max_retry_interval,
+                    ..Backoff::default()
+                },
+                debounce: args.debounce,
+                concurrency: args.concurrency,
+            },
+            admission,
+        })
+    }
+}
+
+fn read(what: &'static str, path: &PathBuf) -> Result<Vec<u8>, ConfigError> {
+    std::fs::read(path).map_err(|source| ConfigError::Read {
+        what,
+        path: path.clone(),
+        source,
+    })
+}
+
+fn registry_options(args: &RunArgs) -> Result<RegistryOptions, ConfigError> {
+    let mut options = RegistryOptions {
+        plain_http: args.plain_http_registries.clone(),
+        allowed: AllowList::parse(&args.allowed_registries)
+            .map_err(ConfigError::AllowedRegistries)?,
+        request_timeout: args.registry_timeout,
+        max_artifact_bytes: args.max_artifact_bytes,
+        cache: CacheOptions {
+            tag_ttl: args.registry_tag_ttl,
+            ..CacheOptions::default()
+        },
+        ..RegistryOptions::default()
+    };
+    if let Some(path) = &args.docker_config {
+        let bytes = read("the docker config", path)?;
+        options.credentials =
+            DockerConfig::from_json(&bytes).map_err(|source| ConfigError::DockerConfig {
+                path: path.clone(),
+                source,
+            })?;
+    }
+    if let Some(path) = &args.ca_file {
+        options.extra_ca_pem.push(read("the CA file", path)?);
+    }
+    Ok(options)
+}
+
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| format!("ocifit-{}", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn config(flags: &[&str]) -> Result<Config, ConfigError> {
+        let mut argv = vec!["ocifit"];
+        argv.extend(flags);
+        Config::from_args(&Wrapper::try_parse_from(argv).unwrap().run)
+    }
+
+    #[test]
+    fn the_managed_certificates_and_the_lease_carry_this_replicas_identity() {
+        let config = config(&["--identity", "replica-1", "--manage-webhook-certificate"]).unwrap();
+        assert_eq!(config.lease.unwrap().identity, "replica-1");
+        let Some(admission::CertificateSource::Managed(managed)) =
+            config.admission.map(|a| a.certificates)
+        else {
+            panic!("the managed mode");
+        };
+        assert_eq!(managed.identity, "replica-1");
+    }
+
+    #[test]
+    fn without_leader_election_or_a_certificate_there_is_no_lease_and_no_admission() {
+        let config = config(&["--leader-elect", "false"]).unwrap();
+        assert!(config.lease.is_none());
+        assert!(config.admission.is_none());
+    }
+
+    #[test]
+    fn an_unreadable_ca_file_is_named() {
+        let err = config(&["--ca-file", "/nonexistent/ca.pem"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "failed to read the CA file /nonexistent/ca.pem"
+        );
+    }
+}

@@ -1,0 +1,283 @@
+//! `ocifit run`: the configuration read once ([`config`]), the cluster view, every feature's
+//! `run` and the admission host composed into one process, its long-lived tasks supervised
+//! ([`supervise`]), and the admin HTTP server. Ready once the stores synced and, when admission
+//! is served, its index is built and a certificate loaded. SIGTERM or SIGINT: readiness drops,
+//! every task finishes what it has in flight (reconciles, status writes, admissions), the lease
+//! is released, exit 0. A task that ends or panics first: liveness and readiness fail, the
+//! others stop, the lease is released, exit 1, and the log names the task and why. A missing
+//! prerequisite (the CRD, the Lease's namespace) is one line naming the fix.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures_util::future::BoxFuture;
+
+mod args;
+pub mod config;
+mod scrape;
+pub mod supervise;
+
+pub use args::RunArgs;
+pub use config::Config;
+
+use crate::admission;
+use crate::api::{GROUP, ImageSelectionPolicy};
+use crate::cluster::leader::{self, LeaderTask, Leadership};
+use crate::cluster::{ClusterView, Shutdown, Tasks};
+use crate::image_selection::{self, controller::registry_source::RegistrySource};
+use crate::telemetry::{Health, Metrics, admin_server, init_logs};
+use supervise::{Ended, GRACE, supervise};
+
+/// Runs until SIGTERM or SIGINT; exit 0 after a clean shutdown, 1 when a task failed or the
+/// process could not start, 2 for unusable flags or files.
+pub async fn run(args: RunArgs) -> ExitCode {
+    if let Err(err) = init_logs(args.log_format) {
+        eprintln!("error: {err:#}");
+        return ExitCode::from(2);
+    }
+    let config = match Config::from_args(&args) {
+        Ok(config) => config,
+        Err(err) => {
+            tracing::error!(error = %crate::telemetry::error_chain(&err), "unusable configuration");
+            return ExitCode::from(2);
+        }
+    };
+    match serve(config).await {
+        Ok(Ended::Stopped) => ExitCode::SUCCESS,
+        Ok(Ended::Failed { .. }) => ExitCode::from(1),
+        Err(err) => {
+            tracing::error!(error = format!("{err:#}"), "ocifit run failed");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The process, composed: what `run` supervises and how it stops.
+pub struct Process {
+    /// Every long-lived task, by name.
+    pub tasks: Tasks,
+    /// Liveness and readiness, as `/livez` and `/readyz` serve them.
+    pub health: Health,
+    /// Begins shutdown for every task.
+    stop: tokio::sync::watch::Sender<bool>,
+    /// Resolves once the caches hold a first list.
+    synced: BoxFuture<'static, ()>,
+    /// Whether the process can serve now (caches synced, admission index built and a
+    /// certificate loaded).
+    ready: Box<dyn Fn() -> bool + Send + Sync>,
+    lease: LeaderTask,
+    admin: actix_web::dev::ServerHandle,
+}
+
+impl Process {
+    /// Supervises the tasks until `signal` or a failure, then releases the lease and stops the
+    /// admin server.
+    pub async fn supervise(self, signal: impl Future<Output = ()>) -> Ended {
+        let Process {
+            tasks,
+            health,
+            stop,
+            synced,
+            ready,
+            lease,
+            admin,
+        } = self;
+        let report = tokio::spawn(report_readiness(synced, ready, health.clone()));
+        let ended = supervise(tasks, &stop, &health, signal, GRACE).await;
+        report.abort();
+        lease.release().await;
+        admin.stop(true).await;
+        tracing::info!("stopped");
+        ended
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<Ended> {
+    let process = start(config).await?;
+    Ok(process.supervise(wait_for_signal()).await)
+}
+
+/// Composes the process from `config`: checks the prerequisites, elects (or not), builds the
+/// cluster view, image selection and the admission host, and binds the admin server.
+pub async fn start(config: Config) -> anyhow::Result<Process> {
+    // kube and the registry client share ring; installing it first avoids picking at runtime.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = kube_client(config.kubeconfig.as_deref()).await?;
+    require_crd(&client).await?;
+    let source = Arc::new(
+        RegistrySource::new(config.registry.clone())
+            .context("failed to build the registry client")?,
+    );
+    let metrics = Metrics::new(Some(scrape::registry_metrics(Arc::clone(&source))));
+    let (leadership, lease) = match &config.lease {
+        Some(settings) => leader::elect(client.clone(), settings.clone(), Arc::clone(&metrics))
+            .await
+            .map_err(|err| {
+                if err.namespace_missing() {
+                    anyhow::anyhow!(
+                        "the namespace {} of the leader-election Lease does not exist: create it \
+                         (kubectl create namespace {}), or run in an existing one \
+                         (--lease-namespace, POD_NAMESPACE)",
+                        settings.namespace,
+                        settings.namespace
+                    )
+                } else if err.lease_missing() {
+                    anyhow::anyhow!(
+                        "the leader-election Lease {}/{} does not exist and this replica may not \
+                         create it: apply config/rbac/leader_election_lease.yaml (the chart \
+                         creates it), or turn leader election off (--leader-elect=false)",
+                        settings.namespace,
+                        settings.name
+                    )
+                } else {
+                    anyhow::Error::new(err)
+                }
+            })?,
+        None => {
+            metrics.set_leader(true);
+            Leadership::always()
+        }
+    };
+    let (stop, shutdown) = Shutdown::new();
+    let (cluster, mut tasks) = ClusterView::watch(
+        client.clone(),
+        leadership.clone(),
+        config.cluster.clone(),
+        shutdown.clone(),
+    );
+    if config.admission.is_none() {
+        tracing::warn!(
+            "the webhook is not served: no certificate; give --tls-cert-file and --tls-key-file \
+             (or OCIFIT_TLS_CERT_FILE/OCIFIT_TLS_KEY_FILE), or --manage-webhook-certificate"
+        );
+    }
+    let mut selection = image_selection::run(image_selection::Parts {
+        cluster: cluster.clone(),
+        source,
+        metrics: Arc::clone(&metrics),
+        settings: config.controller.clone(),
+        identity: config.identity.clone(),
+        admission: config.admission.is_some(),
+        shutdown: shutdown.clone(),
+    });
+    tasks.append(&mut selection.tasks);
+    let cert = match (&config.admission, &selection.admission) {
+        (Some(settings), Some((route, _))) => {
+            let running = admission::serve(
+                settings.clone(),
+                vec![route.clone()],
+                Arc::clone(&metrics),
+                client,
+                leadership.watch(),
+                shutdown.watch(),
+            )?;
+            tasks.extend(running.tasks);
+            Some(running.cert)
+        }
+        _ => None,
+    };
+    let health = Health::default();
+    let admin = admin_server(config.admin, Arc::clone(&metrics), health.clone())
+        .with_context(|| format!("failed to bind the admin server to {}", config.admin))?;
+    let admin_handle = admin.handle();
+    tasks.push((
+        "admin server",
+        Box::pin(async move {
+            if let Err(err) = admin.await {
+                tracing::error!(error = %err, "the admin server failed");
+            }
+        }),
+    ));
+    tracing::info!(address = %config.admin, "admin server listening");
+    let (nodes, policies) = (cluster.nodes.clone(), selection.policies.clone());
+    let synced = Box::pin(async move {
+        nodes.wait_synced().await;
+        policies.wait_synced().await;
+    });
+    let nodes = cluster.nodes.clone();
+    let selection = selection.readiness();
+    let ready = Box::new(move || {
+        nodes.synced() && selection.ready() && cert.as_ref().is_none_or(|c| c.is_loaded())
+    });
+    Ok(Process {
+        tasks,
+        health,
+        stop,
+        synced,
+        ready,
+        lease,
+        admin: admin_handle,
+    })
+}
+
+/// Logs when the caches synced, then marks `health` ready once `ready` holds (looked at every
+/// 50 ms while starting only; shutdown or a failure turns it off again).
+async fn report_readiness(
+    synced: impl Future<Output = ()>,
+    ready: Box<dyn Fn() -> bool + Send + Sync>,
+    health: Health,
+) {
+    synced.await;
+    tracing::info!("caches synced");
+    while !ready() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    health.set_ready(true);
+    tracing::info!("ready");
+}
+
+/// The ImageSelectionPolicy CRD must be installed: without it the policy watch could only fail.
+async fn require_crd(client: &kube::Client) -> anyhow::Result<()> {
+    let version = format!("{GROUP}/v1alpha1");
+    let found = client
+        .list_api_group_resources(&version)
+        .await
+        .ok()
+        .is_some_and(|list| {
+            list.resources
+                .iter()
+                .any(|r| r.name == <ImageSelectionPolicy as kube::Resource>::plural(&()))
+        });
+    anyhow::ensure!(
+        found,
+        "the ImageSelectionPolicy CRD ({version}) is not installed: apply it (ocifit crd | \
+         kubectl apply -f -, or install the chart)"
+    );
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot listen for SIGTERM; only SIGINT stops the process");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    tracing::info!("shutting down: finishing in-flight work");
+}
+
+async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("failed to read the kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("failed to use the kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("failed to find a cluster: no $KUBECONFIG, ~/.kube/config or in-cluster service account")?,
+    };
+    kube::Client::try_from(config).context("failed to build the Kubernetes client")
+}

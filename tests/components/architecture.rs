@@ -1,0 +1,473 @@
+//! The layout of `src/` stays true: no file-level import cycle anywhere, and every room depends
+//! only on rooms of lower floors (never on a sibling of its own floor). Reads the sources with
+//! `syn`: `use` declarations and `crate::`/`super::`/`self::` paths in code, each resolved to the
+//! file that defines the module it names (following a room's `pub use` re-exports to the file
+//! that defines the item), so importing through a room's face counts as importing the file behind
+//! it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// The floors, lowest first. A room may use rooms of lower floors only. `engine` is the ground's
+/// footing (the API types, node classes and the registry read its types); `cli` is the edge of
+/// the binary, over `startup`.
+const FLOORS: &[(&str, &[&str])] = &[
+    ("footing", &["engine"]),
+    ("ground", &["api", "classes", "registry", "telemetry"]),
+    ("shared", &["cluster", "admission", "resolution"]),
+    (
+        "features",
+        &["image_selection", "placement", "artifact_cache"],
+    ),
+    ("top", &["startup"]),
+    ("edge", &["cli"]),
+];
+
+/// A module path below the crate root, e.g. `["engine", "artifact"]`.
+type ModPath = Vec<String>;
+
+/// What one file says.
+#[derive(Debug, Default)]
+struct FileFacts {
+    /// Modules this file references (not yet resolved to files).
+    references: Vec<ModPath>,
+    /// Re-exports: (module the `pub use` sits in, name it exports) → the path it points to.
+    reexports: Vec<(ModPath, String, ModPath)>,
+    /// Inline modules (`mod tests { … }`) defined in this file.
+    inline_modules: Vec<ModPath>,
+}
+
+struct Crate {
+    /// Module path → the file defining it (inline modules map to their file).
+    files: BTreeMap<ModPath, PathBuf>,
+    facts: BTreeMap<PathBuf, FileFacts>,
+    /// (module, exported name) → target path.
+    reexports: BTreeMap<(ModPath, String), ModPath>,
+}
+
+fn module_of(src: &Path, file: &Path) -> Option<ModPath> {
+    let relative = file.strip_prefix(src).ok()?;
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop()?;
+    match last.as_str() {
+        "lib.rs" if parts.is_empty() => Some(Vec::new()),
+        "main.rs" if parts.is_empty() => None,
+        "mod.rs" => Some(parts),
+        other => {
+            parts.push(other.strip_suffix(".rs")?.to_owned());
+            Some(parts)
+        }
+    }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("a readable source directory")
+        .map(|e| e.expect("a directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Collects a file's references, tracking inline modules so `super` means what it means there.
+struct Collector<'a> {
+    module: ModPath,
+    /// Names of child modules declared in each module of this file.
+    children: &'a BTreeMap<ModPath, BTreeSet<String>>,
+    facts: FileFacts,
+}
+
+impl Collector<'_> {
+    /// Resolves a path's leading segments (`crate`, `super`, `self`, a child module) to a module
+    /// path plus the rest; `None` for external crates and local names.
+    fn absolute(&self, segments: &[String]) -> Option<ModPath> {
+        let mut out = self.module.clone();
+        let mut rest = segments;
+        match rest.first().map(String::as_str) {
+            Some("crate") => {
+                out.clear();
+                rest = &rest[1..];
+            }
+            Some("super") | Some("self") => {
+                while let Some(first) = rest.first() {
+                    match first.as_str() {
+                        "super" => {
+                            out.pop()?;
+                        }
+                        "self" => {}
+                        _ => break,
+                    }
+                    rest = &rest[1..];
+                }
+            }
+            Some(first)
+                if self
+                    .children
+                    .get(&self.module)
+                    .is_some_and(|c| c.contains(first)) => {}
+            _ => return None,
+        }
+        out.extend(rest.iter().cloned());
+        Some(out)
+    }
+
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree, public: bool) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree, public);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => self.used(prefix, &n.ident.to_string(), None, public),
+            syn::UseTree::Rename(r) => self.used(
+                prefix,
+                &r.ident.to_string(),
+                Some(r.rename.to_string()),
+                public,
+            ),
+            syn::UseTree::Glob(_) => {
+                if let Some(path) = self.absolute(prefix) {
+                    self.facts.references.push(path);
+                }
+            }
+            syn::UseTree::Group(g) => {
+                for item in &g.items {
+                    self.use_tree(prefix, item, public);
+                }
+            }
+        }
+    }
+
+    fn used(&mut self, prefix: &[String], name: &str, rename: Option<String>, public: bool) {
+        let mut segments = prefix.to_vec();
+        if name != "self" {
+            segments.push(name.to_owned());
+        }
+        let Some(path) = self.absolute(&segments) else {
+            return;
+        };
+        let exported = rename.unwrap_or_else(|| segments.last().cloned().unwrap_or_default());
+        // A `pub use` of something below this module is its face, not a dependency.
+        if public && path.starts_with(&self.module) {
+            self.facts
+                .reexports
+                .push((self.module.clone(), exported, path));
+            return;
+        }
+        self.facts.references.push(path);
+    }
+}
+
+impl<'ast> Visit<'ast> for Collector<'_> {
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        let public = !matches!(item.vis, syn::Visibility::Inherited);
+        let mut prefix = Vec::new();
+        if item.leading_colon.is_none() {
+            self.use_tree(&mut prefix, &item.tree, public);
+        }
+    }
+
+    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        if item.content.is_some() {
+            self.module.push(item.ident.to_string());
+            self.facts.inline_modules.push(self.module.clone());
+            syn::visit::visit_item_mod(self, item);
+            self.module.pop();
+        }
+    }
+
+    fn visit_visibility(&mut self, _: &'ast syn::Visibility) {
+        // `pub(super)` names who may see an item, not what it uses.
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        if path.leading_colon.is_none()
+            && matches!(
+                segments.first().map(String::as_str),
+                Some("crate" | "super" | "self")
+            )
+            && let Some(absolute) = self.absolute(&segments)
+        {
+            self.facts.references.push(absolute);
+        }
+        syn::visit::visit_path(self, path);
+    }
+}
+
+/// Child modules declared in each module of a file (`mod x;` and inline `mod x { … }`).
+fn declared_children(
+    module: &ModPath,
+    items: &[syn::Item],
+    out: &mut BTreeMap<ModPath, BTreeSet<String>>,
+) {
+    for item in items {
+        if let syn::Item::Mod(m) = item {
+            out.entry(module.clone())
+                .or_default()
+                .insert(m.ident.to_string());
+            if let Some((_, inner)) = &m.content {
+                let mut child = module.clone();
+                child.push(m.ident.to_string());
+                declared_children(&child, inner, out);
+            }
+        }
+    }
+}
+
+fn read_crate() -> Crate {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    let mut files = BTreeMap::new();
+    let mut facts = BTreeMap::new();
+    for path in paths {
+        let Some(module) = module_of(&src, &path) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&path).expect("a readable source file");
+        let parsed = syn::parse_file(&text)
+            .unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
+        let mut children = BTreeMap::new();
+        declared_children(&module, &parsed.items, &mut children);
+        let mut collector = Collector {
+            module: module.clone(),
+            children: &children,
+            facts: FileFacts::default(),
+        };
+        collector.visit_file(&parsed);
+        for inline in &collector.facts.inline_modules {
+            files.insert(inline.clone(), path.clone());
+        }
+        files.insert(module, path.clone());
+        facts.insert(path, collector.facts);
+    }
+    let reexports = facts
+        .values()
+        .flat_map(|f| f.reexports.iter())
+        .map(|(module, name, target)| ((module.clone(), name.clone()), target.clone()))
+        .collect();
+    Crate {
+        files,
+        facts,
+        reexports,
+    }
+}
+
+impl Crate {
+    /// The file defining what `path` names: its longest prefix that is a module, through
+    /// re-exports to where the item is defined.
+    fn file_of(&self, path: &ModPath) -> Option<&PathBuf> {
+        let mut path = path.clone();
+        for _ in 0..16 {
+            let module_len = (0..=path.len())
+                .rev()
+                .find(|n| self.files.contains_key(&path[..*n]))?;
+            let module = path[..module_len].to_vec();
+            let followed = path
+                .get(module_len)
+                .and_then(|name| self.reexports.get(&(module.clone(), name.clone())));
+            match followed {
+                Some(target) if target != &path => {
+                    let mut next = target.clone();
+                    next.extend(path[module_len + 1..].iter().cloned());
+                    path = next;
+                }
+                _ => return self.files.get(&module),
+            }
+        }
+        None
+    }
+
+    /// File → the files it depends on.
+    fn graph(&self) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+        let mut graph = BTreeMap::new();
+        for (file, facts) in &self.facts {
+            let targets: BTreeSet<PathBuf> = facts
+                .references
+                .iter()
+                .filter_map(|path| self.file_of(path))
+                .filter(|target| *target != file)
+                .cloned()
+                .collect();
+            graph.insert(file.clone(), targets);
+        }
+        graph
+    }
+}
+
+fn room_of(src: &Path, file: &Path) -> Option<String> {
+    let relative = file.strip_prefix(src).ok()?;
+    let first = relative.iter().next()?.to_string_lossy().into_owned();
+    Some(first.strip_suffix(".rs").unwrap_or(&first).to_owned())
+}
+
+fn floor_of(room: &str) -> Option<usize> {
+    FLOORS.iter().position(|(_, rooms)| rooms.contains(&room))
+}
+
+/// Strongly connected components with more than one file (Tarjan).
+fn cycles(graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
+    struct State<'g> {
+        graph: &'g BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+        index: BTreeMap<&'g PathBuf, usize>,
+        low: BTreeMap<&'g PathBuf, usize>,
+        stack: Vec<&'g PathBuf>,
+        on_stack: BTreeSet<&'g PathBuf>,
+        found: Vec<Vec<PathBuf>>,
+    }
+    fn connect<'g>(s: &mut State<'g>, v: &'g PathBuf) {
+        let n = s.index.len();
+        s.index.insert(v, n);
+        s.low.insert(v, n);
+        s.stack.push(v);
+        s.on_stack.insert(v);
+        for w in s.graph.get(v).into_iter().flatten() {
+            if !s.index.contains_key(w) {
+                connect(s, w);
+                let low = s.low[v].min(s.low[w]);
+                s.low.insert(v, low);
+            } else if s.on_stack.contains(w) {
+                let low = s.low[v].min(s.index[w]);
+                s.low.insert(v, low);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut component = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(w);
+                component.push(w.clone());
+                if w == v {
+                    break;
+                }
+            }
+            if component.len() > 1 {
+                component.sort();
+                s.found.push(component);
+            }
+        }
+    }
+    let mut state = State {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !state.index.contains_key(v) {
+            connect(&mut state, v);
+        }
+    }
+    state.found
+}
+
+fn shown(src: &Path, file: &Path) -> String {
+    file.strip_prefix(src).unwrap_or(file).display().to_string()
+}
+
+#[test]
+fn no_file_imports_a_file_that_imports_it_back() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = src.as_path();
+    let graph = read_crate().graph();
+    let found = cycles(&graph);
+    let described: Vec<String> = found
+        .iter()
+        .map(|files| {
+            let edges: Vec<String> = files
+                .iter()
+                .flat_map(|from| {
+                    graph[from]
+                        .iter()
+                        .filter(|to| files.contains(to))
+                        .map(move |to| format!("{} → {}", shown(src, from), shown(src, to)))
+                })
+                .collect();
+            edges.join(", ")
+        })
+        .collect();
+    assert!(
+        described.is_empty(),
+        "import cycles in src/ (move the shared item to a file both can use):\n{}",
+        described.join("\n")
+    );
+}
+
+#[test]
+fn every_room_uses_only_rooms_of_lower_floors() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = read_crate().graph();
+    let mut wrong = BTreeSet::new();
+    for (file, targets) in &graph {
+        let Some(room) = room_of(&src, file) else {
+            continue;
+        };
+        if room == "lib" {
+            continue;
+        }
+        let Some(floor) = floor_of(&room) else {
+            wrong.insert(format!(
+                "src/{room} is in no floor: add it to FLOORS here and to the layout in CONTRIBUTING.md"
+            ));
+            continue;
+        };
+        for target in targets {
+            let Some(other) = room_of(&src, target).filter(|r| *r != room && r != "lib") else {
+                continue;
+            };
+            let allowed = floor_of(&other).is_some_and(|f| f < floor);
+            if !allowed {
+                let why = match floor_of(&other) {
+                    Some(f) if f == floor => "a sibling on its own floor",
+                    Some(_) => "a room of a higher floor",
+                    None => "a room in no floor",
+                };
+                wrong.insert(format!(
+                    "{} uses {} ({why})",
+                    shown(&src, file),
+                    shown(&src, target)
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "rooms using what they must not:\n{}",
+        wrong.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn the_checker_sees_a_cycle_and_follows_re_exports() {
+    let a = PathBuf::from("a.rs");
+    let b = PathBuf::from("b.rs");
+    let c = PathBuf::from("c.rs");
+    let graph = BTreeMap::from([
+        (a.clone(), BTreeSet::from([b.clone()])),
+        (b.clone(), BTreeSet::from([c.clone()])),
+        (c.clone(), BTreeSet::from([a.clone()])),
+    ]);
+    assert_eq!(cycles(&graph), vec![vec![a, b, c]]);
+    let krate = read_crate();
+    let artifact = krate
+        .file_of(&vec!["engine".to_owned(), "Artifact".to_owned()])
+        .expect("engine::Artifact is defined somewhere");
+    assert!(
+        artifact.ends_with("engine/artifact.rs"),
+        "{}",
+        artifact.display()
+    );
+}

@@ -6,10 +6,12 @@ use clap::{Parser, Subcommand};
 
 mod crd;
 mod input;
+mod placement;
 mod resolve;
 
 pub use crate::startup::RunArgs;
 pub use crd::{CrdArgs, crd_yaml};
+pub use placement::{PlacementArgs, PlacementCommand};
 pub use resolve::{EXIT_INVALID_INPUT, EXIT_NO_MATCH, ResolveArgs};
 
 #[derive(Debug, Parser)]
@@ -36,6 +38,9 @@ pub enum Command {
     Resolve(ResolveArgs),
     /// Print every CustomResourceDefinition (ImageSelectionPolicy, PlacementPolicy) as YAML.
     Crd(CrdArgs),
+    /// Platform placement by hand: `release-all` removes ocifit's scheduling gate from every
+    /// pod still holding it (the way out after an uninstall or while ocifit is down).
+    Placement(PlacementArgs),
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
@@ -43,5 +48,6 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Run(args) => crate::startup::run(*args).await,
         Command::Resolve(args) => resolve::run(&args).await,
         Command::Crd(args) => crd::run(&args),
+        Command::Placement(args) => placement::run(&args).await,
     }
 }

@@ -117,6 +117,16 @@ pub fn plan(pod: &Pod, inspections: &[Inspection], context: Context<'_>) -> Plan
     }
 }
 
+/// The plan for a gated pod whose policy is gone (deleted, or no longer usable): a gate is
+/// never left behind, so the pod is released without a platform constraint, saying why.
+pub fn without_policy(pod: &Pod, why: &str) -> Plan {
+    unconstrained(
+        pod,
+        &[],
+        format!("{why}; released without a platform constraint"),
+    )
+}
+
 /// Releases `pod` constrained to `common`, or says why its own requirements forbid it.
 fn constrain(
     pod: &Pod,

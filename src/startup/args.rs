@@ -61,6 +61,11 @@ pub struct RunArgs {
     #[arg(long, env = "OCIFIT_DOCKER_CONFIG", value_name = "FILE")]
     pub docker_config: Option<PathBuf>,
 
+    /// Docker config (config.json or a dockerconfigjson) with ocifit's own credentials for
+    /// placement's image inspection, tried after a pod's pull Secrets and its ServiceAccount's.
+    #[arg(long, env = "OCIFIT_PLACEMENT_DOCKER_CONFIG", value_name = "FILE")]
+    pub placement_docker_config: Option<PathBuf>,
+
     /// Timeout of one registry request.
     #[arg(long, env = "OCIFIT_REGISTRY_TIMEOUT", value_parser = duration, default_value = "10s")]
     pub registry_timeout: Duration,

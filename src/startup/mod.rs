@@ -24,10 +24,12 @@ pub use args::RunArgs;
 pub use config::Config;
 
 use crate::admission;
-use crate::api::{GROUP, ImageSelectionPolicy};
+use crate::api::{GROUP, ImageSelectionPolicy, PlacementPolicy};
 use crate::cluster::leader::{self, LeaderTask, Leadership};
 use crate::cluster::{ClusterView, Shutdown, Tasks};
 use crate::image_selection::{self, controller::registry_source::RegistrySource};
+use crate::placement;
+use crate::registry::{DockerConfig, InspectorOptions, RegistryOptions};
 use crate::telemetry::{Health, Metrics, admin_server, init_logs};
 use supervise::{Ended, GRACE, supervise};
 
@@ -164,11 +166,29 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
         shutdown: shutdown.clone(),
     });
     tasks.append(&mut selection.tasks);
-    let cert = match (&config.admission, &selection.admission) {
-        (Some(settings), Some((route, _))) => {
+    let mut placement = placement::run(placement::Parts {
+        cluster: cluster.clone(),
+        metrics: Arc::clone(&metrics),
+        identity: config.identity.clone(),
+        own_namespace: config.own_namespace.clone(),
+        // Credentials come with each lookup (the pod's Secrets, then ocifit's own).
+        inspector: InspectorOptions {
+            registry: RegistryOptions {
+                credentials: DockerConfig::default(),
+                ..config.registry.clone()
+            },
+            ..InspectorOptions::default()
+        },
+        own_credentials: config.placement_credentials.clone(),
+        admission: config.admission.is_some(),
+        shutdown: shutdown.clone(),
+    });
+    tasks.append(&mut placement.tasks);
+    let cert = match (&config.admission, &selection.admission, &placement.route) {
+        (Some(settings), Some((route, _)), Some(gate)) => {
             let running = admission::serve(
                 settings.clone(),
-                vec![route.clone()],
+                vec![route.clone(), gate.clone()],
                 Arc::clone(&metrics),
                 client,
                 leadership.watch(),
@@ -199,8 +219,12 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
     });
     let nodes = cluster.nodes.clone();
     let selection = selection.readiness();
+    let placement = placement.readiness;
     let ready = Box::new(move || {
-        nodes.synced() && selection.ready() && cert.as_ref().is_none_or(|c| c.is_loaded())
+        nodes.synced()
+            && selection.ready()
+            && placement.ready()
+            && cert.as_ref().is_none_or(|c| c.is_loaded())
     });
     Ok(Process {
         tasks,
@@ -229,23 +253,32 @@ async fn report_readiness(
     tracing::info!("ready");
 }
 
-/// The ImageSelectionPolicy CRD must be installed: without it the policy watch could only fail.
+/// The ImageSelectionPolicy and PlacementPolicy CRDs must be installed: without them the policy
+/// watches could only fail.
 async fn require_crd(client: &kube::Client) -> anyhow::Result<()> {
     let version = format!("{GROUP}/v1alpha1");
-    let found = client
+    let resources = client
         .list_api_group_resources(&version)
         .await
-        .ok()
-        .is_some_and(|list| {
-            list.resources
-                .iter()
-                .any(|r| r.name == <ImageSelectionPolicy as kube::Resource>::plural(&()))
-        });
-    anyhow::ensure!(
-        found,
-        "the ImageSelectionPolicy CRD ({version}) is not installed: apply it (ocifit crd | \
-         kubectl apply -f -, or install the chart)"
-    );
+        .map(|list| list.resources)
+        .unwrap_or_default();
+    let kinds = [
+        (
+            "ImageSelectionPolicy",
+            <ImageSelectionPolicy as kube::Resource>::plural(&()),
+        ),
+        (
+            "PlacementPolicy",
+            <PlacementPolicy as kube::Resource>::plural(&()),
+        ),
+    ];
+    for (kind, plural) in kinds {
+        anyhow::ensure!(
+            resources.iter().any(|r| r.name == plural),
+            "the {kind} CRD ({version}) is not installed: apply it (ocifit crd | \
+             kubectl apply -f -, or install the chart)"
+        );
+    }
     Ok(())
 }
 
@@ -266,7 +299,8 @@ async fn wait_for_signal() {
     tracing::info!("shutting down: finishing in-flight work");
 }
 
-async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
+/// A client from `kubeconfig`, else the usual places (also `ocifit placement release-all`'s).
+pub async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)

@@ -294,3 +294,17 @@ fn a_pods_own_tolerations_and_preferences_are_kept_and_never_repeated() {
     );
     assert_eq!(tolerations(&twice), tolerations(&once));
 }
+
+#[test]
+fn a_pod_whose_policy_is_gone_is_released_unconstrained_keeping_other_gates() {
+    let pod = gated(&[("web", "nginx")]);
+    let plan = without_policy(&pod, "placement policy arm no longer exists");
+    assert_eq!(plan.outcome, Some(Outcome::Unconstrained));
+    assert_eq!(gate_names(&plan.pod), vec!["example.com/quota"]);
+    assert_eq!(
+        annotation(&plan.pod, MESSAGE_ANNOTATION),
+        Some("placement policy arm no longer exists; released without a platform constraint")
+    );
+    assert!(required_terms(&plan.pod).is_empty());
+    assert_eq!(plan.events[0].reason, "ReleasedUnconstrained");
+}

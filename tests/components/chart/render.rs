@@ -109,6 +109,35 @@ async fn the_default_deployment_is_highly_available_hardened_and_probed() {
 }
 
 #[tokio::test]
+async fn the_placement_gate_comes_second_fails_open_and_never_sees_opted_out_or_system_pods() {
+    let rendered = documents(&render(&[]).await.unwrap());
+    let configuration = find(&rendered, "MutatingWebhookConfiguration", "ocifit");
+    let webhooks = configuration["webhooks"].as_array().unwrap();
+    assert_eq!(webhooks.len(), 2);
+    // Called after image selection's, in the order listed.
+    let gate = &webhooks[1];
+    assert_eq!(gate["name"], "placement.ocifit.io");
+    assert_eq!(gate["failurePolicy"], "Ignore");
+    assert_eq!(gate["reinvocationPolicy"], "IfNeeded");
+    assert_eq!(gate["sideEffects"], "None");
+    assert_eq!(
+        gate["clientConfig"],
+        json!({"service": {"name": "ocifit-webhook", "namespace": NAMESPACE, "path": "/placement", "port": 443}})
+    );
+    assert_eq!(
+        gate["objectSelector"],
+        json!({"matchExpressions": [{"key": "placement.ocifit.io/enabled", "operator": "NotIn", "values": ["false"]}]})
+    );
+    assert_eq!(
+        gate["namespaceSelector"],
+        json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]}]})
+    );
+    let off = documents(&render(&["placement.enabled=false"]).await.unwrap());
+    let configuration = find(&off, "MutatingWebhookConfiguration", "ocifit");
+    assert_eq!(configuration["webhooks"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
 async fn the_webhook_sees_only_opted_in_pods_outside_kube_system_and_its_own_namespace() {
     let rendered = documents(&render(&[]).await.unwrap());
     let configuration = find(&rendered, "MutatingWebhookConfiguration", "ocifit");

@@ -26,6 +26,7 @@ mod controller_leader;
 mod controller_nfd;
 mod controller_rbac;
 mod demo;
+mod placement_e2e;
 mod placement_way_out;
 mod real_node;
 mod real_node_teardown;

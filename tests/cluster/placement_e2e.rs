@@ -5,10 +5,12 @@
 //! by the controller, and bound by kube-scheduler only to nodes every container can run on (the
 //! tainted pool only with the policy's toleration); the decision is on the pod as annotations and
 //! Events. A registry that hangs follows the policy's failure path with Events naming the image;
-//! a pod whose policy was deleted is released, not forgotten; the policy's status counts them.
+//! a pod whose policy was deleted is released, not forgotten; the policy's status counts them;
+//! with every replica down, a new pod is created ungated (failurePolicy Ignore) and scheduled.
 
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -342,6 +344,39 @@ async fn pods_land_only_where_every_container_runs_and_are_never_left_gated() {
     // The status counts the pods each policy gated.
     wait_status(&client, &controller, "default", 6).await;
     wait_status(&client, &controller, "fail-open", 1).await;
+
+    // Every replica down, under the chart's failurePolicy (Ignore): a new pod is created
+    // without the gate and scheduled as without ocifit; nothing waits for ocifit.
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .patch(
+            "ocifit-placement",
+            &PatchParams::default(),
+            &Patch::<()>::Json(
+                serde_json::from_value(json!([
+                    {"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}
+                ]))
+                .expect("a patch"),
+            ),
+        )
+        .await
+        .expect("failurePolicy Ignore");
+    assert!(controller.stop().await.success());
+    let ungated = pods
+        .create(
+            &PostParams::default(),
+            &pod(
+                "while-down",
+                json!({}),
+                &[("web", &web.reference), ("metrics", &metrics.reference)],
+            ),
+        )
+        .await
+        .expect("created while ocifit is down");
+    assert!(
+        gates(&ungated).is_empty(),
+        "never gated while ocifit is down"
+    );
+    wait_pod(&pods, "while-down", "bound", |p| node_name(p).is_some()).await;
 }
 
 /// Waits until policy `name` is Ready with `released` pods released and none gated.

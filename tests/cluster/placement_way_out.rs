@@ -1,7 +1,8 @@
 //! The guaranteed way out of platform placement, on a real kube-apiserver: the command
 //! `docs/placement.md` gives for releasing every gate ocifit added is run verbatim (bash and the
 //! built kubectl, nothing of ocifit), and it removes ocifit's gate from every pod that has it,
-//! in every namespace, while other gates, other pods and the pods' other fields stay as they were.
+//! in every namespace, while other gates, other pods and the pods' other fields stay as they were;
+//! `ocifit placement release-all`, the same way out as one command, does exactly the same.
 
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
 
@@ -52,8 +53,9 @@ fn gates(pod: &Pod) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn the_documented_command_releases_every_ocifit_gate_and_nothing_else() {
+/// Five pods in two namespaces: ocifit's gate alone, beside another gate, on a released pod,
+/// and a pod ocifit never touched with someone else's gate.
+async fn gated_pods() -> (Cluster, Api<Pod>, Api<Pod>) {
     let cluster = Cluster::builder().start().await.unwrap();
     let client = cluster.client().unwrap();
     for namespace in ["shop", "batch"] {
@@ -75,6 +77,33 @@ async fn the_documented_command_releases_every_ocifit_gate_and_nothing_else() {
     create(&batch, "released", true, &[]).await;
     create(&batch, "someone-elses", false, &["example.com/quota"]).await;
 
+    (cluster, shop, batch)
+}
+
+/// Every ocifit gate is gone, the other gates and the policy label stay.
+async fn released_ocifits_gates_only(shop: &Api<Pod>, batch: &Api<Pod>) {
+    assert!(gates(&shop.get("gated").await.unwrap()).is_empty());
+    assert_eq!(
+        gates(&shop.get("two-gates").await.unwrap()),
+        ["example.com/quota"]
+    );
+    assert!(gates(&batch.get("gated").await.unwrap()).is_empty());
+    assert_eq!(
+        gates(&batch.get("someone-elses").await.unwrap()),
+        ["example.com/quota"],
+        "a gate ocifit did not add stays"
+    );
+    let released = shop.get("gated").await.unwrap();
+    assert_eq!(
+        released.metadata.labels.unwrap()[POLICY_LABEL],
+        "default",
+        "the record of the policy stays"
+    );
+}
+
+#[tokio::test]
+async fn the_documented_command_releases_every_ocifit_gate_and_nothing_else() {
+    let (cluster, shop, batch) = gated_pods().await;
     let kubectl = cluster.tools().path(Tool::Kubectl).unwrap();
     let path = format!(
         "{}:{}",
@@ -96,21 +125,25 @@ async fn the_documented_command_releases_every_ocifit_gate_and_nothing_else() {
     );
     assert_eq!(stdout.matches("patched").count(), 3, "{stdout}");
 
-    assert!(gates(&shop.get("gated").await.unwrap()).is_empty());
-    assert_eq!(
-        gates(&shop.get("two-gates").await.unwrap()),
-        ["example.com/quota"]
+    released_ocifits_gates_only(&shop, &batch).await;
+}
+
+#[tokio::test]
+async fn ocifit_placement_release_all_releases_every_ocifit_gate_and_nothing_else() {
+    let (cluster, shop, batch) = gated_pods().await;
+    let output = tokio::process::Command::new(crate::support::ocifit_binary())
+        .args(["placement", "release-all", "--kubeconfig"])
+        .arg(cluster.kubeconfig())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
     );
-    assert!(gates(&batch.get("gated").await.unwrap()).is_empty());
-    assert_eq!(
-        gates(&batch.get("someone-elses").await.unwrap()),
-        ["example.com/quota"],
-        "a gate ocifit did not add stays"
-    );
-    let released = shop.get("gated").await.unwrap();
-    assert_eq!(
-        released.metadata.labels.unwrap()[POLICY_LABEL],
-        "default",
-        "the record of the policy stays"
-    );
+    assert!(stdout.contains("released shop/gated"), "{stdout}");
+    assert!(stdout.ends_with("3 pod(s) released\n"), "{stdout}");
+    released_ocifits_gates_only(&shop, &batch).await;
 }

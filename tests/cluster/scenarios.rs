@@ -28,6 +28,7 @@ mod controller_rbac;
 mod demo;
 mod placement_e2e;
 mod placement_way_out;
+mod placement_with_selection;
 mod real_node;
 mod real_node_teardown;
 mod supervision;

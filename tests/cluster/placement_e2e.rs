@@ -12,125 +12,30 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use ocifit::api::PlacementPolicy;
 use ocifit::api::placement::pod::{
     MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, PLATFORMS_ANNOTATION, POLICY_LABEL, SCHEDULING_GATE,
 };
-use ocifit_testkit::pki::CertificateAuthority;
-use ocifit_testkit::{Cluster, PodWebhook, register_pod_webhook, wait_until_admitted};
+use ocifit_testkit::Cluster;
 use serde_json::json;
 
 use crate::support::objects::linux_node;
-use crate::support::{Controller, Env, free_address};
+use crate::support::placement::{
+    self, WAIT, annotation, create_policy, gates, node_name, wait_pod,
+};
+use crate::support::{Controller, Env};
 
 const NAMESPACE: &str = "shop";
-const WAIT: Duration = Duration::from_secs(30);
 const ARM_POOL: &str = "arm-pool-1";
 
 fn pod(name: &str, labels: serde_json::Value, containers: &[(&str, &str)]) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
-        "spec": {
-            "containers": containers.iter().map(|(name, image)| json!({"name": name, "image": image})).collect::<Vec<_>>(),
-        }
-    }))
-    .expect("a pod")
-}
-
-fn gates(pod: &Pod) -> Vec<String> {
-    pod.spec
-        .as_ref()
-        .and_then(|spec| spec.scheduling_gates.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|gate| gate.name.clone())
-        .collect()
-}
-
-fn annotation(pod: &Pod, key: &str) -> String {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get(key))
-        .cloned()
-        .unwrap_or_default()
-}
-
-fn node_name(pod: &Pod) -> Option<String> {
-    pod.spec.as_ref().and_then(|spec| spec.node_name.clone())
-}
-
-/// Waits until the pod satisfies `done`; the pod then.
-async fn wait_pod(pods: &Api<Pod>, name: &str, what: &str, done: impl Fn(&Pod) -> bool) -> Pod {
-    let start = Instant::now();
-    loop {
-        let pod = pods.get(name).await.expect("the pod");
-        if done(&pod) {
-            return pod;
-        }
-        assert!(
-            start.elapsed() < WAIT,
-            "pod {name}: {what} not seen within {WAIT:?}; pod: {:?}",
-            (gates(&pod), node_name(&pod), pod.metadata.annotations)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Events on object `name` of `kind`: (reason, note).
-async fn events(client: &kube::Client, kind: &str, name: &str) -> Vec<(String, String)> {
-    let api: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
-    api.list(&Default::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|event| {
-            let regarding = event.regarding.as_ref();
-            regarding.and_then(|r| r.name.as_deref()) == Some(name)
-                && regarding.and_then(|r| r.kind.as_deref()) == Some(kind)
-        })
-        .map(|event| {
-            (
-                event.reason.unwrap_or_default(),
-                event.note.unwrap_or_default(),
-            )
-        })
-        .collect()
+    placement::pod(name, NAMESPACE, labels, containers)
 }
 
 async fn wait_event(client: &kube::Client, kind: &str, name: &str, reason: &str) -> String {
-    let start = Instant::now();
-    loop {
-        let seen = events(client, kind, name).await;
-        if let Some((_, note)) = seen.iter().find(|(r, _)| r == reason) {
-            return note.clone();
-        }
-        assert!(
-            start.elapsed() < WAIT,
-            "no {reason} Event on {kind} {name}: {seen:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn create_policy(client: &kube::Client, name: &str, spec: serde_json::Value) {
-    let policy: PlacementPolicy = serde_json::from_value(json!({
-        "apiVersion": "ocifit.io/v1alpha1",
-        "kind": "PlacementPolicy",
-        "metadata": {"name": name},
-        "spec": spec,
-    }))
-    .expect("a policy");
-    Api::<PlacementPolicy>::all(client.clone())
-        .create(&PostParams::default(), &policy)
-        .await
-        .expect("the policy created");
+    placement::wait_event(client, NAMESPACE, kind, name, reason).await
 }
 
 #[tokio::test]
@@ -171,32 +76,7 @@ async fn pods_land_only_where_every_container_runs_and_are_never_left_gated() {
         .await
         .expect("an index with attestations");
 
-    let ca = CertificateAuthority::new("ocifit webhook CA").expect("a CA");
-    let serving = ca
-        .issue_server("ocifit-webhook", &["127.0.0.1"])
-        .expect("a serving certificate");
-    let (cert, key) = (
-        env.cluster.dir().join("webhook.crt"),
-        env.cluster.dir().join("webhook.key"),
-    );
-    std::fs::write(&cert, &serving.cert_pem).expect("the certificate");
-    std::fs::write(&key, &serving.key_pem).expect("the key");
-    let address = free_address();
-    let controller = Controller::start(
-        &env,
-        "placement-e2e",
-        &[
-            "--webhook-bind-address",
-            &address,
-            "--tls-cert-file",
-            &cert.display().to_string(),
-            "--tls-key-file",
-            &key.display().to_string(),
-            "--registry-timeout",
-            "1s",
-        ],
-    )
-    .await;
+    let served = placement::serve(&env, "placement-e2e", &["--registry-timeout", "1s"]).await;
     create_policy(
         &client,
         "default",
@@ -219,23 +99,9 @@ async fn pods_land_only_where_every_container_runs_and_are_never_left_gated() {
         }),
     )
     .await;
-    register_pod_webhook(
-        &client,
-        &PodWebhook::new(
-            "ocifit-placement",
-            &format!("https://{address}/placement"),
-            ca.cert_pem(),
-        )
-        .in_namespace(NAMESPACE),
-    )
-    .await
-    .expect("the webhook configuration");
-    let probe = pod("probe", json!({}), &[("web", &web.reference)]);
-    wait_until_admitted(&client, NAMESPACE, &probe, WAIT, |p| {
-        gates(p) == [SCHEDULING_GATE]
-    })
-    .await
-    .expect("the gate webhook active");
+    served
+        .gate(&client, "ocifit-placement", NAMESPACE, &web.reference)
+        .await;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let create = async |pod: Pod| {
@@ -342,8 +208,8 @@ async fn pods_land_only_where_every_container_runs_and_are_never_left_gated() {
     wait_event(&client, "Pod", "down", "ReleasedUnconstrained").await;
 
     // The status counts the pods each policy gated.
-    wait_status(&client, &controller, "default", 6).await;
-    wait_status(&client, &controller, "fail-open", 1).await;
+    wait_status(&client, &served.controller, "default", 6).await;
+    wait_status(&client, &served.controller, "fail-open", 1).await;
 
     // Every replica down, under the chart's failurePolicy (Ignore): a new pod is created
     // without the gate and scheduled as without ocifit; nothing waits for ocifit.
@@ -360,7 +226,7 @@ async fn pods_land_only_where_every_container_runs_and_are_never_left_gated() {
         )
         .await
         .expect("failurePolicy Ignore");
-    assert!(controller.stop().await.success());
+    assert!(served.controller.stop().await.success());
     let ungated = pods
         .create(
             &PostParams::default(),

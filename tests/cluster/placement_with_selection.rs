@@ -9,23 +9,20 @@
 
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
 
-use std::time::{Duration, Instant};
-
 use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use kube::Api;
 use kube::api::PostParams;
 use ocifit::api::PlacementPolicy;
 use ocifit::api::placement::pod::{MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, SCHEDULING_GATE};
 use ocifit::api::pod::{DECISION_IMAGES, ENABLED_LABEL};
-use ocifit_testkit::pki::CertificateAuthority;
 use ocifit_testkit::{Cluster, PodWebhook, register_pod_webhook, wait_until_admitted};
 use serde_json::json;
 
 use crate::support::objects::{TestPod, linux_node};
-use crate::support::{Controller, Env, FLAVOR, free_address};
+use crate::support::placement::{self, WAIT, annotation, wait_pod};
+use crate::support::{Env, FLAVOR};
 
 const NAMESPACE: &str = "both";
-const WAIT: Duration = Duration::from_secs(30);
 
 /// An opted-in pod (placeholder image) with an arm64-only sidecar.
 fn with_arm_sidecar(pod: TestPod, sidecar: &str) -> Pod {
@@ -37,31 +34,6 @@ fn with_arm_sidecar(pod: TestPod, sidecar: &str) -> Pod {
         ..Container::default()
     });
     pod
-}
-
-fn annotation(pod: &Pod, key: &str) -> String {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .cloned()
-        .unwrap_or_default()
-}
-
-async fn wait_pod(pods: &Api<Pod>, name: &str, done: impl Fn(&Pod) -> bool) -> Pod {
-    let start = Instant::now();
-    loop {
-        let pod = pods.get(name).await.expect("the pod");
-        if done(&pod) {
-            return pod;
-        }
-        assert!(
-            start.elapsed() < WAIT,
-            "pod {name}: {:?}",
-            pod.metadata.annotations
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test]
@@ -89,30 +61,7 @@ async fn the_pinned_classes_and_the_platforms_agree_whichever_webhook_runs_first
         .expect("the arm64-only sidecar")
         .reference;
 
-    let ca = CertificateAuthority::new("ocifit webhook CA").expect("a CA");
-    let serving = ca
-        .issue_server("ocifit-webhook", &["127.0.0.1"])
-        .expect("a serving certificate");
-    let (cert, key) = (
-        env.cluster.dir().join("webhook.crt"),
-        env.cluster.dir().join("webhook.key"),
-    );
-    std::fs::write(&cert, &serving.cert_pem).expect("the certificate");
-    std::fs::write(&key, &serving.key_pem).expect("the key");
-    let address = free_address();
-    let _controller = Controller::start(
-        &env,
-        "placement-with-selection",
-        &[
-            "--webhook-bind-address",
-            &address,
-            "--tls-cert-file",
-            &cert.display().to_string(),
-            "--tls-key-file",
-            &key.display().to_string(),
-        ],
-    )
-    .await;
+    let served = placement::serve(&env, "placement-with-selection", &[]).await;
     env.create_policy(&env.flavor_policy("flavors")).await;
     env.wait_ready("flavors").await;
     let placement: PlacementPolicy = serde_json::from_value(json!({
@@ -131,8 +80,12 @@ async fn the_pinned_classes_and_the_platforms_agree_whichever_webhook_runs_first
         ("ocifit-a-placement", "/placement", false),
         ("ocifit-b-mutate", "/mutate", true),
     ] {
-        let mut webhook = PodWebhook::new(name, &format!("https://{address}{path}"), ca.cert_pem())
-            .in_namespace(NAMESPACE);
+        let mut webhook = PodWebhook::new(
+            name,
+            &format!("https://{}{path}", served.address),
+            served.ca.cert_pem(),
+        )
+        .in_namespace(NAMESPACE);
         if opted_in {
             webhook = webhook.match_label(ENABLED_LABEL, "true");
         }
@@ -165,7 +118,7 @@ async fn the_pinned_classes_and_the_platforms_agree_whichever_webhook_runs_first
         )
         .await
         .expect("created");
-        let placed = wait_pod(&pods, &name, |p| {
+        let placed = wait_pod(&pods, &name, "bound", |p| {
             p.spec.as_ref().unwrap().node_name.is_some()
         })
         .await;
@@ -204,7 +157,7 @@ async fn the_pinned_classes_and_the_platforms_agree_whichever_webhook_runs_first
     pods.create(&PostParams::default(), &held)
         .await
         .expect("created");
-    let held = wait_pod(&pods, "amd-only", |p| {
+    let held = wait_pod(&pods, "amd-only", "held", |p| {
         annotation(p, OUTCOME_ANNOTATION) == "Held"
     })
     .await;

@@ -27,6 +27,7 @@ mod controller_nfd;
 mod controller_rbac;
 mod demo;
 mod placement_e2e;
+mod placement_real_node;
 mod placement_registry;
 mod placement_way_out;
 mod placement_with_selection;

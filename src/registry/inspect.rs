@@ -145,7 +145,7 @@ struct Counters {
 }
 
 /// A client per registry and credentials (a hash of them; `None`: anonymous).
-type ClientKey = (String, Option<[u8; 32]>);
+type ClientKey = (String, Option<u128>);
 
 impl std::fmt::Debug for Inspector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -363,7 +363,10 @@ impl Inspector {
         registry: &str,
         credentials: Option<&Credentials>,
     ) -> Result<Registry, Error> {
-        let key: ClientKey = (registry.to_owned(), credentials.map(fingerprint));
+        let key: ClientKey = (
+            registry.to_owned(),
+            credentials.map(Credentials::fingerprint),
+        );
         let build = async {
             let mut options = self.shared.template.clone();
             if let Some(credentials) = credentials {
@@ -383,29 +386,12 @@ impl Inspector {
 fn scope(credentials: &[Credentials]) -> u128 {
     let mut hasher = Sha256::new();
     for credentials in credentials {
-        hasher.update(fingerprint(credentials));
+        hasher.update(credentials.fingerprint().to_be_bytes());
     }
     let digest = hasher.finalize();
     let mut first = [0u8; 16];
     first.copy_from_slice(&digest[..16]);
     u128::from_be_bytes(first)
-}
-
-fn fingerprint(credentials: &Credentials) -> [u8; 32] {
-    let mut hasher = Sha256::new();
-    match credentials {
-        Credentials::Basic { username, password } => {
-            hasher.update(b"basic\0");
-            hasher.update(username.as_bytes());
-            hasher.update(b"\0");
-            hasher.update(password.as_bytes());
-        }
-        Credentials::Bearer(token) => {
-            hasher.update(b"bearer\0");
-            hasher.update(token.as_bytes());
-        }
-    }
-    hasher.finalize().into()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -4,7 +4,8 @@
 //! MutatingWebhookConfiguration and runs the controller. Pods are gated at creation, released
 //! by the controller, and bound by kube-scheduler only to nodes every container can run on (the
 //! tainted pool only with the policy's toleration); the decision is on the pod as annotations and
-//! Events. A registry that hangs follows the policy's failure path with Events naming the image;
+//! Events. The example policy and Deployment (`example/placement/`) as a newcomer applies them:
+//! both replicas on arm64, with Events on each pod and on the ReplicaSet. A registry that hangs follows the policy's failure path with Events naming the image;
 //! a pod whose policy was deleted is released, not forgotten; the policy's status counts them;
 //! with every replica down, a new pod is created ungated (failurePolicy Ignore) and scheduled.
 
@@ -77,18 +78,20 @@ async fn pods_land_only_where_every_container_runs_and_are_never_left_gated() {
         .expect("an index with attestations");
 
     let served = placement::serve(&env, "placement-e2e", &["--registry-timeout", "1s"]).await;
-    create_policy(
-        &client,
-        "default",
-        json!({
-            "architectures": [
-                {"name": "arm64", "weight": 50, "tolerations": [
-                    {"key": "pool", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}]},
-                {"name": "amd64", "weight": 10},
-            ],
-        }),
-    )
-    .await;
+    // The newcomer's path: the example namespace label and the example policy, as written.
+    env.cluster
+        .kubectl(["label", "namespace", NAMESPACE, "placement=enabled"])
+        .await
+        .expect("the namespace labelled");
+    let example = ocifit_testkit::repo_root().join("example/placement");
+    env.cluster
+        .kubectl([
+            "apply",
+            "-f",
+            &example.join("policy.yaml").display().to_string(),
+        ])
+        .await
+        .expect("the example policy");
     create_policy(
         &client,
         "fail-open",
@@ -210,6 +213,45 @@ async fn pods_land_only_where_every_container_runs_and_are_never_left_gated() {
     // The status counts the pods each policy gated.
     wait_status(&client, &served.controller, "default", 6).await;
     wait_status(&client, &served.controller, "fail-open", 1).await;
+
+    // The example Deployment (its images replaced by the ones pushed here): both replicas on
+    // arm64 nodes, with Placed Events on each pod and on its ReplicaSet.
+    let deployment = std::fs::read_to_string(example.join("deployment.yaml"))
+        .expect("the example Deployment")
+        .replace("127.0.0.1:5000/shop/web:v1", &web.reference)
+        .replace("127.0.0.1:5000/shop/metrics-arm:v1", &metrics.reference);
+    env.cluster
+        .kubectl_with_input(["apply", "-f", "-"], &deployment)
+        .await
+        .expect("the example Deployment applied");
+    let start = Instant::now();
+    let replicas = loop {
+        let listed = pods
+            .list(&kube::api::ListParams::default().labels("app=web"))
+            .await
+            .expect("the Deployment's pods");
+        if listed.items.len() == 2 && listed.items.iter().all(|p| node_name(p).is_some()) {
+            break listed.items;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "the Deployment's pods: {:?}",
+            listed
+                .items
+                .iter()
+                .map(|p| (p.name_any(), gates(p), node_name(p)))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for replica in &replicas {
+        assert!(["arm-1", ARM_POOL].contains(&node_name(replica).unwrap().as_str()));
+        assert_eq!(annotation(replica, PLATFORMS_ANNOTATION), "linux/arm64");
+        wait_event(&client, "Pod", &replica.name_any(), "Placed").await;
+    }
+    let owner = replicas[0].owner_references()[0].name.clone();
+    let note = wait_event(&client, "ReplicaSet", &owner, "Placed").await;
+    assert!(note.starts_with("pod web-"), "{note}");
 
     // Every replica down, under the chart's failurePolicy (Ignore): a new pod is created
     // without the gate and scheduled as without ocifit; nothing waits for ocifit.

@@ -5,8 +5,9 @@
 //! by the controller, and bound by kube-scheduler only to nodes every container can run on (the
 //! tainted pool only with the policy's toleration); the decision is on the pod as annotations and
 //! Events. The example policy and Deployment (`example/placement/`) as a newcomer applies them:
-//! both replicas on arm64, with Events on each pod and on the ReplicaSet. A registry that hangs follows the policy's failure path with Events naming the image;
-//! a pod whose policy was deleted is released, not forgotten; the policy's status counts them;
+//! both replicas on arm64, with Events on each pod and on the ReplicaSet. A registry that hangs
+//! follows the policy's failure path with Events naming the image; a pod whose policy was
+//! deleted is released, not forgotten; the policy's status counts them;
 //! with every replica down, a new pod is created ungated (failurePolicy Ignore) and scheduled.
 
 use std::time::{Duration, Instant};

@@ -6,7 +6,8 @@
 //! holds it with a reason; repeated inspection failures follow the policy's bound ([`failure`]).
 //! [`policy`] reads a stored policy once, [`credentials`] turns pull Secrets into registry
 //! credentials, [`pull_policy`] says how fresh a tag must be, [`status`] counts a policy's pods.
-//! [`controller`] and [`admission`] are the thin adapters; [`way_out`] releases every gate by
+//! [`taints`] says which taints node tainting wants on a node. [`controller`] and [`admission`]
+//! are the thin adapters; [`way_out`] releases every gate by
 //! hand; [`run`] starts it all over the cluster view. Imports no other feature.
 //!
 //! The decision modules are pure: no I/O, time passed in.
@@ -22,6 +23,7 @@ pub mod pull_policy;
 pub mod release;
 pub mod select;
 pub mod status;
+pub mod taints;
 pub mod way_out;
 
 #[cfg(test)]
@@ -132,6 +134,13 @@ pub fn run(parts: Parts) -> Running {
             until(shutdown.clone(), policy_watch),
         ),
         ("placement pod watch", until(shutdown.clone(), pod_watch)),
+        (
+            "placement node taints",
+            until(
+                shutdown.clone(),
+                controller::taints::keep(cluster.clone(), policies.clone()),
+            ),
+        ),
         (
             "placement status",
             until(

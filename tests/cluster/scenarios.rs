@@ -29,6 +29,7 @@ mod demo;
 mod placement_e2e;
 mod placement_real_node;
 mod placement_registry;
+mod placement_taints;
 mod placement_way_out;
 mod placement_with_selection;
 mod real_node;

@@ -28,6 +28,7 @@ use ocifit_testkit::flavors::{
 use ocifit_testkit::image::ocifit_image;
 use ocifit_testkit::{
     Cluster, RealNode, Registry, create_namespace, wait_for_pod_log, wait_for_pod_ready,
+    wait_until_admitted,
 };
 
 const NODE: &str = "real-1";
@@ -159,11 +160,15 @@ async fn the_chart_runs_ocifits_image_on_a_real_node_and_a_rollout_restart_fails
     let pods: Api<Pod> = Api::namespaced(client.clone(), "apps");
     let mut app = opted_in("runs");
     app["spec"]["nodeSelector"] = serde_json::json!({"kubernetes.io/hostname": NODE});
+    let app: Pod = serde_json::from_value(app).expect("a pod");
+    // Ready is written by the leader; each replica's index follows its own watch a moment later.
+    wait_until_admitted(&client, "apps", &app, WAIT, |pod| {
+        image_of(pod) == example.images["vanilla"]
+    })
+    .await
+    .expect("the webhook gives the vanilla image");
     let created = pods
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(app).expect("a pod"),
-        )
+        .create(&PostParams::default(), &app)
         .await
         .expect("the pod is admitted");
     assert_eq!(image_of(&created), example.images["vanilla"]);

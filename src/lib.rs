@@ -6,11 +6,12 @@
 //! - ground: `api`, `engine`, `classes`, `registry`, `telemetry`;
 //! - shared: `cluster` (the cluster view), `admission` (the one admission host), `resolution`
 //!   (the one image-selection decision);
-//! - features: `image_selection`;
+//! - features: `image_selection`, `artifact_cache`;
 //! - top: `startup` (configuration, composing the features, supervision), then `cli`.
 
 pub mod admission;
 pub mod api;
+pub mod artifact_cache;
 pub mod classes;
 pub mod cli;
 pub mod cluster;

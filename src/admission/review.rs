@@ -7,12 +7,16 @@
 use base64::engine::general_purpose::STANDARD as BASE64;
 use json_patch::Patch;
 use kube::Resource;
-use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use kube::core::admission::AdmissionRequest;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use super::verdict::{Response, Verdict};
+use head::Lenient;
+
+mod head;
+mod incoming;
+pub mod shape;
 
 /// The largest request body read. The apiserver refuses requests over 3 MiB and etcd objects
 /// over 1.5 MiB, and a CREATE review carries one object: no real review comes near it.
@@ -32,8 +36,12 @@ pub enum Refused {
     BodyTooLarge,
     /// The body could not be read (the connection failed).
     UnreadableBody,
-    /// The body did not arrive within the deadline.
+    /// The body did not arrive, or the planner did not decide, within the deadline.
     Timeout,
+    /// As many requests as the host answers at once were in flight: retry.
+    Busy,
+    /// The body holds an array longer than [`shape::MAX_ARRAY_ELEMENTS`].
+    TooLarge,
 }
 
 impl Refused {
@@ -46,7 +54,15 @@ impl Refused {
             Refused::BodyTooLarge => "BodyTooLarge",
             Refused::UnreadableBody => "UnreadableBody",
             Refused::Timeout => "Timeout",
+            Refused::Busy => "Busy",
+            Refused::TooLarge => "TooLarge",
         }
+    }
+
+    /// The HTTP status the denial carries, where it tells a client more than a plain denial:
+    /// 429 for [`Refused::Busy`], which clients (and controllers' queues) retry.
+    fn code(self) -> Option<u16> {
+        matches!(self, Refused::Busy).then_some(429)
     }
 }
 
@@ -72,7 +88,12 @@ impl Answer {
         let status = Status {
             status: Some("Failure"),
             message: &message,
-            reason: Some("InvalidRequest"),
+            reason: Some(if why.code().is_some() {
+                "TooManyRequests"
+            } else {
+                "InvalidRequest"
+            }),
+            code: why.code(),
         };
         Answer {
             body: encode(uid, false, Some(status), None, &[]),
@@ -90,6 +111,7 @@ impl Answer {
                     status: None,
                     message: &message,
                     reason: None,
+                    code: None,
                 };
                 encode(uid, false, Some(status), None, &[])
             }
@@ -134,6 +156,8 @@ struct Status<'a> {
     message: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<u16>,
 }
 
 /// A JSON patch written as base64 of its JSON, streamed: no intermediate copy of the patch.
@@ -173,6 +197,7 @@ fn encode(
             status: Some("Failure"),
             message: &message,
             reason: Some("InternalError"),
+            code: None,
         });
         let fallback = Review {
             api_version: "admission.k8s.io/v1",
@@ -196,24 +221,37 @@ pub fn read<K>(body: &[u8]) -> Result<AdmissionRequest<K>, Box<Answer>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
+    // Arrays past the limit are refused before anything is decoded (a JSON error is left to the
+    // passes below, which say it in their words).
+    if let Err(why) = shape::check(body)
+        && why.contains("over ocifit's limit")
+    {
+        return Err(Box::new(Answer::refuse(
+            "",
+            Refused::TooLarge,
+            format!("the AdmissionReview is refused unread: {why}"),
+        )));
+    }
     // Every real request is a well-formed review of the route's kind: one typed pass reads it.
     // Anything that pass does not accept is read again, slowly, by `explain` to say exactly
     // what is wrong (the generic tree plus path tracking costs about three times the typed
     // pass).
-    if let Ok(review) = serde_json::from_slice::<AdmissionReview<K>>(body)
-        && review.types.api_version == "admission.k8s.io/v1"
-        && review.types.kind == "AdmissionReview"
+    if let Ok(review) = serde_json::from_slice::<incoming::Review<K>>(body)
+        && review.api_version == "admission.k8s.io/v1"
+        && review.kind == "AdmissionReview"
         && review.request.as_ref().is_some_and(|request| {
             request.kind.group == K::group(&()) && request.kind.kind == K::kind(&())
         })
-        && let Ok(request) = review.try_into()
+        && let Some(request) = review.into_request()
     {
         return Ok(request);
     }
     explain(body)
 }
 
-/// Reads a body the typed pass refused, naming what is wrong with it.
+/// Reads a body the typed pass refused, naming what is wrong with it. It streams over the body
+/// twice without building a tree of it: once for the few fields it names (the rest skipped),
+/// once typed with the path of the first field that does not read.
 fn explain<K>(body: &[u8]) -> Result<AdmissionRequest<K>, Box<Answer>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
@@ -227,15 +265,19 @@ where
             "the request body is empty: expected an admission.k8s.io/v1 AdmissionReview".into(),
         ));
     }
-    let value: Value = serde_json::from_slice(body).map_err(|err| {
+    let Lenient(head) = serde_json::from_slice::<Lenient<head::Review>>(body).map_err(|err| {
         malformed(
             "",
             format!("the request body is not JSON ({err}): expected an admission.k8s.io/v1 AdmissionReview"),
         )
     })?;
-    let text = |pointer: &str| value.pointer(pointer).and_then(Value::as_str);
-    let uid = text("/request/uid").unwrap_or_default();
-    let (api_version, kind) = (text("/apiVersion"), text("/kind"));
+    let head = head.unwrap_or_default();
+    let request = head.request.0;
+    let uid = request
+        .as_ref()
+        .and_then(|r| r.uid.0.as_deref())
+        .unwrap_or_default();
+    let (api_version, kind) = (head.api_version.0.as_deref(), head.kind.0.as_deref());
     if (api_version, kind) != (Some("admission.k8s.io/v1"), Some("AdmissionReview")) {
         return Err(malformed(
             uid,
@@ -246,13 +288,14 @@ where
             ),
         ));
     }
-    if !value.get("request").is_some_and(Value::is_object) {
+    let Some(request) = &request else {
         return Err(malformed(uid, "the AdmissionReview has no request".into()));
-    }
+    };
+    let of = request.kind.0.as_ref();
     let (group, version, resource_kind) = (
-        text("/request/kind/group").unwrap_or_default(),
-        text("/request/kind/version").unwrap_or_default(),
-        text("/request/kind/kind").unwrap_or_default(),
+        text(of.map(|k| &k.group)),
+        text(of.map(|k| &k.version)),
+        text(of.map(|k| &k.kind)),
     );
     let (expected_group, expected_kind) = (K::group(&()), K::kind(&()));
     if (group, resource_kind) != (expected_group.as_ref(), expected_kind.as_ref()) {
@@ -272,24 +315,28 @@ where
         )));
     }
     let uid = uid.to_owned();
-    let review: AdmissionReview<K> = serde_path_to_error::deserialize(value).map_err(|err| {
-        Box::new(Answer::refuse(
-            &uid,
-            Refused::UnreadableObject,
-            format!(
-                "the {} in the AdmissionReview could not be read at {}: {}",
-                expected_kind.to_lowercase(),
-                err.path(),
-                err.inner()
-            ),
-        ))
-    })?;
-    review.try_into().map_err(|err| {
-        malformed(
-            &uid,
-            format!("the AdmissionReview could not be read: {err}"),
-        )
-    })
+    let mut typed = serde_json::Deserializer::from_slice(body);
+    let review: incoming::Review<K> =
+        serde_path_to_error::deserialize(&mut typed).map_err(|err| {
+            Box::new(Answer::refuse(
+                &uid,
+                Refused::UnreadableObject,
+                format!(
+                    "the {} in the AdmissionReview could not be read at {}: {}",
+                    expected_kind.to_lowercase(),
+                    err.path(),
+                    err.inner()
+                ),
+            ))
+        })?;
+    review
+        .into_request()
+        .ok_or_else(|| malformed(&uid, "the AdmissionReview has no request".into()))
+}
+
+/// The text of a lenient field, empty when absent or not a string.
+fn text(field: Option<&Lenient<String>>) -> &str {
+    field.and_then(|f| f.0.as_deref()).unwrap_or_default()
 }
 
 #[cfg(test)]

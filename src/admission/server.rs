@@ -1,9 +1,10 @@
 //! The admission host's HTTPS server (actix-web over rustls, the certificate from
 //! [`ServingCert`]): `POST` on each [`Route`]'s path. Every such request is answered 200 with an
-//! AdmissionReview: the body is read up to [`MAX_BODY_BYTES`] within the deadline, the route's
-//! planner runs inline (microseconds of CPU over memory), and whatever goes wrong becomes a
-//! denial saying what. It owns the transport, the deadline and the metrics of each answer; the
-//! decisions are the planners' and the review handling is [`review`](super::review)'s.
+//! AdmissionReview: at most [`MAX_IN_FLIGHT`] requests are read and planned at once (beyond, a
+//! 429 denial to retry), the body is read up to [`MAX_BODY_BYTES`] and the route's planner runs,
+//! both within the deadline, and whatever goes wrong becomes a denial saying what. It owns the
+//! transport, these bounds and the metrics of each answer; the decisions are the planners' and
+//! the review handling is [`review`](super::review)'s.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 use actix_web::dev::Server;
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use futures_util::StreamExt;
+use tokio::sync::Semaphore;
 
 use super::review::{Answer, MAX_BODY_BYTES, Refused};
 use super::route::{Handler, Route};
@@ -22,6 +24,20 @@ use crate::telemetry::Metrics;
 /// deadline: well under the apiserver's webhook timeout (`timeoutSeconds`, 5 s in our chart,
 /// 10 s by default), so the apiserver gets our answer rather than its own timeout error.
 pub const DEADLINE: Duration = Duration::from_secs(2);
+
+/// Requests read and planned at once. Each holds at most a body ([`MAX_BODY_BYTES`]), its typed
+/// object and the patch (a 1 MiB pod of 20,000 containers decodes to some 20 MiB), so this
+/// keeps what requests can make a replica hold well under the chart's 256 MiB limit (measured
+/// by the fault suite: 16 reached 238 MiB at the peak); real requests take a millisecond, so the
+/// apiserver's own concurrency stays far below it.
+pub const MAX_IN_FLIGHT: usize = 8;
+
+/// How long a request waits for one of the [`MAX_IN_FLIGHT`] places before it is denied as busy.
+const BUSY_WAIT: Duration = Duration::from_millis(500);
+
+/// Connections each worker holds open (beyond, the listener's backlog waits): each costs its
+/// TLS state and buffers, and the apiserver keeps a few alive per replica.
+const MAX_CONNECTIONS: usize = 256;
 
 /// What the server needs to answer.
 #[derive(Clone, Debug)]
@@ -56,6 +72,7 @@ struct Served {
     handler: Arc<dyn Handler>,
     metrics: Arc<Metrics>,
     deadline: Duration,
+    in_flight: Arc<Semaphore>,
 }
 
 /// Binds the host on `address` (port 0 picks one); the server (runs until stopped through its
@@ -70,12 +87,14 @@ pub fn admission_server(
     let listener = std::net::TcpListener::bind(address).map_err(bind)?;
     let bound = listener.local_addr().map_err(bind)?;
     let deadline = host.deadline;
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let server = HttpServer::new(move || {
         host.routes.iter().fold(App::new(), |app, route| {
             let served = Served {
                 handler: Arc::clone(&route.handler),
                 metrics: Arc::clone(&host.metrics),
                 deadline: host.deadline,
+                in_flight: Arc::clone(&in_flight),
             };
             app.service(
                 web::resource(route.path.as_str())
@@ -84,7 +103,9 @@ pub fn admission_server(
             )
         })
     })
-    .client_request_timeout(deadline)
+    // Our deadline answers first; actix's own 408 is only for a request head that never ends.
+    .client_request_timeout(deadline + Duration::from_secs(1))
+    .max_connections(MAX_CONNECTIONS)
     .disable_signals()
     .shutdown_timeout(5)
     .listen_rustls_0_23(listener, tls)
@@ -113,23 +134,56 @@ async fn answer(
     deadline: Instant,
 ) -> Answer {
     let deadline = tokio::time::Instant::from_std(deadline);
+    let wait = tokio::time::Instant::now() + BUSY_WAIT;
+    let place = Arc::clone(&served.in_flight).acquire_owned();
+    let Ok(Ok(permit)) = tokio::time::timeout_at(wait.min(deadline), place).await else {
+        return Answer::refuse(
+            "",
+            Refused::Busy,
+            format!("ocifit is answering {MAX_IN_FLIGHT} admission requests already: retry"),
+        );
+    };
     let declared = http
         .headers()
         .get(actix_web::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    match tokio::time::timeout_at(deadline, read_capped(body, declared)).await {
+    let body = match tokio::time::timeout_at(deadline, read_capped(body, declared)).await {
+        Err(_) => {
+            return Answer::refuse(
+                "",
+                Refused::Timeout,
+                format!(
+                    "the request body did not arrive within ocifit's deadline of {:?}: retry",
+                    served.deadline
+                ),
+            );
+        }
+        Ok(Err(answer)) => return answer,
+        Ok(Ok(body)) => body,
+    };
+    // Planning runs off the connection's worker so the deadline holds over it too; the place
+    // is held until planning ends, even after a late answer, so late work stays bounded.
+    let handler = Arc::clone(&served.handler);
+    let planned = tokio::task::spawn_blocking(move || {
+        let answer = handler.answer(&body);
+        drop(permit);
+        answer
+    });
+    match tokio::time::timeout_at(deadline, planned).await {
+        Ok(Ok(answer)) => answer,
         Err(_) => Answer::refuse(
             "",
             Refused::Timeout,
             format!(
-                "the request body did not arrive within ocifit's deadline of {:?}: retry",
+                "ocifit could not decide within its deadline of {:?}: retry",
                 served.deadline
             ),
         ),
-        Ok(Err(answer)) => answer,
-        // Planning is pure CPU over memory, microseconds per object: inline it is cheaper
-        // than a hand-off to a blocking thread, which measured as much again.
-        Ok(Ok(body)) => served.handler.answer(&body),
+        Ok(Err(failed)) => Answer::refuse(
+            "",
+            Refused::Timeout,
+            format!("ocifit failed while deciding ({failed}): retry"),
+        ),
     }
 }
 

@@ -13,6 +13,8 @@ pub enum ConditionType {
     ArtifactResolved,
     /// The status is served from the last known good artifact because the current one cannot be had.
     Degraded,
+    /// Part of the status was cut to stay within what etcd stores (present only then).
+    Truncated,
 }
 
 impl ConditionType {
@@ -21,6 +23,7 @@ impl ConditionType {
             Self::Ready => "Ready",
             Self::ArtifactResolved => "ArtifactResolved",
             Self::Degraded => "Degraded",
+            Self::Truncated => "Truncated",
         }
     }
 }
@@ -58,15 +61,20 @@ pub enum Reason {
     InvalidReference,
     /// The referenced pull Secret is missing or not a dockerconfigjson.
     SecretInvalid,
+    /// The pull Secret's namespace is not one the operator may read Secrets in
+    /// (`--pull-secret-namespaces`): nothing was read.
+    SecretNotAllowed,
     /// The status is the last known good one; the current artifact cannot be had.
     StaleArtifact,
     /// The status reflects the current artifact.
     Current,
+    /// The status would exceed what etcd stores: class reasons, or classes, were cut.
+    StatusTooLarge,
 }
 
 impl Reason {
     /// Every reason, for parsing a stored condition back and for the documentation.
-    pub const ALL: [Reason; 13] = [
+    pub const ALL: [Reason; 15] = [
         Self::Resolved,
         Self::NoMatch,
         Self::NoNodes,
@@ -78,8 +86,10 @@ impl Reason {
         Self::NotFound,
         Self::InvalidReference,
         Self::SecretInvalid,
+        Self::SecretNotAllowed,
         Self::StaleArtifact,
         Self::Current,
+        Self::StatusTooLarge,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -95,8 +105,10 @@ impl Reason {
             Self::NotFound => "NotFound",
             Self::InvalidReference => "InvalidReference",
             Self::SecretInvalid => "SecretInvalid",
+            Self::SecretNotAllowed => "SecretNotAllowed",
             Self::StaleArtifact => "StaleArtifact",
             Self::Current => "Current",
+            Self::StatusTooLarge => "StatusTooLarge",
         }
     }
 }

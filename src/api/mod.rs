@@ -1,12 +1,17 @@
-//! The `ImageSelectionPolicy` and `PlacementPolicy` APIs (group `ocifit.io`, version `v1alpha1`)
-//! and the names of their pod contracts (labels and annotations). Types and constants only: no
-//! client, no decisions.
+//! The `ImageSelectionPolicy`, `PlacementPolicy` and `ArtifactCache` APIs (group `ocifit.io`, version
+//! `v1alpha1`) and the names of their pod contracts (labels and annotations). Types and constants
+//! only: no client, no decisions.
 
+mod artifact_cache;
 mod conditions;
 mod duration;
 pub mod placement;
 mod policy;
 
+pub use artifact_cache::{
+    ArtifactCache, ArtifactCacheSpec, ArtifactCacheStatus, CacheReason, CacheStorage, ClaimStorage,
+    DEFAULT_REGISTRY_IMAGE, EmptyDirStorage, REGISTRY_PORT, SecretKeyReference, step,
+};
 pub use conditions::{ConditionType, Reason};
 pub use duration::parse_duration;
 pub use placement::{PlacementPolicy, PlacementPolicySpec, PlacementPolicyStatus};

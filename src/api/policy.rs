@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::engine::{Format, Reads};
 
@@ -122,6 +123,17 @@ pub struct ArtifactSource {
     pub pull_secret_ref: Option<SecretReference>,
 }
 
+impl ArtifactSource {
+    /// The digest of what compatibility information is read from (`ref` or `candidates`,
+    /// not the pull Secret or the refresh interval), as `status.artifact.source` records it.
+    pub fn source_digest(&self) -> String {
+        let written = serde_json::to_vec(&(&self.reference, &self.candidates)).unwrap_or_default();
+        let digest = Sha256::digest(&written);
+        let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+        format!("sha256:{hex}")
+    }
+}
+
 /// One candidate image of `artifact.candidates`.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -212,6 +224,10 @@ pub struct ArtifactStatus {
     /// When this digest was first fetched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetched_at: Option<Time>,
+    /// Which `spec.artifact` (`ref` or `candidates`) this status was resolved from, as a digest:
+    /// a status from another source is never served, not even as last known good.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// One node class and the image resolved for it.

@@ -10,8 +10,11 @@
 //! matchFields are ANDed; an empty term, and an empty list of terms, match no node. Where the
 //! scheduler would silently treat a malformed requirement as "matches nothing", this module
 //! returns an error instead, so the webhook can deny the pod with a message rather than guess.
+//! A selection larger than [`limits`] allows is an error too, before anything is matched: the
+//! pod's author decides its size, and each node it is matched against costs that much.
 
 mod error;
+pub mod limits;
 mod pin;
 mod require;
 mod requirement;
@@ -20,13 +23,20 @@ mod view;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::core::v1::{NodeSelectorTerm, PodSpec};
 
 pub use error::{RequirementList, RequirementProblem, SelectionError};
 pub use pin::{ClassSelector, pin};
 pub use require::{Narrowed, narrow};
 use requirement::Term;
 pub use view::NodeView;
+
+/// The terms of the pod's required node affinity (none when it has none).
+pub fn required_terms(spec: &PodSpec) -> &[NodeSelectorTerm] {
+    pin::required_selector(spec.affinity.as_ref())
+        .map(|required| required.node_selector_terms.as_slice())
+        .unwrap_or_default()
+}
 
 /// Which nodes a pod may run on: its `nodeSelector` ANDed with its required node affinity,
 /// validated once so matching cannot fail.
@@ -44,6 +54,7 @@ impl Placement {
     /// Reads and validates the pod's `nodeSelector` and
     /// `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
     pub fn from_pod_spec(spec: &PodSpec) -> Result<Self, SelectionError> {
+        limits::check(spec)?;
         let required = pin::required_selector(spec.affinity.as_ref())
             .map(|selector| {
                 selector

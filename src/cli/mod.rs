@@ -1,16 +1,20 @@
-//! The command line: `ocifit run`, `ocifit resolve` and `ocifit crd`.
+//! The command line: `ocifit run`, `ocifit resolve`, `ocifit crd`, `ocifit artifact` and
+//! `ocifit placement`.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod artifact;
 mod crd;
 mod input;
 mod placement;
 mod resolve;
 
 pub use crate::startup::RunArgs;
-pub use crd::{CrdArgs, crd_yaml};
+pub use artifact::ArtifactArgs;
+pub use crd::{CrdError, crd_documents, crd_yaml};
 pub use placement::{PlacementArgs, PlacementCommand};
 pub use resolve::{EXIT_INVALID_INPUT, EXIT_NO_MATCH, ResolveArgs};
 
@@ -36,8 +40,15 @@ pub enum Command {
     /// Exit status: 0 when every node class has an image, 1 when some class has no compatible
     /// image (the answer is still printed), 2 when the input cannot be used.
     Resolve(ResolveArgs),
-    /// Print every CustomResourceDefinition (ImageSelectionPolicy, PlacementPolicy) as YAML.
-    Crd(CrdArgs),
+    /// Print the CustomResourceDefinitions (ImageSelectionPolicy, PlacementPolicy, ArtifactCache)
+    /// as one YAML stream, or only the one named (e.g. `artifactcaches.ocifit.io`).
+    Crd {
+        /// The CRD's name; every CRD when absent.
+        name: Option<String>,
+    },
+    /// Move workflow artifacts between a directory and a registry in the ORAS layout; run a
+    /// workflow step's command (what a step's pod runs).
+    Artifact(ArtifactArgs),
     /// Platform placement by hand: `release-all` removes ocifit's scheduling gate from every
     /// pod still holding it (the way out after an uninstall or while ocifit is down).
     Placement(PlacementArgs),
@@ -47,7 +58,18 @@ pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => crate::startup::run(*args).await,
         Command::Resolve(args) => resolve::run(&args).await,
-        Command::Crd(args) => crd::run(&args),
+        Command::Artifact(args) => artifact::run(args).await,
+        Command::Crd { name } => match crd_yaml(name.as_deref()) {
+            Ok(yaml) => {
+                // A closed stdout (e.g. `| head`) is not worth a panic.
+                let _ = std::io::stdout().write_all(yaml.as_bytes());
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("error: {}", crate::telemetry::error_chain(&err));
+                ExitCode::from(2)
+            }
+        },
         Command::Placement(args) => placement::run(&args).await,
     }
 }

@@ -1,6 +1,7 @@
 //! The cluster view every feature reads: the node and NodeFeature stores with their watches and
 //! change subscriptions ([`reflected`]), leadership ([`leader`]), the node inventory the
-//! engine reads ([`inventory`]) and the Event reporter ([`events`]).
+//! engine reads ([`inventory`]), the Event reporter ([`events`]) and the one way Secrets are
+//! read ([`secrets`]: `get` only, in the allowed namespaces).
 //!
 //! How a feature plugs in: take a [`ClusterView`] in its `run`, read `nodes` and
 //! `node_features` through their stores, [`Reflected::subscribe`] to hear changes (never poll),
@@ -14,6 +15,7 @@ pub mod inventory;
 pub mod leader;
 pub mod nodes;
 pub mod reflected;
+pub mod secrets;
 pub mod watches;
 
 use std::future::Future;
@@ -28,6 +30,7 @@ use crate::engine::NodeFeature;
 use leader::Leadership;
 use nodes::ClusterNode;
 use reflected::{Reflected, reflect};
+use secrets::{SecretNamespaces, Secrets};
 
 /// How the view is kept.
 #[derive(Clone, Debug)]
@@ -36,6 +39,8 @@ pub struct Settings {
     pub nfd_namespace: String,
     /// How often to look for the NodeFeature API until NFD's CRD is installed.
     pub nfd_discovery_interval: Duration,
+    /// The namespaces Secrets may be read in.
+    pub secret_namespaces: SecretNamespaces,
 }
 
 impl Default for Settings {
@@ -43,6 +48,7 @@ impl Default for Settings {
         Settings {
             nfd_namespace: "node-feature-discovery".to_owned(),
             nfd_discovery_interval: Duration::from_secs(15),
+            secret_namespaces: SecretNamespaces::default(),
         }
     }
 }
@@ -103,6 +109,11 @@ pub fn until(
 }
 
 impl ClusterView {
+    /// The reader of Secrets, limited to the allowed namespaces.
+    pub fn secrets(&self) -> Secrets {
+        Secrets::new(self.client.clone(), self.settings.secret_namespaces.clone())
+    }
+
     /// The view and the tasks that keep it (the node and NodeFeature watches, until
     /// `shutdown`).
     pub fn watch(

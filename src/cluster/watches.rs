@@ -1,6 +1,6 @@
 //! The watches of the shared cluster view: nodes (metadata only: names and labels are all any
-//! feature reads), NFD NodeFeature objects once NFD's CRD exists, and the metadata of
-//! dockerconfigjson Secrets (pull credentials). Each yields raw watcher events, with backoff,
+//! feature reads) and NFD NodeFeature objects once NFD's CRD exists (never Secrets: they are
+//! read by name, see [`secrets`](super::secrets)). Each yields raw watcher events, with backoff,
 //! trimmed of what no one reads; [`reflect`](super::reflected::reflect) stores and fans them out.
 
 use std::collections::HashMap;
@@ -10,9 +10,12 @@ use std::time::Duration;
 
 use foldhash::fast::FixedState;
 
+use backon::ExponentialBuilder;
 use futures_util::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::Node;
 use kube::core::PartialObjectMeta;
+use kube::runtime::utils::ResetTimerBackoff;
+use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
@@ -21,11 +24,26 @@ use crate::engine::{Features, NodeFeature};
 
 /// The API group and version of NFD's NodeFeature.
 const NFD_API_VERSION: &str = "nfd.k8s-sigs.io/v1alpha1";
-/// The field selector of the Secrets pull credentials come from.
-const DOCKER_CONFIG_SECRETS: &str = "type=kubernetes.io/dockerconfigjson";
 
 /// A watch's events, or its error (retried with backoff).
 pub type Events<K> = watcher::Result<watcher::Event<K>>;
+
+/// The backoff of every watch of the cluster view (and the features' own watches): as kube's
+/// default (client-go's: from 0.8 s, doubling, with jitter, reset after 2 minutes of health) but
+/// at most 2 s between attempts instead of 30, so the view is current again within seconds of
+/// an apiserver's return (the fault suite restarts one and expects status within 10 s).
+pub fn backoff() -> ResetTimerBackoff<ExponentialBackoff> {
+    ResetTimerBackoff::new(
+        ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(800))
+            .with_max_delay(Duration::from_secs(2))
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times()
+            .into(),
+        Duration::from_secs(120),
+    )
+}
 
 /// Node metadata events, as [`ClusterNode`]s: names and labels (interned), nothing else.
 pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send + 'static {
@@ -34,7 +52,7 @@ pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send +
         Api::<PartialObjectMeta<Node>>::all(client),
         watcher::Config::default(),
     )
-    .default_backoff()
+    .backoff(backoff())
     .map_ok(move |event| {
         let mut compact = |node| ClusterNode::from_metadata(node, &mut strings);
         match event {
@@ -44,21 +62,6 @@ pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send +
             watcher::Event::Init => watcher::Event::Init,
             watcher::Event::InitDone => watcher::Event::InitDone,
         }
-    })
-}
-
-/// dockerconfigjson Secret metadata events (only which Secret changed is read).
-pub fn secrets(
-    client: Client,
-) -> impl Stream<Item = Events<PartialObjectMeta<Secret>>> + Send + 'static {
-    watcher(
-        Api::<PartialObjectMeta<Secret>>::all(client),
-        watcher::Config::default().fields(DOCKER_CONFIG_SECRETS),
-    )
-    .default_backoff()
-    .modify(|secret| {
-        secret.metadata.managed_fields = None;
-        secret.metadata.annotations = None;
     })
 }
 
@@ -73,7 +76,7 @@ pub fn node_features(
         tracing::info!("NFD NodeFeature API found; watching NodeFeature objects");
         let mut shared = SharedFeatures::default();
         watcher(Api::<NodeFeature>::all(client), watcher::Config::default())
-            .default_backoff()
+            .backoff(backoff())
             .modify(move |object| {
                 object.metadata.managed_fields = None;
                 object.metadata.annotations = None;

@@ -102,7 +102,7 @@ pub fn run(parts: Parts) -> Running {
             Api::<ImageSelectionPolicy>::all(cluster.client.clone()),
             watcher::Config::default(),
         )
-        .default_backoff()
+        .backoff(crate::cluster::watches::backoff())
         .modify(|policy| policy.metadata.managed_fields = None),
         "imageselectionpolicies",
     );

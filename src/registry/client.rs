@@ -99,7 +99,7 @@ pub struct FetchedArtifact {
 /// credentials that shares the caches, connections, request bound and counters.
 #[derive(Clone)]
 pub struct Registry {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Registry {

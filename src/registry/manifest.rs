@@ -186,7 +186,8 @@ pub fn is_valid_digest(digest: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hexadecimal of some bytes (a digest's value).
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

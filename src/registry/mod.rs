@@ -1,4 +1,5 @@
-//! The registry room: reads compatibility artifacts and image platforms from OCI registries.
+//! The registry room: reads compatibility artifacts and image platforms from OCI registries, and
+//! moves content of any size both ways for the artifact helper (`upload`, `download`).
 //!
 //! It owns references, the registry protocol (auth, retries, timeouts, size caps, digest
 //! checks), and the caches. It decides which layer, which referrer and which platforms in pure
@@ -14,6 +15,7 @@ mod cache;
 mod client;
 mod clients;
 mod docker_config;
+mod download;
 mod error;
 mod fetch;
 mod flags;
@@ -27,6 +29,7 @@ mod resolve;
 mod retry;
 mod stats;
 mod transport;
+mod upload;
 
 pub use allow::AllowList;
 pub use backoff::BackoffPolicy;
@@ -34,12 +37,14 @@ pub use cache::CacheOptions;
 pub use client::{FetchedArtifact, Registry, RegistryOptions};
 pub use clients::Clients;
 pub use docker_config::{Credentials, DockerConfig};
+pub use download::BlobStream;
 pub use error::{ConfigError, ContentProblem, Error, ErrorKind, Refusal, Result, Target};
 pub use flags::RegistryFlags;
 pub use inspect::{ImageFacts, InspectError, InspectStats, Inspector, InspectorOptions, Lookup};
-pub use manifest::sha256_digest;
+pub use manifest::{Descriptor, ImageManifest, OCI_MANIFEST, sha256_digest};
 pub use platforms::{ImagePlatforms, Platform};
 pub use reference::{Reference, parse as parse_reference};
 pub use resolve::{ResolveError, ResolvedArtifact};
 pub use retry::RetryPolicy;
 pub use stats::{CacheCounts, RegistryStats, RequestOutcomes};
+pub use upload::PushedBlob;

@@ -26,6 +26,9 @@ const MAX_REDIRECTS: usize = 10;
 /// Bearer tokens kept per client; expired ones go first.
 const MAX_TOKENS: usize = 1024;
 
+mod exchange;
+pub(crate) use exchange::Exchange;
+
 /// How the transport is set up.
 #[derive(Debug, Clone)]
 pub(crate) struct TransportOptions {
@@ -219,35 +222,48 @@ impl Transport {
         let mut authorization = self.known_authorization(request.host, repository, credentials);
         let mut response = self.send(request, authorization.as_ref()).await?;
         if response.status() == StatusCode::UNAUTHORIZED {
-            let challenge = response
-                .headers()
-                .get(WWW_AUTHENTICATE)
-                .and_then(|v| v.to_str().ok())
-                .and_then(auth::parse_challenge);
-            authorization = match (challenge, credentials) {
-                (
-                    Some(Challenge::Bearer {
-                        realm,
-                        service,
-                        scope,
-                    }),
-                    _,
-                ) => {
-                    let scope = auth::token_scope(repository, scope.as_deref());
-                    let token = self
-                        .fetch_token(request, &realm, service.as_deref(), &scope, credentials)
-                        .await?;
-                    Some(Authorization::Bearer(token))
-                }
-                (Some(Challenge::Basic), Some(Credentials::Basic { username, password })) => {
-                    lock(&self.basic_hosts).insert(request.host.to_string());
-                    Some(Authorization::Basic(username.clone(), password.clone()))
-                }
-                _ => return Err(unauthorized(request.target, 401).into()),
-            };
+            authorization = Some(
+                self.answer_challenge(request, &response, credentials)
+                    .await?,
+            );
             response = self.send(request, authorization.as_ref()).await?;
         }
         self.answer(request, response).await
+    }
+
+    /// The authorization a 401 answer asks for: a bearer token fetched from its realm, or Basic.
+    async fn answer_challenge(
+        &self,
+        request: &Request<'_>,
+        response: &Response,
+        credentials: Option<&Credentials>,
+    ) -> Result<Authorization, AttemptError> {
+        let challenge = response
+            .headers()
+            .get(WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(auth::parse_challenge);
+        match (challenge, credentials) {
+            (
+                Some(Challenge::Bearer {
+                    realm,
+                    service,
+                    scope,
+                }),
+                _,
+            ) => {
+                let scope = auth::token_scope(&request.target.repository, scope.as_deref());
+                let token = self
+                    .fetch_token(request, &realm, service.as_deref(), &scope, credentials)
+                    .await?;
+                Ok(Authorization::Bearer(token))
+            }
+            (Some(Challenge::Basic), Some(Credentials::Basic { username, password })) => {
+                lock(&self.basic_hosts).insert(request.host.to_string());
+                Ok(Authorization::Basic(username.clone(), password.clone()))
+            }
+            _ => Err(unauthorized(request.target, 401).into()),
+        }
     }
 
     /// Authorization to send before being challenged: a registry token, Basic for hosts known to

@@ -6,6 +6,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+pub mod bound;
 mod conditions;
 mod events;
 
@@ -91,6 +92,7 @@ pub struct Computed {
 /// Computes the status for `inputs`.
 pub fn compute(inputs: &Inputs<'_>) -> Computed {
     let previous = inputs.previous;
+    let source = inputs.spec.artifact.source_digest();
     let serving = match inputs.artifact {
         ArtifactState::Current(resolved) => Some(resolved),
         ArtifactState::Failed { last_good, .. } => last_good,
@@ -101,13 +103,16 @@ pub fn compute(inputs: &Inputs<'_>) -> Computed {
     };
     let classes = match serving {
         Some(resolved) => {
-            status.artifact = Some(artifact_status(resolved, previous, inputs.now));
+            let mut artifact = artifact_status(resolved, previous, inputs.now);
+            artifact.source = Some(source.clone());
+            status.artifact = Some(artifact);
             status.class_keys = Some(resolved.reads());
             Some(class_rows(resolved, inputs))
         }
         // Nothing to evaluate in this process: keep what the stored status serves (last known
-        // good after a restart during an outage), or nothing.
-        None => previous.map(|p| {
+        // good after a restart during an outage) when it was resolved from the same source,
+        // else nothing: a changed artifact never serves the previous one's images.
+        None => previous.filter(|p| same_source(p, &source)).map(|p| {
             status.artifact.clone_from(&p.artifact);
             status.class_keys.clone_from(&p.class_keys);
             p.classes.clone()
@@ -115,9 +120,15 @@ pub fn compute(inputs: &Inputs<'_>) -> Computed {
     };
     status.classes = classes.unwrap_or_default();
     status.class_count = i32::try_from(status.classes.len()).unwrap_or(i32::MAX);
-    status.conditions = conditions::conditions(inputs, &status);
+    let cut = bound::classes(&mut status.classes);
+    status.conditions = conditions::conditions(inputs, &status, cut);
     let events = events::events(previous, &status);
     Computed { status, events }
+}
+
+/// Whether `status` was resolved from the artifact source whose digest is `source`.
+fn same_source(status: &ImageSelectionPolicyStatus, source: &str) -> bool {
+    status.artifact.as_ref().and_then(|a| a.source.as_deref()) == Some(source)
 }
 
 fn artifact_status(
@@ -136,6 +147,7 @@ fn artifact_status(
             Some(a) => a.fetched_at.clone(),
             None => Some(now.clone()),
         },
+        source: None,
     }
 }
 

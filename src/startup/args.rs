@@ -52,6 +52,17 @@ pub struct RunArgs {
     )]
     pub allowed_registries: Vec<String>,
 
+    /// Namespaces whose Secrets policies may name as pull secrets (read with `get` only, never
+    /// listed or watched); `*`: every namespace. Empty: the operator's own namespace
+    /// (--lease-namespace).
+    #[arg(
+        long = "pull-secret-namespaces",
+        env = "OCIFIT_PULL_SECRET_NAMESPACES",
+        value_name = "NAMESPACE",
+        value_delimiter = ','
+    )]
+    pub pull_secret_namespaces: Vec<String>,
+
     /// PEM file of extra CA certificates trusted for registries.
     #[arg(long, env = "OCIFIT_CA_FILE", value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
@@ -126,6 +137,12 @@ pub struct RunArgs {
     /// Longest wait before retrying a failed artifact resolution.
     #[arg(long, env = "OCIFIT_MAX_RETRY_INTERVAL", value_parser = duration, default_value = "5m")]
     pub max_retry_interval: Duration,
+
+    /// Image of the artifact-cache step helpers (ocifit's own image; the chart sets it): the init
+    /// container and sidecar injected into workflow steps. Unset: steps that move artifacts are
+    /// refused, saying so.
+    #[arg(long, env = "OCIFIT_ARTIFACT_HELPER_IMAGE", value_name = "IMAGE")]
+    pub artifact_helper_image: Option<String>,
 
     /// Address of the webhook's HTTPS server (POST /mutate); served only with a certificate
     /// (--tls-cert-file/--tls-key-file or --manage-webhook-certificate).

@@ -7,8 +7,10 @@ use std::path::PathBuf;
 
 use super::args::RunArgs;
 use crate::admission::{self, server::DEADLINE};
+use crate::artifact_cache::planner::Helper;
 use crate::cluster;
 use crate::cluster::leader::LeaseSettings;
+use crate::cluster::secrets::SecretNamespaces;
 use crate::image_selection::controller::context::Settings as ControllerSettings;
 use crate::image_selection::controller::schedule::Backoff;
 use crate::registry::{AllowList, CacheOptions, DockerConfig, RegistryOptions};
@@ -65,6 +67,8 @@ pub struct Config {
     pub own_namespace: String,
     /// ocifit's own credentials for placement's image inspection.
     pub placement_credentials: DockerConfig,
+    /// The artifact-cache step helpers' image.
+    pub artifact_helper: Option<Helper>,
 }
 
 impl Config {
@@ -101,6 +105,10 @@ impl Config {
             cluster: cluster::Settings {
                 nfd_namespace: args.nfd_namespace.clone(),
                 nfd_discovery_interval: args.nfd_discovery_interval,
+                secret_namespaces: SecretNamespaces::from_list(
+                    &args.pull_secret_namespaces,
+                    &args.lease_namespace,
+                ),
             },
             controller: ControllerSettings {
                 backoff: Backoff {
@@ -116,6 +124,10 @@ impl Config {
                 Some(path) => docker_config(path)?,
                 None => DockerConfig::default(),
             },
+            artifact_helper: args.artifact_helper_image.clone().map(|image| Helper {
+                image,
+                pull_policy: None,
+            }),
         })
     }
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use futures_util::future::BoxFuture;
+use kube::Resource as _;
 
 mod args;
 pub mod config;
@@ -23,14 +24,14 @@ pub mod supervise;
 pub use args::RunArgs;
 pub use config::Config;
 
-use crate::admission;
-use crate::api::{GROUP, ImageSelectionPolicy, PlacementPolicy};
+use crate::api::{ArtifactCache, GROUP, ImageSelectionPolicy, PlacementPolicy};
 use crate::cluster::leader::{self, LeaderTask, Leadership};
 use crate::cluster::{ClusterView, Shutdown, Tasks};
 use crate::image_selection::{self, controller::registry_source::RegistrySource};
 use crate::placement;
 use crate::registry::{DockerConfig, InspectorOptions, RegistryOptions};
 use crate::telemetry::{Health, Metrics, admin_server, init_logs};
+use crate::{admission, artifact_cache};
 use supervise::{Ended, GRACE, supervise};
 
 /// Runs until SIGTERM or SIGINT; exit 0 after a clean shutdown, 1 when a task failed or the
@@ -184,11 +185,22 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
         shutdown: shutdown.clone(),
     });
     tasks.append(&mut placement.tasks);
-    let cert = match (&config.admission, &selection.admission, &placement.route) {
-        (Some(settings), Some((route, _)), Some(gate)) => {
+    let mut artifacts = artifact_cache::run(artifact_cache::Parts {
+        cluster: cluster.clone(),
+        metrics: Arc::clone(&metrics),
+        identity: config.identity.clone(),
+        helper: config.artifact_helper.clone(),
+        shutdown: shutdown.clone(),
+    });
+    tasks.append(&mut artifacts.tasks);
+    let cert = match (&config.admission, &selection.admission) {
+        (Some(settings), Some((route, _))) => {
+            let mut routes = vec![route.clone()];
+            routes.extend(placement.route.iter().cloned());
+            routes.extend(artifacts.routes.iter().cloned());
             let running = admission::serve(
                 settings.clone(),
-                vec![route.clone(), gate.clone()],
+                routes,
                 Arc::clone(&metrics),
                 client,
                 leadership.watch(),
@@ -213,17 +225,21 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
     ));
     tracing::info!(address = %config.admin, "admin server listening");
     let (nodes, policies) = (cluster.nodes.clone(), selection.policies.clone());
+    let caches = artifacts.caches.clone();
     let synced = Box::pin(async move {
         nodes.wait_synced().await;
         policies.wait_synced().await;
+        caches.wait_synced().await;
     });
     let nodes = cluster.nodes.clone();
     let selection = selection.readiness();
     let placement = placement.readiness;
+    let caches = artifacts.caches;
     let ready = Box::new(move || {
         nodes.synced()
             && selection.ready()
             && placement.ready()
+            && caches.synced()
             && cert.as_ref().is_none_or(|c| c.is_loaded())
     });
     Ok(Process {
@@ -253,30 +269,23 @@ async fn report_readiness(
     tracing::info!("ready");
 }
 
-/// The ImageSelectionPolicy and PlacementPolicy CRDs must be installed: without them the policy
-/// watches could only fail.
+/// ocifit's CRDs must be installed: without them their watches could only fail.
 async fn require_crd(client: &kube::Client) -> anyhow::Result<()> {
     let version = format!("{GROUP}/v1alpha1");
-    let resources = client
+    let served: Vec<String> = client
         .list_api_group_resources(&version)
         .await
-        .map(|list| list.resources)
+        .map(|list| list.resources.into_iter().map(|r| r.name).collect())
         .unwrap_or_default();
-    let kinds = [
-        (
-            "ImageSelectionPolicy",
-            <ImageSelectionPolicy as kube::Resource>::plural(&()),
-        ),
-        (
-            "PlacementPolicy",
-            <PlacementPolicy as kube::Resource>::plural(&()),
-        ),
-    ];
-    for (kind, plural) in kinds {
+    for (kind, plural) in [
+        ("ImageSelectionPolicy", ImageSelectionPolicy::plural(&())),
+        ("PlacementPolicy", PlacementPolicy::plural(&())),
+        ("ArtifactCache", ArtifactCache::plural(&())),
+    ] {
         anyhow::ensure!(
-            resources.iter().any(|r| r.name == plural),
-            "the {kind} CRD ({version}) is not installed: apply it (ocifit crd | \
-             kubectl apply -f -, or install the chart)"
+            served.iter().any(|name| *name == plural),
+            "the {kind} CRD ({version}) is not installed: apply it (ocifit crd | kubectl apply \
+             -f -, or install the chart)"
         );
     }
     Ok(())

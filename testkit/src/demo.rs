@@ -11,6 +11,7 @@
 
 mod report;
 mod stage;
+mod workflow;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,6 +23,7 @@ use crate::pods::wait_for_pod_log;
 use crate::process::Process;
 
 pub use report::Placement;
+pub use workflow::{RESULT, WORKFLOW_NAMESPACE, WorkflowRun};
 
 /// The opt-in label of the pod contract (the webhook's objectSelector).
 pub const OPT_IN_LABEL: &str = "oci.image.compatibilities.selection/enabled";
@@ -64,17 +66,21 @@ pub struct Demo {
     pub placements: Vec<Placement>,
     /// The log of the pod on the real node.
     pub real_log: String,
+    /// The artifact cache's two-step workflow on the real node.
+    pub workflow: WorkflowRun,
     /// What to print.
     pub summary: String,
 }
 
 impl Demo {
-    /// Whether every flavor pod is bound to a node of its flavor with that flavor's image, and the
-    /// pod on the real node printed its image's line.
+    /// Whether every flavor pod is bound to a node of its flavor with that flavor's image, the
+    /// pod on the real node printed its image's line, and the workflow's result (the sum of 1 to
+    /// 10) came back from the cache.
     pub fn succeeded(&self) -> bool {
         !self.placements.is_empty()
             && self.placements.iter().all(Placement::is_right)
             && self.real_log.trim() == flavor_line(REAL_FLAVOR)
+            && self.workflow.result.trim() == "55"
     }
 
     /// An error if `ocifit run` has exited.
@@ -104,10 +110,19 @@ pub async fn start(options: &DemoOptions) -> Result<Demo> {
         "pod {REAL_POD} runs its image on {REAL_NODE}: its log says {:?}",
         real_log.trim()
     ));
+    let workflow = workflow::run(
+        &staged.cluster,
+        &options.repo,
+        &staged.workflow_images,
+        &options.state_dir,
+        options.timeout,
+    )
+    .await?;
     let summary = report::summary(
         &staged.cluster,
         &placements,
         &real_log,
+        &workflow,
         &options.repo,
         options.stays_up,
     )
@@ -118,6 +133,7 @@ pub async fn start(options: &DemoOptions) -> Result<Demo> {
         cluster: staged.cluster,
         placements,
         real_log,
+        workflow,
         summary,
     })
 }

@@ -49,7 +49,9 @@ pub use net::host_ipv4;
 pub use node::{RealNode, RunningNode};
 pub use objects::{FakeNode, create_namespace, create_node, service_account_token};
 pub use pods::{wait_for_pod_log, wait_for_pod_ready};
-pub use registry::{Credentials, Descriptor, OrasArtifact, PushedImage, Registry, RegistryBuilder};
+pub use registry::{
+    Credentials, Descriptor, OrasArtifact, PushedImage, Registry, RegistryBuilder, htpasswd_line,
+};
 pub use shared::{SharedCluster, SharedClusterGuard};
 pub use tools::{Tool, ToolError, Tools};
 pub use webhook::{PodWebhook, register_pod_webhook, wait_until_admitted};

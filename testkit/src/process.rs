@@ -59,6 +59,9 @@ pub(crate) struct Process {
     name: String,
     child: Child,
     log: PathBuf,
+    /// How it was started, to start it again.
+    program: PathBuf,
+    args: Vec<OsString>,
 }
 
 impl Process {
@@ -70,13 +73,18 @@ impl Process {
         log_dir: &Path,
     ) -> Result<Self> {
         let log = log_dir.join(format!("{name}.log"));
-        let out = File::create(&log).map_err(io("create log file", &log))?;
+        // Appended to: a component started again keeps its earlier log.
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(io("create log file", &log))?;
         let err = out.try_clone().map_err(io("open log file", &log))?;
         let mut command = Command::new("setpriv");
         command
             .args(["--pdeathsig", "KILL", "--"])
             .arg(program)
-            .args(args)
+            .args(&args)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
@@ -99,7 +107,24 @@ impl Process {
             name: name.to_owned(),
             child,
             log,
+            program: program.to_owned(),
+            args,
         })
+    }
+
+    /// Kills the process with SIGKILL and waits for its end (its state on disk stays).
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the process again as it was started, its output appended to the same log.
+    pub(crate) fn start_again(&mut self) -> Result<()> {
+        let log_dir = self.log.parent().unwrap_or(Path::new(".")).to_owned();
+        let again = Process::spawn(&self.name, &self.program, self.args.clone(), &log_dir)?;
+        self.kill();
+        *self = again;
+        Ok(())
     }
 
     /// The process id (that of the program itself: setpriv execs it).

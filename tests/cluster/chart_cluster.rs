@@ -44,6 +44,7 @@ async fn every_value_set_renders_past_kubeconform_strict_with_local_schemas_only
     assert!(builtin > 50, "only {builtin} kinds from the apiserver");
     let crds = [
         repo_root().join("crds/imageselectionpolicies.ocifit.io.yaml"),
+        repo_root().join("crds/artifactcaches.ocifit.io.yaml"),
         tools.path(Tool::CertManagerCrds).unwrap(),
         tools.path(Tool::ServiceMonitorCrd).unwrap(),
     ];

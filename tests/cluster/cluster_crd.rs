@@ -1,4 +1,4 @@
-//! The CRDs in `crds/` (ImageSelectionPolicy, PlacementPolicy) on a real kube-apiserver: they are
+//! The CRDs in `crds/` (ImageSelectionPolicy, PlacementPolicy, ArtifactCache) on a real kube-apiserver: they are
 //! accepted (structural schemas) and Established; the example policies are stored and read back as
 //! ocifit's Rust types, with defaults filled in; invalid policies are rejected with the schema's and
 //! the CEL rules' messages; `kubectl get isp` and `kubectl get pp` print the printer columns; every
@@ -21,6 +21,7 @@ async fn cluster_with_crds() -> SharedClusterGuard {
     assert_eq!(
         names,
         [
+            "artifactcaches.ocifit.io",
             "imageselectionpolicies.ocifit.io",
             "placementpolicies.ocifit.io"
         ]

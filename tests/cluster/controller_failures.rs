@@ -3,13 +3,15 @@
 //! content fetched when the digest is unchanged, a re-pushed tag followed after the interval and
 //! not before); an invalid artifact is a condition with the engine's message; a registry outage
 //! keeps the images and marks Degraded with an Event, and recovery clears it; a missing pull
-//! Secret is a condition until the Secret appears.
+//! Secret is a condition until the Secret appears (read again at each retry, not watched); a
+//! Secret outside the allowed namespaces is a condition that says nothing about it.
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::PostParams;
+use ocifit_testkit::create_namespace;
 
 use crate::support::objects::{Policy, linux_node};
 use crate::support::{Controller, Env, Proxy, condition, condition_message, is};
@@ -83,6 +85,7 @@ async fn failures_degrade_and_recover_and_refresh_follows_the_tag() {
     )
     .await;
     a_missing_pull_secret_is_a_condition_until_it_appears(&env, &proxy).await;
+    a_pull_secret_outside_the_allowed_namespaces_is_not_read(&env, &proxy).await;
 
     assert!(controller.stop().await.success());
 }
@@ -303,18 +306,53 @@ async fn a_missing_pull_secret_is_a_condition_until_it_appears(env: &Env, proxy:
         status.conditions
     );
     let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "ocifit-system");
-    let secret: Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "regcred"},
-        "type": "kubernetes.io/dockerconfigjson",
-        "stringData": {".dockerconfigjson": "{\"auths\":{}}"}
-    }))
-    .expect("a secret");
     secrets
-        .create(&PostParams::default(), &secret)
+        .create(&PostParams::default(), &dockerconfigjson("regcred"))
         .await
         .expect("the secret");
     env.wait_status("secret", Duration::from_secs(10), "Ready", |s| {
         is(s, "Ready", "True", "Resolved")
     })
     .await;
+}
+
+fn dockerconfigjson(name: &str) -> Secret {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": "{\"auths\":{}}"}
+    }))
+    .expect("a secret")
+}
+
+/// A valid Secret in a namespace not in `--pull-secret-namespaces` (default: the operator's
+/// own) is refused with the same words as an absent one: the status tells a policy author
+/// nothing about Secrets there.
+async fn a_pull_secret_outside_the_allowed_namespaces_is_not_read(env: &Env, proxy: &Proxy) {
+    create_namespace(&env.client, "elsewhere")
+        .await
+        .expect("a namespace");
+    Api::<Secret>::namespaced(env.client.clone(), "elsewhere")
+        .create(&PostParams::default(), &dockerconfigjson("regcred"))
+        .await
+        .expect("the secret");
+    let mut messages = Vec::new();
+    for (policy, secret) in [("present", "regcred"), ("absent", "nothing")] {
+        env.create_policy(
+            &via_proxy(policy, proxy, "ocifit/arch:v1").pull_secret(secret, "elsewhere"),
+        )
+        .await;
+        let (status, _) = env
+            .wait_status(policy, Duration::from_secs(15), "SecretNotAllowed", |s| {
+                is(s, "ArtifactResolved", "False", "SecretNotAllowed")
+            })
+            .await;
+        messages.push(condition_message(&status, "ArtifactResolved"));
+    }
+    assert_eq!(messages[0], messages[1]);
+    assert_eq!(
+        messages[0],
+        "pull secrets are read only in the namespaces ocifit-system (--pull-secret-namespaces), \
+         not in elsewhere"
+    );
 }

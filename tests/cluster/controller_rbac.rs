@@ -166,6 +166,26 @@ async fn the_role_grants_nothing_beyond(kubeconfig: &Path, admin: &kube::Client)
         matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 403),
         "{deleted:?}"
     );
+    // A cache's registry objects are applied and watched, never deleted by us (the garbage
+    // collector does); a cache's spec is the user's.
+    let deleted = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(sa.clone(), "default")
+        .delete("any-registry", &Default::default())
+        .await;
+    assert!(
+        matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 403),
+        "{deleted:?}"
+    );
+    let cache_write = Api::<ocifit::api::ArtifactCache>::namespaced(sa.clone(), "default")
+        .patch(
+            "oras",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"image": "other:latest"}})),
+        )
+        .await;
+    assert!(
+        matches!(&cache_write, Err(kube::Error::Api(s)) if s.code == 403),
+        "{cache_write:?}"
+    );
     let leases = Api::<Lease>::namespaced(sa, "ocifit-system");
     let other: Lease = serde_json::from_value(serde_json::json!({"metadata": {"name": "other"}}))
         .expect("a lease");

@@ -1,7 +1,8 @@
 //! The README's demo, run as CI runs it: `tools/demo --check` (debug build, its own state
 //! directory) starts everything, and every flavor pod must be bound to a node of its flavor with
 //! that flavor's image from the artifact, the one on the real node running it (its log shows the
-//! image's line); then it tears everything down.
+//! image's line), and the artifact cache's two-step workflow must complete on the real node with
+//! its result pulled from the cache with the ORAS SDK; then it tears everything down.
 
 use std::process::Command;
 
@@ -56,4 +57,15 @@ fn demo_binds_each_flavor_pod_to_its_flavor_with_the_matching_image() {
         stdout.contains("flavors"),
         "kubectl get isp printed:\n{stdout}"
     );
+    // The artifact cache's two-step workflow on the real node, its result pulled with ORAS.
+    let steps: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("Job step-"))
+        .collect();
+    assert_eq!(steps.len(), 2, "both steps complete:\n{stdout}");
+    assert!(
+        stdout.contains("/workflow/step-two:v1 && cat sum.txt\n55\n"),
+        "the workflow's result, pulled with the ORAS SDK:\n{stdout}"
+    );
+    eprintln!("{}", steps.join("\n"));
 }

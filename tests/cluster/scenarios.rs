@@ -13,9 +13,11 @@
 
 mod support;
 
+mod artifact_workflow;
 mod chart_cluster;
 mod chart_real_node;
 mod chart_wiring;
+mod cluster_artifact_cache;
 mod cluster_crd;
 mod cluster_scheduling;
 mod cluster_webhook;
@@ -26,6 +28,7 @@ mod controller_leader;
 mod controller_nfd;
 mod controller_rbac;
 mod demo;
+mod faults;
 mod placement_e2e;
 mod placement_real_node;
 mod placement_registry;

@@ -3,7 +3,8 @@
 //! and trusts it; another replica does not overwrite the Secret; a serving certificate near its
 //! end is renewed on time from the same CA; a CA near its end is rotated in two steps, old and new
 //! served certificates trusted throughout; a caBundle reset by someone else is restored as soon as
-//! the configuration changes; a missing configuration is waited for; and it all runs under
+//! the configuration changes; a Secret replaced with a new CA is not served before every caBundle
+//! carries that CA; a missing configuration is waited for; and it all runs under
 //! exactly the RBAC of `config/rbac/`. The certificate is served by a TLS resolver fed through the
 //! same `CertificateSink` the webhook's is.
 
@@ -364,6 +365,68 @@ async fn a_ca_bundle_reset_by_someone_else_is_restored() {
         start.elapsed() < Duration::from_secs(10),
         "restored on the change, not on the hourly check"
     );
+}
+
+/// A deleted Secret is recreated by the leader with a new CA; until the caBundle carries it, no
+/// replica may serve a certificate the apiserver cannot verify. Here the new Secret is written
+/// by the test (no leader runs, so the caBundle stays the old one until the test sets it).
+#[tokio::test]
+async fn a_secret_with_a_new_ca_is_served_only_once_the_ca_bundle_carries_it() {
+    let cluster = CLUSTER.get().await.expect("the cluster");
+    let client = cluster.client().expect("a client");
+    let settings = setup(&client, "certs-new-ca").await;
+    create_configuration(&client, &settings.configuration).await;
+    let replica = Replica::start(client.clone(), settings.clone());
+    let (old, _) = settled(&client, &settings).await;
+    let old_tls = data(&old, "tls.crt");
+    eventually("the first certificate served", async || {
+        replica.served.loaded().contains(&old_tls).then_some(())
+    })
+    .await;
+    replica.lead(false);
+
+    let secrets = Api::<Secret>::namespaced(client.clone(), &settings.namespace);
+    secrets
+        .delete(&settings.secret, &Default::default())
+        .await
+        .expect("the Secret deleted");
+    let ca = ocifit_testkit::pki::CertificateAuthority::new("a new CA").expect("a CA");
+    let issued = ca
+        .issue_server("ocifit-webhook", &["ocifit-webhook.certs-new-ca.svc"])
+        .expect("a certificate");
+    let replacement: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": settings.secret},
+        "type": "kubernetes.io/tls",
+        "stringData": {"ca.crt": ca.cert_pem(), "tls.crt": issued.cert_pem, "tls.key": issued.key_pem}
+    }))
+    .expect("a Secret");
+    secrets
+        .create(&PostParams::default(), &replacement)
+        .await
+        .expect("the new Secret");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        replica.served.loaded().last(),
+        Some(&old_tls),
+        "the new CA's certificate was served before the caBundle carried the CA"
+    );
+
+    let bundle = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ca.cert_pem());
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .patch(
+            &settings.configuration,
+            &PatchParams::default(),
+            &Patch::Strategic(serde_json::json!({"webhooks": [
+                {"name": "pods.ocifit.io", "clientConfig": {"caBundle": bundle}},
+                {"name": "other.ocifit.io", "clientConfig": {"caBundle": bundle}}
+            ]})),
+        )
+        .await
+        .expect("the caBundle set");
+    eventually("the new certificate served", async || {
+        (replica.served.loaded().last() == Some(&issued.cert_pem)).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -3,7 +3,10 @@
 //! where one runs here (Helm, distribution, the ORAS SDK, regctl, crane) and no Kubernetes
 //! cluster. The real-cluster tests are the workspace member `tests/cluster`.
 //!
+//! - `admission_memory`: the heap a hostile AdmissionReview makes the reader hold;
 //! - `architecture`: the layout of `src/` (no import cycle, rooms use lower floors only);
+//! - `artifact`: `ocifit artifact` (the workflow step helper) with the ORAS Python SDK on the real
+//!   registry, and a step's helpers run as its pod runs them;
 //! - `chart`: the Helm chart offline (sync with `crds/` and `config/`, renders, values);
 //! - `cli_resolve`: `ocifit resolve` as users run it;
 //! - `docs_flags`: `docs/flags.md` against `ocifit run --help`;
@@ -15,7 +18,9 @@
 //! - `release`: the image assembled here against the `Dockerfile`, the chart against the release
 //!   workflow.
 
+mod admission_memory;
 mod architecture;
+mod artifact;
 mod chart;
 mod cli_resolve;
 mod docs_flags;

@@ -74,6 +74,9 @@ pub async fn manage(
     }
 }
 
+/// A serving certificate and its key (PEM).
+type Pair = (Vec<u8>, Vec<u8>);
+
 /// What the loop knows and when it looks next.
 struct Keeper {
     settings: Settings,
@@ -84,7 +87,13 @@ struct Keeper {
     dns_names: Vec<String>,
     rollover_delay: SignedDuration,
     /// The serving certificate and key handed to the sink last.
-    loaded: Option<(Vec<u8>, Vec<u8>)>,
+    loaded: Option<Pair>,
+    /// A newer serving pair and its Secret's `ca.crt`, held back until the configuration's
+    /// caBundles carry that CA (a recreated Secret has a new CA the apiserver does not trust yet).
+    waiting: Option<(Pair, Vec<u8>)>,
+    /// The caBundle of each webhook of the configuration as last seen; `None` while there is no
+    /// configuration (nothing to break).
+    seen_bundles: Option<Vec<Option<Vec<u8>>>>,
     /// The Secret's `ca.crt` as the leader last saw it.
     bundle: Option<Vec<u8>>,
     /// The bundle the webhook configuration was last found or made to carry (or any, when there
@@ -120,6 +129,8 @@ impl Keeper {
                 .unwrap_or(SignedDuration::MAX),
             settings,
             loaded: None,
+            waiting: None,
+            seen_bundles: None,
             bundle: None,
             trusted: None,
             known_version: None,
@@ -163,7 +174,23 @@ impl Keeper {
     ) {
         match event {
             Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
-            Ok(_) => self.bundle_due = Instant::now(),
+            Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
+                self.seen_bundles = Some(
+                    object
+                        .webhooks
+                        .iter()
+                        .flatten()
+                        .map(|w| w.client_config.ca_bundle.as_ref().map(|b| b.0.clone()))
+                        .collect(),
+                );
+                self.load_waiting();
+                self.bundle_due = Instant::now();
+            }
+            Ok(watcher::Event::Delete(_)) => {
+                self.seen_bundles = None;
+                self.load_waiting();
+                self.bundle_due = Instant::now();
+            }
             Err(err) => tracing::warn!(
                 configuration = %self.settings.configuration,
                 error = %err,
@@ -173,7 +200,9 @@ impl Keeper {
         }
     }
 
-    /// Hands the Secret's serving certificate to the sink, unless it is what the sink has.
+    /// Hands the Secret's serving certificate to the sink, unless it is what the sink has, or
+    /// (while the sink serves one) its CA is not yet in every webhook's caBundle: then it waits
+    /// for the configuration to carry it, and the current certificate is served meanwhile.
     fn load(&mut self, object: &Secret) {
         let stored = secret::stored(object);
         let secret = &self.settings.secret;
@@ -183,8 +212,43 @@ impl Keeper {
         };
         let pair = (cert, key);
         if self.loaded.as_ref() == Some(&pair) {
+            self.waiting = None;
             return;
         }
+        let ca = stored.ca_crt.unwrap_or_default();
+        if self.loaded.is_some() && !self.trusted_by_configuration(&ca) {
+            tracing::info!(
+                %secret,
+                "the webhook Secret's serving certificate waits until the webhook configuration's \
+                 caBundle carries its CA; serving the current one meanwhile"
+            );
+            self.waiting = Some((pair, ca));
+            return;
+        }
+        self.waiting = None;
+        self.hand_over(pair);
+    }
+
+    /// Loads the waiting certificate once the configuration trusts its CA.
+    fn load_waiting(&mut self) {
+        let trusted = self
+            .waiting
+            .as_ref()
+            .is_some_and(|(_, ca)| self.trusted_by_configuration(ca));
+        if trusted && let Some((pair, _)) = self.waiting.take() {
+            self.hand_over(pair);
+        }
+    }
+
+    /// Whether every webhook of the configuration (as last seen) carries `ca` as its caBundle.
+    fn trusted_by_configuration(&self, ca: &[u8]) -> bool {
+        self.seen_bundles
+            .as_ref()
+            .is_none_or(|bundles| bundles.iter().all(|b| b.as_deref() == Some(ca)))
+    }
+
+    fn hand_over(&mut self, pair: Pair) {
+        let secret = &self.settings.secret;
         match self.sink.load(&pair.0, &pair.1) {
             Ok(()) => {
                 tracing::info!(%secret, "serving certificate loaded");

@@ -259,3 +259,30 @@ fn a_verdict_becomes_a_base64_patch_a_denial_or_warnings_under_its_own_labels() 
     assert_eq!(warned["warnings"], json!(["left alone"]));
     assert!(warned.get("patch").is_none() && warned.get("patchType").is_none());
 }
+
+fn with_containers(count: usize) -> Vec<u8> {
+    let mut review = apiserver_review(&a_pod(), false);
+    review["request"]["object"]["spec"]["containers"] = (0..count)
+        .map(|i| json!({"name": format!("c{i}"), "image": "web:1"}))
+        .collect();
+    body(&review)
+}
+
+#[test]
+fn an_array_over_the_limit_is_refused_before_anything_is_decoded() {
+    let request = read::<Pod>(&with_containers(shape::MAX_ARRAY_ELEMENTS)).unwrap();
+    assert_eq!(
+        request.object.unwrap().spec.unwrap().containers.len(),
+        shape::MAX_ARRAY_ELEMENTS
+    );
+    let answer = read::<Pod>(&with_containers(shape::MAX_ARRAY_ELEMENTS + 1)).unwrap_err();
+    assert_eq!(answer.reason, "TooLarge");
+    let response = response_of(*answer);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("an array of more than 4096 elements, over ocifit's limit"),
+        "{response}"
+    );
+}

@@ -22,6 +22,8 @@ use crate::admission::review::tests::{UID, a_pod, apiserver_review};
 use crate::admission::route::{Planner, Response, Verdict};
 use crate::admission::tls::CertFiles;
 
+mod bounds;
+
 /// Admits pods labelled `app`, refuses the others.
 struct AppLabel;
 
@@ -78,6 +80,11 @@ async fn serve() -> Served {
 }
 
 async fn serve_with(deadline: Duration) -> Served {
+    serve_routes(deadline, vec![Route::new("/check", AppLabel)]).await
+}
+
+/// The host with these routes and deadline.
+async fn serve_routes(deadline: Duration, routes: Vec<Route>) -> Served {
     ocifit_testkit::pki::install_crypto_provider();
     let ca = CertificateAuthority::new("webhook test CA").unwrap();
     let issued = ca.issue_server("webhook", &["127.0.0.1"]).unwrap();
@@ -89,7 +96,7 @@ async fn serve_with(deadline: Duration) -> Served {
         "127.0.0.1:0".parse().unwrap(),
         Arc::clone(&cert),
         Host {
-            routes: vec![Route::new("/check", AppLabel)],
+            routes,
             metrics: Arc::clone(&metrics),
             deadline,
         },

@@ -23,6 +23,18 @@ pub enum SelectionError {
         /// What is wrong with it.
         problem: RequirementProblem,
     },
+    /// The selection is larger than planning may take on (see [`super::limits`]).
+    #[error(
+        "the pod's node selection is too large to plan: {count} {what}, over ocifit's limit of {limit}"
+    )]
+    TooLarge {
+        /// What was counted, e.g. `values in its required node affinity`.
+        what: &'static str,
+        /// How many there are.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// Pinning was asked with no target class.
     #[error("no node class to pin the pod to")]
     NoTargetClass,

@@ -1,17 +1,20 @@
 //! Gathering a policy's artifact: from the per-policy memo while it is fresh, else through the
-//! registry seam with the credentials of its pull Secret (read from the apiserver each pass: a
-//! missing or malformed Secret is a condition, not an error).
+//! registry seam with the credentials of its pull Secret. The Secret is read with one `get` at
+//! every pass (nothing watches Secrets): its resourceVersion is part of the request, so a changed
+//! Secret is resolved with at the next pass (the next retry while failing, the next refresh
+//! while working). A missing, malformed or not-allowed Secret is a condition, not an error.
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 
 use super::context::Context;
 use super::error::Error;
 use super::memo::Memo;
 use super::source::{PullSecret, Request, Wanted};
 use crate::api::{ImageSelectionPolicy, Reason};
+use crate::cluster::secrets::SecretRead;
 use crate::resolution::status::Failure;
 
 /// The key of a dockerconfigjson Secret's content.
@@ -93,26 +96,36 @@ async fn prepare(
         }));
     };
     let (namespace, secret_name) = (&secret_ref.namespace, &secret_ref.name);
-    let failed = |message: String| {
+    let failed = |reason: Reason, message: String| {
         Ok(Err((
             Request {
                 wanted: wanted.clone(),
                 pull_secret: None,
             },
-            Failure {
-                reason: Reason::SecretInvalid,
-                message,
-            },
+            Failure { reason, message },
         )))
     };
-    let api: Api<Secret> = Api::namespaced(ctx.cluster.client.clone(), namespace);
-    let secret = match api.get_opt(secret_name).await {
-        Ok(Some(secret)) => secret,
-        Ok(None) => return failed(format!("pull secret {namespace}/{secret_name} not found")),
-        Err(kube::Error::Api(status)) if status.code == 403 => {
-            return failed(format!(
-                "pull secret {namespace}/{secret_name} cannot be read: {}",
-                status.message
+    let invalid = |message: String| failed(Reason::SecretInvalid, message);
+    let secrets = ctx.cluster.secrets();
+    let secret = match secrets.get(namespace, secret_name).await {
+        Ok(SecretRead::Found(secret)) => secret,
+        Ok(SecretRead::Missing) => {
+            return invalid(format!("pull secret {namespace}/{secret_name} not found"));
+        }
+        // Says nothing of the Secret itself: whether it exists there is not the policy's to know.
+        Ok(SecretRead::NotAllowed) => {
+            return failed(
+                Reason::SecretNotAllowed,
+                format!(
+                    "pull secrets are read only in the namespaces {} (--pull-secret-namespaces), \
+                     not in {namespace}",
+                    secrets.allowed()
+                ),
+            );
+        }
+        Ok(SecretRead::Forbidden(message)) => {
+            return invalid(format!(
+                "pull secret {namespace}/{secret_name} cannot be read: {message}"
             ));
         }
         Err(source) => {
@@ -134,7 +147,7 @@ async fn prepare(
                 docker_config_json: json,
             }),
         })),
-        Err(why) => failed(format!("pull secret {namespace}/{secret_name} {why}")),
+        Err(why) => invalid(format!("pull secret {namespace}/{secret_name} {why}")),
     }
 }
 

@@ -1,8 +1,8 @@
 //! Assembles the kube-runtime `Controller` over the shared cluster view: policies from their
 //! store's subscription (spec changes only), node and NodeFeature changes through the trackers
-//! (only the policies a change concerns), dockerconfigjson Secret changes (the policies naming
-//! them), a reconcile of every policy on becoming leader, and graceful shutdown (in-flight
-//! reconciles and writes finish).
+//! (only the policies a change concerns), a reconcile of every policy on becoming leader, and
+//! graceful shutdown (in-flight reconciles and writes finish). Pull Secrets are not watched:
+//! each pass reads its policy's Secret by name (see `gather`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -11,17 +11,17 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt, stream};
 use kube::ResourceExt;
+use kube::runtime::Controller;
 use kube::runtime::controller::Config;
-use kube::runtime::{Controller, WatchStreamExt};
 
 use super::context::{Context, Settings};
 use super::reconcile::{error_policy, reconcile};
 use super::source::Source;
-use super::trackers::{FeatureTracker, NodeTracker, Tracked, policies_for_secret};
+use super::trackers::{FeatureTracker, NodeTracker, Tracked};
 use crate::api::{ImageSelectionPolicy, REPORTING_CONTROLLER};
+use crate::cluster::ClusterView;
 use crate::cluster::events::EventReporter;
 use crate::cluster::reflected::{Change, Reflected};
-use crate::cluster::{ClusterView, watches};
 use crate::telemetry::{Metrics, error_chain};
 
 /// The controller's parts, before it runs.
@@ -70,7 +70,6 @@ pub fn controller(
             Change::Synced => Vec::new(),
         })
     });
-    let secret_policies = policies.store();
     let reporter = EventReporter::new(
         cluster.client.clone(),
         REPORTING_CONTROLLER,
@@ -81,7 +80,6 @@ pub fn controller(
         .debounce(settings.debounce)
         .concurrency(settings.concurrency);
     let gained = cluster.leadership.gained();
-    let secrets = watches::secrets(cluster.client.clone()).touched_objects();
     let context = Arc::new(Context::new(
         cluster,
         policies.store(),
@@ -95,9 +93,6 @@ pub fn controller(
         .with_config(config)
         .reconcile_on(node_triggers)
         .reconcile_on(feature_triggers)
-        .watches_stream(secrets, move |secret| {
-            policies_for_secret(&secret_policies, &secret)
-        })
         .reconcile_all_on(gained)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, context)

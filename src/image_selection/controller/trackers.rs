@@ -9,9 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use foldhash::fast::FixedState;
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::triggers::{Interest, Interests, NodeChange};
@@ -237,26 +235,6 @@ impl FeatureTracker {
         self.version.bump();
         policies(&self.interests, Interest::reads_features)
     }
-}
-
-/// The policies naming a Secret as their pull secret.
-pub fn policies_for_secret(
-    policies: &Store<ImageSelectionPolicy>,
-    secret: &PartialObjectMeta<Secret>,
-) -> Vec<ObjectRef<ImageSelectionPolicy>> {
-    let (namespace, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
-    policies
-        .state()
-        .iter()
-        .filter(|p| {
-            p.spec
-                .artifact
-                .pull_secret_ref
-                .as_ref()
-                .is_some_and(|r| r.namespace == namespace && r.name == name)
-        })
-        .map(|p| ObjectRef::from_obj(p.as_ref()))
-        .collect()
 }
 
 #[cfg(test)]

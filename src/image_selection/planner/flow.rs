@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kube::core::admission::{AdmissionRequest, Operation};
+use sha2::{Digest, Sha256};
 
 use super::choose::{List, choose, rewritten};
 use super::decide::{Verdict, decide};
-use super::index::{Candidate, Grouping, Index};
+use super::index::{Candidate, Grouping, Index, PlacementDigest};
 use super::written::Decided;
 use super::{DenyReason, Plan, SkipReason};
 use crate::api::pod::{DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL, MIRROR_ANNOTATION};
-use crate::classes::selection::{ClassSelector, Placement};
+use crate::classes::selection::{ClassSelector, Placement, required_terms};
 
 impl Index {
     /// Plans one admission request. Whether the request is a dry run does not change the plan
@@ -178,16 +179,7 @@ impl Index {
 /// Whether the pod's nodeSelector and required node affinity read only label keys the classes
 /// are drawn on, and no node name.
 fn reads_only_class_keys(spec: &PodSpec, grouping: &Grouping) -> bool {
-    let terms = spec
-        .affinity
-        .as_ref()
-        .and_then(|affinity| affinity.node_affinity.as_ref())
-        .and_then(|node| {
-            node.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .map(|required| required.node_selector_terms.as_slice())
-        .unwrap_or_default();
+    let terms = required_terms(spec);
     let by_name = terms
         .iter()
         .any(|term| term.match_fields.as_ref().is_some_and(|f| !f.is_empty()));
@@ -207,7 +199,7 @@ fn reads_only_class_keys(spec: &PodSpec, grouping: &Grouping) -> bool {
 
 /// What decides a pod's candidate nodes, written canonically: its nodeSelector (a sorted map)
 /// and its required node affinity.
-fn placement_key(spec: &PodSpec) -> Option<String> {
+pub(super) fn placement_key(spec: &PodSpec) -> Option<PlacementDigest> {
     let required = spec
         .affinity
         .as_ref()
@@ -216,7 +208,23 @@ fn placement_key(spec: &PodSpec) -> Option<String> {
             node.required_during_scheduling_ignored_during_execution
                 .as_ref()
         });
-    serde_json::to_string(&(&spec.node_selector, required)).ok()
+    let mut hasher = Hashing(Sha256::new());
+    serde_json::to_writer(&mut hasher, &(&spec.node_selector, required)).ok()?;
+    Some(hasher.0.finalize().into())
+}
+
+/// Streams what is written into a SHA-256, so a placement is hashed without a copy of it.
+struct Hashing(Sha256);
+
+impl std::io::Write for Hashing {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The class as required node affinity can pin it: its label values, else its node names.

@@ -44,8 +44,13 @@ pub(super) struct Candidate {
 #[derive(Debug, Default)]
 pub(super) struct Memo(Mutex<HashMap<MemoKey, Arc<[Candidate]>>>);
 
-/// A grouping (index in `Index::groupings`) and a placement written canonically.
-pub(super) type MemoKey = (usize, String);
+/// A grouping (index in `Index::groupings`) and the digest of a placement written canonically:
+/// a fixed 32 bytes per entry whatever the pod's selector and affinity weigh (SHA-256, so two
+/// placements never share an entry).
+pub(super) type MemoKey = (usize, PlacementDigest);
+
+/// The SHA-256 of a placement's canonical JSON.
+pub(super) type PlacementDigest = [u8; 32];
 
 impl Memo {
     /// The remembered answer for `key`, else `find()`'s, remembered. A poisoned lock only
@@ -138,7 +143,16 @@ impl Index {
                     .or_default()
                     .push(name.clone());
             }
-            let status = policy.status.as_ref();
+            // A status resolved from another artifact source than the spec names now (the spec
+            // changed, the controller has not caught up) serves nothing. A status that does not
+            // say (written before sources were recorded) is taken as it is.
+            let source = policy.spec.artifact.source_digest();
+            let status = policy.status.as_ref().filter(|s| {
+                s.artifact
+                    .as_ref()
+                    .and_then(|a| a.source.as_deref())
+                    .is_none_or(|recorded| recorded == source)
+            });
             let (grouping, rows) = match status.and_then(|s| s.class_keys.as_ref()) {
                 None => (None, Vec::new()),
                 Some(reads) => {

@@ -2,6 +2,7 @@ mod choice;
 mod containers;
 pub(crate) mod fixtures;
 mod index_reuse;
+mod memo;
 mod outcomes;
 mod patching;
 mod property;

@@ -21,6 +21,7 @@ struct Wanted {
 pub(super) fn conditions(
     inputs: &Inputs<'_>,
     status: &ImageSelectionPolicyStatus,
+    cut: Option<String>,
 ) -> Vec<Condition> {
     let serving = status.artifact.as_ref().map(|a| a.digest.as_str());
     let (resolved, degraded, stale) = match (inputs.artifact, serving) {
@@ -92,14 +93,38 @@ pub(super) fn conditions(
             reason: failure.reason,
             message: format!("no artifact: {}", failure.message),
         },
-        (ArtifactState::Current(_), _) => ready(inputs.spec, &status.classes),
+        (ArtifactState::Current(_), _) => {
+            let left_out = usize::try_from(status.class_count)
+                .unwrap_or_default()
+                .saturating_sub(status.classes.len());
+            if left_out > 0 {
+                Wanted {
+                    type_: ConditionType::Ready,
+                    status: false,
+                    reason: Reason::StatusTooLarge,
+                    message: format!(
+                        "{left_out} node classes are left out of the status (too large for etcd); \
+                         their pods are denied"
+                    ),
+                }
+            } else {
+                ready(inputs.spec, &status.classes)
+            }
+        }
     };
+    let truncated = cut.map(|message| Wanted {
+        type_: ConditionType::Truncated,
+        status: true,
+        reason: Reason::StatusTooLarge,
+        message,
+    });
     let previous = inputs
         .previous
         .map(|p| p.conditions.as_slice())
         .unwrap_or_default();
-    [ready, resolved, degraded]
+    [Some(ready), Some(resolved), Some(degraded), truncated]
         .into_iter()
+        .flatten()
         .map(|wanted| merge(previous, wanted, inputs.generation, inputs.now))
         .collect()
 }
@@ -145,7 +170,7 @@ fn ready(spec: &ImageSelectionPolicySpec, classes: &[ClassStatus]) -> Wanted {
             format!("all {} node classes have an image", classes.len()),
         );
     }
-    let names = unmatched.join(", ");
+    let names = listed(&unmatched);
     match (&spec.fallback_image, spec.on_no_match) {
         (Some(fallback), _) => wanted(
             true,
@@ -170,6 +195,18 @@ fn ready(spec: &ImageSelectionPolicySpec, classes: &[ClassStatus]) -> Wanted {
         ),
     }
 }
+
+/// Up to [`LISTED`] names, then how many more: a message stays short whatever the classes.
+fn listed(names: &[&str]) -> String {
+    let shown = names[..names.len().min(LISTED)].join(", ");
+    match names.len().checked_sub(LISTED) {
+        Some(more) if more > 0 => format!("{shown} and {more} more"),
+        _ => shown,
+    }
+}
+
+/// Names listed in a condition message.
+const LISTED: usize = 8;
 
 /// The condition with `lastTransitionTime` kept unless its status flips.
 fn merge(previous: &[Condition], wanted: Wanted, generation: Option<i64>, now: &Time) -> Condition {

@@ -715,3 +715,29 @@ fn every_reason_parses_back_from_its_text() {
 }
 
 mod candidates;
+
+#[test]
+fn a_changed_artifact_that_cannot_be_resolved_serves_nothing_from_the_previous_source() {
+    let mut case = Case::new();
+    let good = resolved("sha256:aaa");
+    let before = case.run(ArtifactState::Current(&good), None, &at(0)).status;
+    assert!(!before.classes.is_empty());
+    case.spec.artifact.reference = Some("127.0.0.1:5000/ocifit/other:v1".into());
+    case.generation = Some(2);
+    let failure = unavailable();
+    let out = case.run(
+        ArtifactState::Failed {
+            failure: &failure,
+            last_good: None,
+        },
+        Some(&before),
+        &at(60),
+    );
+    assert!(out.status.classes.is_empty(), "{:?}", out.status.classes);
+    assert_eq!(out.status.class_keys, None);
+    assert_eq!(out.status.artifact, None);
+    assert_eq!(
+        state(condition(&out.status, ConditionType::Ready)).0,
+        "False"
+    );
+}

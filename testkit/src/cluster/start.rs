@@ -138,6 +138,26 @@ struct Executables {
     kwok: Option<(PathBuf, Vec<PathBuf>)>,
 }
 
+impl Cluster {
+    /// Kills kube-apiserver with SIGKILL, as a crash would (etcd keeps the cluster's state).
+    pub fn kill_apiserver(&mut self) {
+        self.apiserver.kill();
+    }
+
+    /// Starts kube-apiserver again with its flags, and waits until it is ready.
+    pub async fn start_apiserver_again(&mut self, timeout: Duration) -> Result<()> {
+        self.apiserver.start_again()?;
+        let client = client(&self.config)?;
+        wait_until(
+            "kube-apiserver to be ready again",
+            timeout,
+            &mut [&mut self.apiserver],
+            || readyz(&client),
+        )
+        .await
+    }
+}
+
 impl Executables {
     fn locate(builder: &ClusterBuilder, tools: &Tools) -> Result<Self> {
         // kubectl is not started, but `Cluster::kubectl` needs it; a real node's tools are looked up

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 
-use super::{FLAVOR_LABEL, FLAVOR_PODS, REAL_FLAVOR, REAL_POD, say};
+use super::{
+    FLAVOR_LABEL, FLAVOR_PODS, REAL_FLAVOR, REAL_POD, RESULT, WORKFLOW_NAMESPACE, WorkflowRun, say,
+};
 use crate::cluster::Cluster;
 use crate::error::{Error, Result, kube as kube_error};
 use crate::tools::Tool;
@@ -109,6 +111,7 @@ pub(super) async fn summary(
     cluster: &Cluster,
     placements: &[Placement],
     real_log: &str,
+    workflow: &WorkflowRun,
     repo: &Path,
     stays_up: bool,
 ) -> Result<String> {
@@ -116,6 +119,18 @@ pub(super) async fn summary(
     let mut text = format!("$ kubectl get isp\n{isp}\n");
     text.push_str(&table(placements));
     let _ = write!(text, "\n$ kubectl logs {REAL_POD}\n{real_log}");
+    let caches = cluster
+        .kubectl(["get", "ac", "-n", WORKFLOW_NAMESPACE])
+        .await?;
+    let _ = write!(text, "\n$ kubectl get ac -n {WORKFLOW_NAMESPACE}\n{caches}");
+    for (job, seconds) in &workflow.steps {
+        let _ = writeln!(text, "Job {job}: created → complete in {seconds:.1} s");
+    }
+    let _ = write!(
+        text,
+        "$ oras pull --plain-http {}/{RESULT} && cat sum.txt\n{}",
+        workflow.cache_address, workflow.result
+    );
     if !stays_up {
         return Ok(text);
     }

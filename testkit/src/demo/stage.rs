@@ -12,7 +12,7 @@ use kube::api::PostParams;
 
 use super::{
     DemoOptions, FLAVOR_LABEL, FLAVOR_PODS, OPT_IN_LABEL, REAL_FLAVOR, REAL_NODE, REAL_NODE_TAINT,
-    REAL_POD, say,
+    REAL_POD, say, workflow,
 };
 use crate::cluster::Cluster;
 use crate::error::{Error, Result, io, kube as kube_error};
@@ -34,6 +34,8 @@ pub(super) struct Staged {
     pub ocifit: Process,
     /// Flavor → the image the artifact names for it.
     pub images: BTreeMap<String, String>,
+    /// The artifact cache workflow's images.
+    pub workflow_images: workflow::Images,
 }
 
 pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
@@ -72,7 +74,8 @@ pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
     ));
     apply_crd_dir(&client, &options.repo.join("crds")).await?;
     create_namespace(&client, NAMESPACE).await?;
-    let mut ocifit = start_ocifit(&cluster, options).await?;
+    let workflow_images = workflow::push_images(registry, &options.ocifit).await?;
+    let mut ocifit = start_ocifit(&cluster, options, &workflow_images.helper).await?;
     apply_flavor_policy(&cluster, &options.repo, &example.reference).await?;
     say(&format!(
         "applied example/policy.yaml with artifact.ref {}",
@@ -107,6 +110,7 @@ pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
         cluster,
         ocifit,
         images: example.images,
+        workflow_images,
     })
 }
 
@@ -129,8 +133,9 @@ fn real_pod() -> Result<Pod> {
 }
 
 /// Starts `ocifit run` (controller and webhook) on the host, serving a certificate for
-/// 127.0.0.1 from a demo CA, and registers the webhook for opted-in pods.
-async fn start_ocifit(cluster: &Cluster, options: &DemoOptions) -> Result<Process> {
+/// 127.0.0.1 from a demo CA with `helper` as the artifact cache's helper image, and registers the
+/// webhook for opted-in pods and the step webhooks.
+async fn start_ocifit(cluster: &Cluster, options: &DemoOptions, helper: &str) -> Result<Process> {
     let ca = CertificateAuthority::new("ocifit demo CA")?;
     let serving = ca.issue_server("ocifit-webhook", &["127.0.0.1"])?;
     let cert = options.state_dir.join("webhook.crt");
@@ -159,6 +164,8 @@ async fn start_ocifit(cluster: &Cluster, options: &DemoOptions) -> Result<Proces
         &cert.display().to_string(),
         "--tls-key-file",
         &key.display().to_string(),
+        "--artifact-helper-image",
+        helper,
     ]
     .iter()
     .map(OsString::from)
@@ -179,6 +186,12 @@ async fn start_ocifit(cluster: &Cluster, options: &DemoOptions) -> Result<Proces
     say(&format!(
         "registered MutatingWebhookConfiguration ocifit (objectSelector {OPT_IN_LABEL}=true)"
     ));
+    workflow::register_webhooks(
+        &cluster.client()?,
+        &format!("https://{webhook}"),
+        ca.cert_pem(),
+    )
+    .await?;
     Ok(process)
 }
 

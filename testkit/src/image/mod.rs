@@ -6,7 +6,7 @@
 
 mod recipes;
 
-pub use recipes::{flavor_image, ocifit_image, pause_image};
+pub use recipes::{flavor_image, ocifit_image, pause_image, registry_image, step_image};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

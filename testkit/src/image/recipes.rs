@@ -5,7 +5,9 @@
 //!   certificates, a passwd entry for the nonroot user) with the same user, entrypoint, command,
 //!   ports and labels;
 //! - a flavor image: Debian's static busybox that prints which flavor it is and waits to be stopped;
-//! - pause, the real node's pod sandbox.
+//! - pause, the real node's pod sandbox;
+//! - a registry: distribution's `registry` from the tools cache, as an ArtifactCache deploys it;
+//! - a workflow step's image: Debian's static busybox with the applets a shell script needs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -73,26 +75,17 @@ pub fn ocifit_image(binary: &Path, version: &str, revision: &str) -> Result<Imag
 /// An image that prints `line` (e.g. "flavor vanilla") and then waits until it is stopped; it
 /// answers SIGTERM at once, so its pods delete quickly.
 pub fn flavor_image(line: &str) -> Result<ImageBuilder> {
-    if !Path::new(BUSYBOX).is_file() {
-        return Err(Error::Format {
-            action: "build a flavor image".into(),
-            message: format!(
-                "{BUSYBOX} is missing: install Debian's busybox-static (tools/install)"
-            ),
-        });
-    }
-    let mut image = ImageBuilder::new().host_file(BUSYBOX, BUSYBOX, 0o755);
-    for applet in ["sh", "sleep", "echo", "cat", "ls", "wget"] {
-        image = image.symlink(&format!("/bin/{applet}"), "busybox");
-    }
-    Ok(image
-        .env("PATH", "/bin")
-        .env("FLAVOR_LINE", line)
-        .entrypoint(&[
-            "/bin/sh",
-            "-c",
-            "echo \"$FLAVOR_LINE\"; trap 'exit 0' TERM INT; while :; do sleep 1 & wait $!; done",
-        ]))
+    Ok(busybox(
+        "a flavor image",
+        &["sh", "sleep", "echo", "cat", "ls", "wget"],
+    )?
+    .env("PATH", "/bin")
+    .env("FLAVOR_LINE", line)
+    .entrypoint(&[
+        "/bin/sh",
+        "-c",
+        "echo \"$FLAVOR_LINE\"; trap 'exit 0' TERM INT; while :; do sleep 1 & wait $!; done",
+    ]))
 }
 
 /// The pod sandbox image: `pause` from the tools cache.
@@ -101,6 +94,50 @@ pub fn pause_image(tools: &Tools) -> Result<ImageBuilder> {
     Ok(ImageBuilder::new()
         .host_file("/pause", pause, 0o755)
         .entrypoint(&["/pause"]))
+}
+
+/// distribution's registry (the binary from the tools cache), started as the official image starts
+/// it (`registry serve /etc/distribution/config.yml`) with a config its `REGISTRY_*` environment
+/// completes.
+pub fn registry_image(tools: &Tools) -> Result<ImageBuilder> {
+    let registry = tools.path(Tool::Registry)?;
+    Ok(ImageBuilder::new()
+        .host_file("/bin/registry", registry, 0o755)
+        .file(
+            "/etc/distribution/config.yml",
+            "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: /var/lib/registry\nhttp:\n  addr: :5000\n",
+            0o644,
+        )
+        .directory("/var/lib/registry", 0o755, 0)
+        .expose(5000)
+        .entrypoint(&["/bin/registry", "serve", "/etc/distribution/config.yml"]))
+}
+
+/// A workflow step's image: Debian's static busybox with `sh` and the applets scripts use, no
+/// entrypoint (a step names its command).
+pub fn step_image() -> Result<ImageBuilder> {
+    let applets = [
+        "sh", "awk", "cat", "cp", "echo", "false", "ls", "mkdir", "seq", "sleep", "sort", "tr",
+        "wc",
+    ];
+    Ok(busybox("a step image", &applets)?.env("PATH", "/bin"))
+}
+
+/// An image of Debian's static busybox with `applets` linked in `/bin`.
+fn busybox(what: &str, applets: &[&str]) -> Result<ImageBuilder> {
+    if !Path::new(BUSYBOX).is_file() {
+        return Err(Error::Format {
+            action: format!("build {what}"),
+            message: format!(
+                "{BUSYBOX} is missing: install Debian's busybox-static (tools/install)"
+            ),
+        });
+    }
+    let mut image = ImageBuilder::new().host_file(BUSYBOX, BUSYBOX, 0o755);
+    for applet in applets {
+        image = image.symlink(&format!("/bin/{applet}"), "busybox");
+    }
+    Ok(image)
 }
 
 /// The shared libraries `binary` links and its dynamic loader, as `ldd` lists them (none for a

@@ -27,6 +27,15 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// bcrypt's lowest cost: the registry checks the password on every request.
 const BCRYPT_COST: u32 = 4;
 
+/// One htpasswd line (bcrypt, as distribution reads it) for `username` and `password`.
+pub fn htpasswd_line(username: &str, password: &str) -> Result<String> {
+    let hash = bcrypt::hash(password, BCRYPT_COST).map_err(|e| Error::Format {
+        action: "hash the registry password".into(),
+        message: e.to_string(),
+    })?;
+    Ok(format!("{username}:{hash}\n"))
+}
+
 /// A user name and password for the registry's basic auth.
 #[derive(Clone, Debug)]
 pub struct Credentials {
@@ -244,14 +253,12 @@ impl RegistryBuilder {
             "http": {"addr": addr},
         });
         if let Some(credentials) = &self.credentials {
-            let hash =
-                bcrypt::hash(&credentials.password, BCRYPT_COST).map_err(|e| Error::Format {
-                    action: "hash the registry password".into(),
-                    message: e.to_string(),
-                })?;
             let htpasswd = workdir.join("htpasswd");
-            std::fs::write(&htpasswd, format!("{}:{hash}\n", credentials.username))
-                .map_err(io("write", &htpasswd))?;
+            std::fs::write(
+                &htpasswd,
+                htpasswd_line(&credentials.username, &credentials.password)?,
+            )
+            .map_err(io("write", &htpasswd))?;
             config["auth"] = serde_json::json!({
                 "htpasswd": {"realm": "ocifit-test", "path": htpasswd},
             });

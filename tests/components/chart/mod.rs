@@ -6,6 +6,7 @@
 //! value. Against the real cluster: the cluster tests' `chart_cluster` and `chart_wiring`.
 
 mod generated;
+mod pull_secrets;
 mod render;
 mod sync;
 mod values;

@@ -113,7 +113,8 @@ async fn the_placement_gate_comes_second_fails_open_and_never_sees_opted_out_or_
     let rendered = documents(&render(&[]).await.unwrap());
     let configuration = find(&rendered, "MutatingWebhookConfiguration", "ocifit");
     let webhooks = configuration["webhooks"].as_array().unwrap();
-    assert_eq!(webhooks.len(), 2);
+    // Image selection's, the gate, then the artifact cache's two step webhooks.
+    assert_eq!(webhooks.len(), 4);
     // Called after image selection's, in the order listed.
     let gate = &webhooks[1];
     assert_eq!(gate["name"], "placement.ocifit.io");
@@ -134,7 +135,14 @@ async fn the_placement_gate_comes_second_fails_open_and_never_sees_opted_out_or_
     );
     let off = documents(&render(&["placement.enabled=false"]).await.unwrap());
     let configuration = find(&off, "MutatingWebhookConfiguration", "ocifit");
-    assert_eq!(configuration["webhooks"].as_array().unwrap().len(), 1);
+    let names: Vec<&str> = configuration["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|webhook| webhook["name"].as_str())
+        .collect();
+    assert!(!names.contains(&"placement.ocifit.io"), "{names:?}");
+    assert_eq!(names.len(), 3, "{names:?}");
 }
 
 #[tokio::test]
@@ -188,6 +196,64 @@ async fn the_webhook_sees_only_opted_in_pods_outside_kube_system_and_its_own_nam
     assert_eq!(
         selector["matchExpressions"][1],
         json!({"key": "env", "operator": "Exists"})
+    );
+}
+
+#[tokio::test]
+async fn the_step_webhooks_see_pods_and_jobs_of_opted_in_namespaces_only_and_never_a_caches_pods() {
+    let rendered = documents(&render(&["image.tag=1.2.3"]).await.unwrap());
+    let webhooks = &find(&rendered, "MutatingWebhookConfiguration", "ocifit")["webhooks"];
+    // After image selection's and placement's gate.
+    for (at, kind, group) in [(2, "pods", ""), (3, "jobs", "batch")] {
+        let webhook = &webhooks[at];
+        assert_eq!(webhook["name"], format!("{kind}.steps.artifacts.ocifit.io"));
+        assert_eq!(webhook["failurePolicy"], "Fail");
+        assert_eq!(webhook["sideEffects"], "None");
+        assert_eq!(webhook["reinvocationPolicy"], "Never");
+        assert_eq!(
+            webhook["clientConfig"]["service"]["path"],
+            format!("/artifacts/{kind}")
+        );
+        assert_eq!(
+            webhook["rules"],
+            json!([{"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": [kind], "scope": "Namespaced"}])
+        );
+        assert_eq!(
+            webhook["namespaceSelector"],
+            json!({
+                "matchLabels": {"artifacts.ocifit.io/steps": "enabled"},
+                "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]}]
+            })
+        );
+        assert_eq!(
+            webhook["objectSelector"],
+            json!({"matchExpressions": [{"key": "app.kubernetes.io/managed-by", "operator": "NotIn", "values": ["ocifit"]}]})
+        );
+    }
+    assert!(
+        args(&rendered).contains(&"--artifact-helper-image=ghcr.io/ocifit/ocifit:1.2.3".to_owned()),
+        "the helpers default to ocifit's own image"
+    );
+
+    let other = documents(
+        &render(&["artifactCache.helperImage=registry.example/helper:v1"])
+            .await
+            .unwrap(),
+    );
+    assert!(
+        args(&other).contains(&"--artifact-helper-image=registry.example/helper:v1".to_owned())
+    );
+
+    let off = documents(&render(&["artifactCache.enabled=false"]).await.unwrap());
+    let webhooks = find(&off, "MutatingWebhookConfiguration", "ocifit")["webhooks"]
+        .as_array()
+        .expect("webhooks")
+        .len();
+    assert_eq!(webhooks, 2, "only image selection's webhook and placement's gate");
+    assert!(
+        !args(&off)
+            .iter()
+            .any(|a| a.starts_with("--artifact-helper-image"))
     );
 }
 

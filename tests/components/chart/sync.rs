@@ -11,7 +11,8 @@ use super::generated::{self, HOW};
 use super::{documents, file_documents, find, has, render};
 
 /// The CRD files of `crds/`, by file name.
-const CRD_FILES: [&str; 2] = [
+const CRD_FILES: [&str; 3] = [
+    "artifactcaches.ocifit.io.yaml",
     "imageselectionpolicies.ocifit.io.yaml",
     "placementpolicies.ocifit.io.yaml",
 ];
@@ -81,6 +82,11 @@ async fn rendered_rbac_is_config_rbac() {
             "ocifit-webhook-certificates",
         ),
         (
+            "config/rbac/pull_secrets_role.yaml",
+            "Role",
+            "ocifit-pull-secrets",
+        ),
+        (
             "config/rbac/webhook_certificates_role.yaml",
             "ClusterRole",
             "ocifit-webhook-certificates",
@@ -107,6 +113,11 @@ async fn rendered_rbac_is_config_rbac() {
             "config/rbac/webhook_certificates_role_binding.yaml",
             "RoleBinding",
             "ocifit-webhook-certificates",
+        ),
+        (
+            "config/rbac/pull_secrets_role_binding.yaml",
+            "RoleBinding",
+            "ocifit-pull-secrets",
         ),
         (
             "config/rbac/webhook_certificates_role_binding.yaml",

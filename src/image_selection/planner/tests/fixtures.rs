@@ -131,6 +131,7 @@ pub fn status_over(
             format: Format::Ocifit,
             candidates: 2,
             fetched_at: None,
+            source: None,
         }),
         class_keys: Some(reads),
         class_count: classes.len() as i32,

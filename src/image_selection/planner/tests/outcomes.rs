@@ -418,3 +418,23 @@ fn classes_drawn_on_nfd_features_are_pinned_by_node_name() {
         .collect();
     assert_eq!(placed, ["a1", "a2"]);
 }
+
+#[test]
+fn a_status_from_another_artifact_source_serves_no_image() {
+    let mut changed = policy("flavors", json!({}));
+    let mut status = status_over(&changed, &inventory(), &flavor_images());
+    let artifact = status.artifact.as_mut().unwrap();
+    artifact.source = Some(changed.spec.artifact.source_digest());
+    let same = index(&[{
+        let mut p = changed.clone();
+        p.status = Some(status.clone());
+        p
+    }]);
+    let pod = simple_pod(json!({}), json!({"nodeSelector": {"zone": "a"}}));
+    assert!(matches!(plan(&same, &pod), Plan::Patch { .. }));
+    // The spec now names another artifact; the status is still the old one's.
+    changed.spec.artifact.reference = Some("registry.local/other:v2".into());
+    changed.status = Some(status);
+    let (reason, _) = denied(&plan(&index(&[changed]), &pod));
+    assert_eq!(reason, "PolicyNotReady");
+}

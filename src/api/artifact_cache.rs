@@ -1,0 +1,310 @@
+//! The ArtifactCache custom resource (a registry a workflow's steps pull their inputs from and push
+//! their outputs to) and the step contract: the oras-operator's annotation names, kept as they are so
+//! workflow tools that write them work unchanged. Types and constants only.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The registry image deployed when `spec.image` is not set: distribution's official image.
+pub const DEFAULT_REGISTRY_IMAGE: &str = "docker.io/library/registry:3.0.0";
+
+/// The port the deployed registry listens on, and its Service's port.
+pub const REGISTRY_PORT: i32 = 5000;
+
+/// What the user asks: a registry to deploy (image, storage, resources, credentials), or an existing
+/// one to use.
+// Each printcolumn repeats `type_ = "string"`; clippy reads those as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "ocifit.io",
+    version = "v1alpha1",
+    kind = "ArtifactCache",
+    plural = "artifactcaches",
+    shortname = "ac",
+    category = "ocifit",
+    namespaced,
+    status = "ArtifactCacheStatus",
+    derive = "PartialEq",
+    doc = "An OCI registry for a workflow's artifacts: steps (pods and Jobs annotated with the oras-operator's contract) in this namespace pull their inputs from it before they start and push their outputs to it when they succeed.",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#,
+        description = "Whether steps can use the cache"
+    ),
+    printcolumn(
+        name = "Endpoint",
+        type_ = "string",
+        json_path = ".status.endpoint",
+        description = "host:port steps reach the registry at"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(validation = Rule::new("self.deploy != has(self.endpoint)")
+    .message("set endpoint exactly when deploy is false: it names the existing registry to use instead of deploying one"))]
+#[x_kube(validation = Rule::new("self.deploy || (!has(self.image) && !has(self.storage) && !has(self.resources) && !has(self.htpasswdSecretRef) && !has(self.nodeSelector) && !has(self.tolerations))")
+    .message("image, storage, resources, htpasswdSecretRef, nodeSelector and tolerations describe the deployed registry; they cannot be set with deploy: false"))]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactCacheSpec {
+    /// Deploy a registry for this cache (the default), or use an existing one at `endpoint`.
+    #[serde(default = "deploy_default")]
+    pub deploy: bool,
+
+    /// The registry image to deploy (distribution's `registry`, or any image that serves the OCI
+    /// distribution API on port 5000 and takes distribution's `REGISTRY_*` environment).
+    /// Default `docker.io/library/registry:3.0.0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512), regex(pattern = r"^\S+$"))]
+    pub image: Option<String>,
+
+    /// Where the deployed registry keeps its content. Default: an emptyDir of at most 10Gi, which
+    /// lives as long as the registry's pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<CacheStorage>,
+
+    /// CPU and memory for the registry container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// Node labels the registry's pod must match (its `nodeSelector`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+
+    /// Taints the registry's pod tolerates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+
+    /// A Secret in this namespace holding an htpasswd file (bcrypt entries) under `key`: the
+    /// registry then requires basic auth, and steps name a Secret with `ORAS_USER`,
+    /// `ORAS_PULL_PASS` and `ORAS_PUSH_PASS` in their `oras-env` annotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub htpasswd_secret_ref: Option<SecretKeyReference>,
+
+    /// `host[:port]` of an existing registry to use instead of deploying one (only with
+    /// `deploy: false`), e.g. `registry.example.com` or `10.0.0.12:5000`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[A-Za-z0-9.\-\[\]:]+$"))]
+    pub endpoint: Option<String>,
+
+    /// Reach `endpoint` over plain HTTP instead of HTTPS. The deployed registry is always reached
+    /// over plain HTTP inside the cluster.
+    #[serde(default, rename = "plainHTTP")]
+    pub plain_http: bool,
+}
+
+fn deploy_default() -> bool {
+    true
+}
+
+/// Where a deployed registry keeps its content: exactly one of the two.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(validation = Rule::new("has(self.emptyDir) != has(self.persistentVolumeClaim)")
+    .message("set exactly one of storage.emptyDir and storage.persistentVolumeClaim"))]
+#[serde(rename_all = "camelCase")]
+pub struct CacheStorage {
+    /// Node-local scratch space, lost when the registry's pod goes away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_dir: Option<EmptyDirStorage>,
+    /// A PersistentVolumeClaim the cache owns (deleted with it): content survives the registry's
+    /// pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<ClaimStorage>,
+}
+
+/// An emptyDir for the registry's content.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EmptyDirStorage {
+    /// The most the registry may store; the kubelet evicts the registry's pod beyond it.
+    pub size_limit: Quantity,
+}
+
+/// A PersistentVolumeClaim for the registry's content.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimStorage {
+    /// The size requested.
+    pub size: Quantity,
+    /// The StorageClass; the cluster's default class when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub storage_class_name: Option<String>,
+}
+
+/// A key of a Secret in the cache's namespace.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyReference {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key holding the htpasswd file. Default `htpasswd`.
+    #[serde(default = "htpasswd_key_default")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+fn htpasswd_key_default() -> String {
+    "htpasswd".to_string()
+}
+
+/// What the controller observed: where steps reach the cache, and whether they can.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactCacheStatus {
+    /// The `metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// `host:port` steps reach the registry at: the Service's ClusterIP and port for a deployed
+    /// registry (so no cluster DNS is needed), or `spec.endpoint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+
+    /// Whether steps reach `endpoint` over plain HTTP.
+    #[serde(default, rename = "plainHTTP")]
+    pub plain_http: bool,
+
+    /// Standard conditions: `Ready`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// The `reason` of an ArtifactCache's `Ready` condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CacheReason {
+    /// The registry answers and its Service has a ClusterIP: steps can use it.
+    Available,
+    /// The registry's Deployment has no ready replica yet.
+    Deploying,
+    /// The registry's Service has no ClusterIP yet.
+    ServicePending,
+    /// `deploy: false`: steps use `spec.endpoint` as it is.
+    External,
+}
+
+impl CacheReason {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Available => "Available",
+            Self::Deploying => "Deploying",
+            Self::ServicePending => "ServicePending",
+            Self::External => "External",
+        }
+    }
+}
+
+impl fmt::Display for CacheReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The step contract: annotations on a pod, or on a Job (which shape its pod template), under the
+/// oras-operator's prefix, so workflow tools written for it work unchanged.
+pub mod step {
+    /// The prefix of every annotation of the contract.
+    pub const PREFIX: &str = "oras.converged-computing.github.io/";
+
+    /// The ArtifactCache to use, in the pod's namespace (default [`DEFAULT_CACHE`]).
+    pub const ORAS_CACHE: &str = "oras-cache";
+    /// The cache used when `oras-cache` is absent, as in the oras-operator.
+    pub const DEFAULT_CACHE: &str = "oras";
+    /// An artifact to pull before the step (`repository:tag`); `input-uri_N` for several.
+    pub const INPUT_URI: &str = "input-uri";
+    /// Where the inputs appear in the step's container.
+    pub const INPUT_PATH: &str = "input-path";
+    /// The artifact to push when the step succeeds.
+    pub const OUTPUT_URI: &str = "output-uri";
+    /// The file or directory to push.
+    pub const OUTPUT_PATH: &str = "output-path";
+    /// A file the step's standard output is written to (then pushable).
+    pub const OUTPUT_PIPE: &str = "output-pipe";
+    /// Whether directories travel as unpacked `.tar.gz` layers (default `true`).
+    pub const UNPACK: &str = "unpack";
+    /// A registry (`host[:port]`, or `http://host[:port]` for plain HTTP) used for every URI of
+    /// the step instead of the cache.
+    pub const REGISTRY: &str = "registry";
+    /// A Secret with `ORAS_USER`, `ORAS_PULL_PASS` and `ORAS_PUSH_PASS`.
+    pub const ORAS_ENV: &str = "oras-env";
+    /// Which container is the step (required when there are several).
+    pub const CONTAINER: &str = "container";
+    /// Log the parsed settings and every transfer.
+    pub const DEBUG: &str = "debug";
+    /// The oras-operator's script and sidecar settings: accepted and ignored, with a warning.
+    pub const IGNORED: [&str; 3] = ["entrypoint", "oras-entrypoint", "oras-container"];
+
+    /// Set on a pod (or a Job's pod template) once its steps are injected, so nothing is injected
+    /// twice.
+    pub const INJECTED: &str = "artifacts.ocifit.io/injected";
+
+    /// The namespace label (value [`NAMESPACE_OPT_IN_VALUE`]) that sends the namespace's Pods and
+    /// Jobs to the step webhooks; no other namespace's objects ever reach them.
+    pub const NAMESPACE_OPT_IN: &str = "artifacts.ocifit.io/steps";
+    /// The value of [`NAMESPACE_OPT_IN`].
+    pub const NAMESPACE_OPT_IN_VALUE: &str = "enabled";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_cache_reads_as_a_typed_cache() {
+        let cache: ArtifactCache =
+            serde_saphyr::from_str(include_str!("../../example/artifacts/cache.yaml")).unwrap();
+        assert_eq!(cache.metadata.name.as_deref(), Some("oras"));
+        assert!(cache.spec.deploy);
+        let storage = cache.spec.storage.unwrap();
+        assert_eq!(
+            storage.empty_dir.unwrap().size_limit,
+            Quantity("2Gi".into())
+        );
+    }
+
+    #[test]
+    fn an_empty_spec_deploys_with_the_documented_defaults() {
+        let spec: ArtifactCacheSpec = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert!(spec.deploy);
+        assert!(!spec.plain_http);
+        assert_eq!(spec.image, None);
+        assert_eq!(spec.endpoint, None);
+    }
+
+    #[test]
+    fn the_htpasswd_key_defaults_to_htpasswd() {
+        let spec: ArtifactCacheSpec = serde_json::from_value(
+            serde_json::json!({"htpasswdSecretRef": {"name": "cache-users"}}),
+        )
+        .unwrap();
+        assert_eq!(spec.htpasswd_secret_ref.unwrap().key, "htpasswd");
+    }
+
+    #[test]
+    fn status_serializes_with_the_documented_field_names() {
+        let status = ArtifactCacheStatus {
+            observed_generation: Some(2),
+            endpoint: Some("10.0.0.17:5000".into()),
+            plain_http: true,
+            conditions: Vec::new(),
+        };
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"observedGeneration": 2, "endpoint": "10.0.0.17:5000", "plainHTTP": true})
+        );
+    }
+}

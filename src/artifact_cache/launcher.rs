@@ -1,0 +1,206 @@
+//! `ocifit artifact launch`: runs a step's command in its own container (through the loader the
+//! init container installed), writes its standard output to `output-pipe` when asked, forwards
+//! SIGTERM and SIGINT to it, and when it succeeds hands its outputs to the pusher and waits for the
+//! push. The container's exit status is the step's: the command's own when it fails (nothing is
+//! pushed), 0 when it succeeded and its outputs were pushed, [`EXIT_PUSH_FAILED`] when they could
+//! not be (with the reason as the container's termination message).
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use rustix::process::{Pid, Signal, kill_process};
+use tokio::process::Command;
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::handoff::{self, Outcome, Request};
+
+/// The step succeeded but its outputs were not pushed (EX_TEMPFAIL: another try may succeed).
+pub const EXIT_PUSH_FAILED: u8 = 75;
+/// The step's command cannot be run (as a shell says for a file it cannot execute).
+pub const EXIT_CANNOT_RUN: u8 = 126;
+/// The step's command does not exist (as a shell says).
+pub const EXIT_NOT_FOUND: u8 = 127;
+
+/// What to run and what to do after.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The run volume shared with the pusher.
+    pub run: PathBuf,
+    /// The file or directory to push when the step succeeds (relative to the working directory).
+    pub push: Option<PathBuf>,
+    /// The file the command's standard output goes to.
+    pub pipe: Option<PathBuf>,
+    /// Where the container's termination message is read from.
+    pub termination_log: Option<PathBuf>,
+    /// The longest wait for the pusher's answer.
+    pub push_timeout: Duration,
+    /// The step's command and its arguments.
+    pub command: Vec<OsString>,
+}
+
+/// Runs the step; the container's exit status.
+pub async fn launch(launch: &Launch) -> u8 {
+    let Some((program, args)) = launch.command.split_first() else {
+        return fail(launch, EXIT_CANNOT_RUN, "no command to run".to_string());
+    };
+    let mut command = Command::new(program);
+    command.args(args);
+    if let Some(pipe) = &launch.pipe {
+        match open_pipe(pipe) {
+            Ok(file) => {
+                command.stdout(Stdio::from(file));
+            }
+            Err(err) => {
+                return fail(
+                    launch,
+                    EXIT_CANNOT_RUN,
+                    format!("cannot write output-pipe {}: {err}", pipe.display()),
+                );
+            }
+        }
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            let code = if err.kind() == io::ErrorKind::NotFound {
+                EXIT_NOT_FOUND
+            } else {
+                EXIT_CANNOT_RUN
+            };
+            return fail(
+                launch,
+                code,
+                format!("cannot run {}: {err}", program.to_string_lossy()),
+            );
+        }
+    };
+    let status = match wait_forwarding_signals(&mut child).await {
+        Ok(status) => status,
+        Err(err) => {
+            return fail(
+                launch,
+                EXIT_CANNOT_RUN,
+                format!("lost the step's command: {err}"),
+            );
+        }
+    };
+    if !status.success() {
+        let code = exit_code(status);
+        // The step's own termination message, if it wrote one, is left as it is.
+        eprintln!("ocifit: the step ended with status {code}; its outputs are not pushed");
+        return code;
+    }
+    let Some(output) = &launch.push else {
+        return 0;
+    };
+    match push(launch, output).await {
+        Ok(Outcome::Pushed { reference, digest }) => {
+            eprintln!("ocifit: pushed the step's outputs to {reference} ({digest})");
+            0
+        }
+        Ok(Outcome::Failed { message }) => fail(
+            launch,
+            EXIT_PUSH_FAILED,
+            format!("the step succeeded but its outputs were not pushed: {message}"),
+        ),
+        Err(message) => fail(
+            launch,
+            EXIT_PUSH_FAILED,
+            format!("the step succeeded but its outputs were not pushed: {message}"),
+        ),
+    }
+}
+
+fn open_pipe(pipe: &Path) -> io::Result<fs::File> {
+    if let Some(parent) = pipe.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)?;
+    }
+    fs::File::create(pipe)
+}
+
+/// Waits for the command, passing SIGTERM and SIGINT on to it (the kubelet stops a pod with
+/// SIGTERM to the container's first process, which is this one).
+async fn wait_forwarding_signals(child: &mut tokio::process::Child) -> io::Result<ExitStatus> {
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(Pid::from_raw);
+    loop {
+        let forward = tokio::select! {
+            status = child.wait() => return status,
+            _ = terminate.recv() => Signal::TERM,
+            _ = interrupt.recv() => Signal::INT,
+        };
+        if let Some(pid) = pid {
+            // The command may have ended meanwhile; its status comes next.
+            let _ = kill_process(pid, forward);
+        }
+    }
+}
+
+/// A shell's exit status for a command: its code, or 128 + the signal that ended it.
+fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
+        (None, Some(signal)) => u8::try_from(128 + (signal & 0x7f)).unwrap_or(1),
+        (None, None) => 1,
+    }
+}
+
+/// Stages the outputs, asks the pusher, waits for its answer.
+async fn push(launch: &Launch, output: &Path) -> Result<Outcome, String> {
+    let request = Request::new(run_id());
+    let into = launch.run.join(&request.outputs);
+    let staged = tokio::task::spawn_blocking({
+        let output = output.to_path_buf();
+        move || handoff::stage(&output, &into)
+    })
+    .await
+    .map_err(|err| format!("staging stopped: {err}"))?
+    .map_err(|err| format!("cannot read the output {}: {err}", output.display()))?;
+    tracing::debug!(staged = %staged.display(), "outputs staged");
+    handoff::write(&launch.run, handoff::REQUEST, &request)
+        .map_err(|err| format!("cannot ask the pusher: {err}"))?;
+    let started = Instant::now();
+    loop {
+        match handoff::read::<Outcome>(&launch.run, &request.result_file()) {
+            Ok(Some(outcome)) => return Ok(outcome),
+            Ok(None) => {}
+            Err(err) => return Err(format!("cannot read the pusher's answer: {err}")),
+        }
+        if started.elapsed() > launch.push_timeout {
+            return Err(format!(
+                "the pusher did not answer within {} s",
+                launch.push_timeout.as_secs()
+            ));
+        }
+        tokio::time::sleep(handoff::POLL).await;
+    }
+}
+
+fn run_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos}", std::process::id())
+}
+
+/// Says why on stderr and in the termination message; the exit status.
+fn fail(launch: &Launch, code: u8, message: String) -> u8 {
+    eprintln!("ocifit: {message}");
+    if let Some(path) = &launch.termination_log {
+        // Without a termination log the message is still in the container's log.
+        let _ = fs::write(path, format!("ocifit: {message}"));
+    }
+    code
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,147 @@
+//! The workflow artifact cache: the ArtifactCache controller (each cache's registry deployed and
+//! kept, its status), the step routes on the admission host (the oras-operator's annotations on
+//! Pods and Jobs turned into a pod mutation, or a denial), and the step helper (`ocifit artifact
+//! …`) that pulls a step's inputs before it starts and pushes its outputs when it succeeds, in the
+//! ORAS artifact layout. Built on the cluster view and the admission host; imports no other
+//! feature.
+//!
+//! Pure parts: `layout` (the ORAS layout both ways), `planner` (annotations → patch or denial),
+//! `desired` (a cache's Deployment, Service and claim), `status` (a cache's status from its
+//! objects). Adapters: `controller`, `route`, `archive`, `channel`, `pull`, `push` (bytes between
+//! disk and registry), `install`, `launcher`, `handoff`, `steps` (what runs in a step's pod).
+
+mod archive;
+mod channel;
+pub mod controller;
+pub mod credentials;
+pub mod desired;
+mod handoff;
+mod install;
+mod launcher;
+mod layout;
+pub mod planner;
+mod pull;
+mod push;
+pub mod route;
+pub mod status;
+mod steps;
+
+pub use archive::{ArchiveError, PackCount, UnpackCount};
+pub use install::InstallError;
+pub use launcher::{EXIT_CANNOT_RUN, EXIT_NOT_FOUND, EXIT_PUSH_FAILED, Launch, launch};
+pub use layout::{
+    DEFAULT_ARTIFACT_TYPE, DIRECTORY_MEDIA_TYPE, FILE_MEDIA_TYPE, LayoutError, TAR_DIGEST, TITLE,
+    UNPACK,
+};
+pub use pull::{PullError, Pulled, PulledLayer, pull};
+pub use push::{PushError, PushRequest, Pushed, push};
+pub use steps::{PUSH_TIMEOUT, PrepareError, deliver, prepare};
+
+use std::sync::Arc;
+
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::admission::route::Route;
+use crate::api::{ArtifactCache, REPORTING_CONTROLLER};
+use crate::cluster::events::EventReporter;
+use crate::cluster::reflected::{Reflected, reflect};
+use crate::cluster::{ClusterView, Shutdown, Tasks, until};
+use crate::registry::{self, Reference, Registry, RegistryOptions};
+use crate::telemetry::Metrics;
+use planner::Helper;
+use route::{StepJobs, StepPods, Steps};
+
+/// What the artifact cache needs from the rest of the process.
+pub struct Parts {
+    /// The cluster view.
+    pub cluster: ClusterView,
+    /// Metrics (the controller's Events are counted there).
+    pub metrics: Arc<Metrics>,
+    /// This replica's identity, on its Events.
+    pub identity: String,
+    /// The helper containers' image (ocifit's own); `None` refuses steps that move artifacts.
+    pub helper: Option<Helper>,
+    /// Resolves once shutdown begins.
+    pub shutdown: Shutdown,
+}
+
+/// The artifact cache, running.
+pub struct Running {
+    /// The cache watch and the controller.
+    pub tasks: Tasks,
+    /// The caches, as reflected.
+    pub caches: Reflected<ArtifactCache>,
+    /// The step routes (Pods, Jobs) for the admission host.
+    pub routes: Vec<Route>,
+}
+
+/// Starts the artifact cache over the cluster view: every replica watches the caches (admission
+/// reads them); the leader reconciles them.
+pub fn run(parts: Parts) -> Running {
+    let Parts {
+        cluster,
+        metrics,
+        identity,
+        helper,
+        shutdown,
+    } = parts;
+    let (caches, watch) = reflect(
+        watcher(
+            Api::<ArtifactCache>::all(cluster.client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|cache| cache.metadata.managed_fields = None),
+        "artifactcaches",
+    );
+    let reporter = EventReporter::new(
+        cluster.client.clone(),
+        REPORTING_CONTROLLER,
+        identity,
+        metrics,
+    );
+    let steps = Steps {
+        caches: caches.store(),
+        helper,
+    };
+    let routes = vec![
+        Route::new(route::PODS, StepPods(steps.clone())),
+        Route::new(route::JOBS, StepJobs(steps)),
+    ];
+    let controller = controller::controller(cluster, reporter, &caches, shutdown.clone().wait());
+    Running {
+        tasks: vec![
+            ("artifact cache watch", until(shutdown, watch)),
+            ("artifact cache controller", controller),
+        ],
+        caches,
+        routes,
+    }
+}
+
+/// The gzip level of directory layers unless told otherwise: fast, since a cache sits next to its
+/// steps and time matters more than a few percent of size.
+pub const DEFAULT_COMPRESSION: u32 = 1;
+
+/// A registry client for transfers to and from the references' registries, with the credentials
+/// of `direction` from the environment.
+pub fn client(
+    references: &[&Reference],
+    plain_http: bool,
+    direction: credentials::Direction,
+) -> Result<Registry, registry::Error> {
+    let mut hosts: Vec<&str> = references.iter().map(|r| r.registry()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    let options = RegistryOptions {
+        plain_http: if plain_http {
+            hosts.iter().map(|h| (*h).to_string()).collect()
+        } else {
+            Vec::new()
+        },
+        credentials: credentials::from_environment(&hosts, direction)?,
+        ..RegistryOptions::default()
+    };
+    Registry::new(options)
+}

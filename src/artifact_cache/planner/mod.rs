@@ -1,0 +1,285 @@
+//! The step planner: a pod's (or a Job's pod template's) oras-operator annotations and the
+//! namespace's cache become the pod mutation that pulls the step's inputs before it starts and
+//! pushes its outputs when it succeeds, or a denial naming what is wrong. Pure: the admission route
+//! looks the cache up and applies the answer; this file decides.
+//!
+//! The mechanism (see `docs/artifact-cache.md`): an init container (`ocifit-prepare`, ocifit's
+//! image) pulls the inputs into a volume mounted at `input-path` in the step's container and, when
+//! the step has outputs, puts ocifit's launcher (the binary with its loader and libraries) in a
+//! shared volume; the step's command runs under that launcher, which writes `output-pipe`, and on
+//! success hands the outputs to a native sidecar (`ocifit-push`) that holds the credentials and
+//! pushes them; the launcher exits with the push's outcome, so a failed push fails the step.
+
+mod mutation;
+mod patch;
+mod settings;
+
+use std::collections::BTreeMap;
+
+use json_patch::Patch;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
+
+use crate::api::step;
+
+pub use settings::{Source, StepSettings};
+
+/// What the planner knows of the cache a step names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheState {
+    /// Ready: steps reach it at `endpoint` (`host:port`).
+    Ready { endpoint: String, plain_http: bool },
+    /// It exists but is not Ready, for this reason (the condition's message).
+    NotReady { reason: String },
+    /// No ArtifactCache of that name in the namespace.
+    Missing,
+}
+
+/// The helper containers' image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Helper {
+    /// ocifit's own image (its entrypoint is `ocifit`).
+    pub image: String,
+    /// Its pull policy, when set.
+    pub pull_policy: Option<String>,
+}
+
+/// The planner's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// No annotation of the contract: admit unchanged.
+    NotAStep,
+    /// Injected before (the marker annotation is there): admit unchanged.
+    AlreadyInjected,
+    /// A step with nothing to move: admit unchanged, with these warnings.
+    Unchanged { warnings: Vec<String> },
+    /// Admit with this patch (RFC 6902, against the object as sent) and these warnings.
+    Patch { patch: Patch, warnings: Vec<String> },
+    /// Refuse.
+    Deny(Denial),
+}
+
+/// Why a step is refused; each message names the annotation or field to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Denial {
+    #[error("annotation {key} is empty")]
+    EmptyAnnotation { key: String },
+    #[error(
+        "annotation {key} is not part of the step contract (known: oras-cache, input-uri, input-uri_N, input-path, output-uri, output-path, output-pipe, unpack, registry, oras-env, container, debug)"
+    )]
+    UnknownAnnotation { key: String },
+    #[error("annotation {key} is {value:?}; expected {expected}")]
+    InvalidAnnotation {
+        key: String,
+        value: String,
+        expected: &'static str,
+    },
+    #[error("annotation {key} names {uri:?}, which is not a valid artifact reference ({reason})")]
+    InvalidUri {
+        key: String,
+        uri: String,
+        reason: String,
+    },
+    #[error("annotation {key} names a digest ({uri:?}); outputs are pushed to a tag")]
+    OutputByDigest { key: String, uri: String },
+    #[error(
+        "annotation {prefix}output-uri needs {prefix}output-path (the file or directory to push) or {prefix}output-pipe (the step's output to push)",
+        prefix = step::PREFIX
+    )]
+    NoOutputPath,
+    #[error(
+        "ArtifactCache {name:?} does not exist in namespace {namespace:?}; create it, name another with annotation {prefix}oras-cache, or name a registry with {prefix}registry",
+        prefix = step::PREFIX
+    )]
+    CacheMissing { name: String, namespace: String },
+    #[error("ArtifactCache {name:?} is not Ready: {reason}")]
+    CacheNotReady { name: String, reason: String },
+    #[error("the pod has no containers")]
+    NoContainers,
+    #[error(
+        "the pod has several containers ({names}); name the step's with annotation {prefix}container",
+        prefix = step::PREFIX
+    )]
+    ContainerNeeded { names: String },
+    #[error(
+        "annotation {prefix}container names {name:?}, which is not a container of the pod ({names})",
+        prefix = step::PREFIX
+    )]
+    UnknownContainer { name: String, names: String },
+    #[error(
+        "container {container:?} has no command: ocifit runs the step's command to write output-pipe and push its outputs only when it succeeds, and an image's ENTRYPOINT cannot be read at admission; set command (and args)"
+    )]
+    NoCommand { container: String },
+    #[error(
+        "{what} for container {container:?}: inputs are mounted at an absolute path; set annotation {prefix}input-path to one, or set the container's workingDir (an image's WORKDIR cannot be read at admission)",
+        prefix = step::PREFIX
+    )]
+    NoInputPath { what: String, container: String },
+    #[error(
+        "container {container:?} already mounts a volume at {path}, where the inputs would be mounted"
+    )]
+    MountTaken { path: String, container: String },
+    #[error("the pod's mutation could not be written as a JSON patch: {0}")]
+    Unwritable(String),
+    #[error(
+        "a step that pushes outputs must end: set the pod's restartPolicy to Never or OnFailure (it is Always, so the step would run and push forever)"
+    )]
+    RestartsForever,
+    #[error(
+        "ocifit was started without a helper image (--artifact-helper-image, the chart's artifactCache.helperImage), so it cannot run this step's inputs and outputs"
+    )]
+    NoHelperImage,
+}
+
+impl Denial {
+    /// The denial's name, for metric labels.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Denial::EmptyAnnotation { .. } => "EmptyAnnotation",
+            Denial::UnknownAnnotation { .. } => "UnknownAnnotation",
+            Denial::InvalidAnnotation { .. } => "InvalidAnnotation",
+            Denial::InvalidUri { .. } => "InvalidUri",
+            Denial::OutputByDigest { .. } => "OutputByDigest",
+            Denial::NoOutputPath => "NoOutputPath",
+            Denial::CacheMissing { .. } => "CacheMissing",
+            Denial::CacheNotReady { .. } => "CacheNotReady",
+            Denial::NoContainers => "NoContainers",
+            Denial::ContainerNeeded { .. } => "ContainerNeeded",
+            Denial::UnknownContainer { .. } => "UnknownContainer",
+            Denial::NoCommand { .. } => "NoCommand",
+            Denial::NoInputPath { .. } => "NoInputPath",
+            Denial::MountTaken { .. } => "MountTaken",
+            Denial::Unwritable(_) => "Unwritable",
+            Denial::RestartsForever => "RestartsForever",
+            Denial::NoHelperImage => "NoHelperImage",
+        }
+    }
+}
+
+/// Plans a pod. `caches` answers for a cache name in `namespace`.
+pub fn plan_pod(
+    pod: &Pod,
+    namespace: &str,
+    caches: &dyn Fn(&str) -> CacheState,
+    helper: &Helper,
+) -> Plan {
+    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    plan(
+        &annotations,
+        &annotations,
+        pod.spec.as_ref(),
+        patch::Target::Pod,
+        namespace,
+        caches,
+        helper,
+    )
+}
+
+/// Plans a Job: its own annotations are the contract, its pod template is mutated (and marked, so
+/// its pods are not injected again).
+pub fn plan_job(
+    job: &Job,
+    namespace: &str,
+    caches: &dyn Fn(&str) -> CacheState,
+    helper: &Helper,
+) -> Plan {
+    let annotations = job.metadata.annotations.clone().unwrap_or_default();
+    let template = job.spec.as_ref().map(|spec| &spec.template);
+    let template_annotations = template
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default();
+    let has_template_metadata = template.is_some_and(|t| t.metadata.is_some());
+    plan(
+        &annotations,
+        &template_annotations,
+        template.and_then(|t| t.spec.as_ref()),
+        patch::Target::Job {
+            has_template_metadata,
+        },
+        namespace,
+        caches,
+        helper,
+    )
+}
+
+fn plan(
+    annotations: &BTreeMap<String, String>,
+    pod_annotations: &BTreeMap<String, String>,
+    spec: Option<&PodSpec>,
+    target: patch::Target,
+    namespace: &str,
+    caches: &dyn Fn(&str) -> CacheState,
+    helper: &Helper,
+) -> Plan {
+    let settings = match settings::parse(annotations) {
+        Ok(None) => return Plan::NotAStep,
+        Ok(Some(settings)) => settings,
+        Err(denial) => return Plan::Deny(denial),
+    };
+    if pod_annotations.contains_key(step::INJECTED) || mutation::is_injected(spec) {
+        return Plan::AlreadyInjected;
+    }
+    let mut warnings: Vec<String> = settings
+        .ignored
+        .iter()
+        .map(|key| {
+            format!(
+                "annotation {key} is ignored: ocifit's helper runs from ocifit's own image and downloads nothing at run time"
+            )
+        })
+        .collect();
+    let moves_something = !settings.inputs.is_empty()
+        || settings.output_uri.is_some()
+        || settings.output_pipe.is_some();
+    if !moves_something {
+        warnings.push(format!(
+            "no {p}input-uri, {p}output-uri or {p}output-pipe: the pod is admitted unchanged",
+            p = step::PREFIX
+        ));
+        return Plan::Unchanged { warnings };
+    }
+    let Some(spec) = spec else {
+        return Plan::Deny(Denial::NoContainers);
+    };
+    let registry = match &settings.source {
+        settings::Source::Registry { host, plain_http } => mutation::Registry {
+            host: host.clone(),
+            plain_http: *plain_http,
+            marker: format!("registry {host}"),
+        },
+        settings::Source::Cache(name) => match caches(name) {
+            CacheState::Ready {
+                endpoint,
+                plain_http,
+            } => mutation::Registry {
+                marker: format!("ArtifactCache {name} at {endpoint}"),
+                host: endpoint,
+                plain_http,
+            },
+            CacheState::NotReady { reason } => {
+                return Plan::Deny(Denial::CacheNotReady {
+                    name: name.clone(),
+                    reason,
+                });
+            }
+            CacheState::Missing => {
+                return Plan::Deny(Denial::CacheMissing {
+                    name: name.clone(),
+                    namespace: namespace.to_string(),
+                });
+            }
+        },
+    };
+    let mutation = match mutation::build(&settings, &registry, spec, helper) {
+        Ok(mutation) => mutation,
+        Err(denial) => return Plan::Deny(denial),
+    };
+    match patch::build(&mutation, spec, pod_annotations, target) {
+        Ok(patch) => Plan::Patch { patch, warnings },
+        Err(err) => Plan::Deny(Denial::Unwritable(err.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,145 @@
+//! The JSON patch (RFC 6902) that applies a step's mutation to a pod, or to a Job's pod template,
+//! exactly as the apiserver sent it: helpers first among the init containers, volumes and mounts
+//! appended, the step's command replaced, the marker annotation added; a missing list or map is
+//! added whole. Knows nothing of why.
+
+use std::collections::BTreeMap;
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation};
+use k8s_openapi::api::core::v1::PodSpec;
+use serde_json::Value;
+
+use super::mutation::Mutation;
+use crate::api::step;
+
+/// Where the pod spec and its annotations are in the object patched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A pod: `/spec`, `/metadata/annotations`.
+    Pod,
+    /// A Job: `/spec/template/spec`, `/spec/template/metadata/annotations`.
+    Job { has_template_metadata: bool },
+}
+
+impl Target {
+    fn spec(self) -> Vec<&'static str> {
+        match self {
+            Target::Pod => vec!["spec"],
+            Target::Job { .. } => vec!["spec", "template", "spec"],
+        }
+    }
+
+    fn metadata(self) -> Vec<&'static str> {
+        match self {
+            Target::Pod => vec!["metadata"],
+            Target::Job { .. } => vec!["spec", "template", "metadata"],
+        }
+    }
+}
+
+pub fn build(
+    mutation: &Mutation,
+    spec: &PodSpec,
+    annotations: &BTreeMap<String, String>,
+    target: Target,
+) -> Result<Patch, serde_json::Error> {
+    let mut ops = Vec::new();
+    let spec_path = target.spec();
+    let at = |rest: &[&str]| -> Vec<String> {
+        spec_path
+            .iter()
+            .map(|s| (*s).to_string())
+            .chain(rest.iter().map(|s| (*s).to_string()))
+            .collect()
+    };
+    match &spec.init_containers {
+        None => ops.push(add(
+            &at(&["initContainers"]),
+            serde_json::to_value(&mutation.init_containers)?,
+        )),
+        Some(_) => {
+            for (i, container) in mutation.init_containers.iter().enumerate() {
+                ops.push(add(
+                    &at(&["initContainers", &i.to_string()]),
+                    serde_json::to_value(container)?,
+                ));
+            }
+        }
+    }
+    append(
+        &mut ops,
+        &at(&["volumes"]),
+        spec.volumes.is_some(),
+        &mutation.volumes,
+    )?;
+    let step = mutation.step.to_string();
+    let has_mounts = spec
+        .containers
+        .get(mutation.step)
+        .is_some_and(|c| c.volume_mounts.is_some());
+    append(
+        &mut ops,
+        &at(&["containers", &step, "volumeMounts"]),
+        has_mounts,
+        &mutation.mounts,
+    )?;
+    if let Some(command) = &mutation.command {
+        ops.push(add(
+            &at(&["containers", &step, "command"]),
+            serde_json::to_value(command)?,
+        ));
+    }
+    let metadata: Vec<String> = target.metadata().iter().map(|s| (*s).to_string()).collect();
+    let marker = Value::from(mutation.marker.as_str());
+    let has_metadata = match target {
+        Target::Pod => true,
+        Target::Job {
+            has_template_metadata,
+        } => has_template_metadata,
+    };
+    if !has_metadata {
+        ops.push(add(
+            &metadata,
+            serde_json::json!({"annotations": {step::INJECTED: marker}}),
+        ));
+    } else if annotations.is_empty() {
+        let mut path = metadata;
+        path.push("annotations".into());
+        ops.push(add(&path, serde_json::json!({step::INJECTED: marker})));
+    } else {
+        let mut path = metadata;
+        path.extend(["annotations".into(), step::INJECTED.into()]);
+        ops.push(add(&path, marker));
+    }
+    Ok(Patch(ops))
+}
+
+/// Appends items to a list, or adds the list when the object has none.
+fn append<T: serde::Serialize>(
+    ops: &mut Vec<PatchOperation>,
+    path: &[String],
+    exists: bool,
+    items: &[T],
+) -> Result<(), serde_json::Error> {
+    if items.is_empty() {
+        return Ok(());
+    }
+    if !exists {
+        ops.push(add(path, serde_json::to_value(items)?));
+        return Ok(());
+    }
+    for item in items {
+        let mut at = path.to_vec();
+        at.push("-".into());
+        ops.push(add(&at, serde_json::to_value(item)?));
+    }
+    Ok(())
+}
+
+fn add(tokens: &[String], value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation {
+        path: PointerBuf::from_tokens(tokens),
+        value,
+    })
+}

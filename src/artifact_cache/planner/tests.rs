@@ -1,0 +1,511 @@
+//! The planner on pods and Jobs as users write them: each test applies the patch to the object as
+//! sent and reads the result back, so what is asserted is what the apiserver would store.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde_json::{Value, json};
+
+use super::mutation::{LAUNCHER_DIR, PREPARE, PUSH, RUN_DIR};
+use super::*;
+
+mod jobs;
+mod refusals;
+
+const P: &str = "oras.converged-computing.github.io/";
+const ENDPOINT: &str = "10.0.0.17:5000";
+
+fn helper() -> Helper {
+    Helper {
+        image: "ghcr.io/ocifit/ocifit:0.1.0".into(),
+        pull_policy: Some("IfNotPresent".into()),
+    }
+}
+
+fn ready(name: &str) -> CacheState {
+    assert_eq!(name, "oras", "the planner asked for another cache");
+    CacheState::Ready {
+        endpoint: ENDPOINT.into(),
+        plain_http: true,
+    }
+}
+
+fn annotations(pairs: &[(&str, &str)]) -> Value {
+    let map: serde_json::Map<String, Value> = pairs
+        .iter()
+        .map(|(k, v)| (format!("{P}{k}"), Value::from(*v)))
+        .collect();
+    Value::Object(map)
+}
+
+/// A pod with one container `step` running `cat` with these contract annotations.
+fn pod(pairs: &[(&str, &str)]) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "step-1", "annotations": annotations(pairs)},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "step", "image": "busybox", "command": ["cat"], "args": ["data/in.txt"]}]
+        }
+    })
+}
+
+fn plan_json(object: &Value, caches: &dyn Fn(&str) -> CacheState) -> Plan {
+    let pod: Pod = serde_json::from_value(object.clone()).unwrap();
+    plan_pod(&pod, "workflow", caches, &helper())
+}
+
+/// Plans and applies: the pod as stored, and the warnings.
+fn admitted(object: &Value) -> (Pod, Vec<String>) {
+    match plan_json(object, &ready) {
+        Plan::Patch { patch, warnings } => {
+            let mut patched = object.clone();
+            json_patch::patch(&mut patched, &patch).unwrap();
+            (serde_json::from_value(patched).unwrap(), warnings)
+        }
+        other => panic!("expected a patch, got {other:?}"),
+    }
+}
+
+fn denied(object: &Value) -> String {
+    match plan_json(object, &ready) {
+        Plan::Deny(denial) => denial.to_string(),
+        other => panic!("expected a denial, got {other:?}"),
+    }
+}
+
+fn init<'a>(pod: &'a Pod, name: &str) -> &'a Container {
+    pod.spec
+        .as_ref()
+        .unwrap()
+        .init_containers
+        .iter()
+        .flatten()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no init container {name}"))
+}
+
+fn step(pod: &Pod) -> &Container {
+    &pod.spec.as_ref().unwrap().containers[0]
+}
+
+/// The names of the pod's init containers and volumes, in order.
+fn names(pod: &Pod) -> (Vec<String>, Vec<String>) {
+    let spec = pod.spec.as_ref().unwrap();
+    let inits = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| c.name.clone())
+        .collect();
+    let volumes = spec
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.clone())
+        .collect();
+    (inits, volumes)
+}
+
+fn args(container: &Container) -> Vec<&str> {
+    container
+        .args
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .collect()
+}
+
+fn mounts(container: &Container) -> BTreeMap<String, String> {
+    container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| (m.name.clone(), m.mount_path.clone()))
+        .collect()
+}
+
+#[test]
+fn a_pod_without_the_contract_is_not_a_step() {
+    let object = json!({"metadata": {"name": "x", "annotations": {"other/key": "v"}}, "spec": {"containers": [{"name": "c"}]}});
+    assert_eq!(plan_json(&object, &ready), Plan::NotAStep);
+    let bare = json!({"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c"}]}});
+    assert_eq!(plan_json(&bare, &ready), Plan::NotAStep);
+}
+
+#[test]
+fn inputs_are_pulled_by_an_init_container_into_a_volume_at_input_path() {
+    let (pod, warnings) = admitted(&pod(&[
+        ("input-uri", "dinosaur/hello-world:one"),
+        ("input-path", "/data"),
+    ]));
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let prepare = init(&pod, PREPARE);
+    assert_eq!(
+        prepare.image.as_deref(),
+        Some("ghcr.io/ocifit/ocifit:0.1.0")
+    );
+    assert_eq!(
+        args(prepare),
+        [
+            "artifact",
+            "prepare",
+            "--input",
+            "10.0.0.17:5000/dinosaur/hello-world:one",
+            "--into",
+            "/ocifit/inputs",
+            "--plain-http",
+            "--termination-log",
+            "/dev/termination-log"
+        ]
+    );
+    assert_eq!(
+        mounts(prepare),
+        BTreeMap::from([("ocifit-inputs".into(), "/ocifit/inputs".into())])
+    );
+    assert_eq!(
+        mounts(step(&pod)),
+        BTreeMap::from([("ocifit-inputs".into(), "/data".into())])
+    );
+    // Inputs alone need no launcher: the step's command and image are left as they are.
+    assert_eq!(step(&pod).command, Some(vec!["cat".to_string()]));
+    assert_eq!(step(&pod).args, Some(vec!["data/in.txt".to_string()]));
+    assert_eq!(
+        names(&pod),
+        (vec![PREPARE.to_string()], vec!["ocifit-inputs".to_string()])
+    );
+    assert_eq!(
+        pod.metadata.annotations.unwrap()[step::INJECTED],
+        "ArtifactCache oras at 10.0.0.17:5000"
+    );
+}
+
+#[test]
+fn several_inputs_are_pulled_in_the_order_of_their_numbers() {
+    let (pod, _) = admitted(&pod(&[
+        ("input-uri_10", "w/ten:t"),
+        ("input-uri_2", "w/two:t"),
+        ("input-uri", "w/plain:t"),
+        ("input-uri_1", "w/one:t"),
+        ("input-path", "/data"),
+    ]));
+    let pulled: Vec<&str> = args(init(&pod, PREPARE))
+        .windows(2)
+        .filter(|w| w[0] == "--input")
+        .map(|w| w[1])
+        .collect();
+    assert_eq!(
+        pulled,
+        [
+            "10.0.0.17:5000/w/plain:t",
+            "10.0.0.17:5000/w/one:t",
+            "10.0.0.17:5000/w/two:t",
+            "10.0.0.17:5000/w/ten:t"
+        ]
+    );
+}
+
+#[test]
+fn outputs_are_pushed_by_a_native_sidecar_after_the_step_runs_under_the_launcher() {
+    let (pod, _) = admitted(&pod(&[
+        ("output-uri", "dinosaur/hello-world:pancakes"),
+        ("output-path", "results"),
+    ]));
+    let push = init(&pod, PUSH);
+    assert_eq!(push.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(
+        args(push),
+        [
+            "artifact",
+            "deliver",
+            "--run",
+            RUN_DIR,
+            "--to",
+            "10.0.0.17:5000/dinosaur/hello-world:pancakes",
+            "--plain-http"
+        ]
+    );
+    let prepare = init(&pod, PREPARE);
+    assert_eq!(
+        args(prepare),
+        [
+            "artifact",
+            "prepare",
+            "--launcher",
+            LAUNCHER_DIR,
+            "--plain-http",
+            "--termination-log",
+            "/dev/termination-log"
+        ]
+    );
+    assert_eq!(
+        names(&pod).0,
+        [PREPARE, PUSH],
+        "pulled and installed before the pusher starts"
+    );
+    let command = step(&pod).command.clone().unwrap();
+    assert_eq!(
+        command,
+        [
+            "/ocifit/run/bin/ld.so",
+            "--library-path",
+            "/ocifit/run/bin",
+            "/ocifit/run/bin/ocifit",
+            "artifact",
+            "launch",
+            "--run",
+            "/ocifit/run",
+            "--termination-log",
+            "/dev/termination-log",
+            "--push",
+            "results",
+            "--",
+            "cat"
+        ]
+    );
+    assert_eq!(
+        step(&pod).args,
+        Some(vec!["data/in.txt".to_string()]),
+        "args follow the original command"
+    );
+    assert_eq!(
+        mounts(step(&pod)),
+        BTreeMap::from([("ocifit-run".into(), RUN_DIR.into())])
+    );
+    for helper in [prepare, push] {
+        assert_eq!(mounts(helper)["ocifit-run"], RUN_DIR);
+    }
+}
+
+#[test]
+fn output_pipe_alone_runs_the_launcher_without_a_pusher() {
+    let (pod, _) = admitted(&pod(&[("output-pipe", "out.txt")]));
+    let command = step(&pod).command.clone().unwrap();
+    assert!(
+        command.windows(2).any(|w| w == ["--pipe", "out.txt"]),
+        "{command:?}"
+    );
+    assert!(!command.contains(&"--push".to_string()), "{command:?}");
+    assert_eq!(names(&pod).0, [PREPARE]);
+}
+
+#[test]
+fn with_an_output_uri_and_only_a_pipe_the_piped_file_is_pushed() {
+    let (pod, _) = admitted(&pod(&[
+        ("output-uri", "w/out:v1"),
+        ("output-pipe", "pancakes.txt"),
+    ]));
+    let command = step(&pod).command.clone().unwrap();
+    assert!(
+        command.windows(2).any(|w| w == ["--push", "pancakes.txt"]),
+        "{command:?}"
+    );
+    assert!(
+        command.windows(2).any(|w| w == ["--pipe", "pancakes.txt"]),
+        "{command:?}"
+    );
+}
+
+#[test]
+fn credentials_reach_the_helpers_by_reference_and_never_the_step() {
+    let (pod, _) = admitted(&pod(&[
+        ("input-uri", "w/in:v1"),
+        ("input-path", "/data"),
+        ("output-uri", "w/out:v1"),
+        ("output-path", "/out"),
+        ("oras-env", "oras-creds"),
+    ]));
+    for name in [PREPARE, PUSH] {
+        let env_from = init(&pod, name).env_from.clone().unwrap();
+        assert_eq!(env_from.len(), 1);
+        assert_eq!(env_from[0].secret_ref.as_ref().unwrap().name, "oras-creds");
+        assert!(init(&pod, name).env.is_none());
+    }
+    assert!(step(&pod).env.is_none() && step(&pod).env_from.is_none());
+    let stored = serde_json::to_string(&pod).unwrap();
+    assert!(
+        !stored.contains("ORAS_"),
+        "no credential variable is written into the spec"
+    );
+}
+
+#[test]
+fn a_registry_on_the_step_replaces_the_cache_which_is_never_looked_up() {
+    let object = pod(&[
+        ("registry", "http://127.0.0.1:5000"),
+        ("input-uri", "w/in:v1"),
+        ("input-path", "/data"),
+    ]);
+    let no_cache = |name: &str| -> CacheState { panic!("looked up cache {name}") };
+    let Plan::Patch { patch, .. } = plan_json(&object, &no_cache) else {
+        panic!("expected a patch");
+    };
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &patch).unwrap();
+    let pod: Pod = serde_json::from_value(patched).unwrap();
+    let prepare = args(init(&pod, PREPARE));
+    assert!(prepare.contains(&"127.0.0.1:5000/w/in:v1"), "{prepare:?}");
+    assert!(prepare.contains(&"--plain-http"), "{prepare:?}");
+    let https = pod_args_for_registry("ghcr.io");
+    assert!(
+        https.contains(&"ghcr.io/w/in:v1".to_string())
+            && !https.contains(&"--plain-http".to_string())
+    );
+}
+
+fn pod_args_for_registry(registry: &str) -> Vec<String> {
+    let (pod, _) = admitted(&pod(&[
+        ("registry", registry),
+        ("input-uri", "w/in:v1"),
+        ("input-path", "/data"),
+    ]));
+    init(&pod, PREPARE).args.clone().unwrap()
+}
+
+#[test]
+fn the_oras_operators_script_settings_are_ignored_with_a_warning_each() {
+    let (_, warnings) = admitted(&pod(&[
+        ("input-uri", "w/in:v1"),
+        ("input-path", "/data"),
+        ("entrypoint", "https://example.com/e.sh"),
+        ("oras-container", "ghcr.io/oras-project/oras:v1.1.0"),
+    ]));
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].contains(&format!("{P}entrypoint")) && warnings[0].contains("ignored"));
+    assert!(warnings[1].contains(&format!("{P}oras-container")));
+}
+
+#[test]
+fn a_step_with_nothing_to_move_is_admitted_unchanged_with_a_warning() {
+    let Plan::Unchanged { warnings } = plan_json(&pod(&[("oras-cache", "oras")]), &ready) else {
+        panic!("expected the pod unchanged");
+    };
+    assert!(warnings[0].contains("admitted unchanged"), "{warnings:?}");
+}
+
+#[test]
+fn the_named_container_is_the_step_among_several() {
+    let mut object = pod(&[("output-pipe", "out.txt"), ("container", "main")]);
+    object["spec"]["containers"] = json!([
+        {"name": "logger", "image": "busybox", "command": ["tail"]},
+        {"name": "main", "image": "busybox", "command": ["run"]}
+    ]);
+    let (pod, _) = admitted(&object);
+    let containers = &pod.spec.as_ref().unwrap().containers;
+    assert_eq!(containers[0].command, Some(vec!["tail".to_string()]));
+    assert_eq!(
+        containers[1].command.as_ref().unwrap().last().unwrap(),
+        "run"
+    );
+}
+
+#[test]
+fn relative_input_paths_live_under_the_containers_working_dir() {
+    let mut object = pod(&[("input-uri", "w/in:v1"), ("input-path", "inputs")]);
+    object["spec"]["containers"][0]["workingDir"] = json!("/work/");
+    let (joined, _) = admitted(&object);
+    assert_eq!(mounts(step(&joined))["ocifit-inputs"], "/work/inputs");
+    let mut defaulted = pod(&[("input-uri", "w/in:v1")]);
+    defaulted["spec"]["containers"][0]["workingDir"] = json!("/work");
+    let (at_working_dir, _) = admitted(&defaulted);
+    assert_eq!(mounts(step(&at_working_dir))["ocifit-inputs"], "/work");
+}
+
+#[test]
+fn helpers_run_as_the_steps_user_locked_down() {
+    let mut object = pod(&[("output-uri", "w/out:v1"), ("output-path", "/out")]);
+    object["spec"]["containers"][0]["securityContext"] =
+        json!({"runAsUser": 1000, "runAsGroup": 2000});
+    let (pod, _) = admitted(&object);
+    for name in [PREPARE, PUSH] {
+        let security = init(&pod, name).security_context.clone().unwrap();
+        assert_eq!(
+            (security.run_as_user, security.run_as_group),
+            (Some(1000), Some(2000))
+        );
+        assert_eq!(security.allow_privilege_escalation, Some(false));
+        assert_eq!(security.read_only_root_filesystem, Some(true));
+        assert_eq!(
+            security.capabilities.unwrap().drop,
+            Some(vec!["ALL".to_string()])
+        );
+    }
+}
+
+#[test]
+fn debug_and_unpack_reach_every_helper() {
+    let (pod, _) = admitted(&pod(&[
+        ("input-uri", "w/in:v1"),
+        ("input-path", "/data"),
+        ("output-uri", "w/out:v1"),
+        ("output-path", "/out"),
+        ("debug", "true"),
+        ("unpack", "false"),
+    ]));
+    for name in [PREPARE, PUSH] {
+        let a = args(init(&pod, name));
+        assert!(
+            a.contains(&"--debug") && a.contains(&"--no-unpack"),
+            "{name}: {a:?}"
+        );
+    }
+    assert!(
+        step(&pod)
+            .command
+            .as_ref()
+            .unwrap()
+            .contains(&"--debug".to_string())
+    );
+}
+
+#[test]
+fn the_launcher_writes_failures_where_the_container_reads_its_termination_message() {
+    let mut object = pod(&[("output-pipe", "out.txt")]);
+    object["spec"]["containers"][0]["terminationMessagePath"] = json!("/tmp/why");
+    let (pod, _) = admitted(&object);
+    let command = step(&pod).command.clone().unwrap();
+    assert!(
+        command
+            .windows(2)
+            .any(|w| w == ["--termination-log", "/tmp/why"]),
+        "{command:?}"
+    );
+}
+
+#[test]
+fn existing_init_containers_and_volumes_stay_after_the_helpers() {
+    let mut object = pod(&[("input-uri", "w/in:v1"), ("input-path", "/data")]);
+    object["spec"]["initContainers"] = json!([{"name": "setup", "image": "busybox"}]);
+    object["spec"]["volumes"] = json!([{"name": "scratch", "emptyDir": {}}]);
+    object["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "scratch", "mountPath": "/scratch"}]);
+    let (pod, _) = admitted(&object);
+    let (inits, volumes) = names(&pod);
+    assert_eq!(inits, [PREPARE, "setup"]);
+    assert_eq!(volumes, ["scratch", "ocifit-inputs"]);
+    assert_eq!(mounts(step(&pod)).len(), 2);
+}
+
+#[test]
+fn an_injected_pod_is_left_alone() {
+    let object = pod(&[
+        ("input-uri", "w/in:v1"),
+        ("input-path", "/data"),
+        ("output-uri", "w/out:v1"),
+        ("output-path", "/out"),
+    ]);
+    let Plan::Patch { patch, .. } = plan_json(&object, &ready) else {
+        panic!("expected a patch");
+    };
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &patch).unwrap();
+    assert_eq!(plan_json(&patched, &ready), Plan::AlreadyInjected);
+    // Even when the marker was lost, the helpers give it away.
+    patched["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove(step::INJECTED);
+    assert_eq!(plan_json(&patched, &ready), Plan::AlreadyInjected);
+}

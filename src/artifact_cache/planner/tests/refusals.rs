@@ -1,0 +1,209 @@
+//! Every way a step is refused, each message naming what to fix.
+
+use super::*;
+
+#[test]
+fn an_unknown_or_misspelt_annotation_is_refused_by_name() {
+    let message = denied(&pod(&[("ouput-uri", "w/out:v1")]));
+    assert!(message.contains(&format!("{P}ouput-uri")), "{message}");
+    assert!(
+        message.contains("not part of the step contract"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_empty_annotation_is_refused_by_name() {
+    let message = denied(&pod(&[("input-uri", " ")]));
+    assert_eq!(message, format!("annotation {P}input-uri is empty"));
+}
+
+#[test]
+fn flags_must_be_true_or_false() {
+    for key in ["unpack", "debug"] {
+        let message = denied(&pod(&[("input-uri", "w/in:v1"), (key, "yes")]));
+        assert!(
+            message.contains(&format!("{P}{key} is \"yes\"")),
+            "{message}"
+        );
+        assert!(message.contains("\"true\" or \"false\""), "{message}");
+    }
+}
+
+#[test]
+fn names_and_registries_must_be_well_formed() {
+    let message = denied(&pod(&[("input-uri", "w/in:v1"), ("oras-env", "Bad_Name")]));
+    assert!(
+        message.contains(&format!("{P}oras-env")) && message.contains("Secret"),
+        "{message}"
+    );
+    let message = denied(&pod(&[("input-uri", "w/in:v1"), ("oras-cache", "-x")]));
+    assert!(message.contains(&format!("{P}oras-cache")), "{message}");
+    for registry in ["ftp://host", "host/with/path", "https://"] {
+        let message = denied(&pod(&[("input-uri", "w/in:v1"), ("registry", registry)]));
+        assert!(
+            message.contains(&format!("{P}registry")),
+            "{registry}: {message}"
+        );
+    }
+}
+
+#[test]
+fn uris_must_be_artifact_references() {
+    let message = denied(&pod(&[
+        ("input-uri", "Upper/Case:v1"),
+        ("input-path", "/d"),
+    ]));
+    assert!(message.contains(&format!("{P}input-uri")), "{message}");
+    assert!(message.contains("\"Upper/Case:v1\""), "{message}");
+    let message = denied(&pod(&[
+        (
+            "output-uri",
+            "w/out@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ),
+        ("output-path", "/out"),
+    ]));
+    assert!(message.contains("pushed to a tag"), "{message}");
+}
+
+#[test]
+fn an_output_needs_something_to_push() {
+    let message = denied(&pod(&[("output-uri", "w/out:v1")]));
+    assert!(
+        message.contains("output-path") && message.contains("output-pipe"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_missing_or_unready_cache_is_named() {
+    let object = pod(&[
+        ("input-uri", "w/in:v1"),
+        ("input-path", "/d"),
+        ("oras-cache", "data"),
+    ]);
+    let Plan::Deny(missing) = plan_json(&object, &|_| CacheState::Missing) else {
+        panic!("expected a denial");
+    };
+    let message = missing.to_string();
+    assert!(
+        message.contains("ArtifactCache \"data\" does not exist in namespace \"workflow\""),
+        "{message}"
+    );
+    let Plan::Deny(unready) = plan_json(&object, &|_| CacheState::NotReady {
+        reason: "the registry has no ready replica".into(),
+    }) else {
+        panic!("expected a denial");
+    };
+    assert_eq!(
+        unready.to_string(),
+        "ArtifactCache \"data\" is not Ready: the registry has no ready replica"
+    );
+}
+
+#[test]
+fn the_default_cache_is_oras() {
+    let object = pod(&[("input-uri", "w/in:v1"), ("input-path", "/d")]);
+    let asked = std::cell::RefCell::new(Vec::new());
+    let lookup = |name: &str| {
+        asked.borrow_mut().push(name.to_string());
+        CacheState::Missing
+    };
+    let _ = plan_json(&object, &lookup);
+    assert_eq!(*asked.borrow(), ["oras"]);
+}
+
+#[test]
+fn several_containers_need_the_container_annotation() {
+    let mut object = pod(&[("output-pipe", "out.txt")]);
+    object["spec"]["containers"] = json!([
+        {"name": "a", "command": ["x"]},
+        {"name": "b", "command": ["y"]}
+    ]);
+    let message = denied(&object);
+    assert!(message.contains("several containers (a, b)"), "{message}");
+    assert!(message.contains(&format!("{P}container")), "{message}");
+    object["metadata"]["annotations"][format!("{P}container")] = json!("c");
+    let message = denied(&object);
+    assert!(
+        message.contains("\"c\", which is not a container of the pod (a, b)"),
+        "{message}"
+    );
+}
+
+#[test]
+fn outputs_need_the_steps_command_because_an_entrypoint_cannot_be_read() {
+    let mut object = pod(&[("output-uri", "w/out:v1"), ("output-path", "/out")]);
+    object["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("command");
+    let message = denied(&object);
+    assert!(
+        message.contains("container \"step\" has no command"),
+        "{message}"
+    );
+    assert!(message.contains("ENTRYPOINT"), "{message}");
+    // Inputs alone do not touch the command, so any image works.
+    let mut inputs = pod(&[("input-uri", "w/in:v1"), ("input-path", "/d")]);
+    inputs["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("command");
+    assert!(matches!(plan_json(&inputs, &ready), Plan::Patch { .. }));
+}
+
+#[test]
+fn inputs_need_an_absolute_place() {
+    let message = denied(&pod(&[("input-uri", "w/in:v1"), ("input-path", "data")]));
+    assert!(
+        message.contains("input-path \"data\" is relative and there is no workingDir"),
+        "{message}"
+    );
+    let message = denied(&pod(&[("input-uri", "w/in:v1")]));
+    assert!(
+        message.contains("no input-path and no workingDir"),
+        "{message}"
+    );
+    assert!(
+        message.contains("WORKDIR cannot be read at admission"),
+        "{message}"
+    );
+}
+
+#[test]
+fn inputs_are_not_mounted_over_an_existing_mount() {
+    let mut object = pod(&[("input-uri", "w/in:v1"), ("input-path", "/data")]);
+    object["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "v", "mountPath": "/data/"}]);
+    let message = denied(&object);
+    assert_eq!(
+        message,
+        "container \"step\" already mounts a volume at /data, where the inputs would be mounted"
+    );
+}
+
+#[test]
+fn a_step_that_pushes_must_not_restart_forever() {
+    for policy in [None, Some("Always")] {
+        let mut object = pod(&[("output-uri", "w/out:v1"), ("output-path", "/out")]);
+        match policy {
+            Some(p) => object["spec"]["restartPolicy"] = json!(p),
+            None => {
+                object["spec"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("restartPolicy");
+            }
+        }
+        assert!(denied(&object).contains("restartPolicy"), "{policy:?}");
+    }
+    let mut on_failure = pod(&[("output-uri", "w/out:v1"), ("output-path", "/out")]);
+    on_failure["spec"]["restartPolicy"] = json!("OnFailure");
+    assert!(matches!(plan_json(&on_failure, &ready), Plan::Patch { .. }));
+}
+
+#[test]
+fn a_pod_without_containers_is_refused() {
+    let object = json!({"metadata": {"annotations": annotations(&[("output-pipe", "o")])}, "spec": {"containers": []}});
+    assert_eq!(plan_json(&object, &ready), Plan::Deny(Denial::NoContainers));
+}

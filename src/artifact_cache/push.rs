@@ -1,0 +1,257 @@
+//! `ocifit artifact push`: files and directories pushed as one artifact in the ORAS layout. A file
+//! streams from disk; a directory is archived and compressed on a blocking thread while it
+//! uploads, both hashed on the way (the blob's digest for the registry, the tar's for
+//! `io.deis.oras.content.digest`), so nothing is written to a temporary file and memory holds only
+//! the chunks in flight.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use futures_util::{StreamExt, TryStreamExt};
+
+use super::archive::{self, ArchiveError};
+use super::channel::{self, ChannelWriter, HashingWriter};
+use super::layout::{self, PushedLayer};
+use crate::registry::{self, OCI_MANIFEST, Reference, Registry};
+
+/// How many layers of one artifact move at once.
+const PARALLEL_LAYERS: usize = 3;
+
+/// What to push and how.
+#[derive(Debug, Clone)]
+pub struct PushRequest {
+    /// Files and directories, each one layer titled with its name.
+    pub paths: Vec<PathBuf>,
+    /// Directories as `.tar.gz` layers to unpack (true), or kept as `<name>.tar.gz` (false).
+    pub unpack: bool,
+    /// The manifest's `artifactType`.
+    pub artifact_type: String,
+    /// gzip level of directory layers, 0–9.
+    pub compression: u32,
+}
+
+/// Why a push failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    #[error(transparent)]
+    Registry(#[from] registry::Error),
+    #[error("nothing to push: name at least one file or directory")]
+    Nothing,
+    #[error("{path} has no file name to title its layer with")]
+    NoName { path: PathBuf },
+    #[error("two layers would be titled {0:?}; push paths with different names")]
+    DuplicateTitle(String),
+    #[error("failed to read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is neither a file nor a directory")]
+    NotPushable { path: PathBuf },
+    #[error("failed to archive {path}")]
+    Archive {
+        path: PathBuf,
+        #[source]
+        source: ArchiveError,
+    },
+    #[error("failed to write the manifest")]
+    Manifest(#[source] serde_json::Error),
+    #[error("a transfer thread stopped unexpectedly")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// An artifact pushed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    pub reference: String,
+    /// The manifest's digest.
+    pub digest: String,
+    pub layers: Vec<PushedLayer>,
+}
+
+/// A path to push, with what it is.
+struct Source {
+    path: PathBuf,
+    name: String,
+    directory: bool,
+}
+
+/// Pushes the request's paths as one artifact to `reference`.
+pub async fn push(
+    registry: &Registry,
+    reference: &Reference,
+    request: &PushRequest,
+) -> Result<Pushed, PushError> {
+    let sources = sources(&request.paths)?;
+    let layers: Vec<PushedLayer> = futures_util::stream::iter(sources)
+        .map(|source| push_layer(registry, reference, request, source))
+        .buffered(PARALLEL_LAYERS)
+        .try_collect()
+        .await?;
+    registry
+        .push_blob(reference, Bytes::from_static(layout::EMPTY_CONFIG))
+        .await?;
+    let created = jiff::Timestamp::now().to_string();
+    let manifest = layout::manifest_json(&layers, &request.artifact_type, &created)
+        .map_err(PushError::Manifest)?;
+    let digest = registry
+        .push_manifest(reference, OCI_MANIFEST, Bytes::from(manifest))
+        .await?;
+    Ok(Pushed {
+        reference: reference.whole(),
+        digest,
+        layers,
+    })
+}
+
+/// The paths with their titles, checked before anything is sent.
+fn sources(paths: &[PathBuf]) -> Result<Vec<Source>, PushError> {
+    if paths.is_empty() {
+        return Err(PushError::Nothing);
+    }
+    let mut titles = BTreeSet::new();
+    let mut sources = Vec::with_capacity(paths.len());
+    for path in paths {
+        // `.` and `..` name a directory by where it is: title it with its real name.
+        let named = fs::canonicalize(path).map_err(|source| PushError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let name = named
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| PushError::NoName { path: path.clone() })?
+            .to_string();
+        let metadata = fs::metadata(path).map_err(|source| PushError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        if !metadata.is_dir() && !metadata.is_file() {
+            return Err(PushError::NotPushable { path: path.clone() });
+        }
+        if !titles.insert(name.clone()) {
+            return Err(PushError::DuplicateTitle(name));
+        }
+        sources.push(Source {
+            path: path.clone(),
+            name,
+            directory: metadata.is_dir(),
+        });
+    }
+    Ok(sources)
+}
+
+async fn push_layer(
+    registry: &Registry,
+    reference: &Reference,
+    request: &PushRequest,
+    source: Source,
+) -> Result<PushedLayer, PushError> {
+    let (sender, receiver) = channel::channel();
+    let produce = {
+        let path = source.path.clone();
+        let name = source.name.clone();
+        let level = request.compression.min(9);
+        let directory = source.directory;
+        tokio::task::spawn_blocking(move || {
+            let mut writer = ChannelWriter::new(sender);
+            let produced = if directory {
+                compress(&path, &name, level, &mut writer)
+            } else {
+                copy_file(&path, &mut writer).map(|()| None)
+            }
+            .and_then(|digest| {
+                writer.flush().map_err(|source| read_error(&path, source))?;
+                Ok(digest)
+            });
+            if produced.is_err() {
+                // End the upload's body with a failure, so the registry never commits a short blob.
+                writer.fail(io::Error::other("reading the content failed"));
+            }
+            produced
+        })
+    };
+    let uploaded = registry
+        .push_blob_stream(reference, channel::into_stream(receiver))
+        .await;
+    match (produce.await?, uploaded) {
+        (Ok(tar_digest), Ok(blob)) => Ok(match tar_digest {
+            Some(tar_digest) => PushedLayer::directory(
+                &source.name,
+                request.unpack,
+                blob.digest,
+                blob.size,
+                tar_digest,
+            ),
+            None => PushedLayer::file(&source.name, blob.digest, blob.size),
+        }),
+        // The reading stopped because the upload did: the upload's error is the cause.
+        (Err(read), Err(upload)) if read.upload_stopped() => Err(upload.into()),
+        (Err(read), _) => Err(read),
+        (Ok(_), Err(upload)) => Err(upload.into()),
+    }
+}
+
+impl PushError {
+    fn upload_stopped(&self) -> bool {
+        let source = match self {
+            PushError::Read { source, .. } => Some(source),
+            PushError::Archive {
+                source: ArchiveError::Io { source, .. },
+                ..
+            } => Some(source),
+            _ => None,
+        };
+        source.is_some_and(channel::is_stopped)
+    }
+}
+
+fn read_error(path: &Path, source: io::Error) -> PushError {
+    PushError::Read {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn copy_file(path: &Path, writer: &mut ChannelWriter) -> Result<(), PushError> {
+    let mut file = fs::File::open(path).map_err(|source| read_error(path, source))?;
+    let mut buffer = vec![0u8; channel::CHUNK];
+    loop {
+        let n = file
+            .read(&mut buffer)
+            .map_err(|source| read_error(path, source))?;
+        if n == 0 {
+            return Ok(());
+        }
+        writer
+            .write_all(&buffer[..n])
+            .map_err(|source| read_error(path, source))?;
+    }
+}
+
+/// Archives and compresses a directory into the writer; the uncompressed archive's digest.
+fn compress(
+    path: &Path,
+    name: &str,
+    level: u32,
+    writer: &mut ChannelWriter,
+) -> Result<Option<String>, PushError> {
+    let gzip = GzEncoder::new(writer, Compression::new(level));
+    let mut tar = HashingWriter::new(io::BufWriter::with_capacity(channel::CHUNK, gzip));
+    archive::pack(path, name, &mut tar).map_err(|source| PushError::Archive {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let (buffered, tar_digest) = tar.finish();
+    let gzip = buffered
+        .into_inner()
+        .map_err(|err| read_error(path, err.into_error()))?;
+    gzip.finish().map_err(|source| read_error(path, source))?;
+    Ok(Some(tar_digest))
+}

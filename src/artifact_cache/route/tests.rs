@@ -1,0 +1,184 @@
+//! The step routes through the admission host's decoding and encoding: Pods and Jobs as the
+//! apiserver sends them, the cache looked up in the reflected store of the request's namespace.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::admission::review::tests::{UID, apiserver_review};
+use crate::admission::route::Route;
+use crate::artifact_cache::status::{Observed, status};
+
+const P: &str = "oras.converged-computing.github.io/";
+
+/// A Ready cache `oras` in `default` (the namespace `apiserver_review` sends).
+fn caches(ready: bool) -> Store<ArtifactCache> {
+    let mut cache: ArtifactCache = serde_json::from_value(json!({
+        "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
+        "metadata": {"name": "oras", "namespace": "default", "uid": "u", "generation": 1},
+        "spec": {}
+    }))
+    .unwrap();
+    let deployment = serde_json::from_value(json!({
+        "metadata": {"name": "oras-registry", "generation": 1},
+        "status": {"readyReplicas": i32::from(ready), "observedGeneration": 1}
+    }))
+    .unwrap();
+    let service = serde_json::from_value(json!({"spec": {"clusterIP": "10.0.0.9"}})).unwrap();
+    cache.status = Some(status(
+        &cache,
+        Some(Observed {
+            deployment: &deployment,
+            service: &service,
+        }),
+        &Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    ));
+    let mut writer = Writer::default();
+    writer.apply_watcher_event(&watcher::Event::Apply(cache));
+    writer.as_reader()
+}
+
+fn steps(ready: bool, helper: bool) -> Steps {
+    Steps {
+        caches: caches(ready),
+        helper: helper.then(|| Helper {
+            image: "registry.local/ocifit/ocifit:test".into(),
+            pull_policy: None,
+        }),
+    }
+}
+
+fn step_pod(annotations: Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "step", "annotations": annotations},
+        "spec": {"restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "busybox", "command": ["sh", "-c", "echo hi"], "workingDir": "/work"}
+        ]}
+    }))
+    .unwrap()
+}
+
+/// (outcome, reason, response) of `object` (a Pod, or a Job when `job`).
+fn answer(steps: Steps, object: &Pod, job: bool) -> (&'static str, &'static str, Value) {
+    let mut review = apiserver_review(object, false);
+    let route = if job {
+        let job_object = json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": object.metadata,
+            "spec": {"template": {"spec": object.spec}}
+        });
+        review["request"]["object"] = job_object;
+        review["request"]["kind"] = json!({"group": "batch", "version": "v1", "kind": "Job"});
+        review["request"]["resource"] =
+            json!({"group": "batch", "version": "v1", "resource": "jobs"});
+        Route::new(JOBS, StepJobs(steps))
+    } else {
+        Route::new(PODS, StepPods(steps))
+    };
+    let answer = route.answer(&serde_json::to_vec(&review).unwrap());
+    let body: Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!(body["response"]["uid"], json!(UID));
+    (answer.outcome, answer.reason, body["response"].clone())
+}
+
+#[test]
+fn a_step_pod_and_a_step_job_are_patched_with_the_ready_caches_endpoint() {
+    let pod = step_pod(
+        json!({format!("{P}output-uri"): "results:v1", format!("{P}output-pipe"): "out.txt"}),
+    );
+    for job in [false, true] {
+        let (outcome, reason, response) = answer(steps(true, true), &pod, job);
+        assert_eq!((outcome, reason), ("patched", "StepInjected"), "{response}");
+        assert_eq!(response["allowed"], json!(true));
+        let patch = String::from_utf8(
+            base64::Engine::decode(
+                &base64::engine::general_purpose::STANDARD,
+                response["patch"].as_str().unwrap(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert!(patch.contains("10.0.0.9:5000/results:v1"), "{patch}");
+        assert!(
+            patch.contains("registry.local/ocifit/ocifit:test"),
+            "{patch}"
+        );
+        if job {
+            assert!(patch.contains("/spec/template/spec"), "{patch}");
+        }
+    }
+}
+
+#[test]
+fn the_old_mechanisms_annotations_are_warned_about_and_nothing_else_changes() {
+    let pod = step_pod(json!({
+        format!("{P}output-uri"): "results:v1",
+        format!("{P}output-pipe"): "out.txt",
+        format!("{P}oras-container"): "ghcr.io/oras-project/oras:v1.1.0",
+        format!("{P}entrypoint"): "https://example.com/entrypoint.sh"
+    }));
+    let (outcome, _, response) = answer(steps(true, true), &pod, false);
+    assert_eq!(outcome, "patched");
+    let warnings: Vec<String> = serde_json::from_value(response["warnings"].clone()).unwrap();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings.iter().all(|w| w.contains("is ignored")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_cache_that_is_missing_or_not_ready_is_a_denial_naming_it() {
+    let pod = step_pod(json!({format!("{P}input-uri"): "data:v1"}));
+    let (outcome, reason, response) = answer(steps(false, true), &pod, false);
+    assert_eq!((outcome, reason), ("denied", "CacheNotReady"));
+    assert_eq!(response["allowed"], json!(false));
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("ArtifactCache \"oras\" is not Ready: Deploying"),
+        "{message}"
+    );
+    let other = step_pod(
+        json!({format!("{P}input-uri"): "data:v1", format!("{P}oras-cache"): "elsewhere"}),
+    );
+    let (_, reason, response) = answer(steps(true, true), &other, true);
+    assert_eq!(reason, "CacheMissing");
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("ArtifactCache \"elsewhere\" does not exist in namespace \"default\""),
+        "{message}"
+    );
+}
+
+#[test]
+fn without_a_helper_image_steps_are_refused_and_other_pods_pass() {
+    let pod = step_pod(json!({format!("{P}input-uri"): "data:v1"}));
+    let (outcome, reason, response) = answer(steps(true, false), &pod, false);
+    assert_eq!((outcome, reason), ("denied", "NoHelperImage"));
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--artifact-helper-image")
+    );
+    let plain = step_pod(json!({}));
+    let (outcome, reason, response) = answer(steps(true, false), &plain, false);
+    assert_eq!((outcome, reason), ("skipped", "NotAStep"));
+    assert_eq!(response["allowed"], json!(true));
+    assert!(response.get("patch").is_none());
+}
+
+#[test]
+fn a_misspelt_annotation_is_denied_by_name() {
+    let pod = step_pod(json!({format!("{P}output-uri"): "r:v1", format!("{P}ouput-path"): "x"}));
+    let (_, reason, response) = answer(steps(true, true), &pod, true);
+    assert_eq!(reason, "UnknownAnnotation");
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{P}ouput-path"))
+    );
+}

@@ -1,0 +1,206 @@
+//! An ArtifactCache's status from what the controller observed of its objects: where steps reach
+//! the registry, and whether they can (the `Ready` condition with a reason from
+//! [`CacheReason`]), with the Event a change of readiness deserves. Pure: the controller reads
+//! the objects and writes the answer.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::planner::CacheState;
+use crate::api::{ArtifactCache, ArtifactCacheStatus, CacheReason, REGISTRY_PORT};
+
+/// The condition type steps' admission reads.
+pub const READY: &str = "Ready";
+
+/// What the controller saw of a deployed cache's objects (as applied, so current).
+#[derive(Debug, Clone, Copy)]
+pub struct Observed<'a> {
+    pub deployment: &'a Deployment,
+    pub service: &'a Service,
+}
+
+/// The Event a status change deserves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub warning: bool,
+    pub reason: CacheReason,
+    pub note: String,
+}
+
+/// The status of `cache`: `observed` is `None` for a cache that deploys nothing (or before its
+/// objects were applied). `now` stamps a condition that changed.
+pub fn status(
+    cache: &ArtifactCache,
+    observed: Option<Observed<'_>>,
+    now: &Time,
+) -> ArtifactCacheStatus {
+    let (endpoint, plain_http, reason, message) = readiness(cache, observed);
+    let ready = reason == CacheReason::Available || reason == CacheReason::External;
+    let previous = cache
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == READY));
+    let status_text = if ready { "True" } else { "False" };
+    let generation = cache.metadata.generation;
+    let since = match previous {
+        Some(p) if p.status == status_text => p.last_transition_time.clone(),
+        _ => now.clone(),
+    };
+    ArtifactCacheStatus {
+        observed_generation: generation,
+        endpoint,
+        plain_http,
+        conditions: vec![Condition {
+            type_: READY.to_owned(),
+            status: status_text.to_owned(),
+            reason: reason.as_str().to_owned(),
+            message,
+            observed_generation: generation,
+            last_transition_time: since,
+        }],
+    }
+}
+
+/// The Event for going from `before` to `after`: one when readiness or its reason changes; a
+/// Warning when a Ready cache stops being Ready.
+pub fn change(before: Option<&ArtifactCacheStatus>, after: &ArtifactCacheStatus) -> Option<Change> {
+    let ready = |s: &ArtifactCacheStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == READY)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    let (status, reason, message) = ready(after)?;
+    let previous = before.and_then(ready);
+    if previous
+        .as_ref()
+        .is_some_and(|(s, r, _)| *s == status && *r == reason)
+    {
+        return None;
+    }
+    let lost = previous.is_some_and(|(s, _, _)| s == "True") && status != "True";
+    let reason = [
+        CacheReason::Available,
+        CacheReason::Deploying,
+        CacheReason::ServicePending,
+        CacheReason::External,
+    ]
+    .into_iter()
+    .find(|r| r.as_str() == reason)?;
+    Some(Change {
+        warning: lost,
+        reason,
+        note: message,
+    })
+}
+
+/// What steps' admission knows of a cache: Ready (its status is current and says so), not Ready
+/// (with the condition's message), or missing.
+pub fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {
+    let Some(cache) = cache else {
+        return CacheState::Missing;
+    };
+    let Some(status) = cache.status.as_ref() else {
+        return CacheState::NotReady {
+            reason: "it has no status yet (is ocifit's controller running?)".to_owned(),
+        };
+    };
+    let condition = status.conditions.iter().find(|c| c.type_ == READY);
+    let current = status.observed_generation == cache.metadata.generation;
+    match (condition, &status.endpoint) {
+        (Some(c), Some(endpoint)) if c.status == "True" && current => CacheState::Ready {
+            endpoint: endpoint.clone(),
+            plain_http: status.plain_http,
+        },
+        (Some(c), _) if current => CacheState::NotReady {
+            reason: format!("{}: {}", c.reason, c.message),
+        },
+        _ => CacheState::NotReady {
+            reason: "its spec changed and the controller has not caught up yet".to_owned(),
+        },
+    }
+}
+
+fn readiness(
+    cache: &ArtifactCache,
+    observed: Option<Observed<'_>>,
+) -> (Option<String>, bool, CacheReason, String) {
+    if !cache.spec.deploy {
+        let endpoint = cache.spec.endpoint.clone().unwrap_or_default();
+        let message = format!("steps use the existing registry at {endpoint}");
+        return (
+            Some(endpoint),
+            cache.spec.plain_http,
+            CacheReason::External,
+            message,
+        );
+    }
+    let Some(Observed {
+        deployment,
+        service,
+    }) = observed
+    else {
+        return (
+            None,
+            true,
+            CacheReason::Deploying,
+            "the registry's objects are being created".to_owned(),
+        );
+    };
+    let cluster_ip = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.cluster_ip.clone())
+        .filter(|ip| !ip.is_empty() && ip != "None");
+    let Some(ip) = cluster_ip else {
+        return (
+            None,
+            true,
+            CacheReason::ServicePending,
+            format!(
+                "the Service {} has no ClusterIP yet",
+                service.metadata.name.as_deref().unwrap_or_default()
+            ),
+        );
+    };
+    // An IPv6 ClusterIP is bracketed, so `host:port` stays one reference's registry part.
+    let endpoint = if ip.contains(':') {
+        format!("[{ip}]:{REGISTRY_PORT}")
+    } else {
+        format!("{ip}:{REGISTRY_PORT}")
+    };
+    let deployment_name = deployment.metadata.name.as_deref().unwrap_or_default();
+    let status = deployment.status.as_ref();
+    let ready = status.and_then(|s| s.ready_replicas).unwrap_or(0);
+    // A replica counts once the Deployment controller saw this generation of the template.
+    let current = status.and_then(|s| s.observed_generation) >= deployment.metadata.generation;
+    if ready < 1 || !current {
+        let why = status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .find(|c| c.status == "False")
+            .and_then(|c| c.message.clone());
+        let mut message = match why {
+            Some(why) => {
+                format!("the registry's Deployment {deployment_name} has no ready replica: {why}")
+            }
+            None => format!("the registry's Deployment {deployment_name} has no ready replica yet"),
+        };
+        // ocifit does not read the user's Secret; the kubelet waits for it before the registry
+        // can start, and says so on the registry's pod.
+        if let Some(secret) = &cache.spec.htpasswd_secret_ref {
+            message.push_str(&format!(
+                " (it mounts key {} of the htpasswd Secret {}: if that is missing, the registry's pod says so)",
+                secret.key, secret.name
+            ));
+        }
+        return (Some(endpoint), true, CacheReason::Deploying, message);
+    }
+    let message = format!("the registry answers at {endpoint} (Service {deployment_name})");
+    (Some(endpoint), true, CacheReason::Available, message)
+}
+
+#[cfg(test)]
+mod tests;

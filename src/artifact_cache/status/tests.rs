@@ -1,0 +1,211 @@
+use serde_json::json;
+
+use super::*;
+
+fn cache(spec: serde_json::Value, status: Option<serde_json::Value>) -> ArtifactCache {
+    let mut object = json!({
+        "apiVersion": "ocifit.io/v1alpha1",
+        "kind": "ArtifactCache",
+        "metadata": {"name": "oras", "namespace": "workflow", "uid": "u", "generation": 3},
+        "spec": spec
+    });
+    if let Some(status) = status {
+        object["status"] = status;
+    }
+    serde_json::from_value(object).unwrap()
+}
+
+fn deployment(ready: i32, observed: i64, failing: Option<&str>) -> Deployment {
+    let conditions = failing.map(|m| {
+        json!([{"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable", "message": m}])
+    });
+    serde_json::from_value(json!({
+        "metadata": {"name": "oras-registry", "generation": 2},
+        "status": {"readyReplicas": ready, "observedGeneration": observed, "conditions": conditions}
+    }))
+    .unwrap()
+}
+
+fn service(ip: Option<&str>) -> Service {
+    serde_json::from_value(json!({
+        "metadata": {"name": "oras-registry"},
+        "spec": {"clusterIP": ip}
+    }))
+    .unwrap()
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap())
+}
+
+fn deployed(
+    cache: &ArtifactCache,
+    deployment: &Deployment,
+    service: &Service,
+) -> ArtifactCacheStatus {
+    let observed = Observed {
+        deployment,
+        service,
+    };
+    status(cache, Some(observed), &now())
+}
+
+fn ready(status: &ArtifactCacheStatus) -> (&str, &str, &str) {
+    let c = &status.conditions[0];
+    (c.type_.as_str(), c.status.as_str(), c.reason.as_str())
+}
+
+#[test]
+fn a_ready_replica_behind_a_cluster_ip_is_available_at_that_ip() {
+    let (d, s) = (deployment(1, 2, None), service(Some("10.0.0.7")));
+    let status = deployed(&cache(json!({}), None), &d, &s);
+    assert_eq!(status.endpoint.as_deref(), Some("10.0.0.7:5000"));
+    assert!(status.plain_http);
+    assert_eq!(status.observed_generation, Some(3));
+    assert_eq!(ready(&status), ("Ready", "True", "Available"));
+    assert_eq!(status.conditions[0].observed_generation, Some(3));
+}
+
+#[test]
+fn no_ready_replica_or_an_old_generation_is_deploying_and_says_why() {
+    let s = service(Some("10.0.0.7"));
+    for d in [
+        deployment(0, 2, Some("Deployment does not have minimum availability.")),
+        deployment(1, 1, None),
+    ] {
+        let status = deployed(&cache(json!({}), None), &d, &s);
+        assert_eq!(ready(&status), ("Ready", "False", "Deploying"));
+        assert!(
+            status.conditions[0]
+                .message
+                .contains("Deployment oras-registry has no ready replica"),
+            "{}",
+            status.conditions[0].message
+        );
+    }
+    let d = deployment(0, 2, Some("Deployment does not have minimum availability."));
+    let status = deployed(&cache(json!({}), None), &d, &s);
+    assert!(
+        status.conditions[0]
+            .message
+            .ends_with("does not have minimum availability.")
+    );
+}
+
+#[test]
+fn a_service_without_a_cluster_ip_is_pending_and_has_no_endpoint() {
+    let d = deployment(1, 2, None);
+    for ip in [None, Some(""), Some("None")] {
+        let s = service(ip);
+        let status = deployed(&cache(json!({}), None), &d, &s);
+        assert_eq!(ready(&status), ("Ready", "False", "ServicePending"));
+        assert_eq!(status.endpoint, None);
+    }
+}
+
+#[test]
+fn an_ipv6_cluster_ip_is_bracketed() {
+    let (d, s) = (deployment(1, 2, None), service(Some("fd00::7")));
+    let status = deployed(&cache(json!({}), None), &d, &s);
+    assert_eq!(status.endpoint.as_deref(), Some("[fd00::7]:5000"));
+}
+
+#[test]
+fn a_cache_with_htpasswd_that_is_not_ready_points_at_its_secret() {
+    let (d, s) = (deployment(0, 2, None), service(Some("10.0.0.7")));
+    let status = deployed(
+        &cache(json!({"htpasswdSecretRef": {"name": "auth"}}), None),
+        &d,
+        &s,
+    );
+    assert_eq!(ready(&status), ("Ready", "False", "Deploying"));
+    assert!(
+        status.conditions[0]
+            .message
+            .contains("key htpasswd of the htpasswd Secret auth"),
+        "{}",
+        status.conditions[0].message
+    );
+}
+
+#[test]
+fn an_external_registry_is_ready_at_its_endpoint() {
+    let status = status(
+        &cache(
+            json!({"deploy": false, "endpoint": "registry.example:5000", "plainHTTP": true}),
+            None,
+        ),
+        None,
+        &now(),
+    );
+    assert_eq!(ready(&status), ("Ready", "True", "External"));
+    assert_eq!(status.endpoint.as_deref(), Some("registry.example:5000"));
+    assert!(status.plain_http);
+}
+
+#[test]
+fn the_transition_time_moves_only_when_readiness_changes() {
+    let earlier = "2020-01-01T00:00:00Z";
+    let before = json!({"observedGeneration": 3, "conditions": [{
+        "type": "Ready", "status": "False", "reason": "Deploying", "message": "m",
+        "lastTransitionTime": earlier
+    }]});
+    let (d, s) = (deployment(0, 2, None), service(Some("10.0.0.7")));
+    let same = deployed(&cache(json!({}), Some(before.clone())), &d, &s);
+    assert_eq!(
+        serde_json::to_value(&same.conditions[0].last_transition_time).unwrap(),
+        json!(earlier)
+    );
+    let d = deployment(1, 2, None);
+    let changed = deployed(&cache(json!({}), Some(before)), &d, &s);
+    assert_eq!(changed.conditions[0].last_transition_time, now());
+}
+
+#[test]
+fn an_event_marks_each_change_of_readiness_or_reason_and_only_those() {
+    let (d, s) = (deployment(1, 2, None), service(Some("10.0.0.7")));
+    let available = deployed(&cache(json!({}), None), &d, &s);
+    let first = change(None, &available).unwrap();
+    assert_eq!(
+        (first.reason, first.warning),
+        (CacheReason::Available, false)
+    );
+    assert_eq!(change(Some(&available), &available), None);
+    let d = deployment(0, 2, None);
+    let down = deployed(&cache(json!({}), None), &d, &s);
+    let lost = change(Some(&available), &down).unwrap();
+    assert_eq!((lost.reason, lost.warning), (CacheReason::Deploying, true));
+    let first_deploying = change(None, &down).unwrap();
+    assert!(!first_deploying.warning, "not yet Ready is no warning");
+}
+
+#[test]
+fn admission_sees_only_a_current_ready_status_as_ready() {
+    assert_eq!(cache_state(None), CacheState::Missing);
+    let (d, s) = (deployment(1, 2, None), service(Some("10.0.0.7")));
+    let mut stored = cache(json!({}), None);
+    assert!(matches!(
+        cache_state(Some(&stored)),
+        CacheState::NotReady { reason } if reason.contains("no status yet")
+    ));
+    stored.status = Some(deployed(&stored, &d, &s));
+    assert_eq!(
+        cache_state(Some(&stored)),
+        CacheState::Ready {
+            endpoint: "10.0.0.7:5000".into(),
+            plain_http: true
+        }
+    );
+    stored.metadata.generation = Some(4);
+    assert!(matches!(
+        cache_state(Some(&stored)),
+        CacheState::NotReady { reason } if reason.contains("not caught up")
+    ));
+    stored.metadata.generation = Some(3);
+    let d = deployment(0, 2, None);
+    stored.status = Some(deployed(&stored, &d, &s));
+    assert!(matches!(
+        cache_state(Some(&stored)),
+        CacheState::NotReady { reason } if reason.starts_with("Deploying: the registry's Deployment oras-registry")
+    ));
+}

@@ -1,0 +1,210 @@
+//! Reading content of any size from a registry: an image manifest by tag or digest, and a blob as
+//! a stream of chunks checked against its descriptor's digest and size on the way, so a caller can
+//! write it out without holding it and learns of a mismatch before it trusts what it wrote.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
+use reqwest::{Method, Response};
+use sha2::{Digest as _, Sha256, Sha512};
+
+use super::client::Registry;
+use super::error::{ContentProblem, Error, Result, Target};
+use super::fetch::Inner;
+use super::manifest::{self, Descriptor, ImageManifest, Manifest, hex};
+use super::reference::{self, Reference};
+use super::transport::Exchange;
+
+impl Registry {
+    /// The image manifest a reference names (tag or digest), and its digest.
+    pub async fn image_manifest(&self, reference: &Reference) -> Result<(String, ImageManifest)> {
+        let digest = self.resolve_digest(reference).await?;
+        let pinned = reference::at_digest(reference, &digest);
+        match Inner::manifest(&self.inner, &pinned).await? {
+            Manifest::Image(manifest) => Ok((digest, *manifest)),
+            Manifest::Index(_) => Err(Error::content(
+                &reference::target(&pinned),
+                ContentProblem::UnexpectedIndex,
+            )),
+        }
+    }
+
+    /// A blob of the reference's repository, streamed; see [`BlobStream`].
+    pub async fn blob_stream(
+        &self,
+        repository: &Reference,
+        descriptor: &Descriptor,
+    ) -> Result<BlobStream> {
+        let pinned = reference::at_digest(repository, &descriptor.digest);
+        let target = reference::target(&pinned);
+        let hasher = match descriptor.digest.split_once(':') {
+            Some(("sha256", _)) if manifest::is_valid_digest(&descriptor.digest) => {
+                Hasher::Sha256(Sha256::new())
+            }
+            Some(("sha512", _)) if manifest::is_valid_digest(&descriptor.digest) => {
+                Hasher::Sha512(Box::new(Sha512::new()))
+            }
+            _ => {
+                return Err(Error::content(
+                    &target,
+                    ContentProblem::UnsupportedDigest(descriptor.digest.clone()),
+                ));
+            }
+        };
+        let size = u64::try_from(descriptor.size).map_err(|_| {
+            Error::content(
+                &target,
+                ContentProblem::Protocol(format!("negative blob size {}", descriptor.size)),
+            )
+        })?;
+        let location = format!(
+            "/v2/{}/blobs/{}",
+            repository.repository(),
+            descriptor.digest
+        );
+        let mut headers = HeaderMap::new();
+        headers.insert(ACCEPT, HeaderValue::from_static("*/*"));
+        let exchange = Exchange {
+            target: &target,
+            host: reference::api_host(repository),
+            method: Method::GET,
+            location: &location,
+            headers,
+            body: None,
+            what: "blob",
+            bounded: false,
+        };
+        let response = self.inner.transport.exchange(&exchange).await?;
+        if response.content_length().is_some_and(|len| len != size) {
+            return Err(Error::content(
+                &target,
+                ContentProblem::Protocol(format!(
+                    "the registry announced {} bytes for a blob of {size}",
+                    response.content_length().unwrap_or_default()
+                )),
+            ));
+        }
+        Ok(BlobStream {
+            idle: self.inner.transport.idle_timeout(),
+            response,
+            hasher: Some(hasher),
+            expected: descriptor.digest.clone(),
+            size,
+            read: 0,
+            target,
+        })
+    }
+}
+
+enum Hasher {
+    Sha256(Sha256),
+    Sha512(Box<Sha512>),
+}
+
+impl Hasher {
+    fn update(&mut self, bytes: &[u8]) {
+        match self {
+            Hasher::Sha256(h) => h.update(bytes),
+            Hasher::Sha512(h) => h.update(bytes),
+        }
+    }
+
+    fn finish(self) -> String {
+        match self {
+            Hasher::Sha256(h) => format!("sha256:{}", hex(&h.finalize())),
+            Hasher::Sha512(h) => format!("sha512:{}", hex(&h.finalize())),
+        }
+    }
+}
+
+/// A blob's content as it arrives. [`BlobStream::next_chunk`] gives every chunk, then `None`
+/// once the whole content matched the descriptor's size and digest; a mismatch (more bytes than
+/// the size, fewer, or another digest) is an error instead of the end. A chunk that takes longer
+/// than the request timeout to come is an error too.
+pub struct BlobStream {
+    response: Response,
+    hasher: Option<Hasher>,
+    expected: String,
+    size: u64,
+    read: u64,
+    idle: Duration,
+    target: Target,
+}
+
+impl std::fmt::Debug for BlobStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobStream")
+            .field("target", &self.target)
+            .field("size", &self.size)
+            .field("read", &self.read)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BlobStream {
+    /// The blob's size from its descriptor.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The next chunk, or `None` at the verified end.
+    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>> {
+        let Some(hasher) = self.hasher.as_mut() else {
+            return Ok(None);
+        };
+        let chunk = tokio::time::timeout(self.idle, self.response.chunk())
+            .await
+            .map_err(|_| Error::Transport {
+                target: self.target.clone(),
+                detail: format!(
+                    "no data for {} s while reading the blob",
+                    self.idle.as_secs()
+                ),
+                source: None,
+            })?
+            .map_err(|err| Error::Transport {
+                target: self.target.clone(),
+                detail: format!("reading the blob failed ({err})"),
+                source: Some(std::sync::Arc::new(err.without_url())),
+            })?;
+        match chunk {
+            Some(bytes) => {
+                self.read += bytes.len() as u64;
+                if self.read > self.size {
+                    return Err(
+                        self.mismatch(format!("more than the {} bytes announced", self.size))
+                    );
+                }
+                hasher.update(&bytes);
+                Ok(Some(bytes))
+            }
+            None => {
+                if self.read != self.size {
+                    return Err(self.mismatch(format!(
+                        "{} bytes where the descriptor says {}",
+                        self.read, self.size
+                    )));
+                }
+                let actual = self.hasher.take().map(Hasher::finish).unwrap_or_default();
+                if actual != self.expected {
+                    return Err(Error::content(
+                        &self.target,
+                        ContentProblem::DigestMismatch {
+                            expected: self.expected.clone(),
+                            actual,
+                        },
+                    ));
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    fn mismatch(&self, what: String) -> Error {
+        Error::content(
+            &self.target,
+            ContentProblem::Protocol(format!("the blob has {what}")),
+        )
+    }
+}

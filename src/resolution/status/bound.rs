@@ -1,0 +1,143 @@
+//! The status's size bound. etcd refuses objects over 1.5 MiB (its default request limit), and a
+//! status it refuses is never written: the old one would be served forever. The classes are what
+//! grows (one row per kind of node, each with a reason that explains every skipped set), so they
+//! are cut to fit [`MAX_CLASSES_BYTES`], leaving room for the spec, the metadata and the rest of
+//! the status: first every reason to [`MAX_REASON_BYTES`], then, if still too large, reasons and
+//! set descriptions altogether, and last the classes beyond the bound (their pods are denied as
+//! not ready rather than given a guess). What was cut is said in a `Truncated` condition.
+
+use crate::api::ClassStatus;
+
+/// The most one class's reason keeps.
+pub const MAX_REASON_BYTES: usize = 1024;
+/// The most the classes take in the status, as JSON.
+pub const MAX_CLASSES_BYTES: usize = 1024 * 1024;
+
+/// Cuts `classes` to the bounds; what was cut, if anything, for the `Truncated` condition.
+pub(super) fn classes(classes: &mut Vec<ClassStatus>) -> Option<String> {
+    let mut cut = Vec::new();
+    let mut long = 0;
+    for reason in classes.iter_mut().filter_map(|class| class.reason.as_mut()) {
+        if clip(reason, MAX_REASON_BYTES) {
+            long += 1;
+        }
+    }
+    if long > 0 {
+        cut.push(format!(
+            "the reasons of {long} classes cut to {MAX_REASON_BYTES} bytes"
+        ));
+    }
+    if size(classes) > MAX_CLASSES_BYTES {
+        for class in classes.iter_mut() {
+            class.reason = None;
+            if let Some(matched) = class.matched.as_mut() {
+                matched.description = None;
+            }
+        }
+        cut.push("every class's reason and set description left out".to_owned());
+    }
+    if size(classes) > MAX_CLASSES_BYTES {
+        let total = classes.len();
+        let mut used = 2; // the brackets of the list
+        let kept = classes
+            .iter()
+            .take_while(|class| {
+                used += size(std::slice::from_ref(*class)) - 1;
+                used <= MAX_CLASSES_BYTES
+            })
+            .count();
+        classes.truncate(kept);
+        cut.push(format!(
+            "{} of {total} classes left out (their pods are denied as not ready)",
+            total - kept
+        ));
+    }
+    (!cut.is_empty()).then(|| {
+        format!(
+            "the status would exceed what etcd stores: {} (classes bounded to {MAX_CLASSES_BYTES} bytes)",
+            cut.join("; ")
+        )
+    })
+}
+
+/// Cuts `text` to at most `limit` bytes (on a character boundary, marked); whether it was cut.
+fn clip(text: &mut String, limit: usize) -> bool {
+    if text.len() <= limit {
+        return false;
+    }
+    const MARK: &str = " …(cut)";
+    let mut end = limit - MARK.len();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(MARK);
+    true
+}
+
+fn size(classes: &[ClassStatus]) -> usize {
+    serde_json::to_vec(classes).map_or(usize::MAX, |json| json.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::api::ClassMatch;
+
+    fn class(name: usize, reason_bytes: usize, labels: usize) -> ClassStatus {
+        ClassStatus {
+            name: format!("c-{name:08}"),
+            labels: (0..labels)
+                .map(|i| (format!("key-{i:04}"), "v".repeat(40)))
+                .collect::<BTreeMap<_, _>>(),
+            nodes: 1,
+            image: Some("registry.local/app:v1".into()),
+            matched: Some(ClassMatch {
+                index: 0,
+                tag: "registry.local/app:v1".into(),
+                weight: 0,
+                description: Some("d".repeat(200)),
+            }),
+            reason: Some("é".repeat(reason_bytes / 2)),
+        }
+    }
+
+    #[test]
+    fn small_classes_are_left_as_they_are() {
+        let mut classes = vec![class(0, 100, 2), class(1, 100, 2)];
+        let before = classes.clone();
+        assert_eq!(super::classes(&mut classes), None);
+        assert_eq!(classes, before);
+    }
+
+    #[test]
+    fn long_reasons_are_cut_on_a_character_boundary_and_said() {
+        let mut classes = vec![class(0, 10_000, 2), class(1, 100, 2)];
+        let said = super::classes(&mut classes).unwrap();
+        let reason = classes[0].reason.as_deref().unwrap();
+        assert!(reason.len() <= MAX_REASON_BYTES && reason.ends_with("…(cut)"));
+        assert_eq!(classes[1].reason.as_deref().unwrap().len(), 100);
+        assert!(
+            said.contains("the reasons of 1 classes cut to 1024 bytes"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn many_classes_lose_reasons_then_rows_and_stay_under_the_bound() {
+        // 5,000 kinds of node with reasons of a large artifact: some 6 MiB as computed.
+        let mut classes: Vec<_> = (0..5_000).map(|i| class(i, 1_000, 4)).collect();
+        let said = super::classes(&mut classes).unwrap();
+        assert!(size(&classes) <= MAX_CLASSES_BYTES);
+        assert!(classes.iter().all(|c| c.reason.is_none()));
+        assert!(said.contains("every class's reason and set description left out"));
+        let kept = classes.len();
+        assert!(kept > 1_000 && kept < 5_000, "{kept}");
+        assert!(
+            said.contains(&format!("{} of 5000 classes left out", 5_000 - kept)),
+            "{said}"
+        );
+    }
+}

@@ -18,7 +18,7 @@ const DOCKER_CFG: (&str, &str) = ("kubernetes.io/dockercfg", ".dockercfg");
 /// Secrets too, so the others are still tried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretProblem {
-    #[error("pull secret {0} does not exist (or ocifit may not read it)")]
+    #[error("pull secret {0} does not exist")]
     Missing(String),
     #[error(
         "pull secret {name} has type {found:?}, not kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg"
@@ -26,6 +26,14 @@ pub enum SecretProblem {
     WrongType { name: String, found: String },
     #[error("pull secret {name} is not a docker config: {message}")]
     Invalid { name: String, message: String },
+    #[error(
+        "pull secret {name} is in namespace {namespace}, where ocifit may not read Secrets: add the \
+         namespace to the chart's pullSecrets.namespaces (--pull-secret-namespaces), or give ocifit \
+         the registry's credentials with --placement-docker-config"
+    )]
+    NotAllowed { name: String, namespace: String },
+    #[error("pull secret {name} could not be read: {message}")]
+    Unreadable { name: String, message: String },
 }
 
 /// The pull Secrets named for a pod, read once, as docker configs in the order they apply.

@@ -1,24 +1,27 @@
 //! What the release planner needs from outside, read for one gated pod: its pull Secrets (the
-//! pod's, then its ServiceAccount's, by `get` only) and the inspection of every container's
+//! pod's, then its ServiceAccount's, through the cluster's one Secret reader: `get` only, in the
+//! allowed namespaces) and the inspection of every container's
 //! image through the shared [`Inspector`] (caches, one lookup in flight per image, backoff per
 //! registry). Thin: every decision is in the pure modules.
 
 use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
-use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::{Api, Client};
 
-use crate::placement::credentials::PullSecrets;
+use crate::cluster::secrets::{SecretRead, Secrets};
+use crate::placement::credentials::{PullSecrets, SecretProblem};
 use crate::placement::policy::Policy;
 use crate::placement::pull_policy::{Freshness, effective, freshness};
 use crate::placement::release::{Inspected, Inspection, containers};
 use crate::registry::{DockerConfig, Inspector, Lookup, parse_reference};
 
-/// The pod's pull Secrets, then its ServiceAccount's, read from its namespace. A Secret or
-/// ServiceAccount that is missing or may not be read is skipped (as the kubelet skips it); the
-/// Secret's problem is reported by [`PullSecrets`].
-pub async fn pull_secrets(client: &Client, pod: &Pod) -> PullSecrets {
+/// The pod's pull Secrets, then its ServiceAccount's, read from its namespace. A missing
+/// ServiceAccount is skipped, as is a Secret that does not exist (the kubelet skips it too); every
+/// Secret that could not be used, and why (missing, in a namespace ocifit may not read, refused by
+/// the apiserver), is a problem of the result, for an Event on the pod.
+pub async fn pull_secrets(client: &Client, reader: &Secrets, pod: &Pod) -> PullSecrets {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let spec = pod.spec.as_ref();
     let mut names: Vec<String> = spec
@@ -40,23 +43,43 @@ pub async fn pull_secrets(client: &Client, pod: &Pod) -> PullSecrets {
                 .map(|reference| reference.name),
         );
     }
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut secrets = BTreeMap::new();
+    let mut refused = BTreeMap::new();
     for name in &names {
-        if secrets.contains_key(name) {
+        if secrets.contains_key(name) || refused.contains_key(name) {
             continue;
         }
-        match api.get_opt(name).await {
-            Ok(Some(secret)) => {
-                secrets.insert(name.clone(), secret);
+        let problem = match reader.get(namespace, name).await {
+            Ok(SecretRead::Found(secret)) => {
+                secrets.insert(name.clone(), *secret);
+                continue;
             }
-            Ok(None) => {}
-            Err(err) => {
-                tracing::debug!(namespace, secret = %name, error = %err, "pull secret not readable");
-            }
-        }
+            // Reported by `PullSecrets::read` as missing.
+            Ok(SecretRead::Missing) => continue,
+            Ok(SecretRead::NotAllowed) => SecretProblem::NotAllowed {
+                name: name.clone(),
+                namespace: namespace.to_owned(),
+            },
+            Ok(SecretRead::Forbidden(message)) => SecretProblem::Unreadable {
+                name: name.clone(),
+                message: format!("the apiserver refused the read: {message}"),
+            },
+            Err(err) => SecretProblem::Unreadable {
+                name: name.clone(),
+                message: err.to_string(),
+            },
+        };
+        refused.insert(name.clone(), problem);
     }
-    PullSecrets::read(names.iter().map(String::as_str), &secrets)
+    let mut pull = PullSecrets::read(
+        names
+            .iter()
+            .map(String::as_str)
+            .filter(|name| !refused.contains_key(*name)),
+        &secrets,
+    );
+    pull.problems.extend(refused.into_values());
+    pull
 }
 
 /// Every container's image inspected (init containers first), concurrently.

@@ -96,7 +96,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
 
 /// Reads the pod's Secrets and images and plans its release.
 async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> Plan {
-    let secrets = pull_secrets(&ctx.cluster.client, pod).await;
+    let secrets = pull_secrets(&ctx.cluster.client, &ctx.cluster.secrets(), pod).await;
     let inspected = inspections(&ctx.inspector, pod, policy, &secrets, &ctx.own_credentials).await;
     let tainted: BTreeSet<String> = ctx.tainted();
     let created = pod

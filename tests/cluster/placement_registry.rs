@@ -1,6 +1,8 @@
 //! What the placement controller asks the registry, on a real apiserver and real registries
 //! (images pushed by crane; the registry's access log counts every request): a private
-//! repository read with the pod's pull Secret (and refused, naming the image, without it); a
+//! repository read with the pod's pull Secret (and refused, naming the image, without it; a pull
+//! Secret in a namespace outside `--pull-secret-namespaces` is not read, and an Event says how to
+//! allow it); a
 //! tag rebuilt for another architecture not re-read for an `IfNotPresent` pod (the digest it
 //! read stands, as the image a node pulled does) and re-read for an `Always` pod; 500 pods of 10 images released with one manifest request per image digest.
 
@@ -22,14 +24,16 @@ use crate::support::Env;
 use crate::support::placement::{self, annotation, create_policy, gates, wait_event, wait_pod};
 
 const NAMESPACE: &str = "registry";
+/// A namespace whose Secrets ocifit may not read (not in `--pull-secret-namespaces`).
+const ELSEWHERE: &str = "registry-elsewhere";
 
-fn pull_secret(registry: &str, username: &str, password: &str) -> Secret {
+fn pull_secret(namespace: &str, registry: &str, username: &str, password: &str) -> Secret {
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
     let config = json!({"auths": {registry: {"auth": auth}}}).to_string();
     Secret {
         metadata: ObjectMeta {
             name: Some("regcred".into()),
-            namespace: Some(NAMESPACE.into()),
+            namespace: Some(namespace.into()),
             ..ObjectMeta::default()
         },
         type_: Some("kubernetes.io/dockerconfigjson".into()),
@@ -65,9 +69,11 @@ async fn private_images_rebuilt_tags_and_500_pods_ask_the_registry_only_what_the
         .start()
         .await
         .unwrap();
-    ocifit_testkit::create_namespace(&client, NAMESPACE)
-        .await
-        .unwrap();
+    for namespace in [NAMESPACE, ELSEWHERE] {
+        ocifit_testkit::create_namespace(&client, namespace)
+            .await
+            .unwrap();
+    }
     let registry = env.registry();
     let web = registry
         .push_multi_platform("shop/web", "v1", &["linux/amd64", "linux/arm64"])
@@ -81,6 +87,8 @@ async fn private_images_rebuilt_tags_and_500_pods_ask_the_registry_only_what_the
             private.addr(),
             "--registry-timeout",
             "2s",
+            "--pull-secret-namespaces",
+            NAMESPACE,
         ],
     )
     .await;
@@ -98,24 +106,29 @@ async fn private_images_rebuilt_tags_and_500_pods_ask_the_registry_only_what_the
         .push_image("private/app", "v1", "linux/arm64")
         .await
         .unwrap();
-    Api::<Secret>::namespaced(client.clone(), NAMESPACE)
-        .create(
-            &PostParams::default(),
-            &pull_secret(private.addr(), "ocifit", "s3cret"),
-        )
-        .await
-        .unwrap();
-    let mut with_secret = placement::pod(
-        "with-secret",
-        NAMESPACE,
-        json!({}),
-        &[("app", &secret_image.reference)],
-    );
-    with_secret.spec.as_mut().unwrap().image_pull_secrets =
-        Some(vec![k8s_openapi::api::core::v1::LocalObjectReference {
-            name: "regcred".into(),
-        }]);
-    create(with_secret).await;
+    for namespace in [NAMESPACE, ELSEWHERE] {
+        Api::<Secret>::namespaced(client.clone(), namespace)
+            .create(
+                &PostParams::default(),
+                &pull_secret(namespace, private.addr(), "ocifit", "s3cret"),
+            )
+            .await
+            .unwrap();
+    }
+    let with_secret = |name: &str, namespace: &str| {
+        let mut pod = placement::pod(
+            name,
+            namespace,
+            json!({}),
+            &[("app", &secret_image.reference)],
+        );
+        pod.spec.as_mut().unwrap().image_pull_secrets =
+            Some(vec![k8s_openapi::api::core::v1::LocalObjectReference {
+                name: "regcred".into(),
+            }]);
+        pod
+    };
+    create(with_secret("with-secret", NAMESPACE)).await;
     create(placement::pod(
         "without-secret",
         NAMESPACE,
@@ -134,6 +147,49 @@ async fn private_images_rebuilt_tags_and_500_pods_ask_the_registry_only_what_the
     )
     .await;
     assert!(note.contains(&secret_image.reference), "{note}");
+    assert!(note.to_lowercase().contains("unauthorized"), "{note}");
+
+    // The same Secret in a namespace ocifit may not read Secrets in: not read, and the pod's Event
+    // names the Secret and both ways to allow it; the image is then refused like one without.
+    served
+        .gate(
+            &client,
+            "ocifit-placement-elsewhere",
+            ELSEWHERE,
+            &web.reference,
+        )
+        .await;
+    Api::<Pod>::namespaced(client.clone(), ELSEWHERE)
+        .create(
+            &PostParams::default(),
+            &with_secret("secret-elsewhere", ELSEWHERE),
+        )
+        .await
+        .unwrap();
+    let note = wait_event(
+        &client,
+        ELSEWHERE,
+        "Pod",
+        "secret-elsewhere",
+        "PullSecretUnusable",
+    )
+    .await;
+    for words in [
+        "regcred",
+        ELSEWHERE,
+        "pullSecrets.namespaces",
+        "--placement-docker-config",
+    ] {
+        assert!(note.contains(words), "{words:?} in {note}");
+    }
+    let note = wait_event(
+        &client,
+        ELSEWHERE,
+        "Pod",
+        "secret-elsewhere",
+        "InspectionFailed",
+    )
+    .await;
     assert!(note.to_lowercase().contains("unauthorized"), "{note}");
 
     // A tag rebuilt for another architecture: Always re-reads it, IfNotPresent keeps the digest

@@ -249,7 +249,10 @@ async fn the_step_webhooks_see_pods_and_jobs_of_opted_in_namespaces_only_and_nev
         .as_array()
         .expect("webhooks")
         .len();
-    assert_eq!(webhooks, 2, "only image selection's webhook and placement's gate");
+    assert_eq!(
+        webhooks, 2,
+        "only image selection's webhook and placement's gate"
+    );
     assert!(
         !args(&off)
             .iter()

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
 use k8s_openapi::api::core::v1::{Namespace as NamespaceObject, Pod};
@@ -26,17 +27,28 @@ const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// The usable policies, replaced as a whole whenever one changes (admission reads them
 /// lock-free). Cheap to clone.
 #[derive(Clone, Debug, Default)]
-pub struct UsablePolicies(Arc<ArcSwap<Vec<Policy>>>);
+pub struct UsablePolicies {
+    current: Arc<ArcSwap<Vec<Policy>>>,
+    /// Set by the first [`UsablePolicies::store`]: until then the empty list means "not read
+    /// yet", not "no policy", and the gate must not count as ready (it would pass every pod).
+    stored: Arc<AtomicBool>,
+}
 
 impl UsablePolicies {
     /// The policies now.
     pub fn load(&self) -> Arc<Vec<Policy>> {
-        self.0.load_full()
+        self.current.load_full()
     }
 
     /// Replaces them.
     pub fn store(&self, policies: Vec<Policy>) {
-        self.0.store(Arc::new(policies));
+        self.current.store(Arc::new(policies));
+        self.stored.store(true, Ordering::Release);
+    }
+
+    /// Whether the policies were stored at least once.
+    pub fn stored(&self) -> bool {
+        self.stored.load(Ordering::Acquire)
     }
 }
 

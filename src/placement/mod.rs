@@ -79,12 +79,13 @@ pub struct Running {
     pub readiness: Readiness,
 }
 
-/// Whether placement can serve: its stores hold a first list.
+/// Whether placement can serve: its stores hold a first list and, with the route, the gate
+/// holds the policies compiled from it.
 #[derive(Clone, Debug)]
 pub struct Readiness {
     policies: Reflected<PlacementPolicy>,
     pods: Reflected<Pod>,
-    namespaces: Option<Reflected<PartialObjectMeta<Namespace>>>,
+    gate: Option<(Reflected<PartialObjectMeta<Namespace>>, UsablePolicies)>,
 }
 
 impl Readiness {
@@ -92,7 +93,10 @@ impl Readiness {
     pub fn ready(&self) -> bool {
         self.policies.synced()
             && self.pods.synced()
-            && self.namespaces.as_ref().is_none_or(Reflected::synced)
+            && self
+                .gate
+                .as_ref()
+                .is_none_or(|(namespaces, usable)| namespaces.synced() && usable.stored())
     }
 }
 
@@ -154,7 +158,7 @@ pub fn run(parts: Parts) -> Running {
             ),
         ),
     ];
-    let mut namespaces = None;
+    let mut gate = None;
     let route = admission.then(|| {
         let (store, namespace_watch) = reflect(
             watcher(
@@ -174,7 +178,7 @@ pub fn run(parts: Parts) -> Running {
             "placement policy feed",
             until(shutdown.clone(), feed(policies.clone(), usable.clone())),
         ));
-        namespaces = Some(store.clone());
+        gate = Some((store.clone(), usable.clone()));
         Route::new(
             admission::PATH,
             GatePods {
@@ -202,7 +206,7 @@ pub fn run(parts: Parts) -> Running {
         readiness: Readiness {
             policies,
             pods,
-            namespaces,
+            gate,
         },
     }
 }

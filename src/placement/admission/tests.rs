@@ -136,3 +136,12 @@ fn an_opted_out_pod_and_a_namespace_missing_from_the_store_are_judged_without_er
     assert_eq!((outcome, reason), ("skipped", "Excluded"));
     assert_eq!(same, opted_out);
 }
+
+#[test]
+fn the_gate_counts_as_loaded_only_once_the_policies_were_stored_even_when_there_are_none() {
+    let usable = UsablePolicies::default();
+    assert!(!usable.stored(), "no list read yet is not an empty list");
+    usable.store(Vec::new());
+    assert!(usable.stored());
+    assert!(usable.load().is_empty());
+}

@@ -200,6 +200,58 @@ async fn the_webhook_sees_only_opted_in_pods_outside_kube_system_and_its_own_nam
 }
 
 #[tokio::test]
+async fn uninstall_runs_one_job_that_releases_every_gate_with_rights_on_pods_only() {
+    let rendered = documents(&render(&[]).await.unwrap());
+    let job = find(&rendered, "Job", "ocifit-release-gates");
+    for (kind, name) in [
+        ("ServiceAccount", "ocifit-release-gates"),
+        ("ClusterRole", "ocifit-release-gates"),
+        ("ClusterRoleBinding", "ocifit-release-gates"),
+        ("Job", "ocifit-release-gates"),
+    ] {
+        let annotations = &find(&rendered, kind, name)["metadata"]["annotations"];
+        // After the webhook is gone (nothing gates any more), removed once it succeeded.
+        assert_eq!(annotations["helm.sh/hook"], "post-delete", "{kind}");
+        assert_eq!(
+            annotations["helm.sh/hook-delete-policy"], "before-hook-creation,hook-succeeded",
+            "{kind}"
+        );
+    }
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "ocifit-release-gates");
+    assert_eq!(
+        pod["containers"][0]["args"],
+        json!(["placement", "release-all"])
+    );
+    assert_eq!(
+        pod["containers"][0]["image"],
+        find(&rendered, "Deployment", "ocifit-controller")["spec"]["template"]["spec"]["containers"]
+            [0]["image"]
+    );
+    assert_eq!(
+        find(&rendered, "ClusterRole", "ocifit-release-gates")["rules"],
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}])
+    );
+    // Its pod is not one of the operator's (the Service and the PodDisruptionBudget select those).
+    assert_eq!(
+        job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"],
+        "release-gates"
+    );
+
+    for off in [
+        "placement.releaseGatesOnUninstall=false",
+        "placement.enabled=false",
+    ] {
+        let rendered = documents(&render(&[off]).await.unwrap());
+        assert!(!has(&rendered, "Job", "ocifit-release-gates"), "{off}");
+        assert!(
+            !has(&rendered, "ClusterRole", "ocifit-release-gates"),
+            "{off}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn the_step_webhooks_see_pods_and_jobs_of_opted_in_namespaces_only_and_never_a_caches_pods() {
     let rendered = documents(&render(&["image.tag=1.2.3"]).await.unwrap());
     let webhooks = &find(&rendered, "MutatingWebhookConfiguration", "ocifit")["webhooks"];

@@ -1,7 +1,8 @@
 //! The ArtifactCache controller (leader only): each cache's desired objects ([`desired`]) applied
 //! server-side under the one field manager with the cache as their controlling owner, so an
 //! edited or deleted Deployment, Service or claim is put back on the next reconcile (the owned
-//! objects are watched); the status ([`status`]) written from what the apply returned, and an
+//! objects are watched and reflected), with an Event on the cache saying what was put back and
+//! why ([`restored`]); the status ([`status`]) written from what the apply returned, and an
 //! Event when readiness changes. Deleting a cache leaves its objects to the garbage collector.
 
 use std::collections::HashMap;
@@ -15,13 +16,15 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
+use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::desired::{self, Desired};
+use super::restored::{self, restored};
 use super::status::{self, Observed};
 use crate::api::{ArtifactCache, ArtifactCacheStatus, FIELD_MANAGER};
 use crate::cluster::ClusterView;
@@ -30,7 +33,7 @@ use crate::cluster::reflected::{Change, Reflected};
 use crate::telemetry::error_chain;
 
 /// The labels every owned object carries; the owned watches select by them.
-const OWNED: &str = "app.kubernetes.io/name=artifact-cache,app.kubernetes.io/managed-by=ocifit";
+pub const OWNED: &str = "app.kubernetes.io/name=artifact-cache,app.kubernetes.io/managed-by=ocifit";
 /// How soon a cache that is not Ready yet is looked at again, besides its objects' changes.
 const NOT_READY_RECHECK: Duration = Duration::from_secs(30);
 /// The longest wait before retrying a reconcile that failed against the apiserver.
@@ -51,9 +54,19 @@ pub enum Error {
     },
 }
 
+/// The kinds a cache owns, as their label-selected watches reflect them: what the controller is
+/// about to put back, and its triggers.
+#[derive(Clone)]
+pub struct Owned {
+    pub deployments: Reflected<Deployment>,
+    pub services: Reflected<Service>,
+    pub claims: Reflected<PersistentVolumeClaim>,
+}
+
 struct Context {
     cluster: ClusterView,
     reporter: EventReporter,
+    owned: Owned,
 }
 
 /// The controller over `caches`; the future runs until `shutdown` resolves and in-flight
@@ -62,22 +75,25 @@ pub fn controller(
     cluster: ClusterView,
     reporter: EventReporter,
     caches: &Reflected<ArtifactCache>,
+    owned: Owned,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> BoxFuture<'static, ()> {
-    let client = cluster.client.clone();
-    let owned = || watcher::Config::default().labels(OWNED);
     let gained = cluster.leadership.gained();
     Controller::for_shared_stream(spec_changes(caches), caches.store())
         .with_config(Config::default().concurrency(4))
-        .owns(Api::<Deployment>::all(client.clone()), owned())
-        .owns(Api::<Service>::all(client.clone()), owned())
-        .owns(Api::<PersistentVolumeClaim>::all(client), owned())
+        .owns_shared_stream(changed(&owned.deployments))
+        .owns_shared_stream(changed(&owned.services))
+        .owns_shared_stream(changed(&owned.claims))
         .reconcile_all_on(gained)
         .graceful_shutdown_on(shutdown)
         .run(
             reconcile,
             error_policy,
-            Arc::new(Context { cluster, reporter }),
+            Arc::new(Context {
+                cluster,
+                reporter,
+                owned,
+            }),
         )
         .for_each(|result| {
             if let Err(err) = result {
@@ -110,6 +126,19 @@ fn spec_changes(
     })
 }
 
+/// Every owned object applied or deleted, for the controller to reconcile its owner.
+fn changed<K>(owned: &Reflected<K>) -> impl futures_util::Stream<Item = Arc<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    owned.subscribe().filter_map(|change| {
+        std::future::ready(match change {
+            Change::Applied(object) | Change::Deleted(object) => Some(object),
+            Change::Synced => None,
+        })
+    })
+}
+
 fn error_policy(cache: Arc<ArtifactCache>, error: &Error, _: Arc<Context>) -> Action {
     tracing::warn!(
         cache = %cache.name_any(),
@@ -134,11 +163,15 @@ async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Actio
                 service,
                 claim,
             } = desired;
+            let claims = &ctx.owned.claims;
             if let Some(claim) = claim {
-                apply(&ctx, &namespace, &name, "its PersistentVolumeClaim", &claim).await?;
+                let what = "its PersistentVolumeClaim";
+                apply(&ctx, &cache, what, &claim, claims).await?;
             }
-            let service = apply(&ctx, &namespace, &name, "its Service", &service).await?;
-            let deployment = apply(&ctx, &namespace, &name, "its Deployment", &deployment).await?;
+            let service = apply(&ctx, &cache, "its Service", &service, &ctx.owned.services).await?;
+            let deployments = &ctx.owned.deployments;
+            let deployment =
+                apply(&ctx, &cache, "its Deployment", &deployment, deployments).await?;
             let observed = Observed {
                 deployment: &deployment,
                 service: &service,
@@ -170,35 +203,62 @@ async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Actio
 }
 
 /// Server-side apply of one owned object, forced: whatever someone changed in the fields we own
-/// goes back; fields others added and we do not set stay theirs.
+/// goes back; fields others added and we do not set stay theirs. When that put back what
+/// someone else changed or deleted (against what `owned` last saw), an Event on the cache says so.
 async fn apply<K>(
     ctx: &Context,
-    namespace: &str,
-    cache: &str,
+    cache: &ArtifactCache,
     what: &'static str,
     object: &K,
+    owned: &Reflected<K>,
 ) -> Result<K, Error>
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
         + DeserializeOwned
         + Serialize
-        + std::fmt::Debug,
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
+    let namespace = cache.namespace().unwrap_or_default();
+    let name = object.name_any();
+    let before = owned
+        .store()
+        .get(&ObjectRef::<K>::new(&name).within(&namespace));
     // k8s-openapi's objects serialize their apiVersion and kind, as an apply body needs.
-    Api::<K>::namespaced(ctx.cluster.client.clone(), namespace)
+    let after = Api::<K>::namespaced(ctx.cluster.client.clone(), &namespace)
         .patch(
-            &object.name_any(),
+            &name,
             &PatchParams::apply(FIELD_MANAGER).force(),
             &Patch::Apply(object),
         )
         .await
         .map_err(|source| Error::Apply {
             what,
-            namespace: namespace.to_owned(),
-            name: cache.to_owned(),
+            namespace: namespace.clone(),
+            name: cache.name_any(),
             source,
-        })
+        })?;
+    let applied_before = owned.synced()
+        && cache
+            .status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == cache.metadata.generation);
+    if let Some(put_back) = restored(what, &name, before.as_deref(), &after, applied_before) {
+        let notice = Notice {
+            on: cache.object_ref(&()),
+            warning: true,
+            reason: restored::REASON,
+            action: put_back.action,
+            note: put_back.note,
+        };
+        ctx.reporter
+            .publish_related(notice, after.object_ref(&()))
+            .await;
+    }
+    Ok(after)
 }
 
 async fn write_status(

@@ -22,6 +22,7 @@ mod layout;
 pub mod planner;
 mod pull;
 mod push;
+pub mod restored;
 pub mod route;
 pub mod status;
 mod steps;
@@ -109,15 +110,57 @@ pub fn run(parts: Parts) -> Running {
         Route::new(route::PODS, StepPods(steps.clone())),
         Route::new(route::JOBS, StepJobs(steps)),
     ];
-    let controller = controller::controller(cluster, reporter, &caches, shutdown.clone().wait());
+    let (deployments, deployments_watch) = owned(&cluster, "artifact cache deployments");
+    let (services, services_watch) = owned(&cluster, "artifact cache services");
+    let (claims, claims_watch) = owned(&cluster, "artifact cache claims");
+    let owned = controller::Owned {
+        deployments,
+        services,
+        claims,
+    };
+    let controller =
+        controller::controller(cluster, reporter, &caches, owned, shutdown.clone().wait());
     Running {
         tasks: vec![
-            ("artifact cache watch", until(shutdown, watch)),
+            ("artifact cache watch", until(shutdown.clone(), watch)),
+            (
+                "artifact cache deployments watch",
+                until(shutdown.clone(), deployments_watch),
+            ),
+            (
+                "artifact cache services watch",
+                until(shutdown.clone(), services_watch),
+            ),
+            ("artifact cache claims watch", until(shutdown, claims_watch)),
             ("artifact cache controller", controller),
         ],
         caches,
         routes,
     }
+}
+
+/// One kind the caches own, watched by the owned objects' labels and reflected (small: only the
+/// caches' own objects, without their managed fields).
+fn owned<K>(
+    cluster: &ClusterView,
+    what: &'static str,
+) -> (Reflected<K>, futures_util::future::BoxFuture<'static, ()>)
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let config = watcher::Config::default().labels(controller::OWNED);
+    reflect(
+        watcher(Api::<K>::all(cluster.client.clone()), config)
+            .backoff(crate::cluster::watches::backoff())
+            .modify(|object| object.meta_mut().managed_fields = None),
+        what,
+    )
 }
 
 /// The gzip level of directory layers unless told otherwise: fast, since a cache sits next to its

@@ -71,6 +71,17 @@ impl EventReporter {
 
     /// Publishes `notice`; a failure is logged, never returned (Events are best effort).
     pub async fn publish(&self, notice: Notice) {
+        self.publish_with(notice, None).await;
+    }
+
+    /// As [`EventReporter::publish`], naming `related`, the object the reporter acted on: Events
+    /// on one object with one reason and action stay apart per related object (the recorder
+    /// folds repeats into a series that keeps its first note).
+    pub async fn publish_related(&self, notice: Notice, related: ObjectReference) {
+        self.publish_with(notice, Some(related)).await;
+    }
+
+    async fn publish_with(&self, notice: Notice, related: Option<ObjectReference>) {
         let event = Event {
             type_: if notice.warning {
                 EventType::Warning
@@ -80,7 +91,7 @@ impl EventReporter {
             reason: notice.reason.to_owned(),
             note: Some(cap(notice.note)),
             action: notice.action.to_owned(),
-            secondary: None,
+            secondary: related,
         };
         match self.recorder.publish(&event, &notice.on).await {
             Ok(()) => self.metrics.event_published(),

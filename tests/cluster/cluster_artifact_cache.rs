@@ -1,15 +1,23 @@
 //! The ArtifactCache CRD in `crds/` on a real kube-apiserver: the example cache is stored with its
 //! defaults and reads back as ocifit's Rust type, the workflow example's Jobs pass validation,
 //! the CEL rules refuse contradictory specs with their messages, and `kubectl get ac` prints the
-//! printer columns.
+//! printer columns. With `ocifit run` as its controller, a deleted or changed owned object is put
+//! back and an Event on the cache says what and why.
 
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::events::v1::Event;
 use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
 use ocifit::api::ArtifactCache;
 use ocifit_testkit::{Cluster, SharedCluster, SharedClusterGuard, apply_crd_dir, create_namespace};
+
+use crate::support::{Controller, Env};
 
 static CLUSTER: SharedCluster = SharedCluster::new(Cluster::builder);
 
@@ -163,4 +171,131 @@ async fn kubectl_get_ac_prints_the_printer_columns() {
         table.lines().nth(1).unwrap().starts_with("external "),
         "{table}"
     );
+}
+
+/// The controller puts back what someone deleted or changed, and says so on the cache: a Warning
+/// `ObjectRestored` naming the object and what happened to it.
+#[tokio::test]
+async fn a_deleted_or_changed_owned_object_is_put_back_with_an_event_saying_so() {
+    let env = Env::start().await;
+    create_namespace(&env.client, "workflow").await.unwrap();
+    let _controller = Controller::start(&env, "cache-restore", &[]).await;
+    env.cluster
+        .kubectl_with_input(
+            ["apply", "-f", "-"],
+            &cache("restore", "  image: registry:3\n"),
+        )
+        .await
+        .unwrap();
+    let caches = Api::<ArtifactCache>::namespaced(env.client.clone(), "workflow");
+    eventually("the cache's status", async || {
+        let status = caches.get("restore").await.ok()?.status?;
+        (status.observed_generation == Some(1)).then_some(())
+    })
+    .await;
+    assert!(
+        restorations(&env.client).await.is_empty(),
+        "creating the objects is no put back"
+    );
+
+    let services = Api::<Service>::namespaced(env.client.clone(), "workflow");
+    let old = services.get("restore-registry").await.unwrap();
+    services
+        .delete("restore-registry", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Service created again", async || {
+        let service = services.get_opt("restore-registry").await.ok()??;
+        (service.metadata.uid != old.metadata.uid).then_some(())
+    })
+    .await;
+    let deleted = "its Service restore-registry was deleted; created again";
+    eventually("an Event on the Service put back", async || {
+        let found = restorations(&env.client).await;
+        found
+            .iter()
+            .any(|(_, note, _)| note == deleted)
+            .then_some(())
+    })
+    .await;
+
+    let deployments = Api::<Deployment>::namespaced(env.client.clone(), "workflow");
+    deployments
+        .patch(
+            "restore-registry",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .unwrap();
+    eventually("the Deployment back at one replica", async || {
+        let deployment = deployments.get("restore-registry").await.ok()?;
+        (deployment.spec?.replicas == Some(1)).then_some(())
+    })
+    .await;
+    let changed = "its Deployment restore-registry was changed (spec); put back as the cache asks";
+    let found = eventually("an Event on the Deployment put back", async || {
+        let found = restorations(&env.client).await;
+        found
+            .iter()
+            .any(|(_, note, _)| note == changed)
+            .then_some(found)
+    })
+    .await;
+    let mut related: Vec<&str> = found.iter().map(|(_, _, r)| r.as_str()).collect();
+    related.sort_unstable();
+    assert_eq!(
+        related,
+        ["Deployment/restore-registry", "Service/restore-registry"],
+        "one Event per object put back: {found:?}"
+    );
+    assert!(
+        found.iter().all(|(type_, _, _)| type_ == "Warning"),
+        "{found:?}"
+    );
+}
+
+/// The `ObjectRestored` Events on the cache `restore`: (type, note, related `Kind/name`).
+async fn restorations(client: &kube::Client) -> Vec<(String, String, String)> {
+    let events = Api::<Event>::namespaced(client.clone(), "workflow")
+        .list(&Default::default())
+        .await
+        .unwrap();
+    events
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("ObjectRestored")
+                && e.regarding.as_ref().is_some_and(|r| {
+                    r.kind.as_deref() == Some("ArtifactCache")
+                        && r.name.as_deref() == Some("restore")
+                })
+        })
+        .map(|e| {
+            let related = e.related.unwrap_or_default();
+            (
+                e.type_.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+                format!(
+                    "{}/{}",
+                    related.kind.unwrap_or_default(),
+                    related.name.unwrap_or_default()
+                ),
+            )
+        })
+        .collect()
+}
+
+async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what} not seen within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -24,8 +24,10 @@ use serde::de::DeserializeOwned;
 use super::review::{self, Answer};
 pub use super::verdict::{Response, Verdict};
 
-/// One feature's admission decision for one kind of object. Pure CPU over memory: it runs
-/// inline on the server's workers, so it must not wait on I/O.
+/// One feature's admission decision for one kind of object. Pure CPU over memory: it runs on
+/// the blocking pool under the request's deadline. The one wait allowed is a route's bounded
+/// confirmation against the apiserver when its store may lag (the artifact cache's
+/// `ReadAgain`, taken only before a refusal).
 pub trait Planner: Send + Sync + 'static {
     /// The kind this route admits.
     type Object: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static;

@@ -92,7 +92,7 @@ pub fn run(parts: Parts) -> Running {
             Api::<ArtifactCache>::all(cluster.client.clone()),
             watcher::Config::default(),
         )
-        .default_backoff()
+        .backoff(crate::cluster::watches::backoff())
         .modify(|cache| cache.metadata.managed_fields = None),
         "artifactcaches",
     );
@@ -105,6 +105,7 @@ pub fn run(parts: Parts) -> Running {
     let steps = Steps {
         caches: caches.store(),
         helper,
+        read_again: route::ReadAgain::from_apiserver(&cluster.client),
     };
     let routes = vec![
         Route::new(route::PODS, StepPods(steps.clone())),

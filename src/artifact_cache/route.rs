@@ -1,12 +1,20 @@
 //! The step routes on the one admission host: `POST /artifacts/pods` (Pods) and
 //! `POST /artifacts/jobs` (batch/v1 Jobs, whose pod template is mutated). Each plans from the
 //! reflected ArtifactCaches and the helper image `ocifit run` was given; the planner decides,
-//! this file only looks the cache up and names the answer for the metrics.
+//! this file only looks the cache up and names the answer for the metrics. A cache the store does
+//! not show Ready is read again from the apiserver before a step is refused: this replica's watch
+//! may not have delivered the status the leader just wrote (a step created as soon as
+//! `kubectl wait` saw the cache Ready would otherwise be denied `CacheNotReady`).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::admission::AdmissionRequest;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client};
 
 use super::planner::{self, CacheState, Denial, Helper, Plan};
 use super::status::cache_state;
@@ -25,6 +33,48 @@ pub struct Steps {
     pub caches: Store<ArtifactCache>,
     /// The helper containers' image; `None` refuses every step that moves artifacts.
     pub helper: Option<Helper>,
+    /// Reads a cache the store does not show Ready afresh; `None` trusts the store alone.
+    pub read_again: Option<ReadAgain>,
+}
+
+/// Reads a cache `(namespace, name)` from the apiserver, as the leader last wrote it: `None` when
+/// it is not there or cannot be read in time. Called on the blocking pool planning runs on.
+#[derive(Clone)]
+pub struct ReadAgain(pub Arc<ReadCache>);
+
+/// The read behind [`ReadAgain`].
+pub type ReadCache = dyn Fn(&str, &str) -> Option<ArtifactCache> + Send + Sync;
+
+/// How long a step's admission waits to read a cache again: well inside the request's deadline.
+const READ_AGAIN_WITHIN: Duration = Duration::from_millis(500);
+
+impl ReadAgain {
+    /// A GET from the apiserver (the ClusterRole's `get` on artifactcaches); `None` outside a
+    /// Tokio runtime.
+    pub fn from_apiserver(client: &Client) -> Option<ReadAgain> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let client = client.clone();
+        Some(ReadAgain(Arc::new(move |namespace, name| {
+            let api = Api::<ArtifactCache>::namespaced(client.clone(), namespace);
+            // Planning runs on the blocking pool (`admission::server`), where waiting on the
+            // runtime is allowed.
+            let read = runtime.block_on(tokio::time::timeout(READ_AGAIN_WITHIN, api.get_opt(name)));
+            match read {
+                Ok(Ok(found)) => found,
+                Ok(Err(error)) => {
+                    tracing::debug!(%namespace, cache = %name, %error, "artifact cache not read again");
+                    None
+                }
+                Err(_) => None,
+            }
+        })))
+    }
+}
+
+impl fmt::Debug for ReadAgain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ReadAgain")
+    }
 }
 
 /// Plans Pods.
@@ -49,7 +99,13 @@ impl Steps {
             let cache = self
                 .caches
                 .get(&ObjectRef::<ArtifactCache>::new(name).within(&namespace));
-            cache_state(cache.as_deref())
+            match cache_state(cache.as_deref()) {
+                ready @ CacheState::Ready { .. } => ready,
+                stale => match self.read_again.as_ref().and_then(|r| r.0(&namespace, name)) {
+                    Some(fresh) => cache_state(Some(&fresh)),
+                    None => stale,
+                },
+            }
         };
         // Without a helper image nothing can be injected: a step is refused, anything else
         // passes as the planner says.

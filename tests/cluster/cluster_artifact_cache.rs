@@ -2,7 +2,8 @@
 //! defaults and reads back as ocifit's Rust type, the workflow example's Jobs pass validation,
 //! the CEL rules refuse contradictory specs with their messages, and `kubectl get ac` prints the
 //! printer columns. With `ocifit run` as its controller, a deleted or changed owned object is put
-//! back and an Event on the cache says what and why.
+//! back and an Event on the cache says what and why. A step's admission on a replica whose store
+//! lags reads the cache again from the apiserver.
 
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
 
@@ -14,7 +15,10 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
+use ocifit::admission::route::Route;
 use ocifit::api::ArtifactCache;
+use ocifit::artifact_cache::planner::Helper;
+use ocifit::artifact_cache::route::{PODS, ReadAgain, StepPods, Steps};
 use ocifit_testkit::{Cluster, SharedCluster, SharedClusterGuard, apply_crd_dir, create_namespace};
 
 use crate::support::{Controller, Env};
@@ -298,4 +302,69 @@ async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) ->
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The leader wrote Ready, this replica's store has not heard yet (here: it never will): the step
+/// is admitted on the status read again from the apiserver, not denied `CacheNotReady`.
+#[tokio::test]
+async fn a_step_is_admitted_on_the_ready_status_the_apiserver_has_when_the_store_lags() {
+    let cluster = cluster().await;
+    let client = cluster.client().unwrap();
+    cluster
+        .kubectl_with_input(
+            ["apply", "-f", "-"],
+            &cache("lagging", "  image: registry:3\n"),
+        )
+        .await
+        .unwrap();
+    let caches = Api::<ArtifactCache>::namespaced(client.clone(), "workflow");
+    let status = serde_json::json!({"status": {
+        "observedGeneration": 1, "endpoint": "10.0.0.9:5000", "plainHttp": true,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Available",
+                        "message": "ready", "observedGeneration": 1,
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    caches
+        .patch_status("lagging", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+
+    let (store, _writer) = kube::runtime::reflector::store::<ArtifactCache>();
+    let steps = Steps {
+        caches: store,
+        helper: Some(Helper {
+            image: "registry.local/ocifit/ocifit:test".into(),
+            pull_policy: None,
+        }),
+        read_again: ReadAgain::from_apiserver(&client),
+    };
+    let route = Route::new(PODS, StepPods(steps));
+    let review = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "0b0c7e2e-0000-4000-8000-000000000002",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "workflow", "operation": "CREATE",
+            "userInfo": {"username": "admin"},
+            "object": {
+                "metadata": {"name": "step", "annotations": {
+                    "oras.converged-computing.github.io/oras-cache": "lagging",
+                    "oras.converged-computing.github.io/input-uri": "data:v1"}},
+                "spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "main", "image": "busybox", "command": ["true"], "workingDir": "/work"}]}},
+            "dryRun": false,
+        }
+    });
+    // The admission host plans on the blocking pool; so does this.
+    let answer =
+        tokio::task::spawn_blocking(move || route.answer(&serde_json::to_vec(&review).unwrap()))
+            .await
+            .unwrap();
+    let body = String::from_utf8_lossy(&answer.body).into_owned();
+    assert_eq!(
+        (answer.outcome, answer.reason),
+        ("patched", "StepInjected"),
+        "{body}"
+    );
+    assert!(body.contains("\"allowed\":true"), "{body}");
 }

@@ -47,6 +47,7 @@ fn steps(ready: bool, helper: bool) -> Steps {
             image: "registry.local/ocifit/ocifit:test".into(),
             pull_policy: None,
         }),
+        read_again: None,
     }
 }
 
@@ -150,6 +151,40 @@ fn a_cache_that_is_missing_or_not_ready_is_a_denial_naming_it() {
         message.contains("ArtifactCache \"elsewhere\" does not exist in namespace \"default\""),
         "{message}"
     );
+}
+
+/// This replica's store still has the cache not Ready while the leader has written Ready: the
+/// cache read again decides, so a step created as soon as the cache is Ready is admitted; a
+/// cache the apiserver has not Ready either (or cannot give) is still refused.
+#[test]
+fn a_store_that_lags_the_ready_status_is_read_again_before_a_step_is_refused() {
+    let pod = step_pod(json!({format!("{P}input-uri"): "data:v1"}));
+    let fresh = caches(true);
+    let written = move |namespace: &str, name: &str| {
+        fresh
+            .get(&ObjectRef::<ArtifactCache>::new(name).within(namespace))
+            .map(|cache| (*cache).clone())
+    };
+    let mut lagging = steps(false, true);
+    lagging.read_again = Some(ReadAgain(Arc::new(written)));
+    for job in [false, true] {
+        let (outcome, reason, response) = answer(lagging.clone(), &pod, job);
+        assert_eq!((outcome, reason), ("patched", "StepInjected"), "{response}");
+    }
+
+    let mut not_ready = steps(false, true);
+    let also_not_ready = caches(false);
+    not_ready.read_again = Some(ReadAgain(Arc::new(move |namespace, name| {
+        also_not_ready
+            .get(&ObjectRef::<ArtifactCache>::new(name).within(namespace))
+            .map(|cache| (*cache).clone())
+    })));
+    let (_, reason, _) = answer(not_ready, &pod, false);
+    assert_eq!(reason, "CacheNotReady");
+    let mut unreadable = steps(false, true);
+    unreadable.read_again = Some(ReadAgain(Arc::new(|_: &str, _: &str| None)));
+    let (_, reason, _) = answer(unreadable, &pod, false);
+    assert_eq!(reason, "CacheNotReady");
 }
 
 #[test]

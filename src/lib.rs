@@ -17,6 +17,7 @@ pub mod cli;
 pub mod cluster;
 pub mod engine;
 pub mod image_selection;
+pub mod placement;
 pub mod registry;
 pub mod resolution;
 pub mod startup;

@@ -34,6 +34,8 @@ pub enum Expect {
     Pinned,
     /// Refused.
     Denied,
+    /// Placement's gate: allowed without a warning, gated by a patch unless never selected.
+    Gated,
 }
 
 fn repo(path: &str) -> PathBuf {
@@ -163,6 +165,7 @@ pub fn check(answer: &[u8], expect: Expect) -> Result<()> {
         Expect::Patched => allowed == Some(true) && patched && !warned,
         Expect::Pinned => allowed == Some(true) && patched && warned,
         Expect::Denied => allowed == Some(false),
+        Expect::Gated => allowed == Some(true) && !warned,
     };
     if !ok {
         bail!("expected {expect:?}, got {review}");

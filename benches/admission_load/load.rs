@@ -1,5 +1,5 @@
 //! The load generator: keep-alive HTTPS connections (rustls, trusting only the run's CA) sending
-//! AdmissionReviews to `POST /mutate`, either at a fixed rate (open loop) or as fast as answers
+//! AdmissionReviews to a route (`POST /mutate`, `POST /placement`), either at a fixed rate (open loop) or as fast as answers
 //! come back (closed loop), with latencies in an HDR histogram.
 //!
 //! Open loop, as wrk2 does it: request `i` is due at `start + i / rate`, whatever happened to the
@@ -32,11 +32,13 @@ const HIGHEST_MICROS: u64 = 60_000_000;
 pub struct Target {
     pub address: std::net::SocketAddr,
     pub connector: TlsConnector,
+    /// The route requests are sent to (`/mutate`, `/placement`).
+    pub path: &'static str,
 }
 
 impl Target {
-    /// A target at `address` whose certificate must chain to `ca_pem` and name 127.0.0.1.
-    pub fn new(address: std::net::SocketAddr, ca_pem: &str) -> Result<Target> {
+    /// `path` at `address`, whose certificate must chain to `ca_pem` and name 127.0.0.1.
+    pub fn new(address: std::net::SocketAddr, ca_pem: &str, path: &'static str) -> Result<Target> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(CertificateDer::from_pem_slice(ca_pem.as_bytes())?)?;
         let config = rustls::ClientConfig::builder()
@@ -45,6 +47,7 @@ impl Target {
         Ok(Target {
             address,
             connector: TlsConnector::from(Arc::new(config)),
+            path,
         })
     }
 
@@ -60,10 +63,15 @@ impl Target {
     }
 }
 
-/// Sends one AdmissionReview and returns the answer's body; anything but 200 is an error.
-pub async fn send(sender: &mut SendRequest<Full<Bytes>>, body: &Bytes) -> Result<Bytes> {
+/// Sends one AdmissionReview to `path` and returns the answer's body; anything but 200 is an
+/// error.
+pub async fn send(
+    sender: &mut SendRequest<Full<Bytes>>,
+    path: &str,
+    body: &Bytes,
+) -> Result<Bytes> {
     sender.ready().await?;
-    let request = hyper::Request::post("/mutate")
+    let request = hyper::Request::post(path)
         .header(hyper::header::HOST, "127.0.0.1")
         .header(hyper::header::CONTENT_TYPE, "application/json")
         .body(Full::new(body.clone()))?;
@@ -145,6 +153,7 @@ pub async fn fixed_rate(
     let total = (rate * duration.as_secs_f64()) as usize;
     let mut queues = Vec::new();
     let mut tasks = tokio::task::JoinSet::new();
+    let path = target.path;
     for mut sender in senders {
         let (queue, mut due) = mpsc::unbounded_channel::<(Instant, Bytes)>();
         queues.push(queue);
@@ -155,7 +164,7 @@ pub async fn fixed_rate(
             let mut last = None;
             while let Some((due_at, body)) = due.recv().await {
                 lag.saturating_record(micros(due_at.elapsed()));
-                match send(&mut sender, &body).await {
+                match send(&mut sender, path, &body).await {
                     Ok(_) => latencies.saturating_record(micros(due_at.elapsed())),
                     Err(_) => errors += 1,
                 }
@@ -220,6 +229,7 @@ pub async fn max_throughput(
     let start = Instant::now();
     let end = start + duration;
     let mut tasks = tokio::task::JoinSet::new();
+    let path = target.path;
     for (at, mut sender) in senders.into_iter().enumerate() {
         let bodies = bodies.to_vec();
         tasks.spawn(async move {
@@ -228,7 +238,7 @@ pub async fn max_throughput(
             let mut i = at;
             while Instant::now() < end {
                 let sent = Instant::now();
-                match send(&mut sender, &bodies[i % bodies.len()]).await {
+                match send(&mut sender, path, &bodies[i % bodies.len()]).await {
                     Ok(_) => latencies.saturating_record(micros(sent.elapsed())),
                     Err(_) => errors += 1,
                 }

@@ -1,9 +1,11 @@
-//! The `ImageSelectionPolicy` and `ArtifactCache` APIs (group `ocifit.io`, version `v1alpha1`) and
-//! the names of the pod contracts (labels and annotations). Types and constants only: no client, no
-//! decisions.
+//! The `ImageSelectionPolicy`, `PlacementPolicy` and `ArtifactCache` APIs (group `ocifit.io`, version
+//! `v1alpha1`) and the names of their pod contracts (labels and annotations). Types and constants
+//! only: no client, no decisions.
 
 mod artifact_cache;
 mod conditions;
+mod duration;
+pub mod placement;
 mod policy;
 
 pub use artifact_cache::{
@@ -11,6 +13,8 @@ pub use artifact_cache::{
     DEFAULT_REGISTRY_IMAGE, EmptyDirStorage, REGISTRY_PORT, SecretKeyReference, step,
 };
 pub use conditions::{ConditionType, Reason};
+pub use duration::parse_duration;
+pub use placement::{PlacementPolicy, PlacementPolicySpec, PlacementPolicyStatus};
 pub use policy::{
     ArtifactSource, ArtifactStatus, Candidate, ClassMatch, ClassStatus, ImageSelectionPolicy,
     ImageSelectionPolicySpec, ImageSelectionPolicyStatus, OnNoMatch, OnUnpinned, SecretReference,

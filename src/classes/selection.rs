@@ -1,6 +1,7 @@
 //! Node selection: which nodes a pod's `nodeSelector` and required node affinity allow (all of
 //! them, with kube-scheduler's semantics), pinning a pod to node classes by ANDing required node
-//! affinity into it, and a short human description of a pod's selector for denial messages.
+//! affinity into it, narrowing a gated pod to label values (platform placement), and a short
+//! human description of a pod's selector for denial messages.
 //! Pure: it reads Kubernetes types and plain node data, and never groups nodes into classes,
 //! chooses images or talks to the apiserver.
 //!
@@ -15,6 +16,7 @@
 mod error;
 pub mod limits;
 mod pin;
+mod require;
 mod requirement;
 mod view;
 
@@ -25,18 +27,13 @@ use k8s_openapi::api::core::v1::{NodeSelectorTerm, PodSpec};
 
 pub use error::{RequirementList, RequirementProblem, SelectionError};
 pub use pin::{ClassSelector, pin};
+pub use require::{Narrowed, narrow};
 use requirement::Term;
 pub use view::NodeView;
 
 /// The terms of the pod's required node affinity (none when it has none).
 pub fn required_terms(spec: &PodSpec) -> &[NodeSelectorTerm] {
-    spec.affinity
-        .as_ref()
-        .and_then(|affinity| affinity.node_affinity.as_ref())
-        .and_then(|node| {
-            node.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
+    pin::required_selector(spec.affinity.as_ref())
         .map(|required| required.node_selector_terms.as_slice())
         .unwrap_or_default()
 }
@@ -58,15 +55,7 @@ impl Placement {
     /// `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
     pub fn from_pod_spec(spec: &PodSpec) -> Result<Self, SelectionError> {
         limits::check(spec)?;
-        let required = spec
-            .affinity
-            .as_ref()
-            .and_then(|affinity| affinity.node_affinity.as_ref())
-            .and_then(|node_affinity| {
-                node_affinity
-                    .required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            })
+        let required = pin::required_selector(spec.affinity.as_ref())
             .map(|selector| {
                 selector
                     .node_selector_terms
@@ -143,4 +132,4 @@ impl fmt::Display for Placement {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

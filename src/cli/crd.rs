@@ -3,12 +3,16 @@
 
 use kube::CustomResourceExt;
 
-use crate::api::{ArtifactCache, ImageSelectionPolicy};
+use crate::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy};
 
 /// One CRD's name (also its file name under `crds/`, with `.yaml`) and the YAML document committed
 /// there.
 pub fn crd_documents() -> Result<Vec<(String, String)>, serde_saphyr::SerializeError> {
-    [ImageSelectionPolicy::crd(), ArtifactCache::crd()]
+    [
+        ImageSelectionPolicy::crd(),
+        PlacementPolicy::crd(),
+        ArtifactCache::crd(),
+    ]
         .into_iter()
         .map(|crd| {
             let name = crd.metadata.name.clone().unwrap_or_default();
@@ -60,7 +64,7 @@ mod tests {
     #[test]
     fn committed_crds_equal_generated_crds() {
         let documents = crd_documents().unwrap();
-        assert_eq!(documents.len(), 2);
+        assert_eq!(documents.len(), 3);
         for (name, generated) in documents {
             let path = format!("{}/crds/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
             let committed = std::fs::read_to_string(&path).unwrap_or_default();
@@ -75,8 +79,9 @@ mod tests {
     fn the_stream_holds_every_crd_and_a_name_selects_one() {
         let all = crd_yaml(None).unwrap();
         assert!(all.contains("name: imageselectionpolicies.ocifit.io"));
+        assert!(all.contains("name: placementpolicies.ocifit.io"));
         assert!(all.contains("name: artifactcaches.ocifit.io"));
-        assert_eq!(all.matches("\n---\n").count(), 1);
+        assert_eq!(all.matches("\n---\n").count(), 2);
         let one = crd_yaml(Some("artifactcaches.ocifit.io")).unwrap();
         assert!(!one.contains("imageselectionpolicies"));
     }

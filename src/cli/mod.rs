@@ -1,19 +1,21 @@
-//! The command line: `ocifit run`, `ocifit resolve`, `ocifit crd` and `ocifit artifact`.
-
-use std::process::ExitCode;
+//! The command line: `ocifit run`, `ocifit resolve`, `ocifit crd`, `ocifit artifact` and
+//! `ocifit placement`.
 
 use std::io::Write;
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod artifact;
 mod crd;
 mod input;
+mod placement;
 mod resolve;
 
 pub use crate::startup::RunArgs;
 pub use artifact::ArtifactArgs;
 pub use crd::{CrdError, crd_documents, crd_yaml};
+pub use placement::{PlacementArgs, PlacementCommand};
 pub use resolve::{EXIT_INVALID_INPUT, EXIT_NO_MATCH, ResolveArgs};
 
 #[derive(Debug, Parser)]
@@ -38,8 +40,8 @@ pub enum Command {
     /// Exit status: 0 when every node class has an image, 1 when some class has no compatible
     /// image (the answer is still printed), 2 when the input cannot be used.
     Resolve(ResolveArgs),
-    /// Print the CustomResourceDefinitions (ImageSelectionPolicy, ArtifactCache) as one YAML
-    /// stream, or only the one named (e.g. `artifactcaches.ocifit.io`).
+    /// Print the CustomResourceDefinitions (ImageSelectionPolicy, PlacementPolicy, ArtifactCache)
+    /// as one YAML stream, or only the one named (e.g. `artifactcaches.ocifit.io`).
     Crd {
         /// The CRD's name; every CRD when absent.
         name: Option<String>,
@@ -47,6 +49,9 @@ pub enum Command {
     /// Move workflow artifacts between a directory and a registry in the ORAS layout; run a
     /// workflow step's command (what a step's pod runs).
     Artifact(ArtifactArgs),
+    /// Platform placement by hand: `release-all` removes ocifit's scheduling gate from every
+    /// pod still holding it (the way out after an uninstall or while ocifit is down).
+    Placement(PlacementArgs),
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
@@ -65,5 +70,6 @@ pub async fn run(cli: Cli) -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Placement(args) => placement::run(&args).await,
     }
 }

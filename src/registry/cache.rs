@@ -163,7 +163,7 @@ pub(crate) struct Coalescing<V> {
 }
 
 impl<V: Clone + Send + Sync + 'static> Coalescing<V> {
-    fn new(cache: Cache<Key, V>) -> Self {
+    pub(crate) fn new(cache: Cache<Key, V>) -> Self {
         Coalescing {
             cache,
             inflight: Arc::default(),

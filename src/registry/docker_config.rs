@@ -114,6 +114,14 @@ impl DockerConfig {
         Ok(DockerConfig { entries })
     }
 
+    /// A config holding `credentials` for every repository of `registry` (`host[:port]`, as in
+    /// references): how a caller that chose the credentials itself builds a client for them.
+    pub fn for_registry(registry: &str, credentials: Credentials) -> Self {
+        DockerConfig {
+            entries: vec![(registry.to_string(), credentials)],
+        }
+    }
+
     /// True when the config has no credentials at all.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()

@@ -10,6 +10,7 @@
 
 mod allow;
 mod auth;
+mod backoff;
 mod cache;
 mod client;
 mod clients;
@@ -18,6 +19,7 @@ mod download;
 mod error;
 mod fetch;
 mod flags;
+mod inspect;
 mod layers;
 mod manifest;
 mod platforms;
@@ -30,6 +32,7 @@ mod transport;
 mod upload;
 
 pub use allow::AllowList;
+pub use backoff::BackoffPolicy;
 pub use cache::CacheOptions;
 pub use client::{FetchedArtifact, Registry, RegistryOptions};
 pub use clients::Clients;
@@ -37,6 +40,7 @@ pub use docker_config::{Credentials, DockerConfig};
 pub use download::BlobStream;
 pub use error::{ConfigError, ContentProblem, Error, ErrorKind, Refusal, Result, Target};
 pub use flags::RegistryFlags;
+pub use inspect::{ImageFacts, InspectError, InspectStats, Inspector, InspectorOptions, Lookup};
 pub use manifest::{Descriptor, ImageManifest, OCI_MANIFEST, sha256_digest};
 pub use platforms::{ImagePlatforms, Platform};
 pub use reference::{Reference, parse as parse_reference};

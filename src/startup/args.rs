@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::admission::CertificateSource;
 use crate::admission::certificates;
-use crate::image_selection::controller::schedule::parse_duration;
+use crate::api::parse_duration;
 use crate::telemetry::LogFormat;
 
 /// Flags of `ocifit run`.
@@ -71,6 +71,11 @@ pub struct RunArgs {
     /// without a pull secret.
     #[arg(long, env = "OCIFIT_DOCKER_CONFIG", value_name = "FILE")]
     pub docker_config: Option<PathBuf>,
+
+    /// Docker config (config.json or a dockerconfigjson) with ocifit's own credentials for
+    /// placement's image inspection, tried after a pod's pull Secrets and its ServiceAccount's.
+    #[arg(long, env = "OCIFIT_PLACEMENT_DOCKER_CONFIG", value_name = "FILE")]
+    pub placement_docker_config: Option<PathBuf>,
 
     /// Timeout of one registry request.
     #[arg(long, env = "OCIFIT_REGISTRY_TIMEOUT", value_parser = duration, default_value = "10s")]

@@ -63,6 +63,10 @@ pub struct Config {
     pub controller: ControllerSettings,
     /// The admission host, when it has a certificate source.
     pub admission: Option<admission::Settings>,
+    /// ocifit's own namespace (placement never gates its pods).
+    pub own_namespace: String,
+    /// ocifit's own credentials for placement's image inspection.
+    pub placement_credentials: DockerConfig,
     /// The artifact-cache step helpers' image.
     pub artifact_helper: Option<Helper>,
 }
@@ -116,6 +120,11 @@ impl Config {
                 concurrency: args.concurrency,
             },
             admission,
+            own_namespace: args.lease_namespace.clone(),
+            placement_credentials: match &args.placement_docker_config {
+                Some(path) => docker_config(path)?,
+                None => DockerConfig::default(),
+            },
             artifact_helper: args.artifact_helper_image.clone().map(|image| Helper {
                 image,
                 pull_policy: None,
@@ -127,6 +136,14 @@ impl Config {
 fn read(what: &'static str, path: &PathBuf) -> Result<Vec<u8>, ConfigError> {
     std::fs::read(path).map_err(|source| ConfigError::Read {
         what,
+        path: path.clone(),
+        source,
+    })
+}
+
+fn docker_config(path: &PathBuf) -> Result<DockerConfig, ConfigError> {
+    let bytes = read("the docker config", path)?;
+    DockerConfig::from_json(&bytes).map_err(|source| ConfigError::DockerConfig {
         path: path.clone(),
         source,
     })
@@ -146,12 +163,7 @@ fn registry_options(args: &RunArgs) -> Result<RegistryOptions, ConfigError> {
         ..RegistryOptions::default()
     };
     if let Some(path) = &args.docker_config {
-        let bytes = read("the docker config", path)?;
-        options.credentials =
-            DockerConfig::from_json(&bytes).map_err(|source| ConfigError::DockerConfig {
-                path: path.clone(),
-                source,
-            })?;
+        options.credentials = docker_config(path)?;
     }
     if let Some(path) = &args.ca_file {
         options.extra_ca_pem.push(read("the CA file", path)?);

@@ -25,10 +25,12 @@ pub mod supervise;
 pub use args::RunArgs;
 pub use config::Config;
 
-use crate::api::{ArtifactCache, GROUP, ImageSelectionPolicy};
+use crate::api::{ArtifactCache, GROUP, ImageSelectionPolicy, PlacementPolicy};
 use crate::cluster::leader::{self, LeaderTask, Leadership};
 use crate::cluster::{ClusterView, Shutdown, Tasks};
 use crate::image_selection::{self, controller::registry_source::RegistrySource};
+use crate::placement;
+use crate::registry::{DockerConfig, InspectorOptions, RegistryOptions};
 use crate::telemetry::{Health, Metrics, admin_server, init_logs};
 use crate::{admission, artifact_cache};
 use supervise::{Ended, GRACE, supervise};
@@ -170,6 +172,24 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
         shutdown: shutdown.clone(),
     });
     tasks.append(&mut selection.tasks);
+    let mut placement = placement::run(placement::Parts {
+        cluster: cluster.clone(),
+        metrics: Arc::clone(&metrics),
+        identity: config.identity.clone(),
+        own_namespace: config.own_namespace.clone(),
+        // Credentials come with each lookup (the pod's Secrets, then ocifit's own).
+        inspector: InspectorOptions {
+            registry: RegistryOptions {
+                credentials: DockerConfig::default(),
+                ..config.registry.clone()
+            },
+            ..InspectorOptions::default()
+        },
+        own_credentials: config.placement_credentials.clone(),
+        admission: config.admission.is_some(),
+        shutdown: shutdown.clone(),
+    });
+    tasks.append(&mut placement.tasks);
     let mut artifacts = artifact_cache::run(artifact_cache::Parts {
         cluster: cluster.clone(),
         metrics: Arc::clone(&metrics),
@@ -186,6 +206,7 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
     let cert = match (&config.admission, &selection.admission) {
         (Some(settings), Some((route, _))) => {
             let mut routes = vec![route.clone()];
+            routes.extend(placement.route.iter().cloned());
             routes.extend(artifacts.routes.iter().cloned());
             let running = admission::serve(
                 settings.clone(),
@@ -231,10 +252,12 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
     });
     let nodes = cluster.nodes.clone();
     let selection = selection.readiness();
+    let placement = placement.readiness;
     let caches = artifacts.caches;
     let ready = Box::new(move || {
         nodes.synced()
             && selection.ready()
+            && placement.ready()
             && caches.synced()
             && cert.as_ref().is_none_or(|c| c.is_loaded())
     });
@@ -276,6 +299,7 @@ async fn require_crd(client: &kube::Client) -> anyhow::Result<()> {
         .unwrap_or_default();
     for (kind, plural) in [
         ("ImageSelectionPolicy", ImageSelectionPolicy::plural(&())),
+        ("PlacementPolicy", PlacementPolicy::plural(&())),
         ("ArtifactCache", ArtifactCache::plural(&())),
     ] {
         anyhow::ensure!(
@@ -304,7 +328,8 @@ async fn wait_for_signal() {
     tracing::info!("shutting down: finishing in-flight work");
 }
 
-async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
+/// A client from `kubeconfig`, else the usual places (also `ocifit placement release-all`'s).
+pub async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)

@@ -1,7 +1,7 @@
 //! The Prometheus metrics of `ocifit run`, in the text exposition format: reconciles by result and
 //! their duration, artifact fetches, status writes, policies by condition, leader status, the
 //! webhook's admissions by outcome and their latency, the sizes of the stores it plans from and
-//! its index rebuilds, and (collected at scrape time) the registry client's request and cache
+//! its index rebuilds, placement decisions, and (collected at scrape time) the registry client's request and cache
 //! counters.
 
 use std::fmt;
@@ -51,6 +51,11 @@ struct AdmissionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PlacementLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StoreLabels {
     store: &'static str,
 }
@@ -72,6 +77,7 @@ pub struct Metrics {
     admission_duration: Histogram,
     store_objects: Family<StoreLabels, Gauge>,
     index_rebuilds: Counter,
+    placements: Family<PlacementLabels, Counter>,
 }
 
 impl fmt::Debug for Metrics {
@@ -167,6 +173,12 @@ impl Metrics {
             "Rebuilds of the webhook's planner index after a store change",
             index_rebuilds.clone(),
         );
+        let placements = Family::<PlacementLabels, Counter>::default();
+        registry.register(
+            "placements",
+            "Gated pods decided by the placement controller, by outcome",
+            placements.clone(),
+        );
         if let Some(scrape) = scrape {
             registry.register_collector(Box::new(ScrapeCollector(Mutex::new(scrape))));
         }
@@ -183,7 +195,15 @@ impl Metrics {
             admission_duration,
             store_objects,
             index_rebuilds,
+            placements,
         })
+    }
+
+    /// Counts one placement decision (`Constrained`, `Unconstrained`, `Fallback`, `Held`).
+    pub fn placement_decided(&self, outcome: &'static str) {
+        self.placements
+            .get_or_create(&PlacementLabels { outcome })
+            .inc();
     }
 
     /// Counts one reconcile and its duration.

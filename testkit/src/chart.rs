@@ -95,8 +95,18 @@ pub fn set_args<'a>(sets: &[&'a str]) -> Vec<&'a str> {
     sets.iter().flat_map(|s| ["--set", s]).collect()
 }
 
-/// `helm template` of the chart with `sets`: the manifests.
+/// `helm template` of the chart with `sets`: the manifests, hooks included.
 pub async fn render(sets: &[&str]) -> Result<String> {
+    render_with(&[], sets).await
+}
+
+/// `helm template` of the chart with `sets` and no hooks: what `kubectl apply` of plain
+/// manifests would create (there is no uninstall for a hook to run on).
+pub async fn render_without_hooks(sets: &[&str]) -> Result<String> {
+    render_with(&["--no-hooks"], sets).await
+}
+
+async fn render_with(flags: &[&str], sets: &[&str]) -> Result<String> {
     let chart = chart_dir();
     let mut args = vec![
         "template",
@@ -105,6 +115,7 @@ pub async fn render(sets: &[&str]) -> Result<String> {
         "--namespace",
         NAMESPACE,
     ];
+    args.extend(flags);
     args.extend(set_args(sets));
     helm(&args, None).await
 }

@@ -5,8 +5,8 @@
 //! policy over kwok's flavor nodes and the real node becomes Ready, and an opted-in pod on the real
 //! node gets its class's image, which runs (its log says which flavor it is). A `kubectl rollout
 //! restart` of the operator under a steady stream of opted-in pod creations fails no admission.
-//! `helm upgrade` with changed values rolls out; `helm uninstall` keeps the CRD and the policy and
-//! leaves nothing of ours running.
+//! `helm upgrade` with changed values rolls out; `helm uninstall` keeps the CRD and the policy,
+//! leaves nothing of ours running, and its hook Job releases the pod placement was holding.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,10 +16,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use ocifit::api::ImageSelectionPolicy;
+use ocifit::api::placement::pod::{OUTCOME_ANNOTATION, Outcome, SCHEDULING_GATE};
 use ocifit_testkit::chart::{NAMESPACE, RELEASE, chart_dir, helm, repo_root};
 use ocifit_testkit::flavors::{
     FLAVOR_LABEL, FLAVOR_POLICY, apply_flavor_policy, create_flavor_nodes, flavor_line,
@@ -30,6 +32,8 @@ use ocifit_testkit::{
     Cluster, RealNode, Registry, create_namespace, wait_for_pod_log, wait_for_pod_ready,
     wait_until_admitted,
 };
+
+use crate::support::placement::{self, gates};
 
 const NODE: &str = "real-1";
 const OPT_IN: &str = "oci.image.compatibilities.selection/enabled";
@@ -215,6 +219,8 @@ async fn the_chart_runs_ocifits_image_on_a_real_node_and_a_rollout_restart_fails
         .expect("admitted after the upgrade");
     assert_eq!(image_of(&admitted), example.images["chocolate"]);
 
+    let held = held_by_placement(&client).await;
+
     // helm uninstall keeps the CRD and the policy, and nothing of ours runs any more.
     helm(
         &["uninstall", RELEASE, "--namespace", NAMESPACE, "--wait"],
@@ -253,7 +259,55 @@ async fn the_chart_runs_ocifits_image_on_a_real_node_and_a_rollout_restart_fails
         .await
         .expect("no webhook refuses it");
     assert_eq!(image_of(&unchanged), "placeholder:latest");
+    // The chart's post-delete Job released the held pod, then its own objects were deleted.
+    let released = held.get("held").await.expect("the held pod");
+    assert!(gates(&released).is_empty(), "{:?}", released.spec);
+    assert!(
+        Api::<ClusterRole>::all(client.clone())
+            .get_opt("ocifit-release-gates")
+            .await
+            .expect("a ClusterRole lookup")
+            .is_none(),
+        "the hook's RBAC is deleted once the Job succeeded"
+    );
     eprintln!("whole scenario: {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// A pod the chart's placement gate gated and the controller keeps holding: its image's registry
+/// does not answer and its policy says `Hold`. Its namespace's pod API.
+async fn held_by_placement(client: &Client) -> Api<Pod> {
+    create_namespace(client, "held").await.expect("a namespace");
+    placement::create_policy(
+        client,
+        "hold-unreadable",
+        serde_json::json!({
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "held"}},
+            "onInspectionFailure": {"attempts": 1, "timeout": "1s", "action": "Hold"},
+        }),
+    )
+    .await;
+    let pod = placement::pod(
+        "held",
+        "held",
+        serde_json::json!({}),
+        &[("app", "127.0.0.1:9/nothing/here:v1")],
+    );
+    // Each replica's gate holds the policy a moment after it is stored.
+    wait_until_admitted(client, "held", &pod, WAIT, |p| {
+        gates(p) == [SCHEDULING_GATE]
+    })
+    .await
+    .expect("the gate admits the pod gated");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "held");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("the pod is created");
+    placement::wait_pod(&pods, "held", "held by its policy", |p| {
+        placement::annotation(p, OUTCOME_ANNOTATION) == Outcome::Held.as_str()
+            && gates(p) == [SCHEDULING_GATE]
+    })
+    .await;
+    pods
 }
 
 /// `kubectl rollout restart` of the operator while pods are created, opted in, as fast as the

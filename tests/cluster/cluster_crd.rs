@@ -1,11 +1,11 @@
-//! The ImageSelectionPolicy CRD in `crds/` on a real kube-apiserver: it is accepted (a structural
-//! schema) and Established; the example policy is stored and reads back as ocifit's Rust type;
-//! invalid policies are rejected with the schema's and the CEL rules' messages; and `kubectl get isp`
-//! prints the printer columns; every example object (policies, pods, the extra node) passes the
-//! apiserver's validation as written.
+//! The CRDs in `crds/` (ImageSelectionPolicy, PlacementPolicy, ArtifactCache) on a real kube-apiserver: they are
+//! accepted (structural schemas) and Established; the example policies are stored and read back as
+//! ocifit's Rust types, with defaults filled in; invalid policies are rejected with the schema's and
+//! the CEL rules' messages; `kubectl get isp` and `kubectl get pp` print the printer columns; every
+//! example object (policies, pods, the extra node) passes the apiserver's validation as written.
 
 use kube::Api;
-use ocifit::api::ImageSelectionPolicy;
+use ocifit::api::{ImageSelectionPolicy, PlacementPolicy};
 use ocifit_testkit::{Cluster, SharedCluster, SharedClusterGuard, apply_crd_dir};
 
 static CLUSTER: SharedCluster = SharedCluster::new(Cluster::builder);
@@ -18,9 +18,13 @@ async fn cluster_with_crds() -> SharedClusterGuard {
     let names = apply_crd_dir(&client, &crds)
         .await
         .expect("the apiserver accepts crds/");
-    assert!(
-        names.contains(&"imageselectionpolicies.ocifit.io".to_string()),
-        "{names:?}"
+    assert_eq!(
+        names,
+        [
+            "artifactcaches.ocifit.io",
+            "imageselectionpolicies.ocifit.io",
+            "placementpolicies.ocifit.io"
+        ]
     );
     cluster
 }
@@ -151,4 +155,140 @@ async fn kubectl_get_isp_prints_the_printer_columns() {
         table.lines().nth(1).unwrap().starts_with("columns "),
         "{table}"
     );
+}
+
+/// A PlacementPolicy named `name` with the given `spec` YAML (indented for `spec:`).
+fn placement_policy(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: ocifit.io/v1alpha1\nkind: PlacementPolicy\nmetadata:\n  name: {name}\nspec:\n{spec}"
+    )
+}
+
+#[tokio::test]
+async fn the_example_placement_policy_and_deployment_are_stored_as_written() {
+    let cluster = cluster_with_crds().await;
+    let example = ocifit_testkit::repo_root().join("example/placement");
+
+    let out = cluster
+        .kubectl(["apply", "-f", example.to_str().unwrap()])
+        .await
+        .unwrap();
+
+    assert!(out.contains("placementpolicy.ocifit.io/default"), "{out}");
+    assert!(out.contains("deployment.apps/web"), "{out}");
+    let stored = Api::<PlacementPolicy>::all(cluster.client().unwrap())
+        .get("default")
+        .await
+        .unwrap();
+    assert_eq!(stored.spec.architectures[0].name, "arm64");
+    assert_eq!(
+        stored
+            .spec
+            .on_inspection_failure
+            .fallback_architecture
+            .as_deref(),
+        Some("amd64")
+    );
+}
+
+#[tokio::test]
+async fn a_placement_policy_is_stored_with_its_defaults_filled_in() {
+    let cluster = cluster_with_crds().await;
+    cluster
+        .kubectl_with_input(
+            ["apply", "-f", "-"],
+            &placement_policy("defaults", "  priority: 3\n"),
+        )
+        .await
+        .unwrap();
+
+    let stored = cluster
+        .kubectl(["get", "pp", "defaults", "-o", "jsonpath={.spec}"])
+        .await
+        .unwrap();
+    let spec: serde_json::Value = serde_json::from_str(&stored).unwrap();
+    assert_eq!(spec["priority"], 3);
+    assert_eq!(
+        spec["onInspectionFailure"]["action"],
+        "ReleaseUnconstrained"
+    );
+    assert_eq!(spec["onInspectionFailure"]["attempts"], 5);
+    assert_eq!(spec["onNoCommonPlatform"], "Hold");
+    assert_eq!(spec["tagCache"]["ifNotPresent"], "24h");
+}
+
+#[tokio::test]
+async fn a_fallback_without_an_architecture_is_rejected_by_the_cel_rule() {
+    let cluster = cluster_with_crds().await;
+    let spec = "  onInspectionFailure:\n    action: Fallback\n";
+
+    let err = cluster
+        .kubectl_with_input(["apply", "-f", "-"], &placement_policy("no-fallback", spec))
+        .await
+        .unwrap_err()
+        .to_string();
+
+    assert!(
+        err.contains("fallbackArchitecture is set exactly when action is Fallback"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_placement_policy_name_longer_than_a_label_value_is_rejected() {
+    let cluster = cluster_with_crds().await;
+    let name = "p".repeat(64);
+
+    let err = cluster
+        .kubectl_with_input(
+            ["apply", "-f", "-"],
+            &placement_policy(&name, "  priority: 1\n"),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+
+    assert!(err.contains("at most 63 characters"), "{err}");
+}
+
+#[tokio::test]
+async fn a_bad_duration_and_an_out_of_range_weight_are_rejected_by_the_schema() {
+    let cluster = cluster_with_crds().await;
+    let spec =
+        "  tagCache:\n    always: 5 minutes\n  architectures:\n  - name: arm64\n    weight: 101\n";
+
+    let err = cluster
+        .kubectl_with_input(["apply", "-f", "-"], &placement_policy("bad-values", spec))
+        .await
+        .unwrap_err()
+        .to_string();
+
+    assert!(err.contains("spec.tagCache.always"), "{err}");
+    assert!(err.contains("spec.architectures[0].weight"), "{err}");
+}
+
+#[tokio::test]
+async fn kubectl_get_pp_prints_the_printer_columns() {
+    let cluster = cluster_with_crds().await;
+    cluster
+        .kubectl_with_input(
+            ["apply", "-f", "-"],
+            &placement_policy("pp-columns", "  priority: 7\n"),
+        )
+        .await
+        .unwrap();
+
+    let table = cluster.kubectl(["get", "pp", "pp-columns"]).await.unwrap();
+
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "READY", "PRIORITY", "GATED", "HELD", "RELEASED", "AGE"
+        ]
+    );
+    // Without a status yet, only the name, the priority and the age have values.
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(&row[..2], ["pp-columns", "7"], "{table}");
+    assert_eq!(row.len(), 3, "{table}");
 }

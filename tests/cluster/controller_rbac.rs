@@ -146,10 +146,25 @@ async fn the_role_grants_nothing_beyond(kubeconfig: &Path, admin: &kube::Client)
         matches!(&spec_write, Err(kube::Error::Api(s)) if s.code == 403),
         "{spec_write:?}"
     );
-    let pods = Api::<Pod>::all(sa.clone()).list(&Default::default()).await;
+    // Placement may read and update pods, never create or delete one.
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "rbac"},
+        "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+    }))
+    .expect("a pod");
+    let created = Api::<Pod>::namespaced(sa.clone(), "default")
+        .create(&Default::default(), &pod)
+        .await;
     assert!(
-        matches!(&pods, Err(kube::Error::Api(s)) if s.code == 403),
-        "{pods:?}"
+        matches!(&created, Err(kube::Error::Api(s)) if s.code == 403),
+        "{created:?}"
+    );
+    let deleted = Api::<Pod>::namespaced(sa.clone(), "default")
+        .delete("rbac", &Default::default())
+        .await;
+    assert!(
+        matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 403),
+        "{deleted:?}"
     );
     // A cache's registry objects are applied and watched, never deleted by us (the garbage
     // collector does); a cache's spec is the user's.

@@ -13,6 +13,7 @@
 //! - `example_pods`: the pod contract's example table (`docs/pod-contract.md`) against the planner;
 //! - `registry`: the registry client against the real registry, a fake for what it cannot do, and
 //!   TLS;
+//! - `placement_inspection`: image inspection for platform placement on the real registry;
 //! - `registry_clients`: the test kit's clients (ORAS SDK, regctl, crane) on the real registry;
 //! - `release`: the image assembled here against the `Dockerfile`, the chart against the release
 //!   workflow.
@@ -24,6 +25,7 @@ mod chart;
 mod cli_resolve;
 mod docs_flags;
 mod example_pods;
+mod placement_inspection;
 mod registry;
 mod registry_clients;
 mod release;

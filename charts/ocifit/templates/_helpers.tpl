@@ -17,6 +17,18 @@ app.kubernetes.io/part-of: ocifit
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 
+{{/* The uninstall hook's objects: the chart's labels but their own component, so that nothing
+selecting the operator's pods selects them. */}}
+{{- define "ocifit.hookLabels" -}}
+app.kubernetes.io/name: ocifit
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: release-gates
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: ocifit
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}
+
 {{- define "ocifit.image" -}}
 {{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
 {{- if .Values.image.digest -}}

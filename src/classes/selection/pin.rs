@@ -17,6 +17,33 @@ use k8s_openapi::api::core::v1::{
 use super::requirement::{NODE_NAME_FIELD, Term};
 use super::{NodeView, SelectionError};
 
+/// The pod's required node affinity, if it has one.
+pub(super) fn required_selector(affinity: Option<&Affinity>) -> Option<&NodeSelector> {
+    affinity
+        .and_then(|affinity| affinity.node_affinity.as_ref())
+        .and_then(|node_affinity| {
+            node_affinity
+                .required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+}
+
+/// `affinity` (maybe absent) with its required node affinity replaced by `terms`; everything
+/// else carried over.
+pub(super) fn with_required_terms(
+    affinity: Option<&Affinity>,
+    terms: Vec<NodeSelectorTerm>,
+) -> Affinity {
+    let mut changed = affinity.cloned().unwrap_or_default();
+    changed
+        .node_affinity
+        .get_or_insert_default()
+        .required_during_scheduling_ignored_during_execution = Some(NodeSelector {
+        node_selector_terms: terms,
+    });
+    changed
+}
+
 /// A node class to pin a pod to, described the way required node affinity can express it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClassSelector {
@@ -76,14 +103,7 @@ pub fn pin(
     if alternatives.iter().any(Alternative::is_everything) {
         return Ok(affinity.cloned());
     }
-    let existing = affinity
-        .and_then(|affinity| affinity.node_affinity.as_ref())
-        .and_then(|node_affinity| {
-            node_affinity
-                .required_during_scheduling_ignored_during_execution
-                .as_ref()
-        });
-    let terms = match existing {
+    let terms = match required_selector(affinity) {
         None => alternatives
             .iter()
             .map(|alternative| alternative.merged_into(&NodeSelectorTerm::default()))
@@ -93,14 +113,7 @@ pub fn pin(
     if terms.is_empty() {
         return Err(SelectionError::PinMatchesNoNode);
     }
-    let mut pinned = affinity.cloned().unwrap_or_default();
-    pinned
-        .node_affinity
-        .get_or_insert_default()
-        .required_during_scheduling_ignored_during_execution = Some(NodeSelector {
-        node_selector_terms: terms,
-    });
-    Ok(Some(pinned))
+    Ok(Some(with_required_terms(affinity, terms)))
 }
 
 /// The existing terms ANDed with the alternatives, in order, without duplicates.
@@ -205,24 +218,33 @@ impl Alternative {
 
     /// `term` with this alternative's requirements appended, those it already has skipped.
     fn merged_into(&self, term: &NodeSelectorTerm) -> NodeSelectorTerm {
-        let merge = |present: &Option<Vec<NodeSelectorRequirement>>,
-                     wanted: Vec<NodeSelectorRequirement>| {
-            let mut merged = present.clone().unwrap_or_default();
-            for wanted in wanted {
-                if !merged
-                    .iter()
-                    .any(|present| same_requirement(present, &wanted))
-                {
-                    merged.push(wanted);
-                }
+        and_into(term, self.expressions(), self.fields())
+    }
+}
+
+/// `term` with the `expressions` and `fields` it lacks appended: the term ANDed with them.
+pub(super) fn and_into(
+    term: &NodeSelectorTerm,
+    expressions: Vec<NodeSelectorRequirement>,
+    fields: Vec<NodeSelectorRequirement>,
+) -> NodeSelectorTerm {
+    let merge = |present: &Option<Vec<NodeSelectorRequirement>>,
+                 wanted: Vec<NodeSelectorRequirement>| {
+        let mut merged = present.clone().unwrap_or_default();
+        for wanted in wanted {
+            if !merged
+                .iter()
+                .any(|present| same_requirement(present, &wanted))
+            {
+                merged.push(wanted);
             }
-            // An absent list stays absent, so an unchanged term compares equal to its input.
-            (!merged.is_empty() || present.is_some()).then_some(merged)
-        };
-        NodeSelectorTerm {
-            match_expressions: merge(&term.match_expressions, self.expressions()),
-            match_fields: merge(&term.match_fields, self.fields()),
         }
+        // An absent list stays absent, so an unchanged term compares equal to its input.
+        (!merged.is_empty() || present.is_some()).then_some(merged)
+    };
+    NodeSelectorTerm {
+        match_expressions: merge(&term.match_expressions, expressions),
+        match_fields: merge(&term.match_fields, fields),
     }
 }
 

@@ -7,7 +7,7 @@ use kube::core::{ObjectMeta, PartialObjectMeta};
 
 use super::*;
 
-pub(super) fn node(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+pub(crate) fn node(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_owned()),
         labels: Some(
@@ -20,7 +20,7 @@ pub(super) fn node(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
     }
 }
 
-pub(super) fn req(key: &str, operator: &str, values: &[&str]) -> NodeSelectorRequirement {
+pub(crate) fn req(key: &str, operator: &str, values: &[&str]) -> NodeSelectorRequirement {
     NodeSelectorRequirement {
         key: key.to_owned(),
         operator: operator.to_owned(),
@@ -28,7 +28,7 @@ pub(super) fn req(key: &str, operator: &str, values: &[&str]) -> NodeSelectorReq
     }
 }
 
-pub(super) fn term(
+pub(crate) fn term(
     expressions: Vec<NodeSelectorRequirement>,
     fields: Vec<NodeSelectorRequirement>,
 ) -> NodeSelectorTerm {
@@ -38,11 +38,11 @@ pub(super) fn term(
     }
 }
 
-pub(super) fn exprs(requirements: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {
+pub(crate) fn exprs(requirements: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {
     term(requirements, Vec::new())
 }
 
-pub(super) fn required(terms: Vec<NodeSelectorTerm>) -> Affinity {
+pub(crate) fn required(terms: Vec<NodeSelectorTerm>) -> Affinity {
     Affinity {
         node_affinity: Some(NodeAffinity {
             required_during_scheduling_ignored_during_execution: Some(NodeSelector {

@@ -3,12 +3,14 @@
 //! started as a real process (`Controller`: signals, leader election and the admin server are the
 //! real ones). Typed object builders are in `objects`, ServiceAccount kubeconfigs and the TLS
 //! client in `access`, the chart's pod in `chart_pod`, the certificate manager's harness in
-//! `certificates`, `ocifit run` serving the webhook in `webhook`.
+//! `certificates`, placement's served gate and pod waits in `placement`, `ocifit run` serving
+//! the pod webhook in `webhook`.
 
 pub mod access;
 pub mod certificates;
 pub mod chart_pod;
 pub mod objects;
+pub mod placement;
 pub mod webhook;
 
 use std::path::PathBuf;

@@ -1,5 +1,5 @@
 //! Files generated from the chart and kept in sync by tests: `config/install.yaml` (the chart
-//! rendered with its defaults) and the chart README's values table (from the `# --` comments of
+//! rendered with its defaults, without its uninstall hook) and the chart README's values table (from the `# --` comments of
 //! `values.yaml`). With `OCIFIT_REGENERATE=1` the tests rewrite them instead of failing.
 
 use serde_json::Value;

@@ -109,6 +109,43 @@ async fn the_default_deployment_is_highly_available_hardened_and_probed() {
 }
 
 #[tokio::test]
+async fn the_placement_gate_comes_second_fails_open_and_never_sees_opted_out_or_system_pods() {
+    let rendered = documents(&render(&[]).await.unwrap());
+    let configuration = find(&rendered, "MutatingWebhookConfiguration", "ocifit");
+    let webhooks = configuration["webhooks"].as_array().unwrap();
+    // Image selection's, the gate, then the artifact cache's two step webhooks.
+    assert_eq!(webhooks.len(), 4);
+    // Called after image selection's, in the order listed.
+    let gate = &webhooks[1];
+    assert_eq!(gate["name"], "placement.ocifit.io");
+    assert_eq!(gate["failurePolicy"], "Ignore");
+    assert_eq!(gate["reinvocationPolicy"], "IfNeeded");
+    assert_eq!(gate["sideEffects"], "None");
+    assert_eq!(
+        gate["clientConfig"],
+        json!({"service": {"name": "ocifit-webhook", "namespace": NAMESPACE, "path": "/placement", "port": 443}})
+    );
+    assert_eq!(
+        gate["objectSelector"],
+        json!({"matchExpressions": [{"key": "placement.ocifit.io/enabled", "operator": "NotIn", "values": ["false"]}]})
+    );
+    assert_eq!(
+        gate["namespaceSelector"],
+        json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]}]})
+    );
+    let off = documents(&render(&["placement.enabled=false"]).await.unwrap());
+    let configuration = find(&off, "MutatingWebhookConfiguration", "ocifit");
+    let names: Vec<&str> = configuration["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|webhook| webhook["name"].as_str())
+        .collect();
+    assert!(!names.contains(&"placement.ocifit.io"), "{names:?}");
+    assert_eq!(names.len(), 3, "{names:?}");
+}
+
+#[tokio::test]
 async fn the_webhook_sees_only_opted_in_pods_outside_kube_system_and_its_own_namespace() {
     let rendered = documents(&render(&[]).await.unwrap());
     let configuration = find(&rendered, "MutatingWebhookConfiguration", "ocifit");
@@ -163,10 +200,63 @@ async fn the_webhook_sees_only_opted_in_pods_outside_kube_system_and_its_own_nam
 }
 
 #[tokio::test]
+async fn uninstall_runs_one_job_that_releases_every_gate_with_rights_on_pods_only() {
+    let rendered = documents(&render(&[]).await.unwrap());
+    let job = find(&rendered, "Job", "ocifit-release-gates");
+    for (kind, name) in [
+        ("ServiceAccount", "ocifit-release-gates"),
+        ("ClusterRole", "ocifit-release-gates"),
+        ("ClusterRoleBinding", "ocifit-release-gates"),
+        ("Job", "ocifit-release-gates"),
+    ] {
+        let annotations = &find(&rendered, kind, name)["metadata"]["annotations"];
+        // After the webhook is gone (nothing gates any more), removed once it succeeded.
+        assert_eq!(annotations["helm.sh/hook"], "post-delete", "{kind}");
+        assert_eq!(
+            annotations["helm.sh/hook-delete-policy"], "before-hook-creation,hook-succeeded",
+            "{kind}"
+        );
+    }
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "ocifit-release-gates");
+    assert_eq!(
+        pod["containers"][0]["args"],
+        json!(["placement", "release-all"])
+    );
+    assert_eq!(
+        pod["containers"][0]["image"],
+        find(&rendered, "Deployment", "ocifit-controller")["spec"]["template"]["spec"]["containers"]
+            [0]["image"]
+    );
+    assert_eq!(
+        find(&rendered, "ClusterRole", "ocifit-release-gates")["rules"],
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]}])
+    );
+    // Its pod is not one of the operator's (the Service and the PodDisruptionBudget select those).
+    assert_eq!(
+        job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"],
+        "release-gates"
+    );
+
+    for off in [
+        "placement.releaseGatesOnUninstall=false",
+        "placement.enabled=false",
+    ] {
+        let rendered = documents(&render(&[off]).await.unwrap());
+        assert!(!has(&rendered, "Job", "ocifit-release-gates"), "{off}");
+        assert!(
+            !has(&rendered, "ClusterRole", "ocifit-release-gates"),
+            "{off}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn the_step_webhooks_see_pods_and_jobs_of_opted_in_namespaces_only_and_never_a_caches_pods() {
     let rendered = documents(&render(&["image.tag=1.2.3"]).await.unwrap());
     let webhooks = &find(&rendered, "MutatingWebhookConfiguration", "ocifit")["webhooks"];
-    for (at, kind, group) in [(1, "pods", ""), (2, "jobs", "batch")] {
+    // After image selection's and placement's gate.
+    for (at, kind, group) in [(2, "pods", ""), (3, "jobs", "batch")] {
         let webhook = &webhooks[at];
         assert_eq!(webhook["name"], format!("{kind}.steps.artifacts.ocifit.io"));
         assert_eq!(webhook["failurePolicy"], "Fail");
@@ -211,7 +301,10 @@ async fn the_step_webhooks_see_pods_and_jobs_of_opted_in_namespaces_only_and_nev
         .as_array()
         .expect("webhooks")
         .len();
-    assert_eq!(webhooks, 1, "only image selection's webhook");
+    assert_eq!(
+        webhooks, 2,
+        "only image selection's webhook and placement's gate"
+    );
     assert!(
         !args(&off)
             .iter()

@@ -1,26 +1,30 @@
 //! The chart stays equal to what it is built from or generates: the CRD of `crds/`, the RBAC of
 //! `config/rbac/`, `config/install.yaml` and the chart README's values table.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
 use serde_json::Value;
 
-use ocifit_testkit::chart::{NAMESPACE, chart_dir as chart};
+use ocifit_testkit::chart::{NAMESPACE, chart_dir as chart, render_without_hooks};
 use ocifit_testkit::repo_root as repo;
 
 use super::generated::{self, HOW};
 use super::{documents, file_documents, find, has, render};
 
+/// The CRD files of `crds/`, by file name.
+const CRD_FILES: [&str; 3] = [
+    "artifactcaches.ocifit.io.yaml",
+    "imageselectionpolicies.ocifit.io.yaml",
+    "placementpolicies.ocifit.io.yaml",
+];
+
 #[test]
 fn the_charts_crd_files_are_the_repositorys_crds() {
-    for name in [
-        "imageselectionpolicies.ocifit.io",
-        "artifactcaches.ocifit.io",
-    ] {
-        let ours = std::fs::read_to_string(repo().join(format!("crds/{name}.yaml"))).unwrap();
-        let copy = std::fs::read_to_string(chart().join(format!("files/{name}.yaml"))).unwrap();
+    for file in CRD_FILES {
+        let ours = std::fs::read_to_string(repo().join("crds").join(file)).unwrap();
+        let copy = std::fs::read_to_string(chart().join("files").join(file)).unwrap();
         assert!(
             ours == copy,
-            "charts/ocifit/files/{name}.yaml differs from crds/; copy it: \
-             cp crds/{name}.yaml charts/ocifit/files/"
+            "charts/ocifit/files/{file} differs from crds/; copy it: cp crds/{file} charts/ocifit/files/"
         );
     }
 }
@@ -28,16 +32,19 @@ fn the_charts_crd_files_are_the_repositorys_crds() {
 #[tokio::test]
 async fn the_rendered_crds_are_crds_with_the_keep_policy_and_can_be_left_out() {
     let rendered = documents(&render(&[]).await.unwrap());
-    for name in [
-        "imageselectionpolicies.ocifit.io",
-        "artifactcaches.ocifit.io",
-    ] {
+    for file in CRD_FILES {
+        let name = file.trim_end_matches(".yaml");
         let crd = find(&rendered, "CustomResourceDefinition", name);
-        let source = &file_documents(&format!("crds/{name}.yaml"))[0];
-        assert_eq!(crd["spec"], source["spec"], "{name}");
+        let source = &file_documents(&format!("crds/{file}"))[0];
+
+        // Compared as the typed spec: Helm writes the schema's `maximum: 100.0` as `100`.
+        let spec = |value: &Value| -> CustomResourceDefinitionSpec {
+            serde_json::from_value(value["spec"].clone()).unwrap()
+        };
+        assert_eq!(spec(crd), spec(source), "{name}");
         assert_eq!(
-            crd["metadata"]["annotations"]["helm.sh/resource-policy"],
-            "keep"
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
+            "{name}"
         );
     }
 
@@ -159,7 +166,7 @@ async fn generated_config_install_yaml_is_the_chart_with_default_values() {
     let expected = format!(
         "{}{}",
         generated::INSTALL_HEADER,
-        render(&[]).await.unwrap()
+        render_without_hooks(&[]).await.unwrap()
     );
     let path = repo().join("config/install.yaml");
     if generated::regenerating() {
@@ -189,7 +196,7 @@ async fn generated_config_kustomization_builds_the_namespace_and_the_install() {
         String::from_utf8_lossy(&output.stderr)
     );
     let built = documents(&String::from_utf8(output.stdout).unwrap());
-    let install = documents(&render(&[]).await.unwrap());
+    let install = documents(&render_without_hooks(&[]).await.unwrap());
 
     assert!(has(&built, "Namespace", NAMESPACE));
     assert_eq!(

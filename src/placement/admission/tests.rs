@@ -1,0 +1,147 @@
+//! `/placement` through the admission host's decoding and encoding: a selected pod is gated and
+//! labelled by one patch, the patched pod sent again is left alone, and namespace selectors read
+//! the namespace's labels from the store.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_openapi::api::core::v1::Namespace as NamespaceObject;
+use kube::core::{ObjectMeta, PartialObjectMeta};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::admission::review::tests::apiserver_review;
+use crate::admission::route::Route;
+use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use crate::placement::fixtures::{labelled, map, pod, policy};
+
+fn namespaces(labelled: &[(&str, &[(&str, &str)])]) -> Store<PartialObjectMeta<NamespaceObject>> {
+    let mut writer = Writer::<PartialObjectMeta<NamespaceObject>>::default();
+    for (name, labels) in labelled {
+        let object = PartialObjectMeta::<NamespaceObject> {
+            metadata: ObjectMeta {
+                name: Some((*name).to_owned()),
+                labels: Some(map(labels)),
+                ..ObjectMeta::default()
+            },
+            ..PartialObjectMeta::default()
+        };
+        writer.apply_watcher_event(&watcher::Event::Apply(object));
+    }
+    writer.as_reader()
+}
+
+fn route(policies: Vec<Policy>, store: Store<PartialObjectMeta<NamespaceObject>>) -> Route {
+    let usable = UsablePolicies::default();
+    usable.store(policies);
+    Route::new(
+        PATH,
+        GatePods {
+            policies: usable,
+            namespaces: store,
+            own_namespace: "ocifit-system".to_owned(),
+        },
+    )
+}
+
+/// (outcome, reason, the pod after the patch, if any).
+fn admit(route: &Route, pod: &Pod) -> (&'static str, &'static str, Pod) {
+    let answer = route.answer(&serde_json::to_vec(&apiserver_review(pod, false)).unwrap());
+    let review: Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!(review["response"]["allowed"], json!(true));
+    let mut object = serde_json::to_value(pod).unwrap();
+    if let Some(patch) = review["response"]["patch"].as_str() {
+        let patch: json_patch::Patch =
+            serde_json::from_slice(&BASE64.decode(patch).unwrap()).unwrap();
+        json_patch::patch(&mut object, &patch).unwrap();
+    }
+    (
+        answer.outcome,
+        answer.reason,
+        serde_json::from_value(object).unwrap(),
+    )
+}
+
+#[test]
+fn a_selected_pod_is_gated_and_labelled_once_and_its_reinvocation_changes_nothing() {
+    let route = route(vec![policy("default", json!({}))], namespaces(&[]));
+    let (outcome, reason, gated) = admit(&route, &pod(&[("web", "nginx:1.27")]));
+    assert_eq!((outcome, reason), ("patched", "Gated"));
+    let gates = gated
+        .spec
+        .as_ref()
+        .unwrap()
+        .scheduling_gates
+        .clone()
+        .unwrap();
+    assert_eq!(gates.len(), 1);
+    assert_eq!(gates[0].name, SCHEDULING_GATE);
+    assert_eq!(
+        gated.metadata.labels.as_ref().unwrap()[POLICY_LABEL],
+        "default"
+    );
+    // Nothing else changed.
+    let mut without = gated.clone();
+    without.spec.as_mut().unwrap().scheduling_gates = None;
+    without.metadata.labels = None;
+    assert_eq!(without, pod(&[("web", "nginx:1.27")]));
+
+    let (outcome, reason, again) = admit(&route, &gated);
+    assert_eq!((outcome, reason), ("skipped", "AlreadyGated"));
+    assert_eq!(again, gated);
+}
+
+#[test]
+fn the_namespace_selector_reads_the_namespaces_labels_and_unselected_pods_pass_untouched() {
+    let store = namespaces(&[("default", &[("placement", "enabled")])]);
+    let chosen = policy(
+        "arm",
+        json!({"namespaceSelector": {"matchLabels": {"placement": "enabled"}}}),
+    );
+    let elsewhere = policy(
+        "other",
+        json!({"namespaceSelector": {"matchLabels": {"team": "x"}}}),
+    );
+    let (_, reason, gated) = admit(
+        &route(vec![chosen, elsewhere.clone()], store.clone()),
+        &pod(&[("web", "nginx")]),
+    );
+    assert_eq!(reason, "Gated");
+    assert_eq!(gated.metadata.labels.unwrap()[POLICY_LABEL], "arm");
+
+    let web = pod(&[("web", "nginx")]);
+    let (outcome, reason, same) = admit(&route(vec![elsewhere], store), &web);
+    assert_eq!((outcome, reason), ("skipped", "NoPlacementPolicy"));
+    assert_eq!(same, web);
+}
+
+#[test]
+fn an_opted_out_pod_and_a_namespace_missing_from_the_store_are_judged_without_error() {
+    let route = route(
+        vec![policy(
+            "by-name",
+            json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}}}),
+        )],
+        namespaces(&[]),
+    );
+    // The store has not seen `default` yet: its name label still selects it.
+    let (_, reason, _) = admit(&route, &pod(&[("web", "nginx")]));
+    assert_eq!(reason, "Gated");
+    let opted_out = labelled(
+        pod(&[("web", "nginx")]),
+        &[("placement.ocifit.io/enabled", "false")],
+    );
+    let (outcome, reason, same) = admit(&route, &opted_out);
+    assert_eq!((outcome, reason), ("skipped", "Excluded"));
+    assert_eq!(same, opted_out);
+}
+
+#[test]
+fn the_gate_counts_as_loaded_only_once_the_policies_were_stored_even_when_there_are_none() {
+    let usable = UsablePolicies::default();
+    assert!(!usable.stored(), "no list read yet is not an empty list");
+    usable.store(Vec::new());
+    assert!(usable.stored());
+    assert!(usable.load().is_empty());
+}

@@ -1,0 +1,52 @@
+//! What a placement reconcile reads: the cluster view, the policies as stored, the shared
+//! inspector, ocifit's own credentials, the Event reporter and metrics.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use crate::api::PlacementPolicy;
+use crate::cluster::ClusterView;
+use crate::cluster::events::EventReporter;
+use crate::placement::policy::Policy;
+use crate::registry::{DockerConfig, Inspector};
+use crate::telemetry::Metrics;
+
+/// What a reconcile reads.
+pub struct Context {
+    /// The cluster view (client, leadership).
+    pub cluster: ClusterView,
+    /// The policies as stored.
+    pub policies: Store<PlacementPolicy>,
+    /// Image inspection, shared by every pod.
+    pub inspector: Inspector,
+    /// ocifit's own registry credentials, tried after the pod's.
+    pub own_credentials: DockerConfig,
+    /// Events on pods and owners.
+    pub reporter: EventReporter,
+    /// Metrics to count into.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Context {
+    /// The usable policy `name`, or why there is none.
+    pub fn usable_policy(&self, name: &str) -> Result<Policy, String> {
+        let stored = self
+            .policies
+            .get(&ObjectRef::new(name))
+            .ok_or_else(|| format!("placement policy {name} no longer exists"))?;
+        Policy::compile(&stored)
+            .map_err(|err| format!("placement policy {name} cannot be used: {err}"))
+    }
+
+    /// The architectures whose nodes ocifit taints (every policy's node tainting together).
+    pub fn tainted(&self) -> BTreeSet<String> {
+        self.policies
+            .state()
+            .iter()
+            .filter_map(|policy| Policy::compile(policy).ok())
+            .flat_map(|policy| policy.tainted)
+            .collect()
+    }
+}

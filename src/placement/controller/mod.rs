@@ -1,0 +1,56 @@
+//! The placement controller (leader only): every pod carrying ocifit's tracking label is watched
+//! (a label selector, so the store holds only those pods, not the cluster's), the gated ones are
+//! reconciled ([`reconcile`]) as they appear and again when their retry is due, all of them on
+//! becoming leader; the policies' status counts and `Ready` condition are kept by [`status`],
+//! node tainting by [`taints`].
+
+pub mod context;
+pub mod gather;
+pub mod reconcile;
+pub mod status;
+pub mod taints;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::Controller;
+use kube::runtime::controller::Config;
+
+use crate::cluster::reflected::{Change, Reflected};
+use crate::telemetry::error_chain;
+pub use context::Context;
+use reconcile::{error_policy, gated, reconcile};
+
+/// Gated pods reconciled at once (each waits mostly on the registry).
+const CONCURRENCY: u16 = 16;
+
+/// The controller over `pods`; the future runs it until `shutdown` resolves and every
+/// in-flight reconcile has finished.
+pub fn controller(
+    context: Context,
+    pods: &Reflected<Pod>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> BoxFuture<'static, ()> {
+    let gained = context.cluster.leadership.gained();
+    let gated_pods = pods.subscribe().filter_map(|change| {
+        std::future::ready(match change {
+            Change::Applied(pod) if gated(&pod) => Some(pod),
+            _ => None,
+        })
+    });
+    Controller::for_shared_stream(gated_pods, pods.store())
+        .with_config(Config::default().concurrency(CONCURRENCY))
+        .reconcile_all_on(gained)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, Arc::new(context))
+        .for_each(|result| {
+            if let Err(err) = result {
+                tracing::debug!(error = %error_chain(&err), "placement controller event");
+            }
+            std::future::ready(())
+        })
+        .boxed()
+}

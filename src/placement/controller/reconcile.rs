@@ -1,0 +1,168 @@
+//! One gated pod, reconciled (leader only): its policy from the store (gone or unusable: the pod
+//! is released without a constraint, never forgotten), its images inspected, the release plan
+//! written in one update of the pod, and the plan's Events published on the pod and on its
+//! owner. A pod without ocifit's gate is left alone.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::PostParams;
+use kube::runtime::controller::Action;
+use kube::{Api, Resource, ResourceExt};
+
+use super::context::Context;
+use super::gather::{inspections, pull_secrets};
+use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use crate::cluster::events::Notice;
+use crate::placement::policy::Policy;
+use crate::placement::release::{self, Note, Plan};
+
+/// How soon to look again after the pod changed under our update.
+const AFTER_CONFLICT: Duration = Duration::from_millis(200);
+
+/// A reconcile failed against the apiserver (registry problems are Events and retries, not
+/// errors).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The pod could not be updated.
+    #[error("failed to update pod {namespace}/{name}")]
+    UpdatePod {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Whether ocifit's gate is on `pod`.
+pub fn gated(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.scheduling_gates.as_ref())
+        .is_some_and(|gates| gates.iter().any(|gate| gate.name == SCHEDULING_GATE))
+}
+
+/// Reconciles one pod (the kube-runtime entry point).
+pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.cluster.leadership.is_leader()
+        || !gated(&pod)
+        || pod.metadata.deletion_timestamp.is_some()
+    {
+        return Ok(Action::await_change());
+    }
+    let name = pod.labels().get(POLICY_LABEL).cloned().unwrap_or_default();
+    let plan = match ctx.usable_policy(&name) {
+        Err(why) => release::without_policy(&pod, &why),
+        Ok(policy) => plan_release(&ctx, &pod, &policy).await,
+    };
+    if plan.pod != *pod {
+        let api: Api<Pod> = Api::namespaced(
+            ctx.cluster.client.clone(),
+            pod.namespace().as_deref().unwrap_or("default"),
+        );
+        match api
+            .replace(&pod.name_any(), &PostParams::default(), &plan.pod)
+            .await
+        {
+            Ok(_) => {}
+            // The pod changed since we read it: the watch brings the new one.
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                return Ok(Action::requeue(AFTER_CONFLICT));
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                return Ok(Action::await_change());
+            }
+            Err(source) => {
+                return Err(Error::UpdatePod {
+                    namespace: pod.namespace().unwrap_or_default(),
+                    name: pod.name_any(),
+                    source,
+                });
+            }
+        }
+    }
+    if let Some(outcome) = plan.outcome {
+        ctx.metrics.placement_decided(outcome.as_str());
+        tracing::info!(pod = %pod.name_any(), namespace = ?pod.namespace(), %outcome, "placement decided");
+    }
+    publish(&ctx, &pod, &plan.events).await;
+    Ok(plan
+        .requeue
+        .map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Reads the pod's Secrets and images and plans its release.
+async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> Plan {
+    let secrets = pull_secrets(&ctx.cluster.client, &ctx.cluster.secrets(), pod).await;
+    let inspected = inspections(&ctx.inspector, pod, policy, &secrets, &ctx.own_credentials).await;
+    let tainted: BTreeSet<String> = ctx.tainted();
+    let created = pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or_else(Timestamp::now, |time| time.0);
+    let since_creation = Timestamp::now()
+        .duration_since(created)
+        .try_into()
+        .unwrap_or(Duration::ZERO);
+    let mut plan = release::plan(
+        pod,
+        &inspected,
+        release::Context {
+            policy,
+            tainted: &tainted,
+            since_creation,
+        },
+    );
+    plan.events
+        .extend(secrets.problems.iter().map(|problem| Note {
+            warning: true,
+            reason: "PullSecretUnusable",
+            message: problem.to_string(),
+        }));
+    plan
+}
+
+/// Each note as an Event on the pod and on its controlling owner.
+async fn publish(ctx: &Context, pod: &Pod, notes: &[Note]) {
+    let on_pod = pod.object_ref(&());
+    let owner = pod
+        .owner_references()
+        .iter()
+        .find(|owner| owner.controller == Some(true))
+        .map(|owner| ObjectReference {
+            api_version: Some(owner.api_version.clone()),
+            kind: Some(owner.kind.clone()),
+            name: Some(owner.name.clone()),
+            namespace: pod.namespace(),
+            uid: Some(owner.uid.clone()),
+            ..ObjectReference::default()
+        });
+    for note in notes {
+        for on in std::iter::once(&on_pod).chain(owner.as_ref()) {
+            let prefix = if std::ptr::eq(on, &on_pod) {
+                String::new()
+            } else {
+                format!("pod {}: ", pod.name_any())
+            };
+            ctx.reporter
+                .publish(Notice {
+                    on: on.clone(),
+                    warning: note.warning,
+                    reason: note.reason,
+                    action: "Place",
+                    note: format!("{prefix}{}", note.message),
+                })
+                .await;
+        }
+    }
+}
+
+/// A failed reconcile: retried soon.
+pub fn error_policy(_pod: Arc<Pod>, error: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(error = %crate::telemetry::error_chain(error), "placement reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}

@@ -1,0 +1,185 @@
+//! Every PlacementPolicy's status (leader only): `observedGeneration`, the counts of the pods it
+//! gated by state, and `Ready` (its selectors and durations read, or why not). Recomputed from
+//! the stores when a policy or a labelled pod changes, at most once per [`PAUSE`], and written
+//! only when it differs from what is stored.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Resource, ResourceExt};
+
+use crate::api::placement::{
+    PlacementConditionType, PlacementPolicyStatus, PlacementReason, PodCounts,
+};
+use crate::api::{FIELD_MANAGER, PlacementPolicy};
+use crate::cluster::ClusterView;
+use crate::cluster::reflected::Reflected;
+use crate::placement::policy::Policy;
+use crate::placement::status::counts;
+use crate::telemetry::Metrics;
+
+/// Least time between two passes (a burst of pod changes makes one pass).
+pub const PAUSE: Duration = Duration::from_millis(500);
+
+/// The status `policy` should have, given every labelled pod's counts; the stored condition's
+/// transition time is kept while its status is unchanged.
+pub fn desired(
+    policy: &PlacementPolicy,
+    counts: &BTreeMap<String, PodCounts>,
+    now: Timestamp,
+) -> PlacementPolicyStatus {
+    let (status, reason, message) = match Policy::compile(policy) {
+        Ok(_) => (
+            "True",
+            PlacementReason::Valid,
+            "the policy gates the pods it selects".to_owned(),
+        ),
+        Err(err) => ("False", err.reason(), err.to_string()),
+    };
+    let stored = policy.status.as_ref();
+    let previous = stored.and_then(|status| {
+        status
+            .conditions
+            .iter()
+            .find(|condition| condition.type_ == PlacementConditionType::Ready.as_str())
+    });
+    let transition = previous
+        .filter(|condition| condition.status == status)
+        .map_or(Time(now), |condition| {
+            condition.last_transition_time.clone()
+        });
+    PlacementPolicyStatus {
+        observed_generation: policy.metadata.generation,
+        pods: counts.get(&policy.name_any()).cloned().unwrap_or_default(),
+        conditions: vec![Condition {
+            type_: PlacementConditionType::Ready.as_str().to_owned(),
+            status: status.to_owned(),
+            reason: reason.as_str().to_owned(),
+            message,
+            observed_generation: policy.metadata.generation,
+            last_transition_time: transition,
+        }],
+    }
+}
+
+/// Keeps the status of every policy until the streams end.
+pub async fn keep(
+    cluster: ClusterView,
+    policies: Reflected<PlacementPolicy>,
+    pods: Reflected<Pod>,
+    metrics: Arc<Metrics>,
+) {
+    let changes = futures_util::stream::select(
+        policies.subscribe().map(|_| ()),
+        pods.subscribe().map(|_| ()),
+    )
+    .ready_chunks(1024);
+    let mut changes = std::pin::pin!(changes);
+    let api: Api<PlacementPolicy> = Api::all(cluster.client.clone());
+    while changes.next().await.is_some() {
+        if !cluster.leadership.is_leader() || !policies.synced() || !pods.synced() {
+            continue;
+        }
+        let pod_state = pods.store().state();
+        let counted = counts(pod_state.iter().map(AsRef::as_ref));
+        for policy in policies.store().state() {
+            let status = desired(&policy, &counted, Timestamp::now());
+            if policy.status.as_ref() == Some(&status) {
+                continue;
+            }
+            let patch = serde_json::json!({
+                "apiVersion": PlacementPolicy::api_version(&()),
+                "kind": PlacementPolicy::kind(&()),
+                "status": status,
+            });
+            match api
+                .patch_status(
+                    &policy.name_any(),
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&patch),
+                )
+                .await
+            {
+                Ok(_) => metrics.status_written(),
+                Err(err) => {
+                    tracing::warn!(policy = %policy.name_any(), error = %err, "failed to write the placement policy's status")
+                }
+            }
+        }
+        tokio::time::sleep(PAUSE).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::placement::PlacementPolicySpec;
+
+    fn stored(name: &str, spec: serde_json::Value) -> PlacementPolicy {
+        let spec: PlacementPolicySpec = serde_json::from_value(spec).unwrap();
+        let mut policy = PlacementPolicy::new(name, spec);
+        policy.metadata.generation = Some(3);
+        policy
+    }
+
+    #[test]
+    fn a_valid_policy_is_ready_with_its_own_counts_and_keeps_its_transition_time() {
+        let counted = BTreeMap::from([(
+            "arm".to_owned(),
+            PodCounts {
+                gated: 2,
+                held: 1,
+                released: 7,
+            },
+        )]);
+        let mut policy = stored("arm", json!({}));
+        let first = desired(&policy, &counted, Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            first.pods,
+            PodCounts {
+                gated: 2,
+                held: 1,
+                released: 7
+            }
+        );
+        assert_eq!(first.observed_generation, Some(3));
+        assert_eq!(
+            (
+                first.conditions[0].status.as_str(),
+                first.conditions[0].reason.as_str()
+            ),
+            ("True", "Valid")
+        );
+        policy.status = Some(first.clone());
+        let again = desired(&policy, &counted, Timestamp::now());
+        assert_eq!(again, first, "nothing changed: nothing to write");
+    }
+
+    #[test]
+    fn an_unreadable_selector_is_not_ready_naming_the_field() {
+        let policy = stored(
+            "bad",
+            json!({"podSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}}),
+        );
+        let status = desired(&policy, &BTreeMap::new(), Timestamp::UNIX_EPOCH);
+        let ready = &status.conditions[0];
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "InvalidSelector")
+        );
+        assert!(
+            ready.message.contains("spec.podSelector"),
+            "{}",
+            ready.message
+        );
+        assert_eq!(status.pods, PodCounts::default());
+    }
+}

@@ -1,0 +1,67 @@
+//! Builders shared by the placement tests: pods as the apiserver sends them, and policies.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use kube::core::ObjectMeta;
+
+use super::policy::Policy;
+use crate::api::placement::{PlacementPolicy, PlacementPolicySpec};
+use crate::registry::Platform;
+
+/// A pod in `default` with one container per `(name, image)`.
+pub(crate) fn pod(containers: &[(&str, &str)]) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            generate_name: Some("web-".into()),
+            namespace: Some("default".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            containers: containers
+                .iter()
+                .map(|(name, image)| Container {
+                    name: (*name).into(),
+                    image: Some((*image).into()),
+                    ..Container::default()
+                })
+                .collect(),
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+/// `pod` with these labels.
+pub(crate) fn labelled(mut pod: Pod, labels: &[(&str, &str)]) -> Pod {
+    pod.metadata.labels = Some(map(labels));
+    pod
+}
+
+pub(crate) fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// A policy named `name` from a spec written as JSON.
+pub(crate) fn policy(name: &str, spec: serde_json::Value) -> Policy {
+    let spec: PlacementPolicySpec = serde_json::from_value(spec).unwrap();
+    Policy::compile(&PlacementPolicy::new(name, spec)).unwrap()
+}
+
+/// `os/arch[/variant]`.
+pub(crate) fn platform(text: &str) -> Platform {
+    let mut parts = text.split('/');
+    Platform {
+        os: parts.next().unwrap().into(),
+        architecture: parts.next().unwrap().into(),
+        variant: parts.next().map(str::to_owned),
+        os_version: None,
+    }
+}
+
+pub(crate) fn platforms(texts: &[&str]) -> Vec<Platform> {
+    texts.iter().map(|t| platform(t)).collect()
+}

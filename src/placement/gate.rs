@@ -1,0 +1,94 @@
+//! The gate planner: what admission does to a pod. A selected pod gets the scheduling gate and
+//! the tracking label naming its policy, and nothing else, as a JSON patch against the pod as the
+//! apiserver sent it. Reinvoked on its own output it plans nothing; excluded and unselected pods
+//! are left untouched.
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+
+use super::select::{Exclusion, Selection};
+use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+
+/// What admission does with a pod.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GatePlan {
+    /// Leave the pod as it is.
+    Leave(Leave),
+    /// Apply `patch`, which gates the pod for `policy`.
+    Gate { policy: String, patch: Patch },
+}
+
+/// Why a pod is left as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leave {
+    /// Never selected.
+    Excluded(Exclusion),
+    /// No policy selects it.
+    Unselected,
+    /// It already carries the gate and the label (reinvocation, or a pod created so).
+    AlreadyGated,
+}
+
+/// Plans admission for `pod` given its [`Selection`].
+pub fn plan(pod: &Pod, selection: Selection<'_>) -> GatePlan {
+    let policy = match selection {
+        Selection::Excluded(exclusion) => return GatePlan::Leave(Leave::Excluded(exclusion)),
+        Selection::Unselected => return GatePlan::Leave(Leave::Unselected),
+        Selection::Selected(policy) => &policy.name,
+    };
+    let gates = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.scheduling_gates.as_ref());
+    let gated = gates
+        .iter()
+        .flat_map(|gates| gates.iter())
+        .any(|gate| gate.name == SCHEDULING_GATE);
+    let labels = pod.metadata.labels.as_ref();
+    let label = labels.and_then(|labels| labels.get(POLICY_LABEL));
+    let mut ops = Vec::new();
+    if !gated {
+        let gate = serde_json::json!({ "name": SCHEDULING_GATE });
+        ops.push(match gates {
+            None => add(&["spec", "schedulingGates"], Value::Array(vec![gate])),
+            Some(_) => add(&["spec", "schedulingGates", "-"], gate),
+        });
+    }
+    // A gate already there keeps the policy that put it there; a new gate names the winner now.
+    let relabel = if gated {
+        label.is_none()
+    } else {
+        label != Some(policy)
+    };
+    if relabel {
+        ops.push(match labels {
+            None => add(
+                &["metadata", "labels"],
+                serde_json::json!({ POLICY_LABEL: policy }),
+            ),
+            Some(_) => add(
+                &["metadata", "labels", POLICY_LABEL],
+                Value::from(policy.as_str()),
+            ),
+        });
+    }
+    if ops.is_empty() {
+        return GatePlan::Leave(Leave::AlreadyGated);
+    }
+    GatePlan::Gate {
+        policy: policy.clone(),
+        patch: Patch(ops),
+    }
+}
+
+fn add(tokens: &[&str], value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation {
+        path: PointerBuf::from_tokens(tokens.iter().copied()),
+        value,
+    })
+}
+
+#[cfg(test)]
+mod tests;

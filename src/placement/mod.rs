@@ -1,0 +1,229 @@
+//! Platform placement: selected pods land only on nodes where every one of their containers can
+//! run. Admission adds a scheduling gate and a tracking label and nothing else ([`admission`],
+//! over [`gate`] and [`select`]); a controller inspects the images through the registry room,
+//! computes the platforms every container shares ([`platforms`]), and releases the pod in one
+//! update that narrows its node affinity and adds tolerations and preferences ([`release`]), or
+//! holds it with a reason; repeated inspection failures follow the policy's bound ([`failure`]).
+//! [`policy`] reads a stored policy once, [`credentials`] turns pull Secrets into registry
+//! credentials, [`pull_policy`] says how fresh a tag must be, [`status`] counts a policy's pods.
+//! [`taints`] says which taints node tainting wants on a node. [`controller`] and [`admission`]
+//! are the thin adapters; [`way_out`] releases every gate by
+//! hand; [`run`] starts it all over the cluster view. Imports no other feature.
+//!
+//! The decision modules are pure: no I/O, time passed in.
+
+pub mod admission;
+pub mod controller;
+pub mod credentials;
+pub mod failure;
+pub mod gate;
+pub mod platforms;
+pub mod policy;
+pub mod pull_policy;
+pub mod release;
+pub mod select;
+pub mod status;
+pub mod taints;
+pub mod way_out;
+
+#[cfg(test)]
+mod fixtures;
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::admission::route::Route;
+use crate::api::placement::pod::POLICY_LABEL;
+use crate::api::{PlacementPolicy, REPORTING_CONTROLLER};
+use crate::cluster::events::EventReporter;
+use crate::cluster::reflected::{Change, Reflected, reflect};
+use crate::cluster::{ClusterView, Shutdown, Tasks, until};
+use crate::registry::{DockerConfig, Inspector, InspectorOptions};
+use crate::telemetry::Metrics;
+use admission::{GatePods, UsablePolicies};
+use policy::Policy;
+
+/// What placement needs from the rest of the process.
+pub struct Parts {
+    /// The cluster view.
+    pub cluster: ClusterView,
+    /// Metrics to count into.
+    pub metrics: Arc<Metrics>,
+    /// This replica's identity (pod name), on its Events.
+    pub identity: String,
+    /// ocifit's own namespace (its pods are never gated).
+    pub own_namespace: String,
+    /// How images are inspected (registry client options, caches, limits).
+    pub inspector: InspectorOptions,
+    /// ocifit's own registry credentials, tried after a pod's pull Secrets.
+    pub own_credentials: DockerConfig,
+    /// Whether the `/placement` route is served.
+    pub admission: bool,
+    /// Resolves once shutdown begins.
+    pub shutdown: Shutdown,
+}
+
+/// Placement, running.
+pub struct Running {
+    /// Its tasks: the policy and labelled-pod watches, the controller, the status keeper, and
+    /// with the route the namespace watch and the usable-policy feed.
+    pub tasks: Tasks,
+    /// The `/placement` route, when served.
+    pub route: Option<Route>,
+    /// Whether it can serve.
+    pub readiness: Readiness,
+}
+
+/// Whether placement can serve: its stores hold a first list and, with the route, the gate
+/// holds the policies compiled from it.
+#[derive(Clone, Debug)]
+pub struct Readiness {
+    policies: Reflected<PlacementPolicy>,
+    pods: Reflected<Pod>,
+    gate: Option<(Reflected<PartialObjectMeta<Namespace>>, UsablePolicies)>,
+}
+
+impl Readiness {
+    /// Whether it can serve now.
+    pub fn ready(&self) -> bool {
+        self.policies.synced()
+            && self.pods.synced()
+            && self
+                .gate
+                .as_ref()
+                .is_none_or(|(namespaces, usable)| namespaces.synced() && usable.stored())
+    }
+}
+
+/// Starts placement over the cluster view.
+pub fn run(parts: Parts) -> Running {
+    let Parts {
+        cluster,
+        metrics,
+        identity,
+        own_namespace,
+        inspector,
+        own_credentials,
+        admission,
+        shutdown,
+    } = parts;
+    let client = cluster.client.clone();
+    let (policies, policy_watch) = reflect(
+        watcher(
+            Api::<PlacementPolicy>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|policy| policy.metadata.managed_fields = None),
+        "placementpolicies",
+    );
+    // Only the pods ocifit gated: the store never holds the rest of the cluster's pods.
+    let (pods, pod_watch) = reflect(
+        watcher(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default().labels(POLICY_LABEL),
+        )
+        .default_backoff()
+        .modify(|pod| pod.metadata.managed_fields = None),
+        "placement pods",
+    );
+    let mut tasks: Tasks = vec![
+        (
+            "placement policy watch",
+            until(shutdown.clone(), policy_watch),
+        ),
+        ("placement pod watch", until(shutdown.clone(), pod_watch)),
+        (
+            "placement node taints",
+            until(
+                shutdown.clone(),
+                controller::taints::keep(cluster.clone(), policies.clone()),
+            ),
+        ),
+        (
+            "placement status",
+            until(
+                shutdown.clone(),
+                controller::status::keep(
+                    cluster.clone(),
+                    policies.clone(),
+                    pods.clone(),
+                    Arc::clone(&metrics),
+                ),
+            ),
+        ),
+    ];
+    let mut gate = None;
+    let route = admission.then(|| {
+        let (store, namespace_watch) = reflect(
+            watcher(
+                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff()
+            .modify(|namespace| {
+                namespace.metadata.managed_fields = None;
+                namespace.metadata.annotations = None;
+            }),
+            "namespaces",
+        );
+        let usable = UsablePolicies::default();
+        tasks.push(("namespace watch", until(shutdown.clone(), namespace_watch)));
+        tasks.push((
+            "placement policy feed",
+            until(shutdown.clone(), feed(policies.clone(), usable.clone())),
+        ));
+        gate = Some((store.clone(), usable.clone()));
+        Route::new(
+            admission::PATH,
+            GatePods {
+                policies: usable,
+                namespaces: store.store(),
+                own_namespace,
+            },
+        )
+    });
+    let context = controller::Context {
+        cluster: cluster.clone(),
+        policies: policies.store(),
+        inspector: Inspector::new(inspector),
+        own_credentials,
+        reporter: EventReporter::new(client, REPORTING_CONTROLLER, identity, Arc::clone(&metrics)),
+        metrics,
+    };
+    tasks.push((
+        "placement controller",
+        controller::controller(context, &pods, shutdown.wait()),
+    ));
+    Running {
+        tasks,
+        route,
+        readiness: Readiness {
+            policies,
+            pods,
+            gate,
+        },
+    }
+}
+
+/// Keeps `usable` equal to the policies that compile, after each change of the store.
+async fn feed(policies: Reflected<PlacementPolicy>, usable: UsablePolicies) {
+    let mut changes = std::pin::pin!(policies.subscribe().ready_chunks(256));
+    while let Some(batch) = changes.next().await {
+        if batch.iter().all(|change| matches!(change, Change::Synced)) && !policies.synced() {
+            continue;
+        }
+        let compiled = policies
+            .store()
+            .state()
+            .iter()
+            .filter_map(|policy| Policy::compile(policy).ok())
+            .collect();
+        usable.store(compiled);
+    }
+}

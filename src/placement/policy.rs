@@ -1,0 +1,187 @@
+//! A PlacementPolicy read once into the form decisions use: selectors parsed, durations read,
+//! per-architecture settings by name. A policy that cannot be read is an error naming the field,
+//! which the controller turns into its `Ready` condition; admission never uses such a policy.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::ResourceExt as _;
+use kube::core::{Selector, SelectorExt as _};
+
+use crate::api::parse_duration;
+use crate::api::placement::{FailureAction, NoCommonPlatform, PlacementPolicy, PlacementReason};
+
+/// A policy ready for decisions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// `metadata.name`, also the tracking label's value.
+    pub name: String,
+    /// Higher wins when several policies select a pod.
+    pub priority: i32,
+    namespaces: Selector,
+    pods: Selector,
+    /// Settings by architecture name.
+    pub architectures: BTreeMap<String, Architecture>,
+    /// Architectures whose nodes this policy taints (node-tainting mode); empty when off.
+    pub tainted: BTreeSet<String>,
+    /// When to give up on failing inspections, and what then.
+    pub failure: FailureBound,
+    /// What to do when the containers share no platform.
+    pub no_common_platform: NoCommonPlatform,
+    /// How old a tag's digest may be, by pull policy.
+    pub tag_max_age: TagMaxAge,
+}
+
+/// What one architecture adds to a pod that can run on it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Architecture {
+    /// Preferred node affinity weight, 1-100.
+    pub weight: Option<i32>,
+    /// Tolerations to add.
+    pub tolerations: Vec<Toleration>,
+}
+
+/// The bound on failed inspections.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureBound {
+    /// Failed inspections before giving up.
+    pub attempts: u32,
+    /// Time since the pod's creation before giving up (both bounds must be reached).
+    pub timeout: Duration,
+    /// What to do then.
+    pub action: GiveUp,
+}
+
+/// What giving up means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GiveUp {
+    /// Remove the gate, constrain nothing.
+    ReleaseUnconstrained,
+    /// Constrain to this architecture and remove the gate.
+    Fallback(String),
+    /// Keep the gate, retry at the longest delay.
+    Hold,
+}
+
+/// How old a tag's resolved digest may be, by effective pull policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagMaxAge {
+    /// `IfNotPresent` and `Never`.
+    pub if_not_present: Duration,
+    /// `Always`.
+    pub always: Duration,
+}
+
+/// Why a policy cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// A label selector with an unknown operator or missing values.
+    #[error("spec.{field} is not a valid label selector: {message}")]
+    InvalidSelector {
+        field: &'static str,
+        message: String,
+    },
+    /// A duration that does not read (out of range).
+    #[error("spec.{field} is not a duration: {value:?}")]
+    InvalidDuration { field: &'static str, value: String },
+    /// `action: Fallback` without an architecture (the CRD's rule forbids it; kept for objects
+    /// stored before the rule).
+    #[error("spec.onInspectionFailure.fallbackArchitecture is required with action Fallback")]
+    MissingFallback,
+}
+
+impl PolicyError {
+    /// The `Ready` condition's reason for this error.
+    pub fn reason(&self) -> PlacementReason {
+        match self {
+            Self::InvalidSelector { .. } => PlacementReason::InvalidSelector,
+            Self::InvalidDuration { .. } => PlacementReason::InvalidDuration,
+            Self::MissingFallback => PlacementReason::MissingFallback,
+        }
+    }
+}
+
+impl Policy {
+    /// Reads a stored policy.
+    pub fn compile(policy: &PlacementPolicy) -> Result<Self, PolicyError> {
+        let spec = &policy.spec;
+        let duration = |field: &'static str, value: &str| {
+            parse_duration(value).ok_or_else(|| PolicyError::InvalidDuration {
+                field,
+                value: value.to_owned(),
+            })
+        };
+        let failure = &spec.on_inspection_failure;
+        let action = match failure.action {
+            FailureAction::ReleaseUnconstrained => GiveUp::ReleaseUnconstrained,
+            FailureAction::Hold => GiveUp::Hold,
+            FailureAction::Fallback => GiveUp::Fallback(
+                failure
+                    .fallback_architecture
+                    .clone()
+                    .ok_or(PolicyError::MissingFallback)?,
+            ),
+        };
+        Ok(Policy {
+            name: policy.name_any(),
+            priority: spec.priority,
+            namespaces: selector("namespaceSelector", spec.namespace_selector.as_ref())?,
+            pods: selector("podSelector", spec.pod_selector.as_ref())?,
+            architectures: spec
+                .architectures
+                .iter()
+                .map(|settings| {
+                    (
+                        settings.name.clone(),
+                        Architecture {
+                            weight: settings.weight,
+                            tolerations: settings.tolerations.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            tainted: spec
+                .node_tainting
+                .iter()
+                .flat_map(|tainting| tainting.architectures.iter().cloned())
+                .collect(),
+            failure: FailureBound {
+                attempts: u32::try_from(failure.attempts.max(1)).unwrap_or(1),
+                timeout: duration("onInspectionFailure.timeout", &failure.timeout)?,
+                action,
+            },
+            no_common_platform: spec.on_no_common_platform,
+            tag_max_age: TagMaxAge {
+                if_not_present: duration("tagCache.ifNotPresent", &spec.tag_cache.if_not_present)?,
+                always: duration("tagCache.always", &spec.tag_cache.always)?,
+            },
+        })
+    }
+
+    /// Whether the policy selects namespaces with `labels`.
+    pub fn selects_namespace(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.namespaces.matches(labels)
+    }
+
+    /// Whether the policy selects pods with `labels` (namespace aside).
+    pub fn selects_pod(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.pods.matches(labels)
+    }
+}
+
+fn selector(
+    field: &'static str,
+    selector: Option<&LabelSelector>,
+) -> Result<Selector, PolicyError> {
+    selector.cloned().unwrap_or_default().try_into().map_err(
+        |err: kube::core::ParseExpressionError| PolicyError::InvalidSelector {
+            field,
+            message: err.0,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests;

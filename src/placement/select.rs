@@ -1,0 +1,134 @@
+//! Which policy, if any, selects a pod at admission: the always-excluded pods first (kube-system,
+//! ocifit's namespace, DaemonSet pods, pods already bound with `spec.nodeName`, mirror pods, pods
+//! opted out by label), then every usable policy whose namespace and pod selectors match; the
+//! highest priority wins, then the name that sorts first.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::policy::Policy;
+use crate::api::placement::pod::{ENABLED_LABEL, EXCLUDED_NAMESPACES, OPT_OUT_VALUE};
+
+/// The annotation the kubelet puts on mirror pods of static pods.
+const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// Why a pod is never selected, whatever the policies say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exclusion {
+    /// kube-system: the cluster's own machinery must never wait for ocifit.
+    SystemNamespace,
+    /// ocifit's own namespace: ocifit must never wait for itself.
+    OwnNamespace,
+    /// Owned by a DaemonSet, which places its pods on every node on purpose.
+    DaemonSet,
+    /// Already bound to a node (`spec.nodeName`): a gate would never be honoured.
+    BoundToNode,
+    /// A kubelet's mirror of a static pod: read-only.
+    Mirror,
+    /// Labelled `placement.ocifit.io/enabled: "false"`.
+    OptedOut,
+}
+
+impl fmt::Display for Exclusion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::SystemNamespace => "pods in kube-system are never placed",
+            Self::OwnNamespace => "pods in ocifit's own namespace are never placed",
+            Self::DaemonSet => "DaemonSet pods are never placed",
+            Self::BoundToNode => "the pod is already bound to a node (spec.nodeName)",
+            Self::Mirror => "mirror pods are never placed",
+            Self::OptedOut => "the pod opted out (placement.ocifit.io/enabled: \"false\")",
+        })
+    }
+}
+
+/// The outcome of selection.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Selection<'p> {
+    /// Never selected.
+    Excluded(Exclusion),
+    /// No policy selects the pod.
+    Unselected,
+    /// The winning policy.
+    Selected(&'p Policy),
+}
+
+/// The pod's namespace as admission sees it: its name and labels.
+#[derive(Debug, Clone, Copy)]
+pub struct Namespace<'a> {
+    pub name: &'a str,
+    pub labels: &'a BTreeMap<String, String>,
+}
+
+/// Why `pod` in `namespace` is never selected, if it is not.
+fn exclusion(pod: &Pod, namespace: &str, own_namespace: &str) -> Option<Exclusion> {
+    let metadata = &pod.metadata;
+    if EXCLUDED_NAMESPACES.contains(&namespace) {
+        return Some(Exclusion::SystemNamespace);
+    }
+    if namespace == own_namespace {
+        return Some(Exclusion::OwnNamespace);
+    }
+    let owned_by_daemonset = metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|owner| owner.kind == "DaemonSet" && owner.api_version.starts_with("apps/"));
+    if owned_by_daemonset {
+        return Some(Exclusion::DaemonSet);
+    }
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.node_name.as_deref())
+        .is_some_and(|name| !name.is_empty());
+    if bound {
+        return Some(Exclusion::BoundToNode);
+    }
+    if metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|annotations| annotations.contains_key(MIRROR_ANNOTATION))
+    {
+        return Some(Exclusion::Mirror);
+    }
+    if metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(ENABLED_LABEL))
+        .is_some_and(|value| value == OPT_OUT_VALUE)
+    {
+        return Some(Exclusion::OptedOut);
+    }
+    None
+}
+
+/// The policy that selects `pod` in `namespace`, if any: unless the pod is excluded, among
+/// `policies` (the usable ones) whose selectors match, the highest priority, then the name that
+/// sorts first.
+pub fn select<'p>(
+    pod: &Pod,
+    namespace: Namespace<'_>,
+    own_namespace: &str,
+    policies: &'p [Policy],
+) -> Selection<'p> {
+    if let Some(exclusion) = exclusion(pod, namespace.name, own_namespace) {
+        return Selection::Excluded(exclusion);
+    }
+    let empty = BTreeMap::new();
+    let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+    policies
+        .iter()
+        .filter(|policy| policy.selects_namespace(namespace.labels) && policy.selects_pod(labels))
+        .min_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then_with(|| a.name.cmp(&b.name))
+        })
+        .map_or(Selection::Unselected, Selection::Selected)
+}
+
+#[cfg(test)]
+mod tests;

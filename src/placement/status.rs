@@ -1,0 +1,109 @@
+//! A policy's pod counts, from the pods that carry its tracking label: gated (waiting for
+//! inspection), held (gated on purpose, outcome `Held`), released (gate gone). Pure.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::api::placement::PodCounts;
+use crate::api::placement::pod::{OUTCOME_ANNOTATION, Outcome, POLICY_LABEL, SCHEDULING_GATE};
+
+/// Where a labelled pod stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodState {
+    Gated,
+    Held,
+    Released,
+}
+
+/// The state of a pod ocifit gated, and the policy that did; `None` for other pods.
+pub fn state(pod: &Pod) -> Option<(&str, PodState)> {
+    let policy = pod.metadata.labels.as_ref()?.get(POLICY_LABEL)?;
+    let gated = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.scheduling_gates.as_ref())
+        .is_some_and(|gates| gates.iter().any(|gate| gate.name == SCHEDULING_GATE));
+    let held = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(OUTCOME_ANNOTATION))
+        .is_some_and(|outcome| outcome == Outcome::Held.as_str());
+    let state = match (gated, held) {
+        (false, _) => PodState::Released,
+        (true, true) => PodState::Held,
+        (true, false) => PodState::Gated,
+    };
+    Some((policy, state))
+}
+
+/// Counts by policy name over `pods`.
+pub fn counts<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> BTreeMap<String, PodCounts> {
+    let mut counts: BTreeMap<String, PodCounts> = BTreeMap::new();
+    for (policy, state) in pods.into_iter().filter_map(state) {
+        let entry = counts.entry(policy.to_owned()).or_default();
+        let counter = match state {
+            PodState::Gated => &mut entry.gated,
+            PodState::Held => &mut entry.held,
+            PodState::Released => &mut entry.released,
+        };
+        *counter = counter.saturating_add(1);
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::PodSchedulingGate;
+
+    use super::*;
+    use crate::placement::fixtures::{labelled, map, pod};
+
+    fn placed(policy: &str, gated: bool, outcome: Option<&str>) -> Pod {
+        let mut pod = labelled(pod(&[("web", "w")]), &[(POLICY_LABEL, policy)]);
+        if gated {
+            pod.spec.as_mut().unwrap().scheduling_gates = Some(vec![PodSchedulingGate {
+                name: SCHEDULING_GATE.into(),
+            }]);
+        }
+        pod.metadata.annotations = outcome.map(|o| map(&[(OUTCOME_ANNOTATION, o)]));
+        pod
+    }
+
+    #[test]
+    fn pods_are_counted_by_policy_and_state() {
+        let pods = [
+            placed("web", true, None),
+            placed("web", true, Some("Held")),
+            placed("web", false, Some("Constrained")),
+            placed("web", false, Some("Unconstrained")),
+            placed("batch", true, None),
+            pod(&[("other", "o")]),
+        ];
+        let counts = counts(&pods);
+        assert_eq!(
+            counts["web"],
+            PodCounts {
+                gated: 1,
+                held: 1,
+                released: 2
+            }
+        );
+        assert_eq!(
+            counts["batch"],
+            PodCounts {
+                gated: 1,
+                held: 0,
+                released: 0
+            }
+        );
+        assert_eq!(counts.len(), 2, "unlabelled pods are not counted");
+    }
+
+    #[test]
+    fn a_held_pod_released_by_hand_counts_as_released() {
+        let pod = placed("web", false, Some("Held"));
+        assert_eq!(state(&pod), Some(("web", PodState::Released)));
+    }
+}

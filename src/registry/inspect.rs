@@ -1,0 +1,400 @@
+//! Image inspection for platform placement: which platforms an image reference runs on, for many
+//! pods at once, asking registries as little as possible.
+//!
+//! - A digest's platforms are cached for good (bounded by entries): content by digest never
+//!   changes, so every pod naming it, whatever its credentials, is answered from memory.
+//! - A tag's digest is cached per set of credentials (one pod's lookup never answers another's
+//!   with credentials it lacks), and trusted for as long as each lookup allows: long for
+//!   `IfNotPresent` containers, not at all for `Always`.
+//! - Concurrent lookups of one tag or digest share one request; at most `max_concurrent` requests
+//!   run at once; a registry that fails as a whole is left alone for a growing delay.
+//! - Credentials are tried in the caller's order, the next after a refusal, as the kubelet does;
+//!   anonymous when there are none.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use moka::future::Cache;
+use sha2::{Digest as _, Sha256};
+use tokio::sync::Semaphore;
+
+use super::backoff::{BackoffPolicy, Backoffs};
+use super::cache::{CacheOptions, Coalescing, Key};
+use super::client::{Registry, RegistryOptions};
+use super::docker_config::{Credentials, DockerConfig};
+use super::error::{Error, ErrorKind};
+use super::platforms::Platform;
+use super::reference::{self, Reference};
+
+/// How the inspector is set up.
+#[derive(Debug, Clone)]
+pub struct InspectorOptions {
+    /// How clients are built (plain-HTTP registries, CAs, timeouts, retries, size caps). Its
+    /// credentials and cache lifetimes are not used: credentials come with each lookup, and
+    /// caching is the inspector's.
+    pub registry: RegistryOptions,
+    /// Most digests whose platforms are kept.
+    pub platforms_capacity: u64,
+    /// Most tags whose digests are kept.
+    pub tags_capacity: u64,
+    /// Longest a tag's digest is kept, whatever lookups allow.
+    pub tag_ttl_cap: Duration,
+    /// Most registry lookups in flight at once.
+    pub max_concurrent: usize,
+    /// How long a failing registry is left alone.
+    pub backoff: BackoffPolicy,
+}
+
+impl Default for InspectorOptions {
+    fn default() -> Self {
+        InspectorOptions {
+            registry: RegistryOptions::default(),
+            platforms_capacity: 10_000,
+            tags_capacity: 10_000,
+            tag_ttl_cap: Duration::from_secs(7 * 24 * 3600),
+            max_concurrent: 8,
+            backoff: BackoffPolicy::default(),
+        }
+    }
+}
+
+/// One image to inspect.
+#[derive(Debug, Clone, Copy)]
+pub struct Lookup<'a> {
+    /// The image as a pod names it.
+    pub image: &'a Reference,
+    /// How old a cached digest of its tag may be (unused for references by digest).
+    pub max_tag_age: Duration,
+    /// Credentials to try, in order; anonymous when empty.
+    pub credentials: &'a [Credentials],
+}
+
+/// What an image runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageFacts {
+    /// The digest the reference names now.
+    pub digest: String,
+    /// Its platforms, attestation and unknown entries left out.
+    pub platforms: Arc<Vec<Platform>>,
+}
+
+/// Why an image could not be inspected.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum InspectError {
+    /// The registry answered with an error, or could not be reached.
+    #[error(transparent)]
+    Registry(#[from] Error),
+    /// The registry failed recently and is being left alone.
+    #[error(
+        "not asking {registry} about {image} for another {}s: it failed recently ({last_error})",
+        retry_in.as_secs().max(1)
+    )]
+    BackingOff {
+        registry: String,
+        image: String,
+        retry_in: Duration,
+        last_error: String,
+    },
+}
+
+/// Lookups answered from memory and lookups that went to a registry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InspectStats {
+    pub tag_hits: u64,
+    pub tag_misses: u64,
+    pub platform_hits: u64,
+    pub platform_misses: u64,
+    /// Lookups refused because their registry was backing off.
+    pub backed_off: u64,
+}
+
+/// A tag's digest, when it was resolved.
+#[derive(Debug, Clone)]
+struct Resolved {
+    digest: String,
+    at: Instant,
+}
+
+/// The inspector. Cheap to clone; clones share caches, clients and limits.
+#[derive(Clone)]
+pub struct Inspector {
+    shared: Arc<Shared>,
+}
+
+/// Most clients kept (one per registry and credentials); the least recently used goes first.
+const CLIENTS: u64 = 256;
+
+struct Shared {
+    template: RegistryOptions,
+    clients: Cache<ClientKey, Registry>,
+    tags: Coalescing<Resolved>,
+    platforms: Coalescing<Arc<Vec<Platform>>>,
+    limit: Semaphore,
+    backoffs: Mutex<Backoffs>,
+    counters: Counters,
+}
+
+#[derive(Default)]
+struct Counters {
+    tag_hits: AtomicU64,
+    tag_misses: AtomicU64,
+    platform_hits: AtomicU64,
+    platform_misses: AtomicU64,
+    backed_off: AtomicU64,
+}
+
+/// A client per registry and credentials (a hash of them; `None`: anonymous).
+type ClientKey = (String, Option<u128>);
+
+impl std::fmt::Debug for Inspector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inspector")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inspector {
+    /// Builds an inspector; no request is made until the first lookup.
+    pub fn new(options: InspectorOptions) -> Self {
+        let mut template = options.registry;
+        // The clients' own tag cache would answer `Always` lookups with an old digest.
+        template.cache = CacheOptions {
+            tag_ttl: Duration::ZERO,
+            not_found_ttl: Duration::ZERO,
+            ..template.cache
+        };
+        template.credentials = DockerConfig::default();
+        Inspector {
+            shared: Arc::new(Shared {
+                template,
+                clients: Cache::new(CLIENTS),
+                tags: Coalescing::new(
+                    Cache::builder()
+                        .max_capacity(options.tags_capacity)
+                        .time_to_live(options.tag_ttl_cap)
+                        .build(),
+                ),
+                platforms: Coalescing::new(
+                    Cache::builder()
+                        .max_capacity(options.platforms_capacity)
+                        .build(),
+                ),
+                limit: Semaphore::new(options.max_concurrent.max(1)),
+                backoffs: Mutex::new(Backoffs::new(options.backoff)),
+                counters: Counters::default(),
+            }),
+        }
+    }
+
+    /// Lookups so far, by where they were answered.
+    pub fn stats(&self) -> InspectStats {
+        let c = &self.shared.counters;
+        let get = |n: &AtomicU64| n.load(Ordering::Relaxed);
+        InspectStats {
+            tag_hits: get(&c.tag_hits),
+            tag_misses: get(&c.tag_misses),
+            platform_hits: get(&c.platform_hits),
+            platform_misses: get(&c.platform_misses),
+            backed_off: get(&c.backed_off),
+        }
+    }
+
+    /// The digest `lookup.image` names now and the platforms it runs on.
+    pub async fn inspect(&self, lookup: Lookup<'_>) -> Result<ImageFacts, InspectError> {
+        let digest = match lookup.image.digest() {
+            Some(digest) => digest.to_owned(),
+            None => self.resolve(lookup).await?,
+        };
+        let platforms = self.platforms(lookup, &digest).await?;
+        Ok(ImageFacts { digest, platforms })
+    }
+
+    async fn resolve(&self, lookup: Lookup<'_>) -> Result<String, InspectError> {
+        let image = lookup.image;
+        let key: Key = (
+            scope(lookup.credentials),
+            reference::api_host(image).to_owned(),
+            image.repository().to_owned(),
+            reference::manifest_reference(image).to_owned(),
+        );
+        let counters = &self.shared.counters;
+        if let Some(resolved) = self.shared.tags.cache.get(&key).await {
+            if resolved.at.elapsed() <= lookup.max_tag_age {
+                counters.tag_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(resolved.digest);
+            }
+            self.shared.tags.cache.invalidate(&key).await;
+        }
+        self.check_backoff(image)?;
+        let load = {
+            let this = self.clone();
+            let image = image.clone();
+            let credentials = lookup.credentials.to_vec();
+            async move {
+                let digest = this
+                    .with_credentials(&image, &credentials, |client, image| async move {
+                        client.resolve_digest(&image).await
+                    })
+                    .await?;
+                Ok(Resolved {
+                    digest,
+                    at: Instant::now(),
+                })
+            }
+        };
+        let resolved = self
+            .shared
+            .tags
+            .get_or_load(
+                key,
+                (&counters.tag_hits, &counters.tag_misses),
+                &reference::target(image),
+                load,
+            )
+            .await?;
+        Ok(resolved.digest)
+    }
+
+    async fn platforms(
+        &self,
+        lookup: Lookup<'_>,
+        digest: &str,
+    ) -> Result<Arc<Vec<Platform>>, InspectError> {
+        let pinned = reference::at_digest(lookup.image, digest);
+        // Content by digest is the same whoever reads it: one entry for every set of credentials.
+        let key: Key = (
+            0,
+            reference::api_host(&pinned).to_owned(),
+            pinned.repository().to_owned(),
+            digest.to_owned(),
+        );
+        let counters = &self.shared.counters;
+        if let Some(platforms) = self.shared.platforms.cache.get(&key).await {
+            counters.platform_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(platforms);
+        }
+        self.check_backoff(&pinned)?;
+        let load = {
+            let this = self.clone();
+            let pinned = pinned.clone();
+            let credentials = lookup.credentials.to_vec();
+            async move {
+                let found = this
+                    .with_credentials(&pinned, &credentials, |client, image| async move {
+                        client.image_platforms(&image).await
+                    })
+                    .await?;
+                Ok(Arc::new(found.platforms))
+            }
+        };
+        Ok(self
+            .shared
+            .platforms
+            .get_or_load(
+                key,
+                (&counters.platform_hits, &counters.platform_misses),
+                &reference::target(&pinned),
+                load,
+            )
+            .await?)
+    }
+
+    fn check_backoff(&self, image: &Reference) -> Result<(), InspectError> {
+        let host = reference::api_host(image);
+        let cooling = lock(&self.shared.backoffs).check(host, Instant::now());
+        match cooling {
+            None => Ok(()),
+            Some(cooling) => {
+                self.shared
+                    .counters
+                    .backed_off
+                    .fetch_add(1, Ordering::Relaxed);
+                Err(InspectError::BackingOff {
+                    registry: image.registry().to_owned(),
+                    image: image.whole(),
+                    retry_in: cooling.retry_in,
+                    last_error: cooling.last_error,
+                })
+            }
+        }
+    }
+
+    /// Runs `call` with each candidate's client in turn (anonymous when there is none) until one
+    /// is not refused, within the concurrency limit, and records the outcome for the registry's
+    /// backoff.
+    async fn with_credentials<T, F, Fut>(
+        &self,
+        image: &Reference,
+        credentials: &[Credentials],
+        call: F,
+    ) -> Result<T, Error>
+    where
+        F: Fn(Registry, Reference) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        // A closed semaphore is never closed here; without a permit the call still runs.
+        let _permit = self.shared.limit.acquire().await.ok();
+        let candidates: Vec<Option<&Credentials>> = if credentials.is_empty() {
+            vec![None]
+        } else {
+            credentials.iter().map(Some).collect()
+        };
+        let mut result = Err(Error::NotFound {
+            target: reference::target(image),
+            what: "credentials",
+        });
+        for candidate in candidates {
+            let client = self.client(image.registry(), candidate).await?;
+            result = call(client, image.clone()).await;
+            match &result {
+                Err(err) if err.kind() == ErrorKind::Unauthorized => continue,
+                _ => break,
+            }
+        }
+        let host = reference::api_host(image);
+        lock(&self.shared.backoffs).record(host, result.as_ref().map(|_| ()), Instant::now());
+        result
+    }
+
+    async fn client(
+        &self,
+        registry: &str,
+        credentials: Option<&Credentials>,
+    ) -> Result<Registry, Error> {
+        let key: ClientKey = (
+            registry.to_owned(),
+            credentials.map(Credentials::fingerprint),
+        );
+        let build = async {
+            let mut options = self.shared.template.clone();
+            if let Some(credentials) = credentials {
+                options.credentials = DockerConfig::for_registry(registry, credentials.clone());
+            }
+            Registry::new(options)
+        };
+        self.shared
+            .clients
+            .try_get_with(key, build)
+            .await
+            .map_err(|err| Error::clone(&err))
+    }
+}
+
+/// A stable name for a list of credentials, for cache keys: never the secrets themselves.
+fn scope(credentials: &[Credentials]) -> u128 {
+    let mut hasher = Sha256::new();
+    for credentials in credentials {
+        hasher.update(credentials.fingerprint().to_be_bytes());
+    }
+    let digest = hasher.finalize();
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&digest[..16]);
+    u128::from_be_bytes(first)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every update is one insert or remove: the map stays consistent after a panic.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,149 @@
+//! The guaranteed way out of platform placement, on a real kube-apiserver: the command
+//! `docs/placement.md` gives for releasing every gate ocifit added is run verbatim (bash and the
+//! built kubectl, nothing of ocifit), and it removes ocifit's gate from every pod that has it,
+//! in every namespace, while other gates, other pods and the pods' other fields stay as they were;
+//! `ocifit placement release-all`, the same way out as one command, does exactly the same.
+
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::PostParams;
+use ocifit::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use ocifit_testkit::{Cluster, Tool};
+use serde_json::json;
+
+/// The shell block the docs mark as the release-all command.
+fn documented_command() -> String {
+    let docs =
+        std::fs::read_to_string(ocifit_testkit::repo_root().join("docs/placement.md")).unwrap();
+    let marker = "<!-- release-all:";
+    let after = &docs[docs.find(marker).expect("the docs mark the command")..];
+    let start = after.find("```sh\n").unwrap() + "```sh\n".len();
+    let end = after[start..].find("```").unwrap();
+    after[start..start + end].to_owned()
+}
+
+async fn create(pods: &Api<Pod>, name: &str, labelled: bool, gates: &[&str]) {
+    let mut labels = json!({"app": "web"});
+    if labelled {
+        labels[POLICY_LABEL] = json!("default");
+    }
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "containers": [{"name": "web", "image": "registry.example.com/web:v1"}],
+            "schedulingGates": gates.iter().map(|g| json!({"name": g})).collect::<Vec<_>>(),
+        }
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+}
+
+fn gates(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .unwrap()
+        .scheduling_gates
+        .iter()
+        .flatten()
+        .map(|gate| gate.name.clone())
+        .collect()
+}
+
+/// Five pods in two namespaces: ocifit's gate alone, beside another gate, on a released pod,
+/// and a pod ocifit never touched with someone else's gate.
+async fn gated_pods() -> (Cluster, Api<Pod>, Api<Pod>) {
+    let cluster = Cluster::builder().start().await.unwrap();
+    let client = cluster.client().unwrap();
+    for namespace in ["shop", "batch"] {
+        ocifit_testkit::create_namespace(&client, namespace)
+            .await
+            .unwrap();
+    }
+    let shop: Api<Pod> = Api::namespaced(client.clone(), "shop");
+    let batch: Api<Pod> = Api::namespaced(client.clone(), "batch");
+    create(&shop, "gated", true, &[SCHEDULING_GATE]).await;
+    create(
+        &shop,
+        "two-gates",
+        true,
+        &["example.com/quota", SCHEDULING_GATE],
+    )
+    .await;
+    create(&batch, "gated", true, &[SCHEDULING_GATE]).await;
+    create(&batch, "released", true, &[]).await;
+    create(&batch, "someone-elses", false, &["example.com/quota"]).await;
+
+    (cluster, shop, batch)
+}
+
+/// Every ocifit gate is gone, the other gates and the policy label stay.
+async fn released_ocifits_gates_only(shop: &Api<Pod>, batch: &Api<Pod>) {
+    assert!(gates(&shop.get("gated").await.unwrap()).is_empty());
+    assert_eq!(
+        gates(&shop.get("two-gates").await.unwrap()),
+        ["example.com/quota"]
+    );
+    assert!(gates(&batch.get("gated").await.unwrap()).is_empty());
+    assert_eq!(
+        gates(&batch.get("someone-elses").await.unwrap()),
+        ["example.com/quota"],
+        "a gate ocifit did not add stays"
+    );
+    let released = shop.get("gated").await.unwrap();
+    assert_eq!(
+        released.metadata.labels.unwrap()[POLICY_LABEL],
+        "default",
+        "the record of the policy stays"
+    );
+}
+
+#[tokio::test]
+async fn the_documented_command_releases_every_ocifit_gate_and_nothing_else() {
+    let (cluster, shop, batch) = gated_pods().await;
+    let kubectl = cluster.tools().path(Tool::Kubectl).unwrap();
+    let path = format!(
+        "{}:{}",
+        kubectl.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = tokio::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &documented_command()])
+        .env("PATH", path)
+        .env("KUBECONFIG", cluster.kubeconfig())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(stdout.matches("patched").count(), 3, "{stdout}");
+
+    released_ocifits_gates_only(&shop, &batch).await;
+}
+
+#[tokio::test]
+async fn ocifit_placement_release_all_releases_every_ocifit_gate_and_nothing_else() {
+    let (cluster, shop, batch) = gated_pods().await;
+    let output = tokio::process::Command::new(crate::support::ocifit_binary())
+        .args(["placement", "release-all", "--kubeconfig"])
+        .arg(cluster.kubeconfig())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("released shop/gated"), "{stdout}");
+    assert!(stdout.ends_with("3 pod(s) released\n"), "{stdout}");
+    released_ocifits_gates_only(&shop, &batch).await;
+}

@@ -1,0 +1,190 @@
+//! What the placement scenarios share: `ocifit run` serving `/placement` (a certificate from a
+//! test CA, a webhook configuration for one namespace, waited on until it gates), pods and
+//! policies written as JSON, and waits on pods and their Events.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use ocifit::api::PlacementPolicy;
+use ocifit::api::placement::pod::SCHEDULING_GATE;
+use ocifit_testkit::pki::CertificateAuthority;
+use ocifit_testkit::{PodWebhook, register_pod_webhook, wait_until_admitted};
+use serde_json::json;
+
+use super::webhook::WebhookCertificate;
+use super::{Controller, Env, free_address};
+
+/// How long a scenario waits for anything.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// `ocifit run` with its admission host on 127.0.0.1, and the CA its certificate is from.
+pub struct Served {
+    pub controller: Controller,
+    pub address: String,
+    pub ca: CertificateAuthority,
+}
+
+/// Starts `ocifit run` with a serving certificate (and `extra` flags).
+pub async fn serve(env: &Env, identity: &str, extra: &[&str]) -> Served {
+    let certificate = WebhookCertificate::issue(env, &["127.0.0.1"]);
+    let address = free_address();
+    let controller = certificate.serve(env, identity, &address, extra).await;
+    Served {
+        controller,
+        address,
+        ca: certificate.ca,
+    }
+}
+
+impl Served {
+    /// Registers `/placement` as webhook configuration `name` for pods of `namespace`, and
+    /// waits until a pod of `image` is gated at admission.
+    pub async fn gate(&self, client: &Client, name: &str, namespace: &str, image: &str) {
+        let webhook = PodWebhook::new(
+            name,
+            &format!("https://{}/placement", self.address),
+            self.ca.cert_pem(),
+        )
+        .in_namespace(namespace);
+        register_pod_webhook(client, &webhook)
+            .await
+            .expect("the webhook configuration");
+        let probe = pod("probe", namespace, json!({}), &[("web", image)]);
+        wait_until_admitted(client, namespace, &probe, WAIT, |p| {
+            gates(p) == [SCHEDULING_GATE]
+        })
+        .await
+        .expect("the gate webhook active");
+    }
+}
+
+/// A pod with these labels and one container per `(name, image)`.
+pub fn pod(
+    name: &str,
+    namespace: &str,
+    labels: serde_json::Value,
+    containers: &[(&str, &str)],
+) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "containers": containers
+                .iter()
+                .map(|(name, image)| json!({"name": name, "image": image}))
+                .collect::<Vec<_>>(),
+        }
+    }))
+    .expect("a pod")
+}
+
+/// Creates the PlacementPolicy `name` with `spec`.
+pub async fn create_policy(client: &Client, name: &str, spec: serde_json::Value) {
+    let policy: PlacementPolicy = serde_json::from_value(json!({
+        "apiVersion": "ocifit.io/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("a policy");
+    Api::<PlacementPolicy>::all(client.clone())
+        .create(&PostParams::default(), &policy)
+        .await
+        .expect("the policy created");
+}
+
+/// The pod's scheduling gates.
+pub fn gates(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.scheduling_gates.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|gate| gate.name.clone())
+        .collect()
+}
+
+/// The pod's annotation `key`, empty when absent.
+pub fn annotation(pod: &Pod, key: &str) -> String {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(key))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The node the pod is bound to.
+pub fn node_name(pod: &Pod) -> Option<String> {
+    pod.spec.as_ref().and_then(|spec| spec.node_name.clone())
+}
+
+/// Waits until the pod satisfies `done` (`what` names it in the failure); the pod then.
+pub async fn wait_pod(pods: &Api<Pod>, name: &str, what: &str, done: impl Fn(&Pod) -> bool) -> Pod {
+    let start = Instant::now();
+    loop {
+        let pod = pods.get(name).await.expect("the pod");
+        if done(&pod) {
+            return pod;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "pod {name}: {what} not seen within {WAIT:?}; pod: {:?}",
+            (gates(&pod), node_name(&pod), pod.metadata.annotations)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Events on object `name` of `kind` in `namespace`: (reason, note).
+pub async fn events(
+    client: &Client,
+    namespace: &str,
+    kind: &str,
+    name: &str,
+) -> Vec<(String, String)> {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    api.list(&Default::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|event| {
+            let regarding = event.regarding.as_ref();
+            regarding.and_then(|r| r.name.as_deref()) == Some(name)
+                && regarding.and_then(|r| r.kind.as_deref()) == Some(kind)
+        })
+        .map(|event| {
+            (
+                event.reason.unwrap_or_default(),
+                event.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Waits for an Event `reason` on the object; its note.
+pub async fn wait_event(
+    client: &Client,
+    namespace: &str,
+    kind: &str,
+    name: &str,
+    reason: &str,
+) -> String {
+    let start = Instant::now();
+    loop {
+        let seen = events(client, namespace, kind, name).await;
+        if let Some((_, note)) = seen.iter().find(|(r, _)| r == reason) {
+            return note.clone();
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "no {reason} Event on {kind} {name}: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

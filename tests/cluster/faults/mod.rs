@@ -3,10 +3,12 @@
 //! pods are created (none denied); kube-apiserver killed and started again (the webhook answers
 //! meanwhile, status converges after); hostile requests sent straight to the webhook from
 //! loopback (every answer within the deadline, resident memory under the chart's limit, the
-//! next well-formed request answered normally); two replicas behind one Service, one stopped
+//! next well-formed request answered normally); the host's own denials passed on to the user;
+//! two replicas behind one Service, one stopped
 //! (no admission fails) and one killed (the failures bounded, the Lease taken over).
 
 mod apiserver_restart;
+mod host_denials;
 mod hostile;
 mod registry_down;
 mod two_replicas;

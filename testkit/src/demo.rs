@@ -5,10 +5,13 @@
 //! nodes of `example/flavor-nodes.json`, starts the built `ocifit run` on the host with a webhook
 //! certificate from [`crate::pki`], registers the webhook for opted-in pods, applies
 //! `example/policy.yaml`, the three flavor pods of `example/pods/` and one pod for the real node,
-//! waits until they are bound and the real one has logged its image's line, and prints what
+//! waits until they are bound and the real one has logged its image's line; registers the
+//! placement gate and applies `example/placement/` (a Deployment whose sidecar is arm64-only) and
+//! waits until its replicas are bound; runs the artifact cache's workflow; and prints what
 //! happened. The product decides everything; this module only sets the stage and reports.
 //! `tools/demo` is its thin wrapper.
 
+mod platform_placement;
 mod report;
 mod stage;
 mod workflow;
@@ -22,6 +25,7 @@ use crate::flavors::flavor_line;
 use crate::pods::wait_for_pod_log;
 use crate::process::Process;
 
+pub use platform_placement::{PLACEMENT_NAMESPACE, Replica};
 pub use report::Placement;
 pub use workflow::{RESULT, WORKFLOW_NAMESPACE, WorkflowRun};
 
@@ -66,6 +70,8 @@ pub struct Demo {
     pub placements: Vec<Placement>,
     /// The log of the pod on the real node.
     pub real_log: String,
+    /// The placement example's replicas: where each landed.
+    pub replicas: Vec<Replica>,
     /// The artifact cache's two-step workflow on the real node.
     pub workflow: WorkflowRun,
     /// What to print.
@@ -74,12 +80,15 @@ pub struct Demo {
 
 impl Demo {
     /// Whether every flavor pod is bound to a node of its flavor with that flavor's image, the
-    /// pod on the real node printed its image's line, and the workflow's result (the sum of 1 to
+    /// pod on the real node printed its image's line, every replica of the placement example is
+    /// on an arm64 node constrained to linux/arm64, and the workflow's result (the sum of 1 to
     /// 10) came back from the cache.
     pub fn succeeded(&self) -> bool {
         !self.placements.is_empty()
             && self.placements.iter().all(Placement::is_right)
             && self.real_log.trim() == flavor_line(REAL_FLAVOR)
+            && !self.replicas.is_empty()
+            && self.replicas.iter().all(Replica::is_right)
             && self.workflow.result.trim() == "55"
     }
 
@@ -110,6 +119,13 @@ pub async fn start(options: &DemoOptions) -> Result<Demo> {
         "pod {REAL_POD} runs its image on {REAL_NODE}: its log says {:?}",
         real_log.trim()
     ));
+    let replicas = platform_placement::run(
+        &staged.cluster,
+        &options.repo,
+        &staged.placement_images,
+        options.timeout,
+    )
+    .await?;
     let workflow = workflow::run(
         &staged.cluster,
         &options.repo,
@@ -122,6 +138,7 @@ pub async fn start(options: &DemoOptions) -> Result<Demo> {
         &staged.cluster,
         &placements,
         &real_log,
+        &replicas,
         &workflow,
         &options.repo,
         options.stays_up,
@@ -133,6 +150,7 @@ pub async fn start(options: &DemoOptions) -> Result<Demo> {
         cluster: staged.cluster,
         placements,
         real_log,
+        replicas,
         workflow,
         summary,
     })

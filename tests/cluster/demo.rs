@@ -1,7 +1,8 @@
 //! The README's demo, run as CI runs it: `tools/demo --check` (debug build, its own state
 //! directory) starts everything, and every flavor pod must be bound to a node of its flavor with
 //! that flavor's image from the artifact, the one on the real node running it (its log shows the
-//! image's line), and the artifact cache's two-step workflow must complete on the real node with
+//! image's line), both replicas of the placement example must be on arm64 nodes constrained to
+//! linux/arm64, and the artifact cache's two-step workflow must complete on the real node with
 //! its result pulled from the cache with the ORAS SDK; then it tears everything down.
 
 use std::process::Command;
@@ -56,6 +57,21 @@ fn demo_binds_each_flavor_pod_to_its_flavor_with_the_matching_image() {
     assert!(
         stdout.contains("flavors"),
         "kubectl get isp printed:\n{stdout}"
+    );
+    // The placement example: both replicas of a Deployment whose sidecar is arm64-only are on
+    // arm64 nodes, constrained to linux/arm64 by ocifit.
+    let replicas: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|line| line.starts_with("web-"))
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(replicas.len(), 2, "both replicas reported:\n{stdout}");
+    for cells in &replicas {
+        assert_eq!(cells[2..], ["arm64", "linux/arm64", "yes"], "{cells:?}");
+    }
+    assert!(
+        stdout.contains("$ kubectl get pp\n"),
+        "kubectl get pp printed:\n{stdout}"
     );
     // The artifact cache's two-step workflow on the real node, its result pulled with ORAS.
     let steps: Vec<&str> = stdout

@@ -1,5 +1,6 @@
 //! What the demo prints: `kubectl get isp`, and each flavor pod with the node it was bound to,
-//! that node's flavor and the pod's image, once every pod is bound.
+//! that node's flavor and the pod's image, once every pod is bound; `kubectl get pp` and where
+//! the placement example's replicas landed; the artifact cache's workflow.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 
+use super::platform_placement::{self, PLACEMENT_NAMESPACE, Replica};
 use super::{
     FLAVOR_LABEL, FLAVOR_PODS, REAL_FLAVOR, REAL_POD, RESULT, WORKFLOW_NAMESPACE, WorkflowRun, say,
 };
@@ -111,6 +113,7 @@ pub(super) async fn summary(
     cluster: &Cluster,
     placements: &[Placement],
     real_log: &str,
+    replicas: &[Replica],
     workflow: &WorkflowRun,
     repo: &Path,
     stays_up: bool,
@@ -119,6 +122,9 @@ pub(super) async fn summary(
     let mut text = format!("$ kubectl get isp\n{isp}\n");
     text.push_str(&table(placements));
     let _ = write!(text, "\n$ kubectl logs {REAL_POD}\n{real_log}");
+    let policies = cluster.kubectl(["get", "pp"]).await?;
+    let _ = write!(text, "\n$ kubectl get pp\n{policies}\n");
+    text.push_str(&platform_placement::table(replicas));
     let caches = cluster
         .kubectl(["get", "ac", "-n", WORKFLOW_NAMESPACE])
         .await?;
@@ -149,7 +155,12 @@ pub(super) async fn summary(
          \x20 kubectl get isp flavors -o yaml        # one row per node class: image and why\n\
          \x20 kubectl get pods -o wide\n\
          \x20 kubectl get pod vanilla -o yaml        # the decision annotations and the image\n\
-         \x20 kubectl logs {REAL_POD}                      # the real node ran the image chosen for it\n"
+         \x20 kubectl logs {REAL_POD}                      # the real node ran the image chosen for it\n\
+         \x20 kubectl get ac,jobs,pods -n {WORKFLOW_NAMESPACE}      # the artifact cache and the two steps\n\
+         \x20 oras pull --plain-http {}/{RESULT}   # the workflow's result, from this machine\n\
+         \x20 kubectl get pods -n {PLACEMENT_NAMESPACE} -o wide          # the placement example: arm64 nodes only\n\
+         \x20 kubectl describe pods -n {PLACEMENT_NAMESPACE} -l app=web  # its placement.ocifit.io annotations and Events\n",
+        workflow.cache_address
     );
     // The mixed-cluster case of the pod contract, when the examples include it.
     let unpinned = repo.join("example/pods/unpinned.yaml");
@@ -178,15 +189,23 @@ pub fn table(placements: &[Placement]) -> String {
             ]
         })
         .collect();
-    let header = ["POD", "NODE", "NODE FLAVOR", "IMAGE", "AS EXPECTED"].map(str::to_owned);
+    aligned(
+        ["POD", "NODE", "NODE FLAVOR", "IMAGE", "AS EXPECTED"],
+        &rows,
+    )
+}
+
+/// `header` and `rows` as columns padded to their widest cell, as kubectl prints tables.
+pub(super) fn aligned<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    let header = header.map(str::to_owned);
     let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
+    for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.len());
         }
     }
     let mut text = String::new();
-    for row in std::iter::once(&header).chain(&rows) {
+    for row in std::iter::once(&header).chain(rows) {
         let cells: Vec<String> = row
             .iter()
             .zip(widths)

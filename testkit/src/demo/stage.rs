@@ -12,7 +12,7 @@ use kube::api::PostParams;
 
 use super::{
     DemoOptions, FLAVOR_LABEL, FLAVOR_PODS, OPT_IN_LABEL, REAL_FLAVOR, REAL_NODE, REAL_NODE_TAINT,
-    REAL_POD, say, workflow,
+    REAL_POD, platform_placement, say, workflow,
 };
 use crate::cluster::Cluster;
 use crate::error::{Error, Result, io, kube as kube_error};
@@ -36,6 +36,8 @@ pub(super) struct Staged {
     pub images: BTreeMap<String, String>,
     /// The artifact cache workflow's images.
     pub workflow_images: workflow::Images,
+    /// The placement example's images.
+    pub placement_images: platform_placement::Images,
 }
 
 pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
@@ -75,6 +77,7 @@ pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
     apply_crd_dir(&client, &options.repo.join("crds")).await?;
     create_namespace(&client, NAMESPACE).await?;
     let workflow_images = workflow::push_images(registry, &options.ocifit).await?;
+    let placement_images = platform_placement::push_images(registry).await?;
     let mut ocifit = start_ocifit(&cluster, options, &workflow_images.helper).await?;
     apply_flavor_policy(&cluster, &options.repo, &example.reference).await?;
     say(&format!(
@@ -111,6 +114,7 @@ pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
         ocifit,
         images: example.images,
         workflow_images,
+        placement_images,
     })
 }
 
@@ -134,7 +138,7 @@ fn real_pod() -> Result<Pod> {
 
 /// Starts `ocifit run` (controller and webhook) on the host, serving a certificate for
 /// 127.0.0.1 from a demo CA with `helper` as the artifact cache's helper image, and registers the
-/// webhook for opted-in pods and the step webhooks.
+/// webhook for opted-in pods, the step webhooks and the placement gate.
 async fn start_ocifit(cluster: &Cluster, options: &DemoOptions, helper: &str) -> Result<Process> {
     let ca = CertificateAuthority::new("ocifit demo CA")?;
     let serving = ca.issue_server("ocifit-webhook", &["127.0.0.1"])?;
@@ -187,6 +191,12 @@ async fn start_ocifit(cluster: &Cluster, options: &DemoOptions, helper: &str) ->
         "registered MutatingWebhookConfiguration ocifit (objectSelector {OPT_IN_LABEL}=true)"
     ));
     workflow::register_webhooks(
+        &cluster.client()?,
+        &format!("https://{webhook}"),
+        ca.cert_pem(),
+    )
+    .await?;
+    platform_placement::register_webhook(
         &cluster.client()?,
         &format!("https://{webhook}"),
         ca.cert_pem(),

@@ -59,14 +59,19 @@ pub struct Settings {
     pub certificates: CertificateSource,
     /// The per-request deadline (normally [`server::DEADLINE`]).
     pub deadline: Duration,
+    /// How long the host keeps accepting and answering once the process stops, before it
+    /// drains: readiness fails at once, and the endpoints of a stopping replica go only once
+    /// that is seen, while the apiserver does not retry a refused connection.
+    pub shutdown_delay: Duration,
 }
 
 /// The host, serving.
 pub struct Running {
     /// The serving certificate (readiness waits until one is loaded).
     pub cert: Arc<ServingCert>,
-    /// Its long-lived tasks, by name: the server (once `shutdown` resolves it answers
-    /// in-flight requests, then ends) and the certificate's source (ends with `shutdown`).
+    /// Its long-lived tasks, by name: the server (once `shutdown` resolves it keeps serving
+    /// for [`Settings::shutdown_delay`], then answers in-flight requests and ends) and the
+    /// certificate's source (ends with `shutdown`).
     pub tasks: Vec<(&'static str, BoxFuture<'static, ()>)>,
 }
 
@@ -111,7 +116,12 @@ pub fn serve(
             () = stop_source => {}
         }
     };
-    let shutdown = stopping(shutdown);
+    let delay = settings.shutdown_delay;
+    let shutdown = async move {
+        stopping(shutdown).await;
+        tracing::info!(?delay, "the admission server keeps serving, then drains");
+        tokio::time::sleep(delay).await;
+    };
     let (server, address) = admission_server(
         settings.bind,
         Arc::clone(&cert),
@@ -131,9 +141,9 @@ pub fn serve(
                 }
             }
             () = shutdown => {
-                // Answers in-flight requests, then the server's own future ends.
-                handle.stop(true).await;
-                let _ = server.await;
+                // Stops accepting, answers in-flight requests, then the server's own future
+                // ends. The server takes the stop command only while it is polled: both at once.
+                let (_, _) = tokio::join!(handle.stop(true), server);
             }
         }
     };

@@ -221,13 +221,26 @@ pub fn read<K>(body: &[u8]) -> Result<AdmissionRequest<K>, Box<Answer>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
-    // Arrays past the limit are refused before anything is decoded (a JSON error is left to the
-    // passes below, which say it in their words).
-    if let Err(why) = shape::check(body)
-        && why.contains("over ocifit's limit")
+    read_scanned(body, shape::scan(body))
+}
+
+/// As [`read`], with the body's streaming pass already done (`scan`).
+pub(crate) fn read_scanned<K>(
+    body: &[u8],
+    scan: shape::Scan,
+) -> Result<AdmissionRequest<K>, Box<Answer>>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned,
+{
+    // Arrays past the limit are refused before anything is decoded, answering the uid if the
+    // pass read it before the array (a JSON error is left to the passes below, which say it in
+    // their words).
+    if let Some(why) = scan
+        .refused
+        .filter(|why| why.contains("over ocifit's limit"))
     {
         return Err(Box::new(Answer::refuse(
-            "",
+            scan.uid.as_deref().unwrap_or_default(),
             Refused::TooLarge,
             format!("the AdmissionReview is refused unread: {why}"),
         )));

@@ -21,6 +21,7 @@ use kube::Resource;
 use kube::core::admission::AdmissionRequest;
 use serde::de::DeserializeOwned;
 
+use super::review::shape::{self, Scan};
 use super::review::{self, Answer};
 pub use super::verdict::{Response, Verdict};
 
@@ -72,19 +73,20 @@ impl Route {
     /// The answer to a request body, as the server sends it (decoded, planned, encoded,
     /// `answered`): what a feature's tests call to see its route through the host.
     pub fn answer(&self, body: &[u8]) -> Answer {
-        self.handler.answer(body)
+        self.handler.answer(body, shape::scan(body))
     }
 }
 
 /// A planner with its kind erased, as the server calls it.
 pub(super) trait Handler: Send + Sync {
-    /// The answer to a whole request body (already read within the caps).
-    fn answer(&self, body: &[u8]) -> Answer;
+    /// The answer to a whole request body (already read within the caps) whose streaming pass
+    /// found `scan`.
+    fn answer(&self, body: &[u8], scan: Scan) -> Answer;
 }
 
 impl<P: Planner> Handler for P {
-    fn answer(&self, body: &[u8]) -> Answer {
-        let request = match review::read::<P::Object>(body) {
+    fn answer(&self, body: &[u8], scan: Scan) -> Answer {
+        let request = match review::read_scanned::<P::Object>(body, scan) {
             Ok(request) => request,
             Err(answer) => return *answer,
         };

@@ -15,6 +15,7 @@ use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use futures_util::StreamExt;
 use tokio::sync::Semaphore;
 
+use super::review::shape;
 use super::review::{Answer, MAX_BODY_BYTES, Refused};
 use super::route::{Handler, Route};
 use super::tls::{ServingCert, TlsError};
@@ -34,6 +35,18 @@ pub const MAX_IN_FLIGHT: usize = 8;
 
 /// How long a request waits for one of the [`MAX_IN_FLIGHT`] places before it is denied as busy.
 const BUSY_WAIT: Duration = Duration::from_millis(500);
+
+/// How much of a busy request's body is read for its uid, and for how long: the apiserver
+/// writes `request.uid` within the first 200 bytes, and a denial without it is reported as a
+/// failed call rather than passed on. Bounded, so a flood of busy requests holds no more than
+/// this each.
+const BUSY_UID_BYTES: usize = 4096;
+const BUSY_UID_WAIT: Duration = Duration::from_millis(100);
+
+/// How long a request past its deadline waits for the uid from its streaming pass (linear over
+/// at most [`MAX_BODY_BYTES`], a few milliseconds; it runs first, before decoding and
+/// planning).
+const LATE_UID_WAIT: Duration = Duration::from_millis(500);
 
 /// Connections each worker holds open (beyond, the listener's backlog waits): each costs its
 /// TLS state and buffers, and the apiserver keeps a few alive per replica.
@@ -137,8 +150,9 @@ async fn answer(
     let wait = tokio::time::Instant::now() + BUSY_WAIT;
     let place = Arc::clone(&served.in_flight).acquire_owned();
     let Ok(Ok(permit)) = tokio::time::timeout_at(wait.min(deadline), place).await else {
+        let uid = uid_from_prefix(body).await;
         return Answer::refuse(
-            "",
+            &uid,
             Refused::Busy,
             format!("ocifit is answering {MAX_IN_FLIGHT} admission requests already: retry"),
         );
@@ -164,15 +178,24 @@ async fn answer(
     // Planning runs off the connection's worker so the deadline holds over it too; the place
     // is held until planning ends, even after a late answer, so late work stays bounded.
     let handler = Arc::clone(&served.handler);
+    let (uid_sender, uid) = tokio::sync::oneshot::channel();
     let planned = tokio::task::spawn_blocking(move || {
-        let answer = handler.answer(&body);
+        let scan = shape::scan(&body);
+        let _ = uid_sender.send(scan.uid.clone());
+        let answer = handler.answer(&body, scan);
         drop(permit);
         answer
     });
+    let late_uid = async move {
+        match tokio::time::timeout(LATE_UID_WAIT, uid).await {
+            Ok(Ok(Some(uid))) => uid,
+            _ => String::new(),
+        }
+    };
     match tokio::time::timeout_at(deadline, planned).await {
         Ok(Ok(answer)) => answer,
         Err(_) => Answer::refuse(
-            "",
+            &late_uid.await,
             Refused::Timeout,
             format!(
                 "ocifit could not decide within its deadline of {:?}: retry",
@@ -180,11 +203,27 @@ async fn answer(
             ),
         ),
         Ok(Err(failed)) => Answer::refuse(
-            "",
+            &late_uid.await,
             Refused::Timeout,
             format!("ocifit failed while deciding ({failed}): retry"),
         ),
     }
+}
+
+/// The uid in the first [`BUSY_UID_BYTES`] of the body, read for at most [`BUSY_UID_WAIT`];
+/// empty if it is not there by then.
+async fn uid_from_prefix(mut payload: web::Payload) -> String {
+    let mut prefix = Vec::with_capacity(BUSY_UID_BYTES);
+    let _ = tokio::time::timeout(BUSY_UID_WAIT, async {
+        while prefix.len() < BUSY_UID_BYTES
+            && let Some(Ok(chunk)) = payload.next().await
+        {
+            let room = BUSY_UID_BYTES - prefix.len();
+            prefix.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        }
+    })
+    .await;
+    shape::scan(&prefix).uid.unwrap_or_default()
 }
 
 /// The body, unless it is larger than [`MAX_BODY_BYTES`] (then the rest is read and dropped, so

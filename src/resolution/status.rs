@@ -120,7 +120,7 @@ pub fn compute(inputs: &Inputs<'_>) -> Computed {
     };
     status.classes = classes.unwrap_or_default();
     status.class_count = i32::try_from(status.classes.len()).unwrap_or(i32::MAX);
-    let cut = bound::classes(&mut status.classes);
+    let cut = bound::status(&mut status);
     status.conditions = conditions::conditions(inputs, &status, cut);
     let events = events::events(previous, &status);
     Computed { status, events }

@@ -153,6 +153,16 @@ pub struct RunArgs {
     )]
     pub webhook_bind_address: SocketAddr,
 
+    /// How long the webhook keeps serving after SIGTERM before it drains and exits (readiness
+    /// fails at once, so endpoints drop the replica meanwhile); at most 60s.
+    #[arg(
+        long,
+        env = "OCIFIT_WEBHOOK_SHUTDOWN_DELAY",
+        value_parser = shutdown_delay,
+        default_value = "5s"
+    )]
+    pub webhook_shutdown_delay: Duration,
+
     /// PEM serving certificate (chain, leaf first) of the webhook; re-read when it changes.
     #[arg(
         long,
@@ -221,6 +231,22 @@ fn duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{text:?} is not a duration such as 10s, 5m or 250ms"))
 }
 
+/// The longest `--webhook-shutdown-delay`: the chart's termination grace period is this plus
+/// the time tasks get to finish.
+pub const MAX_SHUTDOWN_DELAY: Duration = Duration::from_secs(60);
+
+fn shutdown_delay(text: &str) -> Result<Duration, String> {
+    let delay = duration(text)?;
+    if delay > MAX_SHUTDOWN_DELAY {
+        return Err(format!(
+            "{text:?} is longer than {}s: a replica that stopping takes that long to leave \
+             holds up rollouts",
+            MAX_SHUTDOWN_DELAY.as_secs()
+        ));
+    }
+    Ok(delay)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +266,7 @@ mod tests {
         assert_eq!(args.lease_duration, Duration::from_secs(15));
         assert_eq!(args.debounce, Duration::from_millis(200));
         assert!(args.plain_http_registries.is_empty());
+        assert_eq!(args.webhook_shutdown_delay, Duration::from_secs(5));
     }
 
     #[test]
@@ -313,6 +340,17 @@ mod tests {
             (settings.namespace.as_str(), settings.secret.as_str()),
             ("ocifit-system", "ocifit-webhook-tls")
         );
+    }
+
+    #[test]
+    fn a_webhook_shutdown_delay_over_a_minute_is_refused() {
+        let args = Wrapper::try_parse_from(["ocifit", "--webhook-shutdown-delay", "0s"])
+            .unwrap()
+            .run;
+        assert_eq!(args.webhook_shutdown_delay, Duration::ZERO);
+        let err =
+            Wrapper::try_parse_from(["ocifit", "--webhook-shutdown-delay", "2m"]).unwrap_err();
+        assert!(err.to_string().contains("longer than 60s"), "{err}");
     }
 
     #[test]

@@ -87,6 +87,7 @@ impl Config {
                 bind: args.webhook_bind_address,
                 certificates,
                 deadline: DEADLINE,
+                shutdown_delay: args.webhook_shutdown_delay,
             }
         });
         Ok(Config {

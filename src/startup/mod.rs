@@ -2,7 +2,8 @@
 //! `run` and the admission host composed into one process, its long-lived tasks supervised
 //! ([`supervise`]), and the admin HTTP server. Ready once the stores synced and, when admission
 //! is served, its index is built and a certificate loaded. SIGTERM or SIGINT: readiness drops,
-//! every task finishes what it has in flight (reconciles, status writes, admissions), the lease
+//! the admission host keeps serving for its shutdown delay (so endpoints drop the replica before
+//! it refuses connections), every task finishes what it has in flight (reconciles, status writes, admissions), the lease
 //! is released, exit 0. A task that ends or panics first: liveness and readiness fail, the
 //! others stop, the lease is released, exit 1, and the log names the task and why. A missing
 //! prerequisite (the CRD, the Lease's namespace) is one line naming the fix.
@@ -73,6 +74,9 @@ pub struct Process {
     ready: Box<dyn Fn() -> bool + Send + Sync>,
     lease: LeaderTask,
     admin: actix_web::dev::ServerHandle,
+    /// How long tasks get to finish once shutdown begins: [`GRACE`], plus the admission
+    /// host's shutdown delay while it keeps serving.
+    grace: Duration,
 }
 
 impl Process {
@@ -87,9 +91,10 @@ impl Process {
             ready,
             lease,
             admin,
+            grace,
         } = self;
         let report = tokio::spawn(report_readiness(synced, ready, health.clone()));
-        let ended = supervise(tasks, &stop, &health, signal, GRACE).await;
+        let ended = supervise(tasks, &stop, &health, signal, grace).await;
         report.abort();
         lease.release().await;
         admin.stop(true).await;
@@ -193,6 +198,11 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
         shutdown: shutdown.clone(),
     });
     tasks.append(&mut artifacts.tasks);
+    let grace = GRACE
+        + config
+            .admission
+            .as_ref()
+            .map_or(Duration::ZERO, |a| a.shutdown_delay);
     let cert = match (&config.admission, &selection.admission) {
         (Some(settings), Some((route, _))) => {
             let mut routes = vec![route.clone()];
@@ -215,11 +225,20 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
     let admin = admin_server(config.admin, Arc::clone(&metrics), health.clone())
         .with_context(|| format!("failed to bind the admin server to {}", config.admin))?;
     let admin_handle = admin.handle();
+    // The server runs on its own task: once shutdown begins, its supervised task ends while it
+    // keeps answering /readyz (503) and /livez until `Process::supervise` stops it last.
+    let admin = tokio::spawn(admin);
+    let stopping = shutdown.clone();
     tasks.push((
         "admin server",
         Box::pin(async move {
-            if let Err(err) = admin.await {
-                tracing::error!(error = %err, "the admin server failed");
+            tokio::select! {
+                joined = admin => match joined {
+                    Ok(Ok(())) => {}
+                    Ok(Err(err)) => tracing::error!(error = %err, "the admin server failed"),
+                    Err(err) => tracing::error!(error = %err, "the admin server panicked"),
+                },
+                () = stopping.wait() => {}
             }
         }),
     ));
@@ -250,6 +269,7 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
         ready,
         lease,
         admin: admin_handle,
+        grace,
     })
 }
 

@@ -14,7 +14,8 @@ use tokio::task::{Id, JoinError, JoinSet};
 use crate::telemetry::Health;
 
 /// How long tasks get to finish after shutdown begins before they are cut off (below the
-/// kubelet's 30 s termination grace period).
+/// kubelet's default 30 s termination grace period; the chart adds the webhook's shutdown
+/// delay to both).
 pub const GRACE: Duration = Duration::from_secs(25);
 
 /// How the supervised tasks ended.

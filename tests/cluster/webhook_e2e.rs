@@ -10,7 +10,6 @@
 //! turns ready.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -22,13 +21,13 @@ use ocifit::api::pod::{
     DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL,
     POLICY,
 };
-use ocifit_testkit::pki::CertificateAuthority;
-use ocifit_testkit::{Cluster, PodWebhook, register_pod_webhook, wait_until_admitted};
+use ocifit_testkit::{Cluster, PodWebhook};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use crate::support::access::handshake;
-use crate::support::objects::{PLACEHOLDER, TestPod, linux_node};
+use crate::support::objects::{PLACEHOLDER, TestPod};
+use crate::support::webhook::{WebhookCertificate, activate, admissions, image};
 use crate::support::{Controller, Env, FLAVOR, free_address, get};
 
 const NAMESPACE: &str = "webhook-e2e";
@@ -42,13 +41,6 @@ fn pod(name: &str) -> TestPod {
     TestPod::named(name).label("app", name)
 }
 
-fn image(pod: &Pod) -> &str {
-    pod.spec.as_ref().expect("a spec").containers[0]
-        .image
-        .as_deref()
-        .unwrap_or_default()
-}
-
 fn annotation<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
     pod.metadata
         .annotations
@@ -57,23 +49,12 @@ fn annotation<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
         .map(String::as_str)
 }
 
-/// The sum of every `ocifit_admissions_total` series.
-async fn admissions(controller: &Controller) -> f64 {
-    let (_, body) = get(&controller.admin, "/metrics").await.expect("/metrics");
-    body.lines()
-        .filter(|l| l.starts_with("ocifit_admissions_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// What the scenario set up: the flavor images, the two policies' statuses, the webhook.
 struct Setup {
     by_flavor: BTreeMap<&'static str, String>,
     statuses: BTreeMap<&'static str, ImageSelectionPolicyStatus>,
-    ca: CertificateAuthority,
+    certificate: WebhookCertificate,
     webhook_address: String,
-    cert: PathBuf,
-    key: PathBuf,
     probe: Pod,
 }
 
@@ -96,44 +77,12 @@ impl Setup {
 #[tokio::test]
 async fn opted_in_pods_get_the_image_of_their_class_with_the_registry_frozen() {
     let env = Env::start_with(Cluster::builder().with_all_controllers()).await;
-    let [debian, ubuntu, rocky] = env.push_flavors().await;
-    let by_flavor = BTreeMap::from([
-        ("vanilla", debian),
-        ("chocolate", ubuntu),
-        ("strawberry", rocky),
-    ]);
-    for flavor in by_flavor.keys() {
-        env.add_node(linux_node(&format!("{flavor}-1")).label(FLAVOR, flavor))
-            .await;
-    }
-    ocifit_testkit::create_namespace(&env.client, NAMESPACE)
-        .await
-        .expect("the test namespace");
-
-    let ca = CertificateAuthority::new("ocifit webhook CA").expect("a CA");
-    let serving = ca
-        .issue_server("ocifit-webhook", &["127.0.0.1"])
-        .expect("a serving certificate");
-    let (cert, key) = (
-        env.cluster.dir().join("webhook.crt"),
-        env.cluster.dir().join("webhook.key"),
-    );
-    std::fs::write(&cert, &serving.cert_pem).expect("the certificate file");
-    std::fs::write(&key, &serving.key_pem).expect("the key file");
+    let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
+    let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
     let webhook_address = free_address();
-    let controller = Controller::start(
-        &env,
-        "webhook-e2e",
-        &[
-            "--webhook-bind-address",
-            &webhook_address,
-            "--tls-cert-file",
-            &cert.display().to_string(),
-            "--tls-key-file",
-            &key.display().to_string(),
-        ],
-    )
-    .await;
+    let controller = certificate
+        .serve(&env, "webhook-e2e", &webhook_address, &[])
+        .await;
 
     env.create_policy(&env.flavor_policy("flavors")).await;
     env.create_policy(
@@ -150,30 +99,27 @@ async fn opted_in_pods_get_the_image_of_their_class_with_the_registry_frozen() {
     let webhook = PodWebhook::new(
         "ocifit-e2e",
         &format!("https://{webhook_address}/mutate"),
-        ca.cert_pem(),
+        certificate.ca.cert_pem(),
     )
     .match_label(ENABLED_LABEL, "true")
     .in_namespace(NAMESPACE);
-    register_pod_webhook(&env.client, &webhook)
-        .await
-        .expect("the webhook configuration");
     let probe = pod("probe")
         .opted_in()
         .node_selector(FLAVOR, "vanilla")
         .build();
-    let vanilla = &by_flavor["vanilla"];
-    wait_until_admitted(&env.client, NAMESPACE, &probe, WAIT, |p| {
-        image(p) == vanilla
-    })
-    .await
-    .expect("the webhook active");
+    activate(
+        &env,
+        &webhook.to_configuration(),
+        NAMESPACE,
+        &probe,
+        &by_flavor["vanilla"],
+    )
+    .await;
     let setup = Setup {
         by_flavor,
         statuses,
-        ca,
+        certificate,
         webhook_address,
-        cert,
-        key,
         probe,
     };
 
@@ -319,7 +265,7 @@ async fn under_deny_a_pod_spanning_two_classes_is_refused_naming_them(env: &Env,
 /// Written aside and renamed over while the apiserver keeps admitting: no admission fails, and
 /// new handshakes get the new certificate.
 async fn a_certificate_rotated_on_disk_fails_no_admission_and_is_served(env: &Env, setup: &Setup) {
-    let Setup { ca, cert, key, .. } = setup;
+    let WebhookCertificate { ca, cert, key } = &setup.certificate;
     let rotated = ca
         .issue_server("ocifit-webhook-rotated", &["127.0.0.1"])
         .expect("a second serving certificate");

@@ -1,43 +1,89 @@
 //! The body's shape, checked in one streaming pass before it is decoded: no array longer than
 //! [`MAX_ARRAY_ELEMENTS`]. Decoding allocates per element (a pod's container is some 4 KiB as
 //! a typed value, so a 1 MiB pod of 20,000 containers decoded to over 100 MiB), and no object
-//! the apiserver admits needs arrays that long.
+//! the apiserver admits needs arrays that long. The same pass keeps `request.uid` where it
+//! passes it, so the host's own denials (a refused shape, a deadline, a busy host) answer the
+//! request they refuse: the apiserver rejects an answer with another uid as a failed call.
 
+use std::cell::RefCell;
 use std::fmt;
 
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// The longest array a review may hold.
 pub const MAX_ARRAY_ELEMENTS: usize = 4096;
 
-/// Why the body's shape is refused (or the JSON error that stopped the pass).
-pub(super) fn check(body: &[u8]) -> Result<(), String> {
-    serde_json::from_slice::<Checked>(body)
-        .map(|_| ())
-        .map_err(|err| err.to_string())
+/// What the pass found.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    /// `request.uid`, if the pass read it before it ended.
+    pub(crate) uid: Option<String>,
+    /// Why the body's shape is refused, or the JSON error that stopped the pass.
+    pub(crate) refused: Option<String>,
 }
 
-/// Any JSON value, read without keeping anything, arrays counted.
-struct Checked;
-
-impl<'de> Deserialize<'de> for Checked {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(CheckedVisitor)
+/// Reads `body` (a whole body, or only its first bytes) once, keeping nothing but the uid.
+pub(crate) fn scan(body: &[u8]) -> Scan {
+    let uid = RefCell::new(None);
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let walked = Walk {
+        place: Place::Root,
+        uid: &uid,
+    }
+    .deserialize(&mut deserializer)
+    .and_then(|()| deserializer.end());
+    Scan {
+        uid: uid.into_inner(),
+        refused: walked.err().map(|err| err.to_string()),
     }
 }
 
-struct CheckedVisitor;
+/// Where the pass stands, as far as the uid is concerned.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// The review.
+    Root,
+    /// `request`.
+    Request,
+    /// `request.uid`.
+    Uid,
+    /// Anywhere else.
+    Other,
+}
 
-impl<'de> Visitor<'de> for CheckedVisitor {
-    type Value = Checked;
+/// Any JSON value at `place`, read without keeping anything but the uid, arrays counted.
+struct Walk<'a> {
+    place: Place,
+    uid: &'a RefCell<Option<String>>,
+}
+
+impl Walk<'_> {
+    fn at(&self, place: Place) -> Self {
+        Walk {
+            place,
+            uid: self.uid,
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_> {
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut count = 0usize;
-        while seq.next_element::<Checked>()?.is_some() {
+        while seq.next_element_seed(self.at(Place::Other))?.is_some() {
             count += 1;
             if count > MAX_ARRAY_ELEMENTS {
                 return Err(serde::de::Error::custom(format!(
@@ -45,39 +91,78 @@ impl<'de> Visitor<'de> for CheckedVisitor {
                 )));
             }
         }
-        Ok(Checked)
+        Ok(())
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
-        while map.next_entry::<IgnoredAny, Checked>()?.is_some() {}
-        Ok(Checked)
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let (wanted, inside) = match self.place {
+            Place::Root => (Some("request"), Place::Request),
+            Place::Request => (Some("uid"), Place::Uid),
+            Place::Uid | Place::Other => (None, Place::Other),
+        };
+        while let Some(matched) = map.next_key_seed(KeyIs(wanted))? {
+            let place = if matched { inside } else { Place::Other };
+            map.next_value_seed(self.at(place))?;
+        }
+        Ok(())
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
-        Ok(Checked)
+    fn visit_str<E>(self, text: &str) -> Result<(), E> {
+        if self.place == Place::Uid {
+            self.uid.borrow_mut().get_or_insert_with(|| text.to_owned());
+        }
+        Ok(())
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
-        Ok(Checked)
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
     }
 
-    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
-        Ok(Checked)
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
-        Ok(Checked)
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
     }
 
-    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
-        Ok(Checked)
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
     }
 
-    fn visit_unit<E>(self) -> Result<Checked, E> {
-        Ok(Checked)
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
     }
 
-    fn visit_none<E>(self) -> Result<Checked, E> {
-        Ok(Checked)
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// A map key: whether it is the wanted one (never, with none wanted).
+struct KeyIs(Option<&'static str>);
+
+impl<'de> DeserializeSeed<'de> for KeyIs {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        match self.0 {
+            Some(_) => deserializer.deserialize_str(self),
+            None => deserializer
+                .deserialize_ignored_any(IgnoredAny)
+                .map(|_| false),
+        }
+    }
+}
+
+impl Visitor<'_> for KeyIs {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<bool, E> {
+        Ok(self.0 == Some(key))
     }
 }

@@ -286,3 +286,51 @@ fn an_array_over_the_limit_is_refused_before_anything_is_decoded() {
         "{response}"
     );
 }
+
+/// `review` as kube-apiserver orders it: `request.uid` first (Go writes fields in declaration
+/// order; `json!` sorts them, which puts the uid after the object).
+pub(crate) fn uid_first(review: &Value) -> Vec<u8> {
+    let mut review = review.clone();
+    let uid = review["request"]
+        .as_object_mut()
+        .and_then(|r| r.remove("uid"))
+        .unwrap();
+    let text = serde_json::to_string(&review).unwrap();
+    text.replacen(r#""request":{"#, &format!(r#""request":{{"uid":{uid},"#), 1)
+        .into_bytes()
+}
+
+#[test]
+fn a_refused_array_answers_the_uid_read_before_it() {
+    let mut review = apiserver_review(&a_pod(), false);
+    review["request"]["object"]["spec"]["containers"] = (0..=shape::MAX_ARRAY_ELEMENTS)
+        .map(|i| json!({"name": format!("c{i}"), "image": "web:1"}))
+        .collect();
+    let answer = read::<Pod>(&uid_first(&review)).unwrap_err();
+    assert_eq!(answer.reason, "TooLarge");
+    assert_eq!(response_of(*answer)["uid"], UID);
+    // Written after the array, the uid is never read: the answer cannot name it.
+    let answer = read::<Pod>(&body(&review)).unwrap_err();
+    assert_eq!(answer.reason, "TooLarge");
+    assert_eq!(response_of(*answer)["uid"], "");
+}
+
+#[test]
+fn the_streaming_pass_finds_the_uid_in_a_prefix_and_nowhere_but_the_request() {
+    let review = apiserver_review(&a_pod(), false);
+    let whole = uid_first(&review);
+    assert_eq!(shape::scan(&whole[..150]).uid.as_deref(), Some(UID));
+    assert!(
+        shape::scan(&whole[..150]).refused.is_some(),
+        "a prefix is cut JSON"
+    );
+    let scanned = shape::scan(&whole);
+    assert_eq!((scanned.uid.as_deref(), scanned.refused), (Some(UID), None));
+    let mut elsewhere = review.clone();
+    elsewhere["request"].as_object_mut().unwrap().remove("uid");
+    elsewhere["request"]["object"]["metadata"]["uid"] = json!("not-the-request");
+    elsewhere["uid"] = json!("not-the-request-either");
+    assert_eq!(shape::scan(&body(&elsewhere)).uid, None);
+    let not_a_string = json!({"request": {"uid": {"nested": "x"}}});
+    assert_eq!(shape::scan(&body(&not_a_string)).uid, None);
+}

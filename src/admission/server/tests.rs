@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::core::admission::AdmissionRequest;
 
 use super::*;
-use crate::admission::review::tests::{UID, a_pod, apiserver_review};
+use crate::admission::review::tests::{UID, a_pod, apiserver_review, uid_first};
 use crate::admission::route::{Planner, Response, Verdict};
 use crate::admission::tls::CertFiles;
 

@@ -1,20 +1,47 @@
 //! The status's size bound. etcd refuses objects over 1.5 MiB (its default request limit), and a
-//! status it refuses is never written: the old one would be served forever. The classes are what
-//! grows (one row per kind of node, each with a reason that explains every skipped set), so they
-//! are cut to fit [`MAX_CLASSES_BYTES`], leaving room for the spec, the metadata and the rest of
-//! the status: first every reason to [`MAX_REASON_BYTES`], then, if still too large, reasons and
-//! set descriptions altogether, and last the classes beyond the bound (their pods are denied as
-//! not ready rather than given a guess). What was cut is said in a `Truncated` condition.
+//! status it refuses is never written: the old one would be served forever. What grows is the
+//! classes (one row per kind of node, each with a reason that explains every skipped set) and
+//! `classKeys` (every label and feature the artifact's rules read): together they are cut to fit
+//! [`MAX_CLASSES_BYTES`], leaving room for the spec, the metadata and the rest of the status.
+//! `classKeys` cannot be cut in part (the webhook groups nodes by all of them, as the controller
+//! did): over [`MAX_CLASS_KEYS_BYTES`] it is left out, and every class with it. The classes take
+//! what the keys leave: first every reason is cut to [`MAX_REASON_BYTES`], then, if still too
+//! large, reasons and set descriptions go altogether, and last the classes beyond the bound. Pods
+//! of a class left out are denied as not ready rather than given a guess. What was cut is said
+//! in a `Truncated` condition.
 
-use crate::api::ClassStatus;
+use crate::api::{ClassStatus, ImageSelectionPolicyStatus};
 
 /// The most one class's reason keeps.
 pub const MAX_REASON_BYTES: usize = 1024;
-/// The most the classes take in the status, as JSON.
+/// The most the classes and `classKeys` take in the status together, as JSON.
 pub const MAX_CLASSES_BYTES: usize = 1024 * 1024;
+/// The most `classKeys` takes, as JSON.
+pub const MAX_CLASS_KEYS_BYTES: usize = 256 * 1024;
 
-/// Cuts `classes` to the bounds; what was cut, if anything, for the `Truncated` condition.
-pub(super) fn classes(classes: &mut Vec<ClassStatus>) -> Option<String> {
+/// Cuts the classes and `classKeys` of `status` to the bounds; what was cut, if anything, for
+/// the `Truncated` condition.
+pub(super) fn status(status: &mut ImageSelectionPolicyStatus) -> Option<String> {
+    let keys = status.class_keys.as_ref().map_or(0, |keys| {
+        serde_json::to_vec(keys).map_or(usize::MAX, |json| json.len())
+    });
+    if keys > MAX_CLASS_KEYS_BYTES {
+        status.class_keys = None;
+        let left_out = status.classes.len();
+        status.classes.clear();
+        return Some(format!(
+            "the status would exceed what etcd stores: classKeys (the labels and features the \
+             artifact's rules read, {keys} bytes) is over its limit of {MAX_CLASS_KEYS_BYTES} \
+             bytes, so it is left out, and with it all {left_out} classes (their pods are denied \
+             as not ready)"
+        ));
+    }
+    classes(&mut status.classes, MAX_CLASSES_BYTES - keys)
+}
+
+/// Cuts `classes` to `bound` bytes of JSON (and each reason to [`MAX_REASON_BYTES`]); what was
+/// cut, if anything.
+fn classes(classes: &mut Vec<ClassStatus>, bound: usize) -> Option<String> {
     let mut cut = Vec::new();
     let mut long = 0;
     for reason in classes.iter_mut().filter_map(|class| class.reason.as_mut()) {
@@ -27,7 +54,7 @@ pub(super) fn classes(classes: &mut Vec<ClassStatus>) -> Option<String> {
             "the reasons of {long} classes cut to {MAX_REASON_BYTES} bytes"
         ));
     }
-    if size(classes) > MAX_CLASSES_BYTES {
+    if size(classes) > bound {
         for class in classes.iter_mut() {
             class.reason = None;
             if let Some(matched) = class.matched.as_mut() {
@@ -36,14 +63,14 @@ pub(super) fn classes(classes: &mut Vec<ClassStatus>) -> Option<String> {
         }
         cut.push("every class's reason and set description left out".to_owned());
     }
-    if size(classes) > MAX_CLASSES_BYTES {
+    if size(classes) > bound {
         let total = classes.len();
         let mut used = 2; // the brackets of the list
         let kept = classes
             .iter()
             .take_while(|class| {
                 used += size(std::slice::from_ref(*class)) - 1;
-                used <= MAX_CLASSES_BYTES
+                used <= bound
             })
             .count();
         classes.truncate(kept);
@@ -54,7 +81,8 @@ pub(super) fn classes(classes: &mut Vec<ClassStatus>) -> Option<String> {
     }
     (!cut.is_empty()).then(|| {
         format!(
-            "the status would exceed what etcd stores: {} (classes bounded to {MAX_CLASSES_BYTES} bytes)",
+            "the status would exceed what etcd stores: {} (classes bounded to {bound} bytes, \
+             {MAX_CLASSES_BYTES} less what classKeys takes)",
             cut.join("; ")
         )
     })
@@ -108,14 +136,14 @@ mod tests {
     fn small_classes_are_left_as_they_are() {
         let mut classes = vec![class(0, 100, 2), class(1, 100, 2)];
         let before = classes.clone();
-        assert_eq!(super::classes(&mut classes), None);
+        assert_eq!(super::classes(&mut classes, MAX_CLASSES_BYTES), None);
         assert_eq!(classes, before);
     }
 
     #[test]
     fn long_reasons_are_cut_on_a_character_boundary_and_said() {
         let mut classes = vec![class(0, 10_000, 2), class(1, 100, 2)];
-        let said = super::classes(&mut classes).unwrap();
+        let said = super::classes(&mut classes, MAX_CLASSES_BYTES).unwrap();
         let reason = classes[0].reason.as_deref().unwrap();
         assert!(reason.len() <= MAX_REASON_BYTES && reason.ends_with("…(cut)"));
         assert_eq!(classes[1].reason.as_deref().unwrap().len(), 100);
@@ -129,7 +157,7 @@ mod tests {
     fn many_classes_lose_reasons_then_rows_and_stay_under_the_bound() {
         // 5,000 kinds of node with reasons of a large artifact: some 6 MiB as computed.
         let mut classes: Vec<_> = (0..5_000).map(|i| class(i, 1_000, 4)).collect();
-        let said = super::classes(&mut classes).unwrap();
+        let said = super::classes(&mut classes, MAX_CLASSES_BYTES).unwrap();
         assert!(size(&classes) <= MAX_CLASSES_BYTES);
         assert!(classes.iter().all(|c| c.reason.is_none()));
         assert!(said.contains("every class's reason and set description left out"));
@@ -139,5 +167,54 @@ mod tests {
             said.contains(&format!("{} of 5000 classes left out", 5_000 - kept)),
             "{said}"
         );
+    }
+
+    /// A status with `classes` and `labels` class keys of 100 bytes each.
+    fn status_with(classes: Vec<ClassStatus>, labels: usize) -> ImageSelectionPolicyStatus {
+        ImageSelectionPolicyStatus {
+            class_keys: Some(crate::engine::Reads {
+                labels: (0..labels)
+                    .map(|i| format!("example.com/{i:08}-{}", "k".repeat(79)))
+                    .collect(),
+                ..Default::default()
+            }),
+            class_count: i32::try_from(classes.len()).unwrap(),
+            classes,
+            ..ImageSelectionPolicyStatus::default()
+        }
+    }
+
+    #[test]
+    fn class_keys_over_their_bound_are_left_out_with_every_class_and_said() {
+        // 10,000 label keys of 100 bytes: an artifact within the engine's limits, some 1 MiB.
+        let mut status = status_with(vec![class(0, 100, 2), class(1, 100, 2)], 10_000);
+        let said = super::status(&mut status).unwrap();
+        assert_eq!(status.class_keys, None);
+        assert!(status.classes.is_empty());
+        assert_eq!(status.class_count, 2, "the count says how many are missing");
+        assert!(
+            said.contains("classKeys") && said.contains("over its limit of 262144 bytes"),
+            "{said}"
+        );
+        assert!(said.contains("all 2 classes"), "{said}");
+    }
+
+    #[test]
+    fn class_keys_under_their_bound_are_kept_and_the_classes_take_what_is_left() {
+        // 2,000 keys (some 200 KiB) and classes that alone would fit the whole bound.
+        let mut status = status_with((0..600).map(|i| class(i, 900, 4)).collect(), 2_000);
+        let keys = serde_json::to_vec(&status.class_keys).unwrap().len();
+        assert!(size(&status.classes) < MAX_CLASSES_BYTES);
+        assert!(size(&status.classes) + keys > MAX_CLASSES_BYTES);
+        let said = super::status(&mut status).unwrap();
+        assert!(status.class_keys.is_some());
+        assert!(size(&status.classes) + keys <= MAX_CLASSES_BYTES);
+        assert!(
+            said.contains("every class's reason and set description left out"),
+            "{said}"
+        );
+        assert!(said.contains("less what classKeys takes"), "{said}");
+        let mut small = status_with(vec![class(0, 100, 2)], 10);
+        assert_eq!(super::status(&mut small), None);
     }
 }

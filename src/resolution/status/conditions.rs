@@ -97,7 +97,17 @@ pub(super) fn conditions(
             let left_out = usize::try_from(status.class_count)
                 .unwrap_or_default()
                 .saturating_sub(status.classes.len());
-            if left_out > 0 {
+            if status.class_keys.is_none() {
+                Wanted {
+                    type_: ConditionType::Ready,
+                    status: false,
+                    reason: Reason::StatusTooLarge,
+                    message: "the labels and features the artifact's rules read (classKeys) are \
+                              too large for the status (etcd), so no class is served; every \
+                              pod is denied"
+                        .to_owned(),
+                }
+            } else if left_out > 0 {
                 Wanted {
                     type_: ConditionType::Ready,
                     status: false,

@@ -654,6 +654,7 @@ fn every_reason_parses_back_from_its_text() {
 }
 
 mod candidates;
+mod class_keys;
 
 #[test]
 fn a_changed_artifact_that_cannot_be_resolved_serves_nothing_from_the_previous_source() {

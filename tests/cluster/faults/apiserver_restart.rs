@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::hostile::{pod, post, review};
-use super::{Served, flavored};
+use super::{Served, flavored, second_strawberry_node};
 use crate::support::FLAVOR;
-use crate::support::objects::{PLACEHOLDER, linux_node};
+use crate::support::objects::PLACEHOLDER;
 
 /// How long the apiserver stays down: under the Lease's renewal margin (15 s less 5 s), so the
 /// leader keeps leading.
@@ -62,24 +62,8 @@ async fn the_webhook_answers_while_the_apiserver_is_down_and_status_converges_af
         "every review answered from the last index"
     );
 
-    // A change once it is back: a second strawberry node.
-    served
-        .env
-        .add_node(linux_node("strawberry-2").label(FLAVOR, "strawberry"))
-        .await;
-    let (status, _) = served
-        .env
-        .wait_status(
-            "flavors",
-            Duration::from_secs(30),
-            "2 strawberry nodes",
-            |s| {
-                s.classes.iter().any(|c| {
-                    c.labels.get(FLAVOR).map(String::as_str) == Some("strawberry") && c.nodes == 2
-                })
-            },
-        )
-        .await;
+    // A change once it is back.
+    let (status, _) = second_strawberry_node(&served.env).await;
     let converged = back_at.elapsed();
     eprintln!(
         "FAULT apiserver-restart: status converged {converged:?} after the apiserver's return"

@@ -3,13 +3,15 @@
 //! started as a real process (`Controller`: signals, leader election and the admin server are the
 //! real ones). Typed object builders are in `objects`, ServiceAccount kubeconfigs and the TLS
 //! client in `access`, the chart's pod in `chart_pod`, the certificate manager's harness in
-//! `certificates`, placement's served gate and pod waits in `placement`.
+//! `certificates`, placement's served gate and pod waits in `placement`, `ocifit run` serving
+//! the pod webhook in `webhook`.
 
 pub mod access;
 pub mod certificates;
 pub mod chart_pod;
 pub mod objects;
 pub mod placement;
+pub mod webhook;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -417,16 +419,34 @@ impl Controller {
     pub async fn stop(mut self) -> std::process::ExitStatus {
         terminate(&mut self.child, Duration::from_secs(30)).await
     }
+
+    /// Sends SIGTERM without waiting: the process keeps running while it shuts down.
+    pub fn begin_stop(&self) {
+        sigterm(&self.child);
+    }
+
+    /// The exit status after [`Controller::begin_stop`], which must come `within`.
+    pub async fn exited(mut self, within: Duration) -> std::process::ExitStatus {
+        exit_status(&mut self.child, within).await
+    }
 }
 
 /// Sends SIGTERM to `child` and returns its exit status, which must come `within`.
 pub async fn terminate(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    sigterm(child);
+    exit_status(child, within).await
+}
+
+fn sigterm(child: &Child) {
     let pid = child.id().expect("a running process");
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()
         .expect("kill");
     assert!(killed.success());
+}
+
+async fn exit_status(child: &mut Child, within: Duration) -> std::process::ExitStatus {
     tokio::time::timeout(within, child.wait())
         .await
         .unwrap_or_else(|_| panic!("ocifit run exits within {within:?} of SIGTERM"))

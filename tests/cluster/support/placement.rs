@@ -14,6 +14,7 @@ use ocifit_testkit::pki::CertificateAuthority;
 use ocifit_testkit::{PodWebhook, register_pod_webhook, wait_until_admitted};
 use serde_json::json;
 
+use super::webhook::WebhookCertificate;
 use super::{Controller, Env, free_address};
 
 /// How long a scenario waits for anything.
@@ -28,32 +29,13 @@ pub struct Served {
 
 /// Starts `ocifit run` with a serving certificate (and `extra` flags).
 pub async fn serve(env: &Env, identity: &str, extra: &[&str]) -> Served {
-    let ca = CertificateAuthority::new("ocifit webhook CA").expect("a CA");
-    let serving = ca
-        .issue_server("ocifit-webhook", &["127.0.0.1"])
-        .expect("a serving certificate");
-    let (cert, key) = (
-        env.cluster.dir().join("webhook.crt"),
-        env.cluster.dir().join("webhook.key"),
-    );
-    std::fs::write(&cert, &serving.cert_pem).expect("the certificate");
-    std::fs::write(&key, &serving.key_pem).expect("the key");
+    let certificate = WebhookCertificate::issue(env, &["127.0.0.1"]);
     let address = free_address();
-    let (cert, key) = (cert.display().to_string(), key.display().to_string());
-    let mut args = vec![
-        "--webhook-bind-address",
-        &address,
-        "--tls-cert-file",
-        &cert,
-        "--tls-key-file",
-        &key,
-    ];
-    args.extend(extra);
-    let controller = Controller::start(env, identity, &args).await;
+    let controller = certificate.serve(env, identity, &address, extra).await;
     Served {
         controller,
         address,
-        ca,
+        ca: certificate.ca,
     }
 }
 

@@ -35,7 +35,7 @@ async fn stalled(served: &Served) -> tokio_rustls::client::TlsStream<TcpStream> 
 }
 
 fn review() -> Vec<u8> {
-    serde_json::to_vec(&apiserver_review(&a_pod(), false)).unwrap()
+    uid_first(&apiserver_review(&a_pod(), false))
 }
 
 #[tokio::test]
@@ -51,6 +51,10 @@ async fn beyond_the_requests_in_flight_a_request_is_denied_as_busy_to_retry() {
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 429, "{response}");
     assert_eq!(response["status"]["reason"], "TooManyRequests");
+    assert_eq!(
+        response["uid"], UID,
+        "the apiserver passes on only an answer to its request"
+    );
     assert!(
         message(&response).contains("8 admission requests already: retry"),
         "{response}"
@@ -92,6 +96,7 @@ async fn a_planner_slower_than_the_deadline_is_answered_at_the_deadline_and_the_
         message(&response).contains("could not decide within its deadline of 300ms"),
         "{response}"
     );
+    assert_eq!(response["uid"], UID);
     assert!(took < Duration::from_secs(1), "{took:?}");
     assert_eq!(count(&served, "denied", "Timeout").await, 1);
     slow.store(false, Ordering::SeqCst);

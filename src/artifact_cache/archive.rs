@@ -9,40 +9,25 @@ use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use filetime::FileTime;
 use tar::{EntryType, Header};
 
+use super::file_error::{self, FileError};
 use super::layout::safe_relative;
 
 /// Why a directory could not be packed or an archive unpacked.
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
-    #[error("failed to {action} {path}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
     #[error("the archive is unreadable")]
     Read(#[source] io::Error),
     #[error("archive entry {name:?} {why}")]
     UnsafeEntry { name: String, why: String },
     #[error("the uncompressed archive's digest is {actual}, the artifact says {expected}")]
     TarDigest { expected: String, actual: String },
-}
-
-fn io_error<'a>(
-    action: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(io::Error) -> ArchiveError + 'a {
-    move |source| ArchiveError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// What a pack wrote.
@@ -67,7 +52,7 @@ pub fn pack(dir: &Path, prefix: &str, out: impl Write) -> Result<PackCount, Arch
     {
         let entry = entry.map_err(|err| {
             let path = err.path().unwrap_or(dir).to_path_buf();
-            ArchiveError::Io {
+            FileError {
                 action: "read",
                 path,
                 source: err.into(),
@@ -78,7 +63,7 @@ pub fn pack(dir: &Path, prefix: &str, out: impl Write) -> Result<PackCount, Arch
         let metadata = entry
             .path()
             .symlink_metadata()
-            .map_err(io_error("read", entry.path()))?;
+            .map_err(file_error::at("read", entry.path()))?;
         let mut header = Header::new_gnu();
         header.set_mode(metadata.permissions().mode() & 0o7777);
         header.set_uid(0);
@@ -96,10 +81,10 @@ pub fn pack(dir: &Path, prefix: &str, out: impl Write) -> Result<PackCount, Arch
             header.set_size(0);
             builder
                 .append_data(&mut header, &name, io::empty())
-                .map_err(io_error("write the archive entry for", entry.path()))?;
+                .map_err(file_error::at("write the archive entry for", entry.path()))?;
             count.directories += 1;
         } else if file_type.is_file() {
-            let file = File::open(entry.path()).map_err(io_error("open", entry.path()))?;
+            let file = File::open(entry.path()).map_err(file_error::at("open", entry.path()))?;
             header.set_entry_type(EntryType::Regular);
             header.set_size(metadata.len());
             // A file that changes size while it is read would corrupt the archive: `take`
@@ -107,16 +92,16 @@ pub fn pack(dir: &Path, prefix: &str, out: impl Write) -> Result<PackCount, Arch
             let mut limited = file.take(metadata.len());
             builder
                 .append_data(&mut header, &name, &mut limited)
-                .map_err(io_error("archive", entry.path()))?;
+                .map_err(file_error::at("archive", entry.path()))?;
             count.files += 1;
         } else if file_type.is_symlink() {
-            let target =
-                fs::read_link(entry.path()).map_err(io_error("read the link", entry.path()))?;
+            let target = fs::read_link(entry.path())
+                .map_err(file_error::at("read the link", entry.path()))?;
             header.set_entry_type(EntryType::Symlink);
             header.set_size(0);
             builder
                 .append_link(&mut header, &name, &target)
-                .map_err(io_error("archive the link", entry.path()))?;
+                .map_err(file_error::at("archive the link", entry.path()))?;
             count.links += 1;
         } else {
             tracing::warn!(path = %entry.path().display(), "skipping a socket, FIFO or device: an artifact carries files, directories and links only");
@@ -126,7 +111,7 @@ pub fn pack(dir: &Path, prefix: &str, out: impl Write) -> Result<PackCount, Arch
     builder
         .into_inner()
         .and_then(|mut out| out.flush())
-        .map_err(io_error("finish the archive of", dir))?;
+        .map_err(file_error::at("finish the archive of", dir))?;
     Ok(count)
 }
 
@@ -180,9 +165,11 @@ pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCoun
                     Ok(meta) if meta.is_dir() => {}
                     Ok(_) => {
                         remove_entry(&target)?;
-                        fs::create_dir(&target).map_err(io_error("create", &target))?;
+                        fs::create_dir(&target).map_err(file_error::at("create", &target))?;
                     }
-                    Err(_) => fs::create_dir_all(&target).map_err(io_error("create", &target))?,
+                    Err(_) => {
+                        fs::create_dir_all(&target).map_err(file_error::at("create", &target))?
+                    }
                 }
                 directory_modes.insert(target, mode);
                 count.directories += 1;
@@ -199,13 +186,13 @@ pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCoun
                     .create_new(true)
                     .mode(mode | 0o200)
                     .open(&target)
-                    .map_err(io_error("create", &target))?;
+                    .map_err(file_error::at("create", &target))?;
                 let written = copy(&mut entry, &mut file, &target, &mut buffer)?;
                 count.bytes += written;
                 count.files += 1;
                 if mode & 0o200 == 0 {
                     fs::set_permissions(&target, fs::Permissions::from_mode(mode))
-                        .map_err(io_error("set the mode of", &target))?;
+                        .map_err(file_error::at("set the mode of", &target))?;
                 }
                 set_mtime(&target, entry.header().mtime().ok());
             }
@@ -215,7 +202,8 @@ pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCoun
                     .map_err(ArchiveError::Read)?
                     .ok_or_else(|| unsafe_entry("is a link without a target"))?;
                 prepare_parent(&target)?;
-                std::os::unix::fs::symlink(&link, &target).map_err(io_error("link", &target))?;
+                std::os::unix::fs::symlink(&link, &target)
+                    .map_err(file_error::at("link", &target))?;
                 count.links += 1;
             }
             EntryType::Link => {
@@ -238,7 +226,7 @@ pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCoun
                     ));
                 }
                 prepare_parent(&target)?;
-                fs::hard_link(&source, &target).map_err(io_error("link", &target))?;
+                fs::hard_link(&source, &target).map_err(file_error::at("link", &target))?;
                 count.links += 1;
             }
             _ => {
@@ -252,7 +240,7 @@ pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCoun
     // Directory modes last, deepest first, so a read-only directory did not block its content.
     for (dir, mode) in directory_modes.iter().rev() {
         fs::set_permissions(dir, fs::Permissions::from_mode(*mode | 0o700))
-            .map_err(io_error("set the mode of", dir))?;
+            .map_err(file_error::at("set the mode of", dir))?;
     }
     Ok(count)
 }
@@ -274,7 +262,7 @@ fn copy(
             return Ok(written);
         }
         file.write_all(&buffer[..n])
-            .map_err(io_error("write", target))?;
+            .map_err(file_error::at("write", target))?;
         written += n as u64;
     }
 }
@@ -300,7 +288,7 @@ fn ensure_no_symlink_between(root: &Path, relative: &Path) -> Result<(), &'stati
 /// entries win, as in tar), never following a link.
 fn prepare_parent(target: &Path) -> Result<(), ArchiveError> {
     if let Some(parent) = target.parent() {
-        fs::create_dir_all(parent).map_err(io_error("create", parent))?;
+        fs::create_dir_all(parent).map_err(file_error::at("create", parent))?;
     }
     if target.symlink_metadata().is_ok() {
         remove_entry(target)?;
@@ -315,7 +303,8 @@ fn remove_entry(target: &Path) -> Result<(), ArchiveError> {
     } else {
         fs::remove_file(target)
     }
-    .map_err(io_error("replace", target))
+    .map_err(file_error::at("replace", target))?;
+    Ok(())
 }
 
 fn set_mtime(path: &Path, mtime: Option<u64>) {

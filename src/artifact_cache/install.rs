@@ -6,9 +6,10 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use super::file_error::{self, FileError};
 
 /// The loader's name in the launcher's directory.
 pub const LOADER: &str = "ld.so";
@@ -31,13 +32,8 @@ pub enum InstallError {
         "ocifit runs without a dynamic loader (a static build): nothing tells how to run it in another image"
     )]
     NoLoader,
-    #[error("failed to {action} {path}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
 }
 
 /// The loader and libraries among a process's mappings (`/proc/<pid>/maps`): file-backed
@@ -76,15 +72,7 @@ pub fn needs(maps: &str) -> Result<Needs, InstallError> {
 
 /// Copies `binary` (this process's executable) with what it `needs` into `dir`.
 pub fn install(binary: &Path, needs: &Needs, dir: &Path) -> Result<(), InstallError> {
-    let io_error = |action: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |source| InstallError::Io {
-            action,
-            path,
-            source,
-        }
-    };
-    fs::create_dir_all(dir).map_err(io_error("create", dir))?;
+    fs::create_dir_all(dir).map_err(file_error::at("create", dir))?;
     let mut copies = vec![
         (binary.to_path_buf(), dir.join(BINARY)),
         (needs.loader.clone(), dir.join(LOADER)),
@@ -95,9 +83,9 @@ pub fn install(binary: &Path, needs: &Needs, dir: &Path) -> Result<(), InstallEr
         }
     }
     for (from, to) in copies {
-        fs::copy(&from, &to).map_err(io_error("copy", &from))?;
+        fs::copy(&from, &to).map_err(file_error::at("copy", &from))?;
         fs::set_permissions(&to, fs::Permissions::from_mode(0o755))
-            .map_err(io_error("make executable", &to))?;
+            .map_err(file_error::at("make executable", &to))?;
     }
     Ok(())
 }
@@ -105,16 +93,9 @@ pub fn install(binary: &Path, needs: &Needs, dir: &Path) -> Result<(), InstallEr
 /// Installs the running process's own binary, loader and libraries into `dir`.
 pub fn install_self(dir: &Path) -> Result<(), InstallError> {
     let maps_path = Path::new("/proc/self/maps");
-    let maps = fs::read_to_string(maps_path).map_err(|source| InstallError::Io {
-        action: "read",
-        path: maps_path.to_path_buf(),
-        source,
-    })?;
-    let binary = std::env::current_exe().map_err(|source| InstallError::Io {
-        action: "find",
-        path: PathBuf::from("/proc/self/exe"),
-        source,
-    })?;
+    let maps = fs::read_to_string(maps_path).map_err(file_error::at("read", maps_path))?;
+    let binary =
+        std::env::current_exe().map_err(file_error::at("find", Path::new("/proc/self/exe")))?;
     install(&binary, &needs(&maps)?, dir)
 }
 

@@ -15,6 +15,7 @@ mod channel;
 pub mod controller;
 pub mod credentials;
 pub mod desired;
+mod file_error;
 mod handoff;
 mod install;
 mod launcher;

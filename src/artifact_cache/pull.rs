@@ -15,6 +15,7 @@ use futures_util::{StreamExt, TryStreamExt};
 
 use super::archive::{self, ArchiveError};
 use super::channel::{self, ChannelReader, HashingReader};
+use super::file_error::{self, FileError};
 use super::layout::{self, LayerAction, LayoutError};
 use crate::registry::{self, Reference, Registry};
 
@@ -41,13 +42,8 @@ pub enum PullError {
     },
     #[error("{path} already exists; an artifact is only pulled where nothing is in the way")]
     Exists { path: PathBuf },
-    #[error("failed to {action} {path}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
     #[error("a transfer thread stopped unexpectedly")]
     Task(#[from] tokio::task::JoinError),
 }
@@ -85,11 +81,7 @@ pub async fn pull(
         reference: reference.whole(),
         source,
     })?;
-    fs::create_dir_all(output).map_err(|source| PullError::Io {
-        action: "create",
-        path: output.to_path_buf(),
-        source,
-    })?;
+    fs::create_dir_all(output).map_err(file_error::at("create", output))?;
     for action in &actions {
         destination_is_free(output, action)?;
     }
@@ -150,11 +142,11 @@ async fn pull_layer(
             title: action.path().display().to_string(),
             source,
         },
-        WriteError::Io(source) => PullError::Io {
+        WriteError::Io(source) => PullError::Io(FileError {
             action: "write",
             path: output.join(action.path()),
             source,
-        },
+        }),
     })?;
     staging.commit(output, &action)?;
     Ok(PulledLayer {
@@ -240,18 +232,10 @@ impl Staging {
     /// Moves the staged layer to its destination.
     fn commit(mut self, output: &Path, action: &LayerAction) -> Result<(), PullError> {
         let moves: Vec<(PathBuf, PathBuf)> = if action.path().as_os_str().is_empty() {
-            let entries = fs::read_dir(&self.path).map_err(|source| PullError::Io {
-                action: "read",
-                path: self.path.clone(),
-                source,
-            })?;
+            let entries = fs::read_dir(&self.path).map_err(file_error::at("read", &self.path))?;
             let mut moves = Vec::new();
             for entry in entries {
-                let entry = entry.map_err(|source| PullError::Io {
-                    action: "read",
-                    path: self.path.clone(),
-                    source,
-                })?;
+                let entry = entry.map_err(file_error::at("read", &self.path))?;
                 moves.push((entry.path(), output.join(entry.file_name())));
             }
             moves
@@ -263,17 +247,9 @@ impl Staging {
                 return Err(PullError::Exists { path: to });
             }
             if let Some(parent) = to.parent() {
-                fs::create_dir_all(parent).map_err(|source| PullError::Io {
-                    action: "create",
-                    path: parent.to_path_buf(),
-                    source,
-                })?;
+                fs::create_dir_all(parent).map_err(file_error::at("create", parent))?;
             }
-            fs::rename(&from, &to).map_err(|source| PullError::Io {
-                action: "move into place",
-                path: to.clone(),
-                source,
-            })?;
+            fs::rename(&from, &to).map_err(file_error::at("move into place", &to))?;
         }
         self.committed = true;
         let _ = fs::remove_dir(&self.path);

@@ -16,6 +16,7 @@ use futures_util::{StreamExt, TryStreamExt};
 
 use super::archive::{self, ArchiveError};
 use super::channel::{self, ChannelWriter, HashingWriter};
+use super::file_error::FileError;
 use super::layout::{self, PushedLayer};
 use crate::registry::{self, OCI_MANIFEST, Reference, Registry};
 
@@ -203,7 +204,7 @@ impl PushError {
         let source = match self {
             PushError::Read { source, .. } => Some(source),
             PushError::Archive {
-                source: ArchiveError::Io { source, .. },
+                source: ArchiveError::Io(FileError { source, .. }),
                 ..
             } => Some(source),
             _ => None,

@@ -40,3 +40,4 @@ mod real_node_teardown;
 mod supervision;
 mod webhook_certificates;
 mod webhook_e2e;
+mod webhook_latency;

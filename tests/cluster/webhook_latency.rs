@@ -1,0 +1,203 @@
+//! What ocifit adds to pod creation as the apiserver measures it: pods created back to back
+//! (each create awaited before the next, so the apiserver reuses its connection to the webhook
+//! at once), through both of ocifit's pod webhooks (`/mutate` for opted-in pods and the
+//! placement gate), read from the apiserver's own histogram
+//! `apiserver_admission_webhook_admission_duration_seconds`. A call on a reused connection must
+//! not wait for the peer's delayed ACK (Nagle's algorithm on the webhook's socket held each
+//! response back ~40 ms), so the mean of each webhook stays well under 20 ms.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use ocifit::api::placement::pod::SCHEDULING_GATE;
+use ocifit_testkit::{Cluster, PodWebhook};
+use serde_json::json;
+
+use crate::support::objects::TestPod;
+use crate::support::placement::{create_policy, gates};
+use crate::support::webhook::{WebhookCertificate, activate};
+use crate::support::{Env, FLAVOR, free_address};
+
+const NAMESPACE: &str = "webhook-latency";
+/// Pods created back to back, after the warm-up ones.
+const PODS: usize = 60;
+/// The mean a webhook call may take as the apiserver measures it: the delayed-ACK stall alone
+/// is ~40 ms, an answer on loopback well under a millisecond.
+const MEAN_LIMIT_SECONDS: f64 = 0.020;
+/// The apiserver's webhook-duration metric.
+/// The webhooks' names, as the apiserver labels its histogram.
+const MUTATE: &str = "pods.ocifit.io";
+const GATE: &str = "gate.ocifit.io";
+const METRIC: &str = "apiserver_admission_webhook_admission_duration_seconds";
+
+/// One webhook's observations in the apiserver's histogram: count, sum and the count at or
+/// under 25 ms (a bucket bound of the apiserver's histogram).
+#[derive(Clone, Copy, Debug, Default)]
+struct Observed {
+    count: f64,
+    sum: f64,
+    within_25ms: f64,
+}
+
+impl std::ops::Sub for Observed {
+    type Output = Observed;
+    fn sub(self, before: Observed) -> Observed {
+        Observed {
+            count: self.count - before.count,
+            sum: self.sum - before.sum,
+            within_25ms: self.within_25ms - before.within_25ms,
+        }
+    }
+}
+
+/// The histogram of every webhook (by configuration-level webhook name), from the apiserver's
+/// `/metrics`.
+async fn webhook_durations(client: &Client) -> BTreeMap<String, Observed> {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("a request");
+    let text = client
+        .request_text(request)
+        .await
+        .expect("the apiserver's metrics");
+    let mut by_name: BTreeMap<String, Observed> = BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with(METRIC)) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.parse::<f64>() else {
+            continue;
+        };
+        let Some(name) = label(series, "name") else {
+            continue;
+        };
+        let observed = by_name.entry(name.to_owned()).or_default();
+        if series.starts_with(&format!("{METRIC}_count")) {
+            observed.count += value;
+        } else if series.starts_with(&format!("{METRIC}_sum")) {
+            observed.sum += value;
+        } else if label(series, "le") == Some("0.025") {
+            observed.within_25ms += value;
+        }
+    }
+    by_name
+}
+
+/// The value of label `key` in a series `name{k="v",…}`.
+fn label<'s>(series: &'s str, key: &str) -> Option<&'s str> {
+    let needle = format!("{key}=\"");
+    let start = series.find(&needle)? + needle.len();
+    let end = series[start..].find('"')?;
+    Some(&series[start..start + end])
+}
+
+#[tokio::test]
+async fn back_to_back_pod_creations_wait_no_delayed_ack_in_either_webhook() {
+    let env = Env::start_with(Cluster::builder().with_all_controllers()).await;
+    let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
+    let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
+    let address = free_address();
+    let controller = certificate
+        .serve(&env, "webhook-latency", &address, &[])
+        .await;
+    env.create_policy(&env.flavor_policy("flavors")).await;
+    env.wait_ready("flavors").await;
+    create_policy(&env.client, "everything", json!({})).await;
+
+    let mutate = PodWebhook::new(
+        "ocifit-latency-mutate",
+        &format!("https://{address}/mutate"),
+        certificate.ca.cert_pem(),
+    )
+    .match_label(ocifit::api::pod::ENABLED_LABEL, "true")
+    .in_namespace(NAMESPACE);
+    let probe = TestPod::named("probe")
+        .opted_in()
+        .node_selector(FLAVOR, "vanilla")
+        .build();
+    activate(
+        &env,
+        &mutate.to_configuration(),
+        NAMESPACE,
+        &probe,
+        &by_flavor["vanilla"],
+    )
+    .await;
+    let gate = PodWebhook::new(
+        "ocifit-latency-gate",
+        &format!("https://{address}/placement"),
+        certificate.ca.cert_pem(),
+    )
+    .in_namespace(NAMESPACE);
+    // Both configurations name their webhook `pods.ocifit.io`, and the apiserver's histogram is
+    // by webhook name: the gate's gets a name of its own.
+    let mut gate = gate.to_configuration();
+    if let Some(webhook) = gate.webhooks.as_mut().and_then(|w| w.first_mut()) {
+        webhook.name = GATE.to_owned();
+    }
+    Api::<MutatingWebhookConfiguration>::all(env.client.clone())
+        .create(&PostParams::default(), &gate)
+        .await
+        .expect("the gate's configuration");
+
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NAMESPACE);
+    let create = async |name: String| {
+        let pod = TestPod::named(&name)
+            .opted_in()
+            .node_selector(FLAVOR, "vanilla")
+            .build();
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("the pod admitted")
+    };
+    // Until the gate's configuration is in the apiserver's view, pods pass it by.
+    let mut warm_up = 0;
+    while gates(&create(format!("warm-{warm_up}")).await) != [SCHEDULING_GATE] {
+        warm_up += 1;
+        assert!(warm_up < 300, "the gate never became active");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    let before = webhook_durations(&env.client).await;
+    for i in 0..PODS {
+        let created = create(format!("pod-{i}")).await;
+        assert_eq!(gates(&created), [SCHEDULING_GATE], "pod-{i} gated");
+        assert_eq!(
+            created.spec.as_ref().expect("a spec").containers[0]
+                .image
+                .as_deref(),
+            Some(by_flavor["vanilla"].as_str()),
+            "pod-{i} given its class's image"
+        );
+    }
+    let after = webhook_durations(&env.client).await;
+
+    for webhook in [MUTATE, GATE] {
+        let observed = after.get(webhook).copied().unwrap_or_default()
+            - before.get(webhook).copied().unwrap_or_default();
+        let mean = observed.sum / observed.count;
+        println!(
+            "LATENCY {webhook}: {} calls, mean {:.2} ms, {} of them within 25 ms (apiserver's histogram)",
+            observed.count,
+            mean * 1000.0,
+            observed.within_25ms
+        );
+        assert!(
+            observed.count >= PODS as f64,
+            "{webhook}: the apiserver measured {} calls for {PODS} pods",
+            observed.count
+        );
+        assert!(
+            mean < MEAN_LIMIT_SECONDS,
+            "{webhook}: each call took {:.1} ms on average as the apiserver measured it \
+             ({} calls, {} within 25 ms)",
+            mean * 1000.0,
+            observed.count,
+            observed.within_25ms
+        );
+    }
+    assert!(controller.stop().await.success());
+}

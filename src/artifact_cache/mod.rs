@@ -157,7 +157,9 @@ where
         + Sync
         + 'static,
 {
-    let config = watcher::Config::default().labels(controller::OWNED);
+    let config = watcher::Config::default()
+        .labels(controller::OWNED)
+        .page_size(crate::cluster::watches::UNTRUSTED_LIST_PAGE);
     reflect(
         owned::controlled_only(
             watcher(Api::<K>::all(cluster.client.clone()), config)

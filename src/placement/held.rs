@@ -22,12 +22,6 @@ pub const OWN_ANNOTATIONS: &str = "placement.ocifit.io/";
 /// The kubelet's annotation on mirror pods (placement never selects them).
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
-/// Pods per page of the watch's (re)list. A page is held whole, untrimmed, while it is read and
-/// decoded (about four times its size at the peak, measured: 50 pods of 512 KiB `args` took a
-/// starting replica to 160 MiB), so 20 pods of the largest object the apiserver stores (1.5 MiB)
-/// stay well under the chart's 256 MiB limit; kube's default of 500 would not.
-pub const LIST_PAGE: u32 = 20;
-
 /// Keeps of `pod` only what placement reads (see the module's summary).
 pub fn trim(pod: &mut Pod) {
     let Pod { metadata, spec, .. } = std::mem::take(pod);

@@ -44,6 +44,7 @@ use crate::api::placement::pod::POLICY_LABEL;
 use crate::api::{PlacementPolicy, REPORTING_CONTROLLER};
 use crate::cluster::events::EventReporter;
 use crate::cluster::reflected::{Change, Reflected, reflect};
+use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
 use crate::cluster::{ClusterView, Shutdown, Tasks, until};
 use crate::registry::{DockerConfig, Inspector, InspectorOptions};
 use crate::telemetry::Metrics;
@@ -131,7 +132,7 @@ pub fn run(parts: Parts) -> Running {
             Api::<Pod>::all(client.clone()),
             watcher::Config::default()
                 .labels(POLICY_LABEL)
-                .page_size(held::LIST_PAGE),
+                .page_size(UNTRUSTED_LIST_PAGE),
         )
         .default_backoff()
         .modify(held::trim),

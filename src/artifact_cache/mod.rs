@@ -20,6 +20,7 @@ mod handoff;
 mod install;
 mod launcher;
 mod layout;
+pub mod owned;
 pub mod planner;
 mod pull;
 mod push;
@@ -141,8 +142,8 @@ pub fn run(parts: Parts) -> Running {
     }
 }
 
-/// One kind the caches own, watched by the owned objects' labels and reflected (small: only the
-/// caches' own objects, without their managed fields).
+/// One kind the caches own, watched by the owned objects' labels and reflected: only the objects
+/// a cache controls, trimmed ([`owned`]).
 fn owned<K>(
     cluster: &ClusterView,
     what: &'static str,
@@ -156,11 +157,14 @@ where
         + Sync
         + 'static,
 {
-    let config = watcher::Config::default().labels(controller::OWNED);
+    let config = watcher::Config::default()
+        .labels(controller::OWNED)
+        .page_size(crate::cluster::watches::UNTRUSTED_LIST_PAGE);
     reflect(
-        watcher(Api::<K>::all(cluster.client.clone()), config)
-            .backoff(crate::cluster::watches::backoff())
-            .modify(|object| object.meta_mut().managed_fields = None),
+        owned::controlled_only(
+            watcher(Api::<K>::all(cluster.client.clone()), config)
+                .backoff(crate::cluster::watches::backoff()),
+        ),
         what,
     )
 }

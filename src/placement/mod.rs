@@ -6,7 +6,8 @@
 //! holds it with a reason; repeated inspection failures follow the policy's bound ([`failure`]).
 //! [`policy`] reads a stored policy once, [`credentials`] turns pull Secrets into registry
 //! credentials, [`pull_policy`] says how fresh a tag must be, [`status`] counts a policy's pods.
-//! [`taints`] says which taints node tainting wants on a node. [`controller`] and [`admission`]
+//! [`taints`] says which taints node tainting wants on a node. [`held`] says what the watch keeps
+//! of a labelled pod and how a decision is written back. [`controller`] and [`admission`]
 //! are the thin adapters; [`way_out`] releases every gate by
 //! hand; [`run`] starts it all over the cluster view. Imports no other feature.
 //!
@@ -17,6 +18,7 @@ pub mod controller;
 pub mod credentials;
 pub mod failure;
 pub mod gate;
+pub mod held;
 pub mod platforms;
 pub mod policy;
 pub mod pull_policy;
@@ -42,6 +44,7 @@ use crate::api::placement::pod::POLICY_LABEL;
 use crate::api::{PlacementPolicy, REPORTING_CONTROLLER};
 use crate::cluster::events::EventReporter;
 use crate::cluster::reflected::{Change, Reflected, reflect};
+use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
 use crate::cluster::{ClusterView, Shutdown, Tasks, until};
 use crate::registry::{DockerConfig, Inspector, InspectorOptions};
 use crate::telemetry::Metrics;
@@ -122,14 +125,17 @@ pub fn run(parts: Parts) -> Running {
         .modify(|policy| policy.metadata.managed_fields = None),
         "placementpolicies",
     );
-    // Only the pods ocifit gated: the store never holds the rest of the cluster's pods.
+    // Only the pods carrying the tracking label (the store never holds the rest of the
+    // cluster's), and of those only what placement reads: anyone can set the label.
     let (pods, pod_watch) = reflect(
         watcher(
             Api::<Pod>::all(client.clone()),
-            watcher::Config::default().labels(POLICY_LABEL),
+            watcher::Config::default()
+                .labels(POLICY_LABEL)
+                .page_size(UNTRUSTED_LIST_PAGE),
         )
         .default_backoff()
-        .modify(|pod| pod.metadata.managed_fields = None),
+        .modify(held::trim),
         "placement pods",
     );
     let mut tasks: Tasks = vec![

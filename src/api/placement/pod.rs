@@ -6,7 +6,8 @@
 pub const SCHEDULING_GATE: &str = "placement.ocifit.io/platforms";
 
 /// Label admission adds beside the gate, valued with the name of the policy that selected the
-/// pod. The controller watches pods by it; it stays after release, as a record.
+/// pod. The controller watches pods by it; it stays after release, as a record (each replica then
+/// holds only the pod's name and this label: see `placement::held`).
 pub const POLICY_LABEL: &str = "placement.ocifit.io/policy";
 
 /// Label a pod (or its template) carries to opt out, with the value [`OPT_OUT_VALUE`].

@@ -1,6 +1,7 @@
 //! One gated pod, reconciled (leader only): its policy from the store (gone or unusable: the pod
 //! is released without a constraint, never forgotten), its images inspected, the release plan
-//! written in one update of the pod, and the plan's Events published on the pod and on its
+//! written in one merge patch of what it changed (conditional on the version it was planned
+//! from: the store holds trimmed pods), and the plan's Events published on the pod and on its
 //! owner. A pod without ocifit's gate is left alone.
 
 use std::collections::BTreeSet;
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 
@@ -17,6 +18,7 @@ use super::context::Context;
 use super::gather::{inspections, pull_secrets};
 use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
 use crate::cluster::events::Notice;
+use crate::placement::held::release_patch;
 use crate::placement::policy::Policy;
 use crate::placement::release::{self, Note, Plan};
 
@@ -34,6 +36,14 @@ pub enum Error {
         name: String,
         #[source]
         source: kube::Error,
+    },
+    /// The update could not be written as a patch.
+    #[error("failed to encode the update of pod {namespace}/{name}")]
+    EncodePatch {
+        namespace: String,
+        name: String,
+        #[source]
+        source: serde_json::Error,
     },
 }
 
@@ -58,13 +68,23 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         Err(why) => release::without_policy(&pod, &why),
         Ok(policy) => plan_release(&ctx, &pod, &policy).await,
     };
-    if plan.pod != *pod {
+    // The stored pod is trimmed (see `held`): only what the plan changed is sent.
+    let patch = release_patch(&pod, &plan.pod).map_err(|source| Error::EncodePatch {
+        namespace: pod.namespace().unwrap_or_default(),
+        name: pod.name_any(),
+        source,
+    })?;
+    if let Some(patch) = patch {
         let api: Api<Pod> = Api::namespaced(
             ctx.cluster.client.clone(),
             pod.namespace().as_deref().unwrap_or("default"),
         );
         match api
-            .replace(&pod.name_any(), &PostParams::default(), &plan.pod)
+            .patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
         {
             Ok(_) => {}

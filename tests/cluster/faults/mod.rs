@@ -5,11 +5,14 @@
 //! loopback (every answer within the deadline, resident memory under the chart's limit, the
 //! next well-formed request answered normally); the host's own denials passed on to the user;
 //! two replicas behind one Service, one stopped
-//! (no admission fails) and one killed (the failures bounded, the Lease taken over).
+//! (no admission fails) and one killed (the failures bounded, the Lease taken over); a flood of
+//! 1,000 pods carrying placement's tracking label with 512 KiB of `args` each (every replica,
+//! watching or starting, under the chart's memory limit).
 
 mod apiserver_restart;
 mod host_denials;
 mod hostile;
+mod memory_flood;
 mod registry_down;
 mod two_replicas;
 
@@ -103,17 +106,22 @@ impl Served {
 
     /// The process's (current, peak) resident memory in KiB.
     pub fn rss_kib(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.controller.pid()))
-            .expect("the process status");
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-                .unwrap_or(0)
-        };
-        (field("VmRSS:"), field("VmHWM:"))
+        rss_kib(self.controller.pid())
     }
+}
+
+/// Process `pid`'s (current, peak) resident memory in KiB.
+pub fn rss_kib(pid: u32) -> (u64, u64) {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the process status");
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// Adds a second strawberry node and waits (30 s at most) until the flavor policy's status

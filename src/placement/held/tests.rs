@@ -1,0 +1,243 @@
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::api::placement::pod::{
+    ATTEMPTS_ANNOTATION, DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION,
+    PLATFORMS_ANNOTATION,
+};
+use crate::placement::fixtures::{platforms, policy};
+use crate::placement::release::{self, Inspected, Inspection};
+
+/// A pod as the apiserver sends it: gated (or not), with what a pod author may pile on.
+fn live(gated: bool) -> Pod {
+    let gates = if gated {
+        json!([{"name": "example.com/quota"}, {"name": SCHEDULING_GATE}])
+    } else {
+        json!([{"name": "example.com/quota"}])
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web-1",
+            "namespace": "shop",
+            "uid": "u-1",
+            "resourceVersion": "41",
+            "creationTimestamp": "2026-11-25T19:00:00Z",
+            "labels": {POLICY_LABEL: "arm", "app": "web"},
+            "annotations": {
+                OUTCOME_ANNOTATION: "Held",
+                "kubectl.kubernetes.io/last-applied-configuration": "x".repeat(4096),
+            },
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                "uid": "rs-1", "controller": true}],
+            "managedFields": [{"manager": "kubectl", "operation": "Update"}],
+            "finalizers": ["example.com/keep"],
+        },
+        "spec": {
+            "initContainers": [{"name": "init", "image": "registry.example.com/init:v1",
+                "command": ["sh", "-c"], "args": ["y".repeat(4096)]}],
+            "containers": [{"name": "web", "image": "registry.example.com/web:v1",
+                "imagePullPolicy": "Always", "args": ["x".repeat(8192)],
+                "env": [{"name": "SECRET", "value": "s3cr3t"}],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                "resources": {"limits": {"memory": "1Gi"}}}],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "imagePullSecrets": [{"name": "regcred"}],
+            "serviceAccountName": "web",
+            "nodeSelector": {"disk": "ssd"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+            "tolerations": [{"key": "pool", "operator": "Exists"}],
+            "os": {"name": "linux"},
+            "schedulingGates": gates,
+            "hostname": "web",
+            "priority": 7,
+        },
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]},
+    }))
+    .unwrap()
+}
+
+fn trimmed(pod: &Pod) -> Pod {
+    let mut pod = pod.clone();
+    trim(&mut pod);
+    pod
+}
+
+#[test]
+fn a_gated_pod_keeps_what_placement_reads_and_nothing_a_pod_author_piles_on() {
+    let held = serde_json::to_value(trimmed(&live(true))).unwrap();
+    assert_eq!(
+        held,
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "web-1",
+                "namespace": "shop",
+                "uid": "u-1",
+                "resourceVersion": "41",
+                "creationTimestamp": "2026-11-25T19:00:00Z",
+                "labels": {POLICY_LABEL: "arm", "app": "web"},
+                "annotations": {OUTCOME_ANNOTATION: "Held"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "web", "uid": "rs-1", "controller": true}],
+            },
+            "spec": {
+                "initContainers": [{"name": "init", "image": "registry.example.com/init:v1"}],
+                "containers": [{"name": "web", "image": "registry.example.com/web:v1",
+                    "imagePullPolicy": "Always"}],
+                "imagePullSecrets": [{"name": "regcred"}],
+                "serviceAccountName": "web",
+                "nodeSelector": {"disk": "ssd"},
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                    {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+                "tolerations": [{"key": "pool", "operator": "Exists"}],
+                "os": {"name": "linux"},
+                "schedulingGates": [{"name": "example.com/quota"}, {"name": SCHEDULING_GATE}],
+            },
+        })
+    );
+}
+
+#[test]
+fn a_pod_without_ocifits_gate_keeps_its_name_and_the_policy_it_counts_for() {
+    let held = serde_json::to_value(trimmed(&live(false))).unwrap();
+    assert_eq!(
+        held,
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "web-1",
+                "namespace": "shop",
+                "uid": "u-1",
+                "resourceVersion": "41",
+                "creationTimestamp": "2026-11-25T19:00:00Z",
+                "labels": {POLICY_LABEL: "arm"},
+            },
+        })
+    );
+    let counted = crate::placement::status::counts([&trimmed(&live(false))]);
+    assert_eq!(counted["arm"].released, 1, "still counted as released");
+}
+
+#[test]
+fn every_annotation_placement_reads_or_writes_is_kept() {
+    for key in [
+        OUTCOME_ANNOTATION,
+        PLATFORMS_ANNOTATION,
+        DIGESTS_ANNOTATION,
+        MESSAGE_ANNOTATION,
+        ATTEMPTS_ANNOTATION,
+    ] {
+        assert!(key.starts_with(OWN_ANNOTATIONS), "{key}");
+    }
+}
+
+fn inspected(container: &str, texts: &[&str]) -> Inspection {
+    Inspection {
+        container: container.into(),
+        image: format!("registry.example.com/{container}:v1"),
+        result: Ok(Inspected {
+            digest: format!("sha256:{container}"),
+            platforms: platforms(texts),
+        }),
+    }
+}
+
+fn plan_for(pod: &Pod) -> release::Plan {
+    let policy = policy(
+        "arm",
+        json!({"architectures": [{"name": "arm64", "weight": 50,
+            "tolerations": [{"key": "arm", "operator": "Exists"}]}]}),
+    );
+    release::plan(
+        pod,
+        &[
+            inspected("init", &["linux/amd64", "linux/arm64"]),
+            inspected("web", &["linux/arm64"]),
+        ],
+        release::Context {
+            policy: &policy,
+            tainted: &BTreeSet::from(["arm64".to_owned()]),
+            since_creation: Duration::from_secs(3),
+        },
+    )
+}
+
+#[test]
+fn a_release_planned_on_the_trimmed_pod_patches_the_live_pod_as_a_plan_on_the_whole_pod_would() {
+    let whole = live(true);
+    let held = trimmed(&whole);
+    let plan = plan_for(&held);
+    assert_eq!(plan.outcome, plan_for(&whole).outcome);
+    let patch = release_patch(&held, &plan.pod)
+        .unwrap()
+        .expect("a release changes the pod");
+
+    let mut patched = serde_json::to_value(&whole).unwrap();
+    json_patch::merge(&mut patched, &patch);
+    let expected = serde_json::to_value(plan_for(&whole).pod).unwrap();
+    assert_eq!(patched, expected);
+    // What the pod's author wrote is still there, read back from the patched pod.
+    let patched: Pod = serde_json::from_value(patched).unwrap();
+    assert_eq!(patched.spec, {
+        let mut spec = whole.spec.clone().unwrap();
+        let planned = plan_for(&whole).pod.spec.unwrap();
+        spec.scheduling_gates = planned.scheduling_gates;
+        spec.affinity = planned.affinity;
+        spec.tolerations = planned.tolerations;
+        Some(spec)
+    });
+    assert_eq!(
+        patched.metadata.annotations.unwrap()["kubectl.kubernetes.io/last-applied-configuration"],
+        "x".repeat(4096)
+    );
+}
+
+#[test]
+fn the_patch_holds_only_what_the_plan_changed_and_the_version_it_was_planned_from() {
+    let held = trimmed(&live(true));
+    let patch = release_patch(&held, &plan_for(&held).pod).unwrap().unwrap();
+    let keys = |value: &Value| -> Vec<String> {
+        value
+            .as_object()
+            .map(|object| object.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(keys(&patch), ["metadata", "spec"]);
+    assert_eq!(keys(&patch["metadata"]), ["annotations", "resourceVersion"]);
+    assert_eq!(patch["metadata"]["resourceVersion"], "41");
+    assert_eq!(
+        keys(&patch["spec"]),
+        ["affinity", "schedulingGates", "tolerations"]
+    );
+    assert_eq!(
+        patch["spec"]["schedulingGates"],
+        json!([{"name": "example.com/quota"}])
+    );
+    assert_eq!(
+        release_patch(&held, &held).unwrap(),
+        None,
+        "no change, no write"
+    );
+}
+
+#[test]
+fn a_member_the_plan_removed_is_sent_as_null() {
+    let before =
+        json!({"spec": {"schedulingGates": [{"name": SCHEDULING_GATE}], "os": {"name": "linux"}}});
+    let after = json!({"spec": {"os": {"name": "linux"}}});
+    assert_eq!(
+        merge_diff(&before, &after),
+        Some(json!({"spec": {"schedulingGates": null}}))
+    );
+}

@@ -6,7 +6,8 @@
 //! holds it with a reason; repeated inspection failures follow the policy's bound ([`failure`]).
 //! [`policy`] reads a stored policy once, [`credentials`] turns pull Secrets into registry
 //! credentials, [`pull_policy`] says how fresh a tag must be, [`status`] counts a policy's pods.
-//! [`taints`] says which taints node tainting wants on a node. [`controller`] and [`admission`]
+//! [`taints`] says which taints node tainting wants on a node; [`retries`] keeps a failed
+//! inspection's backoff against the controller's own writes. [`controller`] and [`admission`]
 //! are the thin adapters; [`way_out`] releases every gate by
 //! hand; [`run`] starts it all over the cluster view. Imports no other feature.
 //!
@@ -21,6 +22,7 @@ pub mod platforms;
 pub mod policy;
 pub mod pull_policy;
 pub mod release;
+pub mod retries;
 pub mod select;
 pub mod status;
 pub mod taints;
@@ -184,7 +186,7 @@ pub fn run(parts: Parts) -> Running {
             GatePods {
                 policies: usable,
                 namespaces: store.store(),
-                own_namespace,
+                own_namespace: own_namespace.clone(),
             },
         )
     });
@@ -195,6 +197,9 @@ pub fn run(parts: Parts) -> Running {
         own_credentials,
         reporter: EventReporter::new(client, REPORTING_CONTROLLER, identity, Arc::clone(&metrics)),
         metrics,
+        own_namespace,
+        retries: Default::default(),
+        slots: controller::slots::NamespaceSlots::new(controller::PER_NAMESPACE),
     };
     tasks.push((
         "placement controller",

@@ -117,6 +117,18 @@ pub enum Error {
         #[source]
         source: Option<Arc<reqwest::Error>>,
     },
+    /// A lookup did not end within its deadline: waiting for a slot (`waiting_for_slot`), or for
+    /// the registry's answers. Counted as a transport failure.
+    #[error(
+        "{} within the lookup deadline of {}s: {target}",
+        if *waiting_for_slot { "no inspection slot was free" } else { "no answer" },
+        deadline.as_secs()
+    )]
+    Deadline {
+        target: Target,
+        deadline: Duration,
+        waiting_for_slot: bool,
+    },
     /// The client refused to reach a host: one not in the allowed registries, or a token realm or
     /// redirect that would leave them or downgrade to plain HTTP. Nothing was sent to `host`.
     #[error("refused to reach {} for {target}: {why}", clip(host))]
@@ -146,7 +158,7 @@ impl Error {
             Error::Unauthorized { .. } => ErrorKind::Unauthorized,
             Error::RateLimited { .. } => ErrorKind::RateLimited,
             Error::InvalidContent { .. } => ErrorKind::InvalidContent,
-            Error::Transport { .. } => ErrorKind::Transport,
+            Error::Transport { .. } | Error::Deadline { .. } => ErrorKind::Transport,
             Error::Config(_) => ErrorKind::Config,
             Error::NotAllowed { .. } => ErrorKind::NotAllowed,
         }
@@ -160,6 +172,7 @@ impl Error {
             | Error::RateLimited { target: t, .. }
             | Error::InvalidContent { target: t, .. }
             | Error::Transport { target: t, .. }
+            | Error::Deadline { target: t, .. }
             | Error::NotAllowed { target: t, .. } => *t = target.clone(),
             Error::InvalidReference { .. } | Error::Config(_) => {}
         }

@@ -7,10 +7,16 @@
 //!   with credentials it lacks), and trusted for as long as each lookup allows: long for
 //!   `IfNotPresent` containers, not at all for `Always`.
 //! - Concurrent lookups of one tag or digest share one request; at most `max_concurrent` requests
-//!   run at once; a registry that fails as a whole is left alone for a growing delay.
+//!   run at once, and at most `max_per_namespace` for the pods of one namespace, so one tenant's
+//!   stalled registry cannot take every slot; a registry that fails as a whole is left alone for
+//!   a growing delay.
+//! - A lookup (its tag, every index entry, every retry, and the wait for a slot) ends within
+//!   `lookup_deadline`: a registry that accepts connections and never answers holds a slot for
+//!   that long at most, and the pod's failed attempt counts toward its policy's bound.
 //! - Credentials are tried in the caller's order, the next after a refusal, as the kubelet does;
 //!   anonymous when there are none.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -42,6 +48,10 @@ pub struct InspectorOptions {
     pub tag_ttl_cap: Duration,
     /// Most registry lookups in flight at once.
     pub max_concurrent: usize,
+    /// Most registry lookups in flight at once for the pods of one namespace.
+    pub max_per_namespace: usize,
+    /// Longest one lookup may take, waiting for a slot included.
+    pub lookup_deadline: Duration,
     /// How long a failing registry is left alone.
     pub backoff: BackoffPolicy,
 }
@@ -54,6 +64,8 @@ impl Default for InspectorOptions {
             tags_capacity: 10_000,
             tag_ttl_cap: Duration::from_secs(7 * 24 * 3600),
             max_concurrent: 8,
+            max_per_namespace: 4,
+            lookup_deadline: Duration::from_secs(30),
             backoff: BackoffPolicy::default(),
         }
     }
@@ -68,6 +80,8 @@ pub struct Lookup<'a> {
     pub max_tag_age: Duration,
     /// Credentials to try, in order; anonymous when empty.
     pub credentials: &'a [Credentials],
+    /// Whose lookup it is (the pod's namespace), for the slots per namespace.
+    pub namespace: &'a str,
 }
 
 /// What an image runs on.
@@ -131,6 +145,9 @@ struct Shared {
     tags: Coalescing<Resolved>,
     platforms: Coalescing<Arc<Vec<Platform>>>,
     limit: Semaphore,
+    per_namespace: usize,
+    namespaces: Mutex<HashMap<String, Arc<Semaphore>>>,
+    deadline: Duration,
     backoffs: Mutex<Backoffs>,
     counters: Counters,
 }
@@ -182,6 +199,9 @@ impl Inspector {
                         .build(),
                 ),
                 limit: Semaphore::new(options.max_concurrent.max(1)),
+                per_namespace: options.max_per_namespace.max(1),
+                namespaces: Mutex::default(),
+                deadline: options.lookup_deadline,
                 backoffs: Mutex::new(Backoffs::new(options.backoff)),
                 counters: Counters::default(),
             }),
@@ -203,15 +223,16 @@ impl Inspector {
 
     /// The digest `lookup.image` names now and the platforms it runs on.
     pub async fn inspect(&self, lookup: Lookup<'_>) -> Result<ImageFacts, InspectError> {
+        let deadline = Instant::now() + self.shared.deadline;
         let digest = match lookup.image.digest() {
             Some(digest) => digest.to_owned(),
-            None => self.resolve(lookup).await?,
+            None => self.resolve(lookup, deadline).await?,
         };
-        let platforms = self.platforms(lookup, &digest).await?;
+        let platforms = self.platforms(lookup, &digest, deadline).await?;
         Ok(ImageFacts { digest, platforms })
     }
 
-    async fn resolve(&self, lookup: Lookup<'_>) -> Result<String, InspectError> {
+    async fn resolve(&self, lookup: Lookup<'_>, deadline: Instant) -> Result<String, InspectError> {
         let image = lookup.image;
         let key: Key = (
             scope(lookup.credentials),
@@ -232,11 +253,15 @@ impl Inspector {
             let this = self.clone();
             let image = image.clone();
             let credentials = lookup.credentials.to_vec();
+            let namespace = lookup.namespace.to_owned();
             async move {
                 let digest = this
-                    .with_credentials(&image, &credentials, |client, image| async move {
-                        client.resolve_digest(&image).await
-                    })
+                    .with_credentials(
+                        &image,
+                        &credentials,
+                        (&namespace, deadline),
+                        |client, image| async move { client.resolve_digest(&image).await },
+                    )
                     .await?;
                 Ok(Resolved {
                     digest,
@@ -261,6 +286,7 @@ impl Inspector {
         &self,
         lookup: Lookup<'_>,
         digest: &str,
+        deadline: Instant,
     ) -> Result<Arc<Vec<Platform>>, InspectError> {
         let pinned = reference::at_digest(lookup.image, digest);
         // Content by digest is the same whoever reads it: one entry for every set of credentials.
@@ -280,11 +306,15 @@ impl Inspector {
             let this = self.clone();
             let pinned = pinned.clone();
             let credentials = lookup.credentials.to_vec();
+            let namespace = lookup.namespace.to_owned();
             async move {
                 let found = this
-                    .with_credentials(&pinned, &credentials, |client, image| async move {
-                        client.image_platforms(&image).await
-                    })
+                    .with_credentials(
+                        &pinned,
+                        &credentials,
+                        (&namespace, deadline),
+                        |client, image| async move { client.image_platforms(&image).await },
+                    )
                     .await?;
                 Ok(Arc::new(found.platforms))
             }
@@ -322,40 +352,79 @@ impl Inspector {
     }
 
     /// Runs `call` with each candidate's client in turn (anonymous when there is none) until one
-    /// is not refused, within the concurrency limit, and records the outcome for the registry's
-    /// backoff.
+    /// is not refused, within a slot of the namespace and one of the inspector and before the
+    /// lookup's deadline, and records the registry's own outcome for its backoff (a lookup that
+    /// never got a slot says nothing about the registry).
     async fn with_credentials<T, F, Fut>(
         &self,
         image: &Reference,
         credentials: &[Credentials],
+        (namespace, deadline): (&str, Instant),
         call: F,
     ) -> Result<T, Error>
     where
         F: Fn(Registry, Reference) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        // A closed semaphore is never closed here; without a permit the call still runs.
-        let _permit = self.shared.limit.acquire().await.ok();
+        let deadline = tokio::time::Instant::from_std(deadline);
+        let slots = async {
+            // A semaphore here is never closed; without a permit the call would still run.
+            let own = self.namespace_slots(namespace).acquire_owned().await.ok();
+            let shared = self.shared.limit.acquire().await.ok();
+            (own, shared)
+        };
+        let Ok(_permits) = tokio::time::timeout_at(deadline, slots).await else {
+            return Err(Error::Deadline {
+                target: reference::target(image),
+                deadline: self.shared.deadline,
+                waiting_for_slot: true,
+            });
+        };
         let candidates: Vec<Option<&Credentials>> = if credentials.is_empty() {
             vec![None]
         } else {
             credentials.iter().map(Some).collect()
         };
-        let mut result = Err(Error::NotFound {
-            target: reference::target(image),
-            what: "credentials",
-        });
-        for candidate in candidates {
-            let client = self.client(image.registry(), candidate).await?;
-            result = call(client, image.clone()).await;
-            match &result {
-                Err(err) if err.kind() == ErrorKind::Unauthorized => continue,
-                _ => break,
+        let calls = async {
+            let mut result = Err(Error::NotFound {
+                target: reference::target(image),
+                what: "credentials",
+            });
+            for candidate in candidates {
+                let client = self.client(image.registry(), candidate).await?;
+                result = call(client, image.clone()).await;
+                match &result {
+                    Err(err) if err.kind() == ErrorKind::Unauthorized => continue,
+                    _ => break,
+                }
             }
-        }
+            result
+        };
+        let result = tokio::time::timeout_at(deadline, calls)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Deadline {
+                    target: reference::target(image),
+                    deadline: self.shared.deadline,
+                    waiting_for_slot: false,
+                })
+            });
         let host = reference::api_host(image);
         lock(&self.shared.backoffs).record(host, result.as_ref().map(|_| ()), Instant::now());
         result
+    }
+
+    /// The slots of `namespace`'s lookups. Namespaces with none in flight are dropped as others
+    /// come (a held permit keeps its semaphore referenced), so the map holds the active ones.
+    fn namespace_slots(&self, namespace: &str) -> Arc<Semaphore> {
+        let mut namespaces = lock(&self.shared.namespaces);
+        if let Some(slots) = namespaces.get(namespace) {
+            return Arc::clone(slots);
+        }
+        namespaces.retain(|_, slots| Arc::strong_count(slots) > 1);
+        let slots = Arc::new(Semaphore::new(self.shared.per_namespace));
+        namespaces.insert(namespace.to_owned(), Arc::clone(&slots));
+        slots
     }
 
     async fn client(

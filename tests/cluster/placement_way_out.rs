@@ -154,7 +154,11 @@ async fn ocifit_placement_release_all_releases_every_ocifit_gate_and_nothing_els
 /// Creates `object` from JSON through `api`.
 async fn apply<K>(api: Api<K>, object: serde_json::Value)
 where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::de::DeserializeOwned
+        + k8s_openapi::serde::Serialize
+        + std::fmt::Debug,
 {
     let object: K = serde_json::from_value(object).unwrap();
     api.create(&PostParams::default(), &object).await.unwrap();

@@ -1,8 +1,9 @@
 //! What a placement reconcile reads: the cluster view, the policies as stored, the shared
-//! inspector, ocifit's own credentials, the Event reporter and metrics.
+//! inspector, ocifit's own credentials, the Event reporter and metrics, and the schedule of the
+//! next inspection of each pod that failed one.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -10,6 +11,8 @@ use crate::api::PlacementPolicy;
 use crate::cluster::ClusterView;
 use crate::cluster::events::EventReporter;
 use crate::placement::policy::Policy;
+use crate::placement::retries::Retries;
+use super::slots::NamespaceSlots;
 use crate::registry::{DockerConfig, Inspector};
 use crate::telemetry::Metrics;
 
@@ -27,6 +30,12 @@ pub struct Context {
     pub reporter: EventReporter,
     /// Metrics to count into.
     pub metrics: Arc<Metrics>,
+    /// ocifit's own namespace (its pods are never placed).
+    pub own_namespace: String,
+    /// When each pod that failed an inspection is looked at again.
+    pub retries: Mutex<Retries>,
+    /// Reconciles in flight per namespace.
+    pub slots: NamespaceSlots,
 }
 
 impl Context {
@@ -38,6 +47,12 @@ impl Context {
             .ok_or_else(|| format!("placement policy {name} no longer exists"))?;
         Policy::compile(&stored)
             .map_err(|err| format!("placement policy {name} cannot be used: {err}"))
+    }
+
+    /// The retry schedule.
+    pub fn retries(&self) -> MutexGuard<'_, Retries> {
+        // Every update is one insert or remove: the map stays consistent after a panic.
+        self.retries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The architectures whose nodes ocifit taints (every policy's node tainting together).

@@ -5,11 +5,16 @@
 //! loopback (every answer within the deadline, resident memory under the chart's limit, the
 //! next well-formed request answered normally); the host's own denials passed on to the user;
 //! two replicas behind one Service, one stopped
-//! (no admission fails) and one killed (the failures bounded, the Lease taken over).
+//! (no admission fails) and one killed (the failures bounded, the Lease taken over); placement
+//! between tenants (a pod naming a foreign policy released untouched, a stalling registry of one
+//! namespace not holding back another's pods) and a missing image inspected only as often as
+//! docs/placement.md says.
 
 mod apiserver_restart;
 mod host_denials;
 mod hostile;
+mod placement_retries;
+mod placement_tenants;
 mod registry_down;
 mod two_replicas;
 

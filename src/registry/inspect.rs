@@ -112,6 +112,56 @@ pub enum InspectError {
     },
 }
 
+impl InspectError {
+    /// What went wrong, in words safe to show whoever reads the pod's Events and annotations:
+    /// the kind of failure, never the registry's own text, an address it redirected to or
+    /// resolved to, or a response body (ocifit's log has the whole error).
+    pub fn summary(&self) -> String {
+        let error = match self {
+            InspectError::BackingOff { retry_in, .. } => {
+                return format!(
+                    "not asked: its registry failed recently (next try in {}s)",
+                    retry_in.as_secs().max(1)
+                );
+            }
+            InspectError::Registry(error) => error,
+        };
+        match error {
+            // The pod's own text, clipped.
+            Error::InvalidReference { .. } => error.to_string(),
+            Error::NotFound { what, .. } => format!("{what} not found"),
+            Error::Unauthorized { .. } => {
+                "unauthorized: the registry refused the pod's pull credentials (or anonymous access)"
+                    .to_owned()
+            }
+            Error::RateLimited { .. } => "rate limited by the registry".to_owned(),
+            Error::InvalidContent { .. } => {
+                "the registry's answer is not a valid image manifest or index".to_owned()
+            }
+            Error::Transport { .. } => {
+                "the registry could not be reached, failed, or did not answer in time".to_owned()
+            }
+            Error::Deadline {
+                deadline,
+                waiting_for_slot,
+                ..
+            } => format!(
+                "{} within the lookup deadline of {}s",
+                if *waiting_for_slot {
+                    "no inspection slot was free"
+                } else {
+                    "no answer"
+                },
+                deadline.as_secs()
+            ),
+            Error::NotAllowed { why, .. } => format!("refused: {why}"),
+            Error::Config(_) => {
+                "ocifit's registry client configuration is unusable (see ocifit's log)".to_owned()
+            }
+        }
+    }
+}
+
 /// Lookups answered from memory and lookups that went to a registry.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InspectStats {
@@ -466,4 +516,74 @@ fn scope(credentials: &[Credentials]) -> u128 {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every update is one insert or remove: the map stays consistent after a panic.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{Refusal, Target};
+
+    fn target() -> Target {
+        Target {
+            registry: "registry.tenant.example".into(),
+            repository: "app".into(),
+            reference: "v1".into(),
+        }
+    }
+
+    #[test]
+    fn a_summary_names_the_kind_of_failure_and_never_what_the_registry_or_network_said() {
+        let internal = [
+            Error::Transport {
+                target: target(),
+                detail: "error sending request for url (http://10.96.0.12:5000/v2/): \
+                         connection refused"
+                    .into(),
+                source: None,
+            },
+            Error::NotAllowed {
+                target: target(),
+                host: "metadata.internal:80".into(),
+                why: Refusal::RedirectHost,
+            },
+            Error::Deadline {
+                target: target(),
+                deadline: Duration::from_secs(30),
+                waiting_for_slot: false,
+            },
+        ];
+        for error in internal {
+            let summary = InspectError::Registry(error.clone()).summary();
+            for secret in ["10.96.0.12", "metadata.internal", "connection refused"] {
+                assert!(!summary.contains(secret), "{summary:?} from {error}");
+            }
+        }
+        let cooling = InspectError::BackingOff {
+            registry: "registry.tenant.example".into(),
+            image: "registry.tenant.example/app:v1".into(),
+            retry_in: Duration::from_secs(4),
+            last_error: "error sending request for url (http://10.96.0.12:5000/v2/)".into(),
+        };
+        assert_eq!(
+            cooling.summary(),
+            "not asked: its registry failed recently (next try in 4s)"
+        );
+        assert_eq!(
+            InspectError::Registry(Error::Deadline {
+                target: target(),
+                deadline: Duration::from_secs(30),
+                waiting_for_slot: true,
+            })
+            .summary(),
+            "no inspection slot was free within the lookup deadline of 30s"
+        );
+        assert_eq!(
+            InspectError::Registry(Error::NotFound {
+                target: target(),
+                what: "tag",
+            })
+            .summary(),
+            "tag not found"
+        );
+    }
 }

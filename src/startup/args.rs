@@ -73,7 +73,8 @@ pub struct RunArgs {
     pub docker_config: Option<PathBuf>,
 
     /// Docker config (config.json or a dockerconfigjson) with ocifit's own credentials for
-    /// placement's image inspection, tried after a pod's pull Secrets and its ServiceAccount's.
+    /// placement's image inspection, tried after a pod's pull Secrets and its ServiceAccount's,
+    /// for the pods of policies with `operatorCredentials: true` only.
     #[arg(long, env = "OCIFIT_PLACEMENT_DOCKER_CONFIG", value_name = "FILE")]
     pub placement_docker_config: Option<PathBuf>,
 

@@ -16,7 +16,7 @@ use kube::core::ObjectMeta;
 use ocifit::placement::credentials::PullSecrets;
 use ocifit::placement::platforms::{ContainerImage, intersect};
 use ocifit::registry::{
-    BackoffPolicy, Credentials, DockerConfig, ErrorKind, ImageFacts, InspectError, Inspector,
+    BackoffPolicy, Credentials, ErrorKind, ImageFacts, InspectError, Inspector,
     InspectorOptions, Lookup, Platform, Reference, RegistryOptions, RetryPolicy, parse_reference,
 };
 use ocifit_testkit::Registry as TestRegistry;
@@ -299,7 +299,7 @@ async fn a_private_image_is_read_with_the_pods_pull_secret_after_a_wrong_one_is_
     ]);
     // The pod names "stale" first, its ServiceAccount names "regcred".
     let pull = PullSecrets::read(["stale", "regcred"], &secrets);
-    let credentials = pull.for_image(&reference, &DockerConfig::default());
+    let credentials = pull.for_image(&reference, None);
     assert_eq!(credentials.len(), 2);
     let facts = inspect(&inspector, &reference, LONG, &credentials)
         .await

@@ -12,7 +12,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 
 use crate::cluster::secrets::{SecretRead, Secrets};
-use crate::placement::credentials::{PullSecrets, SecretProblem};
+use crate::placement::credentials::{PullSecrets, SecretProblem, operator_credentials};
 use crate::placement::policy::Policy;
 use crate::placement::pull_policy::{Freshness, effective, freshness};
 use crate::placement::release::{Inspected, Inspection, containers};
@@ -130,7 +130,8 @@ pub async fn inspections(
                     Freshness::Pinned => std::time::Duration::MAX,
                     Freshness::MaxAge(age) => age,
                 };
-                let credentials = secrets.for_image(&reference, own);
+                let credentials =
+                    secrets.for_image(&reference, operator_credentials(policy, own));
                 inspector
                     .inspect(Lookup {
                         image: &reference,
@@ -143,7 +144,11 @@ pub async fn inspections(
                         digest: facts.digest,
                         platforms: facts.platforms.as_ref().clone(),
                     })
-                    .map_err(|err| format!("image {image}: {err}"))
+                    .map_err(|err| {
+                        // The pod's Events and annotations get the kind of failure only.
+                        tracing::info!(%image, error = %crate::telemetry::error_chain(&err), "image inspection failed");
+                        format!("image {image}: {}", err.summary())
+                    })
             }
         };
         Inspection {

@@ -71,7 +71,11 @@ impl PullSecrets {
 
     /// The credentials to try for `image`, in order, without repeats: one per Secret that has
     /// an entry for it, then `operator`'s when given. Empty: anonymous.
-    pub fn for_image(&self, image: &Reference, operator: Option<&DockerConfig>) -> Vec<Credentials> {
+    pub fn for_image(
+        &self,
+        image: &Reference,
+        operator: Option<&DockerConfig>,
+    ) -> Vec<Credentials> {
         let mut found: Vec<Credentials> = Vec::new();
         for config in self.configs.iter().chain(operator) {
             if let Some(credentials) = config.lookup(image.registry(), image.repository())
@@ -110,7 +114,10 @@ fn docker_config(name: &str, secret: Option<&Secret>) -> Result<DockerConfig, Se
 }
 
 /// ocifit's own credentials, for the pods of `policy` when it opted in; `None` otherwise.
-pub fn operator_credentials<'a>(policy: &Policy, own: &'a DockerConfig) -> Option<&'a DockerConfig> {
+pub fn operator_credentials<'a>(
+    policy: &Policy,
+    own: &'a DockerConfig,
+) -> Option<&'a DockerConfig> {
     policy.operator_credentials.then_some(own)
 }
 

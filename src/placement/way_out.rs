@@ -37,7 +37,9 @@ pub enum WayOutError {
         source: kube::Error,
     },
     /// A pod kept changing under the patch.
-    #[error("failed to remove the gate from pod {pod}: it changed under every one of {ATTEMPTS} attempts")]
+    #[error(
+        "failed to remove the gate from pod {pod}: it changed under every one of {ATTEMPTS} attempts"
+    )]
     KeptChanging { pod: String },
 }
 

@@ -16,8 +16,8 @@ use kube::core::ObjectMeta;
 use ocifit::placement::credentials::PullSecrets;
 use ocifit::placement::platforms::{ContainerImage, intersect};
 use ocifit::registry::{
-    BackoffPolicy, Credentials, ErrorKind, ImageFacts, InspectError, Inspector,
-    InspectorOptions, Lookup, Platform, Reference, RegistryOptions, RetryPolicy, parse_reference,
+    BackoffPolicy, Credentials, ErrorKind, ImageFacts, InspectError, Inspector, InspectorOptions,
+    Lookup, Platform, Reference, RegistryOptions, RetryPolicy, parse_reference,
 };
 use ocifit_testkit::Registry as TestRegistry;
 
@@ -438,7 +438,11 @@ async fn a_silent_registry_of_one_namespace_leaves_slots_to_the_others_and_its_l
          other namespace answered with {waiting} still waiting",
         stalled.len()
     );
-    assert_eq!(waiting, stalled.len(), "answered only after a stalled lookup ended");
+    assert_eq!(
+        waiting,
+        stalled.len(),
+        "answered only after a stalled lookup ended"
+    );
     assert_eq!(
         connections, defaults.max_per_namespace,
         "one namespace holds at most its own slots"
@@ -448,7 +452,9 @@ async fn a_silent_registry_of_one_namespace_leaves_slots_to_the_others_and_its_l
     for task in stalled {
         let failed = task.await.unwrap().unwrap_err();
         assert!(
-            failed.to_string().contains("within the lookup deadline of 10s"),
+            failed
+                .to_string()
+                .contains("within the lookup deadline of 10s"),
             "{failed}"
         );
     }

@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::slots::NamespaceSlots;
 use crate::api::PlacementPolicy;
 use crate::cluster::ClusterView;
 use crate::cluster::events::EventReporter;
 use crate::placement::policy::Policy;
 use crate::placement::retries::Retries;
-use super::slots::NamespaceSlots;
 use crate::registry::{DockerConfig, Inspector};
 use crate::telemetry::Metrics;
 

@@ -100,9 +100,7 @@ pub async fn namespace_labels(
         .items
         .into_iter()
         .find_map(|namespace| namespace.metadata.labels)
-        .unwrap_or_else(|| {
-            BTreeMap::from([(NAMESPACE_NAME_LABEL.to_owned(), name.to_owned())])
-        }))
+        .unwrap_or_else(|| BTreeMap::from([(NAMESPACE_NAME_LABEL.to_owned(), name.to_owned())])))
 }
 
 /// Every container's image inspected (init containers first), concurrently.

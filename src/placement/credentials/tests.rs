@@ -103,10 +103,7 @@ fn the_same_credentials_twice_are_tried_once() {
     ]);
     let pull = PullSecrets::read(["a", "b"], &read);
     let image = parse_reference("registry.example.com/app:v1").unwrap();
-    assert_eq!(
-        pull.for_image(&image, None),
-        [basic("u", "p")]
-    );
+    assert_eq!(pull.for_image(&image, None), [basic("u", "p")]);
 }
 
 #[test]

@@ -79,11 +79,10 @@ async fn a_pod_naming_a_policy_that_does_not_select_it_is_released_untouched() {
         json!({POLICY_LABEL: "team-a"}),
         &[("web", &web.reference)],
     );
-    pod.spec.as_mut().unwrap().scheduling_gates = Some(vec![
-        k8s_openapi::api::core::v1::PodSchedulingGate {
+    pod.spec.as_mut().unwrap().scheduling_gates =
+        Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
             name: SCHEDULING_GATE.into(),
-        },
-    ]);
+        }]);
     let pods: Api<Pod> = Api::namespaced(client.clone(), "team-b");
     let offset = log_len(&env);
     let started = Instant::now();
@@ -91,12 +90,19 @@ async fn a_pod_naming_a_policy_that_does_not_select_it_is_released_untouched() {
     let created = pods.create(&PostParams::default(), &pod).await.unwrap();
     let released = wait_pod(&pods, "borrower", "released", |p| gates(p).is_empty()).await;
     let took = started.elapsed();
-    let note = wait_event(&client, "team-b", "Pod", "borrower", "ReleasedUnconstrained").await;
+    let note = wait_event(
+        &client,
+        "team-b",
+        "Pod",
+        "borrower",
+        "ReleasedUnconstrained",
+    )
+    .await;
 
     let spec = released.spec.clone().unwrap();
     let before = created.spec.clone().unwrap();
-    let added = spec.tolerations.iter().flatten().count()
-        - before.tolerations.iter().flatten().count();
+    let added =
+        spec.tolerations.iter().flatten().count() - before.tolerations.iter().flatten().count();
     let requests = registry_requests(&env, offset, "team-a/web");
     eprintln!(
         "FAULT foreign-policy: a team-b pod naming team-a's policy released in {took:?}: \
@@ -180,11 +186,10 @@ async fn a_stalling_registry_of_one_namespace_does_not_hold_back_another_namespa
             json!({POLICY_LABEL: "default"}),
             &[("app", image)],
         );
-        pod.spec.as_mut().unwrap().scheduling_gates = Some(vec![
-            k8s_openapi::api::core::v1::PodSchedulingGate {
+        pod.spec.as_mut().unwrap().scheduling_gates =
+            Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
                 name: SCHEDULING_GATE.into(),
-            },
-        ]);
+            }]);
         pod
     };
 
@@ -255,7 +260,10 @@ async fn a_stalling_registry_of_one_namespace_does_not_hold_back_another_namespa
          attempt; the first stalled pod's failure after {stalled_for:?}; {reported} \
          InspectionFailed Event(s) on stalled pods by then"
     );
-    assert_eq!(failed_yet, 0, "the healthy pods waited for a stalled lookup to end");
+    assert_eq!(
+        failed_yet, 0,
+        "the healthy pods waited for a stalled lookup to end"
+    );
     assert!(
         connections <= 4,
         "one namespace held {connections} of the inspection slots"

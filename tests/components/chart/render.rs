@@ -229,10 +229,7 @@ async fn uninstall_runs_one_job_that_releases_every_gate_with_rights_on_pods_onl
     ] {
         let annotations = &find(&rendered, kind, name)["metadata"]["annotations"];
         assert_eq!(annotations["helm.sh/hook"], "post-delete", "{kind}");
-        assert_eq!(
-            annotations["helm.sh/hook-delete-policy"], deleted,
-            "{kind}"
-        );
+        assert_eq!(annotations["helm.sh/hook-delete-policy"], deleted, "{kind}");
     }
     let pod = &job["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], "ocifit-release-gates");

@@ -191,6 +191,8 @@ pub fn run(parts: Parts) -> Running {
         )
     });
     let context = controller::Context {
+        // With the route, the namespaces it reads are in memory already.
+        namespaces: gate.as_ref().map(|(store, _)| store.store()),
         cluster: cluster.clone(),
         policies: policies.store(),
         inspector: Inspector::new(inspector),

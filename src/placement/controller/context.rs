@@ -2,9 +2,11 @@
 //! inspector, ocifit's own credentials, the Event reporter and metrics, and the schedule of the
 //! next inspection of each pod that failed one.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use k8s_openapi::api::core::v1::Namespace;
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::slots::NamespaceSlots;
@@ -36,6 +38,8 @@ pub struct Context {
     pub retries: Mutex<Retries>,
     /// Reconciles in flight per namespace.
     pub slots: NamespaceSlots,
+    /// Namespace metadata, when the gate's route keeps it in memory (else read when needed).
+    pub namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
 }
 
 impl Context {
@@ -47,6 +51,12 @@ impl Context {
             .ok_or_else(|| format!("placement policy {name} no longer exists"))?;
         Policy::compile(&stored)
             .map_err(|err| format!("placement policy {name} cannot be used: {err}"))
+    }
+
+    /// The labels of namespace `name` as the gate's store holds them, if it holds it.
+    pub fn stored_namespace_labels(&self, name: &str) -> Option<BTreeMap<String, String>> {
+        let stored = self.namespaces.as_ref()?.get(&ObjectRef::new(name))?;
+        Some(stored.metadata.labels.clone().unwrap_or_default())
     }
 
     /// The retry schedule.

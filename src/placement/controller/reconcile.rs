@@ -132,12 +132,16 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
 /// Whether `policy` selects the pod as admission would have: `Err` says why not.
 async fn selects(ctx: &Context, pod: &Pod, policy: &Policy) -> Result<Result<(), String>, Error> {
     let namespace = pod.namespace().unwrap_or_default();
-    let labels: BTreeMap<String, String> = namespace_labels(&ctx.cluster.client, &namespace)
-        .await
-        .map_err(|source| Error::ReadNamespace {
-            namespace: namespace.clone(),
-            source,
-        })?;
+    let labels: BTreeMap<String, String> = match ctx.stored_namespace_labels(&namespace) {
+        Some(labels) => labels,
+        // Not kept in memory (no route), or created a moment ago: read it.
+        None => namespace_labels(&ctx.cluster.client, &namespace)
+            .await
+            .map_err(|source| Error::ReadNamespace {
+                namespace: namespace.clone(),
+                source,
+            })?,
+    };
     Ok(recheck(
         pod,
         Namespace {

@@ -204,6 +204,11 @@ pub enum Refusal {
     /// A redirect to a host not in the allowed registries.
     #[error("the registry redirected to a host not in the allowed registries")]
     RedirectHost,
+    /// A registry a pod names on a private, loopback or link-local address (placement).
+    #[error(
+        "the registry's address is private, loopback or link-local (allowed only with --placement-allow-private-registries)"
+    )]
+    PrivateAddress,
     /// A redirect to plain HTTP (from HTTPS, or to a host not configured for plain HTTP).
     #[error("the registry redirected to plain HTTP, which is never followed")]
     RedirectPlainHttp,

@@ -52,6 +52,10 @@ pub struct InspectorOptions {
     pub max_per_namespace: usize,
     /// Longest one lookup may take, waiting for a slot included.
     pub lookup_deadline: Duration,
+    /// Whether registries on private, loopback or link-local addresses may be asked. Off: each
+    /// registry's name is resolved before the first request and refused when any of its
+    /// addresses is one.
+    pub private_addresses: bool,
     /// How long a failing registry is left alone.
     pub backoff: BackoffPolicy,
 }
@@ -66,6 +70,7 @@ impl Default for InspectorOptions {
             max_concurrent: 8,
             max_per_namespace: 4,
             lookup_deadline: Duration::from_secs(30),
+            private_addresses: false,
             backoff: BackoffPolicy::default(),
         }
     }
@@ -198,6 +203,7 @@ struct Shared {
     per_namespace: usize,
     namespaces: Mutex<HashMap<String, Arc<Semaphore>>>,
     deadline: Duration,
+    private_addresses: bool,
     backoffs: Mutex<Backoffs>,
     counters: Counters,
 }
@@ -252,6 +258,7 @@ impl Inspector {
                 per_namespace: options.max_per_namespace.max(1),
                 namespaces: Mutex::default(),
                 deadline: options.lookup_deadline,
+                private_addresses: options.private_addresses,
                 backoffs: Mutex::new(Backoffs::new(options.backoff)),
                 counters: Counters::default(),
             }),
@@ -436,6 +443,9 @@ impl Inspector {
             credentials.iter().map(Some).collect()
         };
         let calls = async {
+            if !self.shared.private_addresses {
+                refuse_private(image).await?;
+            }
             let mut result = Err(Error::NotFound {
                 target: reference::target(image),
                 what: "credentials",
@@ -501,6 +511,61 @@ impl Inspector {
     }
 }
 
+/// Refuses `image`'s registry when its name is, or resolves to, an address that is not public.
+/// A name that does not resolve is left to the request itself to fail.
+async fn refuse_private(image: &Reference) -> Result<(), Error> {
+    let host = reference::api_host(image);
+    let has_port = !host.ends_with(']')
+        && host
+            .rsplit_once(':')
+            .is_some_and(|(_, port)| port.parse::<u16>().is_ok());
+    let authority = if has_port {
+        host.to_owned()
+    } else {
+        format!("{host}:443")
+    };
+    let Ok(addresses) = tokio::net::lookup_host(authority).await else {
+        return Ok(());
+    };
+    let mut addresses = addresses;
+    if addresses.any(|address| not_public(address.ip())) {
+        return Err(Error::NotAllowed {
+            target: reference::target(image),
+            host: host.to_owned(),
+            why: super::error::Refusal::PrivateAddress,
+        });
+    }
+    Ok(())
+}
+
+/// Private (RFC 1918, unique local), loopback, link-local, shared (100.64/10), unspecified or
+/// broadcast: an address inside the cluster's or the node's own network.
+fn not_public(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(v4) => {
+            let [first, second, ..] = v4.octets();
+            v4.is_private()
+                || v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || first == 0
+                || (first == 100 && (second & 0xc0) == 64)
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| not_public(IpAddr::V4(v4)))
+        }
+    }
+}
+
 /// A stable name for a list of credentials, for cache keys: never the secrets themselves.
 fn scope(credentials: &[Credentials]) -> u128 {
     let mut hasher = Sha256::new();
@@ -528,6 +593,33 @@ mod tests {
             registry: "registry.tenant.example".into(),
             repository: "app".into(),
             reference: "v1".into(),
+        }
+    }
+
+    #[test]
+    fn private_loopback_and_link_local_addresses_are_not_public_and_others_are() {
+        for address in [
+            "10.0.0.1",
+            "172.16.5.4",
+            "192.168.1.1",
+            "127.0.0.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(not_public(address.parse().unwrap()), "{address}");
+        }
+        for address in [
+            "93.184.216.34",
+            "192.0.2.2",
+            "2606:4700::1111",
+            "100.128.0.1",
+        ] {
+            assert!(!not_public(address.parse().unwrap()), "{address}");
         }
     }
 

@@ -29,6 +29,8 @@ fn inspector(registry: &TestRegistry) -> Inspector {
             plain_http: vec![registry.addr().to_string()],
             ..RegistryOptions::default()
         },
+        // The test kit's registry is on loopback.
+        private_addresses: true,
         ..InspectorOptions::default()
     })
 }
@@ -334,6 +336,8 @@ async fn a_registry_that_stops_answering_is_left_alone_then_used_again_once_it_i
             first: Duration::from_millis(300),
             max: Duration::from_secs(1),
         },
+        // The test kit's registry is on loopback.
+        private_addresses: true,
         ..InspectorOptions::default()
     });
     let look = || inspect(&inspector, &reference, Duration::ZERO, &[]);
@@ -395,6 +399,8 @@ async fn a_silent_registry_of_one_namespace_leaves_slots_to_the_others_and_its_l
             ..RegistryOptions::default()
         },
         lookup_deadline: Duration::from_secs(10),
+        // The test kit's registry is on loopback.
+        private_addresses: true,
         ..InspectorOptions::default()
     });
     let defaults = InspectorOptions::default();
@@ -458,4 +464,51 @@ async fn a_silent_registry_of_one_namespace_leaves_slots_to_the_others_and_its_l
             "{failed}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_registry_on_a_loopback_address_is_refused_unless_allowed_before_any_request() {
+    let registry = TestRegistry::builder().start().await.unwrap();
+    let image = registry
+        .push_image("shop/web", "v1", "linux/amd64")
+        .await
+        .unwrap();
+    let reference = parse_reference(&image.reference).unwrap();
+    let refusing = Inspector::new(InspectorOptions {
+        registry: RegistryOptions {
+            plain_http: vec![registry.addr().to_string()],
+            ..RegistryOptions::default()
+        },
+        ..InspectorOptions::default()
+    });
+    let offset = log_len(&registry);
+    let refused = inspect(&refusing, &reference, LONG, &[]).await.unwrap_err();
+    assert!(
+        matches!(&refused, InspectError::Registry(err) if err.kind() == ErrorKind::NotAllowed),
+        "{refused}"
+    );
+    assert_eq!(
+        refused.summary(),
+        "refused: the registry's address is private, loopback or link-local (allowed only with \
+         --placement-allow-private-registries)"
+    );
+    assert_eq!(
+        access_log(&registry, offset)
+            .matches("/v2/shop/web/")
+            .count(),
+        0,
+        "nothing was sent to it"
+    );
+
+    // A name that resolves to loopback is refused the same way.
+    let port = registry.addr().rsplit_once(':').unwrap().1;
+    let by_name = parse_reference(&format!("localhost:{port}/shop/web:v1")).unwrap();
+    let refused = inspect(&refusing, &by_name, LONG, &[]).await.unwrap_err();
+    assert!(refused.summary().starts_with("refused: "), "{refused}");
+
+    assert_eq!(
+        platforms_of(&inspector(&registry), &image.reference).await,
+        ["linux/amd64"],
+        "allowed explicitly"
+    );
 }

@@ -116,6 +116,14 @@ pub struct PlacementPolicySpec {
     /// Digests' platforms are cached for good (content by digest never changes).
     #[serde(default)]
     pub tag_cache: TagCache,
+
+    /// Also read this policy's pods' images with ocifit's own registry credentials
+    /// (`--placement-docker-config`), after the pods' own pull Secrets and their
+    /// ServiceAccount's. Off by default: only what the pod itself could pull with is used. Turning
+    /// it on lets anyone who can create a pod this policy selects learn, through its placement,
+    /// which images ocifit's credentials can read (their digests and platforms).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub operator_credentials: bool,
 }
 
 /// What one architecture brings to the pods that can run on it.

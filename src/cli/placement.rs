@@ -24,7 +24,8 @@ pub enum PlacementCommand {
     },
 }
 
-/// Runs the command; exit 0 when every gated pod was released, 1 otherwise.
+/// Runs the command; exit 0 when every gated pod was released, 1 otherwise (every pod that could
+/// be released still is, and each failure is reported).
 pub async fn run(args: &PlacementArgs) -> ExitCode {
     let PlacementCommand::ReleaseAll { kubeconfig } = &args.command;
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -40,8 +41,16 @@ pub async fn run(args: &PlacementArgs) -> ExitCode {
             for pod in &released.pods {
                 println!("released {pod}");
             }
+            for failure in &released.failed {
+                eprintln!("error: {}", crate::telemetry::error_chain(failure));
+            }
             println!("{} pod(s) released", released.pods.len());
-            ExitCode::SUCCESS
+            if released.failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("{} pod(s) could not be released", released.failed.len());
+                ExitCode::from(1)
+            }
         }
         Err(err) => {
             eprintln!("error: {}", crate::telemetry::error_chain(&err));

@@ -1,7 +1,8 @@
 //! Which credentials to try for a pod's image, as the kubelet would: the pod's
 //! `imagePullSecrets` in order, then its ServiceAccount's (the ServiceAccount admission plugin
 //! copies those into pods that name none; reading them too covers clusters without it), then
-//! ocifit's own (for registries the nodes reach with node credentials). Each Secret contributes
+//! ocifit's own (for registries the nodes reach with node credentials) when the pod's policy opts
+//! in (`spec.operatorCredentials`), never otherwise. Each Secret contributes
 //! its most specific entry for the image; anonymous access when none matches. Pure: the Secrets
 //! are read by the caller.
 
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Secret;
 
+use super::policy::Policy;
 use crate::registry::{Credentials, DockerConfig, Reference};
 
 const DOCKER_CONFIG_JSON: (&str, &str) = ("kubernetes.io/dockerconfigjson", ".dockerconfigjson");
@@ -29,7 +31,8 @@ pub enum SecretProblem {
     #[error(
         "pull secret {name} is in namespace {namespace}, where ocifit may not read Secrets: add the \
          namespace to the chart's pullSecrets.namespaces (--pull-secret-namespaces), or give ocifit \
-         the registry's credentials with --placement-docker-config"
+         the registry's credentials with --placement-docker-config (used for policies with \
+         operatorCredentials: true)"
     )]
     NotAllowed { name: String, namespace: String },
     #[error("pull secret {name} could not be read: {message}")]
@@ -67,10 +70,14 @@ impl PullSecrets {
     }
 
     /// The credentials to try for `image`, in order, without repeats: one per Secret that has
-    /// an entry for it, then `operator`'s. Empty: anonymous.
-    pub fn for_image(&self, image: &Reference, operator: &DockerConfig) -> Vec<Credentials> {
+    /// an entry for it, then `operator`'s when given. Empty: anonymous.
+    pub fn for_image(
+        &self,
+        image: &Reference,
+        operator: Option<&DockerConfig>,
+    ) -> Vec<Credentials> {
         let mut found: Vec<Credentials> = Vec::new();
-        for config in self.configs.iter().chain([operator]) {
+        for config in self.configs.iter().chain(operator) {
             if let Some(credentials) = config.lookup(image.registry(), image.repository())
                 && !found.contains(credentials)
             {
@@ -104,6 +111,14 @@ fn docker_config(name: &str, secret: Option<&Secret>) -> Result<DockerConfig, Se
         name: name.to_owned(),
         message: err.to_string(),
     })
+}
+
+/// ocifit's own credentials, for the pods of `policy` when it opted in; `None` otherwise.
+pub fn operator_credentials<'a>(
+    policy: &Policy,
+    own: &'a DockerConfig,
+) -> Option<&'a DockerConfig> {
+    policy.operator_credentials.then_some(own)
 }
 
 #[cfg(test)]

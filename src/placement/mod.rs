@@ -6,7 +6,8 @@
 //! holds it with a reason; repeated inspection failures follow the policy's bound ([`failure`]).
 //! [`policy`] reads a stored policy once, [`credentials`] turns pull Secrets into registry
 //! credentials, [`pull_policy`] says how fresh a tag must be, [`status`] counts a policy's pods.
-//! [`taints`] says which taints node tainting wants on a node. [`held`] says what the watch keeps
+//! [`taints`] says which taints node tainting wants on a node; [`retries`] keeps a failed
+//! inspection's backoff against the controller's own writes; [`held`] says what the watch keeps
 //! of a labelled pod and how a decision is written back. [`controller`] and [`admission`]
 //! are the thin adapters; [`way_out`] releases every gate by
 //! hand; [`run`] starts it all over the cluster view. Imports no other feature.
@@ -23,6 +24,7 @@ pub mod platforms;
 pub mod policy;
 pub mod pull_policy;
 pub mod release;
+pub mod retries;
 pub mod select;
 pub mod status;
 pub mod taints;
@@ -190,17 +192,22 @@ pub fn run(parts: Parts) -> Running {
             GatePods {
                 policies: usable,
                 namespaces: store.store(),
-                own_namespace,
+                own_namespace: own_namespace.clone(),
             },
         )
     });
     let context = controller::Context {
+        // With the route, the namespaces it reads are in memory already.
+        namespaces: gate.as_ref().map(|(store, _)| store.store()),
         cluster: cluster.clone(),
         policies: policies.store(),
         inspector: Inspector::new(inspector),
         own_credentials,
         reporter: EventReporter::new(client, REPORTING_CONTROLLER, identity, Arc::clone(&metrics)),
         metrics,
+        own_namespace,
+        retries: Default::default(),
+        slots: controller::slots::NamespaceSlots::new(controller::PER_NAMESPACE),
     };
     tasks.push((
         "placement controller",

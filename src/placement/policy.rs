@@ -32,6 +32,8 @@ pub struct Policy {
     pub no_common_platform: NoCommonPlatform,
     /// How old a tag's digest may be, by pull policy.
     pub tag_max_age: TagMaxAge,
+    /// Whether ocifit's own registry credentials are tried for its pods' images.
+    pub operator_credentials: bool,
 }
 
 /// What one architecture adds to a pod that can run on it.
@@ -157,6 +159,7 @@ impl Policy {
                 if_not_present: duration("tagCache.ifNotPresent", &spec.tag_cache.if_not_present)?,
                 always: duration("tagCache.always", &spec.tag_cache.always)?,
             },
+            operator_credentials: spec.operator_credentials,
         })
     }
 

@@ -1,7 +1,9 @@
 //! Which policy, if any, selects a pod at admission: the always-excluded pods first (kube-system,
 //! ocifit's namespace, DaemonSet pods, pods already bound with `spec.nodeName`, mirror pods, pods
 //! opted out by label), then every usable policy whose namespace and pod selectors match; the
-//! highest priority wins, then the name that sorts first.
+//! highest priority wins, then the name that sorts first. The controller asks again, of the one
+//! policy a gated pod names ([`recheck`]): the label is the pod author's to write, so it proves
+//! nothing by itself.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -9,7 +11,7 @@ use std::fmt;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::policy::Policy;
-use crate::api::placement::pod::{ENABLED_LABEL, EXCLUDED_NAMESPACES, OPT_OUT_VALUE};
+use crate::api::placement::pod::{ENABLED_LABEL, EXCLUDED_NAMESPACES, OPT_OUT_VALUE, POLICY_LABEL};
 
 /// The annotation the kubelet puts on mirror pods of static pods.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
@@ -128,6 +130,52 @@ pub fn select<'p>(
                 .then_with(|| a.name.cmp(&b.name))
         })
         .map_or(Selection::Unselected, Selection::Selected)
+}
+
+/// Why the policy a gated pod names may not act on it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotSelected {
+    /// The pod is never selected, whatever a policy says.
+    #[error("{0}")]
+    Excluded(Exclusion),
+    /// The policy's namespace or pod selector does not match the pod.
+    #[error(
+        "placement policy {policy} does not select this pod (its {selector} does not match); the \
+         pod's {POLICY_LABEL} label alone does not bring a pod under a policy"
+    )]
+    Foreign {
+        policy: String,
+        selector: &'static str,
+    },
+}
+
+/// Whether `policy`, the one a gated pod in `namespace` names by its tracking label, selects it:
+/// the exclusions and the policy's own selectors, as admission would have applied them. Priority
+/// is not asked again: the winner was chosen at admission, and later policy edits never move a
+/// gated pod.
+pub fn recheck(
+    pod: &Pod,
+    namespace: Namespace<'_>,
+    own_namespace: &str,
+    policy: &Policy,
+) -> Result<(), NotSelected> {
+    if let Some(exclusion) = exclusion(pod, namespace.name, own_namespace) {
+        return Err(NotSelected::Excluded(exclusion));
+    }
+    let foreign = |selector| NotSelected::Foreign {
+        policy: policy.name.clone(),
+        selector,
+    };
+    if !policy.selects_namespace(namespace.labels) {
+        return Err(foreign("namespaceSelector"));
+    }
+    // Admission matched the labels the pod was created with, before the tracking label.
+    let mut labels = pod.metadata.labels.clone().unwrap_or_default();
+    labels.remove(POLICY_LABEL);
+    if !policy.selects_pod(&labels) {
+        return Err(foreign("podSelector"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

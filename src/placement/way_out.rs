@@ -2,7 +2,8 @@
 //! that still carries it (after an uninstall, or while every replica is down), leaving any
 //! other gate alone. Each pod is patched by a JSON patch that first tests the gate is still at
 //! the index it was read at, so a pod changed meanwhile is read again, never stripped of
-//! another gate.
+//! another gate. A pod that cannot be released does not stop the others: every failure is
+//! reported at the end.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -14,10 +15,12 @@ use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
 const ATTEMPTS: usize = 5;
 
 /// What release-all did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct Released {
     /// `namespace/name` of every pod released.
     pub pods: Vec<String>,
+    /// Every pod that could not be released, and why.
+    pub failed: Vec<WayOutError>,
 }
 
 /// Releasing failed.
@@ -33,6 +36,11 @@ pub enum WayOutError {
         #[source]
         source: kube::Error,
     },
+    /// A pod kept changing under the patch.
+    #[error(
+        "failed to remove the gate from pod {pod}: it changed under every one of {ATTEMPTS} attempts"
+    )]
+    KeptChanging { pod: String },
 }
 
 /// The JSON patch removing ocifit's gate from `pod`, if it carries it.
@@ -52,7 +60,9 @@ pub fn removal(pod: &Pod) -> Option<json_patch::Patch> {
     .ok()
 }
 
-/// Removes ocifit's gate from every pod in the cluster that carries it.
+/// Removes ocifit's gate from every pod in the cluster that carries it; a pod that cannot be
+/// released is recorded in the result and the others are still released. `Err` only when the
+/// pods could not be listed at all.
 pub async fn release_all(client: Client) -> Result<Released, WayOutError> {
     let all: Api<Pod> = Api::all(client.clone());
     let listed = all
@@ -64,39 +74,51 @@ pub async fn release_all(client: Client) -> Result<Released, WayOutError> {
         let namespace = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
         let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-        let mut current = pod.clone();
-        for attempt in 1..=ATTEMPTS {
-            let Some(patch) = removal(&current) else {
-                break;
-            };
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
-                .await
-            {
-                Ok(_) => {
-                    released.pods.push(format!("{namespace}/{name}"));
-                    break;
-                }
-                Err(kube::Error::Api(status)) if status.code == 404 => break,
-                // The test failed (the gates moved) or a conflict: read again.
-                Err(kube::Error::Api(status))
-                    if (status.code == 422 || status.code == 409) && attempt < ATTEMPTS =>
-                {
-                    match api.get_opt(&name).await {
-                        Ok(Some(pod)) => current = pod,
-                        _ => break,
-                    }
-                }
-                Err(source) => {
-                    return Err(WayOutError::Patch {
-                        pod: format!("{namespace}/{name}"),
-                        source,
-                    });
-                }
-            }
+        let pod_name = format!("{namespace}/{name}");
+        match release_one(&api, &name, pod.clone()).await {
+            Ok(true) => released.pods.push(pod_name),
+            Ok(false) => {}
+            Err(source) => released.failed.push(match source {
+                Some(source) => WayOutError::Patch {
+                    pod: pod_name,
+                    source,
+                },
+                None => WayOutError::KeptChanging { pod: pod_name },
+            }),
         }
     }
     Ok(released)
+}
+
+/// Removes the gate from one pod: `Ok(true)` released, `Ok(false)` nothing left to release (gone,
+/// or released meanwhile), `Err(None)` it changed under every attempt.
+async fn release_one(
+    api: &Api<Pod>,
+    name: &str,
+    mut current: Pod,
+) -> Result<bool, Option<kube::Error>> {
+    for _ in 0..ATTEMPTS {
+        let Some(patch) = removal(&current) else {
+            return Ok(false);
+        };
+        match api
+            .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
+            // The test failed (the gates moved) or a conflict: read again.
+            Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
+                match api.get_opt(name).await {
+                    Ok(Some(pod)) => current = pod,
+                    Ok(None) => return Ok(false),
+                    Err(source) => return Err(Some(source)),
+                }
+            }
+            Err(source) => return Err(Some(source)),
+        }
+    }
+    Err(None)
 }
 
 #[cfg(test)]

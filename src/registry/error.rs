@@ -117,6 +117,18 @@ pub enum Error {
         #[source]
         source: Option<Arc<reqwest::Error>>,
     },
+    /// A lookup did not end within its deadline: waiting for a slot (`waiting_for_slot`), or for
+    /// the registry's answers. Counted as a transport failure.
+    #[error(
+        "{} within the lookup deadline of {}s: {target}",
+        if *waiting_for_slot { "no inspection slot was free" } else { "no answer" },
+        deadline.as_secs()
+    )]
+    Deadline {
+        target: Target,
+        deadline: Duration,
+        waiting_for_slot: bool,
+    },
     /// The client refused to reach a host: one not in the allowed registries, or a token realm or
     /// redirect that would leave them or downgrade to plain HTTP. Nothing was sent to `host`.
     #[error("refused to reach {} for {target}: {why}", clip(host))]
@@ -146,7 +158,7 @@ impl Error {
             Error::Unauthorized { .. } => ErrorKind::Unauthorized,
             Error::RateLimited { .. } => ErrorKind::RateLimited,
             Error::InvalidContent { .. } => ErrorKind::InvalidContent,
-            Error::Transport { .. } => ErrorKind::Transport,
+            Error::Transport { .. } | Error::Deadline { .. } => ErrorKind::Transport,
             Error::Config(_) => ErrorKind::Config,
             Error::NotAllowed { .. } => ErrorKind::NotAllowed,
         }
@@ -160,6 +172,7 @@ impl Error {
             | Error::RateLimited { target: t, .. }
             | Error::InvalidContent { target: t, .. }
             | Error::Transport { target: t, .. }
+            | Error::Deadline { target: t, .. }
             | Error::NotAllowed { target: t, .. } => *t = target.clone(),
             Error::InvalidReference { .. } | Error::Config(_) => {}
         }
@@ -191,6 +204,11 @@ pub enum Refusal {
     /// A redirect to a host not in the allowed registries.
     #[error("the registry redirected to a host not in the allowed registries")]
     RedirectHost,
+    /// A registry a pod names on a private, loopback or link-local address (placement).
+    #[error(
+        "the registry's address is private, loopback or link-local (allowed only with --placement-allow-private-registries)"
+    )]
+    PrivateAddress,
     /// A redirect to plain HTTP (from HTTPS, or to a host not configured for plain HTTP).
     #[error("the registry redirected to plain HTTP, which is never followed")]
     RedirectPlainHttp,

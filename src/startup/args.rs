@@ -73,9 +73,16 @@ pub struct RunArgs {
     pub docker_config: Option<PathBuf>,
 
     /// Docker config (config.json or a dockerconfigjson) with ocifit's own credentials for
-    /// placement's image inspection, tried after a pod's pull Secrets and its ServiceAccount's.
+    /// placement's image inspection, tried after a pod's pull Secrets and its ServiceAccount's,
+    /// for the pods of policies with `operatorCredentials: true` only.
     #[arg(long, env = "OCIFIT_PLACEMENT_DOCKER_CONFIG", value_name = "FILE")]
     pub placement_docker_config: Option<PathBuf>,
+
+    /// Let placement ask registries that pods name on private, loopback or link-local addresses
+    /// (a registry inside the cluster's network). Off: such a registry is refused before any
+    /// request, so a pod author cannot make ocifit probe internal addresses.
+    #[arg(long, env = "OCIFIT_PLACEMENT_ALLOW_PRIVATE_REGISTRIES", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub placement_allow_private_registries: bool,
 
     /// Timeout of one registry request.
     #[arg(long, env = "OCIFIT_REGISTRY_TIMEOUT", value_parser = duration, default_value = "10s")]

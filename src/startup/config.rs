@@ -67,6 +67,8 @@ pub struct Config {
     pub own_namespace: String,
     /// ocifit's own credentials for placement's image inspection.
     pub placement_credentials: DockerConfig,
+    /// Whether placement may ask registries on private, loopback or link-local addresses.
+    pub placement_private_registries: bool,
     /// The artifact-cache step helpers' image.
     pub artifact_helper: Option<Helper>,
 }
@@ -125,6 +127,7 @@ impl Config {
                 Some(path) => docker_config(path)?,
                 None => DockerConfig::default(),
             },
+            placement_private_registries: args.placement_allow_private_registries,
             artifact_helper: args.artifact_helper_image.clone().map(|image| Helper {
                 image,
                 pull_policy: None,

@@ -183,6 +183,7 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
                 credentials: DockerConfig::default(),
                 ..config.registry.clone()
             },
+            private_addresses: config.placement_private_registries,
             ..InspectorOptions::default()
         },
         own_credentials: config.placement_credentials.clone(),

@@ -92,6 +92,9 @@ async fn the_chart_runs_ocifits_image_on_a_real_node_and_a_rollout_restart_fails
             &plain_http,
             "--set",
             &node_selector,
+            // The registry is on this machine's own address.
+            "--set",
+            "placement.allowPrivateRegistries=true",
         ],
     )
     .await;

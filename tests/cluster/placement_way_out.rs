@@ -2,11 +2,14 @@
 //! `docs/placement.md` gives for releasing every gate ocifit added is run verbatim (bash and the
 //! built kubectl, nothing of ocifit), and it removes ocifit's gate from every pod that has it,
 //! in every namespace, while other gates, other pods and the pods' other fields stay as they were;
-//! `ocifit placement release-all`, the same way out as one command, does exactly the same.
+//! `ocifit placement release-all`, the same way out as one command, does exactly the same; a pod
+//! it may not patch does not stop it: every other pod is released, the failure named, the exit
+//! status non-zero.
 
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::Api;
 use kube::api::PostParams;
 use ocifit::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
@@ -146,4 +149,89 @@ async fn ocifit_placement_release_all_releases_every_ocifit_gate_and_nothing_els
     assert!(stdout.contains("released shop/gated"), "{stdout}");
     assert!(stdout.ends_with("3 pod(s) released\n"), "{stdout}");
     released_ocifits_gates_only(&shop, &batch).await;
+}
+
+/// Creates `object` from JSON through `api`.
+async fn apply<K>(api: Api<K>, object: serde_json::Value)
+where
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::de::DeserializeOwned
+        + k8s_openapi::serde::Serialize
+        + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object).unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap();
+}
+
+#[tokio::test]
+async fn release_all_goes_on_after_a_pod_it_may_not_patch_and_reports_it() {
+    let cluster = Cluster::builder().start().await.unwrap();
+    let client = cluster.client().unwrap();
+    // Listed in namespace order: the pod it may not patch comes first.
+    for namespace in ["a-locked", "b-open", "releaser"] {
+        ocifit_testkit::create_namespace(&client, namespace)
+            .await
+            .unwrap();
+    }
+    let locked: Api<Pod> = Api::namespaced(client.clone(), "a-locked");
+    let open: Api<Pod> = Api::namespaced(client.clone(), "b-open");
+    create(&locked, "gated", true, &[SCHEDULING_GATE]).await;
+    create(&open, "gated", true, &[SCHEDULING_GATE]).await;
+    create(&open, "also-gated", true, &[SCHEDULING_GATE]).await;
+    // A ServiceAccount that lists pods everywhere but patches them only in b-open.
+    apply(
+        Api::<ServiceAccount>::namespaced(client.clone(), "releaser"),
+        json!({"metadata": {"name": "releaser"}}),
+    )
+    .await;
+    apply(
+        Api::<ClusterRole>::all(client.clone()),
+        json!({"metadata": {"name": "list-pods"},
+               "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]}),
+    )
+    .await;
+    let subject = json!([{"kind": "ServiceAccount", "name": "releaser", "namespace": "releaser"}]);
+    apply(
+        Api::<ClusterRoleBinding>::all(client.clone()),
+        json!({"metadata": {"name": "list-pods"}, "subjects": subject,
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "list-pods"}}),
+    )
+    .await;
+    apply(
+        Api::<Role>::namespaced(client.clone(), "b-open"),
+        json!({"metadata": {"name": "patch-pods"},
+               "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}]}),
+    )
+    .await;
+    apply(
+        Api::<RoleBinding>::namespaced(client.clone(), "b-open"),
+        json!({"metadata": {"name": "patch-pods"}, "subjects": subject,
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "patch-pods"}}),
+    )
+    .await;
+    let kubeconfig =
+        crate::support::access::service_account_kubeconfig(&cluster, "releaser", "releaser").await;
+
+    let output = tokio::process::Command::new(crate::support::ocifit_binary())
+        .args(["placement", "release-all", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("failed to remove the gate from pod a-locked/gated"),
+        "{stderr}"
+    );
+    assert!(stdout.ends_with("2 pod(s) released\n"), "{stdout}");
+    assert!(gates(&open.get("gated").await.unwrap()).is_empty());
+    assert!(gates(&open.get("also-gated").await.unwrap()).is_empty());
+    assert_eq!(
+        gates(&locked.get("gated").await.unwrap()),
+        [SCHEDULING_GATE],
+        "the pod it may not patch keeps its gate"
+    );
 }

@@ -16,8 +16,8 @@ use kube::core::ObjectMeta;
 use ocifit::placement::credentials::PullSecrets;
 use ocifit::placement::platforms::{ContainerImage, intersect};
 use ocifit::registry::{
-    BackoffPolicy, Credentials, DockerConfig, ErrorKind, ImageFacts, InspectError, Inspector,
-    InspectorOptions, Lookup, Platform, Reference, RegistryOptions, RetryPolicy, parse_reference,
+    BackoffPolicy, Credentials, ErrorKind, ImageFacts, InspectError, Inspector, InspectorOptions,
+    Lookup, Platform, Reference, RegistryOptions, RetryPolicy, parse_reference,
 };
 use ocifit_testkit::Registry as TestRegistry;
 
@@ -29,6 +29,8 @@ fn inspector(registry: &TestRegistry) -> Inspector {
             plain_http: vec![registry.addr().to_string()],
             ..RegistryOptions::default()
         },
+        // The test kit's registry is on loopback.
+        private_addresses: true,
         ..InspectorOptions::default()
     })
 }
@@ -50,6 +52,7 @@ async fn inspect(
             image,
             max_tag_age,
             credentials,
+            namespace: "default",
         })
         .await
 }
@@ -298,7 +301,7 @@ async fn a_private_image_is_read_with_the_pods_pull_secret_after_a_wrong_one_is_
     ]);
     // The pod names "stale" first, its ServiceAccount names "regcred".
     let pull = PullSecrets::read(["stale", "regcred"], &secrets);
-    let credentials = pull.for_image(&reference, &DockerConfig::default());
+    let credentials = pull.for_image(&reference, None);
     assert_eq!(credentials.len(), 2);
     let facts = inspect(&inspector, &reference, LONG, &credentials)
         .await
@@ -333,6 +336,8 @@ async fn a_registry_that_stops_answering_is_left_alone_then_used_again_once_it_i
             first: Duration::from_millis(300),
             max: Duration::from_secs(1),
         },
+        // The test kit's registry is on loopback.
+        private_addresses: true,
         ..InspectorOptions::default()
     });
     let look = || inspect(&inspector, &reference, Duration::ZERO, &[]);
@@ -356,4 +361,154 @@ async fn a_registry_that_stops_answering_is_left_alone_then_used_again_once_it_i
     let back = look().await.unwrap();
     assert_eq!(back.digest, image.digest);
     assert_eq!(names(&back.platforms), ["linux/amd64"]);
+}
+
+/// A registry that accepts connections and never answers: its address, and how many
+/// connections are open (each is held until the client closes it).
+async fn silent_registry() -> (String, tokio::sync::watch::Receiver<usize>) {
+    use tokio::io::AsyncReadExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let (open, count) = tokio::sync::watch::channel(0usize);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            open.send_modify(|open| *open += 1);
+            let open = open.clone();
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 4096];
+                while matches!(socket.read(&mut buffer).await, Ok(n) if n > 0) {}
+                open.send_modify(|open| *open -= 1);
+            });
+        }
+    });
+    (address, count)
+}
+
+#[tokio::test]
+async fn a_silent_registry_of_one_namespace_leaves_slots_to_the_others_and_its_lookups_end_by_the_deadline()
+ {
+    let registry = TestRegistry::builder().start().await.unwrap();
+    let image = registry
+        .push_image("shop/web", "v1", "linux/amd64")
+        .await
+        .unwrap();
+    let (silent, mut held) = silent_registry().await;
+    let inspector = Inspector::new(InspectorOptions {
+        registry: RegistryOptions {
+            plain_http: vec![registry.addr().to_string(), silent.clone()],
+            ..RegistryOptions::default()
+        },
+        lookup_deadline: Duration::from_secs(10),
+        // The test kit's registry is on loopback.
+        private_addresses: true,
+        ..InspectorOptions::default()
+    });
+    let defaults = InspectorOptions::default();
+    // Namespace "stalled": more lookups on the silent registry than the inspector has slots.
+    let stalled: Vec<_> = (0..12)
+        .map(|i| {
+            let inspector = inspector.clone();
+            let reference = parse_reference(&format!("{silent}/tenant/app-{i}:v1")).unwrap();
+            tokio::spawn(async move {
+                inspector
+                    .inspect(Lookup {
+                        image: &reference,
+                        max_tag_age: LONG,
+                        credentials: &[],
+                        namespace: "stalled",
+                    })
+                    .await
+            })
+        })
+        .collect();
+    held.wait_for(|held| *held >= defaults.max_per_namespace)
+        .await
+        .unwrap();
+
+    // Namespace "other", with a registry that answers: answered while every stalled lookup waits.
+    let good = parse_reference(&image.reference).unwrap();
+    let answered = inspector
+        .inspect(Lookup {
+            image: &good,
+            max_tag_age: LONG,
+            credentials: &[],
+            namespace: "other",
+        })
+        .await
+        .unwrap();
+    assert_eq!(answered.digest, image.digest);
+    let waiting = stalled.iter().filter(|task| !task.is_finished()).count();
+    let connections = *held.borrow();
+    eprintln!(
+        "silent registry: {connections} connection(s) held by one namespace of {} lookups; the \
+         other namespace answered with {waiting} still waiting",
+        stalled.len()
+    );
+    assert_eq!(
+        waiting,
+        stalled.len(),
+        "answered only after a stalled lookup ended"
+    );
+    assert_eq!(
+        connections, defaults.max_per_namespace,
+        "one namespace holds at most its own slots"
+    );
+
+    // Every stalled lookup ends, by the deadline, as a failure its pod counts.
+    for task in stalled {
+        let failed = task.await.unwrap().unwrap_err();
+        assert!(
+            failed
+                .to_string()
+                .contains("within the lookup deadline of 10s"),
+            "{failed}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_registry_on_a_loopback_address_is_refused_unless_allowed_before_any_request() {
+    let registry = TestRegistry::builder().start().await.unwrap();
+    let image = registry
+        .push_image("shop/web", "v1", "linux/amd64")
+        .await
+        .unwrap();
+    let reference = parse_reference(&image.reference).unwrap();
+    let refusing = Inspector::new(InspectorOptions {
+        registry: RegistryOptions {
+            plain_http: vec![registry.addr().to_string()],
+            ..RegistryOptions::default()
+        },
+        ..InspectorOptions::default()
+    });
+    let offset = log_len(&registry);
+    let refused = inspect(&refusing, &reference, LONG, &[]).await.unwrap_err();
+    assert!(
+        matches!(&refused, InspectError::Registry(err) if err.kind() == ErrorKind::NotAllowed),
+        "{refused}"
+    );
+    assert_eq!(
+        refused.summary(),
+        "refused: the registry's address is private, loopback or link-local (allowed only with \
+         --placement-allow-private-registries)"
+    );
+    assert_eq!(
+        access_log(&registry, offset)
+            .matches("/v2/shop/web/")
+            .count(),
+        0,
+        "nothing was sent to it"
+    );
+
+    // A name that resolves to loopback is refused the same way.
+    let port = registry.addr().rsplit_once(':').unwrap().1;
+    let by_name = parse_reference(&format!("localhost:{port}/shop/web:v1")).unwrap();
+    let refused = inspect(&refusing, &by_name, LONG, &[]).await.unwrap_err();
+    assert!(refused.summary().starts_with("refused: "), "{refused}");
+
+    assert_eq!(
+        platforms_of(&inspector(&registry), &image.reference).await,
+        ["linux/amd64"],
+        "allowed explicitly"
+    );
 }

@@ -44,3 +44,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- else -}}{{ required "tls.secret.name is required when tls.mode is secret" .Values.tls.secret.name }}
 {{- end -}}
 {{- end }}
+{{- /* The pods of the chart tolerate the taint node tainting puts on the architectures a policy
+names (placement.ocifit.io/arch), so a policy tainting the cluster's only architecture still leaves
+ocifit somewhere to run (and to remove the taint again); then the user's own tolerations. */}}
+{{- define "ocifit.ownTaintTolerations" -}}
+- key: placement.ocifit.io/arch
+  operator: Exists
+  effect: NoSchedule
+{{- with .Values.tolerations }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}

@@ -7,11 +7,12 @@
 use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use kube::api::ListParams;
 use kube::{Api, Client};
 
 use crate::cluster::secrets::{SecretRead, Secrets};
-use crate::placement::credentials::{PullSecrets, SecretProblem};
+use crate::placement::credentials::{PullSecrets, SecretProblem, operator_credentials};
 use crate::placement::policy::Policy;
 use crate::placement::pull_policy::{Freshness, effective, freshness};
 use crate::placement::release::{Inspected, Inspection, containers};
@@ -82,6 +83,26 @@ pub async fn pull_secrets(client: &Client, reader: &Secrets, pod: &Pod) -> PullS
     pull
 }
 
+/// The label the apiserver puts on every namespace, naming it.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The labels of namespace `name`, read with `list` (the one namespace verb ocifit has, beside
+/// `watch`); a namespace not found has only its name label, as admission assumes.
+pub async fn namespace_labels(
+    client: &Client,
+    name: &str,
+) -> Result<BTreeMap<String, String>, kube::Error> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let listed = namespaces
+        .list_metadata(&ListParams::default().fields(&format!("metadata.name={name}")))
+        .await?;
+    Ok(listed
+        .items
+        .into_iter()
+        .find_map(|namespace| namespace.metadata.labels)
+        .unwrap_or_else(|| BTreeMap::from([(NAMESPACE_NAME_LABEL.to_owned(), name.to_owned())])))
+}
+
 /// Every container's image inspected (init containers first), concurrently.
 pub async fn inspections(
     inspector: &Inspector,
@@ -93,6 +114,7 @@ pub async fn inspections(
     let Some(spec) = pod.spec.as_ref() else {
         return Vec::new();
     };
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     join_all(containers(spec).map(|container| async move {
         let image = container.image.clone().unwrap_or_default();
         let result = match parse_reference(&image) {
@@ -106,19 +128,25 @@ pub async fn inspections(
                     Freshness::Pinned => std::time::Duration::MAX,
                     Freshness::MaxAge(age) => age,
                 };
-                let credentials = secrets.for_image(&reference, own);
+                let credentials =
+                    secrets.for_image(&reference, operator_credentials(policy, own));
                 inspector
                     .inspect(Lookup {
                         image: &reference,
                         max_tag_age,
                         credentials: &credentials,
+                        namespace,
                     })
                     .await
                     .map(|facts| Inspected {
                         digest: facts.digest,
                         platforms: facts.platforms.as_ref().clone(),
                     })
-                    .map_err(|err| format!("image {image}: {err}"))
+                    .map_err(|err| {
+                        // The pod's Events and annotations get the kind of failure only.
+                        tracing::info!(%image, error = %crate::telemetry::error_chain(&err), "image inspection failed");
+                        format!("image {image}: {}", err.summary())
+                    })
             }
         };
         Inspection {

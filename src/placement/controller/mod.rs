@@ -7,6 +7,7 @@
 pub mod context;
 pub mod gather;
 pub mod reconcile;
+pub mod slots;
 pub mod status;
 pub mod taints;
 
@@ -25,7 +26,10 @@ pub use context::Context;
 use reconcile::{error_policy, gated, reconcile};
 
 /// Gated pods reconciled at once (each waits mostly on the registry).
-const CONCURRENCY: u16 = 16;
+const CONCURRENCY: u16 = 64;
+/// Gated pods of one namespace reconciled at once: a namespace whose registry stalls holds at
+/// most this share of [`CONCURRENCY`].
+pub const PER_NAMESPACE: usize = 8;
 
 /// The controller over `pods`; the future runs it until `shutdown` resolves and every
 /// in-flight reconcile has finished.

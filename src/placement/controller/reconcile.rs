@@ -1,12 +1,15 @@
 //! One gated pod, reconciled (leader only): its policy from the store (gone or unusable: the pod
-//! is released without a constraint, never forgotten), its images inspected, the release plan
+//! is released without a constraint, never forgotten), the policy asked again whether it selects
+//! the pod (the label is the pod author's to write: a pod naming a policy that does not select it
+//! is released without a constraint, nothing inspected), its images inspected, the release plan
 //! written in one merge patch of what it changed (conditional on the version it was planned
 //! from: the store holds trimmed pods), and the plan's Events published on the pod and on its
-//! owner. A pod without ocifit's gate is left alone.
+//! owner. A pod waiting for its next inspection waits, whatever changed it meanwhile (its own
+//! write first). A pod without ocifit's gate is left alone.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
@@ -15,15 +18,19 @@ use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 
 use super::context::Context;
-use super::gather::{inspections, pull_secrets};
+use super::gather::{inspections, namespace_labels, pull_secrets};
 use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
 use crate::cluster::events::Notice;
 use crate::placement::held::release_patch;
 use crate::placement::policy::Policy;
 use crate::placement::release::{self, Note, Plan};
+use crate::placement::retries::images;
+use crate::placement::select::{Namespace, recheck};
 
 /// How soon to look again after the pod changed under our update.
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
+/// How soon to look again at a pod whose namespace has all its reconcile slots in use.
+const NAMESPACE_BUSY: Duration = Duration::from_secs(2);
 
 /// A reconcile failed against the apiserver (registry problems are Events and retries, not
 /// errors).
@@ -45,6 +52,13 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// The pod's namespace could not be read (its labels, for the policy's namespace selector).
+    #[error("failed to read namespace {namespace}")]
+    ReadNamespace {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 /// Whether ocifit's gate is on `pod`.
@@ -57,16 +71,29 @@ pub fn gated(pod: &Pod) -> bool {
 
 /// Reconciles one pod (the kube-runtime entry point).
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
-    if !ctx.cluster.leadership.is_leader()
-        || !gated(&pod)
-        || pod.metadata.deletion_timestamp.is_some()
-    {
+    if !ctx.cluster.leadership.is_leader() {
         return Ok(Action::await_change());
     }
+    let uid = pod.uid().unwrap_or_default();
+    if !gated(&pod) || pod.metadata.deletion_timestamp.is_some() {
+        ctx.retries().forget(&uid);
+        return Ok(Action::await_change());
+    }
+    let images = images(&pod);
+    if let Some(wait) = ctx.retries().wait(&uid, &images, Instant::now()) {
+        return Ok(Action::requeue(wait));
+    }
+    let namespace = pod.namespace().unwrap_or_default();
+    let Some(_slot) = ctx.slots.try_take(&namespace) else {
+        return Ok(Action::requeue(NAMESPACE_BUSY));
+    };
     let name = pod.labels().get(POLICY_LABEL).cloned().unwrap_or_default();
     let plan = match ctx.usable_policy(&name) {
         Err(why) => release::without_policy(&pod, &why),
-        Ok(policy) => plan_release(&ctx, &pod, &policy).await,
+        Ok(policy) => match selects(&ctx, &pod, &policy).await? {
+            Err(why) => release::without_policy(&pod, &why),
+            Ok(()) => plan_release(&ctx, &pod, &policy).await,
+        },
     };
     // The stored pod is trimmed (see `held`): only what the plan changed is sent.
     let patch = release_patch(&pod, &plan.pod).map_err(|source| Error::EncodePatch {
@@ -109,9 +136,42 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         tracing::info!(pod = %pod.name_any(), namespace = ?pod.namespace(), %outcome, "placement decided");
     }
     publish(&ctx, &pod, &plan.events).await;
-    Ok(plan
-        .requeue
-        .map_or_else(Action::await_change, Action::requeue))
+    match plan.requeue {
+        Some(wait) => {
+            let now = Instant::now();
+            ctx.retries().schedule(&uid, images, now + wait, now);
+            Ok(Action::requeue(wait))
+        }
+        None => {
+            ctx.retries().forget(&uid);
+            Ok(Action::await_change())
+        }
+    }
+}
+
+/// Whether `policy` selects the pod as admission would have: `Err` says why not.
+async fn selects(ctx: &Context, pod: &Pod, policy: &Policy) -> Result<Result<(), String>, Error> {
+    let namespace = pod.namespace().unwrap_or_default();
+    let labels: BTreeMap<String, String> = match ctx.stored_namespace_labels(&namespace) {
+        Some(labels) => labels,
+        // Not kept in memory (no route), or created a moment ago: read it.
+        None => namespace_labels(&ctx.cluster.client, &namespace)
+            .await
+            .map_err(|source| Error::ReadNamespace {
+                namespace: namespace.clone(),
+                source,
+            })?,
+    };
+    Ok(recheck(
+        pod,
+        Namespace {
+            name: &namespace,
+            labels: &labels,
+        },
+        &ctx.own_namespace,
+        policy,
+    )
+    .map_err(|why| why.to_string()))
 }
 
 /// Reads the pod's Secrets and images and plans its release.

@@ -65,7 +65,7 @@ fn credentials_come_in_the_order_pod_secrets_then_service_account_then_operator(
     let pull = PullSecrets::read(["pod-cred", "sa-cred", "pod-cred"], &read);
     let image = parse_reference("registry.example.com/team/app:v1").unwrap();
     assert_eq!(
-        pull.for_image(&image, &operator),
+        pull.for_image(&image, Some(&operator)),
         [basic("pod", "p1"), basic("sa", "p2"), basic("op", "p3")]
     );
     assert!(pull.problems.is_empty());
@@ -81,7 +81,7 @@ fn an_image_no_secret_covers_is_read_anonymously() {
     )]);
     let pull = PullSecrets::read(["pod-cred"], &read);
     let image = parse_reference("other.example.com/app:v1").unwrap();
-    assert!(pull.for_image(&image, &DockerConfig::default()).is_empty());
+    assert!(pull.for_image(&image, None).is_empty());
 }
 
 #[test]
@@ -103,10 +103,7 @@ fn the_same_credentials_twice_are_tried_once() {
     ]);
     let pull = PullSecrets::read(["a", "b"], &read);
     let image = parse_reference("registry.example.com/app:v1").unwrap();
-    assert_eq!(
-        pull.for_image(&image, &DockerConfig::default()),
-        [basic("u", "p")]
-    );
+    assert_eq!(pull.for_image(&image, None), [basic("u", "p")]);
 }
 
 #[test]
@@ -145,5 +142,31 @@ fn unusable_secrets_are_reported_and_skipped() {
     assert!(messages[2].contains("no .dockerconfigjson key"));
     assert!(messages[3].contains("pull secret garbage is not a docker config"));
     let image = parse_reference("registry.example.com/app:v1").unwrap();
-    assert!(pull.for_image(&image, &DockerConfig::default()).is_empty());
+    assert!(pull.for_image(&image, None).is_empty());
+}
+
+#[test]
+fn ocifits_own_credentials_are_for_policies_that_opt_in_only() {
+    let own = DockerConfig::from_json(
+        serde_json::json!({"auths": {"registry.example.com": {"auth": auth("op", "p3")}}})
+            .to_string()
+            .as_bytes(),
+    )
+    .unwrap();
+    let image = parse_reference("registry.example.com/team/app:v1").unwrap();
+    let pull = PullSecrets::default();
+    let plain = crate::placement::fixtures::policy("plain", serde_json::json!({}));
+    assert!(
+        pull.for_image(&image, operator_credentials(&plain, &own))
+            .is_empty(),
+        "a policy that did not opt in reads anonymously"
+    );
+    let trusting = crate::placement::fixtures::policy(
+        "trusting",
+        serde_json::json!({"operatorCredentials": true}),
+    );
+    assert_eq!(
+        pull.for_image(&image, operator_credentials(&trusting, &own)),
+        [basic("op", "p3")]
+    );
 }

@@ -132,3 +132,91 @@ fn exclusions_say_why_in_a_sentence() {
         "the pod is already bound to a node (spec.nodeName)"
     );
 }
+
+#[test]
+fn a_gated_pod_naming_a_policy_that_does_not_select_it_is_refused_by_the_recheck() {
+    let web_only = policy(
+        "web-only",
+        json!({
+            "namespaceSelector": {"matchLabels": {"team": "web"}},
+            "podSelector": {"matchLabels": {"tier": "web"}},
+        }),
+    );
+    let web = map(&[("team", "web")]);
+    let other = map(&[("team", "data")]);
+    let named = |labels: &[(&str, &str)]| {
+        let mut all = labels.to_vec();
+        all.push((POLICY_LABEL, "web-only"));
+        labelled(pod(&[("web", "app:v1")]), &all)
+    };
+    assert_eq!(
+        recheck(
+            &named(&[("tier", "web")]),
+            in_namespace("a", &web),
+            OWN,
+            &web_only
+        ),
+        Ok(())
+    );
+    assert_eq!(
+        recheck(
+            &named(&[("tier", "web")]),
+            in_namespace("b", &other),
+            OWN,
+            &web_only
+        ),
+        Err(NotSelected::Foreign {
+            policy: "web-only".into(),
+            selector: "namespaceSelector"
+        })
+    );
+    assert_eq!(
+        recheck(
+            &named(&[("tier", "db")]),
+            in_namespace("a", &web),
+            OWN,
+            &web_only
+        ),
+        Err(NotSelected::Foreign {
+            policy: "web-only".into(),
+            selector: "podSelector"
+        })
+    );
+    let opted_out = named(&[("tier", "web"), (ENABLED_LABEL, OPT_OUT_VALUE)]);
+    assert_eq!(
+        recheck(&opted_out, in_namespace("a", &web), OWN, &web_only),
+        Err(NotSelected::Excluded(Exclusion::OptedOut))
+    );
+    let everywhere = policy("everywhere", json!({}));
+    let system = map(&[]);
+    assert_eq!(
+        recheck(
+            &named(&[]),
+            in_namespace("kube-system", &system),
+            OWN,
+            &everywhere
+        ),
+        Err(NotSelected::Excluded(Exclusion::SystemNamespace))
+    );
+    assert_eq!(
+        recheck(&named(&[]), in_namespace(OWN, &system), OWN, &everywhere),
+        Err(NotSelected::Excluded(Exclusion::OwnNamespace))
+    );
+}
+
+#[test]
+fn the_recheck_matches_the_labels_admission_saw_without_the_tracking_label() {
+    let unlabelled_only = policy(
+        "unlabelled-only",
+        json!({"podSelector": {"matchExpressions": [{"key": POLICY_LABEL, "operator": "DoesNotExist"}]}}),
+    );
+    let labels = map(&[]);
+    let gated = labelled(
+        pod(&[("web", "app:v1")]),
+        &[(POLICY_LABEL, "unlabelled-only")],
+    );
+    assert_eq!(
+        recheck(&gated, in_namespace("a", &labels), OWN, &unlabelled_only),
+        Ok(())
+    );
+}

@@ -158,6 +158,8 @@ async fn start_ocifit(cluster: &Cluster, options: &DemoOptions, helper: &str) ->
         &cluster.kubeconfig().display().to_string(),
         "--plain-http-registry",
         &registry,
+        // The demo's registry is on loopback (or this machine's own address).
+        "--placement-allow-private-registries",
         "--lease-namespace",
         NAMESPACE,
         "--admin-bind-address",

@@ -7,12 +7,16 @@
 //! two replicas behind one Service, one stopped
 //! (no admission fails) and one killed (the failures bounded, the Lease taken over); a flood of
 //! 1,000 pods carrying placement's tracking label with 512 KiB of `args` each (every replica,
-//! watching or starting, under the chart's memory limit).
+//! watching or starting, under the chart's memory limit); placement between tenants (a pod
+//! naming a foreign policy released untouched, a stalling registry of one namespace not holding
+//! back another's pods) and a missing image inspected only as often as docs/placement.md says.
 
 mod apiserver_restart;
 mod host_denials;
 mod hostile;
 mod memory_flood;
+mod placement_retries;
+mod placement_tenants;
 mod registry_down;
 mod two_replicas;
 

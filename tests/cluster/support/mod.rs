@@ -348,6 +348,8 @@ impl Controller {
             admin.clone(),
             "--plain-http-registry".into(),
             env.registry().addr().to_owned(),
+            // The test kit's registries are on loopback (or this machine's own address).
+            "--placement-allow-private-registries".into(),
             "--identity".into(),
             identity.into(),
             "--lease-namespace".into(),

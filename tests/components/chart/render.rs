@@ -203,19 +203,33 @@ async fn the_webhook_sees_only_opted_in_pods_outside_kube_system_and_its_own_nam
 async fn uninstall_runs_one_job_that_releases_every_gate_with_rights_on_pods_only() {
     let rendered = documents(&render(&[]).await.unwrap());
     let job = find(&rendered, "Job", "ocifit-release-gates");
-    for (kind, name) in [
-        ("ServiceAccount", "ocifit-release-gates"),
-        ("ClusterRole", "ocifit-release-gates"),
-        ("ClusterRoleBinding", "ocifit-release-gates"),
-        ("Job", "ocifit-release-gates"),
+    // After the webhook is gone (nothing gates any more). The rights are removed once the Job
+    // ended, even when it failed; the Job stays after a failure, for its log.
+    for (kind, name, deleted) in [
+        (
+            "ServiceAccount",
+            "ocifit-release-gates",
+            "before-hook-creation,hook-succeeded,hook-failed",
+        ),
+        (
+            "ClusterRole",
+            "ocifit-release-gates",
+            "before-hook-creation,hook-succeeded,hook-failed",
+        ),
+        (
+            "ClusterRoleBinding",
+            "ocifit-release-gates",
+            "before-hook-creation,hook-succeeded,hook-failed",
+        ),
+        (
+            "Job",
+            "ocifit-release-gates",
+            "before-hook-creation,hook-succeeded",
+        ),
     ] {
         let annotations = &find(&rendered, kind, name)["metadata"]["annotations"];
-        // After the webhook is gone (nothing gates any more), removed once it succeeded.
         assert_eq!(annotations["helm.sh/hook"], "post-delete", "{kind}");
-        assert_eq!(
-            annotations["helm.sh/hook-delete-policy"], "before-hook-creation,hook-succeeded",
-            "{kind}"
-        );
+        assert_eq!(annotations["helm.sh/hook-delete-policy"], deleted, "{kind}");
     }
     let pod = &job["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], "ocifit-release-gates");
@@ -473,4 +487,40 @@ async fn the_chart_creates_the_lease_and_the_role_reaches_that_lease_only() {
             .unwrap(),
     );
     assert!(!has(&single, "Lease", "ocifit-controller"));
+}
+
+/// The toleration of node tainting's taint.
+fn tolerates_own_taint(pod: &Value) -> bool {
+    pod["tolerations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|toleration| {
+            *toleration
+                == json!({"key": "placement.ocifit.io/arch", "operator": "Exists", "effect": "NoSchedule"})
+        })
+}
+
+#[tokio::test]
+async fn ocifits_own_pods_tolerate_the_taint_its_node_tainting_adds_beside_the_users() {
+    let rendered = documents(&render(&[]).await.unwrap());
+    let operator = &find(&rendered, "Deployment", "ocifit-controller")["spec"]["template"]["spec"];
+    let hook = &find(&rendered, "Job", "ocifit-release-gates")["spec"]["template"]["spec"];
+    for pod in [operator, hook] {
+        assert!(tolerates_own_taint(pod), "{}", pod["tolerations"]);
+    }
+    let own = documents(
+        &render(&[
+            "tolerations[0].key=dedicated",
+            "tolerations[0].operator=Exists",
+        ])
+        .await
+        .unwrap(),
+    );
+    let operator = &find(&own, "Deployment", "ocifit-controller")["spec"]["template"]["spec"];
+    assert!(tolerates_own_taint(operator));
+    assert_eq!(
+        operator["tolerations"][1],
+        json!({"key": "dedicated", "operator": "Exists"})
+    );
 }

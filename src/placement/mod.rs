@@ -187,6 +187,8 @@ pub fn run(parts: Parts) -> Running {
                 own_namespace,
             },
         )
+        // An ungated pod is always safe (failurePolicy Ignore): admitted unchanged when busy.
+        .when_undecided(crate::admission::route::Undecided::AdmitUnchanged)
     });
     let context = controller::Context {
         cluster: cluster.clone(),

@@ -5,12 +5,15 @@
 //! loopback (every answer within the deadline, resident memory under the chart's limit, the
 //! next well-formed request answered normally); the host's own denials passed on to the user;
 //! two replicas behind one Service, one stopped
-//! (no admission fails) and one killed (the failures bounded, the Lease taken over).
+//! (no admission fails) and one killed (the failures bounded, the Lease taken over); 64
+//! slow-body connections held open to the webhook port while 400 pods are created in two
+//! namespaces (none refused).
 
 mod apiserver_restart;
 mod host_denials;
 mod hostile;
 mod registry_down;
+mod slow_bodies;
 mod two_replicas;
 
 use std::collections::BTreeMap;

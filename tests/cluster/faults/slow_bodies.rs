@@ -4,7 +4,9 @@
 //! are created through the apiserver: 200 in a namespace no PlacementPolicy selects (through
 //! `/placement`) and 200 opted in (through `/mutate`). Every pod is admitted at its first
 //! attempt (the client does not retry, and both webhooks fail closed), the opted-in ones with
-//! their flavor's image: a slow body holds no place of any route.
+//! their flavor's image: a slow body holds no place of any route. The slow bodies themselves are
+//! answered at the deadline as each route's failure policy would: the gate admits them unchanged,
+//! the image route denies them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -46,21 +48,25 @@ async fn slow_bodies_on_the_webhook_port_refuse_no_pod_of_any_namespace() {
     let client = Client::try_from(config).expect("a client");
 
     let stop = Arc::new(AtomicBool::new(false));
-    let answered = Arc::new(AtomicUsize::new(0));
+    let (gate, image_route) = (Arc::new(Answers::default()), Arc::new(Answers::default()));
     let mut slow = JoinSet::new();
     for i in 0..SLOW {
-        let path = if i % 2 == 0 { "/placement" } else { "/mutate" };
+        let (path, answers) = if i % 2 == 0 {
+            ("/placement", &gate)
+        } else {
+            ("/mutate", &image_route)
+        };
         slow.spawn(trickle(
             served.connector(),
             served.webhook_address.clone(),
             path,
             Arc::clone(&stop),
-            Arc::clone(&answered),
+            Arc::clone(answers),
         ));
     }
     // Every slow connection has sent its head before the first pod is created.
     let (_, peak_before) = served.rss_kib();
-    wait_connected(&answered).await;
+    wait_connected(&gate, &image_route).await;
 
     let started = Instant::now();
     let mut creators = JoinSet::new();
@@ -93,7 +99,7 @@ async fn slow_bodies_on_the_webhook_port_refuse_no_pod_of_any_namespace() {
     let failures: Vec<String> = creators.join_all().await.into_iter().flatten().collect();
     let took = started.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let slow_answered = answered.load(Ordering::Relaxed);
+    let slow_answered = gate.total() + image_route.total();
     slow.join_all().await;
     let (rss, peak) = served.rss_kib();
     eprintln!(
@@ -104,10 +110,22 @@ async fn slow_bodies_on_the_webhook_port_refuse_no_pod_of_any_namespace() {
         failures.len()
     );
     assert!(failures.is_empty(), "refused: {failures:#?}");
-    assert!(
-        slow_answered >= SLOW,
-        "the slow connections were not held through the creations"
+    // Each route answers its own slow bodies as its failure policy would: the gate admits them
+    // unchanged, the image route denies them, to retry.
+    let (gate_allowed, gate_denied) = (
+        gate.allowed.load(Ordering::Relaxed),
+        gate.denied.load(Ordering::Relaxed),
     );
+    let (image_allowed, image_denied) = (
+        image_route.allowed.load(Ordering::Relaxed),
+        image_route.denied.load(Ordering::Relaxed),
+    );
+    eprintln!(
+        "FAULT slow-bodies: the slow bodies themselves: /placement {gate_allowed} admitted \
+         unchanged, {gate_denied} denied; /mutate {image_allowed} admitted, {image_denied} denied"
+    );
+    assert_eq!(gate_denied, 0, "the gate denied a slow body");
+    assert_eq!(image_allowed, 0, "the image route admitted a slow body");
     let no_policy = served.controller.metric(NO_POLICY).await;
     eprintln!("FAULT slow-bodies: /placement answered {no_policy} pods NoPlacementPolicy");
     assert!(no_policy >= PODS as f64, "{no_policy}");
@@ -153,9 +171,9 @@ async fn gate_unselected(served: &Served) {
 
 /// Waits until each slow connection has sent its head: the host answers the first round of
 /// them at its deadline, so the flood is in place once as many answers came back.
-async fn wait_connected(answered: &AtomicUsize) {
+async fn wait_connected(gate: &Answers, image_route: &Answers) {
     let started = Instant::now();
-    while answered.load(Ordering::Relaxed) < SLOW {
+    while gate.total() + image_route.total() < SLOW {
         assert!(
             started.elapsed() < ACTIVE_WITHIN,
             "the slow connections were never answered"
@@ -164,14 +182,32 @@ async fn wait_connected(answered: &AtomicUsize) {
     }
 }
 
+/// How the host answered one path's slow requests.
+#[derive(Default)]
+struct Answers {
+    allowed: AtomicUsize,
+    denied: AtomicUsize,
+}
+
+impl Answers {
+    fn record(&self, allowed: bool) {
+        let count = if allowed { &self.allowed } else { &self.denied };
+        count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn total(&self) -> usize {
+        self.allowed.load(Ordering::Relaxed) + self.denied.load(Ordering::Relaxed)
+    }
+}
+
 /// One slow client: a request to `path` whose body comes a byte every 100 ms, again and again
-/// until `stop`; each answer from the host counted in `answered`.
+/// until `stop`; each answer from the host recorded in `answered`.
 async fn trickle(
     connector: TlsConnector,
     address: String,
     path: &'static str,
     stop: Arc<AtomicBool>,
-    answered: Arc<AtomicUsize>,
+    answered: Arc<Answers>,
 ) {
     let body = review(
         pod(json!({"containers": [{"name": "c", "image": PLACEHOLDER}]})),
@@ -207,12 +243,26 @@ async fn trickle(
             }
             std::future::pending::<()>().await;
         };
-        let mut answer = [0u8; 1];
+        let answer = async {
+            let mut answer = Vec::new();
+            let mut buffer = [0u8; 4096];
+            while let Ok(read @ 1..) = reader.read(&mut buffer).await {
+                answer.extend_from_slice(&buffer[..read]);
+                let text = String::from_utf8_lossy(&answer);
+                if text.contains("\"allowed\":true") {
+                    return Some(true);
+                }
+                if text.contains("\"allowed\":false") {
+                    return Some(false);
+                }
+            }
+            None
+        };
         tokio::select! {
             () = trickling => {}
-            read = reader.read(&mut answer) => {
-                if matches!(read, Ok(n) if n > 0) {
-                    answered.fetch_add(1, Ordering::Relaxed);
+            allowed = answer => {
+                if let Some(allowed) = allowed {
+                    answered.record(allowed);
                 }
             }
         }

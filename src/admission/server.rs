@@ -290,7 +290,7 @@ enum Read {
     Whole(Body),
     /// Not whole by the deadline: what had arrived (for its uid).
     Late(Vec<u8>),
-    /// No room among [`MAX_BODY_MEMORY`] for the rest by the deadline: what had arrived.
+    /// No room among [`MAX_BODY_MEMORY`] for the rest within [`BUSY_WAIT`]: what had arrived.
     NoRoom(Vec<u8>),
     /// Refused: larger than [`MAX_BODY_BYTES`] (then the rest is read and dropped, so the
     /// client gets the denial rather than a reset connection), or unreadable.

@@ -149,6 +149,8 @@ async fn run(args: &Args) -> Result<()> {
         ],
         metrics: Metrics::new(None),
         deadline: DEADLINE,
+        draining: Default::default(),
+        client_ca: None,
     };
     let (server, ocifit_address) = admission_server(([127, 0, 0, 1], 0).into(), cert, host)?;
     let ocifit = server.handle();

@@ -24,6 +24,7 @@ pub mod verdict;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -61,8 +62,13 @@ pub struct Settings {
     pub deadline: Duration,
     /// How long the host keeps accepting and answering once the process stops, before it
     /// drains: readiness fails at once, and the endpoints of a stopping replica go only once
-    /// that is seen, while the apiserver does not retry a refused connection.
+    /// that is seen, while the apiserver does not retry a refused connection. Meanwhile every
+    /// answer closes its connection (`Connection: close`), so none the apiserver keeps is
+    /// closed under it.
     pub shutdown_delay: Duration,
+    /// PEM CA certificates a client must present a certificate signed by (the apiserver's,
+    /// from its admission configuration); `None`: any client that reaches the port is served.
+    pub client_ca: Option<Vec<u8>>,
 }
 
 /// The host, serving.
@@ -117,9 +123,15 @@ pub fn serve(
         }
     };
     let delay = settings.shutdown_delay;
+    let draining = Arc::new(AtomicBool::new(false));
+    let drain = Arc::clone(&draining);
     let shutdown = async move {
         stopping(shutdown).await;
         tracing::info!(?delay, "the admission server keeps serving, then drains");
+        // From now on every answer closes its connection: the apiserver's next request opens a
+        // new one, to a replica that stays once our endpoint is gone, instead of reusing one we
+        // close when the delay ends.
+        drain.store(true, Ordering::Relaxed);
         tokio::time::sleep(delay).await;
     };
     let (server, address) = admission_server(
@@ -129,6 +141,8 @@ pub fn serve(
             routes,
             metrics,
             deadline: settings.deadline,
+            draining,
+            client_ca: settings.client_ca,
         },
     )?;
     let handle = server.handle();

@@ -38,7 +38,8 @@ pub enum Refused {
     UnreadableBody,
     /// The body did not arrive, or the planner did not decide, within the deadline.
     Timeout,
-    /// As many requests as the host answers at once were in flight: retry.
+    /// Every place of the route was taken, or the bodies being read filled the host's share of
+    /// memory for them: retry.
     Busy,
     /// The body holds an array longer than [`shape::MAX_ARRAY_ELEMENTS`].
     TooLarge,
@@ -80,6 +81,9 @@ pub struct Answer {
 /// The outcome label of a request refused before any planner saw it.
 pub const DENIED: &str = "denied";
 
+/// The outcome label of a request admitted unchanged because no planner could decide it.
+pub const SKIPPED: &str = "skipped";
+
 impl Answer {
     /// A denial of the request with `uid` (empty when it could not be read: the apiserver
     /// then rejects the answer, which denies the object all the same).
@@ -98,6 +102,16 @@ impl Answer {
         Answer {
             body: encode(uid, false, Some(status), None, &[]),
             outcome: DENIED,
+            reason: why.as_str(),
+        }
+    }
+
+    /// The request with `uid` admitted as it is, with `warning` shown to the user: for a route
+    /// whose objects are safe undecided, when the host could not decide (`why`).
+    pub fn unchanged(uid: &str, why: Refused, warning: impl Into<String>) -> Answer {
+        Answer {
+            body: encode(uid, true, None, None, &[warning.into()]),
+            outcome: SKIPPED,
             reason: why.as_str(),
         }
     }

@@ -43,26 +43,59 @@ pub trait Planner: Send + Sync + 'static {
     fn answered(&self, _request: &AdmissionRequest<Self::Object>, _plan: Self::Plan) {}
 }
 
+/// What a route answers for a request the host could not have its planner decide: every place
+/// of the route taken, or the body or the planner past the deadline. It says what the route's
+/// webhook failure policy does with a failed call, so a busy or slow host never answers worse
+/// than being down would.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Undecided {
+    /// Deny, with a message saying to retry (`failurePolicy: Fail`): an object admitted
+    /// unplanned would be wrong.
+    #[default]
+    Deny,
+    /// Admit the object unchanged, with a warning saying why (`failurePolicy: Ignore`): an
+    /// object admitted unplanned is safe.
+    AdmitUnchanged,
+}
+
 /// A path of the host and the planner answering it.
 #[derive(Clone)]
 pub struct Route {
     pub(super) path: String,
     pub(super) handler: Arc<dyn Handler>,
+    pub(super) undecided: Undecided,
 }
 
 impl fmt::Debug for Route {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Route").field("path", &self.path).finish()
+        f.debug_struct("Route")
+            .field("path", &self.path)
+            .field("undecided", &self.undecided)
+            .finish()
     }
 }
 
 impl Route {
-    /// `POST path` answered by `planner`.
+    /// `POST path` answered by `planner`; a request it cannot decide is denied, to retry
+    /// ([`Undecided::Deny`]).
     pub fn new<P: Planner>(path: &str, planner: P) -> Route {
         Route {
             path: path.to_owned(),
             handler: Arc::new(planner),
+            undecided: Undecided::Deny,
         }
+    }
+
+    /// The same route answering `undecided` for a request it cannot decide: the feature sets
+    /// what its webhook's failure policy means for its objects.
+    pub fn when_undecided(mut self, undecided: Undecided) -> Route {
+        self.undecided = undecided;
+        self
+    }
+
+    /// What the route answers for a request it cannot decide.
+    pub fn undecided(&self) -> Undecided {
+        self.undecided
     }
 
     /// The path.

@@ -1,56 +1,71 @@
 //! The admission host's HTTPS server (actix-web over rustls, the certificate from
 //! [`ServingCert`]): `POST` on each [`Route`]'s path. Every such request is answered 200 with an
-//! AdmissionReview: at most [`MAX_IN_FLIGHT`] requests are read and planned at once (beyond, a
-//! 429 denial to retry), the body is read up to [`MAX_BODY_BYTES`] and the route's planner runs,
-//! both within the deadline, and whatever goes wrong becomes a denial saying what. It owns the
-//! transport, these bounds and the metrics of each answer; the decisions are the planners' and
-//! the review handling is [`review`](super::review)'s.
+//! AdmissionReview. Its body is read first, up to [`MAX_BODY_BYTES`], within the deadline and
+//! within the host's share of memory for bodies ([`MAX_BODY_MEMORY`]); only then does it take
+//! one of its route's [`MAX_IN_FLIGHT`] places, and the route's planner runs within the same
+//! deadline. A request the host cannot decide (no place, no room, the body or the planner past
+//! the deadline) gets the answer its route gives undecided requests ([`Undecided`]); whatever
+//! else goes wrong becomes a denial saying what. It owns the transport, these bounds, the drain
+//! and the metrics of each answer; the decisions are the planners' and the review handling is
+//! [`review`](super::review)'s.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use actix_web::dev::Server;
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use futures_util::StreamExt;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::review::shape;
 use super::review::{Answer, MAX_BODY_BYTES, Refused};
-use super::route::{Handler, Route};
+use super::route::{Handler, Route, Undecided};
 use super::tls::{ServingCert, TlsError};
 use crate::telemetry::Metrics;
 
-/// The longest the request body may take to arrive before the request is denied naming the
-/// deadline: well under the apiserver's webhook timeout (`timeoutSeconds`, 5 s in our chart,
-/// 10 s by default), so the apiserver gets our answer rather than its own timeout error.
+/// The longest a request may take from its head to its answer, body and planning included:
+/// well under the apiserver's webhook timeout (`timeoutSeconds`, 5 s in our chart, 10 s by
+/// default), so the apiserver gets our answer rather than its own timeout error.
 pub const DEADLINE: Duration = Duration::from_secs(2);
 
-/// Requests read and planned at once. Each holds at most a body ([`MAX_BODY_BYTES`]), its typed
-/// object and the patch (a 1 MiB pod of 20,000 containers decodes to some 20 MiB), so this
-/// keeps what requests can make a replica hold well under the chart's 256 MiB limit (measured
-/// by the fault suite: 16 reached 238 MiB at the peak); real requests take a millisecond, so the
-/// apiserver's own concurrency stays far below it.
-pub const MAX_IN_FLIGHT: usize = 8;
+/// Requests planned at once, per route: each holds its body, its typed object and the patch.
+/// Per route, so a flood of one route (placement's gate sees nearly every pod) never takes
+/// another's places; real requests take a millisecond, so the apiserver's own concurrency stays
+/// far below it.
+pub const MAX_IN_FLIGHT: usize = 4;
 
-/// How long a request waits for one of the [`MAX_IN_FLIGHT`] places before it is denied as busy.
+/// The memory all request bodies together may hold, over every route and connection: being
+/// read, waiting for a place, being planned. Charged as a body's buffer grows, by the bytes
+/// that arrived (not those a client declares it will send), so slow bodies cost what they
+/// sent; 256 connections of 3 MiB bodies would otherwise hold 768 MiB against the chart's
+/// 256 MiB limit.
+pub const MAX_BODY_MEMORY: usize = 48 * 1024 * 1024;
+
+/// How long a read body waits for one of its route's places, or a body for room to grow,
+/// before it is undecided as busy.
 const BUSY_WAIT: Duration = Duration::from_millis(500);
 
-/// How much of a busy request's body is read for its uid, and for how long: the apiserver
-/// writes `request.uid` within the first 200 bytes, and a denial without it is reported as a
-/// failed call rather than passed on. Bounded, so a flood of busy requests holds no more than
-/// this each.
-const BUSY_UID_BYTES: usize = 4096;
-const BUSY_UID_WAIT: Duration = Duration::from_millis(100);
+/// How much of a body is searched for the uid of an undecided answer: the apiserver writes
+/// `request.uid` within the first 200 bytes, and an answer without it is reported as a failed
+/// call rather than passed on.
+const UID_PREFIX_BYTES: usize = 4096;
 
 /// How long a request past its deadline waits for the uid from its streaming pass (linear over
 /// at most [`MAX_BODY_BYTES`], a few milliseconds; it runs first, before decoding and
-/// planning).
+/// planning), when the body's first bytes did not have it.
 const LATE_UID_WAIT: Duration = Duration::from_millis(500);
 
 /// Connections each worker holds open (beyond, the listener's backlog waits): each costs its
 /// TLS state and buffers, and the apiserver keeps a few alive per replica.
 const MAX_CONNECTIONS: usize = 256;
+
+/// How long an idle connection is kept: longer than the apiserver keeps its own idle
+/// connections (90 s, Go's default), so the apiserver closes them, never we. A close from our
+/// side can cross a request the apiserver sends on the connection at that moment, which it
+/// reports as a failed call (`EOF`) and, for a POST, does not retry.
+const KEEP_ALIVE: Duration = Duration::from_secs(120);
 
 /// What the server needs to answer.
 #[derive(Clone, Debug)]
@@ -61,6 +76,11 @@ pub struct Host {
     pub metrics: Arc<Metrics>,
     /// The per-request deadline, normally [`DEADLINE`].
     pub deadline: Duration,
+    /// Set once the replica is going: every answer then closes its connection, so the client
+    /// opens its next one to a replica that stays.
+    pub draining: Arc<AtomicBool>,
+    /// PEM CA certificates a client's certificate must be signed by; `None`: any client.
+    pub client_ca: Option<Vec<u8>>,
 }
 
 /// Why the server could not start.
@@ -82,10 +102,28 @@ pub enum ServerError {
 
 #[derive(Clone)]
 struct Served {
+    path: String,
     handler: Arc<dyn Handler>,
+    undecided: Undecided,
     metrics: Arc<Metrics>,
     deadline: Duration,
+    /// The route's places.
     in_flight: Arc<Semaphore>,
+    /// The host's room for bodies, in bytes.
+    bodies: Arc<Semaphore>,
+    draining: Arc<AtomicBool>,
+}
+
+impl Served {
+    /// The route's answer to a request it cannot decide, `why` and `what` saying why.
+    fn undecided(&self, uid: &str, why: Refused, what: &str) -> Answer {
+        match self.undecided {
+            Undecided::Deny => Answer::refuse(uid, why, format!("{what}: retry")),
+            Undecided::AdmitUnchanged => {
+                Answer::unchanged(uid, why, format!("{what}: admitted unchanged"))
+            }
+        }
+    }
 }
 
 /// Binds the host on `address` (port 0 picks one); the server (runs until stopped through its
@@ -95,29 +133,40 @@ pub fn admission_server(
     cert: Arc<ServingCert>,
     host: Host,
 ) -> Result<(Server, SocketAddr), ServerError> {
-    let tls = ServingCert::server_config(cert).map_err(ServerError::Tls)?;
+    let tls = ServingCert::server_config_for_clients(cert, host.client_ca.as_deref())
+        .map_err(ServerError::Tls)?;
     let bind = |source| ServerError::Bind { address, source };
     let listener = std::net::TcpListener::bind(address).map_err(bind)?;
     let bound = listener.local_addr().map_err(bind)?;
     let deadline = host.deadline;
-    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    // Shared by every worker: places per route, room for bodies over the host.
+    let bodies = Arc::new(Semaphore::new(MAX_BODY_MEMORY));
+    let served: Vec<Served> = host
+        .routes
+        .iter()
+        .map(|route| Served {
+            path: route.path.clone(),
+            handler: Arc::clone(&route.handler),
+            undecided: route.undecided,
+            metrics: Arc::clone(&host.metrics),
+            deadline: host.deadline,
+            in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            bodies: Arc::clone(&bodies),
+            draining: Arc::clone(&host.draining),
+        })
+        .collect();
     let server = HttpServer::new(move || {
-        host.routes.iter().fold(App::new(), |app, route| {
-            let served = Served {
-                handler: Arc::clone(&route.handler),
-                metrics: Arc::clone(&host.metrics),
-                deadline: host.deadline,
-                in_flight: Arc::clone(&in_flight),
-            };
+        served.iter().fold(App::new(), |app, served| {
             app.service(
-                web::resource(route.path.as_str())
-                    .app_data(web::Data::new(served))
+                web::resource(served.path.as_str())
+                    .app_data(web::Data::new(served.clone()))
                     .route(web::post().to(admit)),
             )
         })
     })
     // Our deadline answers first; actix's own 408 is only for a request head that never ends.
     .client_request_timeout(deadline + Duration::from_secs(1))
+    .keep_alive(KEEP_ALIVE)
     .max_connections(MAX_CONNECTIONS)
     // An answer is one small write the apiserver waits for: with Nagle's algorithm on, the
     // response's last segment waits for the ACK of the previous one, which the apiserver delays
@@ -139,58 +188,71 @@ async fn admit(served: web::Data<Served>, http: HttpRequest, body: web::Payload)
         answer.reason,
         started.elapsed().as_secs_f64(),
     );
-    HttpResponse::Ok()
-        .content_type("application/json")
-        .body(answer.body)
+    let mut response = HttpResponse::Ok();
+    if served.draining.load(Ordering::Relaxed) {
+        // `Connection: close`: the client opens its next connection elsewhere instead of
+        // sending on this one as the replica closes it.
+        response.force_close();
+    }
+    response.content_type("application/json").body(answer.body)
 }
 
 async fn answer(
     served: &Served,
     http: &HttpRequest,
-    body: web::Payload,
+    payload: web::Payload,
     deadline: Instant,
 ) -> Answer {
     let deadline = tokio::time::Instant::from_std(deadline);
-    let wait = tokio::time::Instant::now() + BUSY_WAIT;
-    let place = Arc::clone(&served.in_flight).acquire_owned();
-    let Ok(Ok(permit)) = tokio::time::timeout_at(wait.min(deadline), place).await else {
-        let uid = uid_from_prefix(body).await;
-        return Answer::refuse(
-            &uid,
-            Refused::Busy,
-            format!("ocifit is answering {MAX_IN_FLIGHT} admission requests already: retry"),
-        );
-    };
     let declared = http
         .headers()
         .get(actix_web::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    let body = match tokio::time::timeout_at(deadline, read_capped(body, declared)).await {
-        Err(_) => {
-            return Answer::refuse(
-                "",
-                Refused::Timeout,
-                format!(
-                    "the request body did not arrive within ocifit's deadline of {:?}: retry",
-                    served.deadline
-                ),
+    let body = match read_body(payload, declared, &served.bodies, deadline).await {
+        Read::Whole(body) => body,
+        Read::Late(prefix) => {
+            let what = format!(
+                "the request body did not arrive within ocifit's deadline of {:?}",
+                served.deadline
             );
+            return served.undecided(&uid_in(&prefix), Refused::Timeout, &what);
         }
-        Ok(Err(answer)) => return answer,
-        Ok(Ok(body)) => body,
+        Read::NoRoom(prefix) => {
+            let what = format!(
+                "ocifit is holding {} MiB of admission request bodies already",
+                MAX_BODY_MEMORY >> 20
+            );
+            return served.undecided(&uid_in(&prefix), Refused::Busy, &what);
+        }
+        Read::Failed(answer) => return *answer,
     };
+    let wait = tokio::time::Instant::now() + BUSY_WAIT;
+    let place = Arc::clone(&served.in_flight).acquire_owned();
+    let Ok(Ok(permit)) = tokio::time::timeout_at(wait.min(deadline), place).await else {
+        let what = format!(
+            "ocifit is deciding {MAX_IN_FLIGHT} admission requests for {} already",
+            served.path
+        );
+        return served.undecided(&uid_in(&body.bytes), Refused::Busy, &what);
+    };
+    let prefix_uid = uid_in(&body.bytes);
     // Planning runs off the connection's worker so the deadline holds over it too; the place
-    // is held until planning ends, even after a late answer, so late work stays bounded.
+    // and the body's room are held until planning ends, even after a late answer, so late work
+    // stays bounded.
     let handler = Arc::clone(&served.handler);
     let (uid_sender, uid) = tokio::sync::oneshot::channel();
     let planned = tokio::task::spawn_blocking(move || {
-        let scan = shape::scan(&body);
+        let scan = shape::scan(&body.bytes);
         let _ = uid_sender.send(scan.uid.clone());
-        let answer = handler.answer(&body, scan);
+        let answer = handler.answer(&body.bytes, scan);
         drop(permit);
+        drop(body);
         answer
     });
     let late_uid = async move {
+        if !prefix_uid.is_empty() {
+            return prefix_uid;
+        }
         match tokio::time::timeout(LATE_UID_WAIT, uid).await {
             Ok(Ok(Some(uid))) => uid,
             _ => String::new(),
@@ -198,70 +260,121 @@ async fn answer(
     };
     match tokio::time::timeout_at(deadline, planned).await {
         Ok(Ok(answer)) => answer,
-        Err(_) => Answer::refuse(
-            &late_uid.await,
-            Refused::Timeout,
-            format!(
-                "ocifit could not decide within its deadline of {:?}: retry",
+        Err(_) => {
+            let what = format!(
+                "ocifit could not decide within its deadline of {:?}",
                 served.deadline
-            ),
-        ),
-        Ok(Err(failed)) => Answer::refuse(
-            &late_uid.await,
-            Refused::Timeout,
-            format!("ocifit failed while deciding ({failed}): retry"),
-        ),
+            );
+            served.undecided(&late_uid.await, Refused::Timeout, &what)
+        }
+        Ok(Err(failed)) => {
+            let what = format!("ocifit failed while deciding ({failed})");
+            served.undecided(&late_uid.await, Refused::Timeout, &what)
+        }
     }
 }
 
-/// The uid in the first [`BUSY_UID_BYTES`] of the body, read for at most [`BUSY_UID_WAIT`];
-/// empty if it is not there by then.
-async fn uid_from_prefix(mut payload: web::Payload) -> String {
-    let mut prefix = Vec::with_capacity(BUSY_UID_BYTES);
-    let _ = tokio::time::timeout(BUSY_UID_WAIT, async {
-        while prefix.len() < BUSY_UID_BYTES
-            && let Some(Ok(chunk)) = payload.next().await
-        {
-            let room = BUSY_UID_BYTES - prefix.len();
-            prefix.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        }
-    })
-    .await;
-    shape::scan(&prefix).uid.unwrap_or_default()
+/// The uid in the first [`UID_PREFIX_BYTES`] of `body` (all of it or its first part); empty if
+/// it is not there.
+fn uid_in(body: &[u8]) -> String {
+    shape::scan(&body[..body.len().min(UID_PREFIX_BYTES)])
+        .uid
+        .unwrap_or_default()
 }
 
-/// The body, unless it is larger than [`MAX_BODY_BYTES`] (then the rest is read and dropped, so
-/// the client gets the denial rather than a reset connection) or could not be read.
-async fn read_capped(
+/// A body read whole, holding its room among [`MAX_BODY_MEMORY`] until dropped.
+struct Body {
+    bytes: Vec<u8>,
+    _room: Option<OwnedSemaphorePermit>,
+}
+
+/// How reading a body ended.
+enum Read {
+    /// Whole, within the caps.
+    Whole(Body),
+    /// Not whole by the deadline: what had arrived (for its uid).
+    Late(Vec<u8>),
+    /// No room among [`MAX_BODY_MEMORY`] for the rest within [`BUSY_WAIT`]: what had arrived.
+    NoRoom(Vec<u8>),
+    /// Refused: larger than [`MAX_BODY_BYTES`] (then the rest is read and dropped, so the
+    /// client gets the denial rather than a reset connection), or unreadable.
+    Failed(Box<Answer>),
+}
+
+/// Reads the body by `deadline`, charging its buffer to `room` as it grows (it waits up to
+/// [`BUSY_WAIT`] for room, reading nothing meanwhile, so the client's bytes wait in the
+/// network).
+async fn read_body(
     mut payload: web::Payload,
     declared: Option<usize>,
-) -> Result<Vec<u8>, Answer> {
-    let mut body = Vec::with_capacity(declared.unwrap_or(0).min(MAX_BODY_BYTES));
+    room: &Arc<Semaphore>,
+    deadline: tokio::time::Instant,
+) -> Read {
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut held: Option<OwnedSemaphorePermit> = None;
     let mut total = 0usize;
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|err| {
-            Answer::refuse(
-                "",
-                Refused::UnreadableBody,
-                format!("failed to read the request body: {err}"),
-            )
-        })?;
+    loop {
+        let chunk = match tokio::time::timeout_at(deadline, payload.next()).await {
+            Err(_) => return Read::Late(bytes),
+            Ok(None) => break,
+            Ok(Some(Err(err))) => {
+                return Read::Failed(Box::new(Answer::refuse(
+                    &uid_in(&bytes),
+                    Refused::UnreadableBody,
+                    format!("failed to read the request body: {err}"),
+                )));
+            }
+            Ok(Some(Ok(chunk))) => chunk,
+        };
+        let within = total <= MAX_BODY_BYTES;
         total = total.saturating_add(chunk.len());
-        if total <= MAX_BODY_BYTES {
-            body.extend_from_slice(&chunk);
+        if total > MAX_BODY_BYTES {
+            if within {
+                // Refused whatever follows: keep the first bytes for the uid, give back the room.
+                bytes.truncate(UID_PREFIX_BYTES);
+                bytes.shrink_to_fit();
+                held = None;
+            }
+            continue;
         }
+        let needed = bytes.len() + chunk.len();
+        if needed > bytes.capacity() {
+            // Doubling, never past what the client declared: a declared length costs nothing
+            // until its bytes arrive, and an honest one is not overshot.
+            let mut grown = needed.max(bytes.capacity() * 2).min(MAX_BODY_BYTES);
+            if let Some(declared) = declared.filter(|d| *d >= needed) {
+                grown = grown.min(declared);
+            }
+            let more = grown - bytes.capacity();
+            let permits = u32::try_from(more).unwrap_or(u32::MAX);
+            let acquired = Arc::clone(room).acquire_many_owned(permits);
+            let wait = deadline.min(tokio::time::Instant::now() + BUSY_WAIT);
+            let Ok(Ok(permit)) = tokio::time::timeout_at(wait, acquired).await else {
+                // The chunk in hand may hold the uid (a first chunk always does, from the
+                // apiserver): at most the prefix searched for it is kept for the answer.
+                let room = UID_PREFIX_BYTES.saturating_sub(bytes.len());
+                bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                return Read::NoRoom(bytes);
+            };
+            match held.as_mut() {
+                Some(held) => held.merge(permit),
+                None => held = Some(permit),
+            }
+            bytes.reserve_exact(grown - bytes.len());
+        }
+        bytes.extend_from_slice(&chunk);
     }
     if total > MAX_BODY_BYTES {
-        return Err(Answer::refuse(
-            "",
+        return Read::Failed(Box::new(Answer::refuse(
+            &uid_in(&bytes),
             Refused::BodyTooLarge,
             format!(
                 "the AdmissionReview is {total} bytes, over ocifit's limit of {MAX_BODY_BYTES}: \
                  no object the apiserver accepts is that large"
             ),
-        ));
+        )));
     }
-    Ok(body)
+    Read::Whole(Body { bytes, _room: held })
 }
 
 #[cfg(test)]

@@ -38,6 +38,18 @@ pub enum TlsError {
     /// The rustls server configuration could not be built.
     #[error("failed to build the TLS server configuration")]
     Config(#[source] rustls::Error),
+    /// The client CA PEM holds no readable certificate.
+    #[error("the webhook client CA PEM holds no certificate")]
+    NoClientCa,
+    /// The client CA PEM could not be parsed.
+    #[error("failed to read the webhook client CA PEM")]
+    ClientCaPem(#[source] rustls::pki_types::pem::Error),
+    /// A client CA certificate is not usable as a trust anchor.
+    #[error("a webhook client CA certificate is not usable as a trust anchor")]
+    ClientCaCertificate(#[source] rustls::Error),
+    /// The client certificate verifier could not be built.
+    #[error("failed to build the webhook's client certificate check")]
+    ClientCa(#[source] rustls::server::VerifierBuilderError),
     /// A certificate or key file could not be read.
     #[error("failed to read {}", path.display())]
     Read {
@@ -100,16 +112,49 @@ impl ServingCert {
         self.current.load().is_some()
     }
 
-    /// A rustls server configuration (TLS 1.2 and 1.3, no client authentication, HTTP/1.1
-    /// and h2) that asks `cert` for the certificate of every handshake.
+    /// A rustls server configuration (TLS 1.2 and 1.3, no client authentication, HTTP/1.1)
+    /// that asks `cert` for the certificate of every handshake; see
+    /// [`ServingCert::server_config_for_clients`].
     pub fn server_config(cert: Arc<ServingCert>) -> Result<rustls::ServerConfig, TlsError> {
+        ServingCert::server_config_for_clients(cert, None)
+    }
+
+    /// As [`ServingCert::server_config`], and with `client_ca` (PEM, one or more CA
+    /// certificates) a client must present a certificate signed by one of them: one without is
+    /// refused at the handshake, before it can send a byte of HTTP. HTTP/1.1 only: the
+    /// apiserver calls webhooks over it (HTTP/2 only for a loopback URL), and a stopping
+    /// replica tells each client to stop reusing a connection with `Connection: close`, which
+    /// HTTP/2 would need a GOAWAY for that the server cannot send on demand.
+    pub fn server_config_for_clients(
+        cert: Arc<ServingCert>,
+        client_ca: Option<&[u8]>,
+    ) -> Result<rustls::ServerConfig, TlsError> {
         let provider = Arc::clone(&cert.provider);
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
-            .map_err(TlsError::Config)?
-            .with_no_client_auth()
-            .with_cert_resolver(cert);
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+            .map_err(TlsError::Config)?;
+        let builder = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(pem) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for der in CertificateDer::pem_slice_iter(pem) {
+                    let der = der.map_err(TlsError::ClientCaPem)?;
+                    roots.add(der).map_err(TlsError::ClientCaCertificate)?;
+                }
+                if roots.is_empty() {
+                    return Err(TlsError::NoClientCa);
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .build()
+                .map_err(TlsError::ClientCa)?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder.with_cert_resolver(cert);
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(config)
     }
 }

@@ -195,6 +195,8 @@ pub fn run(parts: Parts) -> Running {
                 own_namespace: own_namespace.clone(),
             },
         )
+        // An ungated pod is always safe (failurePolicy Ignore): admitted unchanged when busy.
+        .when_undecided(crate::admission::route::Undecided::AdmitUnchanged)
     });
     let context = controller::Context {
         // With the route, the namespaces it reads are in memory already.

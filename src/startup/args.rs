@@ -170,6 +170,12 @@ pub struct RunArgs {
     )]
     pub webhook_shutdown_delay: Duration,
 
+    /// PEM CA certificates the webhook's clients must present a certificate signed by (give the
+    /// apiserver one through its admission configuration's kubeConfigFile): a client without
+    /// one is refused at the TLS handshake. Unset: any client that reaches the port is served.
+    #[arg(long, env = "OCIFIT_WEBHOOK_CLIENT_CA", value_name = "FILE")]
+    pub webhook_client_ca: Option<PathBuf>,
+
     /// PEM serving certificate (chain, leaf first) of the webhook; re-read when it changes.
     #[arg(
         long,

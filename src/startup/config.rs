@@ -77,6 +77,10 @@ impl Config {
     /// Reads the flags (and the files they name) into a configuration.
     pub fn from_args(args: &RunArgs) -> Result<Config, ConfigError> {
         let identity = args.identity.clone().unwrap_or_else(hostname);
+        let client_ca = match &args.webhook_client_ca {
+            Some(path) => Some(read("the webhook client CA file", path)?),
+            None => None,
+        };
         let admission = args.certificate_source().map(|certificates| {
             let certificates = match certificates {
                 admission::CertificateSource::Managed(mut managed) => {
@@ -90,6 +94,7 @@ impl Config {
                 certificates,
                 deadline: DEADLINE,
                 shutdown_delay: args.webhook_shutdown_delay,
+                client_ca,
             }
         });
         Ok(Config {

@@ -6,7 +6,8 @@
 //! node gets its class's image, which runs (its log says which flavor it is). A `kubectl rollout
 //! restart` of the operator under a steady stream of opted-in pod creations fails no admission.
 //! `helm upgrade` with changed values rolls out; `helm uninstall` keeps the CRD and the policy,
-//! leaves nothing of ours running, and its hook Job releases the pod placement was holding.
+//! leaves nothing of ours running, and its hook Job releases the pod placement was holding. The
+//! same rollout restart while every core of the machine is kept busy fails no admission either.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -274,6 +275,109 @@ async fn the_chart_runs_ocifits_image_on_a_real_node_and_a_rollout_restart_fails
         "the hook's RBAC is deleted once the Job succeeded"
     );
     eprintln!("whole scenario: {:.1} s", started.elapsed().as_secs_f64());
+}
+
+#[tokio::test]
+async fn a_rollout_restart_on_a_machine_busy_on_every_core_fails_no_admission() {
+    let cluster = Cluster::builder()
+        .with_all_controllers()
+        .with_registry(Registry::builder())
+        .real_node(RealNode::new(NODE).label(FLAVOR_LABEL, "vanilla"))
+        .start()
+        .await
+        .expect("a cluster with a real node");
+    let client = cluster.client().expect("a client");
+    let registry = cluster.registry().expect("a registry");
+    let image = ocifit_image(
+        Path::new(crate::support::ocifit_binary()),
+        env!("CARGO_PKG_VERSION"),
+        "test",
+    )
+    .expect("ocifit's image");
+    registry
+        .push_built(&image, "ocifit/ocifit", "test")
+        .await
+        .expect("ocifit's image is pushed");
+    let repository = format!("image.repository={}/ocifit/ocifit", registry.addr());
+    let plain_http = format!("registry.plainHttp={{{}}}", registry.addr());
+    let node_selector = format!("nodeSelector.kubernetes\\.io/hostname={NODE}");
+    helm_release(
+        &cluster,
+        "install",
+        &[
+            "--create-namespace",
+            "--set",
+            &repository,
+            "--set",
+            "image.tag=test",
+            "--set",
+            &plain_http,
+            "--set",
+            &node_selector,
+        ],
+    )
+    .await;
+    let scratch = tempfile::tempdir().expect("a directory");
+    let example = push_flavor_example(registry, &repo_root(), scratch.path())
+        .await
+        .expect("the flavor example is pushed");
+    create_flavor_nodes(&client, &repo_root())
+        .await
+        .expect("the flavor nodes");
+    apply_flavor_policy(&cluster, &repo_root(), &example.reference)
+        .await
+        .expect("the policy is applied");
+    policy_ready(&client).await;
+    create_namespace(&client, "apps")
+        .await
+        .expect("a namespace");
+    let probe: Pod = serde_json::from_value(opted_in("probe")).expect("a pod");
+    wait_until_admitted(&client, "apps", &probe, WAIT, |pod| {
+        image_of(pod) == example.images["chocolate"]
+    })
+    .await
+    .expect("every replica gives the chocolate image");
+
+    let hog = CpuHog::on_every_core();
+    eprintln!("CPU hog: {} busy processes", hog.processes());
+    rollout_restart_under_load(&cluster, &client, &example.images["chocolate"]).await;
+    drop(hog);
+}
+
+/// Processes busy-looping, one per core, killed when dropped (and by `timeout` after 5 minutes
+/// should the test process die first): a machine as loaded as a node during a rollout.
+struct CpuHog(Vec<std::process::Child>);
+
+impl CpuHog {
+    fn on_every_core() -> CpuHog {
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        let children = (0..cores)
+            .map(|_| {
+                std::process::Command::new("timeout")
+                    .args(["300", "sh", "-c", "while :; do :; done"])
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .expect("a busy process")
+            })
+            .collect();
+        CpuHog(children)
+    }
+
+    fn processes(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl Drop for CpuHog {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            // SIGTERM, which `timeout` passes on to its loop (SIGKILL would orphan the loop).
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// A pod the chart's placement gate gated and the controller keeps holding: its image's registry

@@ -39,5 +39,6 @@ mod real_node;
 mod real_node_teardown;
 mod supervision;
 mod webhook_certificates;
+mod webhook_client_certificate;
 mod webhook_e2e;
 mod webhook_latency;

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use ocifit_testkit::pki::CertificateAuthority;
@@ -66,6 +67,7 @@ impl Planner for AppLabel {
 
 struct Served {
     address: SocketAddr,
+    draining: Arc<AtomicBool>,
     connector: TlsConnector,
     metrics: Arc<Metrics>,
     cert: Arc<ServingCert>,
@@ -85,6 +87,12 @@ async fn serve_with(deadline: Duration) -> Served {
 
 /// The host with these routes and deadline.
 async fn serve_routes(deadline: Duration, routes: Vec<Route>) -> Served {
+    serve_host(deadline, routes, None).await
+}
+
+/// The host with these routes and deadline, requiring client certificates from `client_ca`
+/// when given.
+async fn serve_host(deadline: Duration, routes: Vec<Route>, client_ca: Option<Vec<u8>>) -> Served {
     ocifit_testkit::pki::install_crypto_provider();
     let ca = CertificateAuthority::new("webhook test CA").unwrap();
     let issued = ca.issue_server("webhook", &["127.0.0.1"]).unwrap();
@@ -92,6 +100,7 @@ async fn serve_routes(deadline: Duration, routes: Vec<Route>) -> Served {
     cert.set_pem(issued.cert_pem.as_bytes(), issued.key_pem.as_bytes())
         .unwrap();
     let metrics = Metrics::new(None);
+    let draining = Arc::new(AtomicBool::new(false));
     let (server, address) = admission_server(
         "127.0.0.1:0".parse().unwrap(),
         Arc::clone(&cert),
@@ -99,6 +108,8 @@ async fn serve_routes(deadline: Duration, routes: Vec<Route>) -> Served {
             routes,
             metrics: Arc::clone(&metrics),
             deadline,
+            draining: Arc::clone(&draining),
+            client_ca,
         },
     )
     .unwrap();
@@ -107,6 +118,7 @@ async fn serve_routes(deadline: Duration, routes: Vec<Route>) -> Served {
     let connector = connector(&ca);
     Served {
         address,
+        draining,
         connector,
         metrics,
         cert,
@@ -340,4 +352,102 @@ async fn a_rotated_secret_volume_is_served_to_new_handshakes_without_a_failed_re
         "the rotated certificate was not served (first seen: {seen_first}); on disk: {:?}",
         std::fs::read_to_string(dir.path().join("tls.crt")).map(|c| c == second.cert_pem)
     );
+}
+
+/// POST /check with a review on a new connection through `connector`: the status, or why there
+/// was none.
+async fn try_check(served: &Served, connector: &TlsConnector) -> Result<u16, String> {
+    let tcp = TcpStream::connect(served.address).await.unwrap();
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    let body = serde_json::to_vec(&apiserver_review(&a_pod(), false)).unwrap();
+    let head = format!(
+        "POST /check HTTP/1.1\r\nHost: webhook\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    // With TLS 1.3 the client finishes its side of the handshake first: a refusal arrives as an
+    // alert on the first read (or write).
+    tls.write_all(head.as_bytes())
+        .await
+        .map_err(|e| format!("write: {e}"))?;
+    tls.write_all(&body)
+        .await
+        .map_err(|e| format!("write: {e}"))?;
+    let mut response = Vec::new();
+    tls.read_to_end(&mut response)
+        .await
+        .map_err(|e| format!("read: {e}"))?;
+    let text = String::from_utf8_lossy(&response);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("no HTTP answer: {text:?}"))
+}
+
+/// A connector trusting `ca` and presenting `client` (certificate and key PEM).
+fn connector_with_client(
+    ca: &CertificateAuthority,
+    client: &ocifit_testkit::pki::IssuedCert,
+) -> TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).unwrap())
+        .unwrap();
+    let chain = CertificateDer::pem_slice_iter(client.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(client.key_pem.as_bytes()).unwrap();
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .unwrap();
+    TlsConnector::from(Arc::new(config))
+}
+
+#[tokio::test]
+async fn with_a_client_ca_only_a_client_with_a_certificate_from_it_is_answered() {
+    ocifit_testkit::pki::install_crypto_provider();
+    let apiserver_clients = CertificateAuthority::new("apiserver clients").unwrap();
+    let served = serve_host(
+        DEADLINE,
+        vec![Route::new("/check", AppLabel)],
+        Some(apiserver_clients.cert_pem().as_bytes().to_vec()),
+    )
+    .await;
+    let without = try_check(&served, &served.connector).await;
+    assert!(
+        without.is_err(),
+        "a client without a certificate: {without:?}"
+    );
+    let other_ca = CertificateAuthority::new("someone else").unwrap();
+    let foreign = other_ca.issue_client("mallory", None).unwrap();
+    let foreign = try_check(&served, &connector_with_client(&served.ca, &foreign)).await;
+    assert!(
+        foreign.is_err(),
+        "a certificate from another CA: {foreign:?}"
+    );
+    let apiserver = apiserver_clients
+        .issue_client("kube-apiserver", None)
+        .unwrap();
+    let answered = try_check(&served, &connector_with_client(&served.ca, &apiserver)).await;
+    assert_eq!(answered, Ok(200));
+    assert_eq!(count(&served, "allowed", "Labelled").await, 1);
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn without_a_client_ca_any_client_is_answered() {
+    let served = serve().await;
+    assert_eq!(try_check(&served, &served.connector).await, Ok(200));
+    served.handle.stop(true).await;
+}
+
+#[test]
+fn a_client_ca_file_without_a_certificate_is_refused_at_start() {
+    let err =
+        ServingCert::server_config_for_clients(ServingCert::new(), Some(b"not a PEM")).unwrap_err();
+    assert!(matches!(err, TlsError::NoClientCa), "{err:?}");
 }

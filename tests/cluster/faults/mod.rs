@@ -5,11 +5,13 @@
 //! loopback (every answer within the deadline, resident memory under the chart's limit, the
 //! next well-formed request answered normally); the host's own denials passed on to the user;
 //! two replicas behind one Service, one stopped
-//! (no admission fails) and one killed (the failures bounded, the Lease taken over); a flood of
-//! 1,000 pods carrying placement's tracking label with 512 KiB of `args` each (every replica,
-//! watching or starting, under the chart's memory limit); placement between tenants (a pod
-//! naming a foreign policy released untouched, a stalling registry of one namespace not holding
-//! back another's pods) and a missing image inspected only as often as docs/placement.md says.
+//! (no admission fails) and one killed (the failures bounded, the Lease taken over); 64
+//! slow-body connections held open to the webhook port while 400 pods are created in two
+//! namespaces (none refused); a flood of 1,000 pods carrying placement's tracking label with
+//! 512 KiB of `args` each (every replica, watching or starting, under the chart's memory
+//! limit); placement between tenants (a pod naming a foreign policy released untouched, a
+//! stalling registry of one namespace not holding back another's pods) and a missing image
+//! inspected only as often as docs/placement.md says.
 
 mod apiserver_restart;
 mod host_denials;
@@ -18,6 +20,7 @@ mod memory_flood;
 mod placement_retries;
 mod placement_tenants;
 mod registry_down;
+mod slow_bodies;
 mod two_replicas;
 
 use std::collections::BTreeMap;

@@ -214,8 +214,8 @@ async fn behind_one_service_a_stopped_replica_fails_no_admission_and_a_killed_le
     .await;
 
     let stream = Stream::start(&env, &by_flavor);
-    // The apiserver keeps its connections (HTTP/2 to one replica) as long as they live: the
-    // replica stopped is the one it is sending to.
+    // The apiserver keeps its connections to a replica as long as they live: the replica
+    // stopped is the one it is sending to.
     let (carrier, other) = carrier_first(a, b).await;
     let (stopped, survivor) = sigterm_fails_no_admission(&env, &stream, carrier, other).await;
     let c = Replica::start(&env, &certificate, host, "replica-c").await;

@@ -524,3 +524,77 @@ async fn ocifits_own_pods_tolerate_the_taint_its_node_tainting_adds_beside_the_u
         json!({"key": "dedicated", "operator": "Exists"})
     );
 }
+
+#[tokio::test]
+async fn the_network_policy_opens_only_the_webhook_and_admin_ports_and_narrows_to_given_sources() {
+    let rendered = documents(&render(&[]).await.unwrap());
+    let deployment = find(&rendered, "Deployment", "ocifit-controller");
+    let policy = find(&rendered, "NetworkPolicy", "ocifit-controller");
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
+    // By default any source may reach the two ports (the apiserver's address is the cluster's),
+    // and nothing else is open.
+    assert_eq!(
+        policy["spec"]["ingress"],
+        json!([
+            {"ports": [{"port": 8443, "protocol": "TCP"}]},
+            {"ports": [{"port": 8080, "protocol": "TCP"}]},
+        ])
+    );
+
+    let narrowed = documents(
+        &render(&[
+            "networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.0/24",
+            "networkPolicy.adminFrom[0].namespaceSelector.matchLabels.name=monitoring",
+        ])
+        .await
+        .unwrap(),
+    );
+    let ingress = &find(&narrowed, "NetworkPolicy", "ocifit-controller")["spec"]["ingress"];
+    assert_eq!(
+        ingress[0]["from"],
+        json!([{"ipBlock": {"cidr": "10.0.0.0/24"}}])
+    );
+    assert_eq!(
+        ingress[1]["from"],
+        json!([{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}])
+    );
+
+    let off = documents(&render(&["networkPolicy.enabled=false"]).await.unwrap());
+    assert!(!has(&off, "NetworkPolicy", "ocifit-controller"));
+}
+
+#[tokio::test]
+async fn a_client_ca_secret_is_mounted_and_required_of_the_webhooks_clients() {
+    let rendered = documents(
+        &render(&["webhook.clientCASecret=apiserver-clients"])
+            .await
+            .unwrap(),
+    );
+    assert!(
+        args(&rendered)
+            .iter()
+            .any(|a| a == "--webhook-client-ca=/etc/ocifit/webhook-client-ca/ca.crt"),
+        "{:?}",
+        args(&rendered)
+    );
+    let pod = &find(&rendered, "Deployment", "ocifit-controller")["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["volumes"],
+        json!([{"name": "webhook-client-ca", "secret": {"secretName": "apiserver-clients"}}])
+    );
+    assert_eq!(
+        container(&rendered)["volumeMounts"],
+        json!([{"name": "webhook-client-ca", "mountPath": "/etc/ocifit/webhook-client-ca", "readOnly": true}])
+    );
+    let default = documents(&render(&[]).await.unwrap());
+    assert!(
+        !args(&default)
+            .iter()
+            .any(|a| a.starts_with("--webhook-client-ca")),
+        "no client check unless asked"
+    );
+}

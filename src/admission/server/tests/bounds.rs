@@ -1,9 +1,12 @@
-//! The host's bounds over real HTTPS: requests in flight (a retriable 429 denial beyond them,
-//! normal answers once they end) and the deadline over planning as well as the body.
+//! The host's bounds over real HTTPS: bodies are read before a place is taken (slow bodies hold
+//! none), places are per route, each route answers what it cannot decide as its failure policy
+//! would (a retriable denial, or admitted unchanged), the deadline holds over planning as well as
+//! the body, and a draining host closes each connection after its answer.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
+use crate::admission::route::Undecided;
 
 /// A planner that takes `delay` to decide while `slow` is set.
 struct Slow {
@@ -23,12 +26,13 @@ impl Planner for Slow {
     }
 }
 
-/// A TLS connection that sent a request's head and part of its body, and stalls.
-async fn stalled(served: &Served) -> tokio_rustls::client::TlsStream<TcpStream> {
+/// A TLS connection that sent a request's head to `path` and part of its body, and stalls.
+async fn stalled(served: &Served, path: &str) -> tokio_rustls::client::TlsStream<TcpStream> {
     let tcp = TcpStream::connect(served.address).await.unwrap();
     let name = ServerName::try_from("127.0.0.1").unwrap();
     let mut tls = served.connector.connect(name, tcp).await.unwrap();
-    let head = "POST /check HTTP/1.1\r\nHost: webhook\r\nContent-Length: 1000\r\n\r\n{\"kind\":";
+    let head =
+        format!("POST {path} HTTP/1.1\r\nHost: webhook\r\nContent-Length: 1000\r\n\r\n{{\"kind\":");
     tls.write_all(head.as_bytes()).await.unwrap();
     tls.flush().await.unwrap();
     tls
@@ -38,16 +42,90 @@ fn review() -> Vec<u8> {
     uid_first(&apiserver_review(&a_pod(), false))
 }
 
+/// POST `path`: asserts the 200; the response part.
+async fn check_at(served: &Served, path: &str, body: &[u8]) -> Value {
+    let (status, body, _) = call(served, "POST", path, body).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let review: Value = serde_json::from_slice(&body).unwrap();
+    review["response"].clone()
+}
+
+/// The host with a slow planner on `/slow` (answering `undecided` when it cannot decide) and
+/// [`AppLabel`] on `/check`, deadline 300 ms; the switch that makes `/slow` slow (2 s a plan).
+async fn slow_and_quick(undecided: Undecided) -> (Served, Arc<AtomicBool>) {
+    let slow = Arc::new(AtomicBool::new(true));
+    let planner = Slow {
+        slow: Arc::clone(&slow),
+        delay: Duration::from_secs(2),
+    };
+    let served = serve_routes(
+        Duration::from_millis(300),
+        vec![
+            Route::new("/slow", planner).when_undecided(undecided),
+            Route::new("/check", AppLabel),
+        ],
+    )
+    .await;
+    (served, slow)
+}
+
+/// Takes every place of `/slow`: that many requests whose plans outlive their deadline (each
+/// place is held until its plan ends, 2 s).
+async fn fill_slow_places(served: &Served) {
+    let mut requests = tokio::task::JoinSet::new();
+    for _ in 0..MAX_IN_FLIGHT {
+        let (address, connector) = (served.address, served.connector.clone());
+        requests.spawn(async move {
+            let tcp = TcpStream::connect(address).await.unwrap();
+            let name = ServerName::try_from("127.0.0.1").unwrap();
+            let mut tls = connector.connect(name, tcp).await.unwrap();
+            let body = review();
+            let head = format!(
+                "POST /slow HTTP/1.1\r\nHost: webhook\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n",
+                body.len()
+            );
+            tls.write_all(head.as_bytes()).await.unwrap();
+            tls.write_all(&body).await.unwrap();
+            let mut answer = Vec::new();
+            tls.read_to_end(&mut answer).await.unwrap();
+        });
+    }
+    // Each is answered at its deadline, its place still held by its plan.
+    requests.join_all().await;
+}
+
 #[tokio::test]
-async fn beyond_the_requests_in_flight_a_request_is_denied_as_busy_to_retry() {
+async fn slow_bodies_take_no_place_so_a_review_alongside_them_gets_its_planners_answer() {
     let served = serve_with(Duration::from_secs(5)).await;
     let mut held = Vec::new();
-    for _ in 0..MAX_IN_FLIGHT {
-        held.push(stalled(&served).await);
+    for _ in 0..8 * MAX_IN_FLIGHT {
+        held.push(stalled(&served, "/check").await);
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let started = std::time::Instant::now();
     let response = check(&served, &review()).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(response["uid"], UID);
+    assert_eq!(count(&served, "allowed", "Labelled").await, 1);
+    assert_eq!(count(&served, "denied", "Busy").await, 0);
+    drop(held);
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn a_route_whose_places_are_all_taken_does_not_slow_another_route() {
+    let (served, _slow) = slow_and_quick(Undecided::Deny).await;
+    fill_slow_places(&served).await;
+    let response = check_at(&served, "/check", &review()).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(count(&served, "denied", "Busy").await, 0);
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn a_denying_route_answers_busy_with_a_retriable_429_and_the_uid() {
+    let (served, slow) = slow_and_quick(Undecided::Deny).await;
+    fill_slow_places(&served).await;
+    let response = check_at(&served, "/slow", &review()).await;
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 429, "{response}");
     assert_eq!(response["status"]["reason"], "TooManyRequests");
@@ -56,22 +134,103 @@ async fn beyond_the_requests_in_flight_a_request_is_denied_as_busy_to_retry() {
         "the apiserver passes on only an answer to its request"
     );
     assert!(
-        message(&response).contains("8 admission requests already: retry"),
+        message(&response).contains("4 admission requests for /slow already: retry"),
         "{response}"
     );
-    assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(count(&served, "denied", "Busy").await, 1);
-    drop(held);
-    // The places come back as the stalled requests end.
+    // The places come back as the slow plans end.
+    slow.store(false, Ordering::SeqCst);
     let start = std::time::Instant::now();
     loop {
-        let response = check(&served, &review()).await;
+        let response = check_at(&served, "/slow", &review()).await;
         if response["allowed"] == true {
             break;
         }
         assert!(start.elapsed() < Duration::from_secs(10), "{response}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn a_route_safe_undecided_admits_busy_late_and_slow_bodied_requests_unchanged_with_a_warning()
+{
+    let (served, _slow) = slow_and_quick(Undecided::AdmitUnchanged).await;
+    let unchanged = |response: &Value, says: &str| {
+        assert_eq!(response["allowed"], true, "{response}");
+        assert_eq!(response["uid"], UID, "{response}");
+        assert!(response.get("patch").is_none(), "{response}");
+        assert!(response.get("status").is_none(), "{response}");
+        let warning = response["warnings"][0].as_str().unwrap_or_default();
+        assert!(warning.contains(says), "{response}");
+        assert!(warning.ends_with("admitted unchanged"), "{response}");
+    };
+
+    // Busy: every place taken.
+    fill_slow_places(&served).await;
+    let response = check_at(&served, "/slow", &review()).await;
+    unchanged(&response, "4 admission requests for /slow already");
+    assert_eq!(count(&served, "skipped", "Busy").await, 1);
+
+    // Late: the plan outlives the deadline (on a host of its own, its places all free).
+    let (late, _slow) = slow_and_quick(Undecided::AdmitUnchanged).await;
+    let response = check_at(&late, "/slow", &review()).await;
+    unchanged(&response, "could not decide within its deadline of 300ms");
+    assert_eq!(count(&late, "skipped", "Timeout").await, 1);
+    late.handle.stop(true).await;
+
+    // A body that stops half way: its uid is in what arrived.
+    let late_before = count(&served, "skipped", "Timeout").await;
+    let body = review();
+    let tcp = TcpStream::connect(served.address).await.unwrap();
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = served.connector.connect(name, tcp).await.unwrap();
+    let head = format!(
+        "POST /slow HTTP/1.1\r\nHost: webhook\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.write_all(&body[..body.len() / 2]).await.unwrap();
+    let mut answer = Vec::new();
+    tls.read_to_end(&mut answer).await.unwrap();
+    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let review: Value = serde_json::from_slice(&answer[split + 4..]).unwrap();
+    unchanged(
+        &review["response"],
+        "the request body did not arrive within ocifit's deadline of 300ms",
+    );
+    assert_eq!(count(&served, "skipped", "Timeout").await, late_before + 1);
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn bodies_past_the_memory_for_them_wait_and_are_answered_busy_not_held() {
+    let served = serve_with(Duration::from_secs(10)).await;
+    // Bodies of 3 MiB, all but their last byte sent, until the room for bodies is full.
+    let nearly = MAX_BODY_BYTES - 1;
+    let mut held = Vec::new();
+    for _ in 0..MAX_BODY_MEMORY / MAX_BODY_BYTES {
+        let tcp = TcpStream::connect(served.address).await.unwrap();
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let mut tls = served.connector.connect(name, tcp).await.unwrap();
+        let head = format!(
+            "POST /check HTTP/1.1\r\nHost: webhook\r\nContent-Length: {MAX_BODY_BYTES}\r\n\r\n"
+        );
+        tls.write_all(head.as_bytes()).await.unwrap();
+        tls.write_all(&vec![b' '; nearly]).await.unwrap();
+        tls.flush().await.unwrap();
+        held.push(tls);
+    }
+    let response = check(&served, &review()).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(response["status"]["code"], 429, "{response}");
+    assert_eq!(response["uid"], UID);
+    assert!(
+        message(&response).contains("48 MiB of admission request bodies already: retry"),
+        "{response}"
+    );
+    assert_eq!(count(&served, "denied", "Busy").await, 1);
+    drop(held);
     served.handle.stop(true).await;
 }
 
@@ -102,5 +261,48 @@ async fn a_planner_slower_than_the_deadline_is_answered_at_the_deadline_and_the_
     slow.store(false, Ordering::SeqCst);
     let response = check(&served, &review()).await;
     assert_eq!(response["allowed"], true, "{response}");
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn a_draining_host_closes_each_connection_after_its_answer_and_keeps_it_otherwise() {
+    let served = serve().await;
+    let body = review();
+    let head = format!(
+        "POST /check HTTP/1.1\r\nHost: webhook\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    // Two requests on one kept-alive connection; the first answer says whether it stays.
+    let exchange = || async {
+        let tcp = TcpStream::connect(served.address).await.unwrap();
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let mut tls = served.connector.connect(name, tcp).await.unwrap();
+        tls.write_all(head.as_bytes()).await.unwrap();
+        tls.write_all(&body).await.unwrap();
+        let mut answer = Vec::new();
+        let mut buffer = [0u8; 4096];
+        // Until the whole first answer is in (its body ends the review).
+        while !answer.ends_with(b"}}") {
+            let read = tls.read(&mut buffer).await.unwrap();
+            assert!(read > 0, "closed before the answer");
+            answer.extend_from_slice(&buffer[..read]);
+        }
+        let text = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+        // Then what the connection does next: closed (0) or answering a second request.
+        let _ = tls.write_all(head.as_bytes()).await;
+        let _ = tls.write_all(&body).await;
+        let next = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buffer))
+            .await
+            .expect("the connection neither answered nor closed");
+        (text, next.unwrap_or(0))
+    };
+    let (kept, next) = exchange().await;
+    assert!(!kept.contains("connection: close"), "{kept}");
+    assert!(next > 0, "an idle connection is kept alive");
+
+    served.draining.store(true, Ordering::Relaxed);
+    let (closing, next) = exchange().await;
+    assert!(closing.contains("connection: close"), "{closing}");
+    assert_eq!(next, 0, "the connection is closed after the answer");
     served.handle.stop(true).await;
 }

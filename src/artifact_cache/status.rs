@@ -29,13 +29,47 @@ pub struct Change {
 }
 
 /// The status of `cache`: `observed` is `None` for a cache that deploys nothing (or before its
-/// objects were applied). `now` stamps a condition that changed.
+/// objects were applied); `credentials` is the Secret generated for it. `now` stamps a condition
+/// that changed.
 pub fn status(
     cache: &ArtifactCache,
     observed: Option<Observed<'_>>,
+    credentials: Option<String>,
     now: &Time,
 ) -> ArtifactCacheStatus {
     let (endpoint, plain_http, reason, message) = readiness(cache, observed);
+    build(
+        cache,
+        endpoint,
+        reason,
+        message,
+        plain_http,
+        credentials,
+        now,
+    )
+}
+
+/// The status of a cache the controller wrote nothing for (`Conflict`, `ImageNotAllowed`): not
+/// Ready, saying why; the endpoint it had is kept off, so no step is sent to it.
+pub fn refused(
+    cache: &ArtifactCache,
+    reason: CacheReason,
+    message: String,
+    credentials: Option<String>,
+    now: &Time,
+) -> ArtifactCacheStatus {
+    build(cache, None, reason, message, true, credentials, now)
+}
+
+fn build(
+    cache: &ArtifactCache,
+    endpoint: Option<String>,
+    reason: CacheReason,
+    message: String,
+    plain_http: bool,
+    credentials: Option<String>,
+    now: &Time,
+) -> ArtifactCacheStatus {
     let ready = reason == CacheReason::Available || reason == CacheReason::External;
     let previous = cache
         .status
@@ -51,6 +85,7 @@ pub fn status(
         observed_generation: generation,
         endpoint,
         plain_http,
+        credentials_secret: credentials,
         conditions: vec![Condition {
             type_: READY.to_owned(),
             status: status_text.to_owned(),
@@ -63,7 +98,7 @@ pub fn status(
 }
 
 /// The Event for going from `before` to `after`: one when readiness or its reason changes; a
-/// Warning when a Ready cache stops being Ready.
+/// Warning when a Ready cache stops being Ready, or when the controller refuses to write.
 pub fn change(before: Option<&ArtifactCacheStatus>, after: &ArtifactCacheStatus) -> Option<Change> {
     let ready = |s: &ArtifactCacheStatus| {
         s.conditions
@@ -80,16 +115,12 @@ pub fn change(before: Option<&ArtifactCacheStatus>, after: &ArtifactCacheStatus)
         return None;
     }
     let lost = previous.is_some_and(|(s, _, _)| s == "True") && status != "True";
-    let reason = [
-        CacheReason::Available,
-        CacheReason::Deploying,
-        CacheReason::ServicePending,
-        CacheReason::External,
-    ]
-    .into_iter()
-    .find(|r| r.as_str() == reason)?;
+    let reason = CacheReason::ALL
+        .into_iter()
+        .find(|r| r.as_str() == reason)?;
+    let refused = matches!(reason, CacheReason::Conflict | CacheReason::ImageNotAllowed);
     Some(Change {
-        warning: lost,
+        warning: lost || refused,
         reason,
         note: message,
     })
@@ -112,6 +143,7 @@ pub fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {
         (Some(c), Some(endpoint)) if c.status == "True" && current => CacheState::Ready {
             endpoint: endpoint.clone(),
             plain_http: status.plain_http,
+            credentials: status.credentials_secret.clone(),
         },
         (Some(c), _) if current => CacheState::NotReady {
             reason: format!("{}: {}", c.reason, c.message),
@@ -176,11 +208,16 @@ fn readiness(
     // A replica counts once the Deployment controller saw this generation of the template.
     let current = status.and_then(|s| s.observed_generation) >= deployment.metadata.generation;
     if ready < 1 || !current {
-        let why = status
+        let conditions = status
             .and_then(|s| s.conditions.as_ref())
             .into_iter()
-            .flatten()
-            .find(|c| c.status == "False")
+            .flatten();
+        // A pod the ReplicaSet cannot create (Pod Security, a quota) says why only there.
+        let failure = conditions
+            .clone()
+            .find(|c| c.type_ == "ReplicaFailure" && c.status == "True");
+        let why = failure
+            .or_else(|| conditions.clone().find(|c| c.status == "False"))
             .and_then(|c| c.message.clone());
         let mut message = match why {
             Some(why) => {

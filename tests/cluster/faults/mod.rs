@@ -5,9 +5,11 @@
 //! loopback (every answer within the deadline, resident memory under the chart's limit, the
 //! next well-formed request answered normally); the host's own denials passed on to the user;
 //! two replicas behind one Service, one stopped
-//! (no admission fails) and one killed (the failures bounded, the Lease taken over).
+//! (no admission fails) and one killed (the failures bounded, the Lease taken over); one
+//! namespace's artifact cache against another's steps and pods (refused, 401).
 
 mod apiserver_restart;
+mod cross_namespace;
 mod host_denials;
 mod hostile;
 mod registry_down;

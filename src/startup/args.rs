@@ -43,7 +43,8 @@ pub struct RunArgs {
 
     /// Registries the operator may reach (HOST[:PORT] or *.DOMAIN[:PORT]; repeatable,
     /// comma-separated in the environment): artifact references, candidate images, the images
-    /// artifacts name, token realms on another host and redirects. Empty: any registry.
+    /// artifacts name, token realms on another host and redirects. Empty: any registry. Also the
+    /// only registries a workflow step's `registry` annotation may name (none when empty).
     #[arg(
         long = "allowed-registries",
         env = "OCIFIT_ALLOWED_REGISTRIES",

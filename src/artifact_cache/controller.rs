@@ -17,11 +17,11 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector::ObjectRef;
@@ -266,11 +266,52 @@ async fn deploy(
     apply(ctx, cache, policy, &network_policy, None).await?;
     let deployments = Some(&ctx.owned.deployments);
     let deployment = apply(ctx, cache, "its Deployment", &deployment, deployments).await?;
+    let pods = if status::has_ready_replica(&deployment) {
+        Vec::new()
+    } else {
+        registry_pods(ctx, cache, &deployment).await?
+    };
     let observed = Observed {
         deployment: &deployment,
         service: &service,
+        pods: &pods,
     };
     Ok(status::status(cache, Some(observed), credentials, now))
+}
+
+/// The registry's pods, by the Deployment's selector: what they wait for tells why the registry
+/// does not start (an image that cannot be pulled, a Secret not there, a crash).
+async fn registry_pods(
+    ctx: &Context,
+    cache: &ArtifactCache,
+    deployment: &Deployment,
+) -> Result<Vec<Pod>, Error> {
+    let namespace = cache.namespace().unwrap_or_default();
+    let selector = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.as_ref())
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    if selector.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pods = Api::<Pod>::namespaced(ctx.cluster.client.clone(), &namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::Read {
+            what: "its registry's pods",
+            namespace: namespace.clone(),
+            name: cache.name_any(),
+            source,
+        })?;
+    Ok(pods.items)
 }
 
 /// Creates the cache's Secret of generated credentials under a name the apiserver makes up, so

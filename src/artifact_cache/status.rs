@@ -4,7 +4,7 @@
 //! the objects and writes the answer.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::planner::CacheState;
@@ -18,6 +18,8 @@ pub const READY: &str = "Ready";
 pub struct Observed<'a> {
     pub deployment: &'a Deployment,
     pub service: &'a Service,
+    /// The registry's pods (read only while it has no ready replica).
+    pub pods: &'a [Pod],
 }
 
 /// The Event a status change deserves.
@@ -154,6 +156,36 @@ pub fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {
     }
 }
 
+/// Whether the Deployment has a ready replica of its current template: a replica counts once the
+/// Deployment controller saw this generation.
+pub fn has_ready_replica(deployment: &Deployment) -> bool {
+    let status = deployment.status.as_ref();
+    let ready = status.and_then(|s| s.ready_replicas).unwrap_or(0);
+    let current = status.and_then(|s| s.observed_generation) >= deployment.metadata.generation;
+    ready >= 1 && current
+}
+
+/// Why a pod's container is waiting to start (`ImagePullBackOff`, `CreateContainerConfigError`,
+/// `CrashLoopBackOff`, …), as `its pod NAME: container C is waiting: REASON: MESSAGE`.
+fn waiting(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let containers = status.init_container_statuses.iter().flatten();
+    let (container, state) = containers
+        .chain(status.container_statuses.iter().flatten())
+        .find_map(|c| Some((c.name.as_str(), c.state.as_ref()?.waiting.as_ref()?)))?;
+    // A container that is only being created is no problem to report.
+    let reason = state
+        .reason
+        .as_deref()
+        .filter(|r| *r != "ContainerCreating")?;
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let mut text = format!("its pod {name}: container {container} is waiting: {reason}");
+    if let Some(message) = state.message.as_deref().filter(|m| !m.is_empty()) {
+        text.push_str(&format!(": {message}"));
+    }
+    Some(text)
+}
+
 fn readiness(
     cache: &ArtifactCache,
     observed: Option<Observed<'_>>,
@@ -171,6 +203,7 @@ fn readiness(
     let Some(Observed {
         deployment,
         service,
+        pods,
     }) = observed
     else {
         return (
@@ -204,10 +237,7 @@ fn readiness(
     };
     let deployment_name = deployment.metadata.name.as_deref().unwrap_or_default();
     let status = deployment.status.as_ref();
-    let ready = status.and_then(|s| s.ready_replicas).unwrap_or(0);
-    // A replica counts once the Deployment controller saw this generation of the template.
-    let current = status.and_then(|s| s.observed_generation) >= deployment.metadata.generation;
-    if ready < 1 || !current {
+    if !has_ready_replica(deployment) {
         let conditions = status
             .and_then(|s| s.conditions.as_ref())
             .into_iter()
@@ -225,6 +255,9 @@ fn readiness(
             }
             None => format!("the registry's Deployment {deployment_name} has no ready replica yet"),
         };
+        if let Some(stuck) = pods.iter().find_map(waiting) {
+            message.push_str(&format!("; {stuck}"));
+        }
         // ocifit does not read the user's Secret; the kubelet waits for it before the registry
         // can start, and says so on the registry's pod.
         if let Some(secret) = &cache.spec.htpasswd_secret_ref {

@@ -32,6 +32,7 @@ fn caches(ready: bool) -> Store<ArtifactCache> {
         Some(Observed {
             deployment: &deployment,
             service: &service,
+            pods: &[],
         }),
         Some("oras-registry-credentials-x7k2p".into()),
         &Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),

@@ -46,6 +46,7 @@ fn deployed(
     let observed = Observed {
         deployment,
         service,
+        pods: &[],
     };
     status(cache, Some(observed), Some(CREDENTIALS.into()), &now())
 }
@@ -262,4 +263,50 @@ fn a_refused_cache_is_not_ready_has_no_endpoint_and_warns() {
         cache_state(Some(&stored)),
         CacheState::NotReady { reason } if reason.starts_with("Conflict: the Service")
     ));
+}
+
+#[test]
+fn a_registry_pod_that_cannot_start_says_why_on_the_cache() {
+    let (d, s) = (deployment(0, 2, None), service(Some("10.0.0.7")));
+    let pod = |reason: &str, message: &str| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "oras-registry-7d4-x"},
+            "status": {"containerStatuses": [{
+                "name": "registry", "image": "r", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": message}}
+            }]}
+        }))
+        .unwrap()
+    };
+    let stuck = [pod(
+        "ImagePullBackOff",
+        "Back-off pulling image \"registry.example/nope:1\"",
+    )];
+    let observed = Observed {
+        deployment: &d,
+        service: &s,
+        pods: &stuck,
+    };
+    let status = status(&cache(json!({}), None), Some(observed), None, &now());
+    assert_eq!(ready(&status), ("Ready", "False", "Deploying"));
+    assert!(
+        status.conditions[0].message.ends_with(
+            "; its pod oras-registry-7d4-x: container registry is waiting: ImagePullBackOff: Back-off pulling image \"registry.example/nope:1\""
+        ),
+        "{}",
+        status.conditions[0].message
+    );
+    let starting = [pod("ContainerCreating", "")];
+    let observed = Observed {
+        pods: &starting,
+        ..observed
+    };
+    let status = super::status(&cache(json!({}), None), Some(observed), None, &now());
+    assert!(
+        status.conditions[0]
+            .message
+            .ends_with("has no ready replica yet"),
+        "{}",
+        status.conditions[0].message
+    );
 }

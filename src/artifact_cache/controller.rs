@@ -234,7 +234,15 @@ async fn deploy(
     let credentials = match (&cache.spec.htpasswd_secret_ref, recorded) {
         (Some(_), _) => None,
         (None, Some(name)) => Some(name),
-        (None, None) => Some(create_credentials(ctx, cache).await?),
+        (None, None) => {
+            let created = create_credentials(ctx, cache).await?;
+            // Recorded at once, so a reconcile that fails further on generates no second one.
+            let mut status = cache.status.clone().unwrap_or_default();
+            status.credentials_secret = Some(created.clone());
+            let namespace = cache.namespace().unwrap_or_default();
+            write_status(ctx, &namespace, &cache.name_any(), &status).await?;
+            Some(created)
+        }
     };
     let settings = desired::Settings {
         own_namespace: &ctx.settings.own_namespace,

@@ -86,9 +86,9 @@ pub struct ArtifactCacheSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerations: Option<Vec<Toleration>>,
 
-    /// A Secret in this namespace holding an htpasswd file (bcrypt entries) under `key`: the
-    /// registry then requires basic auth, and steps name a Secret with `ORAS_USER`,
-    /// `ORAS_PULL_PASS` and `ORAS_PUSH_PASS` in their `oras-env` annotation.
+    /// A Secret in this namespace holding an htpasswd file (bcrypt entries) under `key`, used
+    /// instead of the credentials ocifit generates for the cache: steps then name a Secret with
+    /// `ORAS_USER`, `ORAS_PULL_PASS` and `ORAS_PUSH_PASS` in their `oras-env` annotation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub htpasswd_secret_ref: Option<SecretKeyReference>,
 
@@ -177,6 +177,12 @@ pub struct ArtifactCacheStatus {
     #[serde(default, rename = "plainHTTP")]
     pub plain_http: bool,
 
+    /// The Secret ocifit generated for a deployed cache without `htpasswdSecretRef`: the
+    /// registry's htpasswd and the credentials (`ORAS_USER`, `ORAS_PULL_PASS`, `ORAS_PUSH_PASS`)
+    /// the cache's steps get by reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret: Option<String>,
+
     /// Standard conditions: `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
@@ -194,15 +200,31 @@ pub enum CacheReason {
     ServicePending,
     /// `deploy: false`: steps use `spec.endpoint` as it is.
     External,
+    /// An object the cache would own exists and is not owned by it: nothing is written.
+    Conflict,
+    /// `spec.image` is not on ocifit's registry image allow-list: nothing is deployed.
+    ImageNotAllowed,
 }
 
 impl CacheReason {
+    /// Every reason.
+    pub const ALL: [CacheReason; 6] = [
+        Self::Available,
+        Self::Deploying,
+        Self::ServicePending,
+        Self::External,
+        Self::Conflict,
+        Self::ImageNotAllowed,
+    ];
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Available => "Available",
             Self::Deploying => "Deploying",
             Self::ServicePending => "ServicePending",
             Self::External => "External",
+            Self::Conflict => "Conflict",
+            Self::ImageNotAllowed => "ImageNotAllowed",
         }
     }
 }
@@ -299,6 +321,7 @@ mod tests {
             observed_generation: Some(2),
             endpoint: Some("10.0.0.17:5000".into()),
             plain_http: true,
+            credentials_secret: None,
             conditions: Vec::new(),
         };
         let json = serde_json::to_value(&status).unwrap();

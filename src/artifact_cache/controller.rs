@@ -4,6 +4,11 @@
 //! objects are watched and reflected), with an Event on the cache saying what was put back and
 //! why ([`restored`]); the status ([`status`]) written from what the apply returned, and an
 //! Event when readiness changes. Deleting a cache leaves its objects to the garbage collector.
+//!
+//! Nothing is written over an object the cache does not already own (an existing object of one
+//! of its names without the cache as controlling owner), nor for an image off the allow-list: the
+//! status says which and why. A cache without `htpasswdSecretRef` gets a Secret of generated
+//! credentials ([`secret`]) once, recorded in its status.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,10 +17,11 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector::ObjectRef;
@@ -25,8 +31,9 @@ use serde::de::DeserializeOwned;
 
 use super::desired::{self, Desired};
 use super::restored::{self, restored};
+use super::secret::{self, Generated};
 use super::status::{self, Observed};
-use crate::api::{ArtifactCache, ArtifactCacheStatus, FIELD_MANAGER};
+use crate::api::{ArtifactCache, ArtifactCacheStatus, CacheReason, FIELD_MANAGER};
 use crate::cluster::ClusterView;
 use crate::cluster::events::{EventReporter, Notice};
 use crate::cluster::reflected::{Change, Reflected};
@@ -44,6 +51,16 @@ const RETRY: Duration = Duration::from_secs(10);
 pub enum Error {
     #[error("the ArtifactCache's objects cannot be made")]
     Desired(#[from] desired::DesiredError),
+    #[error("the ArtifactCache's credentials cannot be generated")]
+    Credentials(#[from] secret::SecretError),
+    #[error("failed to read {what} of ArtifactCache {namespace}/{name}")]
+    Read {
+        what: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("failed to apply {what} of ArtifactCache {namespace}/{name}")]
     Apply {
         what: &'static str,
@@ -63,10 +80,20 @@ pub struct Owned {
     pub claims: Reflected<PersistentVolumeClaim>,
 }
 
+/// What the controller is told at start.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// ocifit's own namespace (each cache's NetworkPolicy admits it).
+    pub own_namespace: String,
+    /// The registry images a cache may deploy (`--artifact-cache-images`).
+    pub images: Vec<String>,
+}
+
 struct Context {
     cluster: ClusterView,
     reporter: EventReporter,
     owned: Owned,
+    settings: Settings,
 }
 
 /// The controller over `caches`; the future runs until `shutdown` resolves and in-flight
@@ -76,6 +103,7 @@ pub fn controller(
     reporter: EventReporter,
     caches: &Reflected<ArtifactCache>,
     owned: Owned,
+    settings: Settings,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> BoxFuture<'static, ()> {
     let gained = cluster.leadership.gained();
@@ -93,6 +121,7 @@ pub fn controller(
                 cluster,
                 reporter,
                 owned,
+                settings,
             }),
         )
         .for_each(|result| {
@@ -156,30 +185,7 @@ async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Actio
     let namespace = cache.namespace().unwrap_or_default();
     let name = cache.name_any();
     let now = Time(Timestamp::now());
-    let computed = match desired::desired(&cache)? {
-        Some(desired) => {
-            let Desired {
-                deployment,
-                service,
-                claim,
-            } = desired;
-            let claims = &ctx.owned.claims;
-            if let Some(claim) = claim {
-                let what = "its PersistentVolumeClaim";
-                apply(&ctx, &cache, what, &claim, claims).await?;
-            }
-            let service = apply(&ctx, &cache, "its Service", &service, &ctx.owned.services).await?;
-            let deployments = &ctx.owned.deployments;
-            let deployment =
-                apply(&ctx, &cache, "its Deployment", &deployment, deployments).await?;
-            let observed = Observed {
-                deployment: &deployment,
-                service: &service,
-            };
-            status::status(&cache, Some(observed), &now)
-        }
-        None => status::status(&cache, None, &now),
-    };
+    let computed = deploy(&ctx, &cache, &now).await?;
     let ready = computed.conditions.iter().any(|c| c.status == "True");
     if cache.status.as_ref() != Some(&computed) && ctx.cluster.leadership.is_leader() {
         write_status(&ctx, &namespace, &name, &computed).await?;
@@ -202,6 +208,199 @@ async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Actio
     })
 }
 
+/// The status after doing what `cache` asks: nothing to deploy, a refusal (image, conflict), or
+/// its objects applied.
+async fn deploy(
+    ctx: &Context,
+    cache: &ArtifactCache,
+    now: &Time,
+) -> Result<ArtifactCacheStatus, Error> {
+    let recorded = cache
+        .status
+        .as_ref()
+        .and_then(|s| s.credentials_secret.clone());
+    if !cache.spec.deploy {
+        return Ok(status::status(cache, None, None, now));
+    }
+    let image = desired::image(cache);
+    if !desired::image_allowed(&image, &ctx.settings.images) {
+        let message = format!(
+            "image {image} is not one ocifit deploys (--artifact-cache-images: {}); nothing is deployed",
+            ctx.settings.images.join(", ")
+        );
+        let reason = CacheReason::ImageNotAllowed;
+        return Ok(status::refused(cache, reason, message, recorded, now));
+    }
+    let credentials = match (&cache.spec.htpasswd_secret_ref, recorded) {
+        (Some(_), _) => None,
+        (None, Some(name)) => Some(name),
+        (None, None) => {
+            let created = create_credentials(ctx, cache).await?;
+            // Recorded at once, so a reconcile that fails further on generates no second one.
+            let mut status = cache.status.clone().unwrap_or_default();
+            status.credentials_secret = Some(created.clone());
+            let namespace = cache.namespace().unwrap_or_default();
+            write_status(ctx, &namespace, &cache.name_any(), &status).await?;
+            Some(created)
+        }
+    };
+    let settings = desired::Settings {
+        own_namespace: &ctx.settings.own_namespace,
+        credentials: credentials.as_deref(),
+    };
+    let Some(desired) = desired::desired(cache, settings)? else {
+        return Ok(status::status(cache, None, credentials, now));
+    };
+    if let Some(conflict) = conflict(ctx, cache, &desired).await? {
+        let message = format!(
+            "{conflict} exists and is not owned by this ArtifactCache; ocifit writes nothing over it: delete or rename it, or name the cache differently"
+        );
+        let reason = CacheReason::Conflict;
+        return Ok(status::refused(cache, reason, message, credentials, now));
+    }
+    let Desired {
+        deployment,
+        service,
+        network_policy,
+        claim,
+    } = desired;
+    if let Some(claim) = claim {
+        let what = "its PersistentVolumeClaim";
+        apply(ctx, cache, what, &claim, Some(&ctx.owned.claims)).await?;
+    }
+    let services = Some(&ctx.owned.services);
+    let service = apply(ctx, cache, "its Service", &service, services).await?;
+    let policy = "its NetworkPolicy";
+    apply(ctx, cache, policy, &network_policy, None).await?;
+    let deployments = Some(&ctx.owned.deployments);
+    let deployment = apply(ctx, cache, "its Deployment", &deployment, deployments).await?;
+    let pods = if status::has_ready_replica(&deployment) {
+        Vec::new()
+    } else {
+        registry_pods(ctx, cache, &deployment).await?
+    };
+    let observed = Observed {
+        deployment: &deployment,
+        service: &service,
+        pods: &pods,
+    };
+    Ok(status::status(cache, Some(observed), credentials, now))
+}
+
+/// The registry's pods, by the Deployment's selector: what they wait for tells why the registry
+/// does not start (an image that cannot be pulled, a Secret not there, a crash).
+async fn registry_pods(
+    ctx: &Context,
+    cache: &ArtifactCache,
+    deployment: &Deployment,
+) -> Result<Vec<Pod>, Error> {
+    let namespace = cache.namespace().unwrap_or_default();
+    let selector = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.as_ref())
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    if selector.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pods = Api::<Pod>::namespaced(ctx.cluster.client.clone(), &namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::Read {
+            what: "its registry's pods",
+            namespace: namespace.clone(),
+            name: cache.name_any(),
+            source,
+        })?;
+    Ok(pods.items)
+}
+
+/// Creates the cache's Secret of generated credentials under a name the apiserver makes up, so
+/// it cannot be anyone's existing Secret; returns that name (recorded in the status).
+async fn create_credentials(ctx: &Context, cache: &ArtifactCache) -> Result<String, Error> {
+    let namespace = cache.namespace().unwrap_or_default();
+    let generated = Generated::new()?;
+    let secret = secret::secret(cache, &generated)?;
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let created = Api::<Secret>::namespaced(ctx.cluster.client.clone(), &namespace)
+        .create(&params, &secret)
+        .await
+        .map_err(|source| Error::Apply {
+            what: "its credentials Secret",
+            namespace: namespace.clone(),
+            name: cache.name_any(),
+            source,
+        })?;
+    let name = created.name_any();
+    tracing::info!(cache = %cache.name_any(), %namespace, secret = %name, "artifact cache credentials generated");
+    Ok(name)
+}
+
+/// The first of the cache's objects that exists and is not owned by the cache (`its Service
+/// ns/name`), read by metadata only.
+async fn conflict(
+    ctx: &Context,
+    cache: &ArtifactCache,
+    desired: &Desired,
+) -> Result<Option<String>, Error> {
+    let client = &ctx.cluster.client;
+    let checks = [
+        foreign::<Deployment>(client, cache, "its Deployment", &desired.deployment).await?,
+        foreign::<Service>(client, cache, "its Service", &desired.service).await?,
+        foreign::<NetworkPolicy>(client, cache, "its NetworkPolicy", &desired.network_policy)
+            .await?,
+        match &desired.claim {
+            Some(claim) => {
+                let what = "its PersistentVolumeClaim";
+                foreign::<PersistentVolumeClaim>(client, cache, what, claim).await?
+            }
+            None => None,
+        },
+    ];
+    Ok(checks.into_iter().flatten().next())
+}
+
+async fn foreign<K>(
+    client: &kube::Client,
+    cache: &ArtifactCache,
+    what: &'static str,
+    object: &K,
+) -> Result<Option<String>, Error>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let namespace = cache.namespace().unwrap_or_default();
+    let name = object.name_any();
+    let found = Api::<K>::namespaced(client.clone(), &namespace)
+        .get_metadata_opt(&name)
+        .await
+        .map_err(|source| Error::Read {
+            what,
+            namespace: namespace.clone(),
+            name: cache.name_any(),
+            source,
+        })?;
+    Ok(found
+        .filter(|existing| !desired::owned_by(&existing.metadata, cache))
+        .map(|_| {
+            let kind = what.trim_start_matches("its ");
+            format!("the {kind} {namespace}/{name}")
+        }))
+}
+
 /// Server-side apply of one owned object, forced: whatever someone changed in the fields we own
 /// goes back; fields others added and we do not set stay theirs. When that put back what
 /// someone else changed or deleted (against what `owned` last saw), an Event on the cache says so.
@@ -210,7 +409,7 @@ async fn apply<K>(
     cache: &ArtifactCache,
     what: &'static str,
     object: &K,
-    owned: &Reflected<K>,
+    owned: Option<&Reflected<K>>,
 ) -> Result<K, Error>
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
@@ -224,9 +423,10 @@ where
 {
     let namespace = cache.namespace().unwrap_or_default();
     let name = object.name_any();
-    let before = owned
-        .store()
-        .get(&ObjectRef::<K>::new(&name).within(&namespace));
+    let before = owned.and_then(|o| {
+        o.store()
+            .get(&ObjectRef::<K>::new(&name).within(&namespace))
+    });
     // k8s-openapi's objects serialize their apiVersion and kind, as an apply body needs.
     let after = Api::<K>::namespaced(ctx.cluster.client.clone(), &namespace)
         .patch(
@@ -241,6 +441,9 @@ where
             name: cache.name_any(),
             source,
         })?;
+    let Some(owned) = owned else {
+        return Ok(after);
+    };
     let applied_before = owned.synced()
         && cache
             .status

@@ -1,16 +1,24 @@
 //! The objects an ArtifactCache owns when it deploys its registry: a one-replica Deployment of the
-//! registry image, a ClusterIP Service steps reach it through (by its ClusterIP, so no cluster DNS
-//! is needed), and a PersistentVolumeClaim when its storage asks for one. Each carries the cache as
-//! its controlling owner, so deleting the cache deletes them. Pure: the controller applies them.
+//! registry image (basic auth on every request, deletes off, Pod Security `restricted`), a
+//! ClusterIP Service steps reach it through (by its ClusterIP, so no cluster DNS is needed), a
+//! NetworkPolicy admitting only the cache's namespace and ocifit's, and a PersistentVolumeClaim
+//! when its storage asks for one. Each carries the cache as its controlling owner, so deleting the
+//! cache deletes them; [`owned_by`] tells whether an existing object is one of them. Pure: the
+//! controller applies them.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, KeyToPath,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, PodSpec,
-    PodTemplateSpec, Probe, SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec,
-    TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
+    SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, TCPSocketAction,
+    Volume, VolumeMount, VolumeResourceRequirements,
+};
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
+    NetworkPolicySpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -25,15 +33,33 @@ use crate::api::{
 pub const DEFAULT_SIZE_LIMIT: &str = "10Gi";
 /// Where the registry keeps its content.
 const DATA_DIR: &str = "/var/lib/registry";
+/// The key of the generated credentials Secret holding the registry's htpasswd file.
+pub const HTPASSWD_KEY: &str = "htpasswd";
 /// Where the htpasswd file is mounted.
 const AUTH_DIR: &str = "/auth";
+/// The registry's user and group: distribution's official image would run as root, which Pod
+/// Security `restricted` refuses; any non-root user can serve port 5000 and write the data volume.
+const REGISTRY_USER: i64 = 65532;
+/// The label every namespace carries with its own name; the NetworkPolicy selects by it.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// The owned objects of a deployed cache.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Desired {
     pub deployment: Deployment,
     pub service: Service,
+    pub network_policy: NetworkPolicy,
     pub claim: Option<PersistentVolumeClaim>,
+}
+
+/// What the objects depend on besides the cache.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings<'a> {
+    /// ocifit's own namespace: the NetworkPolicy admits it besides the cache's.
+    pub own_namespace: &'a str,
+    /// The Secret ocifit generated for the cache (its status' `credentialsSecret`); unused when
+    /// the cache names its own `htpasswdSecretRef`.
+    pub credentials: Option<&'a str>,
 }
 
 /// Why a cache's objects cannot be made.
@@ -41,13 +67,28 @@ pub struct Desired {
 pub enum DesiredError {
     #[error("the ArtifactCache has no {0} yet (it is not stored)")]
     NotStored(&'static str),
+    /// A registry is never deployed without authentication.
+    #[error("the ArtifactCache has neither htpasswdSecretRef nor generated credentials yet")]
+    NoCredentials,
 }
 
-/// The objects of `cache`, or `None` when it deploys nothing (`deploy: false`).
-pub fn desired(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
-    if !cache.spec.deploy {
-        return Ok(None);
-    }
+/// The registry image `cache` deploys.
+pub fn image(cache: &ArtifactCache) -> String {
+    cache
+        .spec
+        .image
+        .clone()
+        .unwrap_or_else(|| DEFAULT_REGISTRY_IMAGE.to_string())
+}
+
+/// Whether `image` may be deployed: it is one of `allowed` exactly (`--artifact-cache-images`).
+pub fn image_allowed(image: &str, allowed: &[String]) -> bool {
+    allowed.iter().any(|a| a == image)
+}
+
+/// The metadata every owned object starts from: the name of the cache's Deployment and Service,
+/// its namespace, labels and the cache as controlling owner.
+pub fn owned_meta(cache: &ArtifactCache) -> Result<ObjectMeta, DesiredError> {
     let cache_name = cache
         .metadata
         .name
@@ -58,43 +99,58 @@ pub fn desired(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
         .uid
         .clone()
         .ok_or(DesiredError::NotStored("uid"))?;
-    let namespace = cache.metadata.namespace.clone();
     let name = object_name(cache_name);
-    let labels = BTreeMap::from([
-        (
-            "app.kubernetes.io/name".to_string(),
-            "artifact-cache".to_string(),
-        ),
-        ("app.kubernetes.io/instance".to_string(), name.clone()),
-        (
-            "app.kubernetes.io/component".to_string(),
-            "registry".to_string(),
-        ),
-        (
-            "app.kubernetes.io/managed-by".to_string(),
-            "ocifit".to_string(),
-        ),
-    ]);
-    let selector = BTreeMap::from([
-        (
-            "app.kubernetes.io/name".to_string(),
-            "artifact-cache".to_string(),
-        ),
-        ("app.kubernetes.io/instance".to_string(), name.clone()),
-    ]);
-    let metadata = |object_name: String| ObjectMeta {
-        name: Some(object_name),
-        namespace: namespace.clone(),
-        labels: Some(labels.clone()),
+    Ok(ObjectMeta {
+        labels: Some(labels(&name)),
+        name: Some(name),
+        namespace: cache.metadata.namespace.clone(),
         owner_references: Some(vec![OwnerReference {
             api_version: "ocifit.io/v1alpha1".into(),
             kind: "ArtifactCache".into(),
             name: cache_name.to_string(),
-            uid: uid.clone(),
+            uid,
             controller: Some(true),
             block_owner_deletion: Some(true),
         }]),
         ..ObjectMeta::default()
+    })
+}
+
+/// Whether an existing object's metadata names `cache` (by uid) as its controlling owner: only
+/// then does the controller write it.
+pub fn owned_by(object: &ObjectMeta, cache: &ArtifactCache) -> bool {
+    let Some(uid) = cache.metadata.uid.as_deref() else {
+        return false;
+    };
+    object
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|owner| owner.uid == uid && owner.controller == Some(true))
+}
+
+/// The objects of `cache`, or `None` when it deploys nothing (`deploy: false`).
+pub fn desired(
+    cache: &ArtifactCache,
+    settings: Settings<'_>,
+) -> Result<Option<Desired>, DesiredError> {
+    if !cache.spec.deploy {
+        return Ok(None);
+    }
+    let owned = owned_meta(cache)?;
+    let cache_name = cache.metadata.name.as_deref().unwrap_or_default();
+    let name = owned.name.clone().unwrap_or_default();
+    let namespace = owned.namespace.clone();
+    let labels = labels(&name);
+    let auth = match (&cache.spec.htpasswd_secret_ref, settings.credentials) {
+        (Some(secret), _) => (secret.name.clone(), secret.key.clone()),
+        (None, Some(generated)) => (generated.to_string(), HTPASSWD_KEY.to_string()),
+        (None, None) => return Err(DesiredError::NoCredentials),
+    };
+    let selector = selector(&name);
+    let metadata = |object_name: String| ObjectMeta {
+        name: Some(object_name),
+        ..owned.clone()
     };
     let storage = cache.spec.storage.clone().unwrap_or(CacheStorage {
         empty_dir: Some(EmptyDirStorage {
@@ -146,34 +202,34 @@ pub fn desired(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
     let mut env = vec![
         env_var("REGISTRY_HTTP_ADDR", &format!(":{REGISTRY_PORT}")),
         env_var("REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY", DATA_DIR),
-        env_var("REGISTRY_STORAGE_DELETE_ENABLED", "true"),
+        // Nothing a step can reach may delete what another step wrote.
+        env_var("REGISTRY_STORAGE_DELETE_ENABLED", "false"),
     ];
-    if let Some(secret) = &cache.spec.htpasswd_secret_ref {
-        volumes.push(Volume {
-            name: "auth".into(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(secret.name.clone()),
-                items: Some(vec![KeyToPath {
-                    key: secret.key.clone(),
-                    path: "htpasswd".into(),
-                    mode: None,
-                }]),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
-        mounts.push(VolumeMount {
-            name: "auth".into(),
-            mount_path: AUTH_DIR.into(),
-            read_only: Some(true),
-            ..VolumeMount::default()
-        });
-        env.push(env_var("REGISTRY_AUTH_HTPASSWD_REALM", cache_name));
-        env.push(env_var(
-            "REGISTRY_AUTH_HTPASSWD_PATH",
-            &format!("{AUTH_DIR}/htpasswd"),
-        ));
-    }
+    let (secret_name, key) = auth;
+    volumes.push(Volume {
+        name: "auth".into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret_name),
+            items: Some(vec![KeyToPath {
+                key,
+                path: "htpasswd".into(),
+                mode: None,
+            }]),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    });
+    mounts.push(VolumeMount {
+        name: "auth".into(),
+        mount_path: AUTH_DIR.into(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    });
+    env.push(env_var("REGISTRY_AUTH_HTPASSWD_REALM", cache_name));
+    env.push(env_var(
+        "REGISTRY_AUTH_HTPASSWD_PATH",
+        &format!("{AUTH_DIR}/htpasswd"),
+    ));
     // A TCP probe: with htpasswd the registry answers 401, which an HTTP probe counts as down.
     let probe = |period: i32| Probe {
         tcp_socket: Some(TCPSocketAction {
@@ -185,13 +241,7 @@ pub fn desired(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
     };
     let container = Container {
         name: "registry".into(),
-        image: Some(
-            cache
-                .spec
-                .image
-                .clone()
-                .unwrap_or_else(|| DEFAULT_REGISTRY_IMAGE.to_string()),
-        ),
+        image: Some(image(cache)),
         ports: Some(vec![ContainerPort {
             name: Some("registry".into()),
             container_port: REGISTRY_PORT,
@@ -200,7 +250,13 @@ pub fn desired(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
         }]),
         env: Some(env),
         volume_mounts: Some(mounts),
-        resources: cache.spec.resources.clone(),
+        resources: Some(
+            cache
+                .spec
+                .resources
+                .clone()
+                .unwrap_or_else(default_resources),
+        ),
         readiness_probe: Some(probe(2)),
         liveness_probe: Some(probe(10)),
         security_context: Some(SecurityContext {
@@ -235,6 +291,19 @@ pub fn desired(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
                     containers: vec![container],
                     volumes: Some(volumes),
                     automount_service_account_token: Some(false),
+                    // Pod Security `restricted`: a namespace enforcing it runs the registry.
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(REGISTRY_USER),
+                        run_as_group: Some(REGISTRY_USER),
+                        // A claim's volume is writable by the registry's group.
+                        fs_group: Some(REGISTRY_USER),
+                        seccomp_profile: Some(SeccompProfile {
+                            type_: "RuntimeDefault".into(),
+                            localhost_profile: None,
+                        }),
+                        ..PodSecurityContext::default()
+                    }),
                     enable_service_links: Some(false),
                     node_selector: cache.spec.node_selector.clone(),
                     tolerations: cache.spec.tolerations.clone(),
@@ -245,6 +314,12 @@ pub fn desired(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
         }),
         status: None,
     };
+    let network_policy = network_policy(
+        metadata(name.clone()),
+        &selector,
+        namespace.as_deref().unwrap_or_default(),
+        settings.own_namespace,
+    );
     let service = Service {
         metadata: metadata(name),
         spec: Some(ServiceSpec {
@@ -264,8 +339,93 @@ pub fn desired(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
     Ok(Some(Desired {
         deployment,
         service,
+        network_policy,
         claim,
     }))
+}
+
+/// The labels of every owned object (and of the registry's pods).
+fn labels(name: &str) -> BTreeMap<String, String> {
+    let mut labels = selector(name);
+    labels.insert(
+        "app.kubernetes.io/component".to_string(),
+        "registry".to_string(),
+    );
+    labels.insert(
+        "app.kubernetes.io/managed-by".to_string(),
+        "ocifit".to_string(),
+    );
+    labels
+}
+
+/// The labels the Service and the NetworkPolicy select the registry's pods by.
+fn selector(name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            "app.kubernetes.io/name".to_string(),
+            "artifact-cache".to_string(),
+        ),
+        ("app.kubernetes.io/instance".to_string(), name.to_string()),
+    ])
+}
+
+/// The registry's port open to pods of the cache's namespace and of ocifit's, to nothing else:
+/// defence in depth where the network enforces NetworkPolicy (the credentials hold either way).
+fn network_policy(
+    metadata: ObjectMeta,
+    selector: &BTreeMap<String, String>,
+    namespace: &str,
+    own_namespace: &str,
+) -> NetworkPolicy {
+    let mut namespaces = vec![namespace.to_string()];
+    if own_namespace != namespace {
+        namespaces.push(own_namespace.to_string());
+    }
+    let from = namespaces
+        .into_iter()
+        .map(|name| NetworkPolicyPeer {
+            namespace_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(NAMESPACE_NAME_LABEL.to_string(), name)])),
+                match_expressions: None,
+            }),
+            ..NetworkPolicyPeer::default()
+        })
+        .collect();
+    NetworkPolicy {
+        metadata,
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(selector.clone()),
+                match_expressions: None,
+            }),
+            policy_types: Some(vec!["Ingress".into()]),
+            ingress: Some(vec![NetworkPolicyIngressRule {
+                from: Some(from),
+                ports: Some(vec![NetworkPolicyPort {
+                    port: Some(IntOrString::Int(REGISTRY_PORT)),
+                    protocol: Some("TCP".into()),
+                    end_port: None,
+                }]),
+            }]),
+            egress: None,
+        }),
+    }
+}
+
+/// Requests and a memory limit when the cache names none: a namespace with a ResourceQuota can
+/// run the registry, and a runaway registry cannot take the node's memory.
+fn default_resources() -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_string(), Quantity("50m".into())),
+            ("memory".to_string(), Quantity("64Mi".into())),
+        ])),
+        limits: Some(BTreeMap::from([(
+            "memory".to_string(),
+            Quantity("512Mi".into()),
+        )])),
+        claims: None,
+    }
 }
 
 /// The name of a cache's Deployment and Service: `<cache>-registry` when that is a valid Service

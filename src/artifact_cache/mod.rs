@@ -6,7 +6,7 @@
 //! feature.
 //!
 //! Pure parts: `layout` (the ORAS layout both ways), `planner` (annotations → patch or denial),
-//! `desired` (a cache's Deployment, Service and claim), `status` (a cache's status from its
+//! `desired` (a cache's Deployment, Service, NetworkPolicy and claim), `status` (a cache's status from its
 //! objects). Adapters: `controller`, `route`, `archive`, `channel`, `pull`, `push` (bytes between
 //! disk and registry), `install`, `launcher`, `handoff`, `steps` (what runs in a step's pod).
 
@@ -26,6 +26,7 @@ mod pull;
 mod push;
 pub mod restored;
 pub mod route;
+pub mod secret;
 pub mod status;
 mod steps;
 
@@ -52,7 +53,7 @@ use crate::cluster::reflected::{Reflected, reflect};
 use crate::cluster::{ClusterView, Shutdown, Tasks, until};
 use crate::registry::{self, Reference, Registry, RegistryOptions};
 use crate::telemetry::Metrics;
-use planner::Helper;
+use planner::{Helper, StepRegistries};
 use route::{StepJobs, StepPods, Steps};
 
 /// What the artifact cache needs from the rest of the process.
@@ -65,6 +66,10 @@ pub struct Parts {
     pub identity: String,
     /// The helper containers' image (ocifit's own); `None` refuses steps that move artifacts.
     pub helper: Option<Helper>,
+    /// The registries a step's `registry` annotation may name.
+    pub registries: StepRegistries,
+    /// The controller's settings.
+    pub settings: controller::Settings,
     /// Resolves once shutdown begins.
     pub shutdown: Shutdown,
 }
@@ -87,6 +92,8 @@ pub fn run(parts: Parts) -> Running {
         metrics,
         identity,
         helper,
+        registries,
+        settings,
         shutdown,
     } = parts;
     let (caches, watch) = reflect(
@@ -108,6 +115,7 @@ pub fn run(parts: Parts) -> Running {
         caches: caches.store(),
         helper,
         read_again: route::ReadAgain::from_apiserver(&cluster.client),
+        registries,
     };
     let routes = vec![
         Route::new(route::PODS, StepPods(steps.clone())),
@@ -121,8 +129,14 @@ pub fn run(parts: Parts) -> Running {
         services,
         claims,
     };
-    let controller =
-        controller::controller(cluster, reporter, &caches, owned, shutdown.clone().wait());
+    let controller = controller::controller(
+        cluster,
+        reporter,
+        &caches,
+        owned,
+        settings,
+        shutdown.clone().wait(),
+    );
     Running {
         tasks: vec![
             ("artifact cache watch", until(shutdown.clone(), watch)),

@@ -16,7 +16,7 @@ use kube::core::admission::AdmissionRequest;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 
-use super::planner::{self, CacheState, Denial, Helper, Plan};
+use super::planner::{self, CacheState, Denial, Helper, Plan, StepRegistries};
 use super::status::cache_state;
 use crate::admission::route::{Planner, Response, Verdict};
 use crate::api::ArtifactCache;
@@ -35,6 +35,8 @@ pub struct Steps {
     pub helper: Option<Helper>,
     /// Reads a cache the store does not show Ready afresh; `None` trusts the store alone.
     pub read_again: Option<ReadAgain>,
+    /// The registries a step's `registry` annotation may name.
+    pub registries: StepRegistries,
 }
 
 /// Reads a cache `(namespace, name)` from the apiserver, as the leader last wrote it: `None` when
@@ -89,7 +91,7 @@ impl Steps {
     fn plan<K: kube::Resource>(
         &self,
         request: &AdmissionRequest<K>,
-        plan: impl Fn(&K, &str, &dyn Fn(&str) -> CacheState, &Helper) -> Plan,
+        plan: impl Fn(&K, &str, &dyn Fn(&str) -> CacheState, &Helper, &StepRegistries) -> Plan,
     ) -> Plan {
         let Some(object) = request.object.as_ref() else {
             return Plan::NotAStep;
@@ -114,7 +116,7 @@ impl Steps {
             pull_policy: None,
         };
         let helper = self.helper.as_ref().unwrap_or(&unset);
-        match plan(object, &namespace, &caches, helper) {
+        match plan(object, &namespace, &caches, helper, &self.registries) {
             Plan::Patch { .. } if self.helper.is_none() => Plan::Deny(Denial::NoHelperImage),
             other => other,
         }

@@ -4,7 +4,7 @@
 //! the objects and writes the answer.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::planner::CacheState;
@@ -18,6 +18,8 @@ pub const READY: &str = "Ready";
 pub struct Observed<'a> {
     pub deployment: &'a Deployment,
     pub service: &'a Service,
+    /// The registry's pods (read only while it has no ready replica).
+    pub pods: &'a [Pod],
 }
 
 /// The Event a status change deserves.
@@ -29,13 +31,47 @@ pub struct Change {
 }
 
 /// The status of `cache`: `observed` is `None` for a cache that deploys nothing (or before its
-/// objects were applied). `now` stamps a condition that changed.
+/// objects were applied); `credentials` is the Secret generated for it. `now` stamps a condition
+/// that changed.
 pub fn status(
     cache: &ArtifactCache,
     observed: Option<Observed<'_>>,
+    credentials: Option<String>,
     now: &Time,
 ) -> ArtifactCacheStatus {
     let (endpoint, plain_http, reason, message) = readiness(cache, observed);
+    build(
+        cache,
+        endpoint,
+        reason,
+        message,
+        plain_http,
+        credentials,
+        now,
+    )
+}
+
+/// The status of a cache the controller wrote nothing for (`Conflict`, `ImageNotAllowed`): not
+/// Ready, saying why; the endpoint it had is kept off, so no step is sent to it.
+pub fn refused(
+    cache: &ArtifactCache,
+    reason: CacheReason,
+    message: String,
+    credentials: Option<String>,
+    now: &Time,
+) -> ArtifactCacheStatus {
+    build(cache, None, reason, message, true, credentials, now)
+}
+
+fn build(
+    cache: &ArtifactCache,
+    endpoint: Option<String>,
+    reason: CacheReason,
+    message: String,
+    plain_http: bool,
+    credentials: Option<String>,
+    now: &Time,
+) -> ArtifactCacheStatus {
     let ready = reason == CacheReason::Available || reason == CacheReason::External;
     let previous = cache
         .status
@@ -51,6 +87,7 @@ pub fn status(
         observed_generation: generation,
         endpoint,
         plain_http,
+        credentials_secret: credentials,
         conditions: vec![Condition {
             type_: READY.to_owned(),
             status: status_text.to_owned(),
@@ -63,7 +100,7 @@ pub fn status(
 }
 
 /// The Event for going from `before` to `after`: one when readiness or its reason changes; a
-/// Warning when a Ready cache stops being Ready.
+/// Warning when a Ready cache stops being Ready, or when the controller refuses to write.
 pub fn change(before: Option<&ArtifactCacheStatus>, after: &ArtifactCacheStatus) -> Option<Change> {
     let ready = |s: &ArtifactCacheStatus| {
         s.conditions
@@ -80,16 +117,12 @@ pub fn change(before: Option<&ArtifactCacheStatus>, after: &ArtifactCacheStatus)
         return None;
     }
     let lost = previous.is_some_and(|(s, _, _)| s == "True") && status != "True";
-    let reason = [
-        CacheReason::Available,
-        CacheReason::Deploying,
-        CacheReason::ServicePending,
-        CacheReason::External,
-    ]
-    .into_iter()
-    .find(|r| r.as_str() == reason)?;
+    let reason = CacheReason::ALL
+        .into_iter()
+        .find(|r| r.as_str() == reason)?;
+    let refused = matches!(reason, CacheReason::Conflict | CacheReason::ImageNotAllowed);
     Some(Change {
-        warning: lost,
+        warning: lost || refused,
         reason,
         note: message,
     })
@@ -112,6 +145,7 @@ pub fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {
         (Some(c), Some(endpoint)) if c.status == "True" && current => CacheState::Ready {
             endpoint: endpoint.clone(),
             plain_http: status.plain_http,
+            credentials: status.credentials_secret.clone(),
         },
         (Some(c), _) if current => CacheState::NotReady {
             reason: format!("{}: {}", c.reason, c.message),
@@ -120,6 +154,36 @@ pub fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {
             reason: "its spec changed and the controller has not caught up yet".to_owned(),
         },
     }
+}
+
+/// Whether the Deployment has a ready replica of its current template: a replica counts once the
+/// Deployment controller saw this generation.
+pub fn has_ready_replica(deployment: &Deployment) -> bool {
+    let status = deployment.status.as_ref();
+    let ready = status.and_then(|s| s.ready_replicas).unwrap_or(0);
+    let current = status.and_then(|s| s.observed_generation) >= deployment.metadata.generation;
+    ready >= 1 && current
+}
+
+/// Why a pod's container is waiting to start (`ImagePullBackOff`, `CreateContainerConfigError`,
+/// `CrashLoopBackOff`, …), as `its pod NAME: container C is waiting: REASON: MESSAGE`.
+fn waiting(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let containers = status.init_container_statuses.iter().flatten();
+    let (container, state) = containers
+        .chain(status.container_statuses.iter().flatten())
+        .find_map(|c| Some((c.name.as_str(), c.state.as_ref()?.waiting.as_ref()?)))?;
+    // A container that is only being created is no problem to report.
+    let reason = state
+        .reason
+        .as_deref()
+        .filter(|r| *r != "ContainerCreating")?;
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let mut text = format!("its pod {name}: container {container} is waiting: {reason}");
+    if let Some(message) = state.message.as_deref().filter(|m| !m.is_empty()) {
+        text.push_str(&format!(": {message}"));
+    }
+    Some(text)
 }
 
 fn readiness(
@@ -139,6 +203,7 @@ fn readiness(
     let Some(Observed {
         deployment,
         service,
+        pods,
     }) = observed
     else {
         return (
@@ -172,15 +237,17 @@ fn readiness(
     };
     let deployment_name = deployment.metadata.name.as_deref().unwrap_or_default();
     let status = deployment.status.as_ref();
-    let ready = status.and_then(|s| s.ready_replicas).unwrap_or(0);
-    // A replica counts once the Deployment controller saw this generation of the template.
-    let current = status.and_then(|s| s.observed_generation) >= deployment.metadata.generation;
-    if ready < 1 || !current {
-        let why = status
+    if !has_ready_replica(deployment) {
+        let conditions = status
             .and_then(|s| s.conditions.as_ref())
             .into_iter()
-            .flatten()
-            .find(|c| c.status == "False")
+            .flatten();
+        // A pod the ReplicaSet cannot create (Pod Security, a quota) says why only there.
+        let failure = conditions
+            .clone()
+            .find(|c| c.type_ == "ReplicaFailure" && c.status == "True");
+        let why = failure
+            .or_else(|| conditions.clone().find(|c| c.status == "False"))
             .and_then(|c| c.message.clone());
         let mut message = match why {
             Some(why) => {
@@ -188,6 +255,9 @@ fn readiness(
             }
             None => format!("the registry's Deployment {deployment_name} has no ready replica yet"),
         };
+        if let Some(stuck) = pods.iter().find_map(waiting) {
+            message.push_str(&format!("; {stuck}"));
+        }
         // ocifit does not read the user's Secret; the kubelet waits for it before the registry
         // can start, and says so on the registry's pod.
         if let Some(secret) = &cache.spec.htpasswd_secret_ref {

@@ -43,7 +43,8 @@ pub struct RunArgs {
 
     /// Registries the operator may reach (HOST[:PORT] or *.DOMAIN[:PORT]; repeatable,
     /// comma-separated in the environment): artifact references, candidate images, the images
-    /// artifacts name, token realms on another host and redirects. Empty: any registry.
+    /// artifacts name, token realms on another host and redirects. Empty: any registry. Also the
+    /// only registries a workflow step's `registry` annotation may name (none when empty).
     #[arg(
         long = "allowed-registries",
         env = "OCIFIT_ALLOWED_REGISTRIES",
@@ -150,6 +151,19 @@ pub struct RunArgs {
     /// refused, saying so.
     #[arg(long, env = "OCIFIT_ARTIFACT_HELPER_IMAGE", value_name = "IMAGE")]
     pub artifact_helper_image: Option<String>,
+
+    /// Registry images an ArtifactCache may deploy (`spec.image`, compared exactly; repeatable,
+    /// comma-separated in the environment): a cache runs its image with a Secret of its
+    /// namespace mounted, so only these run. Another image leaves the cache not Ready with
+    /// reason ImageNotAllowed.
+    #[arg(
+        long = "artifact-cache-images",
+        env = "OCIFIT_ARTIFACT_CACHE_IMAGES",
+        value_name = "IMAGE",
+        value_delimiter = ',',
+        default_value = crate::api::DEFAULT_REGISTRY_IMAGE
+    )]
+    pub artifact_cache_images: Vec<String>,
 
     /// Address of the webhook's HTTPS server (POST /mutate); served only with a certificate
     /// (--tls-cert-file/--tls-key-file or --manage-webhook-certificate).

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::args::RunArgs;
 use crate::admission::{self, server::DEADLINE};
-use crate::artifact_cache::planner::Helper;
+use crate::artifact_cache::planner::{Helper, StepRegistries};
 use crate::cluster;
 use crate::cluster::leader::LeaseSettings;
 use crate::cluster::secrets::SecretNamespaces;
@@ -71,6 +71,10 @@ pub struct Config {
     pub placement_private_registries: bool,
     /// The artifact-cache step helpers' image.
     pub artifact_helper: Option<Helper>,
+    /// The registries a step's `registry` annotation may name (`--allowed-registries`).
+    pub step_registries: StepRegistries,
+    /// The registry images a cache may deploy.
+    pub artifact_cache_images: Vec<String>,
 }
 
 impl Config {
@@ -137,6 +141,9 @@ impl Config {
                 image,
                 pull_policy: None,
             }),
+            step_registries: StepRegistries::new(&args.allowed_registries)
+                .map_err(ConfigError::AllowedRegistries)?,
+            artifact_cache_images: args.artifact_cache_images.clone(),
         })
     }
 }

@@ -196,6 +196,11 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
         metrics: Arc::clone(&metrics),
         identity: config.identity.clone(),
         helper: config.artifact_helper.clone(),
+        registries: config.step_registries.clone(),
+        settings: artifact_cache::controller::Settings {
+            own_namespace: config.own_namespace.clone(),
+            images: config.artifact_cache_images.clone(),
+        },
         shutdown: shutdown.clone(),
     });
     tasks.append(&mut artifacts.tasks);

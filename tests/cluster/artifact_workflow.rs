@@ -32,16 +32,16 @@ const P: &str = step::PREFIX;
 
 /// A cluster with a real node, ocifit installed by its chart from its own image, the registry
 /// and step images pushed, and the workflow namespace opted in.
-struct Stage {
-    cluster: Cluster,
-    client: Client,
+pub(crate) struct Stage {
+    pub cluster: Cluster,
+    pub client: Client,
     /// The registry image a cache deploys.
-    cache_image: String,
+    pub cache_image: String,
     /// The steps' image.
-    step: String,
+    pub step: String,
 }
 
-async fn stage() -> Stage {
+pub(crate) async fn stage() -> Stage {
     let cluster = Cluster::builder()
         .with_all_controllers()
         .with_registry(Registry::builder())
@@ -85,7 +85,13 @@ async fn stage() -> Stage {
     );
 
     let since = Instant::now();
-    install_chart(&cluster, registry, &ocifit.reference).await;
+    install_chart(
+        &cluster,
+        registry,
+        &ocifit.reference,
+        &cache_image.reference,
+    )
+    .await;
     eprintln!(
         "helm install --wait: {:.1} s",
         since.elapsed().as_secs_f64()
@@ -169,14 +175,17 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     let took = run_job(&cluster, &jobs, &two, true).await;
     eprintln!("step two: Job created → complete in {took:.1} s");
 
-    // Both artifacts, read back from the cache with the ORAS SDK from this host.
+    // Both artifacts, read back from the cache with the ORAS SDK from this host, with the
+    // credentials ocifit generated for the cache (its steps got them by reference).
     let cache_address = format!("{pod_ip}:5000");
+    let (user, password) = generated_login(&client, WORKFLOW).await;
+    let login = Some((user.as_str(), password.as_str()));
     let pulled = tempfile::tempdir().expect("a temp dir");
     sdk_pull(
         &cache_address,
         "workflow/step-one:v1",
         &pulled.path().join("one"),
-        None,
+        login,
     );
     let read = |relative: &str| {
         std::fs::read_to_string(pulled.path().join(relative))
@@ -189,7 +198,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         &cache_address,
         "workflow/step-two:v1",
         &pulled.path().join("two"),
-        None,
+        login,
     );
     assert_eq!(
         read("two/summary.txt"),
@@ -215,7 +224,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         .and_then(|s| s.terminated)
         .map(|t| t.exit_code);
     assert_eq!(exit, Some(3), "the step's own status");
-    let missing = sdk_pull_fails(&cache_address, "workflow/failed:v1", pulled.path());
+    let missing = sdk_pull_fails(&cache_address, "workflow/failed:v1", pulled.path(), login);
     eprintln!("the failed step pushed nothing: {missing}");
 
     // A missing input: the step never starts; the init container says which input.
@@ -447,9 +456,10 @@ async fn a_cache_behind_htpasswd_serves_steps_whose_credentials_never_show() {
     assert!(!events.contains(PASSWORD));
 }
 
-async fn install_chart(cluster: &Cluster, registry: &Registry, image: &str) {
+async fn install_chart(cluster: &Cluster, registry: &Registry, image: &str, cache_image: &str) {
     let (repository, tag) = image.rsplit_once(':').expect("a tagged reference");
     let sets = [
+        format!("artifactCache.registryImages={{{cache_image}}}"),
         format!("image.repository={repository}"),
         format!("image.tag={tag}"),
         "replicaCount=1".to_owned(),
@@ -490,7 +500,7 @@ async fn create_workflow_namespace(client: &Client) {
 
 /// A Job running `script` in the step image on the real node, with these contract annotations;
 /// its working directory is `/work`, where `out/` is an empty directory.
-fn job(name: &str, image: &str, annotations: &[(&str, &str)], script: &str) -> Job {
+pub(crate) fn job(name: &str, image: &str, annotations: &[(&str, &str)], script: &str) -> Job {
     let annotations = contract(annotations);
     serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": annotations},
@@ -532,7 +542,7 @@ fn pod_spec(image: &str, script: &str) -> Value {
 
 /// Creates `job` and waits until it completes (`succeed`) or fails; the seconds from its creation
 /// until this test saw it finish.
-async fn run_job(cluster: &Cluster, jobs: &Api<Job>, job: &Job, succeed: bool) -> f64 {
+pub(crate) async fn run_job(cluster: &Cluster, jobs: &Api<Job>, job: &Job, succeed: bool) -> f64 {
     let name = job.metadata.name.clone().expect("a name");
     let created = Instant::now();
     jobs.create(&PostParams::default(), job)
@@ -565,7 +575,7 @@ async fn run_job(cluster: &Cluster, jobs: &Api<Job>, job: &Job, succeed: bool) -
 
 /// Waits until the apiserver calls the chart's step webhook (it picks a new configuration up a
 /// moment after it is created): a dry run of `job` comes back injected.
-async fn wait_step_webhook(jobs: &Api<Job>, job: &Job) {
+pub(crate) async fn wait_step_webhook(jobs: &Api<Job>, job: &Job) {
     eventually("the step webhook to patch a dry-run Job", async || {
         let dry_run = PostParams {
             dry_run: true,
@@ -630,7 +640,7 @@ async fn create_cache(client: &Client, spec: Value) -> Api<ArtifactCache> {
 }
 
 /// Waits for the cache's Ready condition; its endpoint.
-async fn wait_ready(cluster: &Cluster, caches: &Api<ArtifactCache>) -> String {
+pub(crate) async fn wait_ready(cluster: &Cluster, caches: &Api<ArtifactCache>) -> String {
     let deadline = Instant::now() + WAIT;
     loop {
         let cache = caches.get("oras").await.expect("the cache");
@@ -653,7 +663,7 @@ async fn wait_ready(cluster: &Cluster, caches: &Api<ArtifactCache>) -> String {
     }
 }
 
-async fn registry_pod(client: &Client) -> Pod {
+pub(crate) async fn registry_pod(client: &Client) -> Pod {
     let pods = Api::<Pod>::namespaced(client.clone(), WORKFLOW)
         .list(&ListParams::default().labels("app.kubernetes.io/instance=oras-registry"))
         .await
@@ -732,6 +742,26 @@ async fn diagnostics(cluster: &Cluster, namespace: &str) -> String {
     text
 }
 
+/// The user and password of the credentials ocifit generated for the cache `oras` of
+/// `namespace`, from the Secret its status names.
+pub(crate) async fn generated_login(client: &Client, namespace: &str) -> (String, String) {
+    let cache = Api::<ArtifactCache>::namespaced(client.clone(), namespace)
+        .get("oras")
+        .await
+        .expect("the cache");
+    let name = cache
+        .status
+        .and_then(|s| s.credentials_secret)
+        .expect("the cache's credentials Secret in its status");
+    let secret = Api::<Secret>::namespaced(client.clone(), namespace)
+        .get(&name)
+        .await
+        .expect("the credentials Secret");
+    let data = secret.data.expect("the Secret's data");
+    let value = |key: &str| String::from_utf8(data[key].0.clone()).expect("UTF-8");
+    (value("ORAS_USER"), value("ORAS_PULL_PASS"))
+}
+
 /// The SDK's pull, logged in as `login` (user, password) when given.
 fn sdk(
     registry: &str,
@@ -748,7 +778,7 @@ fn sdk(
 }
 
 /// Pulls `target` from the cache at `registry` with the ORAS SDK into `outdir`.
-fn sdk_pull(registry: &str, target: &str, outdir: &Path, login: Option<(&str, &str)>) {
+pub(crate) fn sdk_pull(registry: &str, target: &str, outdir: &Path, login: Option<(&str, &str)>) {
     let output = sdk(registry, target, outdir, login);
     assert!(
         output.status.success(),
@@ -758,7 +788,7 @@ fn sdk_pull(registry: &str, target: &str, outdir: &Path, login: Option<(&str, &s
 }
 
 /// The HTTP status the cache at `registry` answers `path` with, asked without credentials.
-fn anonymous_status(registry: &str, path: &str) -> u16 {
+pub(crate) fn anonymous_status(registry: &str, path: &str) -> u16 {
     let script = r#"
 import sys, urllib.request, urllib.error
 try:
@@ -801,8 +831,13 @@ fn files(root: &Path) -> Vec<(String, u64)> {
 }
 
 /// The SDK's pull of `target` fails; the last line it said.
-fn sdk_pull_fails(registry: &str, target: &str, scratch: &Path) -> String {
-    let output = sdk(registry, target, &scratch.join("absent"), None);
+fn sdk_pull_fails(
+    registry: &str,
+    target: &str,
+    scratch: &Path,
+    login: Option<(&str, &str)>,
+) -> String {
+    let output = sdk(registry, target, &scratch.join("absent"), login);
     assert!(!output.status.success(), "{target} was pushed");
     String::from_utf8_lossy(&output.stderr)
         .lines()

@@ -17,13 +17,16 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use ocifit::admission::route::Route;
 use ocifit::api::ArtifactCache;
-use ocifit::artifact_cache::planner::Helper;
+use ocifit::artifact_cache::planner::{Helper, StepRegistries};
 use ocifit::artifact_cache::route::{PODS, ReadAgain, StepPods, Steps};
 use ocifit_testkit::{Cluster, SharedCluster, SharedClusterGuard, apply_crd_dir, create_namespace};
 
 use crate::support::{Controller, Env};
 
 static CLUSTER: SharedCluster = SharedCluster::new(Cluster::builder);
+
+/// The registry image these caches name, on the controller's allow-list.
+const IMAGES: &str = "--artifact-cache-images=registry:3";
 
 /// The shared cluster with the repository's CRDs and the `workflow` namespace (idempotent).
 async fn cluster() -> SharedClusterGuard {
@@ -183,7 +186,7 @@ async fn kubectl_get_ac_prints_the_printer_columns() {
 async fn a_deleted_or_changed_owned_object_is_put_back_with_an_event_saying_so() {
     let env = Env::start().await;
     create_namespace(&env.client, "workflow").await.unwrap();
-    let _controller = Controller::start(&env, "cache-restore", &[]).await;
+    let _controller = Controller::start(&env, "cache-restore", &[IMAGES]).await;
     env.cluster
         .kubectl_with_input(
             ["apply", "-f", "-"],
@@ -256,6 +259,90 @@ async fn a_deleted_or_changed_owned_object_is_put_back_with_an_event_saying_so()
     assert!(
         found.iter().all(|(type_, _, _)| type_ == "Warning"),
         "{found:?}"
+    );
+}
+
+/// A Service of the cache's registry name that someone else made stays theirs: ocifit writes
+/// nothing (not the Service, not a Deployment), the cache says which object is in the way with a
+/// Warning Event, and deleting the cache (foreground: it is gone only once every object it owns
+/// is) leaves the Service as it was.
+#[tokio::test]
+async fn an_object_the_cache_does_not_own_is_left_untouched_and_named() {
+    let env = Env::start_with(Cluster::builder().with_controller_manager()).await;
+    create_namespace(&env.client, "workflow").await.unwrap();
+    let services = Api::<Service>::namespaced(env.client.clone(), "workflow");
+    let theirs: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "taken-registry", "labels": {"team": "theirs"}},
+        "spec": {"selector": {"app": "theirs"}, "ports": [{"port": 8080}]}
+    }))
+    .unwrap();
+    let before = services
+        .create(&kube::api::PostParams::default(), &theirs)
+        .await
+        .unwrap();
+    let _controller = Controller::start(&env, "cache-conflict", &[IMAGES]).await;
+    env.cluster
+        .kubectl_with_input(
+            ["apply", "-f", "-"],
+            &cache("taken", "  image: registry:3\n"),
+        )
+        .await
+        .unwrap();
+    let caches = Api::<ArtifactCache>::namespaced(env.client.clone(), "workflow");
+    let condition = eventually("the cache naming the conflict", async || {
+        let status = caches.get("taken").await.ok()?.status?;
+        let ready = status.conditions.into_iter().find(|c| c.type_ == "Ready")?;
+        (ready.reason == "Conflict").then_some(ready)
+    })
+    .await;
+    assert_eq!(condition.status, "False");
+    assert!(
+        condition.message.starts_with(
+            "the Service workflow/taken-registry exists and is not owned by this ArtifactCache"
+        ),
+        "{}",
+        condition.message
+    );
+    let warned = eventually("a Warning Event saying so", async || {
+        let events = Api::<Event>::namespaced(env.client.clone(), "workflow")
+            .list(&Default::default())
+            .await
+            .ok()?;
+        events.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("Conflict")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("taken")
+        })
+    })
+    .await;
+    assert_eq!(warned.type_.as_deref(), Some("Warning"));
+    let now = services.get("taken-registry").await.unwrap();
+    assert_eq!(
+        now.metadata.resource_version,
+        before.metadata.resource_version
+    );
+    assert_eq!(now.metadata.owner_references, None);
+    let deployments = Api::<Deployment>::namespaced(env.client.clone(), "workflow");
+    assert!(
+        deployments
+            .get_opt("taken-registry")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    caches
+        .delete("taken", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    eventually("the cache gone with everything it owns", async || {
+        caches.get_opt("taken").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let after = services.get("taken-registry").await.unwrap();
+    assert_eq!(after.metadata.uid, before.metadata.uid);
+    assert_eq!(
+        after.metadata.resource_version,
+        before.metadata.resource_version
     );
 }
 
@@ -336,6 +423,7 @@ async fn a_step_is_admitted_on_the_ready_status_the_apiserver_has_when_the_store
             pull_policy: None,
         }),
         read_again: ReadAgain::from_apiserver(&client),
+        registries: StepRegistries::default(),
     };
     let route = Route::new(PODS, StepPods(steps));
     let review = serde_json::json!({

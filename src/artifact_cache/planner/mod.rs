@@ -21,14 +21,51 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
 use crate::api::step;
+use crate::registry::AllowList;
 
 pub use settings::{Source, StepSettings};
+
+/// The registries a step's `registry` annotation may name instead of its namespace's cache:
+/// ocifit's `--allowed-registries`. None when that list is empty: a step then reaches only its
+/// own namespace's cache, whose credentials it gets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepRegistries {
+    allowed: AllowList,
+    patterns: Vec<String>,
+}
+
+impl StepRegistries {
+    /// From `--allowed-registries`' patterns.
+    pub fn new(patterns: &[String]) -> Result<StepRegistries, crate::registry::ConfigError> {
+        Ok(StepRegistries {
+            allowed: AllowList::parse(patterns)?,
+            patterns: patterns.to_vec(),
+        })
+    }
+
+    fn allows(&self, host: &str) -> bool {
+        !self.patterns.is_empty() && self.allowed.allows(host)
+    }
+
+    fn shown(&self) -> String {
+        if self.patterns.is_empty() {
+            "none is set".to_string()
+        } else {
+            self.patterns.join(", ")
+        }
+    }
+}
 
 /// What the planner knows of the cache a step names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CacheState {
-    /// Ready: steps reach it at `endpoint` (`host:port`).
-    Ready { endpoint: String, plain_http: bool },
+    /// Ready: steps reach it at `endpoint` (`host:port`) with the credentials of the Secret
+    /// `credentials` (generated for the cache) when it has one.
+    Ready {
+        endpoint: String,
+        plain_http: bool,
+        credentials: Option<String>,
+    },
     /// It exists but is not Ready, for this reason (the condition's message).
     NotReady { reason: String },
     /// No ArtifactCache of that name in the namespace.
@@ -94,6 +131,13 @@ pub enum Denial {
     CacheMissing { name: String, namespace: String },
     #[error("ArtifactCache {name:?} is not Ready: {reason}")]
     CacheNotReady { name: String, reason: String },
+    // The same answer whatever the host is (another namespace's cache or not), so a step learns
+    // nothing about other namespaces from it.
+    #[error(
+        "annotation {prefix}registry names {host:?}, which is not an allowed registry: a step uses its namespace's ArtifactCache (annotation {prefix}oras-cache) or a registry on ocifit's --allowed-registries ({allowed})",
+        prefix = step::PREFIX
+    )]
+    RegistryNotAllowed { host: String, allowed: String },
     #[error("the pod has no containers")]
     NoContainers,
     #[error(
@@ -143,6 +187,7 @@ impl Denial {
             Denial::NoOutputPath => "NoOutputPath",
             Denial::CacheMissing { .. } => "CacheMissing",
             Denial::CacheNotReady { .. } => "CacheNotReady",
+            Denial::RegistryNotAllowed { .. } => "RegistryNotAllowed",
             Denial::NoContainers => "NoContainers",
             Denial::ContainerNeeded { .. } => "ContainerNeeded",
             Denial::UnknownContainer { .. } => "UnknownContainer",
@@ -156,12 +201,14 @@ impl Denial {
     }
 }
 
-/// Plans a pod. `caches` answers for a cache name in `namespace`.
+/// Plans a pod. `caches` answers for a cache name in `namespace`; `registries` are those the
+/// `registry` annotation may name.
 pub fn plan_pod(
     pod: &Pod,
     namespace: &str,
     caches: &dyn Fn(&str) -> CacheState,
     helper: &Helper,
+    registries: &StepRegistries,
 ) -> Plan {
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
     plan(
@@ -169,9 +216,12 @@ pub fn plan_pod(
         &annotations,
         pod.spec.as_ref(),
         patch::Target::Pod,
-        namespace,
-        caches,
-        helper,
+        Context {
+            namespace,
+            caches,
+            helper,
+            registries,
+        },
     )
 }
 
@@ -182,6 +232,7 @@ pub fn plan_job(
     namespace: &str,
     caches: &dyn Fn(&str) -> CacheState,
     helper: &Helper,
+    registries: &StepRegistries,
 ) -> Plan {
     let annotations = job.metadata.annotations.clone().unwrap_or_default();
     let template = job.spec.as_ref().map(|spec| &spec.template);
@@ -197,10 +248,21 @@ pub fn plan_job(
         patch::Target::Job {
             has_template_metadata,
         },
-        namespace,
-        caches,
-        helper,
+        Context {
+            namespace,
+            caches,
+            helper,
+            registries,
+        },
     )
+}
+
+/// What a plan looks things up in.
+struct Context<'a> {
+    namespace: &'a str,
+    caches: &'a dyn Fn(&str) -> CacheState,
+    helper: &'a Helper,
+    registries: &'a StepRegistries,
 }
 
 fn plan(
@@ -208,10 +270,14 @@ fn plan(
     pod_annotations: &BTreeMap<String, String>,
     spec: Option<&PodSpec>,
     target: patch::Target,
-    namespace: &str,
-    caches: &dyn Fn(&str) -> CacheState,
-    helper: &Helper,
+    context: Context<'_>,
 ) -> Plan {
+    let Context {
+        namespace,
+        caches,
+        helper,
+        registries,
+    } = context;
     let settings = match settings::parse(annotations) {
         Ok(None) => return Plan::NotAStep,
         Ok(Some(settings)) => settings,
@@ -243,19 +309,28 @@ fn plan(
         return Plan::Deny(Denial::NoContainers);
     };
     let registry = match &settings.source {
+        settings::Source::Registry { host, .. } if !registries.allows(host) => {
+            return Plan::Deny(Denial::RegistryNotAllowed {
+                host: host.clone(),
+                allowed: registries.shown(),
+            });
+        }
         settings::Source::Registry { host, plain_http } => mutation::Registry {
             host: host.clone(),
             plain_http: *plain_http,
             marker: format!("registry {host}"),
+            credentials: None,
         },
         settings::Source::Cache(name) => match caches(name) {
             CacheState::Ready {
                 endpoint,
                 plain_http,
+                credentials,
             } => mutation::Registry {
                 marker: format!("ArtifactCache {name} at {endpoint}"),
                 host: endpoint,
                 plain_http,
+                credentials,
             },
             CacheState::NotReady { reason } => {
                 return Plan::Deny(Denial::CacheNotReady {

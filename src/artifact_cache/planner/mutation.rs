@@ -4,8 +4,8 @@
 //! mounts, the restart policy).
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EmptyDirVolumeSource, EnvFromSource, PodSpec, SeccompProfile,
-    SecretEnvSource, SecurityContext, Volume, VolumeMount,
+    Capabilities, Container, EmptyDirVolumeSource, EnvFromSource, EnvVar, EnvVarSource, PodSpec,
+    SeccompProfile, SecretEnvSource, SecretKeySelector, SecurityContext, Volume, VolumeMount,
 };
 
 use super::Denial;
@@ -38,6 +38,8 @@ pub struct Registry {
     pub plain_http: bool,
     /// The marker annotation's value: what the step was wired to.
     pub marker: String,
+    /// The Secret generated for the cache: its credentials go to the helpers, by reference.
+    pub credentials: Option<String>,
 }
 
 /// The mutation of the pod spec.
@@ -270,7 +272,9 @@ fn prepare(
     }
     args.extend(transfer_flags(settings, registry));
     args.extend(["--termination-log".into(), TERMINATION_LOG.into()]);
-    helper_container(PREPARE, settings, helper, args, mounts, security)
+    let mut container = helper_container(PREPARE, settings, helper, args, mounts, security);
+    container.env = cache_credentials(settings, registry);
+    container
 }
 
 fn pusher(
@@ -297,6 +301,7 @@ fn pusher(
         vec![mount(RUN_VOLUME, RUN_DIR)],
         security,
     );
+    container.env = cache_credentials(settings, registry);
     // A native sidecar: started before the step, stopped after it.
     container.restart_policy = Some("Always".into());
     container
@@ -344,6 +349,33 @@ fn helper_container(
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Container::default()
     }
+}
+
+/// The cache's generated credentials, as references to its Secret (never values), for a step
+/// that names no `oras-env` of its own.
+fn cache_credentials(settings: &StepSettings, registry: &Registry) -> Option<Vec<EnvVar>> {
+    if settings.oras_env.is_some() {
+        return None;
+    }
+    let secret = registry.credentials.as_ref()?;
+    let from = |key: &str| EnvVar {
+        name: key.to_string(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.clone(),
+                key: key.to_string(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+    };
+    Some(
+        crate::artifact_cache::secret::STEP_KEYS
+            .iter()
+            .map(|key| from(key))
+            .collect(),
+    )
 }
 
 /// Locked down, and as the step's user when it names one, so what the helpers write the step can

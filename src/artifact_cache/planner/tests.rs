@@ -15,6 +15,7 @@ mod refusals;
 
 const P: &str = "oras.converged-computing.github.io/";
 const ENDPOINT: &str = "10.0.0.17:5000";
+const CREDENTIALS: &str = "oras-registry-credentials-x7k2p";
 
 fn helper() -> Helper {
     Helper {
@@ -28,7 +29,13 @@ fn ready(name: &str) -> CacheState {
     CacheState::Ready {
         endpoint: ENDPOINT.into(),
         plain_http: true,
+        credentials: Some(CREDENTIALS.into()),
     }
+}
+
+/// `--allowed-registries` as these tests run with.
+fn allowed() -> StepRegistries {
+    StepRegistries::new(&["127.0.0.1:5000".into(), "ghcr.io".into()]).unwrap()
 }
 
 fn annotations(pairs: &[(&str, &str)]) -> Value {
@@ -54,7 +61,7 @@ fn pod(pairs: &[(&str, &str)]) -> Value {
 
 fn plan_json(object: &Value, caches: &dyn Fn(&str) -> CacheState) -> Plan {
     let pod: Pod = serde_json::from_value(object.clone()).unwrap();
-    plan_pod(&pod, "workflow", caches, &helper())
+    plan_pod(&pod, "workflow", caches, &helper(), &allowed())
 }
 
 /// Plans and applies: the pod as stored, and the warnings.
@@ -329,6 +336,85 @@ fn credentials_reach_the_helpers_by_reference_and_never_the_step() {
         !stored.contains("ORAS_"),
         "no credential variable is written into the spec"
     );
+}
+
+#[test]
+fn the_caches_generated_credentials_reach_the_helpers_by_secret_reference() {
+    let (pod, _) = admitted(&pod(&[
+        ("input-uri", "w/in:v1"),
+        ("input-path", "/data"),
+        ("output-uri", "w/out:v1"),
+        ("output-path", "out"),
+    ]));
+    for name in [PREPARE, PUSH] {
+        let env = init(&pod, name).env.clone().unwrap();
+        let wired: Vec<(String, String, String)> = env
+            .iter()
+            .map(|e| {
+                assert_eq!(e.value, None, "no value in the spec");
+                let from = e
+                    .value_from
+                    .as_ref()
+                    .unwrap()
+                    .secret_key_ref
+                    .as_ref()
+                    .unwrap();
+                (e.name.clone(), from.name.clone(), from.key.clone())
+            })
+            .collect();
+        let expected: Vec<(String, String, String)> =
+            ["ORAS_USER", "ORAS_PULL_PASS", "ORAS_PUSH_PASS"]
+                .iter()
+                .map(|k| (k.to_string(), CREDENTIALS.to_string(), k.to_string()))
+                .collect();
+        assert_eq!(wired, expected, "{name}");
+    }
+    assert!(step(&pod).env.is_none() && step(&pod).env_from.is_none());
+}
+
+#[test]
+fn a_registry_off_the_allow_list_is_refused_the_same_whatever_it_is() {
+    let no_cache = |name: &str| -> CacheState { panic!("looked up cache {name}") };
+    let object = |registry: &str| {
+        let pod: Pod = serde_json::from_value(pod(&[
+            ("registry", registry),
+            ("input-uri", "w/in:v1"),
+            ("input-path", "/data"),
+        ]))
+        .unwrap();
+        pod
+    };
+    // Another namespace's cache (a ClusterIP) and a host that is nothing: one answer, but for
+    // the name.
+    let refusal = |registry: &str, registries: &StepRegistries| match plan_pod(
+        &object(registry),
+        "b",
+        &no_cache,
+        &helper(),
+        registries,
+    ) {
+        Plan::Deny(denial) => denial
+            .to_string()
+            .replace(registry.trim_start_matches("http://"), "HOST"),
+        other => panic!("expected a denial, got {other:?}"),
+    };
+    let none = StepRegistries::default();
+    let a_cache = refusal("http://10.0.0.17:5000", &none);
+    assert_eq!(a_cache, refusal("http://10.0.0.99:5000", &none));
+    assert!(
+        a_cache.contains(&format!("{P}registry"))
+            && a_cache.contains("--allowed-registries (none is set)"),
+        "{a_cache}"
+    );
+    let listed = refusal("10.0.0.17:5000", &allowed());
+    assert!(
+        listed.contains("--allowed-registries (127.0.0.1:5000, ghcr.io)"),
+        "{listed}"
+    );
+    assert!(matches!(
+        plan_pod(&object("ghcr.io"), "b", &no_cache, &helper(), &allowed()),
+        Plan::Patch { .. }
+    ));
 }
 
 #[test]

@@ -32,7 +32,9 @@ fn caches(ready: bool) -> Store<ArtifactCache> {
         Some(Observed {
             deployment: &deployment,
             service: &service,
+            pods: &[],
         }),
+        Some("oras-registry-credentials-x7k2p".into()),
         &Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
     ));
     let mut writer = Writer::default();
@@ -48,6 +50,7 @@ fn steps(ready: bool, helper: bool) -> Steps {
             pull_policy: None,
         }),
         read_again: None,
+        registries: StepRegistries::default(),
     }
 }
 
@@ -216,4 +219,37 @@ fn a_misspelt_annotation_is_denied_by_name() {
             .unwrap()
             .contains(&format!("{P}ouput-path"))
     );
+}
+
+/// A review from namespace `b` (forged or real) learns nothing of `default`'s cache: naming its
+/// endpoint as the registry is refused as any host off the allow-list is, and naming its cache
+/// looks in `b`.
+#[test]
+fn a_step_of_another_namespace_learns_nothing_of_a_caches_existence() {
+    let answer_in_b = |annotations: Value| {
+        let pod = step_pod(annotations);
+        let mut review = apiserver_review(&pod, false);
+        review["request"]["namespace"] = json!("b");
+        let route = Route::new(PODS, StepPods(steps(true, true)));
+        let answer = route.answer(&serde_json::to_vec(&review).unwrap());
+        let body: Value = serde_json::from_slice(&answer.body).unwrap();
+        let message = body["response"]["status"]["message"]
+            .as_str()
+            .map(str::to_owned);
+        (answer.reason, message.unwrap_or_default())
+    };
+    let input = format!("{P}input-uri");
+    let registry = format!("{P}registry");
+    let (reason, to_cache) =
+        answer_in_b(json!({&input: "data:v1", &registry: "http://10.0.0.9:5000"}));
+    assert_eq!(reason, "RegistryNotAllowed");
+    let (_, to_nothing) =
+        answer_in_b(json!({&input: "data:v1", &registry: "http://10.0.0.8:5000"}));
+    assert_eq!(
+        to_cache.replace("10.0.0.9", "IP"),
+        to_nothing.replace("10.0.0.8", "IP")
+    );
+    let (reason, named) = answer_in_b(json!({&input: "data:v1", format!("{P}oras-cache"): "oras"}));
+    assert_eq!(reason, "CacheMissing");
+    assert!(named.contains("in namespace \"b\""), "{named}");
 }

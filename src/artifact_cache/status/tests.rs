@@ -46,9 +46,12 @@ fn deployed(
     let observed = Observed {
         deployment,
         service,
+        pods: &[],
     };
-    status(cache, Some(observed), &now())
+    status(cache, Some(observed), Some(CREDENTIALS.into()), &now())
 }
+
+const CREDENTIALS: &str = "oras-registry-credentials-x7k2p";
 
 fn ready(status: &ArtifactCacheStatus) -> (&str, &str, &str) {
     let c = &status.conditions[0];
@@ -136,6 +139,7 @@ fn an_external_registry_is_ready_at_its_endpoint() {
             None,
         ),
         None,
+        None,
         &now(),
     );
     assert_eq!(ready(&status), ("Ready", "True", "External"));
@@ -193,7 +197,8 @@ fn admission_sees_only_a_current_ready_status_as_ready() {
         cache_state(Some(&stored)),
         CacheState::Ready {
             endpoint: "10.0.0.7:5000".into(),
-            plain_http: true
+            plain_http: true,
+            credentials: Some(CREDENTIALS.into()),
         }
     );
     stored.metadata.generation = Some(4);
@@ -208,4 +213,100 @@ fn admission_sees_only_a_current_ready_status_as_ready() {
         cache_state(Some(&stored)),
         CacheState::NotReady { reason } if reason.starts_with("Deploying: the registry's Deployment oras-registry")
     ));
+}
+
+#[test]
+fn a_pod_the_replica_set_cannot_create_says_why_on_the_cache() {
+    let forbidden = "pods \"oras-registry-5d9\" is forbidden: violates PodSecurity \"restricted:latest\": runAsNonRoot != true";
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "oras-registry", "generation": 2},
+        "status": {"observedGeneration": 2, "conditions": [
+            {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable", "message": "Deployment does not have minimum availability."},
+            {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": forbidden}
+        ]}
+    }))
+    .unwrap();
+    let s = service(Some("10.0.0.7"));
+    let status = deployed(&cache(json!({}), None), &d, &s);
+    assert_eq!(ready(&status), ("Ready", "False", "Deploying"));
+    assert!(
+        status.conditions[0].message.ends_with(forbidden),
+        "{}",
+        status.conditions[0].message
+    );
+}
+
+#[test]
+fn a_refused_cache_is_not_ready_has_no_endpoint_and_warns() {
+    let (d, s) = (deployment(1, 2, None), service(Some("10.0.0.7")));
+    let available = deployed(&cache(json!({}), None), &d, &s);
+    let message =
+        "the Service workflow/oras-registry exists and is not owned by this ArtifactCache";
+    let conflict = refused(
+        &cache(json!({}), None),
+        CacheReason::Conflict,
+        message.into(),
+        Some(CREDENTIALS.into()),
+        &now(),
+    );
+    assert_eq!(ready(&conflict), ("Ready", "False", "Conflict"));
+    assert_eq!(conflict.conditions[0].message, message);
+    assert_eq!(conflict.endpoint, None);
+    assert_eq!(conflict.credentials_secret.as_deref(), Some(CREDENTIALS));
+    let event = change(Some(&available), &conflict).unwrap();
+    assert_eq!((event.reason, event.warning), (CacheReason::Conflict, true));
+    let first = change(None, &conflict).unwrap();
+    assert!(first.warning, "a refusal is a Warning from the start");
+    let mut stored = cache(json!({}), None);
+    stored.status = Some(conflict);
+    assert!(matches!(
+        cache_state(Some(&stored)),
+        CacheState::NotReady { reason } if reason.starts_with("Conflict: the Service")
+    ));
+}
+
+#[test]
+fn a_registry_pod_that_cannot_start_says_why_on_the_cache() {
+    let (d, s) = (deployment(0, 2, None), service(Some("10.0.0.7")));
+    let pod = |reason: &str, message: &str| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "oras-registry-7d4-x"},
+            "status": {"containerStatuses": [{
+                "name": "registry", "image": "r", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": message}}
+            }]}
+        }))
+        .unwrap()
+    };
+    let stuck = [pod(
+        "ImagePullBackOff",
+        "Back-off pulling image \"registry.example/nope:1\"",
+    )];
+    let observed = Observed {
+        deployment: &d,
+        service: &s,
+        pods: &stuck,
+    };
+    let status = status(&cache(json!({}), None), Some(observed), None, &now());
+    assert_eq!(ready(&status), ("Ready", "False", "Deploying"));
+    assert!(
+        status.conditions[0].message.ends_with(
+            "; its pod oras-registry-7d4-x: container registry is waiting: ImagePullBackOff: Back-off pulling image \"registry.example/nope:1\""
+        ),
+        "{}",
+        status.conditions[0].message
+    );
+    let starting = [pod("ContainerCreating", "")];
+    let observed = Observed {
+        pods: &starting,
+        ..observed
+    };
+    let status = super::status(&cache(json!({}), None), Some(observed), None, &now());
+    assert!(
+        status.conditions[0]
+            .message
+            .ends_with("has no ready replica yet"),
+        "{}",
+        status.conditions[0].message
+    );
 }

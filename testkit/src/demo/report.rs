@@ -134,8 +134,8 @@ pub(super) async fn summary(
     }
     let _ = write!(
         text,
-        "$ oras pull --plain-http {}/{RESULT} && cat sum.txt\n{}",
-        workflow.cache_address, workflow.result
+        "$ oras pull --plain-http -u {} -p … {}/{RESULT} && cat sum.txt\n{}",
+        workflow.login.0, workflow.cache_address, workflow.result
     );
     if !stays_up {
         return Ok(text);
@@ -157,10 +157,10 @@ pub(super) async fn summary(
          \x20 kubectl get pod vanilla -o yaml        # the decision annotations and the image\n\
          \x20 kubectl logs {REAL_POD}                      # the real node ran the image chosen for it\n\
          \x20 kubectl get ac,jobs,pods -n {WORKFLOW_NAMESPACE}      # the artifact cache and the two steps\n\
-         \x20 oras pull --plain-http {}/{RESULT}   # the workflow's result, from this machine\n\
+         \x20 oras pull --plain-http -u {} -p \"$(kubectl get secret -n {WORKFLOW_NAMESPACE} \"$(kubectl get ac oras -n {WORKFLOW_NAMESPACE} -o jsonpath='{{.status.credentialsSecret}}')\" -o jsonpath='{{.data.ORAS_PULL_PASS}}' | base64 -d)\" {}/{RESULT}   # the workflow's result, from this machine\n\
          \x20 kubectl get pods -n {PLACEMENT_NAMESPACE} -o wide          # the placement example: arm64 nodes only\n\
          \x20 kubectl describe pods -n {PLACEMENT_NAMESPACE} -l app=web  # its placement.ocifit.io annotations and Events\n",
-        workflow.cache_address
+        workflow.login.0, workflow.cache_address
     );
     // The mixed-cluster case of the pod contract, when the examples include it.
     let unpinned = repo.join("example/pods/unpinned.yaml");

@@ -78,7 +78,7 @@ pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
     create_namespace(&client, NAMESPACE).await?;
     let workflow_images = workflow::push_images(registry, &options.ocifit).await?;
     let placement_images = platform_placement::push_images(registry).await?;
-    let mut ocifit = start_ocifit(&cluster, options, &workflow_images.helper).await?;
+    let mut ocifit = start_ocifit(&cluster, options, &workflow_images).await?;
     apply_flavor_policy(&cluster, &options.repo, &example.reference).await?;
     say(&format!(
         "applied example/policy.yaml with artifact.ref {}",
@@ -139,7 +139,11 @@ fn real_pod() -> Result<Pod> {
 /// Starts `ocifit run` (controller and webhook) on the host, serving a certificate for
 /// 127.0.0.1 from a demo CA with `helper` as the artifact cache's helper image, and registers the
 /// webhook for opted-in pods, the step webhooks and the placement gate.
-async fn start_ocifit(cluster: &Cluster, options: &DemoOptions, helper: &str) -> Result<Process> {
+async fn start_ocifit(
+    cluster: &Cluster,
+    options: &DemoOptions,
+    images: &workflow::Images,
+) -> Result<Process> {
     let ca = CertificateAuthority::new("ocifit demo CA")?;
     let serving = ca.issue_server("ocifit-webhook", &["127.0.0.1"])?;
     let cert = options.state_dir.join("webhook.crt");
@@ -171,7 +175,9 @@ async fn start_ocifit(cluster: &Cluster, options: &DemoOptions, helper: &str) ->
         "--tls-key-file",
         &key.display().to_string(),
         "--artifact-helper-image",
-        helper,
+        &images.helper,
+        "--artifact-cache-images",
+        &images.registry,
     ]
     .iter()
     .map(OsString::from)

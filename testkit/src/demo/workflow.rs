@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -22,7 +22,7 @@ use crate::cluster::Cluster;
 use crate::error::{Error, Result, io, kube as kube_error};
 use crate::image::{ocifit_image, registry_image, step_image};
 use crate::registry::Registry;
-use crate::tools::{Tool, Tools};
+use crate::tools::Tools;
 
 /// The workflow's namespace (the examples name it).
 pub const WORKFLOW_NAMESPACE: &str = "workflow";
@@ -36,7 +36,8 @@ const RESULT_FILE: &str = "sum.txt";
 pub(super) struct Images {
     /// ocifit's own image: `--artifact-helper-image`.
     pub helper: String,
-    registry: String,
+    /// The registry image: the ArtifactCache's, on `--artifact-cache-images`.
+    pub registry: String,
     step: String,
 }
 
@@ -47,6 +48,8 @@ pub struct WorkflowRun {
     pub steps: Vec<(String, f64)>,
     /// `host:port` of the cache's registry pod, reachable from this machine.
     pub cache_address: String,
+    /// The user and password of the cache's generated credentials (its Secret).
+    pub login: (String, String),
     /// What `sum.txt`, pulled with the ORAS SDK, says.
     pub result: String,
 }
@@ -187,7 +190,8 @@ pub(super) async fn run(
         steps.push((name, took));
     }
     let outdir = state_dir.join("workflow-result");
-    let result = sdk_pull(&cache_address, RESULT, &outdir)?;
+    let login = cache_login(cluster, &client).await?;
+    let result = sdk_pull(&cache_address, RESULT, &outdir, &login)?;
     say(&format!(
         "pulled {cache_address}/{RESULT} with the ORAS SDK: {RESULT_FILE} says {}",
         result.trim()
@@ -195,6 +199,7 @@ pub(super) async fn run(
     Ok(WorkflowRun {
         steps,
         cache_address,
+        login,
         result,
     })
 }
@@ -276,23 +281,47 @@ async fn registry_pod_ip(client: &Client) -> Result<String> {
         .ok_or_else(|| format_error("find the cache's registry pod", "it has no IP"))
 }
 
-const SDK_PULL: &str = r#"
-import sys
-import oras.client
-registry, target, outdir = sys.argv[1:4]
-oras.client.OrasClient(hostname=registry, insecure=True).pull(target=registry + "/" + target, outdir=outdir)
-"#;
+/// The cache's generated credentials (user, password), read from the Secret its status names:
+/// the cache answers nothing without them.
+async fn cache_login(cluster: &Cluster, client: &Client) -> Result<(String, String)> {
+    let name = cluster
+        .kubectl([
+            "get",
+            "-n",
+            WORKFLOW_NAMESPACE,
+            "ac/oras",
+            "-o",
+            "jsonpath={.status.credentialsSecret}",
+        ])
+        .await?;
+    let name = name.trim();
+    let secret = Api::<Secret>::namespaced(client.clone(), WORKFLOW_NAMESPACE)
+        .get(name)
+        .await
+        .map_err(kube_error(format!("get Secret {name}")))?;
+    let data = secret.data.unwrap_or_default();
+    let value = |key: &str| {
+        data.get(key)
+            .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
+            .ok_or_else(|| format_error(&format!("read Secret {name}"), &format!("no key {key}")))
+    };
+    Ok((value("ORAS_USER")?, value("ORAS_PULL_PASS")?))
+}
 
-/// Pulls `target` from `registry` into `outdir` with the ORAS SDK; what its result file says.
-fn sdk_pull(registry: &str, target: &str, outdir: &Path) -> Result<String> {
-    let python = Tools::locate()?.path(Tool::OrasPython)?;
-    std::fs::create_dir_all(outdir).map_err(io("create", outdir))?;
-    let output = std::process::Command::new(&python)
-        .args(["-c", SDK_PULL, registry, target])
-        .arg(outdir)
+/// Pulls `target` from `registry` into `outdir` with the ORAS SDK, logged in as `login`; what its
+/// result file says.
+fn sdk_pull(
+    registry: &str,
+    target: &str,
+    outdir: &Path,
+    login: &(String, String),
+) -> Result<String> {
+    let output = crate::registry::oras_sdk_pull(registry, &format!("{registry}/{target}"), outdir)?
+        .env("ORAS_USER", &login.0)
+        .env("ORAS_PASS", &login.1)
         .output()
         .map_err(|source| Error::Spawn {
-            program: python.display().to_string(),
+            program: "the ORAS SDK's python".to_string(),
             source,
         })?;
     if !output.status.success() {

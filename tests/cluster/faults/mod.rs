@@ -11,9 +11,11 @@
 //! 512 KiB of `args` each (every replica, watching or starting, under the chart's memory
 //! limit); placement between tenants (a pod naming a foreign policy released untouched, a
 //! stalling registry of one namespace not holding back another's pods) and a missing image
-//! inspected only as often as docs/placement.md says.
+//! inspected only as often as docs/placement.md says; one namespace's artifact cache against
+//! another's steps and pods (refused, 401).
 
 mod apiserver_restart;
+mod cross_namespace;
 mod host_denials;
 mod hostile;
 mod memory_flood;

@@ -23,7 +23,13 @@ fn job(pairs: &[(&str, &str)], template_metadata: Option<Value>) -> Value {
 
 fn plan_job_json(object: &Value) -> Plan {
     let job: Job = serde_json::from_value(object.clone()).unwrap();
-    plan_job(&job, "workflow", &ready, &helper())
+    plan_job(
+        &job,
+        "workflow",
+        &ready,
+        &helper(),
+        &StepRegistries::default(),
+    )
 }
 
 fn admitted_job(object: &Value) -> Job {
@@ -155,7 +161,13 @@ fn the_workflow_example_plans_both_steps() {
         .collect();
     assert_eq!(jobs.len(), 2);
     for job in &jobs {
-        let Plan::Patch { warnings, .. } = plan_job(job, "workflow", &ready, &helper()) else {
+        let Plan::Patch { warnings, .. } = plan_job(
+            job,
+            "workflow",
+            &ready,
+            &helper(),
+            &StepRegistries::default(),
+        ) else {
             panic!("{:?} is not planned", job.metadata.name);
         };
         assert!(warnings.is_empty(), "{warnings:?}");

@@ -25,23 +25,28 @@ use ocifit_testkit::image::{ocifit_image, registry_image, step_image};
 use ocifit_testkit::{Cluster, RealNode, Registry, Tool, Tools, htpasswd_line, oras_sdk_pull};
 use serde_json::{Value, json};
 
-const NODE: &str = "real-1";
-const WORKFLOW: &str = "workflow";
+pub(crate) const NODE: &str = "real-1";
+pub(crate) const WORKFLOW: &str = "workflow";
 const WAIT: Duration = Duration::from_secs(180);
-const P: &str = step::PREFIX;
+pub(crate) const P: &str = step::PREFIX;
 
 /// A cluster with a real node, ocifit installed by its chart from its own image, the registry
 /// and step images pushed, and the workflow namespace opted in.
-struct Stage {
-    cluster: Cluster,
-    client: Client,
+pub(crate) struct Stage {
+    pub(crate) cluster: Cluster,
+    pub(crate) client: Client,
     /// The registry image a cache deploys.
-    cache_image: String,
+    pub(crate) cache_image: String,
     /// The steps' image.
-    step: String,
+    pub(crate) step: String,
 }
 
 async fn stage() -> Stage {
+    stage_with(&[]).await
+}
+
+/// [`stage`], the workflow namespace created with these labels besides the opt-in.
+pub(crate) async fn stage_with(namespace_labels: &[(&str, &str)]) -> Stage {
     let cluster = Cluster::builder()
         .with_all_controllers()
         .with_registry(Registry::builder())
@@ -90,7 +95,7 @@ async fn stage() -> Stage {
         "helm install --wait: {:.1} s",
         since.elapsed().as_secs_f64()
     );
-    create_workflow_namespace(&client).await;
+    create_workflow_namespace(&client, namespace_labels).await;
     Stage {
         cluster,
         client,
@@ -476,10 +481,12 @@ async fn install_chart(cluster: &Cluster, registry: &Registry, image: &str) {
     }
 }
 
-/// The namespace, opted in to the step webhooks by its label.
-async fn create_workflow_namespace(client: &Client) {
+/// The namespace, opted in to the step webhooks by its label, with `labels` besides.
+async fn create_workflow_namespace(client: &Client, labels: &[(&str, &str)]) {
+    let mut all = BTreeMap::from([(step::NAMESPACE_OPT_IN, step::NAMESPACE_OPT_IN_VALUE)]);
+    all.extend(labels.iter().copied());
     let namespace: Namespace = serde_json::from_value(json!({
-        "metadata": {"name": WORKFLOW, "labels": {step::NAMESPACE_OPT_IN: step::NAMESPACE_OPT_IN_VALUE}}
+        "metadata": {"name": WORKFLOW, "labels": all}
     }))
     .expect("a namespace");
     Api::<Namespace>::all(client.clone())
@@ -490,7 +497,7 @@ async fn create_workflow_namespace(client: &Client) {
 
 /// A Job running `script` in the step image on the real node, with these contract annotations;
 /// its working directory is `/work`, where `out/` is an empty directory.
-fn job(name: &str, image: &str, annotations: &[(&str, &str)], script: &str) -> Job {
+pub(crate) fn job(name: &str, image: &str, annotations: &[(&str, &str)], script: &str) -> Job {
     let annotations = contract(annotations);
     serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": annotations},
@@ -510,7 +517,7 @@ fn step_pod(name: &str, image: &str, annotations: &[(&str, &str)]) -> Pod {
 }
 
 /// The contract's annotations, under its prefix.
-fn contract(annotations: &[(&str, &str)]) -> BTreeMap<String, String> {
+pub(crate) fn contract(annotations: &[(&str, &str)]) -> BTreeMap<String, String> {
     annotations
         .iter()
         .map(|(k, v)| (format!("{P}{k}"), (*v).to_owned()))
@@ -532,7 +539,7 @@ fn pod_spec(image: &str, script: &str) -> Value {
 
 /// Creates `job` and waits until it completes (`succeed`) or fails; the seconds from its creation
 /// until this test saw it finish.
-async fn run_job(cluster: &Cluster, jobs: &Api<Job>, job: &Job, succeed: bool) -> f64 {
+pub(crate) async fn run_job(cluster: &Cluster, jobs: &Api<Job>, job: &Job, succeed: bool) -> f64 {
     let name = job.metadata.name.clone().expect("a name");
     let created = Instant::now();
     jobs.create(&PostParams::default(), job)
@@ -565,7 +572,7 @@ async fn run_job(cluster: &Cluster, jobs: &Api<Job>, job: &Job, succeed: bool) -
 
 /// Waits until the apiserver calls the chart's step webhook (it picks a new configuration up a
 /// moment after it is created): a dry run of `job` comes back injected.
-async fn wait_step_webhook(jobs: &Api<Job>, job: &Job) {
+pub(crate) async fn wait_step_webhook(jobs: &Api<Job>, job: &Job) {
     eventually("the step webhook to patch a dry-run Job", async || {
         let dry_run = PostParams {
             dry_run: true,
@@ -578,7 +585,7 @@ async fn wait_step_webhook(jobs: &Api<Job>, job: &Job) {
     .await;
 }
 
-async fn job_pod(client: &Client, job: &str) -> Pod {
+pub(crate) async fn job_pod(client: &Client, job: &str) -> Pod {
     let pods = Api::<Pod>::namespaced(client.clone(), WORKFLOW)
         .list(&ListParams::default().labels(&format!("job-name={job}")))
         .await
@@ -586,7 +593,10 @@ async fn job_pod(client: &Client, job: &str) -> Pod {
     pods.items.into_iter().next().expect("the Job's pod")
 }
 
-fn container_state(pod: &Pod, name: &str) -> Option<k8s_openapi::api::core::v1::ContainerState> {
+pub(crate) fn container_state(
+    pod: &Pod,
+    name: &str,
+) -> Option<k8s_openapi::api::core::v1::ContainerState> {
     pod.status
         .as_ref()?
         .container_statuses
@@ -614,7 +624,7 @@ async fn wait_prepare_failed(client: &Client, pod: &str) -> String {
 }
 
 /// Creates the ArtifactCache `oras` of the workflow namespace with `spec`.
-async fn create_cache(client: &Client, spec: Value) -> Api<ArtifactCache> {
+pub(crate) async fn create_cache(client: &Client, spec: Value) -> Api<ArtifactCache> {
     let caches = Api::<ArtifactCache>::namespaced(client.clone(), WORKFLOW);
     let cache: ArtifactCache = serde_json::from_value(json!({
         "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
@@ -630,7 +640,7 @@ async fn create_cache(client: &Client, spec: Value) -> Api<ArtifactCache> {
 }
 
 /// Waits for the cache's Ready condition; its endpoint.
-async fn wait_ready(cluster: &Cluster, caches: &Api<ArtifactCache>) -> String {
+pub(crate) async fn wait_ready(cluster: &Cluster, caches: &Api<ArtifactCache>) -> String {
     let deadline = Instant::now() + WAIT;
     loop {
         let cache = caches.get("oras").await.expect("the cache");
@@ -653,7 +663,7 @@ async fn wait_ready(cluster: &Cluster, caches: &Api<ArtifactCache>) -> String {
     }
 }
 
-async fn registry_pod(client: &Client) -> Pod {
+pub(crate) async fn registry_pod(client: &Client) -> Pod {
     let pods = Api::<Pod>::namespaced(client.clone(), WORKFLOW)
         .list(&ListParams::default().labels("app.kubernetes.io/instance=oras-registry"))
         .await
@@ -698,7 +708,7 @@ async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) ->
 }
 
 /// Pods, Jobs and Events of `namespace`, for a failure's message.
-async fn diagnostics(cluster: &Cluster, namespace: &str) -> String {
+pub(crate) async fn diagnostics(cluster: &Cluster, namespace: &str) -> String {
     let mut text = String::new();
     for args in [
         vec![
@@ -733,7 +743,7 @@ async fn diagnostics(cluster: &Cluster, namespace: &str) -> String {
 }
 
 /// The SDK's pull, logged in as `login` (user, password) when given.
-fn sdk(
+pub(crate) fn sdk(
     registry: &str,
     target: &str,
     outdir: &Path,
@@ -748,7 +758,7 @@ fn sdk(
 }
 
 /// Pulls `target` from the cache at `registry` with the ORAS SDK into `outdir`.
-fn sdk_pull(registry: &str, target: &str, outdir: &Path, login: Option<(&str, &str)>) {
+pub(crate) fn sdk_pull(registry: &str, target: &str, outdir: &Path, login: Option<(&str, &str)>) {
     let output = sdk(registry, target, outdir, login);
     assert!(
         output.status.success(),
@@ -781,7 +791,7 @@ except urllib.error.HTTPError as e:
 }
 
 /// The files under `root`: (path relative to it, bytes).
-fn files(root: &Path) -> Vec<(String, u64)> {
+pub(crate) fn files(root: &Path) -> Vec<(String, u64)> {
     let mut found = Vec::new();
     let mut pending = vec![root.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -801,7 +811,7 @@ fn files(root: &Path) -> Vec<(String, u64)> {
 }
 
 /// The SDK's pull of `target` fails; the last line it said.
-fn sdk_pull_fails(registry: &str, target: &str, scratch: &Path) -> String {
+pub(crate) fn sdk_pull_fails(registry: &str, target: &str, scratch: &Path) -> String {
     let output = sdk(registry, target, &scratch.join("absent"), None);
     assert!(!output.status.success(), "{target} was pushed");
     String::from_utf8_lossy(&output.stderr)

@@ -201,8 +201,10 @@ async fn a_request_whose_id_climbs_out_is_not_served() {
         .await
         .unwrap();
     let sidecar = Sidecar::start(&registry, "w/climb:v1");
-    // `result-<id>` would resolve to the directory above the run volume.
+    // `result-<id>` (and its temporary `.result-<id>.partial`) would resolve to the directory
+    // above the run volume.
     std::fs::create_dir_all(sidecar.run("result-x")).unwrap();
+    std::fs::create_dir_all(sidecar.run(".result-x")).unwrap();
     std::fs::create_dir_all(sidecar.run("planted")).unwrap();
     std::fs::write(sidecar.run("planted/a.txt"), "a").unwrap();
     sidecar.forge(r#"{"id":"x/../../escaped","outputs":"planted"}"#);

@@ -60,7 +60,10 @@ pub async fn prepare(
 
 /// Serves the launcher's requests from `run` until SIGTERM: each pushed to `to` and answered. A
 /// request that cannot be served (a forged or broken one: the step's code can write `run`) is
-/// logged and left; the launcher's own request replaces it.
+/// logged and left; the launcher's own request replaces it. The process first makes itself
+/// non-dumpable: it holds the push credentials in its environment while the step runs, and a
+/// step in a pod sharing its process namespace, as the same user, could otherwise read them from
+/// `/proc/<pid>/environ`.
 pub async fn deliver(
     registry: &Registry,
     run: &Path,
@@ -68,6 +71,7 @@ pub async fn deliver(
     unpack: bool,
     compression: u32,
 ) -> std::io::Result<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut refused = None;

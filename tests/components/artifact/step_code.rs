@@ -225,3 +225,76 @@ async fn a_request_whose_id_climbs_out_is_not_served() {
     );
     assert!(!is_tagged(&registry, "w/climb:v1").await);
 }
+
+/// The uid both the sidecar and the step run as in this test, as helpers do when the step names
+/// its user.
+const SHARED_UID: &str = "4242";
+
+fn as_shared_user() -> Command {
+    let mut command = Command::new("setpriv");
+    command.args([
+        "--reuid",
+        SHARED_UID,
+        "--regid",
+        SHARED_UID,
+        "--clear-groups",
+    ]);
+    command
+}
+
+/// A process killed when the test ends, failed or not.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn the_sidecars_environment_is_unreadable_to_a_process_of_the_same_user() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let registry = Registry::builder().start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // A step in a pod with shareProcessNamespace sees the sidecar's process.
+    let sidecar = as_shared_user()
+        .arg(env!("CARGO_BIN_EXE_ocifit"))
+        .args(["artifact", "deliver", "--plain-http", "--run"])
+        .arg(&run)
+        .args(["--to", &registry.reference("w/any:v1")])
+        .env("ORAS_USER", USER)
+        .env("ORAS_PUSH_PASS", SECRET)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sidecar = Stopped(sidecar);
+    let process = PathBuf::from(format!("/proc/{}", sidecar.0.id()));
+    let environ = process.join("environ");
+    let binary = std::fs::canonicalize(env!("CARGO_BIN_EXE_ocifit")).unwrap();
+    // Once it runs ocifit (setpriv, before it, runs as root), its /proc files are its user's
+    // while it is dumpable and root's once it is not.
+    let deadline = Instant::now() + WAIT;
+    let non_dumpable = || {
+        std::fs::read_link(process.join("exe")).is_ok_and(|exe| exe == binary)
+            && std::fs::metadata(&environ).is_ok_and(|m| m.uid() == 0)
+    };
+    while !non_dumpable() {
+        assert!(
+            Instant::now() < deadline,
+            "the sidecar's environment stays its user's"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let read = as_shared_user().arg("cat").arg(&environ).output().unwrap();
+    drop(sidecar);
+    assert!(
+        !read.status.success(),
+        "the same user read the sidecar's environment"
+    );
+    assert!(!contains(&read.stdout, SECRET));
+}

@@ -1,19 +1,25 @@
 //! Directories as tar streams, both ways, as the ORAS clients write and read them: every entry
 //! named under the layer's title (`out/`, `out/a.txt`, …), owners zeroed, symbolic links kept as
-//! links, hard-linked files stored as files. Unpacking never writes outside its root: entry names
-//! with `..` or a root are refused, nothing is written through a symbolic link (ancestors are
-//! checked, files are created new), and a hard link may only name a file unpacked before it.
+//! links (never followed, the packed directory itself included), hard-linked files stored as
+//! files. Unpacking never writes outside its root: entry names with `..` or a root are refused,
+//! nothing is created, linked, timed or chmodded through a symbolic link (every entry is made from
+//! directory handles opened with `O_NOFOLLOW`), and a hard link may only name a file unpacked
+//! before it.
 //! Blocking code, run on a blocking thread by the transfers.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
-use filetime::FileTime;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use tar::{EntryType, Header};
 
+use super::beneath::{self, BeneathError};
 use super::file_error::{self, FileError};
 use super::layout::safe_relative;
 
@@ -26,6 +32,10 @@ pub enum ArchiveError {
     Read(#[source] io::Error),
     #[error("archive entry {name:?} {why}")]
     UnsafeEntry { name: String, why: String },
+    #[error(
+        "{path} is a symbolic link; ocifit never follows one: name the file or directory itself"
+    )]
+    Symlink { path: PathBuf },
     #[error("the uncompressed archive's digest is {actual}, the artifact says {expected}")]
     TarDigest { expected: String, actual: String },
 }
@@ -40,79 +50,170 @@ pub struct PackCount {
     pub skipped: u64,
 }
 
-/// Writes `dir` as a tar stream whose entries are named under `prefix`, in name order so the same
-/// tree gives the same archive. File contents are streamed; nothing is held whole.
-pub fn pack(dir: &Path, prefix: &str, out: impl Write) -> Result<PackCount, ArchiveError> {
+/// Writes the open directory `dir` (`shown` names it in errors) as a tar stream whose entries are
+/// named under `prefix`, in name order so the same tree gives the same archive. File contents are
+/// streamed; nothing is held whole. No symbolic link is followed: every entry is opened from its
+/// directory's handle with `O_NOFOLLOW` and described by what was opened, so a link is archived
+/// as a link and a name swapped for a link while it is read is refused rather than followed.
+pub fn pack_dir(
+    dir: OwnedFd,
+    shown: &str,
+    prefix: &str,
+    out: impl Write,
+) -> Result<PackCount, ArchiveError> {
     let mut builder = tar::Builder::new(out);
-    builder.follow_symlinks(false);
     let mut count = PackCount::default();
-    for entry in walkdir::WalkDir::new(dir)
-        .follow_links(false)
-        .sort_by_file_name()
-    {
-        let entry = entry.map_err(|err| {
-            let path = err.path().unwrap_or(dir).to_path_buf();
-            FileError {
-                action: "read",
-                path,
-                source: err.into(),
+    let root = File::from(dir);
+    let metadata = root
+        .metadata()
+        .map_err(file_error::at("read", Path::new(shown)))?;
+    let mut header = header_for(&metadata);
+    header.set_entry_type(EntryType::Directory);
+    header.set_size(0);
+    builder
+        .append_data(&mut header, Path::new(prefix).join(""), io::empty())
+        .map_err(file_error::at(
+            "write the archive entry for",
+            Path::new(shown),
+        ))?;
+    count.directories += 1;
+    // Depth first, each directory's names in order, as `find | sort` lists a tree.
+    let mut pending = Vec::new();
+    let root = Rc::new(OwnedFd::from(root));
+    push_children(&mut pending, &root, Path::new(""), shown)?;
+    while let Some((parent, relative)) = pending.pop() {
+        let name = Path::new(prefix).join(&relative);
+        let path = Path::new(shown).join(&relative);
+        let file_name = relative.file_name().unwrap_or_default();
+        let kind = beneath::kind_at(&*parent, file_name)
+            .map_err(file_error::at("read", &path))?
+            .ok_or_else(|| {
+                ArchiveError::Io(FileError {
+                    action: "read",
+                    path: path.clone(),
+                    source: io::ErrorKind::NotFound.into(),
+                })
+            })?;
+        match kind {
+            FileType::Symlink => {
+                let target =
+                    rustix::fs::readlinkat(&*parent, file_name, Vec::new()).map_err(|err| {
+                        FileError {
+                            action: "read the link",
+                            path: path.clone(),
+                            source: err.into(),
+                        }
+                    })?;
+                let target = PathBuf::from(std::ffi::OsString::from_vec(target.into_bytes()));
+                let mut header = Header::new_gnu();
+                header.set_mode(0o777);
+                header.set_uid(0);
+                header.set_gid(0);
+                header.set_entry_type(EntryType::Symlink);
+                header.set_size(0);
+                builder
+                    .append_link(&mut header, &name, &target)
+                    .map_err(file_error::at("archive the link", &path))?;
+                count.links += 1;
             }
-        })?;
-        let relative = entry.path().strip_prefix(dir).unwrap_or(Path::new(""));
-        let name = Path::new(prefix).join(relative);
-        let metadata = entry
-            .path()
-            .symlink_metadata()
-            .map_err(file_error::at("read", entry.path()))?;
-        let mut header = Header::new_gnu();
-        header.set_mode(metadata.permissions().mode() & 0o7777);
-        header.set_uid(0);
-        header.set_gid(0);
-        header.set_mtime(
-            metadata
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_secs()),
-        );
-        let file_type = metadata.file_type();
-        if file_type.is_dir() {
-            header.set_entry_type(EntryType::Directory);
-            header.set_size(0);
-            builder
-                .append_data(&mut header, &name, io::empty())
-                .map_err(file_error::at("write the archive entry for", entry.path()))?;
-            count.directories += 1;
-        } else if file_type.is_file() {
-            let file = File::open(entry.path()).map_err(file_error::at("open", entry.path()))?;
-            header.set_entry_type(EntryType::Regular);
-            header.set_size(metadata.len());
-            // A file that changes size while it is read would corrupt the archive: `take`
-            // stops at the size written in the header, and a short read fails below.
-            let mut limited = file.take(metadata.len());
-            builder
-                .append_data(&mut header, &name, &mut limited)
-                .map_err(file_error::at("archive", entry.path()))?;
-            count.files += 1;
-        } else if file_type.is_symlink() {
-            let target = fs::read_link(entry.path())
-                .map_err(file_error::at("read the link", entry.path()))?;
-            header.set_entry_type(EntryType::Symlink);
-            header.set_size(0);
-            builder
-                .append_link(&mut header, &name, &target)
-                .map_err(file_error::at("archive the link", entry.path()))?;
-            count.links += 1;
-        } else {
-            tracing::warn!(path = %entry.path().display(), "skipping a socket, FIFO or device: an artifact carries files, directories and links only");
-            count.skipped += 1;
+            FileType::Directory => {
+                let handle = beneath::open_dir_at(&*parent, file_name, &path.display().to_string())
+                    .map_err(|err| beneath_error("open", &path, err))?;
+                let handle = File::from(handle);
+                let metadata = handle.metadata().map_err(file_error::at("read", &path))?;
+                let mut header = header_for(&metadata);
+                header.set_entry_type(EntryType::Directory);
+                header.set_size(0);
+                builder
+                    .append_data(&mut header, &name, io::empty())
+                    .map_err(file_error::at("write the archive entry for", &path))?;
+                count.directories += 1;
+                push_children(
+                    &mut pending,
+                    &Rc::new(OwnedFd::from(handle)),
+                    &relative,
+                    shown,
+                )?;
+            }
+            FileType::RegularFile => {
+                let file = beneath::open_at(&*parent, file_name, &path.display().to_string())
+                    .map_err(|err| beneath_error("open", &path, err))?;
+                let metadata = file.metadata().map_err(file_error::at("read", &path))?;
+                if !metadata.is_file() {
+                    return Err(FileError {
+                        action: "archive",
+                        path,
+                        source: io::Error::other("it stopped being a file while it was read"),
+                    }
+                    .into());
+                }
+                let mut header = header_for(&metadata);
+                header.set_entry_type(EntryType::Regular);
+                header.set_size(metadata.len());
+                // A file that changes size while it is read would corrupt the archive: `take`
+                // stops at the size written in the header, and a short read fails below.
+                let mut limited = file.take(metadata.len());
+                builder
+                    .append_data(&mut header, &name, &mut limited)
+                    .map_err(file_error::at("archive", &path))?;
+                count.files += 1;
+            }
+            _ => {
+                tracing::warn!(path = %path.display(), "skipping a socket, FIFO or device: an artifact carries files, directories and links only");
+                count.skipped += 1;
+            }
         }
     }
     builder
         .into_inner()
         .and_then(|mut out| out.flush())
-        .map_err(file_error::at("finish the archive of", dir))?;
+        .map_err(file_error::at("finish the archive of", Path::new(shown)))?;
     Ok(count)
+}
+
+/// A directory's entries, to be taken in name order from the end of `pending`.
+fn push_children(
+    pending: &mut Vec<(Rc<OwnedFd>, PathBuf)>,
+    dir: &Rc<OwnedFd>,
+    relative: &Path,
+    shown: &str,
+) -> Result<(), ArchiveError> {
+    let names =
+        beneath::names(&**dir).map_err(file_error::at("read", &Path::new(shown).join(relative)))?;
+    for name in names.into_iter().rev() {
+        pending.push((Rc::clone(dir), relative.join(name)));
+    }
+    Ok(())
+}
+
+/// A header with the mode and time of `metadata`, owners zeroed.
+fn header_for(metadata: &fs::Metadata) -> Header {
+    let mut header = Header::new_gnu();
+    header.set_mode(metadata.permissions().mode() & 0o7777);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_mtime(
+        metadata
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs()),
+    );
+    header
+}
+
+fn beneath_error(action: &'static str, path: &Path, err: BeneathError) -> ArchiveError {
+    match err {
+        BeneathError::Io(source) => FileError {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+        .into(),
+        BeneathError::Symlink(_) => ArchiveError::Symlink {
+            path: path.to_path_buf(),
+        },
+    }
 }
 
 /// What an unpack wrote.
@@ -129,11 +230,15 @@ pub struct UnpackCount {
 
 /// Unpacks a tar stream into `root` (an existing, empty directory), taking only entries named
 /// under `prefix` (the layer's title; empty for `.`) and writing them without it. The stream is
-/// read to its end, so a digest computed over it covers every byte.
+/// read to its end, so a digest computed over it covers every byte. Every entry is made from the
+/// handle of its directory, each opened from `root` with `O_NOFOLLOW`: a link an earlier entry
+/// made is never followed, whatever later entries, times or modes name it.
 pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCount, ArchiveError> {
+    let root_fd = beneath::open_dir(root).map_err(|err| beneath_error("open", root, err))?;
     let mut archive = tar::Archive::new(input);
     let mut count = UnpackCount::default();
-    let mut directory_modes = BTreeMap::new();
+    // Relative paths of the directories made, with their modes, applied last.
+    let mut directory_modes: BTreeMap<PathBuf, u32> = BTreeMap::new();
     let mut buffer = vec![0u8; COPY_BUFFER];
     let entries = archive.entries().map_err(ArchiveError::Read)?;
     for entry in entries {
@@ -142,6 +247,15 @@ pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCoun
         let unsafe_entry = |why: &str| ArchiveError::UnsafeEntry {
             name: name.clone(),
             why: why.to_string(),
+        };
+        let through_link = |err: BeneathError, target: &Path| match err {
+            BeneathError::Symlink(_) => unsafe_entry("would be written through a symbolic link"),
+            BeneathError::Io(source) => FileError {
+                action: "create",
+                path: target.to_path_buf(),
+                source,
+            }
+            .into(),
         };
         let path = safe_relative(&name).map_err(unsafe_entry)?;
         let Ok(relative) = path.strip_prefix(prefix) else {
@@ -152,58 +266,89 @@ pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCoun
         };
         let relative = relative.to_path_buf();
         let target = root.join(&relative);
-        ensure_no_symlink_between(root, &relative).map_err(unsafe_entry)?;
         let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
         let kind = entry.header().entry_type();
-        match kind {
-            EntryType::Directory => {
-                if relative.as_os_str().is_empty() {
-                    directory_modes.insert(root.to_path_buf(), mode);
+        let at =
+            beneath::parent(&root_fd, &relative, true).map_err(|err| through_link(err, &target))?;
+        let Some((dir, file_name)) = at else {
+            // The layer's directory itself.
+            match kind {
+                EntryType::Directory => {
+                    directory_modes.insert(PathBuf::new(), mode);
                     continue;
                 }
-                match target.symlink_metadata() {
-                    Ok(meta) if meta.is_dir() => {}
-                    Ok(_) => {
-                        remove_entry(&target)?;
-                        fs::create_dir(&target).map_err(file_error::at("create", &target))?;
-                    }
-                    Err(_) => {
-                        fs::create_dir_all(&target).map_err(file_error::at("create", &target))?
-                    }
-                }
-                directory_modes.insert(target, mode);
-                count.directories += 1;
-            }
-            EntryType::Regular | EntryType::Continuous => {
-                if relative.as_os_str().is_empty() {
+                EntryType::Regular | EntryType::Continuous => {
                     return Err(unsafe_entry(
                         "is a file where the layer's directory should be",
                     ));
                 }
-                prepare_parent(&target)?;
-                let mut file = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(mode | 0o200)
-                    .open(&target)
-                    .map_err(file_error::at("create", &target))?;
+                _ => {
+                    return Err(unsafe_entry(
+                        "is not a directory, but names the layer's directory",
+                    ));
+                }
+            }
+        };
+        match kind {
+            EntryType::Directory => {
+                if beneath::kind_at(&dir, &file_name).map_err(file_error::at("read", &target))?
+                    != Some(FileType::Directory)
+                {
+                    replace(&dir, &file_name, &relative, &target, &mut directory_modes)?;
+                    rustix::fs::mkdirat(&dir, &file_name, Mode::from_raw_mode(0o700)).map_err(
+                        |err| FileError {
+                            action: "create",
+                            path: target.clone(),
+                            source: err.into(),
+                        },
+                    )?;
+                }
+                directory_modes.insert(relative, mode);
+                count.directories += 1;
+            }
+            EntryType::Regular | EntryType::Continuous => {
+                replace(&dir, &file_name, &relative, &target, &mut directory_modes)?;
+                let fd = rustix::fs::openat(
+                    &dir,
+                    &file_name,
+                    OFlags::WRONLY
+                        | OFlags::CREATE
+                        | OFlags::EXCL
+                        | OFlags::NOFOLLOW
+                        | OFlags::CLOEXEC,
+                    Mode::from_raw_mode(mode | 0o200),
+                )
+                .map_err(|err| FileError {
+                    action: "create",
+                    path: target.clone(),
+                    source: err.into(),
+                })?;
+                let mut file = File::from(fd);
                 let written = copy(&mut entry, &mut file, &target, &mut buffer)?;
                 count.bytes += written;
                 count.files += 1;
                 if mode & 0o200 == 0 {
-                    fs::set_permissions(&target, fs::Permissions::from_mode(mode))
-                        .map_err(file_error::at("set the mode of", &target))?;
+                    rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|err| {
+                        FileError {
+                            action: "set the mode of",
+                            path: target.clone(),
+                            source: err.into(),
+                        }
+                    })?;
                 }
-                set_mtime(&target, entry.header().mtime().ok());
+                set_mtime(&file, entry.header().mtime().ok());
             }
             EntryType::Symlink => {
                 let link = entry
                     .link_name()
                     .map_err(ArchiveError::Read)?
                     .ok_or_else(|| unsafe_entry("is a link without a target"))?;
-                prepare_parent(&target)?;
-                std::os::unix::fs::symlink(&link, &target)
-                    .map_err(file_error::at("link", &target))?;
+                replace(&dir, &file_name, &relative, &target, &mut directory_modes)?;
+                rustix::fs::symlinkat(&*link, &dir, &file_name).map_err(|err| FileError {
+                    action: "link",
+                    path: target.clone(),
+                    source: err.into(),
+                })?;
                 count.links += 1;
             }
             EntryType::Link => {
@@ -215,18 +360,36 @@ pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCoun
                     .map_err(|why| unsafe_entry(&format!("links to a path {why}")))?;
                 let source = link
                     .strip_prefix(prefix)
-                    .map(|p| root.join(p))
                     .map_err(|_| unsafe_entry("links outside the layer"))?;
-                ensure_no_symlink_between(root, source.strip_prefix(root).unwrap_or(&source))
-                    .map_err(unsafe_entry)?;
-                let is_file = source.symlink_metadata().is_ok_and(|m| m.is_file());
+                let not_a_file =
+                    || unsafe_entry("links to something that is not a file unpacked before it");
+                let (source_dir, source_name) = match beneath::parent(&root_fd, source, false) {
+                    Ok(Some(found)) => found,
+                    Ok(None) => return Err(not_a_file()),
+                    Err(BeneathError::Symlink(_)) => {
+                        return Err(unsafe_entry("would be read through a symbolic link"));
+                    }
+                    Err(BeneathError::Io(_)) => return Err(not_a_file()),
+                };
+                let is_file = beneath::kind_at(&source_dir, &source_name)
+                    .is_ok_and(|k| k == Some(FileType::RegularFile));
                 if !is_file {
-                    return Err(unsafe_entry(
-                        "links to something that is not a file unpacked before it",
-                    ));
+                    return Err(not_a_file());
                 }
-                prepare_parent(&target)?;
-                fs::hard_link(&source, &target).map_err(file_error::at("link", &target))?;
+                replace(&dir, &file_name, &relative, &target, &mut directory_modes)?;
+                // Without AT_SYMLINK_FOLLOW: the name itself is linked, never what it points at.
+                rustix::fs::linkat(
+                    &source_dir,
+                    &source_name,
+                    &dir,
+                    &file_name,
+                    AtFlags::empty(),
+                )
+                .map_err(|err| FileError {
+                    action: "link",
+                    path: target.clone(),
+                    source: err.into(),
+                })?;
                 count.links += 1;
             }
             _ => {
@@ -237,10 +400,28 @@ pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCoun
     }
     // Read the end-of-archive padding too, so a digest over the stream covers every byte.
     io::copy(&mut archive.into_inner(), &mut io::sink()).map_err(ArchiveError::Read)?;
-    // Directory modes last, deepest first, so a read-only directory did not block its content.
-    for (dir, mode) in directory_modes.iter().rev() {
-        fs::set_permissions(dir, fs::Permissions::from_mode(*mode | 0o700))
-            .map_err(file_error::at("set the mode of", dir))?;
+    // Directory modes last, deepest first, so a read-only directory did not block its content;
+    // each directory is opened again from the root without following a link.
+    for (relative, mode) in directory_modes.iter().rev() {
+        let target = root.join(relative);
+        let handle = match beneath::parent(&root_fd, relative, false)
+            .map_err(|err| beneath_error("set the mode of", &target, err))?
+        {
+            None => rustix::io::dup(&root_fd).map_err(|err| FileError {
+                action: "set the mode of",
+                path: target.clone(),
+                source: err.into(),
+            })?,
+            Some((dir, name)) => beneath::open_dir_at(&dir, &name, &target.display().to_string())
+                .map_err(|err| beneath_error("set the mode of", &target, err))?,
+        };
+        rustix::fs::fchmod(&handle, Mode::from_raw_mode(*mode | 0o700)).map_err(|err| {
+            FileError {
+                action: "set the mode of",
+                path: target.clone(),
+                source: err.into(),
+            }
+        })?;
     }
     Ok(count)
 }
@@ -267,50 +448,40 @@ fn copy(
     }
 }
 
-/// No directory between `root` and the entry is a symbolic link, so creating the entry writes
-/// inside `root`.
-fn ensure_no_symlink_between(root: &Path, relative: &Path) -> Result<(), &'static str> {
-    let mut at = root.to_path_buf();
-    let parents: Vec<_> = relative.components().collect();
-    for component in parents.iter().take(parents.len().saturating_sub(1)) {
-        at.push(component);
-        if at
-            .symlink_metadata()
-            .is_ok_and(|m| m.file_type().is_symlink())
-        {
-            return Err("would be written through a symbolic link");
-        }
+/// Removes what an earlier entry of the same name left (later entries win, as in tar), never
+/// following a link; a directory removed takes its recorded modes with it.
+fn replace(
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    relative: &Path,
+    target: &Path,
+    directory_modes: &mut BTreeMap<PathBuf, u32>,
+) -> Result<(), ArchiveError> {
+    if beneath::kind_at(dir, name)
+        .map_err(file_error::at("read", target))?
+        .is_none()
+    {
+        return Ok(());
     }
+    beneath::remove_at(dir, name).map_err(file_error::at("replace", target))?;
+    directory_modes.retain(|made, _| !made.starts_with(relative));
     Ok(())
 }
 
-/// Makes the entry's directory, and removes what an earlier entry of the same name left (later
-/// entries win, as in tar), never following a link.
-fn prepare_parent(target: &Path) -> Result<(), ArchiveError> {
-    if let Some(parent) = target.parent() {
-        fs::create_dir_all(parent).map_err(file_error::at("create", parent))?;
-    }
-    if target.symlink_metadata().is_ok() {
-        remove_entry(target)?;
-    }
-    Ok(())
-}
-
-fn remove_entry(target: &Path) -> Result<(), ArchiveError> {
-    let is_dir = target.symlink_metadata().is_ok_and(|m| m.is_dir());
-    if is_dir {
-        fs::remove_dir_all(target)
-    } else {
-        fs::remove_file(target)
-    }
-    .map_err(file_error::at("replace", target))?;
-    Ok(())
-}
-
-fn set_mtime(path: &Path, mtime: Option<u64>) {
+fn set_mtime(file: &File, mtime: Option<u64>) {
     if let Some(seconds) = mtime.and_then(|s| i64::try_from(s).ok()) {
+        let times = rustix::fs::Timestamps {
+            last_access: rustix::fs::Timespec {
+                tv_sec: 0,
+                tv_nsec: rustix::fs::UTIME_OMIT,
+            },
+            last_modification: rustix::fs::Timespec {
+                tv_sec: seconds,
+                tv_nsec: 0,
+            },
+        };
         // A file keeps its content without its time; not worth failing a pull over.
-        let _ = filetime::set_file_mtime(path, FileTime::from_unix_time(seconds, 0));
+        let _ = rustix::fs::futimens(file, &times);
     }
 }
 

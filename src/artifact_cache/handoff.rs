@@ -4,6 +4,11 @@
 //! with that result. Every file appears whole (written beside, then renamed), ids make a restarted
 //! step's request a new one, and a restarted pusher finds a request it has not answered. A failed
 //! step writes nothing, so nothing of it is ever pushed.
+//!
+//! The step's own code can write the run volume too, so the pusher trusts nothing in it but the
+//! content to push: the request carries only an id, which must be a plain token; the directory
+//! pushed (`outputs-<id>`) and the reference pushed to are the pusher's own (its command line, as
+//! the webhook planned it); no file here is read or written through a symbolic link.
 
 use std::fs;
 use std::io;
@@ -17,14 +22,16 @@ pub const REQUEST: &str = "request";
 /// How often a side looks for the other's file.
 pub const POLL: Duration = Duration::from_millis(100);
 
-/// What the launcher asks.
+/// The longest id a request may carry.
+const MAX_ID: usize = 64;
+/// The largest hand-off file read: a request or an answer is a few hundred bytes.
+const MAX_FILE: u64 = 64 * 1024;
+
+/// What the launcher asks: to push the outputs of this run of the step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
-    /// This run of the step.
+    /// This run of the step: letters, digits and `-` only.
     pub id: String,
-    /// The outputs' directory, relative to the run volume (one entry: the file or directory to
-    /// push).
-    pub outputs: String,
 }
 
 /// What the pusher answers.
@@ -38,12 +45,33 @@ pub enum Outcome {
 }
 
 impl Request {
-    /// A request for a new run; its outputs go to `outputs-<id>`.
+    /// A request for a new run.
     pub fn new(id: String) -> Self {
-        Request {
-            outputs: format!("outputs-{id}"),
-            id,
+        Request { id }
+    }
+
+    /// The id, when it is a plain token that names nothing but files of this run.
+    pub fn checked_id(&self) -> Result<&str, String> {
+        let plain = !self.id.is_empty()
+            && self.id.len() <= MAX_ID
+            && self
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if plain {
+            Ok(&self.id)
+        } else {
+            Err(format!(
+                "the request's id {:?} is not 1 to {MAX_ID} letters, digits or '-'",
+                self.id.chars().take(MAX_ID + 1).collect::<String>()
+            ))
         }
+    }
+
+    /// The directory, in the run volume, holding the outputs to push (one entry: the file or
+    /// directory).
+    pub fn outputs(&self) -> String {
+        format!("outputs-{}", self.id)
     }
 
     /// The file the answer to this request is written to.
@@ -52,30 +80,67 @@ impl Request {
     }
 }
 
-/// Writes `value` as JSON to `dir/name`, whole: to a temporary name first, then renamed.
+/// Writes `value` as JSON to `dir/name`, whole: to a temporary name first (created new, so a link
+/// put there is replaced, never written through), then renamed.
 pub fn write<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> {
+    use std::io::Write;
     let json = serde_json::to_vec(value).map_err(io::Error::other)?;
     let partial = dir.join(format!(".{name}.partial"));
-    fs::write(&partial, json)?;
+    match fs::remove_file(&partial) {
+        Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
+        _ => {}
+    }
+    let mut file = fs::File::create_new(&partial)?;
+    file.write_all(&json)?;
     fs::rename(&partial, dir.join(name))
 }
 
-/// Reads `dir/name` when it is there (and whole).
+/// Reads `dir/name` when it is there (and whole): a regular file of at most 64 KiB, not a link.
 pub fn read<T: for<'de> Deserialize<'de>>(dir: &Path, name: &str) -> io::Result<Option<T>> {
-    match fs::read(dir.join(name)) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err)),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(err),
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+        .open(dir.join(name));
+    let file = match opened {
+        Ok(file) => file,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    let metadata = file.metadata()?;
+    if !metadata.is_file() || metadata.len() > MAX_FILE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{name} is not a file of at most {MAX_FILE} bytes"),
+        ));
     }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE).read_to_end(&mut bytes)?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))
 }
 
 /// Copies a step's output (a file or a directory tree) to `into/<its name>`, readable by the
 /// pusher whatever user it runs as: modes keep their bits and gain read (and, for directories,
-/// search) for everyone. Symbolic links stay links. The copy's path.
+/// search) for everyone. Symbolic links stay links; an output that is itself a link is refused
+/// (its target is never what a step means to push, and following it is how a push would leak
+/// what the link names). The copy's path.
 pub fn stage(output: &Path, into: &Path) -> io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
+    let own = fs::symlink_metadata(output)?;
+    if own.file_type().is_symlink() {
+        let target = fs::read_link(output).unwrap_or_default();
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a symbolic link (to {}); ocifit pushes no link's target: name the file or directory itself",
+                output.display(),
+                target.display()
+            ),
+        ));
+    }
     let named = fs::canonicalize(output)?;
     let name = named
         .file_name()
@@ -86,12 +151,15 @@ pub fn stage(output: &Path, into: &Path) -> io::Result<PathBuf> {
         let mode = fs::symlink_metadata(path)?.permissions().mode() & 0o7777;
         fs::set_permissions(path, fs::Permissions::from_mode(mode | extra))
     };
-    if fs::metadata(output)?.is_file() {
+    if own.is_file() {
         fs::copy(output, &staged)?;
         readable(&staged, 0o444)?;
         return Ok(staged);
     }
-    for entry in walkdir::WalkDir::new(output).follow_links(false) {
+    for entry in walkdir::WalkDir::new(output)
+        .follow_links(false)
+        .follow_root_links(false)
+    {
         let entry = entry.map_err(io::Error::from)?;
         let relative = entry.path().strip_prefix(output).unwrap_or(Path::new(""));
         let to = staged.join(relative);
@@ -122,7 +190,7 @@ mod tests {
         let request = Request::new("7-1".into());
         write(dir.path(), REQUEST, &request).unwrap();
         assert_eq!(read(dir.path(), REQUEST).unwrap(), Some(request.clone()));
-        assert_eq!(request.outputs, "outputs-7-1");
+        assert_eq!(request.outputs(), "outputs-7-1");
         let outcome = Outcome::Failed {
             message: "unauthorized".into(),
         };
@@ -181,5 +249,44 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = stage(&dir.path().join("nothing"), dir.path()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn a_request_names_nothing_but_its_id_and_the_id_must_be_plain() {
+        // What an older launcher (or a step's code) adds is ignored: the pusher derives the rest.
+        let forged: Request =
+            serde_json::from_str(r#"{"id":"1-2","outputs":"/proc/self"}"#).unwrap();
+        assert_eq!(forged.outputs(), "outputs-1-2");
+        assert_eq!(forged.checked_id(), Ok("1-2"));
+        for id in ["", "../x", "a/b", "x\0", ".", "..", &"9".repeat(65)] {
+            let request = Request::new(id.to_string());
+            assert!(request.checked_id().is_err(), "{id:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn hand_off_files_are_never_read_or_written_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        fs::write(&outside, br#"{"id":"planted"}"#).unwrap();
+        let run = dir.path().join("run");
+        fs::create_dir(&run).unwrap();
+        std::os::unix::fs::symlink(&outside, run.join(REQUEST)).unwrap();
+        assert!(
+            read::<Request>(&run, REQUEST).is_err(),
+            "read through a link"
+        );
+
+        // A link where the answer's temporary file goes is replaced, not written through.
+        std::os::unix::fs::symlink(&outside, run.join(".result-1.partial")).unwrap();
+        let outcome = Outcome::Failed {
+            message: "x".into(),
+        };
+        write(&run, "result-1", &outcome).unwrap();
+        assert_eq!(fs::read(&outside).unwrap(), br#"{"id":"planted"}"#);
+        assert_eq!(read(&run, "result-1").unwrap(), Some(outcome));
+
+        fs::write(run.join("big"), vec![b' '; 65 * 1024]).unwrap();
+        assert!(read::<Outcome>(&run, "big").is_err(), "no bound on a read");
     }
 }

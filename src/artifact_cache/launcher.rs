@@ -157,7 +157,7 @@ fn exit_code(status: ExitStatus) -> u8 {
 /// Stages the outputs, asks the pusher, waits for its answer.
 async fn push(launch: &Launch, output: &Path) -> Result<Outcome, String> {
     let request = Request::new(run_id());
-    let into = launch.run.join(&request.outputs);
+    let into = launch.run.join(request.outputs());
     let staged = tokio::task::spawn_blocking({
         let output = output.to_path_buf();
         move || handoff::stage(&output, &into)

@@ -11,6 +11,7 @@
 //! disk and registry), `install`, `launcher`, `handoff`, `steps` (what runs in a step's pod).
 
 mod archive;
+mod beneath;
 mod channel;
 pub mod controller;
 pub mod credentials;

@@ -2,11 +2,15 @@
 //! streams from disk; a directory is archived and compressed on a blocking thread while it
 //! uploads, both hashed on the way (the blob's digest for the registry, the tar's for
 //! `io.deis.oras.content.digest`), so nothing is written to a temporary file and memory holds only
-//! the chunks in flight.
+//! the chunks in flight. No symbolic link is followed: each path is opened with `O_NOFOLLOW` (a
+//! link named to be pushed is refused) and read through that handle, and links inside a
+//! directory are archived as links.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::fs;
 use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -15,6 +19,7 @@ use flate2::write::GzEncoder;
 use futures_util::{StreamExt, TryStreamExt};
 
 use super::archive::{self, ArchiveError};
+use super::beneath::{self, BeneathError};
 use super::channel::{self, ChannelWriter, HashingWriter};
 use super::file_error::FileError;
 use super::layout::{self, PushedLayer};
@@ -53,6 +58,10 @@ pub enum PushError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "{path} is a symbolic link; ocifit pushes no link's target: name the file or directory itself"
+    )]
+    Symlink { path: PathBuf },
     #[error("{path} is neither a file nor a directory")]
     NotPushable { path: PathBuf },
     #[error("failed to archive {path}")]
@@ -76,11 +85,77 @@ pub struct Pushed {
     pub layers: Vec<PushedLayer>,
 }
 
-/// A path to push, with what it is.
-struct Source {
+/// A file or directory to push, already open (nothing is read by name after this), with its
+/// layer's title.
+pub struct Source {
+    /// How it is named in messages.
     path: PathBuf,
     name: String,
-    directory: bool,
+    opened: Opened,
+}
+
+enum Opened {
+    File(fs::File),
+    Directory(OwnedFd),
+}
+
+impl Source {
+    /// Opens `name` in the directory `dir` without following a link: a link, or anything but a
+    /// file or a directory, is refused. `shown` names it in messages.
+    pub fn open_at(dir: impl AsFd, name: &str, shown: &Path) -> Result<Source, PushError> {
+        let file = beneath::open_at(dir, OsStr::new(name), &shown.display().to_string())
+            .map_err(|err| opening_error(shown, err))?;
+        Source::from_file(file, name.to_string(), shown)
+    }
+
+    /// Opens `path` (what leads to it may be links, as on any command line; its last component
+    /// may not), titled with its real name: `.` and `..` name a directory by where it is.
+    fn open(path: &Path) -> Result<Source, PushError> {
+        let named = fs::canonicalize(path).map_err(|source| read_error(path, source))?;
+        let name = named
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| PushError::NoName {
+                path: path.to_path_buf(),
+            })?
+            .to_string();
+        let file = beneath::open_at(
+            rustix::fs::CWD,
+            path.as_os_str(),
+            &path.display().to_string(),
+        )
+        .map_err(|err| opening_error(path, err))?;
+        Source::from_file(file, name, path)
+    }
+
+    fn from_file(file: fs::File, name: String, shown: &Path) -> Result<Source, PushError> {
+        let metadata = file
+            .metadata()
+            .map_err(|source| read_error(shown, source))?;
+        let opened = if metadata.is_dir() {
+            Opened::Directory(OwnedFd::from(file))
+        } else if metadata.is_file() {
+            Opened::File(file)
+        } else {
+            return Err(PushError::NotPushable {
+                path: shown.to_path_buf(),
+            });
+        };
+        Ok(Source {
+            path: shown.to_path_buf(),
+            name,
+            opened,
+        })
+    }
+}
+
+fn opening_error(path: &Path, err: BeneathError) -> PushError {
+    match err {
+        BeneathError::Symlink(_) => PushError::Symlink {
+            path: path.to_path_buf(),
+        },
+        BeneathError::Io(source) => read_error(path, source),
+    }
 }
 
 /// Pushes the request's paths as one artifact to `reference`.
@@ -90,6 +165,25 @@ pub async fn push(
     request: &PushRequest,
 ) -> Result<Pushed, PushError> {
     let sources = sources(&request.paths)?;
+    push_sources(registry, reference, request, sources).await
+}
+
+/// Pushes sources already open as one artifact to `reference` (the request's paths unused).
+pub async fn push_sources(
+    registry: &Registry,
+    reference: &Reference,
+    request: &PushRequest,
+    sources: Vec<Source>,
+) -> Result<Pushed, PushError> {
+    if sources.is_empty() {
+        return Err(PushError::Nothing);
+    }
+    let mut titles = BTreeSet::new();
+    for source in &sources {
+        if !titles.insert(source.name.clone()) {
+            return Err(PushError::DuplicateTitle(source.name.clone()));
+        }
+    }
     let layers: Vec<PushedLayer> = futures_util::stream::iter(sources)
         .map(|source| push_layer(registry, reference, request, source))
         .buffered(PARALLEL_LAYERS)
@@ -111,41 +205,12 @@ pub async fn push(
     })
 }
 
-/// The paths with their titles, checked before anything is sent.
+/// The paths opened with their titles, checked before anything is sent.
 fn sources(paths: &[PathBuf]) -> Result<Vec<Source>, PushError> {
     if paths.is_empty() {
         return Err(PushError::Nothing);
     }
-    let mut titles = BTreeSet::new();
-    let mut sources = Vec::with_capacity(paths.len());
-    for path in paths {
-        // `.` and `..` name a directory by where it is: title it with its real name.
-        let named = fs::canonicalize(path).map_err(|source| PushError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        let name = named
-            .file_name()
-            .and_then(|n| n.to_str())
-            .ok_or_else(|| PushError::NoName { path: path.clone() })?
-            .to_string();
-        let metadata = fs::metadata(path).map_err(|source| PushError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        if !metadata.is_dir() && !metadata.is_file() {
-            return Err(PushError::NotPushable { path: path.clone() });
-        }
-        if !titles.insert(name.clone()) {
-            return Err(PushError::DuplicateTitle(name));
-        }
-        sources.push(Source {
-            path: path.clone(),
-            name,
-            directory: metadata.is_dir(),
-        });
-    }
-    Ok(sources)
+    paths.iter().map(|path| Source::open(path)).collect()
 }
 
 async fn push_layer(
@@ -155,17 +220,16 @@ async fn push_layer(
     source: Source,
 ) -> Result<PushedLayer, PushError> {
     let (sender, receiver) = channel::channel();
+    let Source { path, name, opened } = source;
     let produce = {
-        let path = source.path.clone();
-        let name = source.name.clone();
+        let path = path.clone();
+        let name = name.clone();
         let level = request.compression.min(9);
-        let directory = source.directory;
         tokio::task::spawn_blocking(move || {
             let mut writer = ChannelWriter::new(sender);
-            let produced = if directory {
-                compress(&path, &name, level, &mut writer)
-            } else {
-                copy_file(&path, &mut writer).map(|()| None)
+            let produced = match opened {
+                Opened::Directory(dir) => compress(dir, &path, &name, level, &mut writer),
+                Opened::File(file) => copy_file(file, &path, &mut writer).map(|()| None),
             }
             .and_then(|digest| {
                 writer.flush().map_err(|source| read_error(&path, source))?;
@@ -183,14 +247,10 @@ async fn push_layer(
         .await;
     match (produce.await?, uploaded) {
         (Ok(tar_digest), Ok(blob)) => Ok(match tar_digest {
-            Some(tar_digest) => PushedLayer::directory(
-                &source.name,
-                request.unpack,
-                blob.digest,
-                blob.size,
-                tar_digest,
-            ),
-            None => PushedLayer::file(&source.name, blob.digest, blob.size),
+            Some(tar_digest) => {
+                PushedLayer::directory(&name, request.unpack, blob.digest, blob.size, tar_digest)
+            }
+            None => PushedLayer::file(&name, blob.digest, blob.size),
         }),
         // The reading stopped because the upload did: the upload's error is the cause.
         (Err(read), Err(upload)) if read.upload_stopped() => Err(upload.into()),
@@ -220,8 +280,7 @@ fn read_error(path: &Path, source: io::Error) -> PushError {
     }
 }
 
-fn copy_file(path: &Path, writer: &mut ChannelWriter) -> Result<(), PushError> {
-    let mut file = fs::File::open(path).map_err(|source| read_error(path, source))?;
+fn copy_file(mut file: fs::File, path: &Path, writer: &mut ChannelWriter) -> Result<(), PushError> {
     let mut buffer = vec![0u8; channel::CHUNK];
     loop {
         let n = file
@@ -238,6 +297,7 @@ fn copy_file(path: &Path, writer: &mut ChannelWriter) -> Result<(), PushError> {
 
 /// Archives and compresses a directory into the writer; the uncompressed archive's digest.
 fn compress(
+    dir: OwnedFd,
     path: &Path,
     name: &str,
     level: u32,
@@ -245,9 +305,11 @@ fn compress(
 ) -> Result<Option<String>, PushError> {
     let gzip = GzEncoder::new(writer, Compression::new(level));
     let mut tar = HashingWriter::new(io::BufWriter::with_capacity(channel::CHUNK, gzip));
-    archive::pack(path, name, &mut tar).map_err(|source| PushError::Archive {
-        path: path.to_path_buf(),
-        source,
+    archive::pack_dir(dir, &path.display().to_string(), name, &mut tar).map_err(|source| {
+        PushError::Archive {
+            path: path.to_path_buf(),
+            source,
+        }
     })?;
     let (buffered, tar_digest) = tar.finish();
     let gzip = buffered

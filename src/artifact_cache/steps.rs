@@ -2,14 +2,17 @@
 //! launcher, pulls the inputs) and `deliver` (the native sidecar: waits for the launcher's request,
 //! pushes the staged outputs, answers, and stays until the kubelet stops it after the step).
 
-use std::path::{Path, PathBuf};
+use std::ffi::OsStr;
+use std::path::Path;
 use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::beneath;
 use super::handoff::{self, Outcome, Request};
 use super::install::{self, InstallError};
-use super::{PullError, PushRequest, pull, push};
+use super::push::{Source, push_sources};
+use super::{PullError, PushRequest, pull};
 use crate::registry::{Reference, Registry};
 use crate::telemetry::error_chain;
 
@@ -55,7 +58,12 @@ pub async fn prepare(
     Ok(())
 }
 
-/// Serves the launcher's requests from `run` until SIGTERM: each pushed to `to` and answered.
+/// Serves the launcher's requests from `run` until SIGTERM: each pushed to `to` and answered. A
+/// request that cannot be served (a forged or broken one: the step's code can write `run`) is
+/// logged and left; the launcher's own request replaces it. The process first makes itself
+/// non-dumpable: it holds the push credentials in its environment while the step runs, and a
+/// step in a pod sharing its process namespace, as the same user, could otherwise read them from
+/// `/proc/<pid>/environ`.
 pub async fn deliver(
     registry: &Registry,
     run: &Path,
@@ -63,12 +71,23 @@ pub async fn deliver(
     unpack: bool,
     compression: u32,
 ) -> std::io::Result<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut refused = None;
     loop {
-        if let Some(request) = pending(run)? {
-            let outcome = deliver_one(registry, run, to, unpack, compression, &request).await;
-            handoff::write(run, &request.result_file(), &outcome)?;
+        match pending(run) {
+            Ok(Some(request)) => {
+                let outcome = deliver_one(registry, run, to, unpack, compression, &request).await;
+                handoff::write(run, &request.result_file(), &outcome)?;
+            }
+            Ok(None) => {}
+            Err(why) => {
+                if refused.as_ref() != Some(&why) {
+                    tracing::warn!(%why, "a request in the run volume is not served");
+                    refused = Some(why);
+                }
+            }
         }
         tokio::select! {
             _ = terminate.recv() => return Ok(()),
@@ -78,15 +97,20 @@ pub async fn deliver(
     }
 }
 
-/// A request not answered yet (a restarted pusher finds it again).
-fn pending(run: &Path) -> std::io::Result<Option<Request>> {
-    let Some(request) = handoff::read::<Request>(run, handoff::REQUEST)? else {
+/// A request not answered yet (a restarted pusher finds it again), with a plain id.
+fn pending(run: &Path) -> Result<Option<Request>, String> {
+    let request = handoff::read::<Request>(run, handoff::REQUEST)
+        .map_err(|err| format!("cannot read {}: {err}", handoff::REQUEST))?;
+    let Some(request) = request else {
         return Ok(None);
     };
-    let answered = run.join(request.result_file()).exists();
+    request.checked_id()?;
+    let answered = run.join(request.result_file()).symlink_metadata().is_ok();
     Ok((!answered).then_some(request))
 }
 
+/// Pushes `outputs-<id>` of the run volume: its one entry, a file or a directory, opened without
+/// following a link (the directory itself, the entry and everything under it).
 async fn deliver_one(
     registry: &Registry,
     run: &Path,
@@ -95,26 +119,22 @@ async fn deliver_one(
     compression: u32,
     request: &Request,
 ) -> Outcome {
-    let outputs = run.join(&request.outputs);
-    let paths: Vec<PathBuf> = match std::fs::read_dir(&outputs) {
-        Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(err) => {
-            return Outcome::Failed {
-                message: format!(
-                    "cannot read the staged outputs {}: {err}",
-                    outputs.display()
-                ),
-            };
+    let outputs = run.join(request.outputs());
+    let source = match staged(run, &request.outputs(), &outputs) {
+        Ok(source) => source,
+        Err(message) => {
+            tracing::error!(%message, "outputs not pushed");
+            return Outcome::Failed { message };
         }
     };
     let request = PushRequest {
-        paths,
+        paths: Vec::new(),
         unpack,
         artifact_type: super::DEFAULT_ARTIFACT_TYPE.to_string(),
         compression,
     };
     let started = std::time::Instant::now();
-    match push(registry, to, &request).await {
+    match push_sources(registry, to, &request, vec![source]).await {
         Ok(pushed) => {
             tracing::info!(reference = %pushed.reference, digest = %pushed.digest, seconds = started.elapsed().as_secs_f64(), "outputs pushed");
             Outcome::Pushed {
@@ -130,5 +150,100 @@ async fn deliver_one(
     }
 }
 
+/// The one entry of the staged outputs' directory, open.
+fn staged(run: &Path, directory: &str, shown: &Path) -> Result<Source, String> {
+    let cannot = |err: &dyn std::fmt::Display| {
+        format!("cannot read the staged outputs {}: {err}", shown.display())
+    };
+    let run_dir = beneath::open_dir(run).map_err(|err| cannot(&err))?;
+    let outputs = beneath::open_dir_at(
+        &run_dir,
+        OsStr::new(directory),
+        &shown.display().to_string(),
+    )
+    .map_err(|err| cannot(&err))?;
+    let names = beneath::names(&outputs).map_err(|err| cannot(&err))?;
+    let [name] = names.as_slice() else {
+        return Err(cannot(&format!(
+            "it holds {} entries; the launcher stages exactly one",
+            names.len()
+        )));
+    };
+    let name = name
+        .to_str()
+        .ok_or_else(|| cannot(&format!("{name:?} is no UTF-8 name to title a layer with")))?;
+    Source::open_at(&outputs, name, &shown.join(name)).map_err(|err| error_chain(&err))
+}
+
 /// The time the launcher waits for the pusher unless told otherwise.
 pub const PUSH_TIMEOUT: Duration = Duration::from_secs(3600);
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+
+    fn run_dir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    fn staged_in(run: &Path, id: &str) -> Result<Source, String> {
+        let request = Request::new(id.to_string());
+        staged(run, &request.outputs(), &run.join(request.outputs()))
+    }
+
+    #[test]
+    fn the_pusher_reads_only_the_outputs_of_the_requests_id() {
+        let run = run_dir();
+        fs::create_dir_all(run.path().join("elsewhere/out")).unwrap();
+        // A forged request may name another directory; the pusher does not read that field.
+        fs::write(
+            run.path().join(handoff::REQUEST),
+            r#"{"id":"7","outputs":"elsewhere"}"#,
+        )
+        .unwrap();
+        let request = pending(run.path()).unwrap().unwrap();
+        let err = staged_in(run.path(), &request.id).err().unwrap();
+        assert!(err.contains("outputs-7"), "{err}");
+
+        fs::create_dir_all(run.path().join("outputs-7/out")).unwrap();
+        assert!(staged_in(run.path(), "7").is_ok());
+    }
+
+    #[test]
+    fn a_request_with_a_climbing_id_is_not_served() {
+        let run = run_dir();
+        fs::write(run.path().join(handoff::REQUEST), r#"{"id":"x/../../y"}"#).unwrap();
+        let err = pending(run.path()).unwrap_err();
+        assert!(err.contains("letters, digits or '-'"), "{err}");
+    }
+
+    #[test]
+    fn staged_outputs_are_never_reached_through_a_link() {
+        let run = run_dir();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), b"s").unwrap();
+
+        // The entry to push is a link to a file outside the outputs.
+        fs::create_dir(run.path().join("outputs-1")).unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("secret"),
+            run.path().join("outputs-1/out"),
+        )
+        .unwrap();
+        let err = staged_in(run.path(), "1").err().unwrap();
+        assert!(err.contains("symbolic link"), "{err}");
+
+        // The outputs directory itself is a link.
+        std::os::unix::fs::symlink(outside.path(), run.path().join("outputs-2")).unwrap();
+        let err = staged_in(run.path(), "2").err().unwrap();
+        assert!(err.contains("symbolic link"), "{err}");
+
+        // More than the one entry the launcher stages.
+        fs::create_dir_all(run.path().join("outputs-3/a")).unwrap();
+        fs::create_dir_all(run.path().join("outputs-3/b")).unwrap();
+        let err = staged_in(run.path(), "3").err().unwrap();
+        assert!(err.contains("2 entries"), "{err}");
+    }
+}

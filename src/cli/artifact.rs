@@ -63,7 +63,8 @@ pub struct PullArgs {
 pub struct PushArgs {
     /// Where to push (`registry/repository:tag`).
     pub reference: String,
-    /// Files and directories, one layer each, titled with their names.
+    /// Files and directories, one layer each, titled with their names. A symbolic link is
+    /// refused, never followed; links inside a directory are pushed as links.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// The manifest's artifactType.

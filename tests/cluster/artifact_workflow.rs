@@ -25,23 +25,28 @@ use ocifit_testkit::image::{ocifit_image, registry_image, step_image};
 use ocifit_testkit::{Cluster, RealNode, Registry, Tool, Tools, htpasswd_line, oras_sdk_pull};
 use serde_json::{Value, json};
 
-const NODE: &str = "real-1";
-const WORKFLOW: &str = "workflow";
+pub(crate) const NODE: &str = "real-1";
+pub(crate) const WORKFLOW: &str = "workflow";
 const WAIT: Duration = Duration::from_secs(180);
-const P: &str = step::PREFIX;
+pub(crate) const P: &str = step::PREFIX;
 
 /// A cluster with a real node, ocifit installed by its chart from its own image, the registry
 /// and step images pushed, and the workflow namespace opted in.
 pub(crate) struct Stage {
-    pub cluster: Cluster,
-    pub client: Client,
+    pub(crate) cluster: Cluster,
+    pub(crate) client: Client,
     /// The registry image a cache deploys.
-    pub cache_image: String,
+    pub(crate) cache_image: String,
     /// The steps' image.
-    pub step: String,
+    pub(crate) step: String,
 }
 
-pub(crate) async fn stage() -> Stage {
+async fn stage() -> Stage {
+    stage_with(&[]).await
+}
+
+/// [`stage`], the workflow namespace created with these labels besides the opt-in.
+pub(crate) async fn stage_with(namespace_labels: &[(&str, &str)]) -> Stage {
     let cluster = Cluster::builder()
         .with_all_controllers()
         .with_registry(Registry::builder())
@@ -96,7 +101,7 @@ pub(crate) async fn stage() -> Stage {
         "helm install --wait: {:.1} s",
         since.elapsed().as_secs_f64()
     );
-    create_workflow_namespace(&client).await;
+    create_workflow_namespace(&client, namespace_labels).await;
     Stage {
         cluster,
         client,
@@ -486,10 +491,12 @@ async fn install_chart(cluster: &Cluster, registry: &Registry, image: &str, cach
     }
 }
 
-/// The namespace, opted in to the step webhooks by its label.
-async fn create_workflow_namespace(client: &Client) {
+/// The namespace, opted in to the step webhooks by its label, with `labels` besides.
+async fn create_workflow_namespace(client: &Client, labels: &[(&str, &str)]) {
+    let mut all = BTreeMap::from([(step::NAMESPACE_OPT_IN, step::NAMESPACE_OPT_IN_VALUE)]);
+    all.extend(labels.iter().copied());
     let namespace: Namespace = serde_json::from_value(json!({
-        "metadata": {"name": WORKFLOW, "labels": {step::NAMESPACE_OPT_IN: step::NAMESPACE_OPT_IN_VALUE}}
+        "metadata": {"name": WORKFLOW, "labels": all}
     }))
     .expect("a namespace");
     Api::<Namespace>::all(client.clone())
@@ -520,7 +527,7 @@ fn step_pod(name: &str, image: &str, annotations: &[(&str, &str)]) -> Pod {
 }
 
 /// The contract's annotations, under its prefix.
-fn contract(annotations: &[(&str, &str)]) -> BTreeMap<String, String> {
+pub(crate) fn contract(annotations: &[(&str, &str)]) -> BTreeMap<String, String> {
     annotations
         .iter()
         .map(|(k, v)| (format!("{P}{k}"), (*v).to_owned()))
@@ -588,7 +595,7 @@ pub(crate) async fn wait_step_webhook(jobs: &Api<Job>, job: &Job) {
     .await;
 }
 
-async fn job_pod(client: &Client, job: &str) -> Pod {
+pub(crate) async fn job_pod(client: &Client, job: &str) -> Pod {
     let pods = Api::<Pod>::namespaced(client.clone(), WORKFLOW)
         .list(&ListParams::default().labels(&format!("job-name={job}")))
         .await
@@ -596,7 +603,10 @@ async fn job_pod(client: &Client, job: &str) -> Pod {
     pods.items.into_iter().next().expect("the Job's pod")
 }
 
-fn container_state(pod: &Pod, name: &str) -> Option<k8s_openapi::api::core::v1::ContainerState> {
+pub(crate) fn container_state(
+    pod: &Pod,
+    name: &str,
+) -> Option<k8s_openapi::api::core::v1::ContainerState> {
     pod.status
         .as_ref()?
         .container_statuses
@@ -624,7 +634,7 @@ async fn wait_prepare_failed(client: &Client, pod: &str) -> String {
 }
 
 /// Creates the ArtifactCache `oras` of the workflow namespace with `spec`.
-async fn create_cache(client: &Client, spec: Value) -> Api<ArtifactCache> {
+pub(crate) async fn create_cache(client: &Client, spec: Value) -> Api<ArtifactCache> {
     let caches = Api::<ArtifactCache>::namespaced(client.clone(), WORKFLOW);
     let cache: ArtifactCache = serde_json::from_value(json!({
         "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
@@ -708,7 +718,7 @@ async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) ->
 }
 
 /// Pods, Jobs and Events of `namespace`, for a failure's message.
-async fn diagnostics(cluster: &Cluster, namespace: &str) -> String {
+pub(crate) async fn diagnostics(cluster: &Cluster, namespace: &str) -> String {
     let mut text = String::new();
     for args in [
         vec![
@@ -763,7 +773,7 @@ pub(crate) async fn generated_login(client: &Client, namespace: &str) -> (String
 }
 
 /// The SDK's pull, logged in as `login` (user, password) when given.
-fn sdk(
+pub(crate) fn sdk(
     registry: &str,
     target: &str,
     outdir: &Path,
@@ -811,7 +821,7 @@ except urllib.error.HTTPError as e:
 }
 
 /// The files under `root`: (path relative to it, bytes).
-fn files(root: &Path) -> Vec<(String, u64)> {
+pub(crate) fn files(root: &Path) -> Vec<(String, u64)> {
     let mut found = Vec::new();
     let mut pending = vec![root.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -831,7 +841,7 @@ fn files(root: &Path) -> Vec<(String, u64)> {
 }
 
 /// The SDK's pull of `target` fails; the last line it said.
-fn sdk_pull_fails(
+pub(crate) fn sdk_pull_fails(
     registry: &str,
     target: &str,
     scratch: &Path,

@@ -13,6 +13,8 @@
 
 mod support;
 
+mod artifact_restricted;
+mod artifact_step_code;
 mod artifact_workflow;
 mod chart_cluster;
 mod chart_real_node;

@@ -1,5 +1,11 @@
 use super::*;
 
+/// Packs the directory at `dir`, refusing a link there as the pusher does.
+fn pack(dir: &Path, prefix: &str, out: impl Write) -> Result<PackCount, ArchiveError> {
+    let handle = beneath::open_dir(dir).map_err(|err| beneath_error("open", dir, err))?;
+    pack_dir(handle, &dir.display().to_string(), prefix, out)
+}
+
 fn write(path: &Path, content: &[u8]) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, content).unwrap();
@@ -218,4 +224,80 @@ fn a_read_only_directory_still_receives_its_content() {
     fs::create_dir(&root).unwrap();
     unpack(tar.as_slice(), Path::new("t"), &root).unwrap();
     assert_eq!(fs::read(root.join("ro/a")).unwrap(), b"a");
+}
+
+/// A tar stream of (name, type, link, mode) entries without content, names unchecked.
+fn raw_tar_with_modes(entries: &[(&str, EntryType, &str, u32)]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (name, kind, link, mode) in entries {
+        let mut header = Header::new_old();
+        let old = header.as_old_mut();
+        old.name[..name.len()].copy_from_slice(name.as_bytes());
+        old.linkname[..link.len()].copy_from_slice(link.as_bytes());
+        header.set_entry_type(*kind);
+        header.set_mode(*mode);
+        header.set_size(0);
+        header.set_cksum();
+        builder.append(&header, io::empty()).unwrap();
+    }
+    builder.into_inner().unwrap()
+}
+
+#[test]
+fn a_directory_replaced_by_a_link_is_never_chmodded_through_it() {
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    fs::create_dir(&victim).unwrap();
+    fs::set_permissions(&victim, fs::Permissions::from_mode(0o700)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    fs::create_dir(&root).unwrap();
+    let tar = raw_tar_with_modes(&[
+        ("out/d/", EntryType::Directory, "", 0o777),
+        ("out/d", EntryType::Symlink, victim.to_str().unwrap(), 0o777),
+    ]);
+    unpack(tar.as_slice(), Path::new("out"), &root).unwrap();
+    assert!(root.join("d").symlink_metadata().unwrap().is_symlink());
+    let mode = fs::metadata(&victim).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "the link's target was chmodded to {mode:o}");
+}
+
+#[test]
+fn a_directory_entry_through_a_link_is_refused() {
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().display().to_string();
+    let (_dir, result) = unpack_raw(&[
+        ("out/l", EntryType::Symlink, &target, b""),
+        ("out/l/sub/", EntryType::Directory, "", b""),
+    ]);
+    let err = result.unwrap_err().to_string();
+    assert!(err.contains("through a symbolic link"), "{err}");
+    assert!(!outside.path().join("sub").exists());
+}
+
+#[test]
+fn a_hard_link_through_a_linked_directory_is_refused() {
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("secret"), b"s").unwrap();
+    let target = outside.path().display().to_string();
+    let (dir, result) = unpack_raw(&[
+        ("out/l", EntryType::Symlink, &target, b""),
+        ("out/h", EntryType::Link, "out/l/secret", b""),
+    ]);
+    let err = result.unwrap_err().to_string();
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(!dir.path().join("root/h").exists());
+}
+
+#[test]
+fn packing_never_follows_a_link_at_the_top() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    write(&real.join("a.txt"), b"a");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let mut tar = Vec::new();
+    let err = pack(&link, "link", &mut tar).unwrap_err();
+    assert!(matches!(err, ArchiveError::Symlink { .. }), "{err}");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
 }

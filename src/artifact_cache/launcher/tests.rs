@@ -29,7 +29,7 @@ fn termination_message(dir: &Path) -> String {
 async fn pusher(run: PathBuf, outcome: Outcome) -> Vec<PathBuf> {
     loop {
         if let Some(request) = handoff::read::<Request>(&run, handoff::REQUEST).unwrap() {
-            let staged = fs::read_dir(run.join(&request.outputs))
+            let staged = fs::read_dir(run.join(request.outputs()))
                 .unwrap()
                 .map(|e| e.unwrap().path())
                 .collect();
@@ -153,4 +153,22 @@ async fn a_successful_step_without_its_output_fails() {
         message.contains("cannot read the output") && message.contains("never-written"),
         "{message}"
     );
+}
+
+#[tokio::test]
+async fn an_output_that_is_a_link_is_refused_and_nothing_is_handed_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside.txt");
+    fs::write(&outside, "not the step's output\n").unwrap();
+    let link = dir.path().join("results");
+    let script = format!("ln -s {} {}", outside.display(), link.display());
+    let mut launch = launch_in(dir.path(), &["/bin/sh", "-c", &script]);
+    launch.push = Some(link);
+    assert_eq!(super::launch(&launch).await, EXIT_PUSH_FAILED);
+    let message = termination_message(dir.path());
+    assert!(
+        message.contains("is a symbolic link") && message.contains("outside.txt"),
+        "{message}"
+    );
+    assert!(!dir.path().join("run").join(handoff::REQUEST).exists());
 }

@@ -3,10 +3,14 @@
 //! under the launcher. Checks what only the pod spec can tell (which container, its command, its
 //! mounts, the restart policy).
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, EmptyDirVolumeSource, EnvFromSource, EnvVar, EnvVarSource, PodSpec,
-    SeccompProfile, SecretEnvSource, SecretKeySelector, SecurityContext, Volume, VolumeMount,
+    ResourceRequirements, SeccompProfile, SecretEnvSource, SecretKeySelector, SecurityContext,
+    Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::Denial;
 use super::Helper;
@@ -138,7 +142,7 @@ pub fn build(
         mounts.push(mount(RUN_VOLUME, RUN_DIR));
         volumes.push(empty_dir(RUN_VOLUME));
     }
-    let security = security_context(container);
+    let security = security_context(container, spec);
     let mut init_containers = vec![prepare(
         settings, registry, helper, &inputs, launched, &security,
     )];
@@ -346,6 +350,7 @@ fn helper_container(
         }),
         volume_mounts: Some(mounts),
         security_context: Some(security.clone()),
+        resources: Some(helper_resources()),
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Container::default()
     }
@@ -378,10 +383,23 @@ fn cache_credentials(settings: &StepSettings, registry: &Registry) -> Option<Vec
     )
 }
 
-/// Locked down, and as the step's user when it names one, so what the helpers write the step can
-/// read and what the step writes they can.
-fn security_context(step: &Container) -> SecurityContext {
+/// The user the helpers run as when the step's would be root or is not named: ocifit's image's
+/// own (distroless `nonroot`).
+pub const HELPER_USER: i64 = 65532;
+
+/// Locked down as Pod Security `restricted` asks of every container (whatever the pod's own
+/// settings), and as the step's user when it names one, so what the helpers write the step can
+/// read and what the step writes they can. A step running as root gets helpers running as
+/// [`HELPER_USER`]: root may read and write what they make, and they never need root themselves.
+fn security_context(step: &Container, pod: &PodSpec) -> SecurityContext {
     let step_security = step.security_context.as_ref();
+    let pod_user = pod.security_context.as_ref().and_then(|s| s.run_as_user);
+    let run_as_user = match (step_security.and_then(|s| s.run_as_user), pod_user) {
+        (Some(0), _) | (None, Some(0)) | (None, None) => Some(HELPER_USER),
+        (Some(user), _) => Some(user),
+        // The pod's own user applies to the helpers as to the step.
+        (None, Some(_)) => None,
+    };
     SecurityContext {
         allow_privilege_escalation: Some(false),
         read_only_root_filesystem: Some(true),
@@ -393,9 +411,27 @@ fn security_context(step: &Container) -> SecurityContext {
             type_: "RuntimeDefault".into(),
             localhost_profile: None,
         }),
-        run_as_user: step_security.and_then(|s| s.run_as_user),
+        run_as_non_root: Some(true),
+        run_as_user,
         run_as_group: step_security.and_then(|s| s.run_as_group),
         ..SecurityContext::default()
+    }
+}
+
+/// What each helper asks for and may use: a transfer streams through bounded buffers (peaks of
+/// 28–36 MiB measured on 1 GiB, docs/artifact-cache.md), so 256 MiB leaves room for the page
+/// cache of large files; a CPU limit keeps compression from taking the node.
+fn helper_resources() -> ResourceRequirements {
+    let quantities = |cpu: &str, memory: &str| {
+        BTreeMap::from([
+            ("cpu".to_string(), Quantity(cpu.to_string())),
+            ("memory".to_string(), Quantity(memory.to_string())),
+        ])
+    };
+    ResourceRequirements {
+        requests: Some(quantities("50m", "64Mi")),
+        limits: Some(quantities("1", "256Mi")),
+        ..ResourceRequirements::default()
     }
 }
 

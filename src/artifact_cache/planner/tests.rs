@@ -12,6 +12,7 @@ use super::*;
 
 mod jobs;
 mod refusals;
+mod restricted;
 
 const P: &str = "oras.converged-computing.github.io/";
 const ENDPOINT: &str = "10.0.0.17:5000";

@@ -41,7 +41,7 @@ pub(crate) struct Stage {
     pub(crate) step: String,
 }
 
-async fn stage() -> Stage {
+pub(crate) async fn stage() -> Stage {
     stage_with(&[]).await
 }
 

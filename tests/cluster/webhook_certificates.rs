@@ -434,7 +434,7 @@ async fn under_the_role_it_creates_publishes_and_restores_the_ca_bundle(
     replica
 }
 
-/// No other Secret written, no other webhook configuration touched.
+/// No other Secret read or written, no other webhook configuration touched.
 async fn the_role_grants_no_other_secret_or_configuration(
     admin: &kube::Client,
     operator: &kube::Client,
@@ -455,10 +455,19 @@ async fn the_role_grants_no_other_secret_or_configuration(
         .replace("someone-elses", &PostParams::default(), &other)
         .await;
     assert!(forbidden(&update), "{update:?}");
-    let elsewhere = Api::<Secret>::namespaced(operator.clone(), "default")
+    // Elsewhere it may create a Secret (each artifact cache's generated credentials), never read
+    // or change one it did not create.
+    Api::<Secret>::namespaced(admin.clone(), "default")
         .create(&PostParams::default(), &other)
+        .await
+        .expect("a Secret in another namespace");
+    let elsewhere = Api::<Secret>::namespaced(operator.clone(), "default");
+    let read = elsewhere.get("someone-elses").await;
+    assert!(forbidden(&read), "{read:?}");
+    let update = elsewhere
+        .replace("someone-elses", &PostParams::default(), &other)
         .await;
-    assert!(forbidden(&elsewhere), "{elsewhere:?}");
+    assert!(forbidden(&update), "{update:?}");
     create_configuration(admin, "not-ocifit").await;
     let patch = Api::<MutatingWebhookConfiguration>::all(operator.clone())
         .patch(

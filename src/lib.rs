@@ -3,7 +3,8 @@
 //! Rooms by floor (see `CONTRIBUTING.md`, "Layout"): a room depends only on rooms of lower
 //! floors, never on a sibling of its own floor, and `tests/architecture.rs` keeps it so.
 //!
-//! - ground: `api`, `engine`, `classes`, `registry`, `telemetry`;
+//! - footing: `engine` (the compatibility engine), `platform` (the one platform model);
+//! - ground: `api`, `classes`, `registry`, `telemetry`;
 //! - shared: `cluster` (the cluster view), `admission` (the one admission host), `resolution`
 //!   (the one image-selection decision);
 //! - features: `image_selection`, `artifact_cache`;
@@ -18,6 +19,7 @@ pub mod cluster;
 pub mod engine;
 pub mod image_selection;
 pub mod placement;
+pub mod platform;
 pub mod registry;
 pub mod resolution;
 pub mod startup;

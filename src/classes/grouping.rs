@@ -24,11 +24,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use sha2::{Digest, Sha256};
 
 use crate::engine::{FEATURE_LABEL_PREFIX, FeatureReads, Features, NodeInputs, Reads};
+/// The node labels of os and architecture, which every class is drawn on.
+pub use crate::platform::{ARCH_LABEL, OS_LABEL};
 
-/// The node label holding the CPU architecture.
-pub const ARCH_LABEL: &str = "kubernetes.io/arch";
-/// The node label holding the operating system.
-pub const OS_LABEL: &str = "kubernetes.io/os";
 /// Labels that mark a control-plane node.
 pub const CONTROL_PLANE_LABELS: [&str; 2] = [
     "node-role.kubernetes.io/control-plane",

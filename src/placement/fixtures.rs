@@ -7,7 +7,7 @@ use kube::core::ObjectMeta;
 
 use super::policy::Policy;
 use crate::api::placement::{PlacementPolicy, PlacementPolicySpec};
-use crate::registry::Platform;
+use crate::platform::Platform;
 
 /// A pod in `default` with one container per `(name, image)`.
 pub(crate) fn pod(containers: &[(&str, &str)]) -> Pod {
@@ -53,13 +53,7 @@ pub(crate) fn policy(name: &str, spec: serde_json::Value) -> Policy {
 
 /// `os/arch[/variant]`.
 pub(crate) fn platform(text: &str) -> Platform {
-    let mut parts = text.split('/');
-    Platform {
-        os: parts.next().unwrap().into(),
-        architecture: parts.next().unwrap().into(),
-        variant: parts.next().map(str::to_owned),
-        os_version: None,
-    }
+    text.parse().unwrap()
 }
 
 pub(crate) fn platforms(texts: &[&str]) -> Vec<Platform> {

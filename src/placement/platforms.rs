@@ -1,7 +1,8 @@
-//! The platforms every container of a pod can run on. Each image's platforms (from the registry
-//! room: attestation and `unknown/unknown` entries already left out) are normalized as the
-//! container runtimes normalize them (`aarch64` is `arm64`, `arm64/v8` is plain `arm64`, plain
-//! `arm` is `arm/v7`, `amd64/v1` is plain `amd64`); an image runs on a node of the same os and
+//! The platforms every container of a pod can run on: placement's own question, the
+//! intersection across containers. Each image's platforms (from the registry room: attestation
+//! and `unknown/unknown` entries already left out) are read by the one platform model
+//! (`crate::platform`: `aarch64` is `arm64`, `arm64/v8` is plain `arm64`, plain `arm` is
+//! `arm/v7`, `amd64/v1` is plain `amd64`); an image runs on a node of the same os and
 //! architecture whose variant is at least the image's. The pod's answer, for any number of
 //! containers, is each os/architecture every container offers, with the lowest variant a node
 //! must have for all of them (the highest of the containers' lowest).
@@ -9,122 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::registry::Platform;
-
-/// An operating system and architecture, as nodes label them (`kubernetes.io/os`,
-/// `kubernetes.io/arch`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct OsArch {
-    pub os: String,
-    pub architecture: String,
-}
-
-impl fmt::Display for OsArch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.os, self.architecture)
-    }
-}
-
-/// An architecture variant, ordered as CPUs run code: a node of a higher level runs images of
-/// every lower one. Variants that are not `vN` or `vN.M` order after every level, by name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Variant {
-    /// No variant: the architecture's baseline.
-    Baseline,
-    /// `vN.M`.
-    Level(u32, u32),
-    /// Any other spelling, compared by name.
-    Named(String),
-}
-
-impl Variant {
-    fn parse(text: &str) -> Self {
-        let level = text.strip_prefix('v').and_then(|rest| {
-            let (major, minor) = rest.split_once('.').unwrap_or((rest, "0"));
-            Some((major.parse().ok()?, minor.parse().ok()?))
-        });
-        match level {
-            Some((major, minor)) => Self::Level(major, minor),
-            None => Self::Named(text.to_owned()),
-        }
-    }
-}
-
-impl fmt::Display for Variant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Baseline => Ok(()),
-            Self::Level(major, 0) => write!(f, "v{major}"),
-            Self::Level(major, minor) => write!(f, "v{major}.{minor}"),
-            Self::Named(name) => f.write_str(name),
-        }
-    }
-}
-
-/// One normalized platform.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct NormalPlatform {
-    pub os_arch: OsArch,
-    pub variant: Variant,
-}
-
-impl NormalPlatform {
-    /// Normalizes a platform read from a registry.
-    pub fn new(platform: &Platform) -> Self {
-        let variant = platform.variant.as_deref().unwrap_or_default();
-        let (architecture, variant) = match platform.architecture.as_str() {
-            "x86_64" | "x86-64" | "amd64" => ("amd64", if variant == "v1" { "" } else { variant }),
-            "i386" => ("386", ""),
-            "aarch64" | "arm64" => (
-                "arm64",
-                if matches!(variant, "8" | "v8" | "v8.0") {
-                    ""
-                } else {
-                    variant
-                },
-            ),
-            "armhf" => ("arm", "v7"),
-            "armel" => ("arm", "v6"),
-            "arm" => (
-                "arm",
-                match variant {
-                    "" | "7" => "v7",
-                    "5" => "v5",
-                    "6" => "v6",
-                    "8" => "v8",
-                    other => other,
-                },
-            ),
-            other => (other, variant),
-        };
-        NormalPlatform {
-            os_arch: OsArch {
-                os: platform.os.to_ascii_lowercase(),
-                architecture: architecture.to_owned(),
-            },
-            variant: if variant.is_empty() {
-                Variant::Baseline
-            } else {
-                Variant::parse(variant)
-            },
-        }
-    }
-
-    /// Whether an image built for `self` runs on a node of platform `node`.
-    pub fn runs_on(&self, node: &NormalPlatform) -> bool {
-        self.os_arch == node.os_arch && self.variant <= node.variant
-    }
-}
-
-impl fmt::Display for NormalPlatform {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.os_arch)?;
-        match &self.variant {
-            Variant::Baseline => Ok(()),
-            variant => write!(f, "/{variant}"),
-        }
-    }
-}
+use crate::platform::{NodePlatform, NormalPlatform, OsArch, Platform, Variant};
 
 /// A container and the platforms its image is built for.
 #[derive(Debug, Clone, Copy)]
@@ -150,10 +36,8 @@ impl Common {
     }
 
     /// Whether a node of `node`'s platform can run every container.
-    pub fn allows(&self, node: &NormalPlatform) -> bool {
-        self.0
-            .get(&node.os_arch)
-            .is_some_and(|needed| *needed <= node.variant)
+    pub fn allows(&self, node: &NodePlatform) -> bool {
+        self.platforms().any(|platform| platform.runs_on(node))
     }
 
     /// The shared os/architectures.
@@ -223,7 +107,7 @@ pub fn intersect(containers: &[ContainerImage<'_>]) -> Result<Common, Disagreeme
             let mut platforms: Vec<NormalPlatform> = container
                 .platforms
                 .iter()
-                .map(NormalPlatform::new)
+                .map(Platform::normalized)
                 .collect();
             platforms.sort();
             platforms.dedup();

@@ -12,6 +12,7 @@ use kube::core::{Selector, SelectorExt as _};
 
 use crate::api::parse_duration;
 use crate::api::placement::{FailureAction, NoCommonPlatform, PlacementPolicy, PlacementReason};
+use crate::platform::architecture_name;
 
 /// A policy ready for decisions.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,9 +23,10 @@ pub struct Policy {
     pub priority: i32,
     namespaces: Selector,
     pods: Selector,
-    /// Settings by architecture name.
+    /// Settings by architecture, as `kubernetes.io/arch` names it (other spellings read as it).
     pub architectures: BTreeMap<String, Architecture>,
-    /// Architectures whose nodes this policy taints (node-tainting mode); empty when off.
+    /// Architectures whose nodes this policy taints (node-tainting mode), as
+    /// `kubernetes.io/arch` names them; empty when off.
     pub tainted: BTreeSet<String>,
     /// When to give up on failing inspections, and what then.
     pub failure: FailureBound,
@@ -119,12 +121,12 @@ impl Policy {
         let action = match failure.action {
             FailureAction::ReleaseUnconstrained => GiveUp::ReleaseUnconstrained,
             FailureAction::Hold => GiveUp::Hold,
-            FailureAction::Fallback => GiveUp::Fallback(
+            FailureAction::Fallback => GiveUp::Fallback(architecture_name(
                 failure
                     .fallback_architecture
-                    .clone()
+                    .as_deref()
                     .ok_or(PolicyError::MissingFallback)?,
-            ),
+            )),
         };
         Ok(Policy {
             name: policy.name_any(),
@@ -136,7 +138,7 @@ impl Policy {
                 .iter()
                 .map(|settings| {
                     (
-                        settings.name.clone(),
+                        architecture_name(&settings.name),
                         Architecture {
                             weight: settings.weight,
                             tolerations: settings.tolerations.clone(),
@@ -147,7 +149,8 @@ impl Policy {
             tainted: spec
                 .node_tainting
                 .iter()
-                .flat_map(|tainting| tainting.architectures.iter().cloned())
+                .flat_map(|tainting| tainting.architectures.iter())
+                .map(|name| architecture_name(name))
                 .collect(),
             failure: FailureBound {
                 attempts: u32::try_from(failure.attempts.max(1)).unwrap_or(1),

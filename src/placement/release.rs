@@ -13,13 +13,13 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 
 use super::failure::{LONGEST_RETRY, Step, after_failure};
-use super::platforms::{Common, ContainerImage, OsArch, intersect};
+use super::platforms::{Common, ContainerImage, intersect};
 use super::policy::{GiveUp, Policy};
 use crate::api::placement::NoCommonPlatform;
 use crate::api::placement::pod::{ATTEMPTS_ANNOTATION, Outcome};
 use crate::classes::grouping::{ARCH_LABEL, OS_LABEL};
 use crate::classes::selection::{Placement, SelectionError, narrow};
-use crate::registry::Platform;
+use crate::platform::{OsArch, Platform};
 
 /// The OS tried first when a pod's platforms span several operating systems whose architectures
 /// differ (node affinity cannot say "linux/arm64 or windows/amd64" in one term).

@@ -12,13 +12,14 @@ use super::error::{ContentProblem, Error, ErrorKind, Result};
 use super::fetch::Inner;
 use super::layers::choose_layer;
 use super::manifest::{Descriptor, ImageManifest, Manifest, is_index_media_type};
-use super::platforms::{self, ImagePlatforms, Platform};
+use super::platforms::{self, ImagePlatforms};
 use super::reference::{self, Reference};
 use super::referrers::newest_nfd_referrer;
 use super::retry::RetryPolicy;
 use super::stats::RegistryStats;
 use super::transport::{Transport, TransportOptions};
 use crate::engine::Format;
+use crate::platform::Platform;
 
 /// How deep nested image indexes are followed.
 const MAX_INDEX_DEPTH: usize = 4;

@@ -30,8 +30,8 @@ use super::cache::{CacheOptions, Coalescing, Key};
 use super::client::{Registry, RegistryOptions};
 use super::docker_config::{Credentials, DockerConfig};
 use super::error::{Error, ErrorKind};
-use super::platforms::Platform;
 use super::reference::{self, Reference};
+use crate::platform::Platform;
 
 /// How the inspector is set up.
 #[derive(Debug, Clone)]

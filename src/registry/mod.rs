@@ -31,6 +31,8 @@ mod stats;
 mod transport;
 mod upload;
 
+/// The platforms an image is built for are the platform model's, read here.
+pub use crate::platform::Platform;
 pub use allow::AllowList;
 pub use backoff::BackoffPolicy;
 pub use cache::CacheOptions;
@@ -42,7 +44,7 @@ pub use error::{Access, ConfigError, ContentProblem, Error, ErrorKind, Refusal, 
 pub use flags::RegistryFlags;
 pub use inspect::{ImageFacts, InspectError, InspectStats, Inspector, InspectorOptions, Lookup};
 pub use manifest::{Descriptor, ImageManifest, OCI_MANIFEST, sha256_digest};
-pub use platforms::{ImagePlatforms, Platform};
+pub use platforms::ImagePlatforms;
 pub use reference::{Reference, parse as parse_reference};
 pub use resolve::{ResolveError, ResolvedArtifact};
 pub use retry::RetryPolicy;

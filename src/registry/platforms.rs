@@ -1,12 +1,11 @@
 //! Which platforms an image runs on, read from its index entries or its config blob. Attestation
 //! entries and `unknown/unknown` entries are not platforms. Pure: no I/O.
 
-use std::fmt;
-
 use serde::Deserialize;
 
 use super::error::ContentProblem;
 use super::manifest::{Descriptor, ImageIndex, PlatformField, is_index_media_type};
+use crate::platform::Platform;
 
 /// The annotation BuildKit puts on an index entry that holds provenance or SBOM attestations.
 const REFERENCE_TYPE_ANNOTATION: &str = "vnd.docker.reference.type";
@@ -21,60 +20,16 @@ pub struct ImagePlatforms {
     pub platforms: Vec<Platform>,
 }
 
-/// The longest os, architecture, variant or os.version read; real ones are a few characters
-/// (`linux`, `arm64`, `v8`, `10.0.20348.2227`). A longer one is not a platform.
-const MAX_FIELD_CHARS: usize = 64;
-
-/// One platform an image is built for.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Platform {
-    pub os: String,
-    pub architecture: String,
-    pub variant: Option<String>,
-    pub os_version: Option<String>,
-}
-
-impl fmt::Display for Platform {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.os, self.architecture)?;
-        if let Some(variant) = &self.variant {
-            write!(f, "/{variant}")?;
-        }
-        if let Some(version) = &self.os_version {
-            write!(f, " ({version})")?;
-        }
-        Ok(())
-    }
-}
-
-impl Platform {
-    fn from_field(field: &PlatformField) -> Option<Self> {
-        let unknown = |s: &str| s.is_empty() || s == "unknown";
-        if unknown(&field.os) || unknown(&field.architecture) {
-            return None;
-        }
-        // Platforms end up in status messages: only short printable words are taken.
-        let word = |s: &str| {
-            s.chars().count() <= MAX_FIELD_CHARS
-                && !s.chars().any(|c| c.is_control() || c.is_whitespace())
-        };
-        let fields = [
-            Some(&field.os),
-            Some(&field.architecture),
-            field.variant.as_ref(),
-            field.os_version.as_ref(),
-        ];
-        if !fields.into_iter().flatten().all(|f| word(f)) {
-            return None;
-        }
-        let non_empty = |s: &Option<String>| s.clone().filter(|v| !v.is_empty());
-        Some(Platform {
-            os: field.os.clone(),
-            architecture: field.architecture.clone(),
-            variant: non_empty(&field.variant),
-            os_version: non_empty(&field.os_version),
-        })
-    }
+/// The platform an index entry or config blob names; `None` when it names none a node could run
+/// (empty or `unknown`) or its fields are not short printable words (see [`Platform::new`]).
+fn from_field(field: &PlatformField) -> Option<Platform> {
+    Platform::new(
+        &field.os,
+        &field.architecture,
+        field.variant.as_deref(),
+        field.os_version.as_deref(),
+    )
+    .ok()
 }
 
 /// What an index says directly, and which entries must be read to learn more.
@@ -103,7 +58,7 @@ pub fn plan_index(index: &ImageIndex) -> IndexPlan {
         }
         match &entry.platform {
             Some(field) if field.os == "unknown" || field.architecture == "unknown" => {}
-            Some(field) => match Platform::from_field(field) {
+            Some(field) => match from_field(field) {
                 Some(platform) => plan.platforms.push(platform),
                 None => plan.follow.push(entry.clone()),
             },
@@ -122,7 +77,7 @@ pub fn platform_from_config(config: &[u8]) -> Result<Option<Platform>, ContentPr
     }
     let parsed: Config =
         serde_json::from_slice(config).map_err(|err| ContentProblem::BadConfig(err.to_string()))?;
-    Ok(Platform::from_field(&parsed.platform))
+    Ok(from_field(&parsed.platform))
 }
 
 /// Drops repeated platforms, keeping the first occurrence's position.

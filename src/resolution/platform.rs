@@ -1,12 +1,13 @@
 //! Whether a candidate image can run on a node class: the class's `kubernetes.io/os` and
-//! `kubernetes.io/arch` against the platforms the registry read from the image. Pure; the
-//! lookups themselves are the callers' (the controller's and `ocifit resolve`'s, through the
-//! registry room).
+//! `kubernetes.io/arch` against the platforms the registry read from the image, matched by the
+//! one platform model (`aarch64` is `arm64`, `arm64/v8` is `arm64`, …). Pure; the lookups
+//! themselves are the callers' (the controller's and `ocifit resolve`'s, through the registry
+//! room).
 
 use std::collections::BTreeMap;
 
-use crate::classes::grouping::{ARCH_LABEL, NodeClass, OS_LABEL};
-use crate::registry::Platform;
+use crate::classes::grouping::NodeClass;
+use crate::platform::{NodePlatform, Platform};
 
 /// What is known about one candidate image's platforms.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,22 +40,13 @@ pub fn runs_on(class: &NodeClass, image: &str, platforms: &Platforms) -> Result<
         }
         PlatformLookup::NotChecked(_) => return Ok(()),
     };
-    let os = class.labels.get(OS_LABEL);
-    let arch = class.labels.get(ARCH_LABEL);
-    let fits = |p: &Platform| {
-        os.is_none_or(|os| *os == p.os) && arch.is_none_or(|arch| *arch == p.architecture)
-    };
-    if found.iter().any(fits) {
+    let node = NodePlatform::from_labels(&class.labels);
+    if found.iter().any(|platform| platform.runs_on(&node)) {
         return Ok(());
     }
-    let wanted = format!(
-        "{}/{}",
-        os.map_or("any", String::as_str),
-        arch.map_or("any", String::as_str)
-    );
     let offered: Vec<String> = found.iter().map(ToString::to_string).collect();
     Err(format!(
-        "{image} is not built for {wanted} (it offers {})",
+        "{image} is not built for {node} (it offers {})",
         if offered.is_empty() {
             "no platform".to_owned()
         } else {
@@ -66,15 +58,11 @@ pub fn runs_on(class: &NodeClass, image: &str, platforms: &Platforms) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classes::grouping::{ARCH_LABEL, OS_LABEL};
     use crate::engine::NodeInputs;
 
     fn platform(os: &str, arch: &str, variant: Option<&str>) -> Platform {
-        Platform {
-            os: os.into(),
-            architecture: arch.into(),
-            variant: variant.map(Into::into),
-            os_version: None,
-        }
+        Platform::new(os, arch, variant, None).unwrap()
     }
 
     fn class(labels: &[(&str, &str)]) -> NodeClass {
@@ -105,6 +93,38 @@ mod tests {
             ],
         );
         assert_eq!(runs_on(&amd, "app:v1", &platforms), Ok(()));
+    }
+
+    #[test]
+    fn every_spelling_of_the_class_arch_runs_on_it() {
+        let arm = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "arm64")]);
+        let amd = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "amd64")]);
+        for (class, arch, variant) in [
+            (&arm, "aarch64", None),
+            (&arm, "aarch64", Some("v8")),
+            (&arm, "arm64", Some("v8")),
+            (&arm, "arm64", None),
+            (&amd, "x86_64", None),
+            (&amd, "x86-64", None),
+            (&amd, "amd64", Some("v1")),
+        ] {
+            let platforms = known("app:v1", vec![platform("linux", arch, variant)]);
+            assert_eq!(
+                runs_on(class, "app:v1", &platforms),
+                Ok(()),
+                "{arch}/{variant:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_aarch64_image_is_refused_on_an_amd64_class_in_its_own_spelling() {
+        let amd = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "amd64")]);
+        let platforms = known("app:v1", vec![platform("linux", "aarch64", None)]);
+        assert_eq!(
+            runs_on(&amd, "app:v1", &platforms).unwrap_err(),
+            "app:v1 is not built for linux/amd64 (it offers linux/aarch64)"
+        );
     }
 
     #[test]

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
 
-/// The floors, lowest first. A room may use rooms of lower floors only. `engine` is the ground's
-/// footing (the API types, node classes and the registry read its types); `cli` is the edge of
-/// the binary, over `startup`.
+/// The floors, lowest first. A room may use rooms of lower floors only. `engine` and `platform`
+/// are the ground's footing (the API types, node classes and the registry read their types);
+/// `cli` is the edge of the binary, over `startup`.
 const FLOORS: &[(&str, &[&str])] = &[
-    ("footing", &["engine"]),
+    ("footing", &["engine", "platform"]),
     ("ground", &["api", "classes", "registry", "telemetry"]),
     ("shared", &["cluster", "admission", "resolution"]),
     (

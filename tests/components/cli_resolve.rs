@@ -453,6 +453,57 @@ async fn a_candidates_policy_resolves_as_the_controller_does_with_platforms_chec
     );
 }
 
+/// An image whose index spells its one platform `linux/aarch64` (as `uname -m` does) is chosen
+/// for arm64 nodes and refused for amd64 ones, as placement reads it.
+#[tokio::test]
+async fn an_image_built_for_linux_aarch64_is_resolved_for_arm64_nodes() {
+    let registry = ocifit_testkit::Registry::builder()
+        .start()
+        .await
+        .expect("the test registry starts");
+    let arm = registry
+        .push_index_with_attestation("acme/app", "arm", &["linux/aarch64"])
+        .await
+        .expect("regctl index put");
+    let dir = registry.dir();
+    let artifact = serde_json::json!({"version": "v1alpha1",
+        "compatibilities": [{"tag": arm.reference, "rules": []}]});
+    let node = |name: &str, arch: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name,
+            "labels": {"kubernetes.io/os": "linux", "kubernetes.io/arch": arch}}})
+    };
+    let nodes = serde_json::json!({"apiVersion": "v1", "kind": "List",
+        "items": [node("arm-1", "arm64"), node("amd-1", "amd64")]});
+    let artifact_file = write(dir, "aarch64.json", &artifact.to_string());
+    let nodes_file = write(dir, "arm-nodes.json", &nodes.to_string());
+    // Pushed beside the image, so `--plain-http` reaches both.
+    let artifact_ref = registry.reference("acme/app-compat:v1");
+    registry
+        .push_artifact(&ocifit_testkit::OrasArtifact::new(
+            &artifact_ref,
+            Path::new(&artifact_file),
+            ocifit::engine::OCIFIT_LAYER_MEDIA_TYPE,
+        ))
+        .await
+        .expect("the ORAS SDK pushes the artifact");
+    let out = resolve(&[
+        "--artifact",
+        &artifact_ref,
+        "--nodes",
+        &nodes_file,
+        "--plain-http",
+        "-o",
+        "json",
+    ]);
+    let report = json(&out);
+    let platforms = &report["platforms"][0];
+    assert_eq!(platforms["check"], "checked", "{report}");
+    assert_eq!(platforms["note"], "linux/aarch64", "{report}");
+    let images = images_by_node(&report);
+    assert_eq!(images["arm-1"], arm.reference.as_str(), "{report}");
+    assert_eq!(images["amd-1"], Value::Null, "{report}");
+}
+
 #[tokio::test]
 async fn a_registry_off_the_allowed_list_is_refused_naming_it_and_never_asked() {
     let (registry, reference, _) = registry_with_flavors().await;

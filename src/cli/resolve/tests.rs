@@ -13,7 +13,7 @@ use super::inputs::Loaded;
 use super::report::Report;
 use crate::api::ImageSelectionPolicySpec;
 use crate::engine::{Artifact, Format, NodeInputs};
-use crate::registry::Platform;
+use crate::platform::Platform;
 use crate::resolution::status::{ArtifactState, Inputs, compute};
 use crate::resolution::{
     AttachedArtifact, CandidateArtifact, Content, PlatformLookup, Platforms, Resolved,

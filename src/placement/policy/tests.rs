@@ -115,3 +115,33 @@ fn an_unreadable_duration_and_a_fallback_without_architecture_are_errors() {
     assert_eq!(err, PolicyError::MissingFallback);
     assert_eq!(err.reason(), PlacementReason::MissingFallback);
 }
+
+#[test]
+fn architectures_spelled_as_runtimes_spell_them_are_read_as_nodes_label_them() {
+    let policy = policy(
+        "p",
+        json!({
+            "architectures": [{"name": "aarch64", "weight": 40}, {"name": "x86_64", "weight": 10}],
+            "nodeTainting": {"architectures": ["aarch64"]},
+            "onInspectionFailure": {"action": "Fallback", "fallbackArchitecture": "x86_64"}
+        }),
+    );
+    assert_eq!(
+        policy
+            .architectures
+            .keys()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ["amd64", "arm64"]
+    );
+    assert_eq!(policy.architectures["arm64"].weight, Some(40));
+    assert_eq!(
+        policy
+            .tainted
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ["arm64"]
+    );
+    assert_eq!(policy.failure.action, GiveUp::Fallback("amd64".into()));
+}

@@ -193,6 +193,41 @@ fn an_arm64_only_sidecar_releases_the_pod_onto_arm64_with_its_settings_in_one_up
 }
 
 #[test]
+fn a_pod_whose_images_list_aarch64_lands_on_arm64_nodes_with_the_arm64_settings() {
+    // The policy spells the architecture as uname does; the images as their indexes do.
+    let policy = policy(
+        "default",
+        json!({"architectures": [
+            {"name": "aarch64", "weight": 50, "tolerations": [{"key": "pool", "operator": "Exists"}]}
+        ]}),
+    );
+    let tainted = BTreeSet::from(["arm64".to_owned()]);
+    let pod = gated(&[("web", "w"), ("metrics", "m")]);
+    let plan = plan(
+        &pod,
+        &[
+            ok("web", &["linux/aarch64", "linux/s390x"]),
+            ok("metrics", &["linux/arm64/v8", "linux/x86_64"]),
+        ],
+        context(&policy, &tainted, 3),
+    );
+    assert_eq!(plan.outcome, Some(Outcome::Constrained));
+    assert_eq!(
+        required_terms(&plan.pod),
+        [exprs(vec![
+            req("kubernetes.io/arch", "In", &["arm64"]),
+            req("kubernetes.io/os", "In", &["linux"]),
+        ])]
+    );
+    assert_eq!(
+        annotation(&plan.pod, PLATFORMS_ANNOTATION),
+        Some("linux/arm64")
+    );
+    let keys: Vec<Option<String>> = tolerations(&plan.pod).into_iter().map(|t| t.key).collect();
+    assert_eq!(keys, [Some("pool".to_owned()), Some(TAINT_KEY.to_owned())]);
+}
+
+#[test]
 fn each_of_the_users_terms_gets_the_platform_requirement_and_no_term_is_added() {
     let policy = arm_pool_policy(json!({}));
     let none = BTreeSet::new();

@@ -9,7 +9,7 @@ use super::*;
 use crate::api::ConditionType;
 use crate::api::{ArtifactSource, OnNoMatch, OnUnpinned};
 use crate::engine::{Artifact, Format};
-use crate::registry::Platform;
+use crate::platform::Platform;
 use crate::resolution::platform::PlatformLookup;
 use crate::resolution::{AttachedArtifact, CandidateArtifact, Content, Resolved};
 
@@ -462,6 +462,29 @@ fn a_candidate_not_built_for_the_class_arch_is_skipped_for_that_class_only() {
     let ready = condition(&status, ConditionType::Ready);
     assert_eq!(state(ready), ("False", "NoMatch"));
     assert!(ready.message.contains(&arm.name), "{}", ready.message);
+}
+
+#[test]
+fn a_class_of_arm64_nodes_gets_an_image_whose_index_lists_linux_aarch64() {
+    let mut case = Case::new();
+    case.nodes = vec![
+        node("arm-1", "vanilla", "arm64"),
+        node("arm-2", "vanilla", "arm64"),
+    ];
+    case.platforms = Platforms::from([(
+        "debian:11".to_owned(),
+        PlatformLookup::Known(vec![linux("aarch64", None), linux("x86_64", None)]),
+    )]);
+    let artifact = resolved("sha256:aaa");
+    let status = case.current(&artifact, None, 0).status;
+    assert_eq!(status.classes.len(), 1, "{:?}", status.classes);
+    let arm = &status.classes[0];
+    assert_eq!(arm.labels["kubernetes.io/arch"], "arm64");
+    assert_eq!(arm.image.as_deref(), Some("debian:11"), "{:?}", arm.reason);
+    assert_eq!(
+        state(condition(&status, ConditionType::Ready)),
+        ("True", "Resolved")
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::classes::selection::tests::{node, term};
-use crate::placement::platforms::NormalPlatform;
+use crate::platform::NodePlatform;
 
 const PLATFORMS: [&str; 5] = [
     "linux/amd64",
@@ -71,10 +71,10 @@ proptest! {
                     "n",
                     &[("kubernetes.io/os", os), ("kubernetes.io/arch", arch), ("zone", zone)],
                 );
-                let node_platform = NormalPlatform::new(&platforms(&[text])[0]);
+                let node_platform = NodePlatform::from_labels(candidate.labels.as_ref().unwrap());
                 let every_container_runs = inspections.iter().all(|inspection| {
                     inspection.result.as_ref().unwrap().platforms.iter()
-                        .any(|p| NormalPlatform::new(p).runs_on(&node_platform))
+                        .any(|p| p.runs_on(&node_platform))
                 });
                 let fits = before.matches(&candidate) && every_container_runs;
                 some_node_fits |= fits;

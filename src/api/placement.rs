@@ -16,6 +16,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::duration::DURATION_PATTERN;
+
 pub use conditions::{PlacementConditionType, PlacementReason};
 
 /// What the user asks: which pods, what each architecture brings, and what to do when images
@@ -174,7 +176,7 @@ pub struct InspectionFailure {
     /// Time since the pod was created before giving up, as a duration such as `2m`. Giving up
     /// takes both: this long, and `attempts` failures. Default 2m.
     #[serde(default = "default_timeout")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub timeout: String,
 
     /// What to do then: `ReleaseUnconstrained` removes the gate and adds nothing (the pod is
@@ -236,16 +238,17 @@ pub enum NoCommonPlatform {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TagCache {
-    /// For containers with `IfNotPresent` or `Never`: a node that has the image keeps running
-    /// what it pulled, so a tag's digest is trusted this long. Default 24h.
+    /// For containers with `IfNotPresent`: a node that has the image keeps running what it
+    /// pulled, so a tag's digest is trusted this long, as a duration such as `24h` or `7d`.
+    /// Default 24h. (Containers with `Never` are not inspected: the node runs what it has.)
     #[serde(default = "default_if_not_present")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub if_not_present: String,
 
     /// For containers with `Always`: the kubelet pulls the tag afresh, so it is re-resolved
     /// when older than this. Default 0s: for every pod.
     #[serde(default = "default_always")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
     pub always: String,
 }
 

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::duration::DURATION_PATTERN;
 use crate::engine::{Format, Reads};
 
 /// What the user asks: the artifact to choose from, the placeholder to replace, which nodes count
@@ -109,11 +110,17 @@ pub struct ArtifactSource {
         .message("candidate images must be unique"))]
     pub candidates: Option<Vec<Candidate>>,
 
-    /// How often tags are re-resolved to digests, as a duration such as `10m` or `1h`
+    /// How often tags are re-resolved to digests, as a duration such as `10m`, `1h` or `1d12h`
     /// (at least 10s). Default 10m.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
-    #[x_kube(validation = Rule::new("duration(self) >= duration('10s')")
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    // CEL's duration() reads Go's spelling, which has no days: a day count (always first) is
+    // added up apart.
+    #[x_kube(validation = Rule::new(
+        "self.contains('d') \
+         ? double(self.split('d')[0]) * 86400.0 + (self.endsWith('d') ? 0.0 \
+           : double(duration(self.split('d')[1]).getMilliseconds()) / 1000.0) >= 10.0 \
+         : duration(self) >= duration('10s')")
         .message("refreshInterval must be at least 10s"))]
     pub refresh_interval: Option<String>,
 

@@ -1,10 +1,10 @@
-//! `ocifit placement release-all`: the way out (see `docs/placement.md`), runnable with nothing
-//! but a kubeconfig, whether ocifit runs or not.
+//! `ocifit placement release-all` and `ocifit placement untaint`: the way out (see
+//! `docs/placement.md`), runnable with nothing but a kubeconfig, whether ocifit runs or not.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::placement::way_out::release_all;
+use crate::placement::way_out::{release_all, untaint_all};
 
 /// `ocifit placement`'s commands.
 #[derive(Debug, clap::Args)]
@@ -22,12 +22,23 @@ pub enum PlacementCommand {
         #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
         kubeconfig: Option<PathBuf>,
     },
+    /// Remove ocifit's node-tainting taint (`placement.ocifit.io/arch`) from every node (any
+    /// other taint stays). While ocifit runs with a policy that taints, it taints again.
+    Untaint {
+        /// The kubeconfig; else $KUBECONFIG, ~/.kube/config or the in-cluster service account.
+        #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
+    },
 }
 
-/// Runs the command; exit 0 when every gated pod was released, 1 otherwise (every pod that could
-/// be released still is, and each failure is reported).
+/// Runs the command; exit 0 when every gated pod (tainted node) was released (untainted), 1
+/// otherwise (every other one still is, and each failure is reported).
 pub async fn run(args: &PlacementArgs) -> ExitCode {
-    let PlacementCommand::ReleaseAll { kubeconfig } = &args.command;
+    let kubeconfig = match &args.command {
+        PlacementCommand::ReleaseAll { kubeconfig } | PlacementCommand::Untaint { kubeconfig } => {
+            kubeconfig
+        }
+    };
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = match crate::startup::kube_client(kubeconfig.as_deref()).await {
         Ok(client) => client,
@@ -36,6 +47,37 @@ pub async fn run(args: &PlacementArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    match args.command {
+        PlacementCommand::ReleaseAll { .. } => release(client).await,
+        PlacementCommand::Untaint { .. } => untaint(client).await,
+    }
+}
+
+async fn untaint(client: kube::Client) -> ExitCode {
+    match untaint_all(client).await {
+        Ok(untainted) => {
+            for node in &untainted.nodes {
+                println!("untainted {node}");
+            }
+            for failure in &untainted.failed {
+                eprintln!("error: {}", crate::telemetry::error_chain(failure));
+            }
+            println!("{} node(s) untainted", untainted.nodes.len());
+            if untainted.failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("{} node(s) could not be untainted", untainted.failed.len());
+                ExitCode::from(1)
+            }
+        }
+        Err(err) => {
+            eprintln!("error: {}", crate::telemetry::error_chain(&err));
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn release(client: kube::Client) -> ExitCode {
     match release_all(client).await {
         Ok(released) => {
             for pod in &released.pods {

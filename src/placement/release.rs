@@ -78,17 +78,37 @@ pub struct Context<'a> {
     pub since_creation: Duration,
 }
 
-/// Every container whose image matters, init containers first: ephemeral containers are added
-/// to running pods only, after scheduling.
+/// The pull policy of a container the kubelet never pulls an image for.
+const NEVER_PULLED: &str = "Never";
+
+/// Every container whose image is inspected, init containers first. Ephemeral containers are
+/// added to running pods only, after scheduling; a container with `imagePullPolicy: Never` runs
+/// whatever image its node already has (the registry's is not what runs), so it constrains
+/// nothing.
 pub fn containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
     spec.init_containers
         .iter()
         .flatten()
         .chain(spec.containers.iter())
+        .filter(|container| container.image_pull_policy.as_deref() != Some(NEVER_PULLED))
 }
 
 /// Plans the update of `pod` given the `inspections` of its containers' images.
 pub fn plan(pod: &Pod, inspections: &[Inspection], context: Context<'_>) -> Plan {
+    if inspections.is_empty() {
+        // Every container runs what its node has: nothing to narrow, and nothing went wrong.
+        let mut plan = unconstrained(
+            pod,
+            inspections,
+            "no container's image is pulled (every one has imagePullPolicy: Never); released \
+             without a platform constraint"
+                .to_owned(),
+        );
+        for note in &mut plan.events {
+            note.warning = false;
+        }
+        return plan;
+    }
     let failures: Vec<(&Inspection, &String)> = inspections
         .iter()
         .filter_map(|inspection| Some((inspection, inspection.result.as_ref().err()?)))

@@ -4,11 +4,19 @@
 //! the index it was read at, so a pod changed meanwhile is read again, never stripped of
 //! another gate. A pod that cannot be released does not stop the others: every failure is
 //! reported at the end.
+//!
+//! `ocifit placement untaint` is the same for node tainting: it removes ocifit's taint
+//! (`placement.ocifit.io/arch`) from every node, by a merge patch carrying the resourceVersion
+//! read (a node changed meanwhile is read again, never stripped of another writer's taint), and
+//! leaves every other taint alone.
 
-use k8s_openapi::api::core::v1::Pod;
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 
+use super::taints;
 use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
 
 /// Attempts per pod when it keeps changing under the patch.
@@ -41,6 +49,103 @@ pub enum WayOutError {
         "failed to remove the gate from pod {pod}: it changed under every one of {ATTEMPTS} attempts"
     )]
     KeptChanging { pod: String },
+    /// The nodes could not be listed.
+    #[error("failed to list the nodes")]
+    ListNodes(#[source] kube::Error),
+    /// A node could not be patched.
+    #[error("failed to remove ocifit's taint from node {node}")]
+    Untaint {
+        node: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A node kept changing under the patch.
+    #[error(
+        "failed to remove ocifit's taint from node {node}: it changed under every one of {ATTEMPTS} attempts"
+    )]
+    NodeKeptChanging { node: String },
+}
+
+/// What untaint did.
+#[derive(Debug, Default)]
+pub struct Untainted {
+    /// The name of every node whose taint was removed.
+    pub nodes: Vec<String>,
+    /// Every node whose taint could not be removed, and why.
+    pub failed: Vec<WayOutError>,
+}
+
+/// The merge patch removing ocifit's taint from `node` (every other taint kept), if it carries
+/// it; it carries the resourceVersion read, so it is refused if the node changed since.
+pub fn untaint_patch(node: &Node) -> Option<serde_json::Value> {
+    let taints = node.spec.as_ref()?.taints.as_deref()?;
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let kept = taints::plan(&labels, taints, &BTreeSet::new())?;
+    Some(serde_json::json!({
+        "metadata": {"resourceVersion": node.resource_version()},
+        "spec": {"taints": if kept.is_empty() { None } else { Some(kept) }},
+    }))
+}
+
+/// Removes ocifit's taint from every node that carries it; a node that cannot be untainted is
+/// recorded in the result and the others still are. `Err` only when the nodes could not be
+/// listed at all. While a policy still taints an architecture, a running ocifit taints its
+/// nodes again.
+pub async fn untaint_all(client: Client) -> Result<Untainted, WayOutError> {
+    let api: Api<Node> = Api::all(client);
+    let listed = api
+        .list(&ListParams::default())
+        .await
+        .map_err(WayOutError::ListNodes)?;
+    let mut untainted = Untainted::default();
+    let tainted: BTreeMap<String, Node> = listed
+        .items
+        .into_iter()
+        .filter(|node| untaint_patch(node).is_some())
+        .map(|node| (node.name_any(), node))
+        .collect();
+    for (name, node) in tainted {
+        match untaint_one(&api, &name, node).await {
+            Ok(true) => untainted.nodes.push(name),
+            Ok(false) => {}
+            Err(Some(source)) => untainted
+                .failed
+                .push(WayOutError::Untaint { node: name, source }),
+            Err(None) => untainted
+                .failed
+                .push(WayOutError::NodeKeptChanging { node: name }),
+        }
+    }
+    Ok(untainted)
+}
+
+/// Removes ocifit's taint from one node: `Ok(true)` removed, `Ok(false)` nothing left to remove
+/// (gone, or untainted meanwhile), `Err(None)` it changed under every attempt.
+async fn untaint_one(
+    api: &Api<Node>,
+    name: &str,
+    mut current: Node,
+) -> Result<bool, Option<kube::Error>> {
+    for _ in 0..ATTEMPTS {
+        let Some(patch) = untaint_patch(&current) else {
+            return Ok(false);
+        };
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
+            // Changed since it was read: read again.
+            Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(name).await {
+                Ok(Some(node)) => current = node,
+                Ok(None) => return Ok(false),
+                Err(source) => return Err(Some(source)),
+            },
+            Err(source) => return Err(Some(source)),
+        }
+    }
+    Err(None)
 }
 
 /// The JSON patch removing ocifit's gate from `pod`, if it carries it.
@@ -158,6 +263,63 @@ mod tests {
         let moved = with_gates(&["example.com/quota"]);
         let mut object = serde_json::to_value(&moved).unwrap();
         assert!(json_patch::patch(&mut object, &patch).is_err());
+    }
+
+    fn node_with_taints(taints: &[(&str, &str)]) -> Node {
+        Node {
+            metadata: kube::api::ObjectMeta {
+                name: Some("arm-1".into()),
+                resource_version: Some("42".into()),
+                labels: Some(BTreeMap::from([(
+                    "kubernetes.io/arch".to_owned(),
+                    "arm64".to_owned(),
+                )])),
+                ..Default::default()
+            },
+            spec: Some(k8s_openapi::api::core::v1::NodeSpec {
+                taints: Some(
+                    taints
+                        .iter()
+                        .map(|(key, value)| k8s_openapi::api::core::v1::Taint {
+                            key: (*key).into(),
+                            value: Some((*value).into()),
+                            effect: "NoSchedule".into(),
+                            time_added: None,
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn untainting_removes_only_ocifits_taint_and_is_refused_if_the_node_changed() {
+        let node = node_with_taints(&[
+            ("pool", "arm"),
+            (crate::api::placement::pod::TAINT_KEY, "arm64"),
+        ]);
+        let patch = untaint_patch(&node).unwrap();
+        assert_eq!(
+            patch,
+            serde_json::json!({
+                "metadata": {"resourceVersion": "42"},
+                "spec": {"taints": [{"key": "pool", "value": "arm", "effect": "NoSchedule"}]},
+            })
+        );
+        let only_ours = node_with_taints(&[(crate::api::placement::pod::TAINT_KEY, "arm64")]);
+        assert_eq!(
+            untaint_patch(&only_ours).unwrap()["spec"]["taints"],
+            serde_json::Value::Null
+        );
+    }
+
+    #[test]
+    fn a_node_without_ocifits_taint_needs_no_patch() {
+        assert!(untaint_patch(&node_with_taints(&[("pool", "arm")])).is_none());
+        assert!(untaint_patch(&node_with_taints(&[])).is_none());
+        assert!(untaint_patch(&Node::default()).is_none());
     }
 
     #[test]

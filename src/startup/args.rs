@@ -255,7 +255,7 @@ impl RunArgs {
 
 fn duration(text: &str) -> Result<Duration, String> {
     parse_duration(text)
-        .ok_or_else(|| format!("{text:?} is not a duration such as 10s, 5m or 250ms"))
+        .ok_or_else(|| format!("{text:?} is not a duration such as 10s, 5m, 250ms or 1d12h"))
 }
 
 /// The longest `--webhook-shutdown-delay`: the chart's termination grace period is this plus
@@ -378,6 +378,12 @@ mod tests {
         let err =
             Wrapper::try_parse_from(["ocifit", "--webhook-shutdown-delay", "2m"]).unwrap_err();
         assert!(err.to_string().contains("longer than 60s"), "{err}");
+    }
+
+    #[test]
+    fn a_duration_flag_reads_days_as_the_crds_do() {
+        let args = Wrapper::try_parse_from(["ocifit", "--max-retry-interval", "1d12h"]).unwrap();
+        assert_eq!(args.run.max_retry_interval, Duration::from_secs(36 * 3600));
     }
 
     #[test]

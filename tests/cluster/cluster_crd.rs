@@ -292,3 +292,66 @@ async fn kubectl_get_pp_prints_the_printer_columns() {
     assert_eq!(&row[..2], ["pp-columns", "7"], "{table}");
     assert_eq!(row.len(), 3, "{table}");
 }
+
+/// An ImageSelectionPolicy whose artifact is refreshed every `interval`.
+fn refreshed_every(name: &str, interval: &str) -> String {
+    policy(
+        name,
+        &format!(
+            "  targetImage: placeholder:latest\n  artifact:\n    ref: 127.0.0.1:5000/compat:v1\n    refreshInterval: {interval}\n"
+        ),
+    )
+}
+
+#[tokio::test]
+async fn durations_counting_days_are_accepted_and_the_refresh_minimum_counts_them() {
+    let cluster = cluster_with_crds().await;
+    let apply = |manifest: String| {
+        let cluster = &cluster;
+        async move {
+            cluster
+                .kubectl_with_input(["apply", "--dry-run=server", "-f", "-"], &manifest)
+                .await
+                .map_err(|err| err.to_string())
+        }
+    };
+
+    for (name, interval) in [
+        ("weekly", "7d"),
+        ("day-and-a-half", "1d12h"),
+        ("fraction-of-a-day", "0.5d"),
+        ("ten-seconds-after-no-days", "0d10s"),
+        ("no-days", "10s"),
+    ] {
+        apply(refreshed_every(name, interval))
+            .await
+            .unwrap_or_else(|err| panic!("refreshInterval {interval}: {err}"));
+    }
+    for (name, interval) in [
+        ("five-seconds", "0d5s"),
+        ("too-short", "5s"),
+        ("tiny-day", "0.0001d"),
+    ] {
+        let err = apply(refreshed_every(name, interval)).await.unwrap_err();
+        assert!(
+            err.contains("refreshInterval must be at least 10s"),
+            "refreshInterval {interval}: {err}"
+        );
+    }
+    let err = apply(refreshed_every("days-last", "12h1d"))
+        .await
+        .unwrap_err();
+    assert!(err.contains("spec.artifact.refreshInterval"), "{err}");
+
+    let weekly_tags = "  tagCache:\n    ifNotPresent: 7d\n    always: 1d\n  onInspectionFailure:\n    timeout: 1d\n";
+    apply(placement_policy("weekly-tags", weekly_tags))
+        .await
+        .unwrap();
+    let err = apply(placement_policy(
+        "worded",
+        "  tagCache:\n    ifNotPresent: 1 day\n",
+    ))
+    .await
+    .unwrap_err();
+    assert!(err.contains("spec.tagCache.ifNotPresent"), "{err}");
+}

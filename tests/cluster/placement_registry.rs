@@ -4,7 +4,8 @@
 //! Secret in a namespace outside `--pull-secret-namespaces` is not read, and an Event says how to
 //! allow it); a
 //! tag rebuilt for another architecture not re-read for an `IfNotPresent` pod (the digest it
-//! read stands, as the image a node pulled does) and re-read for an `Always` pod; 500 pods of 10 images released with one manifest request per image digest.
+//! read stands, as the image a node pulled does) and re-read for an `Always` pod; an image of
+//! an `imagePullPolicy: Never` container never asked for; 500 pods of 10 images released with one manifest request per image digest.
 
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
 
@@ -12,11 +13,13 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{Container, Pod, Secret};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use kube::core::ObjectMeta;
-use ocifit::api::placement::pod::{OUTCOME_ANNOTATION, PLATFORMS_ANNOTATION, POLICY_LABEL};
+use ocifit::api::placement::pod::{
+    DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, PLATFORMS_ANNOTATION, POLICY_LABEL,
+};
 use ocifit_testkit::Registry;
 use serde_json::json;
 
@@ -224,6 +227,51 @@ async fn private_images_rebuilt_tags_and_500_pods_ask_the_registry_only_what_the
         annotation(&always, PLATFORMS_ANNOTATION),
         "linux/arm64",
         "re-read"
+    );
+
+    // A container with imagePullPolicy: Never runs what its node has: its image is never asked
+    // for (here, one no registry has), it constrains nothing, and a pod of such containers only
+    // is released unconstrained.
+    let offset = log_len(registry);
+    let absent = registry.reference("shop/absent:v1");
+    let never_pulled = |name: &str| Container {
+        name: name.into(),
+        image: Some(absent.clone()),
+        image_pull_policy: Some("Never".into()),
+        ..Container::default()
+    };
+    let mut beside = with_policy("never-beside", "IfNotPresent");
+    beside
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers
+        .push(never_pulled("preloaded"));
+    create(beside).await;
+    let beside = wait_pod(&pods, "never-beside", "released", |p| gates(p).is_empty()).await;
+    assert_eq!(annotation(&beside, OUTCOME_ANNOTATION), "Constrained");
+    assert_eq!(
+        annotation(&beside, PLATFORMS_ANNOTATION),
+        "linux/arm64",
+        "the tag's digest the Always pod re-read, and nothing of the Never container"
+    );
+    assert!(
+        !annotation(&beside, DIGESTS_ANNOTATION).contains("preloaded"),
+        "{beside:?}"
+    );
+    let mut only = with_policy("never-only", "Never");
+    only.spec.as_mut().unwrap().containers[0] = never_pulled("app");
+    create(only).await;
+    let only = wait_pod(&pods, "never-only", "released", |p| gates(p).is_empty()).await;
+    assert_eq!(annotation(&only, OUTCOME_ANNOTATION), "Unconstrained");
+    assert!(
+        annotation(&only, MESSAGE_ANNOTATION).contains("imagePullPolicy: Never"),
+        "{only:?}"
+    );
+    assert_eq!(manifest_requests(registry, offset, "GET", "shop/absent"), 0);
+    assert_eq!(
+        manifest_requests(registry, offset, "HEAD", "shop/absent"),
+        0
     );
 
     // 500 pods of 10 images: one tag lookup and one manifest request per image, not per pod.

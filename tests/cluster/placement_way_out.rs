@@ -4,16 +4,17 @@
 //! in every namespace, while other gates, other pods and the pods' other fields stay as they were;
 //! `ocifit placement release-all`, the same way out as one command, does exactly the same; a pod
 //! it may not patch does not stop it: every other pod is released, the failure named, the exit
-//! status non-zero.
+//! status non-zero. `ocifit placement untaint` removes ocifit's node-tainting taint from every
+//! node and no other taint.
 
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
 
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount, Taint};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::Api;
 use kube::api::PostParams;
-use ocifit::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
-use ocifit_testkit::{Cluster, Tool};
+use ocifit::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE, TAINT_KEY};
+use ocifit_testkit::{Cluster, FakeNode, Tool};
 use serde_json::json;
 
 /// The shell block the docs mark as the release-all command.
@@ -233,5 +234,78 @@ async fn release_all_goes_on_after_a_pod_it_may_not_patch_and_reports_it() {
         gates(&locked.get("gated").await.unwrap()),
         [SCHEDULING_GATE],
         "the pod it may not patch keeps its gate"
+    );
+}
+
+/// A node of `arch` with these taints (key, value), all `NoSchedule`.
+async fn tainted_node(nodes: &Api<Node>, name: &str, arch: &str, taints: &[(&str, &str)]) {
+    let mut node = FakeNode::new(name)
+        .label("kubernetes.io/arch", arch)
+        .to_node();
+    node.spec.get_or_insert_default().taints = Some(
+        taints
+            .iter()
+            .map(|(key, value)| Taint {
+                key: (*key).to_owned(),
+                value: Some((*value).to_owned()),
+                effect: "NoSchedule".to_owned(),
+                time_added: None,
+            })
+            .collect(),
+    );
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+}
+
+/// The taint keys of node `name`.
+async fn taint_keys(nodes: &Api<Node>, name: &str) -> Vec<String> {
+    nodes
+        .get(name)
+        .await
+        .unwrap()
+        .spec
+        .and_then(|spec| spec.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|taint| taint.key)
+        .collect()
+}
+
+#[tokio::test]
+async fn ocifit_placement_untaint_removes_ocifits_taint_from_every_node_and_nothing_else() {
+    let cluster = Cluster::builder().start().await.unwrap();
+    let nodes: Api<Node> = Api::all(cluster.client().unwrap());
+    tainted_node(&nodes, "arm-alone", "arm64", &[(TAINT_KEY, "arm64")]).await;
+    tainted_node(
+        &nodes,
+        "arm-pool",
+        "arm64",
+        &[("pool", "arm"), (TAINT_KEY, "arm64")],
+    )
+    .await;
+    tainted_node(&nodes, "s390x", "s390x", &[(TAINT_KEY, "s390x")]).await;
+    tainted_node(&nodes, "gpu", "amd64", &[("gpu", "yes")]).await;
+
+    let output = tokio::process::Command::new(crate::support::ocifit_binary())
+        .args(["placement", "untaint", "--kubeconfig"])
+        .arg(cluster.kubeconfig())
+        .output()
+        .await
+        .unwrap();
+
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("untainted arm-pool\n"), "{stdout}");
+    assert!(stdout.ends_with("3 node(s) untainted\n"), "{stdout}");
+    assert!(taint_keys(&nodes, "arm-alone").await.is_empty());
+    assert_eq!(taint_keys(&nodes, "arm-pool").await, ["pool"]);
+    assert!(taint_keys(&nodes, "s390x").await.is_empty());
+    assert_eq!(
+        taint_keys(&nodes, "gpu").await,
+        ["gpu"],
+        "a taint ocifit did not add stays"
     );
 }

@@ -146,6 +146,80 @@ async fn the_placement_gate_comes_second_fails_open_and_never_sees_opted_out_or_
 }
 
 #[tokio::test]
+async fn the_gates_object_selector_and_reinvocation_are_values_that_keep_the_opt_out() {
+    let rendered = documents(
+        &render(&[
+            "placement.webhook.reinvocationPolicy=Never",
+            "placement.webhook.objectSelector.matchLabels.placement=enabled",
+            "placement.webhook.objectSelector.matchExpressions[0].key=tier",
+            "placement.webhook.objectSelector.matchExpressions[0].operator=In",
+            "placement.webhook.objectSelector.matchExpressions[0].values={web,api}",
+        ])
+        .await
+        .unwrap(),
+    );
+    let configuration = find(&rendered, "MutatingWebhookConfiguration", "ocifit");
+    let gate = &configuration["webhooks"][1];
+    assert_eq!(gate["name"], "placement.ocifit.io");
+    assert_eq!(gate["reinvocationPolicy"], "Never");
+    assert_eq!(
+        gate["objectSelector"],
+        json!({
+            "matchLabels": {"placement": "enabled"},
+            "matchExpressions": [
+                {"key": "placement.ocifit.io/enabled", "operator": "NotIn", "values": ["false"]},
+                {"key": "tier", "operator": "In", "values": ["web", "api"]}
+            ]
+        })
+    );
+    // Image selection's webhook keeps its own settings.
+    let selection = &configuration["webhooks"][0];
+    assert_eq!(selection["reinvocationPolicy"], "IfNeeded");
+    assert_eq!(
+        selection["objectSelector"],
+        json!({"matchLabels": {"oci.image.compatibilities.selection/enabled": "true"}})
+    );
+}
+
+#[tokio::test]
+async fn a_placement_docker_config_secret_is_mounted_and_given_to_placement_only() {
+    let rendered = documents(
+        &render(&["placement.dockerConfigSecret=placement-regcred"])
+            .await
+            .unwrap(),
+    );
+    let flags = args(&rendered);
+    assert!(
+        flags.iter().any(|a| a
+            == "--placement-docker-config=/etc/ocifit/placement-credentials/.dockerconfigjson"),
+        "{flags:?}"
+    );
+    assert!(
+        !flags.iter().any(|a| a.starts_with("--docker-config")),
+        "image selection's credentials stay unset: {flags:?}"
+    );
+    let pod = &find(&rendered, "Deployment", "ocifit-controller")["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["volumes"],
+        json!([{"name": "placement-credentials", "secret": {
+            "secretName": "placement-regcred",
+            "items": [{"key": ".dockerconfigjson", "path": ".dockerconfigjson"}]
+        }}])
+    );
+    assert_eq!(
+        container(&rendered)["volumeMounts"],
+        json!([{"name": "placement-credentials", "mountPath": "/etc/ocifit/placement-credentials", "readOnly": true}])
+    );
+    let default = documents(&render(&[]).await.unwrap());
+    assert!(
+        !args(&default)
+            .iter()
+            .any(|a| a.starts_with("--placement-docker-config")),
+        "no credentials of ocifit's own unless given"
+    );
+}
+
+#[tokio::test]
 async fn the_webhook_sees_only_opted_in_pods_outside_kube_system_and_its_own_namespace() {
     let rendered = documents(&render(&[]).await.unwrap());
     let configuration = find(&rendered, "MutatingWebhookConfiguration", "ocifit");

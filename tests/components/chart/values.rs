@@ -37,6 +37,30 @@ async fn bad_values_are_refused_with_a_message_naming_the_value() {
         ("registry.timeout=ten", "/registry/timeout"),
         ("webhook.failurPolicy=Fail", "failurPolicy"),
         ("tls.mode=secret", "/tls/secret/name"),
+        (
+            "placement.webhook.reinvocationPolicy=Always",
+            "/placement/webhook/reinvocationPolicy",
+        ),
+        (
+            "placement.webhook.objectSelector.matchExpressions[0].operator=Maybe",
+            "/placement/webhook/objectSelector/matchExpressions/0",
+        ),
+        (
+            "placement.webhook.objectSelector.matchLabel.tier=web",
+            "matchLabel",
+        ),
+        (
+            "placement.dockerConfigSecret=Placement_Credentials",
+            "/placement/dockerConfigSecret",
+        ),
+        (
+            "controller.maxRetryInterval=1 day",
+            "/controller/maxRetryInterval",
+        ),
+        (
+            "controller.maxRetryInterval=12h1d",
+            "/controller/maxRetryInterval",
+        ),
     ] {
         let err = render(&[set]).await.unwrap_err();
         assert!(
@@ -45,4 +69,16 @@ async fn bad_values_are_refused_with_a_message_naming_the_value() {
         );
         assert!(err.contains(expected), "{set}: {err}");
     }
+}
+
+#[test]
+fn the_charts_durations_are_spelled_as_the_crds_and_the_flags_read_them() {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(chart().join("values.schema.json")).expect("the values schema"),
+    )
+    .expect("the values schema is JSON");
+    assert_eq!(
+        schema["definitions"]["duration"]["pattern"],
+        ocifit::api::DURATION_PATTERN
+    );
 }

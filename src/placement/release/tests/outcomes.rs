@@ -223,3 +223,76 @@ fn when_linux_is_excluded_by_the_pods_own_terms_another_shared_os_is_used() {
         Some("windows/arm64")
     );
 }
+
+/// `pod` with each named container's `imagePullPolicy` set.
+fn with_pull_policies(mut pod: Pod, policies: &[(&str, &str)]) -> Pod {
+    let spec = pod.spec.as_mut().unwrap();
+    for container in spec
+        .init_containers
+        .iter_mut()
+        .flatten()
+        .chain(spec.containers.iter_mut())
+    {
+        if let Some((_, policy)) = policies.iter().find(|(name, _)| *name == container.name) {
+            container.image_pull_policy = Some((*policy).into());
+        }
+    }
+    pod
+}
+
+#[test]
+fn containers_that_never_pull_their_image_are_not_inspected() {
+    let mut pod = gated(&[("web", "w"), ("local-agent", "a"), ("metrics", "m")]);
+    pod.spec.as_mut().unwrap().init_containers = Some(vec![
+        k8s_openapi::api::core::v1::Container {
+            name: "preloaded".into(),
+            image: Some("p".into()),
+            ..Default::default()
+        },
+        k8s_openapi::api::core::v1::Container {
+            name: "setup".into(),
+            image: Some("s".into()),
+            ..Default::default()
+        },
+    ]);
+    let pod = with_pull_policies(
+        pod,
+        &[
+            ("preloaded", "Never"),
+            ("setup", "Always"),
+            ("web", "IfNotPresent"),
+            ("local-agent", "Never"),
+        ],
+    );
+    let names: Vec<&str> = containers(pod.spec.as_ref().unwrap())
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["setup", "web", "metrics"]);
+    assert_eq!(crate::placement::retries::images(&pod), "s\nw\nm");
+}
+
+#[test]
+fn a_pod_whose_containers_all_never_pull_is_released_without_a_constraint_or_a_warning() {
+    let policy = arm_pool_policy(json!({}));
+    let none = BTreeSet::new();
+    let pod = with_pull_policies(
+        gated(&[("web", "w"), ("agent", "a")]),
+        &[("web", "Never"), ("agent", "Never")],
+    );
+    assert_eq!(containers(pod.spec.as_ref().unwrap()).count(), 0);
+
+    let plan = plan(&pod, &[], context(&policy, &none, 3));
+
+    assert_eq!(plan.outcome, Some(Outcome::Unconstrained));
+    assert_eq!(gate_names(&plan.pod), ["example.com/quota"]);
+    assert_eq!(plan.pod.spec.as_ref().unwrap().affinity, None);
+    assert!(tolerations(&plan.pod).is_empty());
+    assert_eq!(plan.requeue, None);
+    let event = &plan.events[0];
+    assert!(!event.warning);
+    assert_eq!(event.reason, "ReleasedUnconstrained");
+    assert!(
+        event.message.contains("imagePullPolicy: Never"),
+        "{event:?}"
+    );
+}

@@ -45,7 +45,7 @@ pub use cluster::{Cluster, ClusterBuilder, StartupTimes};
 pub use crds::{apply_crd_dir, apply_crd_files};
 pub use error::{Error, Result};
 pub use kubeconform::{KindSchema, KubeconformSchemas, kinds_from_crd, kinds_from_openapi};
-pub use net::host_ipv4;
+pub use net::{host_ipv4, silent_server};
 pub use node::{RealNode, RunningNode};
 pub use objects::{FakeNode, create_namespace, create_node, service_account_token};
 pub use pods::{wait_for_pod_log, wait_for_pod_ready};

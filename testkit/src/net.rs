@@ -45,6 +45,28 @@ pub(crate) async fn http_status(url: &str) -> Option<u16> {
     Some(response.status().as_u16())
 }
 
+/// A server on 127.0.0.1 that accepts connections and never answers, as a registry that stalls
+/// looks to its clients: its address, and how many connections are open now (each is held until
+/// the client closes it). It serves until the runtime it was started on ends.
+pub async fn silent_server() -> std::io::Result<(String, tokio::sync::watch::Receiver<usize>)> {
+    use tokio::io::AsyncReadExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?.to_string();
+    let (open, count) = tokio::sync::watch::channel(0usize);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            open.send_modify(|open| *open += 1);
+            let open = open.clone();
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 4096];
+                while matches!(socket.read(&mut buffer).await, Ok(n) if n > 0) {}
+                open.send_modify(|open| *open -= 1);
+            });
+        }
+    });
+    Ok((address, count))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -363,27 +363,6 @@ async fn a_registry_that_stops_answering_is_left_alone_then_used_again_once_it_i
     assert_eq!(names(&back.platforms), ["linux/amd64"]);
 }
 
-/// A registry that accepts connections and never answers: its address, and how many
-/// connections are open (each is held until the client closes it).
-async fn silent_registry() -> (String, tokio::sync::watch::Receiver<usize>) {
-    use tokio::io::AsyncReadExt as _;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap().to_string();
-    let (open, count) = tokio::sync::watch::channel(0usize);
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            open.send_modify(|open| *open += 1);
-            let open = open.clone();
-            tokio::spawn(async move {
-                let mut buffer = [0u8; 4096];
-                while matches!(socket.read(&mut buffer).await, Ok(n) if n > 0) {}
-                open.send_modify(|open| *open -= 1);
-            });
-        }
-    });
-    (address, count)
-}
-
 #[tokio::test]
 async fn a_silent_registry_of_one_namespace_leaves_slots_to_the_others_and_its_lookups_end_by_the_deadline()
  {
@@ -392,7 +371,9 @@ async fn a_silent_registry_of_one_namespace_leaves_slots_to_the_others_and_its_l
         .push_image("shop/web", "v1", "linux/amd64")
         .await
         .unwrap();
-    let (silent, mut held) = silent_registry().await;
+    let (silent, mut held) = ocifit_testkit::silent_server()
+        .await
+        .expect("a silent server");
     let inspector = Inspector::new(InspectorOptions {
         registry: RegistryOptions {
             plain_http: vec![registry.addr().to_string(), silent.clone()],

@@ -121,27 +121,6 @@ async fn a_pod_naming_a_policy_that_does_not_select_it_is_released_untouched() {
     }
 }
 
-/// A registry that accepts connections and never answers: its address, and how many
-/// connections are open (each is held until the client closes it).
-async fn silent_registry() -> (String, tokio::sync::watch::Receiver<usize>) {
-    use tokio::io::AsyncReadExt as _;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap().to_string();
-    let (open, count) = tokio::sync::watch::channel(0usize);
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            open.send_modify(|open| *open += 1);
-            let open = open.clone();
-            tokio::spawn(async move {
-                let mut buffer = [0u8; 4096];
-                while matches!(socket.read(&mut buffer).await, Ok(n) if n > 0) {}
-                open.send_modify(|open| *open -= 1);
-            });
-        }
-    });
-    (address, count)
-}
-
 const STALLED_PODS: usize = 20;
 const HEALTHY_PODS: usize = 10;
 
@@ -154,7 +133,9 @@ async fn a_stalling_registry_of_one_namespace_does_not_hold_back_another_namespa
             .await
             .unwrap();
     }
-    let (silent, mut held) = silent_registry().await;
+    let (silent, mut held) = ocifit_testkit::silent_server()
+        .await
+        .expect("a silent server");
     let healthy_images: Vec<String> = {
         let mut images = Vec::new();
         for i in 0..HEALTHY_PODS {

@@ -1,13 +1,13 @@
 //! ocifit: a Kubernetes operator that gives every node the container image built for it.
 //!
 //! Rooms by floor (see `CONTRIBUTING.md`, "Layout"): a room depends only on rooms of lower
-//! floors, never on a sibling of its own floor, and `tests/architecture.rs` keeps it so.
+//! floors, never on a sibling of its own floor, and `tests/components/architecture.rs` keeps it so.
 //!
 //! - footing: `engine` (the compatibility engine), `platform` (the one platform model);
 //! - ground: `api`, `classes`, `registry`, `telemetry`;
 //! - shared: `cluster` (the cluster view), `admission` (the one admission host), `resolution`
 //!   (the one image-selection decision);
-//! - features: `image_selection`, `artifact_cache`;
+//! - features: `image_selection`, `placement`, `artifact_cache`;
 //! - top: `startup` (configuration, composing the features, supervision), then `cli`.
 
 pub mod admission;

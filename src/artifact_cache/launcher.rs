@@ -69,7 +69,7 @@ pub async fn launch(launch: &Launch) -> u8 {
                 launch,
                 EXIT_CANNOT_RUN,
                 format!(
-                    "cannot put the inputs in {}: {}",
+                    "cannot put the inputs in {}: {} (input-path must be a directory the step's user can write: its working directory, or a volume it mounts)",
                     to.display(),
                     error_chain(&err)
                 ),

@@ -293,7 +293,7 @@ fn plan(
         })
         .chain(settings.unknown.iter().map(|key| {
             format!(
-                "annotation {key} is not part of the step contract and is ignored (known: oras-cache, input-uri, input-uri_N, input-path, output-uri, output-path, output-pipe, unpack, registry, oras-env, container, debug)"
+                "annotation {key} is not part of the step contract and is ignored (known: oras-cache, input-uri, input-uri_<suffix>, input-path, output-uri, output-path, output-pipe, unpack, registry, oras-env, container, debug)"
             )
         }))
         .collect();

@@ -22,7 +22,8 @@ pub enum Source {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepSettings {
     pub source: Source,
-    /// `repository:tag` of each input, in order: `input-uri`, then `input-uri_N` by N.
+    /// `repository:tag` of each input, in order: `input-uri`, then `input-uri_<suffix>` with
+    /// numeric suffixes by number, then the other suffixes by name.
     pub inputs: Vec<String>,
     pub input_path: Option<String>,
     pub output_uri: Option<String>,

@@ -274,8 +274,9 @@ fn a_step_without_command_gets_its_inputs_mounted_at_input_path() {
 }
 
 #[test]
-fn several_inputs_are_pulled_in_the_order_of_their_numbers() {
+fn several_inputs_are_pulled_in_the_order_of_their_numbers_then_other_suffixes_by_name() {
     let (pod, _) = admitted(&pod(&[
+        ("input-uri_model", "w/model:t"),
         ("input-uri_10", "w/ten:t"),
         ("input-uri_2", "w/two:t"),
         ("input-uri", "w/plain:t"),
@@ -293,7 +294,8 @@ fn several_inputs_are_pulled_in_the_order_of_their_numbers() {
             "10.0.0.17:5000/w/plain:t",
             "10.0.0.17:5000/w/one:t",
             "10.0.0.17:5000/w/two:t",
-            "10.0.0.17:5000/w/ten:t"
+            "10.0.0.17:5000/w/ten:t",
+            "10.0.0.17:5000/w/model:t"
         ]
     );
 }

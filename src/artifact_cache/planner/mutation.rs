@@ -75,23 +75,7 @@ pub fn build(
         .iter()
         .map(|uri| reference(registry, step::INPUT_URI, uri))
         .collect::<Result<Vec<_>, _>>()?;
-    let output = match &settings.output_uri {
-        None => None,
-        Some(uri) => {
-            let reference = reference(registry, step::OUTPUT_URI, uri)?;
-            if reference.contains('@') {
-                return Err(Denial::OutputByDigest {
-                    key: format!("{}{}", step::PREFIX, step::OUTPUT_URI),
-                    uri: uri.clone(),
-                });
-            }
-            let path = settings
-                .output_path
-                .clone()
-                .unwrap_or_else(|| WORKING_DIRECTORY.to_string());
-            Some((reference, path))
-        }
-    };
+    let output = output(settings, registry)?;
     let mut warnings = Vec::new();
     let restart_policy = match &output {
         Some(_) => run_once(spec, owner, &mut warnings)?,
@@ -163,6 +147,28 @@ pub fn build(
         warnings,
         marker: registry.marker.clone(),
     })
+}
+
+/// Where the outputs go and what is pushed: the reference (a tag) and `output-path`.
+fn output(
+    settings: &StepSettings,
+    registry: &Registry,
+) -> Result<Option<(String, String)>, Denial> {
+    let Some(uri) = &settings.output_uri else {
+        return Ok(None);
+    };
+    let reference = reference(registry, step::OUTPUT_URI, uri)?;
+    if reference.contains('@') {
+        return Err(Denial::OutputByDigest {
+            key: format!("{}{}", step::PREFIX, step::OUTPUT_URI),
+            uri: uri.clone(),
+        });
+    }
+    let path = settings
+        .output_path
+        .clone()
+        .unwrap_or_else(|| WORKING_DIRECTORY.to_string());
+    Ok(Some((reference, path)))
 }
 
 /// The step's container: the one `container` names, else the first, as the oras-operator takes.

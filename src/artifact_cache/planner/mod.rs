@@ -209,8 +209,9 @@ pub fn plan_pod(
         &annotations,
         &annotations,
         pod.spec.as_ref(),
-        (patch::Target::Pod, owner),
+        patch::Target::Pod,
         Context {
+            owner,
             namespace,
             caches,
             helper,
@@ -239,13 +240,11 @@ pub fn plan_job(
         &annotations,
         &template_annotations,
         template.and_then(|t| t.spec.as_ref()),
-        (
-            patch::Target::Job {
-                has_template_metadata,
-            },
-            mutation::Owner::JobTemplate,
-        ),
+        patch::Target::Job {
+            has_template_metadata,
+        },
         Context {
+            owner: mutation::Owner::JobTemplate,
             namespace,
             caches,
             helper,
@@ -256,6 +255,8 @@ pub fn plan_job(
 
 /// What a plan looks things up in.
 struct Context<'a> {
+    /// Who restarts the step's pod.
+    owner: mutation::Owner,
     namespace: &'a str,
     caches: &'a dyn Fn(&str) -> CacheState,
     helper: &'a Helper,
@@ -266,10 +267,11 @@ fn plan(
     annotations: &BTreeMap<String, String>,
     pod_annotations: &BTreeMap<String, String>,
     spec: Option<&PodSpec>,
-    (target, owner): (patch::Target, mutation::Owner),
+    target: patch::Target,
     context: Context<'_>,
 ) -> Plan {
     let Context {
+        owner,
         namespace,
         caches,
         helper,

@@ -177,6 +177,31 @@ pub fn stage(output: &Path, into: &Path) -> io::Result<PathBuf> {
     Ok(staged)
 }
 
+/// Stages each entry of `dir` (a step's working directory, pushed whole as the oras-operator
+/// pushes it) to `into/<its name>`, as [`stage`] does one; the names of the links among them,
+/// which are left out (a link's target is never pushed). `/` is refused: it would push the
+/// container's whole file system.
+pub fn stage_entries(dir: &Path, into: &Path) -> io::Result<Vec<String>> {
+    if fs::canonicalize(dir)? == Path::new("/") {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the working directory is /, which ocifit does not push whole: set output-path to what the step writes (or set the container's workingDir)",
+        ));
+    }
+    fs::create_dir_all(into)?;
+    let mut links = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_symlink() {
+            links.push(entry.file_name().to_string_lossy().into_owned());
+            continue;
+        }
+        stage(&entry.path(), into)?;
+    }
+    links.sort();
+    Ok(links)
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;

@@ -1,5 +1,7 @@
 //! `ocifit artifact launch`: runs a step's command in its own container (through the loader the
-//! init container installed), writes its standard output to `output-pipe` when asked, forwards
+//! init container installed), first copying the step's inputs into `input-path` (its working
+//! directory by default, which only the running container knows: the pod's `workingDir` or the
+//! image's WORKDIR), writes its standard output to `output-pipe` when asked, forwards
 //! SIGTERM and SIGINT to it, and when it succeeds hands its outputs to the pusher and waits for the
 //! push. The container's exit status is the step's: the command's own when it fails (nothing is
 //! pushed), 0 when it succeeded and its outputs were pushed, [`EXIT_PUSH_FAILED`] when they could
@@ -18,6 +20,8 @@ use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::handoff::{self, Outcome, Request};
+use super::inputs;
+use crate::telemetry::error_chain;
 
 /// The step succeeded but its outputs were not pushed (EX_TEMPFAIL: another try may succeed).
 pub const EXIT_PUSH_FAILED: u8 = 75;
@@ -31,7 +35,15 @@ pub const EXIT_NOT_FOUND: u8 = 127;
 pub struct Launch {
     /// The run volume shared with the pusher.
     pub run: PathBuf,
-    /// The file or directory to push when the step succeeds (relative to the working directory).
+    /// The working directory: the command runs there, relative paths are read from there.
+    pub working_dir: PathBuf,
+    /// The inputs the init container pulled, to copy into place before the command runs.
+    pub inputs: Option<PathBuf>,
+    /// Where the inputs go (relative to the working directory); the working directory itself
+    /// when unset.
+    pub input_path: Option<PathBuf>,
+    /// The file or directory to push when the step succeeds (relative to the working directory);
+    /// `.` pushes each entry of the working directory.
     pub push: Option<PathBuf>,
     /// The file the command's standard output goes to.
     pub pipe: Option<PathBuf>,
@@ -48,10 +60,26 @@ pub async fn launch(launch: &Launch) -> u8 {
     let Some((program, args)) = launch.command.split_first() else {
         return fail(launch, EXIT_CANNOT_RUN, "no command to run".to_string());
     };
+    if let Some(from) = &launch.inputs {
+        let to = launch
+            .working_dir
+            .join(launch.input_path.as_deref().unwrap_or(Path::new(".")));
+        if let Err(err) = inputs::copy_into(from, &to) {
+            return fail(
+                launch,
+                EXIT_CANNOT_RUN,
+                format!(
+                    "cannot put the inputs in {}: {} (input-path must be a directory the step's user can write: its working directory, or a volume it mounts)",
+                    to.display(),
+                    error_chain(&err)
+                ),
+            );
+        }
+    }
     let mut command = Command::new(program);
-    command.args(args);
+    command.args(args).current_dir(&launch.working_dir);
     if let Some(pipe) = &launch.pipe {
-        match open_pipe(pipe) {
+        match open_pipe(&launch.working_dir.join(pipe)) {
             Ok(file) => {
                 command.stdout(Stdio::from(file));
             }
@@ -158,14 +186,24 @@ fn exit_code(status: ExitStatus) -> u8 {
 async fn push(launch: &Launch, output: &Path) -> Result<Outcome, String> {
     let request = Request::new(run_id());
     let into = launch.run.join(request.outputs());
+    let whole_dir = is_working_directory(output);
+    let output = launch.working_dir.join(output);
     let staged = tokio::task::spawn_blocking({
-        let output = output.to_path_buf();
-        move || handoff::stage(&output, &into)
+        let output = output.clone();
+        move || {
+            if whole_dir {
+                handoff::stage_entries(&output, &into)
+            } else {
+                handoff::stage(&output, &into).map(|_| Vec::new())
+            }
+        }
     })
     .await
     .map_err(|err| format!("staging stopped: {err}"))?
     .map_err(|err| format!("cannot read the output {}: {err}", output.display()))?;
-    tracing::debug!(staged = %staged.display(), "outputs staged");
+    for link in staged {
+        eprintln!("ocifit: {link} in the working directory is a symbolic link; it is not pushed");
+    }
     handoff::write(&launch.run, handoff::REQUEST, &request)
         .map_err(|err| format!("cannot ask the pusher: {err}"))?;
     let started = Instant::now();
@@ -183,6 +221,14 @@ async fn push(launch: &Launch, output: &Path) -> Result<Outcome, String> {
         }
         tokio::time::sleep(handoff::POLL).await;
     }
+}
+
+/// Whether `output-path` names the working directory itself (`.`, `./`), whose entries the
+/// oras-operator pushes as the artifact's top level.
+fn is_working_directory(output: &Path) -> bool {
+    output
+        .components()
+        .all(|c| matches!(c, std::path::Component::CurDir))
 }
 
 fn run_id() -> String {

@@ -18,6 +18,7 @@ pub mod credentials;
 pub mod desired;
 mod file_error;
 mod handoff;
+mod inputs;
 mod install;
 mod launcher;
 mod layout;

@@ -90,7 +90,7 @@ pub struct Pushed {
 pub struct Source {
     /// How it is named in messages.
     path: PathBuf,
-    name: String,
+    pub(super) name: String,
     opened: Opened,
 }
 

@@ -88,7 +88,7 @@ pub struct StepPods(pub Steps);
 pub struct StepJobs(pub Steps);
 
 impl Steps {
-    fn plan<K: kube::Resource>(
+    fn plan<K: kube::Resource<DynamicType = ()>>(
         &self,
         request: &AdmissionRequest<K>,
         plan: impl Fn(&K, &str, &dyn Fn(&str) -> CacheState, &Helper, &StepRegistries) -> Plan,
@@ -116,10 +116,26 @@ impl Steps {
             pull_policy: None,
         };
         let helper = self.helper.as_ref().unwrap_or(&unset);
-        match plan(object, &namespace, &caches, helper, &self.registries) {
+        let planned = match plan(object, &namespace, &caches, helper, &self.registries) {
             Plan::Patch { .. } if self.helper.is_none() => Plan::Deny(Denial::NoHelperImage),
             other => other,
+        };
+        if let Some(settings) = object
+            .meta()
+            .annotations
+            .as_ref()
+            .and_then(planner::debug_settings)
+        {
+            tracing::info!(
+                %namespace,
+                name = object.meta().name.as_deref().unwrap_or_default(),
+                kind = %K::kind(&Default::default()),
+                ?settings,
+                outcome = planned.reason(),
+                "step settings (annotation debug)"
+            );
         }
+        planned
     }
 }
 

@@ -9,7 +9,9 @@ use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::beneath;
+use super::file_error::{self, FileError};
 use super::handoff::{self, Outcome, Request};
+use super::inputs::{MergeError, Merged};
 use super::install::{self, InstallError};
 use super::push::{Source, push_sources};
 use super::{PullError, PushRequest, pull};
@@ -27,9 +29,15 @@ pub enum PrepareError {
         #[source]
         source: PullError,
     },
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+    #[error(transparent)]
+    Io(#[from] FileError),
 }
 
-/// Installs the launcher into `launcher` (when given) and pulls each input into `inputs`, in order.
+/// Installs the launcher into `launcher` (when given) and pulls each input, in order, merged into
+/// `into`: each is pulled on its own beside the others (same volume, so moving it in is a rename),
+/// then merged, a file in two inputs an error naming both.
 pub async fn prepare(
     registry: &Registry,
     inputs: &[Reference],
@@ -41,13 +49,18 @@ pub async fn prepare(
         install::install_self(dir)?;
         tracing::info!(dir = %dir.display(), "launcher installed");
     }
-    for reference in inputs {
-        let pulled = pull(registry, reference, into, unpack)
+    let mut merged = Merged::default();
+    for (n, reference) in inputs.iter().enumerate() {
+        let alone = into.join(format!(".ocifit-input-{n}"));
+        let pulled = pull(registry, reference, &alone, unpack)
             .await
             .map_err(|source| PrepareError::Pull {
                 reference: reference.whole(),
                 source,
             })?;
+        merged.add(&alone, into, &reference.whole())?;
+        // Only the directories merged into others are left, empty.
+        std::fs::remove_dir_all(&alone).map_err(file_error::at("remove", &alone))?;
         let layers: Vec<String> = pulled
             .layers
             .iter()
@@ -109,8 +122,9 @@ fn pending(run: &Path) -> Result<Option<Request>, String> {
     Ok((!answered).then_some(request))
 }
 
-/// Pushes `outputs-<id>` of the run volume: its one entry, a file or a directory, opened without
-/// following a link (the directory itself, the entry and everything under it).
+/// Pushes `outputs-<id>` of the run volume: each of its entries (one: the step's output-path; or
+/// each entry of its working directory) a layer, opened without following a link (the directory
+/// itself, the entries and everything under them).
 async fn deliver_one(
     registry: &Registry,
     run: &Path,
@@ -120,8 +134,8 @@ async fn deliver_one(
     request: &Request,
 ) -> Outcome {
     let outputs = run.join(request.outputs());
-    let source = match staged(run, &request.outputs(), &outputs) {
-        Ok(source) => source,
+    let sources = match staged(run, &request.outputs(), &outputs) {
+        Ok(sources) => sources,
         Err(message) => {
             tracing::error!(%message, "outputs not pushed");
             return Outcome::Failed { message };
@@ -134,7 +148,7 @@ async fn deliver_one(
         compression,
     };
     let started = std::time::Instant::now();
-    match push_sources(registry, to, &request, vec![source]).await {
+    match push_sources(registry, to, &request, sources).await {
         Ok(pushed) => {
             tracing::info!(reference = %pushed.reference, digest = %pushed.digest, seconds = started.elapsed().as_secs_f64(), "outputs pushed");
             Outcome::Pushed {
@@ -150,8 +164,8 @@ async fn deliver_one(
     }
 }
 
-/// The one entry of the staged outputs' directory, open.
-fn staged(run: &Path, directory: &str, shown: &Path) -> Result<Source, String> {
+/// The entries of the staged outputs' directory, open, in name order.
+fn staged(run: &Path, directory: &str, shown: &Path) -> Result<Vec<Source>, String> {
     let cannot = |err: &dyn std::fmt::Display| {
         format!("cannot read the staged outputs {}: {err}", shown.display())
     };
@@ -162,17 +176,22 @@ fn staged(run: &Path, directory: &str, shown: &Path) -> Result<Source, String> {
         &shown.display().to_string(),
     )
     .map_err(|err| cannot(&err))?;
-    let names = beneath::names(&outputs).map_err(|err| cannot(&err))?;
-    let [name] = names.as_slice() else {
-        return Err(cannot(&format!(
-            "it holds {} entries; the launcher stages exactly one",
-            names.len()
-        )));
-    };
-    let name = name
-        .to_str()
-        .ok_or_else(|| cannot(&format!("{name:?} is no UTF-8 name to title a layer with")))?;
-    Source::open_at(&outputs, name, &shown.join(name)).map_err(|err| error_chain(&err))
+    let mut names = beneath::names(&outputs).map_err(|err| cannot(&err))?;
+    if names.is_empty() {
+        return Err(cannot(
+            &"there is nothing to push (an empty working directory?)",
+        ));
+    }
+    names.sort();
+    names
+        .iter()
+        .map(|name| {
+            let name = name.to_str().ok_or_else(|| {
+                cannot(&format!("{name:?} is no UTF-8 name to title a layer with"))
+            })?;
+            Source::open_at(&outputs, name, &shown.join(name)).map_err(|err| error_chain(&err))
+        })
+        .collect()
 }
 
 /// The time the launcher waits for the pusher unless told otherwise.
@@ -188,7 +207,7 @@ mod tests {
         tempfile::tempdir().unwrap()
     }
 
-    fn staged_in(run: &Path, id: &str) -> Result<Source, String> {
+    fn staged_in(run: &Path, id: &str) -> Result<Vec<Source>, String> {
         let request = Request::new(id.to_string());
         staged(run, &request.outputs(), &run.join(request.outputs()))
     }
@@ -240,10 +259,19 @@ mod tests {
         let err = staged_in(run.path(), "2").err().unwrap();
         assert!(err.contains("symbolic link"), "{err}");
 
-        // More than the one entry the launcher stages.
-        fs::create_dir_all(run.path().join("outputs-3/a")).unwrap();
-        fs::create_dir_all(run.path().join("outputs-3/b")).unwrap();
+        // Nothing staged.
+        fs::create_dir_all(run.path().join("outputs-3")).unwrap();
         let err = staged_in(run.path(), "3").err().unwrap();
-        assert!(err.contains("2 entries"), "{err}");
+        assert!(err.contains("nothing to push"), "{err}");
+    }
+
+    #[test]
+    fn every_staged_entry_is_a_layer_of_its_own() {
+        let run = run_dir();
+        fs::create_dir_all(run.path().join("outputs-4/out")).unwrap();
+        fs::write(run.path().join("outputs-4/said.txt"), b"s").unwrap();
+        let sources = staged_in(run.path(), "4").unwrap();
+        let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["out", "said.txt"]);
     }
 }

@@ -103,7 +103,15 @@ pub struct LaunchArgs {
     /// The run volume shared with the pusher.
     #[arg(long)]
     pub run: PathBuf,
-    /// The file or directory to push when the step succeeds (relative to the working directory).
+    /// The inputs the init container pulled: copied into --input-path before the command runs.
+    #[arg(long)]
+    pub inputs: Option<PathBuf>,
+    /// Where the inputs are copied (relative to the working directory); the working directory
+    /// when unset.
+    #[arg(long, requires = "inputs")]
+    pub input_path: Option<PathBuf>,
+    /// The file or directory to push when the step succeeds (relative to the working directory);
+    /// `.` pushes each entry of the working directory.
     #[arg(long)]
     pub push: Option<PathBuf>,
     /// Write the command's standard output to this file.
@@ -254,8 +262,18 @@ async fn launch(args: LaunchArgs) -> u8 {
     if args.debug {
         tracing::info!(?args, "launch");
     }
+    let working_dir = match std::env::current_dir() {
+        Ok(dir) => dir,
+        Err(err) => {
+            eprintln!("ocifit: cannot read the working directory: {err}");
+            return artifact_cache::EXIT_CANNOT_RUN;
+        }
+    };
     let launch = artifact_cache::Launch {
         run: args.run,
+        working_dir,
+        inputs: args.inputs,
+        input_path: args.input_path,
         push: args.push,
         pipe: args.pipe,
         termination_log: args.termination_log,

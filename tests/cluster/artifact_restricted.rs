@@ -126,11 +126,12 @@ async fn a_workflow_runs_in_a_namespace_enforcing_restricted() {
         &step,
         &[
             ("input-uri", "workflow/restricted:v1"),
-            ("input-path", "/inputs"),
+            // Copied in as the step's user (1000): into a directory it can write.
+            ("input-path", "out/in"),
             ("output-uri", "workflow/restricted-again:v1"),
             ("output-pipe", "out/again.txt"),
         ],
-        "cat /inputs/out/said.txt",
+        "cat out/in/out/said.txt",
         Stated::OnThePod,
     );
     let took = run_job(&cluster, &jobs, &pulls, true).await;
@@ -144,6 +145,7 @@ async fn a_workflow_runs_in_a_namespace_enforcing_restricted() {
         pulled.path(),
         Some((&user, &password)),
     );
-    let again = std::fs::read_to_string(pulled.path().join("again.txt")).expect("again.txt");
+    let again =
+        std::fs::read_to_string(pulled.path().join("out/again.txt")).expect("out/again.txt");
     assert_eq!(again, "under restricted\n");
 }

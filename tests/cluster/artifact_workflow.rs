@@ -205,8 +205,9 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         &pulled.path().join("two"),
         login,
     );
+    // No output-path: the working directory is pushed, its entries (here `out/`) at the top.
     assert_eq!(
-        read("two/summary.txt"),
+        read("two/out/summary.txt"),
         "ALPHA\nBETA\nSTEP ONE SAYS HELLO\n"
     );
     for (step, dir) in [("one", "one"), ("two", "two")] {
@@ -406,7 +407,7 @@ async fn a_cache_behind_htpasswd_serves_steps_whose_credentials_never_show() {
             ("output-uri", "private/again:v1"),
             ("output-pipe", "out/again.txt"),
         ],
-        "cat /inputs/said.txt",
+        "cat /inputs/out/said.txt",
     );
     let took = run_job(&cluster, &jobs, &reads, true).await;
     eprintln!("a step pulling and pushing with credentials: {took:.1} s");
@@ -423,7 +424,8 @@ async fn a_cache_behind_htpasswd_serves_steps_whose_credentials_never_show() {
         pulled.path(),
         Some(("wf", PASSWORD)),
     );
-    let again = std::fs::read_to_string(pulled.path().join("again.txt")).expect("again.txt");
+    let again =
+        std::fs::read_to_string(pulled.path().join("out/again.txt")).expect("out/again.txt");
     assert_eq!(again, "behind basic auth\n");
 
     // The password is in the Secret only: not in any pod's spec, no step container gets the

@@ -14,6 +14,7 @@
 mod support;
 
 mod artifact_restricted;
+mod artifact_seed_examples;
 mod artifact_step_code;
 mod artifact_workflow;
 mod chart_cluster;

@@ -4,6 +4,9 @@ fn launch_in(dir: &Path, command: &[&str]) -> Launch {
     fs::create_dir_all(dir.join("run")).unwrap();
     Launch {
         run: dir.join("run"),
+        working_dir: dir.to_path_buf(),
+        inputs: None,
+        input_path: None,
         push: None,
         pipe: None,
         termination_log: Some(dir.join("termination-log")),
@@ -171,4 +174,91 @@ async fn an_output_that_is_a_link_is_refused_and_nothing_is_handed_over() {
         "{message}"
     );
     assert!(!dir.path().join("run").join(handoff::REQUEST).exists());
+}
+
+/// A step whose working directory is `dir/work`, holding what its image put there.
+fn in_work(dir: &Path, script: &str) -> Launch {
+    let mut launch = launch_in(dir, &["/bin/sh", "-c", script]);
+    launch.working_dir = dir.join("work");
+    fs::create_dir_all(launch.working_dir.join("out")).unwrap();
+    fs::write(launch.working_dir.join("out/image.txt"), "the image's").unwrap();
+    launch
+}
+
+#[tokio::test]
+async fn inputs_are_copied_into_the_working_directory_before_the_command_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = dir.path().join("inputs");
+    fs::create_dir_all(inputs.join("out")).unwrap();
+    fs::write(inputs.join("out/a.txt"), "from an input").unwrap();
+    // The command runs in the working directory and finds both its image's file and the input.
+    let mut launch = in_work(dir.path(), "cat out/image.txt out/a.txt > seen.txt");
+    launch.inputs = Some(inputs.clone());
+    assert_eq!(super::launch(&launch).await, 0);
+    assert_eq!(
+        fs::read_to_string(launch.working_dir.join("seen.txt")).unwrap(),
+        "the image'sfrom an input"
+    );
+    // A relative input-path is under the working directory.
+    let mut elsewhere = in_work(dir.path(), "cat data/out/a.txt > seen2.txt");
+    elsewhere.inputs = Some(inputs);
+    elsewhere.input_path = Some(PathBuf::from("data"));
+    assert_eq!(super::launch(&elsewhere).await, 0);
+    assert_eq!(
+        fs::read_to_string(elsewhere.working_dir.join("seen2.txt")).unwrap(),
+        "from an input"
+    );
+}
+
+#[tokio::test]
+async fn inputs_that_cannot_be_put_in_place_stop_the_step_before_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = dir.path().join("inputs");
+    fs::create_dir_all(&inputs).unwrap();
+    fs::write(inputs.join("out"), "a file where the image has a directory").unwrap();
+    let mut launch = in_work(dir.path(), "touch ran");
+    launch.inputs = Some(inputs);
+    assert_eq!(super::launch(&launch).await, EXIT_CANNOT_RUN);
+    assert!(!launch.working_dir.join("ran").exists());
+    let message = termination_message(dir.path());
+    assert!(message.contains("cannot put the inputs in"), "{message}");
+}
+
+#[tokio::test]
+async fn the_working_directory_is_pushed_entry_by_entry_when_output_path_is_dot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut launch = in_work(dir.path(), "echo said > said.txt && ln -s said.txt link");
+    launch.push = Some(PathBuf::from("."));
+    let answer = tokio::spawn(pusher(
+        launch.run.clone(),
+        Outcome::Pushed {
+            reference: "10.0.0.17:5000/w/out:v1".into(),
+            digest: "sha256:abc".into(),
+        },
+    ));
+    assert_eq!(super::launch(&launch).await, 0);
+    let mut staged: Vec<String> = answer
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    staged.sort();
+    assert_eq!(staged, ["out", "said.txt"], "each entry, the link left out");
+}
+
+#[tokio::test]
+async fn a_working_directory_of_slash_is_never_pushed_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut launch = launch_in(dir.path(), &["/bin/sh", "-c", "true"]);
+    launch.working_dir = PathBuf::from("/");
+    launch.push = Some(PathBuf::from("."));
+    assert_eq!(super::launch(&launch).await, EXIT_PUSH_FAILED);
+    let message = termination_message(dir.path());
+    assert!(message.contains("the working directory is /"), "{message}");
+    assert!(
+        handoff::read::<Request>(&launch.run, handoff::REQUEST)
+            .unwrap()
+            .is_none()
+    );
 }

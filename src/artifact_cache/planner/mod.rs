@@ -4,12 +4,14 @@
 //! looks the cache up and applies the answer; this file decides.
 //!
 //! The mechanism (see `docs/artifact-cache.md`): an init container (`ocifit-prepare`, ocifit's
-//! image) pulls the inputs into a volume mounted at `input-path` in the step's container and, when
-//! the step has outputs, puts ocifit's launcher (the binary with its loader and libraries) in a
-//! shared volume; the step's command runs under that launcher, which writes `output-pipe`, and on
-//! success hands the outputs to a native sidecar (`ocifit-push`) that holds the credentials and
-//! pushes them; the launcher exits with the push's outcome, so a failed push fails the step.
+//! image) pulls the inputs, merged into one tree, into a volume and puts ocifit's launcher (the
+//! binary with its loader and libraries) in a shared volume; the step's command runs under that
+//! launcher, which copies the inputs into `input-path` (the working directory by default), writes
+//! `output-pipe`, and on success hands the outputs to a native sidecar (`ocifit-push`) that holds
+//! the credentials and pushes them; the launcher exits with the push's outcome, so a failed push
+//! fails the step.
 
+mod helpers;
 mod mutation;
 mod patch;
 mod settings;
@@ -101,10 +103,6 @@ pub enum Plan {
 pub enum Denial {
     #[error("annotation {key} is empty")]
     EmptyAnnotation { key: String },
-    #[error(
-        "annotation {key} is not part of the step contract (known: oras-cache, input-uri, input-uri_N, input-path, output-uri, output-path, output-pipe, unpack, registry, oras-env, container, debug)"
-    )]
-    UnknownAnnotation { key: String },
     #[error("annotation {key} is {value:?}; expected {expected}")]
     InvalidAnnotation {
         key: String,
@@ -119,11 +117,6 @@ pub enum Denial {
     },
     #[error("annotation {key} names a digest ({uri:?}); outputs are pushed to a tag")]
     OutputByDigest { key: String, uri: String },
-    #[error(
-        "annotation {prefix}output-uri needs {prefix}output-path (the file or directory to push) or {prefix}output-pipe (the step's output to push)",
-        prefix = step::PREFIX
-    )]
-    NoOutputPath,
     #[error(
         "ArtifactCache {name:?} does not exist in namespace {namespace:?}; create it, name another with annotation {prefix}oras-cache, or name a registry with {prefix}registry",
         prefix = step::PREFIX
@@ -141,11 +134,6 @@ pub enum Denial {
     #[error("the pod has no containers")]
     NoContainers,
     #[error(
-        "the pod has several containers ({names}); name the step's with annotation {prefix}container",
-        prefix = step::PREFIX
-    )]
-    ContainerNeeded { names: String },
-    #[error(
         "annotation {prefix}container names {name:?}, which is not a container of the pod ({names})",
         prefix = step::PREFIX
     )]
@@ -155,7 +143,7 @@ pub enum Denial {
     )]
     NoCommand { container: String },
     #[error(
-        "{what} for container {container:?}: inputs are mounted at an absolute path; set annotation {prefix}input-path to one, or set the container's workingDir (an image's WORKDIR cannot be read at admission)",
+        "{what} for container {container:?}, which has no command: ocifit copies the inputs into the working directory when it runs the step's command, and an image's ENTRYPOINT and WORKDIR cannot be read at admission; set command (and args), or set annotation {prefix}input-path to an absolute path (or the container's workingDir) where the inputs are mounted",
         prefix = step::PREFIX
     )]
     NoInputPath { what: String, container: String },
@@ -166,9 +154,9 @@ pub enum Denial {
     #[error("the pod's mutation could not be written as a JSON patch: {0}")]
     Unwritable(String),
     #[error(
-        "a step that pushes outputs must end: set the pod's restartPolicy to Never or OnFailure (it is Always, so the step would run and push forever)"
+        "a step that pushes outputs must run once, but {what} (it would run and push forever); run the step as a Job with restartPolicy Never or OnFailure, or as a pod of its own, which ocifit runs once"
     )]
-    RestartsForever,
+    RestartsForever { what: String },
     #[error(
         "ocifit was started without a helper image (--artifact-helper-image, the chart's artifactCache.helperImage), so it cannot run this step's inputs and outputs"
     )]
@@ -180,22 +168,19 @@ impl Denial {
     pub fn name(&self) -> &'static str {
         match self {
             Denial::EmptyAnnotation { .. } => "EmptyAnnotation",
-            Denial::UnknownAnnotation { .. } => "UnknownAnnotation",
             Denial::InvalidAnnotation { .. } => "InvalidAnnotation",
             Denial::InvalidUri { .. } => "InvalidUri",
             Denial::OutputByDigest { .. } => "OutputByDigest",
-            Denial::NoOutputPath => "NoOutputPath",
             Denial::CacheMissing { .. } => "CacheMissing",
             Denial::CacheNotReady { .. } => "CacheNotReady",
             Denial::RegistryNotAllowed { .. } => "RegistryNotAllowed",
             Denial::NoContainers => "NoContainers",
-            Denial::ContainerNeeded { .. } => "ContainerNeeded",
             Denial::UnknownContainer { .. } => "UnknownContainer",
             Denial::NoCommand { .. } => "NoCommand",
             Denial::NoInputPath { .. } => "NoInputPath",
             Denial::MountTaken { .. } => "MountTaken",
             Denial::Unwritable(_) => "Unwritable",
-            Denial::RestartsForever => "RestartsForever",
+            Denial::RestartsForever { .. } => "RestartsForever",
             Denial::NoHelperImage => "NoHelperImage",
         }
     }
@@ -211,12 +196,22 @@ pub fn plan_pod(
     registries: &StepRegistries,
 ) -> Plan {
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    let owner = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map_or(mutation::Owner::Bare, |o| {
+            mutation::Owner::Controller(format!("{} {}", o.kind, o.name))
+        });
     plan(
         &annotations,
         &annotations,
         pod.spec.as_ref(),
         patch::Target::Pod,
         Context {
+            owner,
             namespace,
             caches,
             helper,
@@ -249,6 +244,7 @@ pub fn plan_job(
             has_template_metadata,
         },
         Context {
+            owner: mutation::Owner::JobTemplate,
             namespace,
             caches,
             helper,
@@ -259,6 +255,8 @@ pub fn plan_job(
 
 /// What a plan looks things up in.
 struct Context<'a> {
+    /// Who restarts the step's pod.
+    owner: mutation::Owner,
     namespace: &'a str,
     caches: &'a dyn Fn(&str) -> CacheState,
     helper: &'a Helper,
@@ -273,6 +271,7 @@ fn plan(
     context: Context<'_>,
 ) -> Plan {
     let Context {
+        owner,
         namespace,
         caches,
         helper,
@@ -294,6 +293,11 @@ fn plan(
                 "annotation {key} is ignored: ocifit's helper runs from ocifit's own image and downloads nothing at run time"
             )
         })
+        .chain(settings.unknown.iter().map(|key| {
+            format!(
+                "annotation {key} is not part of the step contract and is ignored (known: oras-cache, input-uri, input-uri_<suffix>, input-path, output-uri, output-path, output-pipe, unpack, registry, oras-env, container, debug)"
+            )
+        }))
         .collect();
     let moves_something = !settings.inputs.is_empty()
         || settings.output_uri.is_some()
@@ -346,13 +350,23 @@ fn plan(
             }
         },
     };
-    let mutation = match mutation::build(&settings, &registry, spec, helper) {
+    let mutation = match mutation::build(&settings, &registry, spec, helper, &owner) {
         Ok(mutation) => mutation,
         Err(denial) => return Plan::Deny(denial),
     };
+    warnings.extend(mutation.warnings.iter().cloned());
     match patch::build(&mutation, spec, pod_annotations, target) {
         Ok(patch) => Plan::Patch { patch, warnings },
         Err(err) => Plan::Deny(Denial::Unwritable(err.to_string())),
+    }
+}
+
+/// The settings of a step whose `debug` annotation is `"true"`, for the admission log: the
+/// oras-operator logs the settings it parsed when it admits such a step.
+pub fn debug_settings(annotations: &BTreeMap<String, String>) -> Option<StepSettings> {
+    match settings::parse(annotations) {
+        Ok(Some(settings)) if settings.debug => Some(settings),
+        _ => None,
     }
 }
 

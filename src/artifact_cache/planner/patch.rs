@@ -84,6 +84,9 @@ pub fn build(
         has_mounts,
         &mutation.mounts,
     )?;
+    if let Some(policy) = &mutation.restart_policy {
+        ops.push(add(&at(&["restartPolicy"]), Value::from(policy.as_str())));
+    }
     if let Some(command) = &mutation.command {
         ops.push(add(
             &at(&["containers", &step, "command"]),

@@ -1,6 +1,7 @@
-//! The step contract read from annotations: every key under the oras-operator's prefix is known
-//! (a misspelt one is refused rather than silently dropped), values are checked, defaults are the
-//! oras-operator's, and the settings that only made sense for its scripts are reported as ignored.
+//! The step contract read from annotations: values are checked, defaults are the oras-operator's,
+//! the settings that only made sense for its scripts are reported as ignored, and a key under the
+//! prefix that is no setting (a misspelt one) is reported for a warning and otherwise skipped, as
+//! the oras-operator skips it: workflows it ran keep running.
 
 use std::collections::BTreeMap;
 
@@ -21,7 +22,8 @@ pub enum Source {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepSettings {
     pub source: Source,
-    /// `repository:tag` of each input, in order: `input-uri`, then `input-uri_N` by N.
+    /// `repository:tag` of each input, in order: `input-uri`, then `input-uri_<suffix>` with
+    /// numeric suffixes by number, then the other suffixes by name.
     pub inputs: Vec<String>,
     pub input_path: Option<String>,
     pub output_uri: Option<String>,
@@ -34,6 +36,8 @@ pub struct StepSettings {
     pub debug: bool,
     /// Annotations accepted but without effect here, for the admission warning.
     pub ignored: Vec<String>,
+    /// Keys under the prefix that are no setting, for the admission warning.
+    pub unknown: Vec<String>,
 }
 
 /// Reads the contract from annotations: `None` when none is under the prefix.
@@ -51,8 +55,16 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<Option<StepSettin
     let mut fields: BTreeMap<&str, &str> = BTreeMap::new();
     let mut inputs: Vec<(InputOrder, &str)> = Vec::new();
     let mut ignored = Vec::new();
+    let mut unknown = Vec::new();
     for (field, value) in ours {
         let key = format!("{}{field}", step::PREFIX);
+        let known = input_order(field).is_some()
+            || step::IGNORED.contains(&field)
+            || KNOWN.contains(&field);
+        if !known {
+            unknown.push(key);
+            continue;
+        }
         if value.trim().is_empty() {
             return Err(Denial::EmptyAnnotation { key });
         }
@@ -60,10 +72,8 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<Option<StepSettin
             inputs.push((order, value.trim()));
         } else if step::IGNORED.contains(&field) {
             ignored.push(key);
-        } else if KNOWN.contains(&field) {
-            fields.insert(field, value.trim());
         } else {
-            return Err(Denial::UnknownAnnotation { key });
+            fields.insert(field, value.trim());
         }
     }
     inputs.sort();
@@ -121,6 +131,7 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<Option<StepSettin
         container: text(step::CONTAINER),
         debug: flag(step::DEBUG, false)?,
         ignored,
+        unknown,
     }))
 }
 

@@ -7,7 +7,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::{Value, json};
 
-use super::mutation::{LAUNCHER_DIR, PREPARE, PUSH, RUN_DIR};
+use super::helpers::{LAUNCHER_DIR, PREPARE, PUSH, RUN_DIR};
 use super::*;
 
 mod jobs;
@@ -143,12 +143,95 @@ fn a_pod_without_the_contract_is_not_a_step() {
     assert_eq!(plan_json(&bare, &ready), Plan::NotAStep);
 }
 
+/// The step's container without its `command`: the image's ENTRYPOINT runs.
+fn without_command(mut object: Value) -> Value {
+    object["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("command");
+    object
+}
+
 #[test]
-fn inputs_are_pulled_by_an_init_container_into_a_volume_at_input_path() {
+fn inputs_are_pulled_by_an_init_container_and_copied_into_place_by_the_launcher() {
     let (pod, warnings) = admitted(&pod(&[
         ("input-uri", "dinosaur/hello-world:one"),
         ("input-path", "/data"),
     ]));
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let prepare = init(&pod, PREPARE);
+    assert_eq!(
+        args(prepare),
+        [
+            "artifact",
+            "prepare",
+            "--input",
+            "10.0.0.17:5000/dinosaur/hello-world:one",
+            "--into",
+            "/ocifit/inputs",
+            "--launcher",
+            LAUNCHER_DIR,
+            "--plain-http",
+            "--termination-log",
+            "/dev/termination-log"
+        ]
+    );
+    // Nothing is mounted over /data: whatever the image has there stays visible.
+    assert_eq!(
+        mounts(step(&pod)),
+        BTreeMap::from([
+            ("ocifit-inputs".into(), "/ocifit/inputs".into()),
+            ("ocifit-run".into(), RUN_DIR.into())
+        ])
+    );
+    let command = step(&pod).command.clone().unwrap();
+    assert_eq!(
+        command[4..],
+        [
+            "artifact",
+            "launch",
+            "--run",
+            "/ocifit/run",
+            "--termination-log",
+            "/dev/termination-log",
+            "--inputs",
+            "/ocifit/inputs",
+            "--input-path",
+            "/data",
+            "--",
+            "cat"
+        ]
+    );
+    assert_eq!(step(&pod).args, Some(vec!["data/in.txt".to_string()]));
+    assert_eq!(names(&pod).0, [PREPARE], "no pusher without outputs");
+}
+
+#[test]
+fn without_input_path_the_launcher_copies_into_the_working_directory() {
+    // The oras-operator's fan-in: no input-path, no workingDir (the image's WORKDIR decides).
+    let (pod, _) = admitted(&pod(&[
+        ("input-uri_1", "w/one:v1"),
+        ("input-uri_2", "w/two:v1"),
+    ]));
+    let command = step(&pod).command.clone().unwrap();
+    assert!(
+        command
+            .windows(2)
+            .any(|w| w == ["--inputs", "/ocifit/inputs"]),
+        "{command:?}"
+    );
+    assert!(
+        !command.contains(&"--input-path".to_string()),
+        "{command:?}"
+    );
+}
+
+#[test]
+fn a_step_without_command_gets_its_inputs_mounted_at_input_path() {
+    let (pod, warnings) = admitted(&without_command(pod(&[
+        ("input-uri", "dinosaur/hello-world:one"),
+        ("input-path", "/data"),
+    ])));
     assert!(warnings.is_empty(), "{warnings:?}");
     let prepare = init(&pod, PREPARE);
     assert_eq!(
@@ -177,8 +260,8 @@ fn inputs_are_pulled_by_an_init_container_into_a_volume_at_input_path() {
         mounts(step(&pod)),
         BTreeMap::from([("ocifit-inputs".into(), "/data".into())])
     );
-    // Inputs alone need no launcher: the step's command and image are left as they are.
-    assert_eq!(step(&pod).command, Some(vec!["cat".to_string()]));
+    // No command to run under the launcher: the image's entrypoint runs as it is.
+    assert_eq!(step(&pod).command, None);
     assert_eq!(step(&pod).args, Some(vec!["data/in.txt".to_string()]));
     assert_eq!(
         names(&pod),
@@ -191,8 +274,9 @@ fn inputs_are_pulled_by_an_init_container_into_a_volume_at_input_path() {
 }
 
 #[test]
-fn several_inputs_are_pulled_in_the_order_of_their_numbers() {
+fn several_inputs_are_pulled_in_the_order_of_their_numbers_then_other_suffixes_by_name() {
     let (pod, _) = admitted(&pod(&[
+        ("input-uri_model", "w/model:t"),
         ("input-uri_10", "w/ten:t"),
         ("input-uri_2", "w/two:t"),
         ("input-uri", "w/plain:t"),
@@ -210,7 +294,8 @@ fn several_inputs_are_pulled_in_the_order_of_their_numbers() {
             "10.0.0.17:5000/w/plain:t",
             "10.0.0.17:5000/w/one:t",
             "10.0.0.17:5000/w/two:t",
-            "10.0.0.17:5000/w/ten:t"
+            "10.0.0.17:5000/w/ten:t",
+            "10.0.0.17:5000/w/model:t"
         ]
     );
 }
@@ -300,14 +385,14 @@ fn output_pipe_alone_runs_the_launcher_without_a_pusher() {
 }
 
 #[test]
-fn with_an_output_uri_and_only_a_pipe_the_piped_file_is_pushed() {
+fn without_output_path_the_working_directory_is_pushed() {
     let (pod, _) = admitted(&pod(&[
         ("output-uri", "w/out:v1"),
         ("output-pipe", "pancakes.txt"),
     ]));
     let command = step(&pod).command.clone().unwrap();
     assert!(
-        command.windows(2).any(|w| w == ["--push", "pancakes.txt"]),
+        command.windows(2).any(|w| w == ["--push", "."]),
         "{command:?}"
     );
     assert!(
@@ -473,6 +558,115 @@ fn a_step_with_nothing_to_move_is_admitted_unchanged_with_a_warning() {
 }
 
 #[test]
+fn without_the_container_annotation_the_first_container_is_the_step() {
+    let mut object = pod(&[("output-pipe", "out.txt")]);
+    object["spec"]["containers"] = json!([
+        {"name": "main", "image": "busybox", "command": ["run"]},
+        {"name": "logger", "image": "busybox", "command": ["tail"]}
+    ]);
+    let (pod, warnings) = admitted(&object);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let containers = &pod.spec.as_ref().unwrap().containers;
+    assert_eq!(
+        containers[0].command.as_ref().unwrap()[0],
+        format!("{LAUNCHER_DIR}/ld.so")
+    );
+    assert_eq!(containers[1].command, Some(vec!["tail".to_string()]));
+}
+
+#[test]
+fn unknown_or_misspelt_annotations_are_warned_about_and_the_step_still_runs() {
+    let (pod, warnings) = admitted(&pod(&[
+        ("output-uri", "w/out:v1"),
+        ("output-path", "out"),
+        ("ouput-path", "typo"),
+        ("retries", ""),
+    ]));
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].contains(&format!(
+            "annotation {P}ouput-path is not part of the step contract and is ignored"
+        )),
+        "{warnings:?}"
+    );
+    assert!(warnings[1].contains(&format!("{P}retries")), "{warnings:?}");
+    assert!(
+        step(&pod)
+            .command
+            .as_ref()
+            .unwrap()
+            .contains(&"out".to_string())
+    );
+}
+
+#[test]
+fn a_bare_pod_that_pushes_is_set_to_run_once_with_a_warning() {
+    for policy in [None, Some("Always")] {
+        let mut object = pod(&[("output-uri", "w/out:v1"), ("output-path", "out")]);
+        match policy {
+            Some(p) => object["spec"]["restartPolicy"] = json!(p),
+            None => {
+                object["spec"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("restartPolicy");
+            }
+        }
+        let (pod, warnings) = admitted(&object);
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"), "{policy:?}");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("restartPolicy set to Never (it was Always, the default)"),
+            "{warnings:?}"
+        );
+    }
+    // What the step's author chose stays; a step that only reads may restart as it likes.
+    for (pairs, policy) in [
+        (
+            &[("output-uri", "w/out:v1"), ("output-path", "out")][..],
+            "OnFailure",
+        ),
+        (&[("input-uri", "w/in:v1")][..], "Always"),
+    ] {
+        let mut object = pod(pairs);
+        object["spec"]["restartPolicy"] = json!(policy);
+        let (pod, warnings) = admitted(&object);
+        assert_eq!(pod.spec.unwrap().restart_policy.as_deref(), Some(policy));
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
+}
+
+#[test]
+fn debug_settings_are_those_parsed_and_only_for_debug_steps() {
+    let annotations = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (format!("{P}{k}"), v.to_string()))
+            .collect()
+    };
+    let settings = debug_settings(&annotations(&[
+        ("input-uri_2", "w/two:v1"),
+        ("input-uri_1", "w/one:v1"),
+        ("debug", "true"),
+    ]))
+    .unwrap();
+    assert_eq!(settings.inputs, ["w/one:v1", "w/two:v1"]);
+    assert_eq!(settings.source, Source::Cache("oras".into()));
+    assert_eq!(
+        debug_settings(&annotations(&[("input-uri", "w/in:v1")])),
+        None
+    );
+    assert_eq!(
+        debug_settings(&annotations(&[
+            ("input-uri", "w/in:v1"),
+            ("debug", "false")
+        ])),
+        None
+    );
+}
+
+#[test]
 fn the_named_container_is_the_step_among_several() {
     let mut object = pod(&[("output-pipe", "out.txt"), ("container", "main")]);
     object["spec"]["containers"] = json!([
@@ -489,12 +683,33 @@ fn the_named_container_is_the_step_among_several() {
 }
 
 #[test]
-fn relative_input_paths_live_under_the_containers_working_dir() {
-    let mut object = pod(&[("input-uri", "w/in:v1"), ("input-path", "inputs")]);
+fn with_a_read_only_root_file_system_inputs_are_mounted_with_a_warning() {
+    let mut object = pod(&[
+        ("input-uri", "w/in:v1"),
+        ("input-path", "/data"),
+        ("output-uri", "w/out:v1"),
+        ("output-path", "/tmp/out"),
+    ]);
+    object["spec"]["containers"][0]["securityContext"] = json!({"readOnlyRootFilesystem": true});
+    let (pod, warnings) = admitted(&object);
+    assert_eq!(mounts(step(&pod))["ocifit-inputs"], "/data");
+    let command = step(&pod).command.clone().unwrap();
+    assert!(!command.contains(&"--inputs".to_string()), "{command:?}");
+    assert!(command.contains(&"--push".to_string()), "{command:?}");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("read-only root file system") && warnings[0].contains("/data"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn without_command_relative_input_paths_are_mounted_under_the_containers_working_dir() {
+    let mut object = without_command(pod(&[("input-uri", "w/in:v1"), ("input-path", "inputs")]));
     object["spec"]["containers"][0]["workingDir"] = json!("/work/");
     let (joined, _) = admitted(&object);
     assert_eq!(mounts(step(&joined))["ocifit-inputs"], "/work/inputs");
-    let mut defaulted = pod(&[("input-uri", "w/in:v1")]);
+    let mut defaulted = without_command(pod(&[("input-uri", "w/in:v1")]));
     defaulted["spec"]["containers"][0]["workingDir"] = json!("/work");
     let (at_working_dir, _) = admitted(&defaulted);
     assert_eq!(mounts(step(&at_working_dir))["ocifit-inputs"], "/work");
@@ -571,8 +786,8 @@ fn existing_init_containers_and_volumes_stay_after_the_helpers() {
     let (pod, _) = admitted(&object);
     let (inits, volumes) = names(&pod);
     assert_eq!(inits, [PREPARE, "setup"]);
-    assert_eq!(volumes, ["scratch", "ocifit-inputs"]);
-    assert_eq!(mounts(step(&pod)).len(), 2);
+    assert_eq!(volumes, ["scratch", "ocifit-inputs", "ocifit-run"]);
+    assert_eq!(mounts(step(&pod)).len(), 3);
 }
 
 #[test]

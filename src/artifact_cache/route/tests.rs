@@ -209,15 +209,15 @@ fn without_a_helper_image_steps_are_refused_and_other_pods_pass() {
 }
 
 #[test]
-fn a_misspelt_annotation_is_denied_by_name() {
+fn a_misspelt_annotation_is_a_warning_in_the_admission_response() {
     let pod = step_pod(json!({format!("{P}output-uri"): "r:v1", format!("{P}ouput-path"): "x"}));
-    let (_, reason, response) = answer(steps(true, true), &pod, true);
-    assert_eq!(reason, "UnknownAnnotation");
+    let (outcome, reason, response) = answer(steps(true, true), &pod, false);
+    assert_eq!((outcome, reason), ("patched", "StepInjected"), "{response}");
+    let warnings: Vec<String> = serde_json::from_value(response["warnings"].clone()).unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
-        response["status"]["message"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("{P}ouput-path"))
+        warnings[0].contains(&format!("{P}ouput-path is not part of the step contract")),
+        "{warnings:?}"
     );
 }
 

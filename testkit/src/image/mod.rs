@@ -59,6 +59,7 @@ struct Config {
     entrypoint: Option<Vec<String>>,
     cmd: Option<Vec<String>>,
     user: Option<String>,
+    working_dir: Option<String>,
     env: Vec<String>,
     exposed_ports: BTreeSet<String>,
     labels: BTreeMap<String, String>,
@@ -78,6 +79,9 @@ impl Config {
         }
         if let Some(user) = &self.user {
             put("User", user.as_str().into());
+        }
+        if let Some(dir) = &self.working_dir {
+            put("WorkingDir", dir.as_str().into());
         }
         if !self.env.is_empty() {
             put("Env", serde_json::json!(self.env));
@@ -164,6 +168,12 @@ impl ImageBuilder {
     /// `config.User`.
     pub fn user(mut self, user: &str) -> Self {
         self.config.user = Some(user.into());
+        self
+    }
+
+    /// `config.WorkingDir`: where the container starts when its pod names no `workingDir`.
+    pub fn working_dir(mut self, dir: &str) -> Self {
+        self.config.working_dir = Some(dir.into());
         self
     }
 

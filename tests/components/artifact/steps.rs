@@ -150,6 +150,85 @@ async fn a_step_reads_its_inputs_and_its_outputs_and_piped_output_are_pushed() {
     );
 }
 
+/// Pushes `out/<name>` holding `content` with the ORAS SDK, as a scattered step's output.
+fn scattered(registry: &Registry, reference: &str, name: &str, content: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("out")).unwrap();
+    std::fs::write(dir.path().join("out").join(name), content).unwrap();
+    sdk_push(
+        registry,
+        &registry.reference(reference),
+        dir.path(),
+        &["out"],
+    );
+}
+
+#[tokio::test]
+async fn scattered_outputs_are_gathered_into_one_out_beside_the_images_files_and_pushed_whole() {
+    let registry = Registry::builder().start().await.unwrap();
+    scattered(&registry, "w/scatter-1:v1", "a.txt", "a\n");
+    scattered(&registry, "w/scatter-2:v1", "b.txt", "b\n");
+    let pod = Pod::new();
+    std::fs::write(pod.path("work/image.txt"), "the image's\n").unwrap();
+    let prepared = pod.prepare(&registry, &["w/scatter-1:v1", "w/scatter-2:v1"]);
+    assert!(
+        prepared.status.success(),
+        "{}",
+        String::from_utf8_lossy(&prepared.stderr)
+    );
+
+    // The oras-operator's fan-in: no input-path (the working directory), no output-path (the
+    // working directory pushed).
+    let deliver = pod.deliver(&registry, "w/gathered:v1");
+    let inputs = pod.path("inputs");
+    let status = pod
+        .launch(
+            &["--inputs", inputs.to_str().unwrap(), "--push", "."],
+            &[
+                "/bin/sh",
+                "-c",
+                "ls out > listing.txt && cat image.txt >> listing.txt",
+            ],
+        )
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{}", pod.termination_message());
+    stop(deliver);
+
+    let out = pod.path("pulled");
+    std::fs::create_dir(&out).unwrap();
+    sdk_pull(&registry, &registry.reference("w/gathered:v1"), &out);
+    assert_eq!(
+        tree(&out),
+        [
+            ("image.txt".to_string(), b"the image's\n".to_vec()),
+            (
+                "listing.txt".to_string(),
+                b"a.txt\nb.txt\nthe image's\n".to_vec()
+            ),
+            ("out/a.txt".to_string(), b"a\n".to_vec()),
+            ("out/b.txt".to_string(), b"b\n".to_vec()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_file_in_two_inputs_stops_the_step_naming_it_and_both_inputs() {
+    let registry = Registry::builder().start().await.unwrap();
+    scattered(&registry, "w/first:v1", "same.txt", "1");
+    scattered(&registry, "w/second:v1", "same.txt", "2");
+    let pod = Pod::new();
+    let prepared = pod.prepare(&registry, &["w/first:v1", "w/second:v1"]);
+    assert!(!prepared.status.success());
+    let reason = std::fs::read_to_string(pod.path("prepare.log")).unwrap();
+    let expected = format!(
+        "out/same.txt is in both input {} and input {}",
+        registry.reference("w/first:v1"),
+        registry.reference("w/second:v1")
+    );
+    assert!(reason.contains(&expected), "{reason}");
+}
+
 #[tokio::test]
 async fn a_failed_step_pushes_nothing_and_keeps_its_exit_status() {
     let registry = Registry::builder().start().await.unwrap();

@@ -3,16 +3,6 @@
 use super::*;
 
 #[test]
-fn an_unknown_or_misspelt_annotation_is_refused_by_name() {
-    let message = denied(&pod(&[("ouput-uri", "w/out:v1")]));
-    assert!(message.contains(&format!("{P}ouput-uri")), "{message}");
-    assert!(
-        message.contains("not part of the step contract"),
-        "{message}"
-    );
-}
-
-#[test]
 fn an_empty_annotation_is_refused_by_name() {
     let message = denied(&pod(&[("input-uri", " ")]));
     assert_eq!(message, format!("annotation {P}input-uri is empty"));
@@ -67,15 +57,6 @@ fn uris_must_be_artifact_references() {
 }
 
 #[test]
-fn an_output_needs_something_to_push() {
-    let message = denied(&pod(&[("output-uri", "w/out:v1")]));
-    assert!(
-        message.contains("output-path") && message.contains("output-pipe"),
-        "{message}"
-    );
-}
-
-#[test]
 fn a_missing_or_unready_cache_is_named() {
     let object = pod(&[
         ("input-uri", "w/in:v1"),
@@ -114,16 +95,12 @@ fn the_default_cache_is_oras() {
 }
 
 #[test]
-fn several_containers_need_the_container_annotation() {
-    let mut object = pod(&[("output-pipe", "out.txt")]);
+fn the_container_annotation_must_name_a_container() {
+    let mut object = pod(&[("output-pipe", "out.txt"), ("container", "c")]);
     object["spec"]["containers"] = json!([
         {"name": "a", "command": ["x"]},
         {"name": "b", "command": ["y"]}
     ]);
-    let message = denied(&object);
-    assert!(message.contains("several containers (a, b)"), "{message}");
-    assert!(message.contains(&format!("{P}container")), "{message}");
-    object["metadata"]["annotations"][format!("{P}container")] = json!("c");
     let message = denied(&object);
     assert!(
         message.contains("\"c\", which is not a container of the pod (a, b)"),
@@ -144,36 +121,34 @@ fn outputs_need_the_steps_command_because_an_entrypoint_cannot_be_read() {
         "{message}"
     );
     assert!(message.contains("ENTRYPOINT"), "{message}");
-    // Inputs alone do not touch the command, so any image works.
-    let mut inputs = pod(&[("input-uri", "w/in:v1"), ("input-path", "/d")]);
-    inputs["spec"]["containers"][0]
-        .as_object_mut()
-        .unwrap()
-        .remove("command");
+    // Inputs alone can be mounted, so any image works.
+    let inputs = without_command(pod(&[("input-uri", "w/in:v1"), ("input-path", "/d")]));
     assert!(matches!(plan_json(&inputs, &ready), Plan::Patch { .. }));
 }
 
 #[test]
-fn inputs_need_an_absolute_place() {
-    let message = denied(&pod(&[("input-uri", "w/in:v1"), ("input-path", "data")]));
+fn without_command_inputs_need_an_absolute_place_and_the_denial_says_what_to_write() {
+    let message = denied(&without_command(pod(&[
+        ("input-uri", "w/in:v1"),
+        ("input-path", "data"),
+    ])));
     assert!(
         message.contains("input-path \"data\" is relative and there is no workingDir"),
         "{message}"
     );
-    let message = denied(&pod(&[("input-uri", "w/in:v1")]));
+    let message = denied(&without_command(pod(&[("input-uri", "w/in:v1")])));
     assert!(
-        message.contains("no input-path and no workingDir"),
+        message.contains(
+            "no input-path and no workingDir for container \"step\", which has no command"
+        ),
         "{message}"
     );
-    assert!(
-        message.contains("WORKDIR cannot be read at admission"),
-        "{message}"
-    );
+    assert!(message.contains("set command (and args)"), "{message}");
 }
 
 #[test]
-fn inputs_are_not_mounted_over_an_existing_mount() {
-    let mut object = pod(&[("input-uri", "w/in:v1"), ("input-path", "/data")]);
+fn without_command_inputs_are_not_mounted_over_an_existing_mount() {
+    let mut object = without_command(pod(&[("input-uri", "w/in:v1"), ("input-path", "/data")]));
     object["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "v", "mountPath": "/data/"}]);
     let message = denied(&object);
     assert_eq!(
@@ -183,23 +158,21 @@ fn inputs_are_not_mounted_over_an_existing_mount() {
 }
 
 #[test]
-fn a_step_that_pushes_must_not_restart_forever() {
-    for policy in [None, Some("Always")] {
-        let mut object = pod(&[("output-uri", "w/out:v1"), ("output-path", "/out")]);
-        match policy {
-            Some(p) => object["spec"]["restartPolicy"] = json!(p),
-            None => {
-                object["spec"]
-                    .as_object_mut()
-                    .unwrap()
-                    .remove("restartPolicy");
-            }
-        }
-        assert!(denied(&object).contains("restartPolicy"), "{policy:?}");
-    }
-    let mut on_failure = pod(&[("output-uri", "w/out:v1"), ("output-path", "/out")]);
-    on_failure["spec"]["restartPolicy"] = json!("OnFailure");
-    assert!(matches!(plan_json(&on_failure, &ready), Plan::Patch { .. }));
+fn a_controllers_pod_that_pushes_and_restarts_forever_is_refused_saying_what_to_write() {
+    let mut object = pod(&[("output-uri", "w/out:v1"), ("output-path", "/out")]);
+    object["spec"]["restartPolicy"] = json!("Always");
+    object["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "steps-7d9f", "uid": "u", "controller": true
+    }]);
+    let message = denied(&object);
+    assert!(
+        message.contains("its pods are made by ReplicaSet steps-7d9f"),
+        "{message}"
+    );
+    assert!(
+        message.contains("run the step as a Job with restartPolicy Never or OnFailure"),
+        "{message}"
+    );
 }
 
 #[test]

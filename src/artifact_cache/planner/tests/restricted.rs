@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::core::v1::{PodSecurityContext, PodSpec, Volume};
 
-use super::super::mutation::HELPER_USER;
+use super::super::helpers::HELPER_USER;
 use super::*;
 
 /// Why `container` of a pod with `pod` as its security context breaks `restricted`, if it does.

@@ -26,6 +26,7 @@ use crate::placement::policy::Policy;
 use crate::placement::release::{self, Note, Plan};
 use crate::placement::retries::images;
 use crate::placement::select::{Namespace, recheck};
+use crate::telemetry::Feature;
 
 /// How soon to look again after the pod changed under our update.
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
@@ -133,6 +134,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     }
     if let Some(outcome) = plan.outcome {
         ctx.metrics.placement_decided(outcome.as_str());
+        ctx.metrics.reconcile_succeeded(Feature::Placement);
         tracing::info!(pod = %pod.name_any(), namespace = ?pod.namespace(), %outcome, "placement decided");
     }
     publish(&ctx, &pod, &plan.events).await;

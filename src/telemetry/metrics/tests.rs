@@ -30,7 +30,7 @@ fn admissions_by_route_store_sizes_and_rebuilds_appear_with_sub_millisecond_buck
     let metrics = Metrics::new(None);
     metrics.admitted("/mutate", "pinned", "ImagePinned", 0.0001);
     metrics.admitted("/mutate", "denied", "Unpinned", 0.0002);
-    metrics.admitted("/placement", "skipped", "Timeout", 9.0);
+    metrics.admitted("/placement", "skipped", "Timeout", 2.0);
     metrics.set_store_sizes(2, 5000, 0);
     metrics.index_rebuilt();
     let text = metrics.encode().unwrap();
@@ -40,9 +40,9 @@ fn admissions_by_route_store_sizes_and_rebuilds_appear_with_sub_millisecond_buck
         "ocifit_admissions_total{route=\"/placement\",outcome=\"skipped\",reason=\"Timeout\"} 1",
         "ocifit_admission_duration_seconds_count{route=\"/mutate\"} 2",
         "ocifit_admission_duration_seconds_bucket{le=\"0.0001\",route=\"/mutate\"} 1",
-        // A request near a 10 s webhook timeout falls in a bucket of its own, not in +Inf.
-        "ocifit_admission_duration_seconds_bucket{le=\"6.5536\",route=\"/placement\"} 0",
-        "ocifit_admission_duration_seconds_bucket{le=\"13.1072\",route=\"/placement\"} 1",
+        // A request near the 2 s deadline falls in a bucket of its own, not in +Inf.
+        "ocifit_admission_duration_seconds_bucket{le=\"1.6384\",route=\"/placement\"} 0",
+        "ocifit_admission_duration_seconds_bucket{le=\"3.2768\",route=\"/placement\"} 1",
         "ocifit_store_objects{store=\"nodes\"} 5000",
         "ocifit_store_objects{store=\"node_features\"} 0",
         "ocifit_webhook_index_rebuilds_total 1",

@@ -10,9 +10,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeLabelSet, EncodeLabelValue, EncodeMetric,
-};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -38,7 +38,9 @@ async fn promtool(args: &[&str], dir: &Path) -> Result<String, String> {
 
 /// The rule file as the chart renders it into the ConfigMap with `sets`.
 async fn rendered_rules(sets: &[&str]) -> String {
-    let manifests = render(&[&[ON], sets].concat()).await.unwrap();
+    let manifests = render(&[&[ON], sets].concat())
+        .await
+        .expect("the chart renders with monitoring");
     let docs = documents(&manifests);
     find(&docs, "ConfigMap", "ocifit-alerts")["data"]["ocifit-alerts.yaml"]
         .as_str()

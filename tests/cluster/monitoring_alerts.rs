@@ -146,6 +146,15 @@ async fn a_registry_outage_fires_the_degraded_and_gated_too_long_alerts_until_it
         gates(&pods.get("waiting").await.unwrap()).len() == 1,
         "still gated"
     );
+    assert!(
+        prometheus
+            .series(
+                "ocifit_placement_inspection_failures_total{kind=~\"transport|backing_off\"} > 0"
+            )
+            .await
+            > 0,
+        "the failed inspections are counted by kind"
+    );
     answered.extend(prometheus.answering(&dashboard).await);
 
     proxy.up().await;

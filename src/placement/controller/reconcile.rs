@@ -179,7 +179,15 @@ async fn selects(ctx: &Context, pod: &Pod, policy: &Policy) -> Result<Result<(),
 /// Reads the pod's Secrets and images and plans its release.
 async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> Plan {
     let secrets = pull_secrets(&ctx.cluster.client, &ctx.cluster.secrets(), pod).await;
-    let inspected = inspections(&ctx.inspector, pod, policy, &secrets, &ctx.own_credentials).await;
+    let inspected = inspections(
+        &ctx.inspector,
+        pod,
+        policy,
+        &secrets,
+        &ctx.own_credentials,
+        &ctx.metrics,
+    )
+    .await;
     let tainted: BTreeSet<String> = ctx.tainted();
     let created = pod
         .metadata

@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
@@ -62,6 +63,11 @@ struct ReadyLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FeatureLabels {
     feature: &'static str,
 }
@@ -76,6 +82,7 @@ pub(super) struct FeatureGauges {
     placement_policies: Family<ReadyLabels, Gauge>,
     artifact_caches: Family<ReadyLabels, Gauge>,
     last_success: Family<FeatureLabels, SecondsGauge>,
+    inspection_failures: Family<KindLabels, Counter>,
 }
 
 impl FeatureGauges {
@@ -87,6 +94,7 @@ impl FeatureGauges {
             placement_policies: Family::default(),
             artifact_caches: Family::default(),
             last_success: Family::default(),
+            inspection_failures: Family::default(),
         };
         registry.add(
             "placement_pods",
@@ -117,6 +125,11 @@ impl FeatureGauges {
             "last_successful_reconcile_timestamp_seconds",
             "When a feature's controller last finished a reconcile that did its work, by feature",
             gauges.last_success.clone(),
+        );
+        registry.add(
+            "placement_inspection_failures",
+            "Failed image inspections of gated pods' containers, by kind (the registry error's kind, backing_off or invalid_reference)",
+            gauges.inspection_failures.clone(),
         );
         gauges
     }
@@ -173,6 +186,14 @@ impl Metrics {
     /// Records how many ArtifactCaches are Ready and how many are not.
     pub fn set_artifact_caches(&self, ready: usize, not_ready: usize) {
         set_ready(&self.features.artifact_caches, ready, not_ready);
+    }
+
+    /// Counts one failed inspection of a gated pod's image, by `kind` of failure.
+    pub fn inspection_failed(&self, kind: &'static str) {
+        self.features
+            .inspection_failures
+            .get_or_create(&KindLabels { kind })
+            .inc();
     }
 
     /// Records that `feature`'s controller just finished a reconcile that did its work.

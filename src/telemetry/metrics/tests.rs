@@ -118,15 +118,18 @@ fn placement_gauges_are_per_policy_and_replaced_whole() {
 }
 
 #[test]
-fn caches_by_readiness_and_last_successful_reconciles_appear() {
+fn caches_by_readiness_inspection_failures_and_last_successful_reconciles_appear() {
     let metrics = Metrics::new(None);
     metrics.set_artifact_caches(3, 1);
+    metrics.inspection_failed("transport");
+    metrics.inspection_failed("transport");
     metrics.reconcile_succeeded(Feature::Placement);
     metrics.reconciled(ReconcileResult::Ok, 0.01);
     let text = metrics.encode().unwrap();
     for line in [
         "ocifit_artifact_caches{ready=\"True\"} 3",
         "ocifit_artifact_caches{ready=\"False\"} 1",
+        "ocifit_placement_inspection_failures_total{kind=\"transport\"} 2",
         "ocifit_last_successful_reconcile_timestamp_seconds{feature=\"placement\"} ",
         "ocifit_last_successful_reconcile_timestamp_seconds{feature=\"image_selection\"} ",
     ] {

@@ -134,6 +134,30 @@ async fn the_prometheus_rule_carries_the_same_groups_with_the_chart_values_fille
         "{exprs:?}"
     );
     assert!(!manifests.contains("__"), "a placeholder left unfilled");
+    // `auto` (the default) renders a PrometheusRule where the cluster serves its API.
+    let chart = ocifit_testkit::chart::chart_dir();
+    let detected = ocifit_testkit::chart::helm(
+        &[
+            "template",
+            "ocifit",
+            chart.to_str().expect("a UTF-8 path"),
+            "--set",
+            ON,
+            "--api-versions",
+            "monitoring.coreos.com/v1/PrometheusRule",
+        ],
+        None,
+    )
+    .await
+    .expect("the chart renders");
+    let detected = documents(&detected);
+    assert!(
+        detected.iter().any(|d| d["kind"] == "PrometheusRule")
+            && !detected
+                .iter()
+                .any(|d| d["metadata"]["name"] == "ocifit-alerts"),
+        "auto with the CRD installed"
+    );
     assert!(
         documents(&render(&[]).await.unwrap())
             .iter()

@@ -184,6 +184,7 @@ async fn admit(served: web::Data<Served>, http: HttpRequest, body: web::Payload)
     let started = Instant::now();
     let answer = answer(&served, &http, body, started + served.deadline).await;
     served.metrics.admitted(
+        &served.path,
         answer.outcome,
         answer.reason,
         started.elapsed().as_secs_f64(),

@@ -37,7 +37,7 @@ use crate::api::{ArtifactCache, ArtifactCacheStatus, CacheReason, FIELD_MANAGER}
 use crate::cluster::ClusterView;
 use crate::cluster::events::{EventReporter, Notice};
 use crate::cluster::reflected::{Change, Reflected};
-use crate::telemetry::error_chain;
+use crate::telemetry::{Feature, Metrics, error_chain};
 
 /// The labels every owned object carries; the owned watches select by them.
 pub const OWNED: &str = "app.kubernetes.io/name=artifact-cache,app.kubernetes.io/managed-by=ocifit";
@@ -94,6 +94,7 @@ struct Context {
     reporter: EventReporter,
     owned: Owned,
     settings: Settings,
+    metrics: Arc<Metrics>,
 }
 
 /// The controller over `caches`; the future runs until `shutdown` resolves and in-flight
@@ -104,6 +105,7 @@ pub fn controller(
     caches: &Reflected<ArtifactCache>,
     owned: Owned,
     settings: Settings,
+    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> BoxFuture<'static, ()> {
     let gained = cluster.leadership.gained();
@@ -122,6 +124,7 @@ pub fn controller(
                 reporter,
                 owned,
                 settings,
+                metrics,
             }),
         )
         .for_each(|result| {
@@ -201,6 +204,7 @@ async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Actio
                 .await;
         }
     }
+    ctx.metrics.reconcile_succeeded(Feature::ArtifactCache);
     Ok(if ready {
         Action::await_change()
     } else {

@@ -111,7 +111,11 @@ pub fn run(parts: Parts) -> Running {
         cluster.client.clone(),
         REPORTING_CONTROLLER,
         identity,
-        metrics,
+        Arc::clone(&metrics),
+    );
+    let readiness = until(
+        shutdown.clone(),
+        count_readiness(caches.clone(), Arc::clone(&metrics)),
     );
     let steps = Steps {
         caches: caches.store(),
@@ -137,6 +141,7 @@ pub fn run(parts: Parts) -> Running {
         &caches,
         owned,
         settings,
+        metrics,
         shutdown.clone().wait(),
     );
     Running {
@@ -152,10 +157,32 @@ pub fn run(parts: Parts) -> Running {
             ),
             ("artifact cache claims watch", until(shutdown, claims_watch)),
             ("artifact cache controller", controller),
+            ("artifact cache readiness", readiness),
         ],
         caches,
         routes,
     }
+}
+
+/// Keeps the caches-by-readiness gauges: recounted from the store after every change (each
+/// replica reflects the same caches, so each reports them).
+fn count_readiness(
+    caches: Reflected<ArtifactCache>,
+    metrics: Arc<Metrics>,
+) -> futures_util::future::BoxFuture<'static, ()> {
+    use futures_util::{FutureExt, StreamExt};
+    caches
+        .subscribe()
+        .ready_chunks(256)
+        .for_each(move |_| {
+            if caches.synced() {
+                let state = caches.store().state();
+                let (ready, not_ready) = status::count_ready(state.iter().map(AsRef::as_ref));
+                metrics.set_artifact_caches(ready, not_ready);
+            }
+            std::future::ready(())
+        })
+        .boxed()
 }
 
 /// One kind the caches own, watched by the owned objects' labels and reflected: only the objects

@@ -128,6 +128,18 @@ pub fn change(before: Option<&ArtifactCacheStatus>, after: &ArtifactCacheStatus)
     })
 }
 
+/// How many of `caches` steps' admission sees as Ready, and how many not (for the metrics).
+pub fn count_ready<'a>(caches: impl IntoIterator<Item = &'a ArtifactCache>) -> (usize, usize) {
+    caches
+        .into_iter()
+        .fold((0, 0), |(ready, not_ready), cache| {
+            match cache_state(Some(cache)) {
+                CacheState::Ready { .. } => (ready + 1, not_ready),
+                _ => (ready, not_ready + 1),
+            }
+        })
+}
+
 /// What steps' admission knows of a cache: Ready (its status is current and says so), not Ready
 /// (with the condition's message), or missing.
 pub fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {

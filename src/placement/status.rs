@@ -1,5 +1,6 @@
 //! A policy's pod counts, from the pods that carry its tracking label: gated (waiting for
-//! inspection), held (gated on purpose, outcome `Held`), released (gate gone). Pure.
+//! inspection), held (gated on purpose, outcome `Held`), released (gate gone); and for the
+//! metrics, its pods still gated with the creation time of the oldest one waiting. Pure.
 
 use std::collections::BTreeMap;
 
@@ -7,6 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::api::placement::PodCounts;
 use crate::api::placement::pod::{OUTCOME_ANNOTATION, Outcome, POLICY_LABEL, SCHEDULING_GATE};
+use crate::telemetry::PolicyGates;
 
 /// Where a labelled pod stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,9 +55,40 @@ pub fn counts<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> BTreeMap<String, P
     counts
 }
 
+/// By policy name, its pods still gated over `pods`: how many wait and are held, and when the
+/// oldest waiting one was created (the bound is the caller's to add).
+pub fn gates<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> BTreeMap<String, PolicyGates> {
+    let mut gates: BTreeMap<String, PolicyGates> = BTreeMap::new();
+    for pod in pods {
+        let Some((policy, state)) = state(pod) else {
+            continue;
+        };
+        if state == PodState::Released {
+            continue;
+        }
+        let entry = gates.entry(policy.to_owned()).or_default();
+        if state == PodState::Held {
+            entry.held = entry.held.saturating_add(1);
+            continue;
+        }
+        entry.gated = entry.gated.saturating_add(1);
+        if let Some(created) = &pod.metadata.creation_timestamp {
+            let created = created.0.as_second() as f64;
+            entry.oldest_gated_created = Some(
+                entry
+                    .oldest_gated_created
+                    .map_or(created, |oldest| oldest.min(created)),
+            );
+        }
+    }
+    gates
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::PodSchedulingGate;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
 
     use super::*;
     use crate::placement::fixtures::{labelled, map, pod};
@@ -99,6 +132,47 @@ mod tests {
             }
         );
         assert_eq!(counts.len(), 2, "unlabelled pods are not counted");
+    }
+
+    #[test]
+    fn gates_count_waiting_and_held_pods_and_keep_the_oldest_waiting_creation() {
+        let created = |pod: Pod, second: i64| {
+            let mut pod = pod;
+            pod.metadata.creation_timestamp = Some(Time(Timestamp::from_second(second).unwrap()));
+            pod
+        };
+        let pods = [
+            created(placed("web", true, None), 1_700_000_200),
+            created(placed("web", true, None), 1_700_000_100),
+            // Held and released pods are older, but are not waiting for inspection.
+            created(placed("web", true, Some("Held")), 1_600_000_000),
+            created(placed("web", false, Some("Constrained")), 1_500_000_000),
+            created(placed("batch", true, Some("Held")), 1_700_000_000),
+            created(placed("done", false, Some("Constrained")), 1_700_000_000),
+        ];
+        let gates = gates(&pods);
+        assert_eq!(
+            gates["web"],
+            PolicyGates {
+                gated: 2,
+                held: 1,
+                oldest_gated_created: Some(1_700_000_100.0),
+                bound_seconds: None,
+            }
+        );
+        assert_eq!(
+            gates["batch"],
+            PolicyGates {
+                gated: 0,
+                held: 1,
+                oldest_gated_created: None,
+                bound_seconds: None,
+            }
+        );
+        assert!(
+            !gates.contains_key("done"),
+            "a policy whose pods were all released gates nothing"
+        );
     }
 
     #[test]

@@ -118,6 +118,14 @@ pub enum InspectError {
 }
 
 impl InspectError {
+    /// The kind of failure as a metric label: the registry error's kind, or `backing_off`.
+    pub fn kind_label(&self) -> &'static str {
+        match self {
+            InspectError::Registry(error) => error.kind().as_str(),
+            InspectError::BackingOff { .. } => "backing_off",
+        }
+    }
+
     /// What went wrong, in words safe to show whoever reads the pod's Events and annotations:
     /// the kind of failure, never the registry's own text, an address it redirected to or
     /// resolved to, or a response body (ocifit's log has the whole error).
@@ -677,5 +685,27 @@ mod tests {
             .summary(),
             "tag not found"
         );
+    }
+
+    #[test]
+    fn a_failure_is_labelled_by_its_kind_for_the_metrics() {
+        let refused = InspectError::Registry(Error::Transport {
+            target: target(),
+            detail: "connection refused".into(),
+            source: None,
+        });
+        assert_eq!(refused.kind_label(), "transport");
+        let missing = InspectError::Registry(Error::NotFound {
+            target: target(),
+            what: "tag",
+        });
+        assert_eq!(missing.kind_label(), "not_found");
+        let cooling = InspectError::BackingOff {
+            registry: "registry.tenant.example".into(),
+            image: "registry.tenant.example/app:v1".into(),
+            retry_in: Duration::from_secs(4),
+            last_error: String::new(),
+        };
+        assert_eq!(cooling.kind_label(), "backing_off");
     }
 }

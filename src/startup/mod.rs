@@ -108,6 +108,12 @@ async fn serve(config: Config) -> anyhow::Result<Ended> {
     Ok(process.supervise(wait_for_signal()).await)
 }
 
+/// Every metric `ocifit run` serves: the registered ones and `source`'s registry counters, read
+/// at scrape time.
+pub fn process_metrics(source: &Arc<RegistrySource>) -> Arc<Metrics> {
+    Metrics::new(Some(scrape::registry_metrics(Arc::clone(source))))
+}
+
 /// Composes the process from `config`: checks the prerequisites, elects (or not), builds the
 /// cluster view, image selection and the admission host, and binds the admin server.
 pub async fn start(config: Config) -> anyhow::Result<Process> {
@@ -119,7 +125,7 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
         RegistrySource::new(config.registry.clone())
             .context("failed to build the registry client")?,
     );
-    let metrics = Metrics::new(Some(scrape::registry_metrics(Arc::clone(&source))));
+    let metrics = process_metrics(&source);
     let (leadership, lease) = match &config.lease {
         Some(settings) => leader::elect(client.clone(), settings.clone(), Arc::clone(&metrics))
             .await

@@ -1,19 +1,26 @@
 //! The Prometheus metrics of `ocifit run`, in the text exposition format: reconciles by result and
 //! their duration, artifact fetches, status writes, policies by condition, leader status, the
-//! webhook's admissions by outcome and their latency, the sizes of the stores it plans from and
-//! its index rebuilds, placement decisions, and (collected at scrape time) the registry client's request and cache
-//! counters.
+//! admission routes' answers by route, outcome and reason and their latency, the sizes of the
+//! stores the webhook plans from and its index rebuilds, placement decisions, and (collected at
+//! scrape time) the registry client's request and cache counters; [`features`] adds what each
+//! feature's runbook reads (gated and held pods, caches by readiness, last successful reconcile).
+//! Every label value comes from a closed vocabulary or names a cluster-scoped policy: never a pod.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+mod features;
+
+pub use features::{Feature, PolicyGates};
 
 /// How a reconcile ended.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -46,8 +53,20 @@ struct ConditionLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AdmissionLabels {
+    route: String,
     outcome: &'static str,
     reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: String,
+}
+
+/// The admission latency buckets: from 25 µs (an admission is expected well under a
+/// millisecond) doubling to 3.3 s, past the host's 2 s deadline.
+fn admission_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_025, 2.0, 18))
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -63,9 +82,31 @@ struct StoreLabels {
 /// Reads extra metrics at scrape time (the registry client's counters).
 pub type ScrapeFn = Box<dyn Fn(&mut DescriptorEncoder<'_>) -> fmt::Result + Send + Sync>;
 
+/// The registry while the metrics are registered, noting each one's name and type.
+struct Registering {
+    registry: Registry,
+    catalogue: Vec<(String, String)>,
+}
+
+impl Registering {
+    fn add(&mut self, name: &str, help: &str, metric: impl prometheus_client::registry::Metric) {
+        let kind = metric.metric_type();
+        // A counter's samples carry the suffix; its name in the registry does not.
+        let suffix = if matches!(kind, MetricType::Counter) {
+            "_total"
+        } else {
+            ""
+        };
+        self.catalogue
+            .push((format!("ocifit_{name}{suffix}"), kind.as_str().to_owned()));
+        self.registry.register(name, help, metric);
+    }
+}
+
 /// Every metric, registered once. Cheap to share in an `Arc`.
 pub struct Metrics {
     registry: Registry,
+    catalogue: Vec<(String, String)>,
     reconciles: Family<ResultLabels, Counter>,
     reconcile_duration: Histogram,
     artifact_fetches: Family<FetchLabels, Counter>,
@@ -74,10 +115,11 @@ pub struct Metrics {
     policies: Family<ConditionLabels, Gauge>,
     leader: Gauge,
     admissions: Family<AdmissionLabels, Counter>,
-    admission_duration: Histogram,
+    admission_duration: Family<RouteLabels, Histogram, fn() -> Histogram>,
     store_objects: Family<StoreLabels, Gauge>,
     index_rebuilds: Counter,
     placements: Family<PlacementLabels, Counter>,
+    features: features::FeatureGauges,
 }
 
 impl fmt::Debug for Metrics {
@@ -105,85 +147,98 @@ impl Collector for ScrapeCollector {
 impl Metrics {
     /// Registers every metric under the `ocifit` prefix; `scrape` adds metrics read at scrape time.
     pub fn new(scrape: Option<ScrapeFn>) -> Arc<Metrics> {
-        let mut registry = Registry::with_prefix("ocifit");
+        let mut registry = Registering {
+            registry: Registry::with_prefix("ocifit"),
+            catalogue: Vec::new(),
+        };
         let reconciles = Family::<ResultLabels, Counter>::default();
-        registry.register(
+        registry.add(
             "reconciles",
             "Reconciles of ImageSelectionPolicies, by result",
             reconciles.clone(),
         );
         let reconcile_duration = Histogram::new(exponential_buckets(0.001, 2.0, 14));
-        registry.register(
+        registry.add(
             "reconcile_duration_seconds",
             "Time to reconcile one ImageSelectionPolicy",
             reconcile_duration.clone(),
         );
         let artifact_fetches = Family::<FetchLabels, Counter>::default();
-        registry.register(
+        registry.add(
             "artifact_fetches",
             "Compatibility artifact resolutions against the registry, by result (Ok or the condition reason)",
             artifact_fetches.clone(),
         );
         let status_writes = Counter::default();
-        registry.register(
+        registry.add(
             "status_writes",
             "Policy status writes (server-side apply); a pass with nothing new writes nothing",
             status_writes.clone(),
         );
         let events = Counter::default();
-        registry.register(
+        registry.add(
             "events",
             "Kubernetes Events published on policies",
             events.clone(),
         );
         let policies = Family::<ConditionLabels, Gauge>::default();
-        registry.register(
+        registry.add(
             "policies",
             "ImageSelectionPolicies by condition type and status",
             policies.clone(),
         );
         let leader = Gauge::default();
-        registry.register(
+        registry.add(
             "leader",
             "1 while this replica holds the controller lease",
             leader.clone(),
         );
         let admissions = Family::<AdmissionLabels, Counter>::default();
-        registry.register(
+        registry.add(
             "admissions",
-            "Pod admission requests answered by the webhook, by outcome and reason",
+            "Admission requests answered, by route (webhook path), outcome and reason",
             admissions.clone(),
         );
-        // From 25 µs: an admission is expected well under a millisecond.
-        let admission_duration = Histogram::new(exponential_buckets(0.000_025, 2.0, 18));
-        registry.register(
+        let admission_duration =
+            Family::<RouteLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                admission_histogram,
+            );
+        registry.add(
             "admission_duration_seconds",
-            "Time from receiving an admission request to its answer (body read, plan, encode)",
+            "Time from receiving an admission request to its answer (body read, plan, encode), by route",
             admission_duration.clone(),
         );
         let store_objects = Family::<StoreLabels, Gauge>::default();
-        registry.register(
+        registry.add(
             "store_objects",
             "Objects in the in-memory stores the webhook plans from (policies, nodes, node_features)",
             store_objects.clone(),
         );
         let index_rebuilds = Counter::default();
-        registry.register(
+        registry.add(
             "webhook_index_rebuilds",
             "Rebuilds of the webhook's planner index after a store change",
             index_rebuilds.clone(),
         );
         let placements = Family::<PlacementLabels, Counter>::default();
-        registry.register(
+        registry.add(
             "placements",
             "Gated pods decided by the placement controller, by outcome",
             placements.clone(),
         );
+        let features = features::FeatureGauges::register(&mut registry);
         if let Some(scrape) = scrape {
-            registry.register_collector(Box::new(ScrapeCollector(Mutex::new(scrape))));
+            registry
+                .registry
+                .register_collector(Box::new(ScrapeCollector(Mutex::new(scrape))));
         }
+        let Registering {
+            registry,
+            catalogue,
+        } = registry;
         Arc::new(Metrics {
             registry,
+            catalogue,
             reconciles,
             reconcile_duration,
             artifact_fetches,
@@ -196,6 +251,7 @@ impl Metrics {
             store_objects,
             index_rebuilds,
             placements,
+            features,
         })
     }
 
@@ -206,13 +262,17 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts one reconcile and its duration.
+    /// Counts one reconcile of an ImageSelectionPolicy and its duration; an `Ok` one is image
+    /// selection's last successful reconcile.
     pub fn reconciled(&self, result: ReconcileResult, seconds: f64) {
         self.reconciles
             .get_or_create(&ResultLabels { result })
             .inc();
         if result != ReconcileResult::NotLeader {
             self.reconcile_duration.observe(seconds);
+        }
+        if result == ReconcileResult::Ok {
+            self.reconcile_succeeded(features::Feature::ImageSelection);
         }
     }
 
@@ -258,13 +318,22 @@ impl Metrics {
         self.leader.set(i64::from(leader));
     }
 
-    /// Counts one answered admission request and its latency; `outcome` and `reason` come from
-    /// the vocabulary of the planner that answered (or the admission host's own refusals).
-    pub fn admitted(&self, outcome: &'static str, reason: &'static str, seconds: f64) {
+    /// Counts one admission request answered on `route` (its path) and its latency; `outcome`
+    /// and `reason` come from the vocabulary of the planner that answered (or the admission
+    /// host's own refusals).
+    pub fn admitted(&self, route: &str, outcome: &'static str, reason: &'static str, seconds: f64) {
         self.admissions
-            .get_or_create(&AdmissionLabels { outcome, reason })
+            .get_or_create(&AdmissionLabels {
+                route: route.to_owned(),
+                outcome,
+                reason,
+            })
             .inc();
-        self.admission_duration.observe(seconds);
+        self.admission_duration
+            .get_or_create(&RouteLabels {
+                route: route.to_owned(),
+            })
+            .observe(seconds);
     }
 
     /// Records the sizes of the stores the webhook plans from.
@@ -290,6 +359,12 @@ impl Metrics {
         self.index_rebuilds.get()
     }
 
+    /// Every registered metric's name as a scrape shows it (a counter with `_total`) and its
+    /// type, whether or not it has a sample yet (scrape-time metrics are in the exposition).
+    pub fn catalogue(&self) -> &[(String, String)] {
+        &self.catalogue
+    }
+
     /// The text exposition of every metric.
     pub fn encode(&self) -> Result<String, fmt::Error> {
         let mut out = String::new();
@@ -299,79 +374,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reconciles_writes_policies_and_leader_appear_in_the_exposition() {
-        let metrics = Metrics::new(None);
-        metrics.reconciled(ReconcileResult::Ok, 0.002);
-        metrics.reconciled(ReconcileResult::ArtifactError, 0.5);
-        metrics.artifact_fetched("RegistryUnavailable");
-        metrics.status_written();
-        metrics.set_policies([(("Ready", "True"), 2), (("Degraded", "True"), 1)]);
-        metrics.set_leader(true);
-        let text = metrics.encode().unwrap();
-        for line in [
-            "ocifit_reconciles_total{result=\"Ok\"} 1",
-            "ocifit_reconciles_total{result=\"ArtifactError\"} 1",
-            "ocifit_reconcile_duration_seconds_count 2",
-            "ocifit_artifact_fetches_total{result=\"RegistryUnavailable\"} 1",
-            "ocifit_status_writes_total 1",
-            "ocifit_policies{condition=\"Ready\",status=\"True\"} 2",
-            "ocifit_policies{condition=\"Degraded\",status=\"True\"} 1",
-            "ocifit_leader 1",
-        ] {
-            assert!(text.contains(line), "{line} missing from\n{text}");
-        }
-        assert_eq!(metrics.status_writes(), 1);
-    }
-
-    #[test]
-    fn admissions_store_sizes_and_rebuilds_appear_with_sub_millisecond_buckets() {
-        let metrics = Metrics::new(None);
-        metrics.admitted("pinned", "ImagePinned", 0.0001);
-        metrics.admitted("denied", "Unpinned", 0.0002);
-        metrics.set_store_sizes(2, 5000, 0);
-        metrics.index_rebuilt();
-        let text = metrics.encode().unwrap();
-        for line in [
-            "ocifit_admissions_total{outcome=\"pinned\",reason=\"ImagePinned\"} 1",
-            "ocifit_admissions_total{outcome=\"denied\",reason=\"Unpinned\"} 1",
-            "ocifit_admission_duration_seconds_count 2",
-            "ocifit_admission_duration_seconds_bucket{le=\"0.0001\"} 1",
-            "ocifit_store_objects{store=\"nodes\"} 5000",
-            "ocifit_store_objects{store=\"node_features\"} 0",
-            "ocifit_webhook_index_rebuilds_total 1",
-        ] {
-            assert!(text.contains(line), "{line} missing from\n{text}");
-        }
-    }
-
-    #[test]
-    fn policy_gauges_are_replaced_not_accumulated() {
-        let metrics = Metrics::new(None);
-        metrics.set_policies([(("Ready", "False"), 1)]);
-        metrics.set_policies([(("Ready", "True"), 1)]);
-        let text = metrics.encode().unwrap();
-        assert!(!text.contains("status=\"False\""), "{text}");
-    }
-
-    #[test]
-    fn scrape_time_metrics_are_included() {
-        use prometheus_client::encoding::EncodeMetric;
-        use prometheus_client::metrics::counter::ConstCounter;
-        let metrics = Metrics::new(Some(Box::new(|encoder| {
-            let counter = ConstCounter::new(7u64);
-            let metric = encoder.encode_descriptor(
-                "registry_requests",
-                "Registry requests",
-                None,
-                counter.metric_type(),
-            )?;
-            counter.encode(metric)
-        })));
-        let text = metrics.encode().unwrap();
-        assert!(text.contains("ocifit_registry_requests_total 7"), "{text}");
-    }
-}
+mod tests;

@@ -41,6 +41,21 @@ pub const VALUE_SETS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "monitoring: alerting rules as a PrometheusRule, the dashboard",
+        &[
+            "monitoring.enabled=true",
+            "monitoring.rules.kind=PrometheusRule",
+            "monitoring.labels.release=prometheus",
+        ],
+    ),
+    (
+        "monitoring: alerting rules in a ConfigMap, the dashboard unlabelled",
+        &[
+            "monitoring.enabled=true",
+            "monitoring.dashboard.labels=null",
+        ],
+    ),
+    (
         "user-provided secret, registry CA and credentials",
         &[
             "tls.mode=secret",

@@ -57,11 +57,17 @@ pub enum Tool {
     ServiceMonitorCrd,
     /// actionlint, which checks the GitHub workflows.
     Actionlint,
+    /// The Prometheus Operator's PrometheusRule CRD, from its Go module (for the chart's checks).
+    PrometheusRuleCrd,
+    /// promtool, which checks and unit-tests the chart's alerting rules.
+    Promtool,
+    /// Prometheus itself.
+    Prometheus,
 }
 
 impl Tool {
     /// Every tool, in the installer's order of importance for the cluster.
-    pub const ALL: [Tool; 19] = [
+    pub const ALL: [Tool; 22] = [
         Tool::Etcd,
         Tool::KubeApiserver,
         Tool::KubeControllerManager,
@@ -81,6 +87,9 @@ impl Tool {
         Tool::CertManagerCrds,
         Tool::ServiceMonitorCrd,
         Tool::Actionlint,
+        Tool::PrometheusRuleCrd,
+        Tool::Promtool,
+        Tool::Prometheus,
     ];
 
     /// The name a user knows the tool by.
@@ -105,6 +114,9 @@ impl Tool {
             Tool::CertManagerCrds => "cert-manager CRDs",
             Tool::ServiceMonitorCrd => "ServiceMonitor CRD",
             Tool::Actionlint => "actionlint",
+            Tool::PrometheusRuleCrd => "PrometheusRule CRD",
+            Tool::Promtool => "promtool",
+            Tool::Prometheus => "prometheus",
         }
     }
 
@@ -129,6 +141,8 @@ impl Tool {
             Tool::CertManagerCrds => ("cert-manager-crds", "CERT_MANAGER_VERSION"),
             Tool::ServiceMonitorCrd => ("prometheus-operator-crds", "PROMETHEUS_OPERATOR_VERSION"),
             Tool::Actionlint => ("actionlint", "ACTIONLINT_VERSION"),
+            Tool::PrometheusRuleCrd => ("prometheus-rule-crd", "PROMETHEUS_OPERATOR_VERSION"),
+            Tool::Promtool | Tool::Prometheus => ("prometheus", "PROMETHEUS_VERSION"),
         }
     }
 
@@ -154,6 +168,9 @@ impl Tool {
             Tool::CertManagerCrds => "cert-manager-crds.yaml",
             Tool::ServiceMonitorCrd => "monitoring.coreos.com_servicemonitors.yaml",
             Tool::Actionlint => "bin/actionlint",
+            Tool::PrometheusRuleCrd => "monitoring.coreos.com_prometheusrules.yaml",
+            Tool::Promtool => "bin/promtool",
+            Tool::Prometheus => "bin/prometheus",
         }
     }
 

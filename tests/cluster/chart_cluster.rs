@@ -1,7 +1,7 @@
 //! The Helm chart against the real local control plane (no kubelet runs its pods, so the stored
 //! objects are what is checked): every value set's render passes `kubeconform -strict` with schemas
 //! generated from this apiserver's OpenAPI and from the CRDs (ours, cert-manager's, the Prometheus
-//! Operator's), never fetched; and `helm install` → `helm upgrade` → `helm uninstall` stores the
+//! Operator's ServiceMonitor and PrometheusRule), never fetched; and `helm install` → `helm upgrade` → `helm uninstall` stores the
 //! documented objects, upgrades an older CRD to the chart's, keeps a caBundle patched in by ocifit,
 //! refuses opted-in pods while its Service is down but never touches other pods, kube-system or its
 //! own namespace, and leaves the CRD and users' policies behind.
@@ -47,6 +47,7 @@ async fn every_value_set_renders_past_kubeconform_strict_with_local_schemas_only
         repo_root().join("crds/artifactcaches.ocifit.io.yaml"),
         tools.path(Tool::CertManagerCrds).unwrap(),
         tools.path(Tool::ServiceMonitorCrd).unwrap(),
+        tools.path(Tool::PrometheusRuleCrd).unwrap(),
     ];
     for file in &crds {
         assert!(

@@ -32,6 +32,7 @@ mod controller_nfd;
 mod controller_rbac;
 mod demo;
 mod faults;
+mod monitoring_alerts;
 mod placement_e2e;
 mod placement_real_node;
 mod placement_registry;

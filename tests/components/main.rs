@@ -10,6 +10,7 @@
 //! - `chart`: the Helm chart offline (sync with `crds/` and `config/`, renders, values);
 //! - `cli_resolve`: `ocifit resolve` as users run it;
 //! - `docs_flags`: `docs/flags.md` against `ocifit run --help`;
+//! - `docs_metrics`: `docs/metrics.md` against the metrics `ocifit run` serves;
 //! - `example_pods`: the pod contract's example table (`docs/pod-contract.md`) against the planner;
 //! - `registry`: the registry client against the real registry, a fake for what it cannot do, and
 //!   TLS;
@@ -24,6 +25,7 @@ mod artifact;
 mod chart;
 mod cli_resolve;
 mod docs_flags;
+mod docs_metrics;
 mod example_pods;
 mod flavor_example;
 mod placement_inspection;

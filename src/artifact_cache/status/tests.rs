@@ -216,6 +216,18 @@ fn admission_sees_only_a_current_ready_status_as_ready() {
 }
 
 #[test]
+fn readiness_counts_what_admission_sees_as_ready() {
+    let (d, s) = (deployment(1, 2, None), service(Some("10.0.0.7")));
+    let mut ready = cache(json!({}), None);
+    ready.status = Some(deployed(&ready, &d, &s));
+    let mut behind = ready.clone();
+    behind.metadata.generation = Some(4);
+    let fresh = cache(json!({}), None);
+    assert_eq!(count_ready([&ready, &behind, &fresh]), (1, 2));
+    assert_eq!(count_ready([]), (0, 0));
+}
+
+#[test]
 fn a_pod_the_replica_set_cannot_create_says_why_on_the_cache() {
     let forbidden = "pods \"oras-registry-5d9\" is forbidden: violates PodSecurity \"restricted:latest\": runAsNonRoot != true";
     let d: Deployment = serde_json::from_value(json!({

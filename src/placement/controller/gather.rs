@@ -17,6 +17,7 @@ use crate::placement::policy::Policy;
 use crate::placement::pull_policy::{Freshness, effective, freshness};
 use crate::placement::release::{Inspected, Inspection, containers};
 use crate::registry::{DockerConfig, Inspector, Lookup, parse_reference};
+use crate::telemetry::Metrics;
 
 /// The pod's pull Secrets, then its ServiceAccount's, read from its namespace. A missing
 /// ServiceAccount is skipped, as is a Secret that does not exist (the kubelet skips it too); every
@@ -110,6 +111,7 @@ pub async fn inspections(
     policy: &Policy,
     secrets: &PullSecrets,
     own: &DockerConfig,
+    metrics: &Metrics,
 ) -> Vec<Inspection> {
     let Some(spec) = pod.spec.as_ref() else {
         return Vec::new();
@@ -118,7 +120,10 @@ pub async fn inspections(
     join_all(containers(spec).map(|container| async move {
         let image = container.image.clone().unwrap_or_default();
         let result = match parse_reference(&image) {
-            Err(err) => Err(err.to_string()),
+            Err(err) => {
+                metrics.inspection_failed("invalid_reference");
+                Err(err.to_string())
+            }
             Ok(reference) => {
                 let max_tag_age = match freshness(
                     &reference,
@@ -143,6 +148,7 @@ pub async fn inspections(
                         platforms: facts.platforms.as_ref().clone(),
                     })
                     .map_err(|err| {
+                        metrics.inspection_failed(err.kind_label());
                         // The pod's Events and annotations get the kind of failure only.
                         tracing::info!(%image, error = %crate::telemetry::error_chain(&err), "image inspection failed");
                         format!("image {image}: {}", err.summary())

@@ -26,6 +26,7 @@ use crate::placement::policy::Policy;
 use crate::placement::release::{self, Note, Plan};
 use crate::placement::retries::images;
 use crate::placement::select::{Namespace, recheck};
+use crate::telemetry::Feature;
 
 /// How soon to look again after the pod changed under our update.
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
@@ -133,6 +134,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     }
     if let Some(outcome) = plan.outcome {
         ctx.metrics.placement_decided(outcome.as_str());
+        ctx.metrics.reconcile_succeeded(Feature::Placement);
         tracing::info!(pod = %pod.name_any(), namespace = ?pod.namespace(), %outcome, "placement decided");
     }
     publish(&ctx, &pod, &plan.events).await;
@@ -177,7 +179,15 @@ async fn selects(ctx: &Context, pod: &Pod, policy: &Policy) -> Result<Result<(),
 /// Reads the pod's Secrets and images and plans its release.
 async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> Plan {
     let secrets = pull_secrets(&ctx.cluster.client, &ctx.cluster.secrets(), pod).await;
-    let inspected = inspections(&ctx.inspector, pod, policy, &secrets, &ctx.own_credentials).await;
+    let inspected = inspections(
+        &ctx.inspector,
+        pod,
+        policy,
+        &secrets,
+        &ctx.own_credentials,
+        &ctx.metrics,
+    )
+    .await;
     let tainted: BTreeSet<String> = ctx.tainted();
     let created = pod
         .metadata

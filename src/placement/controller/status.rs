@@ -21,7 +21,7 @@ use crate::api::{FIELD_MANAGER, PlacementPolicy};
 use crate::cluster::ClusterView;
 use crate::cluster::reflected::Reflected;
 use crate::placement::policy::Policy;
-use crate::placement::status::counts;
+use crate::placement::status::{counts, gates};
 use crate::telemetry::Metrics;
 
 /// Least time between two passes (a burst of pod changes makes one pass).
@@ -83,12 +83,18 @@ pub async fn keep(
     let mut changes = std::pin::pin!(changes);
     let api: Api<PlacementPolicy> = Api::all(cluster.client.clone());
     while changes.next().await.is_some() {
-        if !cluster.leadership.is_leader() || !policies.synced() || !pods.synced() {
+        if !cluster.leadership.is_leader() {
+            metrics.clear_placement();
+            continue;
+        }
+        if !policies.synced() || !pods.synced() {
             continue;
         }
         let pod_state = pods.store().state();
         let counted = counts(pod_state.iter().map(AsRef::as_ref));
-        for policy in policies.store().state() {
+        let policy_state = policies.store().state();
+        record(&metrics, &policy_state, &pod_state);
+        for policy in policy_state {
             let status = desired(&policy, &counted, Timestamp::now());
             if policy.status.as_ref() == Some(&status) {
                 continue;
@@ -114,6 +120,22 @@ pub async fn keep(
         }
         tokio::time::sleep(PAUSE).await;
     }
+}
+
+/// Sets placement's gauges: each policy's gated pods with its bound, and how many are Ready.
+fn record(metrics: &Metrics, policies: &[Arc<PlacementPolicy>], pods: &[Arc<Pod>]) {
+    let mut gated = gates(pods.iter().map(AsRef::as_ref));
+    let mut ready = 0;
+    for policy in policies {
+        let compiled = Policy::compile(policy).ok();
+        ready += usize::from(compiled.is_some());
+        if let Some(compiled) = compiled {
+            gated.entry(compiled.name).or_default().bound_seconds =
+                Some(compiled.failure.timeout.as_secs_f64());
+        }
+    }
+    metrics.set_placement(gated.iter().map(|(name, g)| (name.as_str(), g.clone())));
+    metrics.set_placement_policies(ready, policies.len() - ready);
 }
 
 #[cfg(test)]

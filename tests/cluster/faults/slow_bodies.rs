@@ -35,7 +35,7 @@ const PODS: usize = 200;
 const WORKERS: usize = 8;
 /// The namespace no PlacementPolicy selects, gated by `/placement`.
 const UNSELECTED: &str = "unselected";
-const NO_POLICY: &str = "ocifit_admissions_total{outcome=\"skipped\",reason=\"NoPlacementPolicy\"}";
+const NO_POLICY: &str = "ocifit_admissions_total{route=\"/placement\",outcome=\"skipped\",reason=\"NoPlacementPolicy\"}";
 const ACTIVE_WITHIN: Duration = Duration::from_secs(30);
 
 #[tokio::test]

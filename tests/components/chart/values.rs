@@ -34,6 +34,12 @@ async fn bad_values_are_refused_with_a_message_naming_the_value() {
         ("image.digest=sha256:short", "/image/digest"),
         ("image.tag=bad tag", "/image/tag"),
         ("logFormat=xml", "/logFormat"),
+        (
+            "monitoring.rules.kind=Alertmanager",
+            "/monitoring/rules/kind",
+        ),
+        // A quote would end the PromQL string it is put in.
+        ("monitoring.rules.job=a\"b", "/monitoring/rules/job"),
         ("registry.timeout=ten", "/registry/timeout"),
         ("webhook.failurPolicy=Fail", "failurPolicy"),
         ("tls.mode=secret", "/tls/secret/name"),

@@ -1,0 +1,139 @@
+use super::*;
+
+#[test]
+fn reconciles_writes_policies_and_leader_appear_in_the_exposition() {
+    let metrics = Metrics::new(None);
+    metrics.reconciled(ReconcileResult::Ok, 0.002);
+    metrics.reconciled(ReconcileResult::ArtifactError, 0.5);
+    metrics.artifact_fetched("RegistryUnavailable");
+    metrics.status_written();
+    metrics.set_policies([(("Ready", "True"), 2), (("Degraded", "True"), 1)]);
+    metrics.set_leader(true);
+    let text = metrics.encode().unwrap();
+    for line in [
+        "ocifit_reconciles_total{result=\"Ok\"} 1",
+        "ocifit_reconciles_total{result=\"ArtifactError\"} 1",
+        "ocifit_reconcile_duration_seconds_count 2",
+        "ocifit_artifact_fetches_total{result=\"RegistryUnavailable\"} 1",
+        "ocifit_status_writes_total 1",
+        "ocifit_policies{condition=\"Ready\",status=\"True\"} 2",
+        "ocifit_policies{condition=\"Degraded\",status=\"True\"} 1",
+        "ocifit_leader 1",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+    assert_eq!(metrics.status_writes(), 1);
+}
+
+#[test]
+fn admissions_by_route_store_sizes_and_rebuilds_appear_with_sub_millisecond_buckets() {
+    let metrics = Metrics::new(None);
+    metrics.admitted("/mutate", "pinned", "ImagePinned", 0.0001);
+    metrics.admitted("/mutate", "denied", "Unpinned", 0.0002);
+    metrics.admitted("/placement", "skipped", "Timeout", 2.0);
+    metrics.set_store_sizes(2, 5000, 0);
+    metrics.index_rebuilt();
+    let text = metrics.encode().unwrap();
+    for line in [
+        "ocifit_admissions_total{route=\"/mutate\",outcome=\"pinned\",reason=\"ImagePinned\"} 1",
+        "ocifit_admissions_total{route=\"/mutate\",outcome=\"denied\",reason=\"Unpinned\"} 1",
+        "ocifit_admissions_total{route=\"/placement\",outcome=\"skipped\",reason=\"Timeout\"} 1",
+        "ocifit_admission_duration_seconds_count{route=\"/mutate\"} 2",
+        "ocifit_admission_duration_seconds_bucket{le=\"0.0001\",route=\"/mutate\"} 1",
+        // A request near the 2 s deadline falls in a bucket of its own, not in +Inf.
+        "ocifit_admission_duration_seconds_bucket{le=\"1.6384\",route=\"/placement\"} 0",
+        "ocifit_admission_duration_seconds_bucket{le=\"3.2768\",route=\"/placement\"} 1",
+        "ocifit_store_objects{store=\"nodes\"} 5000",
+        "ocifit_store_objects{store=\"node_features\"} 0",
+        "ocifit_webhook_index_rebuilds_total 1",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+}
+
+#[test]
+fn policy_gauges_are_replaced_not_accumulated() {
+    let metrics = Metrics::new(None);
+    metrics.set_policies([(("Ready", "False"), 1)]);
+    metrics.set_policies([(("Ready", "True"), 1)]);
+    let text = metrics.encode().unwrap();
+    assert!(!text.contains("status=\"False\""), "{text}");
+}
+
+#[test]
+fn scrape_time_metrics_are_included() {
+    use prometheus_client::encoding::EncodeMetric;
+    use prometheus_client::metrics::counter::ConstCounter;
+    let metrics = Metrics::new(Some(Box::new(|encoder| {
+        let counter = ConstCounter::new(7u64);
+        let metric = encoder.encode_descriptor(
+            "registry_requests",
+            "Registry requests",
+            None,
+            counter.metric_type(),
+        )?;
+        counter.encode(metric)
+    })));
+    let text = metrics.encode().unwrap();
+    assert!(text.contains("ocifit_registry_requests_total 7"), "{text}");
+}
+
+#[test]
+fn placement_gauges_are_per_policy_and_replaced_whole() {
+    let metrics = Metrics::new(None);
+    metrics.set_placement([
+        (
+            "arm",
+            PolicyGates {
+                gated: 2,
+                held: 1,
+                oldest_gated_created: Some(1_700_000_000.0),
+                bound_seconds: Some(120.0),
+            },
+        ),
+        ("gone", PolicyGates::default()),
+    ]);
+    metrics.set_placement_policies(1, 0);
+    let text = metrics.encode().unwrap();
+    for line in [
+        "ocifit_placement_pods{policy=\"arm\",state=\"gated\"} 2",
+        "ocifit_placement_pods{policy=\"arm\",state=\"held\"} 1",
+        "ocifit_placement_oldest_gated_pod_created_timestamp_seconds{policy=\"arm\"} 1700000000.0",
+        "ocifit_placement_gate_bound_seconds{policy=\"arm\"} 120.0",
+        "ocifit_placement_policies{ready=\"True\"} 1",
+        "ocifit_placement_policies{ready=\"False\"} 0",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+    assert!(
+        !text.contains("placement_oldest_gated_pod_created_timestamp_seconds{policy=\"gone\"}"),
+        "a policy with nothing waiting has no oldest pod: {text}"
+    );
+    metrics.set_placement([("arm", PolicyGates::default())]);
+    let text = metrics.encode().unwrap();
+    assert!(!text.contains("policy=\"gone\""), "{text}");
+    assert!(!text.contains("1700000000"), "{text}");
+    metrics.clear_placement();
+    assert!(!metrics.encode().unwrap().contains("policy=\"arm\""));
+}
+
+#[test]
+fn caches_by_readiness_inspection_failures_and_last_successful_reconciles_appear() {
+    let metrics = Metrics::new(None);
+    metrics.set_artifact_caches(3, 1);
+    metrics.inspection_failed("transport");
+    metrics.inspection_failed("transport");
+    metrics.reconcile_succeeded(Feature::Placement);
+    metrics.reconciled(ReconcileResult::Ok, 0.01);
+    let text = metrics.encode().unwrap();
+    for line in [
+        "ocifit_artifact_caches{ready=\"True\"} 3",
+        "ocifit_artifact_caches{ready=\"False\"} 1",
+        "ocifit_placement_inspection_failures_total{kind=\"transport\"} 2",
+        "ocifit_last_successful_reconcile_timestamp_seconds{feature=\"placement\"} ",
+        "ocifit_last_successful_reconcile_timestamp_seconds{feature=\"image_selection\"} ",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+    assert!(!text.contains("feature=\"artifact_cache\""), "{text}");
+}

@@ -1,0 +1,353 @@
+//! The chart's alerting rules and dashboard against a real Prometheus (built from the Prometheus
+//! module like the other test tools) scraping `ocifit run` every second: while the registry is
+//! stopped, an ImageSelectionPolicy serves its last known good artifact and a gated pod waits past
+//! its PlacementPolicy's bound, and `OcifitImageSelectionPolicyDegraded` and
+//! `OcifitPodsGatedTooLong` fire; once the registry returns, both resolve. Every query of the
+//! dashboard returns series. The rules are the chart's rendered ConfigMap; the only test-time
+//! parameter is a 2 s `for:` on the two alerts under test (theirs are 30 and 5 minutes).
+
+#![allow(clippy::unwrap_used)] // the steps outside #[test] fns fail the test loudly, as the test does
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::PostParams;
+use ocifit_testkit::chart::{documents, find, render};
+use ocifit_testkit::{Tool, create_namespace};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+use crate::support::objects::{Policy, linux_node};
+use crate::support::placement::{self, create_policy, gates, wait_pod};
+use crate::support::{Env, Proxy, free_address, get, is};
+
+const NAMESPACE: &str = "monitoring";
+/// The alerts this scenario makes fire, with the `for:` it gives them.
+const UNDER_TEST: [&str; 2] = [
+    "OcifitImageSelectionPolicyDegraded",
+    "OcifitPodsGatedTooLong",
+];
+const SHORT_FOR: &str = "2s";
+const WAIT: Duration = Duration::from_secs(90);
+
+#[tokio::test]
+async fn a_registry_outage_fires_the_degraded_and_gated_too_long_alerts_until_it_ends() {
+    let env = Env::start().await;
+    let client = env.client.clone();
+    create_namespace(&client, NAMESPACE).await.unwrap();
+    let registry = env.registry();
+    // ocifit reaches the registry only through a proxy that can be switched off.
+    let mut proxy = Proxy::start(registry.addr()).await;
+    registry
+        .push_image("library/app", "v1", "linux/amd64")
+        .await
+        .unwrap();
+    for repository in ["shop/web", "shop/api"] {
+        registry
+            .push_multi_platform(repository, "v1", &["linux/amd64", "linux/arm64"])
+            .await
+            .unwrap();
+    }
+    let app = format!("{}/library/app:v1", proxy.addr);
+    env.push_artifact(
+        "ocifit/app:v1",
+        &format!(
+            r#"{{"version":"v1alpha1","compatibilities":[{{"tag":"{app}","weight":1,"description":"app","rules":[]}}]}}"#
+        ),
+    )
+    .await;
+    env.add_node(linux_node("amd")).await;
+    let served = placement::serve(
+        &env,
+        "monitoring",
+        &[
+            "--plain-http-registry",
+            &proxy.addr,
+            "--max-retry-interval",
+            "2s",
+        ],
+    )
+    .await;
+    env.create_policy(
+        &Policy::on_artifact("app", &format!("{}/ocifit/app:v1", proxy.addr))
+            .refresh_interval("10s"),
+    )
+    .await;
+    env.wait_status("app", WAIT, "Ready", |s| is(s, "Ready", "True", "Resolved"))
+        .await;
+    // Pods may wait 3 s for inspection; 100 failed attempts take far longer, so one stays gated.
+    create_policy(
+        &client,
+        "shop",
+        json!({"onInspectionFailure": {"attempts": 100, "timeout": "3s"}}),
+    )
+    .await;
+    let web = format!("{}/shop/web:v1", proxy.addr);
+    served
+        .gate(&client, "ocifit-placement", NAMESPACE, &web)
+        .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    // Left unchanged at admission: a series for the dashboard's refusals panel.
+    pods.create(
+        &PostParams::default(),
+        &placement::pod(
+            "excluded",
+            NAMESPACE,
+            json!({"placement.ocifit.io/enabled": "false"}),
+            &[("web", &web)],
+        ),
+    )
+    .await
+    .unwrap();
+
+    let (rules, dashboard) = chart_monitoring().await;
+    let prometheus = Prometheus::start(&env, &served.controller.admin, &rules).await;
+    prometheus
+        .wait_for("ocifit scraped", |p| async move {
+            p.series("up{job=\"ocifit-metrics\"} == 1").await > 0
+        })
+        .await;
+    assert!(
+        prometheus.firing().await.is_empty(),
+        "nothing fires before the outage"
+    );
+    let mut answered: BTreeSet<String> = BTreeSet::new();
+
+    proxy.down().await;
+    let outage = Instant::now();
+    // Never inspected before: the outage is what it meets.
+    let api = format!("{}/shop/api:v1", proxy.addr);
+    pods.create(
+        &PostParams::default(),
+        &placement::pod("waiting", NAMESPACE, json!({}), &[("api", &api)]),
+    )
+    .await
+    .unwrap();
+    let fired = prometheus
+        .wait_for("both alerts firing", |p| async move {
+            let firing = p.firing().await;
+            UNDER_TEST
+                .iter()
+                .all(|alert| firing.iter().any(|(name, _)| name == alert))
+        })
+        .await;
+    eprintln!(
+        "MEASURE both alerts firing {:?} after the registry stopped",
+        fired - outage
+    );
+    let firing = prometheus.firing().await;
+    assert!(
+        firing.contains(&("OcifitPodsGatedTooLong".to_owned(), "shop".to_owned())),
+        "the alert names the policy: {firing:?}"
+    );
+    assert!(
+        gates(&pods.get("waiting").await.unwrap()).len() == 1,
+        "still gated"
+    );
+    assert!(
+        prometheus
+            .series(
+                "ocifit_placement_inspection_failures_total{kind=~\"transport|backing_off\"} > 0"
+            )
+            .await
+            > 0,
+        "the failed inspections are counted by kind"
+    );
+    answered.extend(prometheus.answering(&dashboard).await);
+
+    proxy.up().await;
+    let back = Instant::now();
+    wait_pod(&pods, "waiting", "released", |pod| gates(pod).is_empty()).await;
+    let resolved = prometheus
+        .wait_for("both alerts resolved", |p| async move {
+            let firing = p.firing().await;
+            !UNDER_TEST
+                .iter()
+                .any(|alert| firing.iter().any(|(name, _)| name == alert))
+        })
+        .await;
+    eprintln!(
+        "MEASURE both alerts resolved {:?} after the registry returned",
+        resolved - back
+    );
+    env.wait_status("app", WAIT, "current again", |s| {
+        is(s, "Degraded", "False", "Current")
+    })
+    .await;
+
+    // Counters that moved only since the outage (releases) need a few scrapes for their rate.
+    let answered = &mut answered;
+    let dashboard = &dashboard;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        answered.extend(prometheus.answering(dashboard).await);
+        let silent: Vec<&String> = dashboard
+            .iter()
+            .filter(|q| !answered.contains(*q))
+            .collect();
+        if silent.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "dashboard queries without series: {silent:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The chart's rules (with `monitoring.enabled`) with [`SHORT_FOR`] on the alerts under test, as
+/// a rule file; and every query of its dashboard.
+async fn chart_monitoring() -> (String, Vec<String>) {
+    let manifests = render(&["monitoring.enabled=true"]).await.unwrap();
+    let docs = documents(&manifests).unwrap();
+    let alerts = find(&docs, "ConfigMap", "ocifit-alerts").unwrap()["data"]["ocifit-alerts.yaml"]
+        .as_str()
+        .unwrap();
+    let mut rules: Value = ocifit_testkit::chart::documents(alerts).unwrap().remove(0);
+    let mut shortened = 0;
+    for group in rules["groups"].as_array_mut().unwrap() {
+        for rule in group["rules"].as_array_mut().unwrap() {
+            if UNDER_TEST.iter().any(|alert| rule["alert"] == *alert) {
+                rule["for"] = json!(SHORT_FOR);
+                shortened += 1;
+            }
+        }
+    }
+    assert_eq!(shortened, UNDER_TEST.len(), "the chart ships both alerts");
+    let dashboard = find(&docs, "ConfigMap", "ocifit-dashboard").unwrap()["data"]["ocifit.json"]
+        .as_str()
+        .unwrap();
+    let dashboard: Value = serde_json::from_str(dashboard).unwrap();
+    let queries = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|panel| panel["targets"].as_array().unwrap())
+        .map(|target| target["expr"].as_str().unwrap().to_owned())
+        .collect();
+    (rules.to_string(), queries)
+}
+
+/// A Prometheus scraping one target as job `ocifit-metrics`, evaluating `rules`, every second.
+struct Prometheus {
+    _child: Child,
+    address: String,
+}
+
+impl Prometheus {
+    async fn start(env: &Env, target: &str, rules: &str) -> Prometheus {
+        let dir = env.cluster.dir().join("prometheus");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("alerts.json"), rules).unwrap();
+        let config = json!({
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": ["alerts.json"],
+            "scrape_configs": [{"job_name": "ocifit-metrics", "static_configs": [{"targets": [target]}]}],
+        });
+        std::fs::write(dir.join("prometheus.json"), config.to_string()).unwrap();
+        let address = free_address();
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let binary = env.cluster.tools().path(Tool::Prometheus).unwrap();
+        let child = Command::new(binary)
+            .current_dir(&dir)
+            .args([
+                "--config.file=prometheus.json",
+                "--storage.tsdb.path=data",
+                &format!("--web.listen-address={address}"),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let prometheus = Prometheus {
+            _child: child,
+            address,
+        };
+        prometheus
+            .wait_for("Prometheus ready", |p| async move {
+                get(&p.address, "/-/ready").await.map(|(code, _)| code) == Some(200)
+            })
+            .await;
+        let (_, loaded) = get(&prometheus.address, "/api/v1/rules").await.unwrap();
+        let loaded: Value = serde_json::from_str(&loaded).unwrap();
+        let count: usize = loaded["data"]["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["rules"].as_array().unwrap().len())
+            .sum();
+        assert_eq!(count, 11, "every alert of the chart loaded: {loaded}");
+        prometheus
+    }
+
+    /// Polls `done` every second until it holds; when it first held.
+    async fn wait_for<'a, F, Fut>(&'a self, what: &str, done: F) -> Instant
+    where
+        F: Fn(&'a Prometheus) -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let start = Instant::now();
+        loop {
+            if done(self).await {
+                return Instant::now();
+            }
+            assert!(start.elapsed() < WAIT, "{what}: not within {WAIT:?}");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// How many series `query` returns now.
+    async fn series(&self, query: &str) -> usize {
+        let path = format!("/api/v1/query?query={}", encode(query));
+        let (code, body) = get(&self.address, &path).await.unwrap();
+        assert_eq!(code, 200, "{query}: {body}");
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        answer["data"]["result"].as_array().map_or(0, Vec::len)
+    }
+
+    /// The firing alerts: (name, `policy` label or "").
+    async fn firing(&self) -> Vec<(String, String)> {
+        let (_, body) = get(&self.address, "/api/v1/alerts").await.unwrap();
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        answer["data"]["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|alert| alert["state"] == "firing")
+            .map(|alert| {
+                let labels = &alert["labels"];
+                (
+                    labels["alertname"].as_str().unwrap_or_default().to_owned(),
+                    labels["policy"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// Those of `queries` that return series now.
+    async fn answering(&self, queries: &[String]) -> Vec<String> {
+        let mut answering = Vec::new();
+        for query in queries {
+            if self.series(query).await > 0 {
+                answering.push(query.clone());
+            }
+        }
+        answering
+    }
+}
+
+/// `text` as a URL query value.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

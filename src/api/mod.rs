@@ -55,4 +55,14 @@ pub mod pod {
     pub const DECISION_CLASSES: &str = "ocifit.io/classes";
     /// Decision annotation: the digest of the compatibility artifact the decision came from.
     pub const DECISION_ARTIFACT_DIGEST: &str = "ocifit.io/artifact-digest";
+
+    /// Scheduling gate an opted-in pod is admitted with while ocifit cannot decide its image yet
+    /// (its policy resolving, a node class not reconciled, the policy not in this replica's
+    /// store); the controller removes it with the decision.
+    pub const SCHEDULING_GATE: &str = "selection.ocifit.io/image";
+    /// Label (value `"true"`) on a pod admitted with [`SCHEDULING_GATE`], so the controller
+    /// watches only those pods; removed with the gate.
+    pub const HELD_LABEL: &str = "selection.ocifit.io/held";
+    /// Annotation on a pod kept held past the hold bound (failure rule `Fail`): why.
+    pub const HELD_ANNOTATION: &str = "selection.ocifit.io/held";
 }

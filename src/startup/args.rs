@@ -9,6 +9,7 @@ use clap::Args;
 use crate::admission::CertificateSource;
 use crate::admission::certificates;
 use crate::api::parse_duration;
+use crate::image_selection::planner::release::HoldFailure;
 use crate::telemetry::LogFormat;
 
 /// Flags of `ocifit run`.
@@ -145,6 +146,18 @@ pub struct RunArgs {
     /// Longest wait before retrying a failed artifact resolution.
     #[arg(long, env = "OCIFIT_MAX_RETRY_INTERVAL", value_parser = duration, default_value = "5m")]
     pub max_retry_interval: Duration,
+
+    /// Longest an opted-in pod is held (admitted with ocifit's scheduling gate) waiting for its
+    /// image to be decidable, from its creation; then --image-hold-failure applies.
+    #[arg(long, env = "OCIFIT_IMAGE_HOLD_TIMEOUT", value_parser = duration, default_value = "5m")]
+    pub image_hold_timeout: Duration,
+
+    /// What follows a hold past --image-hold-timeout, or a decision that would have refused the
+    /// held pod: `Ignore` releases it unchanged, `Fail` keeps it held (a Warning Event and the
+    /// annotation selection.ocifit.io/held say why). Both with an Event. The chart passes
+    /// webhook.failurePolicy.
+    #[arg(long, env = "OCIFIT_IMAGE_HOLD_FAILURE", default_value = "Fail")]
+    pub image_hold_failure: HoldFailure,
 
     /// Image of the artifact-cache step helpers (ocifit's own image; the chart sets it): the init
     /// container and sidecar injected into workflow steps. Unset: steps that move artifacts are

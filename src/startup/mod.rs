@@ -167,6 +167,7 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
         source,
         metrics: Arc::clone(&metrics),
         settings: config.controller.clone(),
+        hold: config.hold,
         identity: config.identity.clone(),
         admission: config.admission.is_some(),
         shutdown: shutdown.clone(),

@@ -1,0 +1,210 @@
+//! A new policy whose registry answers only later (frozen while the pods come), and 200 opted-in
+//! pods naming it created right after it: none is refused, each is admitted held by image
+//! selection's scheduling gate with its placeholder, and once the registry answers and the
+//! policy resolves every one is released with its flavor's image, the gate and the held label
+//! gone, and an Event on the pod saying so.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+use ocifit::api::pod::{HELD_LABEL, POLICY, SCHEDULING_GATE};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use super::{NAMESPACE, Served};
+use crate::support::objects::TestPod;
+use crate::support::webhook::image;
+use crate::support::{FLAVOR, flavor_set};
+
+const PODS: usize = 200;
+/// Pods created at once, as a burst of ReplicaSets would.
+const AT_ONCE: usize = 25;
+const PLACEHOLDER: &str = "placeholder:slow";
+const SLOW_ARTIFACT: &str = "ocifit/slow-compat:v1";
+/// The label telling this batch apart from the suite's probe.
+const BATCH: &str = "batch";
+/// How long the released pods may take once the registry answers again (the policy's
+/// resolution retries after its backoff first).
+const RELEASED_WITHIN: Duration = Duration::from_secs(120);
+
+fn gates(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.scheduling_gates.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|gate| gate.name.clone())
+        .collect()
+}
+
+fn held_pod(name: &str, flavor: &str) -> Pod {
+    TestPod::named(name)
+        .opted_in()
+        .label(POLICY, "slow")
+        .label(BATCH, "held")
+        .label(FLAVOR, flavor)
+        .image(PLACEHOLDER)
+        .node_selector(FLAVOR, flavor)
+        .build()
+}
+
+#[tokio::test]
+async fn pods_created_before_their_new_policy_resolves_are_held_then_get_their_class_image() {
+    let served = Arc::new(Served::start("faults-held").await);
+    // An artifact ocifit has never read (the flavor one is cached by now): its policy cannot
+    // resolve while the registry is frozen.
+    let sets: Vec<String> = ["vanilla", "chocolate", "strawberry"]
+        .iter()
+        .map(|flavor| flavor_set(&served.by_flavor[flavor], flavor))
+        .collect();
+    served
+        .env
+        .push_artifact(
+            SLOW_ARTIFACT,
+            &format!(
+                r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
+                sets.join(",")
+            ),
+        )
+        .await;
+    served.env.registry().pause().expect("the registry frozen");
+    let started = Instant::now();
+    served
+        .env
+        .create_policy(
+            &served
+                .env
+                .policy_on("slow", SLOW_ARTIFACT)
+                .target_image(PLACEHOLDER),
+        )
+        .await;
+    let places = Arc::new(Semaphore::new(AT_ONCE));
+    let mut created = JoinSet::new();
+    let flavors = ["vanilla", "chocolate", "strawberry"];
+    for i in 0..PODS {
+        let (served, places) = (Arc::clone(&served), Arc::clone(&places));
+        let flavor = flavors[i % flavors.len()];
+        created.spawn(async move {
+            let _place = places.acquire_owned().await.expect("a place");
+            let pods = Api::<Pod>::namespaced(served.env.client.clone(), NAMESPACE);
+            pods.create(&Default::default(), &held_pod(&format!("held-{i}"), flavor))
+                .await
+        });
+    }
+    let (mut held, mut refused, mut other) = (0, 0, 0);
+    while let Some(joined) = created.join_next().await {
+        match joined.expect("a creation") {
+            Ok(pod)
+                if gates(&pod) == [SCHEDULING_GATE]
+                    && image(&pod) == PLACEHOLDER
+                    && pod.metadata.labels.as_ref().and_then(|l| l.get(HELD_LABEL))
+                        == Some(&"true".to_owned()) =>
+            {
+                held += 1
+            }
+            Ok(pod) => {
+                eprintln!(
+                    "admitted but not held: {:?} {:?}",
+                    pod.metadata.annotations,
+                    gates(&pod)
+                );
+                other += 1;
+            }
+            Err(error) => {
+                eprintln!("refused: {error}");
+                refused += 1;
+            }
+        }
+    }
+    let creations = started.elapsed();
+    let resolving = served.env.status("slow").await;
+    assert!(
+        resolving.as_ref().is_none_or(|s| s.classes.is_empty()),
+        "the policy resolved with its registry frozen: {resolving:?}"
+    );
+    served.env.registry().resume().expect("the registry thawed");
+    let thawed = Instant::now();
+    let (released, wrong) = all_released(&served).await;
+    let took = thawed.elapsed();
+    eprintln!(
+        "FAULT held-pods: policy and {PODS} pods created in {creations:?} ({AT_ONCE} at once): \
+         held {held}, refused {refused}, other {other}; registry thawed, every pod released with \
+         its class image in {took:?}"
+    );
+    assert_eq!((held, refused, other), (PODS, 0, 0));
+    assert_eq!(released.len(), PODS);
+    assert!(wrong.is_empty(), "released with another image: {wrong:?}");
+    let note = release_event(&served, "held-0").await;
+    assert!(note.starts_with("released from scheduling gate"), "{note}");
+}
+
+/// Waits (10 s at most) for the `ImageSelected` Event on pod `name`; its note.
+async fn release_event(served: &Served, name: &str) -> String {
+    let events: Api<Event> = Api::namespaced(served.env.client.clone(), NAMESPACE);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = events.list(&ListParams::default()).await.expect("events");
+        let found = listed.items.into_iter().find(|event| {
+            let regarding = event.regarding.as_ref();
+            regarding.and_then(|r| r.name.as_deref()) == Some(name)
+                && regarding.and_then(|r| r.kind.as_deref()) == Some("Pod")
+                && event.reason.as_deref() == Some("ImageSelected")
+        });
+        if let Some(event) = found {
+            return event.note.unwrap_or_default();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no ImageSelected Event on pod {name}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until every pod of the batch has neither the gate nor the held label; the released
+/// pods by name, and those whose image is not their flavor's (name, image).
+async fn all_released(served: &Served) -> (BTreeMap<String, String>, Vec<(String, String)>) {
+    let pods = Api::<Pod>::namespaced(served.env.client.clone(), NAMESPACE);
+    let batch = ListParams::default().labels(&format!("{BATCH}=held"));
+    let deadline = Instant::now() + RELEASED_WITHIN;
+    loop {
+        let listed = pods.list(&batch).await.expect("the batch");
+        let released: Vec<&Pod> = listed
+            .items
+            .iter()
+            .filter(|pod| {
+                gates(pod).is_empty()
+                    && !pod
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .is_some_and(|l| l.contains_key(HELD_LABEL))
+            })
+            .collect();
+        if released.len() == PODS {
+            let mut wrong = Vec::new();
+            let mut by_name = BTreeMap::new();
+            for pod in released {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                let flavor = pod.metadata.labels.as_ref().and_then(|l| l.get(FLAVOR));
+                let expected = flavor.map(|f| served.by_flavor[f.as_str()].as_str());
+                if expected != Some(image(pod)) {
+                    wrong.push((name.clone(), image(pod).to_owned()));
+                }
+                by_name.insert(name, image(pod).to_owned());
+            }
+            return (by_name, wrong);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {PODS} pods released within {RELEASED_WITHIN:?}",
+            released.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -65,4 +65,7 @@ pub mod pod {
     pub const HELD_LABEL: &str = "selection.ocifit.io/held";
     /// Annotation on a pod kept held past the hold bound (failure rule `Fail`): why.
     pub const HELD_ANNOTATION: &str = "selection.ocifit.io/held";
+    /// Label (value `"true"`) on an ImageSelectionPolicy ocifit created for an `image-ref` no
+    /// policy used: resolved anonymously, from public addresses only.
+    pub const MANAGED_LABEL: &str = "selection.ocifit.io/managed";
 }

@@ -48,6 +48,7 @@ mod decide;
 mod flow;
 pub mod hold;
 mod index;
+pub mod managed;
 mod nodes;
 mod patch;
 mod reasons;

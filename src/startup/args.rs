@@ -159,6 +159,13 @@ pub struct RunArgs {
     #[arg(long, env = "OCIFIT_IMAGE_HOLD_FAILURE", default_value = "Fail")]
     pub image_hold_failure: HoldFailure,
 
+    /// Take charge of an ImageSelectionPolicy for a pod whose `image-ref` annotation names an
+    /// artifact no policy uses (created by the leader, labelled selection.ocifit.io/managed,
+    /// resolved anonymously from public addresses only); the pod is held until it resolves.
+    /// Off: such a pod stays held until someone creates one, then the hold failure rule.
+    #[arg(long, env = "OCIFIT_IMAGE_REF_POLICIES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub image_ref_policies: bool,
+
     /// Image of the artifact-cache step helpers (ocifit's own image; the chart sets it): the init
     /// container and sidecar injected into workflow steps. Unset: steps that move artifacts are
     /// refused, saying so.

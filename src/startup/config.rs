@@ -136,6 +136,7 @@ impl Config {
             hold: HoldRules {
                 bound: args.image_hold_timeout,
                 failure: args.image_hold_failure,
+                take_charge: args.image_ref_policies,
             },
             admission,
             own_namespace: args.lease_namespace.clone(),

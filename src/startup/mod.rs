@@ -117,7 +117,8 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
     require_crd(&client).await?;
     let source = Arc::new(
         RegistrySource::new(config.registry.clone())
-            .context("failed to build the registry client")?,
+            .context("failed to build the registry client")?
+            .with_private_addresses(config.placement_private_registries),
     );
     let metrics = Metrics::new(Some(scrape::registry_metrics(Arc::clone(&source))));
     let (leadership, lease) = match &config.lease {

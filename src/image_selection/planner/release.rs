@@ -16,7 +16,9 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::hold::{add, gate_at};
+use super::managed::managed_policy;
 use super::{DenyReason, Index, Plan};
+use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{HELD_ANNOTATION, HELD_LABEL, SCHEDULING_GATE};
 
 /// What happens to a pod no decision reaches within the bound, or whose decision is a refusal.
@@ -57,6 +59,8 @@ pub struct HoldRules {
     pub bound: Duration,
     /// What follows it.
     pub failure: HoldFailure,
+    /// Whether ocifit takes charge of a policy for an `image-ref` no policy uses.
+    pub take_charge: bool,
 }
 
 /// An Event on the pod.
@@ -79,6 +83,8 @@ pub struct Release {
     pub event: Option<Note>,
     /// Look again after this long (the rest of the bound), when still waiting.
     pub wait: Option<Duration>,
+    /// The policy to create for the pod's `image-ref`, when ocifit takes charge of one.
+    pub adopt: Option<ImageSelectionPolicy>,
 }
 
 /// Decides the release of `pod` (as the watch holds it, gated by ocifit), held for `waited`
@@ -110,6 +116,7 @@ pub fn release(index: Option<&Index>, pod: &Pod, rules: HoldRules, waited: Durat
                     note: format!("released from scheduling gate {SCHEDULING_GATE}: {event}"),
                 }),
                 wait: None,
+                adopt: None,
             }
         }
         Plan::Skip(reason) => {
@@ -123,6 +130,7 @@ pub fn release(index: Option<&Index>, pod: &Pod, rules: HoldRules, waited: Durat
                     note: format!("released from scheduling gate {SCHEDULING_GATE}: {reason}"),
                 }),
                 wait: None,
+                adopt: None,
             }
         }
         Plan::Deny { reason, .. } => failed(pod, rules, &reason.to_string()),
@@ -131,6 +139,12 @@ pub fn release(index: Option<&Index>, pod: &Pod, rules: HoldRules, waited: Durat
                 patch: None,
                 event: None,
                 wait: Some(left),
+                adopt: match &reason {
+                    DenyReason::NoPolicyForImageRef { reference } if rules.take_charge => {
+                        managed_policy(pod, reference)
+                    }
+                    _ => None,
+                },
             },
             _ => failed(
                 pod,
@@ -157,6 +171,7 @@ pub fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
                     ),
                 }),
                 wait: None,
+                adopt: None,
             }
         }
         HoldFailure::Fail => {
@@ -170,6 +185,7 @@ pub fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
                     patch: None,
                     event: None,
                     wait: None,
+                    adopt: None,
                 };
             }
             let mut ops = pinned_version(pod);
@@ -195,6 +211,7 @@ pub fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
                     ),
                 }),
                 wait: None,
+                adopt: None,
             }
         }
     }

@@ -5,7 +5,8 @@
 //! reconciled), when its hold bound passes, and all of them on becoming leader. The decision is
 //! sent as one JSON patch carrying the resourceVersion it was planned from; a patch the
 //! apiserver refuses as invalid (pinning a gated pod beyond what Kubernetes allows) follows the
-//! hold failure rule. Each outcome is an Event on the pod.
+//! hold failure rule. Each outcome is an Event on the pod. A pod waiting for an `image-ref` no
+//! policy uses gets one created for it (labelled managed), unless that is turned off.
 
 pub mod held;
 
@@ -17,7 +18,7 @@ use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -26,6 +27,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::feed::SharedIndex;
 use super::planner::hold::gate_at;
 use super::planner::release::{HoldRules, Release, failed, release};
+use crate::api::ImageSelectionPolicy;
 use crate::api::pod::HELD_LABEL;
 use crate::cluster::events::{EventReporter, Notice};
 use crate::cluster::reflected::{Change, Reflected, reflect};
@@ -41,6 +43,13 @@ const AFTER_CONFLICT: Duration = Duration::from_millis(200);
 /// A release failed against the apiserver.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The policy ocifit takes charge of could not be created.
+    #[error("failed to create ImageSelectionPolicy {name}")]
+    CreatePolicy {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     /// The pod could not be patched.
     #[error("failed to release pod {namespace}/{name}")]
     Patch {
@@ -148,6 +157,9 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
             }
         }
     };
+    if let Some(policy) = &done.adopt {
+        adopt(&ctx, &pod, policy).await?;
+    }
     if let Some(note) = done.event {
         tracing::info!(pod = %pod.name_any(), namespace = ?pod.namespace(), reason = note.reason, "held pod");
         ctx.reporter
@@ -201,6 +213,37 @@ async fn send(ctx: &Context, pod: &Pod, release: &Release) -> Result<Sent, Error
             source,
         }),
     }
+}
+
+/// Creates the policy ocifit takes charge of for `pod`'s artifact (one that exists already, made
+/// for another pod or by another leader, is fine), with an Event on the pod.
+async fn adopt(ctx: &Context, pod: &Pod, policy: &ImageSelectionPolicy) -> Result<(), Error> {
+    let name = policy.name_any();
+    let api: Api<ImageSelectionPolicy> = Api::all(ctx.cluster.client.clone());
+    match api.create(&PostParams::default(), policy).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => return Ok(()),
+        Err(source) => return Err(Error::CreatePolicy { name, source }),
+    }
+    tracing::info!(policy = %name, pod = %pod.name_any(), "managed policy created");
+    let reference = policy
+        .spec
+        .artifact
+        .reference
+        .as_deref()
+        .unwrap_or_default();
+    ctx.reporter
+        .publish(Notice {
+            on: pod.object_ref(&()),
+            warning: false,
+            reason: "PolicyCreated",
+            action: "Release",
+            note: format!(
+                "created ImageSelectionPolicy {name} for artifact {reference} (no policy used                  it); the pod is released once it resolves"
+            ),
+        })
+        .await;
+    Ok(())
 }
 
 fn error_policy(_pod: Arc<Pod>, error: &Error, _ctx: Arc<Context>) -> Action {

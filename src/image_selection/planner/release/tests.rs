@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::pod::{HELD_ANNOTATION, HELD_LABEL, SCHEDULING_GATE};
+use crate::image_selection::planner::managed::{is_managed, managed_name};
 use crate::image_selection::planner::tests::fixtures::*;
 use crate::image_selection::planner::tests::property::{FLAVORS, IMAGES, arb_nodes, arb_pod_spec};
 use crate::image_selection::release::held::trim;
@@ -16,6 +17,7 @@ use crate::image_selection::release::held::trim;
 const RULES: HoldRules = HoldRules {
     bound: Duration::from_secs(300),
     failure: HoldFailure::Fail,
+    take_charge: true,
 };
 
 fn apply(pod: &Pod, patch: &Patch) -> Pod {
@@ -124,8 +126,53 @@ fn a_pod_naming_a_policy_this_replica_has_not_seen_or_created_before_any_index_i
             patch: None,
             event: None,
             wait: Some(Duration::from_secs(240)),
+            adopt: None,
         }
     );
+}
+
+#[test]
+fn an_image_ref_no_policy_uses_gets_a_managed_policy_and_one_an_admin_wrote_wins_over_it() {
+    let reference = "registry.example/app-compat:v1";
+    let by_ref = versioned(json!({"annotations":
+        {"oci.image.compatibilities.selection/image-ref": reference}}));
+    let none = index(&[]);
+    let held = held(&by_ref, &none);
+    let waiting = release(Some(&none), &stored(&held), RULES, Duration::ZERO);
+    let adopted = waiting.adopt.unwrap();
+    assert_eq!(adopted.metadata.name, Some(managed_name(reference)));
+    assert!(is_managed(&adopted));
+    assert_eq!(adopted.spec.artifact.reference.as_deref(), Some(reference));
+    assert_eq!(waiting.patch, None);
+    let off = HoldRules {
+        take_charge: false,
+        ..RULES
+    };
+    assert_eq!(
+        release(Some(&none), &stored(&held), off, Duration::ZERO).adopt,
+        None
+    );
+    // Once resolved, the managed policy releases the pod with its class's image.
+    let mut managed = adopted.clone();
+    managed.status = resolved(policy("x", json!({}))).status;
+    let with_managed = crate::image_selection::planner::tests::fixtures::index(&[managed.clone()]);
+    let released = release(Some(&with_managed), &stored(&held), RULES, Duration::ZERO);
+    let after = apply(&held, released.patch.as_ref().unwrap());
+    assert_eq!(image_of(&after, "app"), "debian:11");
+    assert_eq!(
+        annotation(&after, "ocifit.io/policy"),
+        Some(managed_name(reference))
+    );
+    // An admin's policy on the same artifact wins over it.
+    let mut written = resolved(policy("written", json!({})));
+    written.spec.artifact.reference = Some(reference.into());
+    let both = crate::image_selection::planner::tests::fixtures::index(&[managed, written]);
+    match both.plan_pod(&by_ref) {
+        Plan::Patch { annotations, .. } => {
+            assert_eq!(annotations["ocifit.io/policy"], "written");
+        }
+        other => panic!("expected a patch, got {other:?}"),
+    }
 }
 
 #[test]
@@ -154,7 +201,10 @@ fn past_the_bound_fail_keeps_the_pod_held_once_with_an_event_and_the_reason() {
         RULES,
         Duration::from_secs(900),
     );
-    assert_eq!((again.patch, again.event, again.wait), (None, None, None));
+    assert_eq!(
+        (again.patch, again.event, again.wait, again.adopt),
+        (None, None, None, None)
+    );
     // The decision comes later: released, and the mark goes with the gate.
     let resolved = crate::image_selection::planner::tests::fixtures::index(&[resolved(policy(
         "app",

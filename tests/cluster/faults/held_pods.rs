@@ -1,8 +1,9 @@
-//! A new policy whose registry answers only later (frozen while the pods come), and 200 opted-in
+//! Pods ocifit cannot decide yet are held, never refused. A new policy whose registry answers only later (frozen while the pods come), and 200 opted-in
 //! pods naming it created right after it: none is refused, each is admitted held by image
 //! selection's scheduling gate with its placeholder, and once the registry answers and the
 //! policy resolves every one is released with its flavor's image, the gate and the held label
-//! gone, and an Event on the pod saying so.
+//! gone, and an Event on the pod saying so. A pod naming by `image-ref` an artifact no policy uses
+//! gets a managed policy and, once it resolves, its class's image.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +13,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
-use ocifit::api::pod::{HELD_LABEL, POLICY, SCHEDULING_GATE};
+use ocifit::api::pod::{HELD_LABEL, IMAGE_REF_ANNOTATION, MANAGED_LABEL, POLICY, SCHEDULING_GATE};
+use ocifit::image_selection::planner::managed::managed_name;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -26,6 +28,7 @@ const PODS: usize = 200;
 const AT_ONCE: usize = 25;
 const PLACEHOLDER: &str = "placeholder:slow";
 const SLOW_ARTIFACT: &str = "ocifit/slow-compat:v1";
+const REF_ONLY_ARTIFACT: &str = "ocifit/ref-only-compat:v1";
 /// The label telling this batch apart from the suite's probe.
 const BATCH: &str = "batch";
 /// How long the released pods may take once the registry answers again (the policy's
@@ -207,4 +210,79 @@ async fn all_released(served: &Served) -> (BTreeMap<String, String>, Vec<(String
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The seed's way: a pod naming by `image-ref` an artifact no policy uses. The leader creates a
+/// managed policy for it (the test registry is on loopback: the suite's `ocifit run` allows
+/// private registries), and the pod, held meanwhile, ends with its class's image.
+#[tokio::test]
+async fn a_pod_with_only_an_image_ref_gets_a_managed_policy_and_its_class_image() {
+    let served = Served::start("faults-image-ref").await;
+    let sets: Vec<String> = ["vanilla", "chocolate", "strawberry"]
+        .iter()
+        .map(|flavor| flavor_set(&served.by_flavor[flavor], flavor))
+        .collect();
+    served
+        .env
+        .push_artifact(
+            REF_ONLY_ARTIFACT,
+            &format!(
+                r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
+                sets.join(",")
+            ),
+        )
+        .await;
+    let reference = served.env.registry().reference(REF_ONLY_ARTIFACT);
+    let mut pod = TestPod::named("ref-only")
+        .opted_in()
+        .label(BATCH, "ref-only")
+        .image("placeholder:ref")
+        .node_selector(FLAVOR, "chocolate")
+        .build();
+    pod.metadata.annotations = Some(BTreeMap::from([(
+        IMAGE_REF_ANNOTATION.to_owned(),
+        reference.clone(),
+    )]));
+    let pods = Api::<Pod>::namespaced(served.env.client.clone(), NAMESPACE);
+    let created = Instant::now();
+    let admitted = pods
+        .create(&Default::default(), &pod)
+        .await
+        .expect("admitted, not refused");
+    assert_eq!(gates(&admitted), [SCHEDULING_GATE]);
+    assert_eq!(image(&admitted), "placeholder:ref");
+    let deadline = created + RELEASED_WITHIN;
+    let released = loop {
+        let now = pods.get("ref-only").await.expect("the pod");
+        if gates(&now).is_empty() {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not released within {RELEASED_WITHIN:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let chosen = created.elapsed();
+    eprintln!("FAULT image-ref: pod created → image chosen (released) in {chosen:?}");
+    assert_eq!(image(&released), served.by_flavor["chocolate"]);
+    let policy = served
+        .env
+        .policies()
+        .get(&managed_name(&reference))
+        .await
+        .expect("the managed policy");
+    assert_eq!(
+        policy.spec.artifact.reference.as_deref(),
+        Some(reference.as_str())
+    );
+    assert_eq!(
+        policy
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get(MANAGED_LABEL)
+            .map(String::as_str),
+        Some("true")
+    );
 }

@@ -68,4 +68,7 @@ pub mod pod {
     /// Label (value `"true"`) on an ImageSelectionPolicy ocifit created for an `image-ref` no
     /// policy used: resolved anonymously, from public addresses only.
     pub const MANAGED_LABEL: &str = "selection.ocifit.io/managed";
+    /// Label on a pod given its image by a managed policy: that policy's name, so the leader can
+    /// tell a managed policy still in use (a label selector) from one to collect.
+    pub const MANAGED_POLICY_LABEL: &str = "selection.ocifit.io/managed-policy";
 }

@@ -141,6 +141,15 @@ pub fn run(parts: Parts) -> Running {
         },
         &shutdown,
     ));
+    if hold.take_charge {
+        tasks.push((
+            "managed policy collection",
+            until(
+                shutdown.clone(),
+                release::collect::collect(cluster.clone(), policies.clone(), hold.collect_after),
+            ),
+        ));
+    }
     let admission = admission.then(|| {
         let reporter = EventReporter::new(
             cluster.client.clone(),

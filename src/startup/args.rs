@@ -166,6 +166,11 @@ pub struct RunArgs {
     #[arg(long, env = "OCIFIT_IMAGE_REF_POLICIES", default_value_t = true, action = clap::ArgAction::Set)]
     pub image_ref_policies: bool,
 
+    /// How long a policy ocifit took charge of stays once no pod uses it (pods it gave an image
+    /// carry the label selection.ocifit.io/managed-policy); then it is deleted.
+    #[arg(long, env = "OCIFIT_IMAGE_REF_POLICY_TTL", value_parser = duration, default_value = "24h")]
+    pub image_ref_policy_ttl: Duration,
+
     /// Image of the artifact-cache step helpers (ocifit's own image; the chart sets it): the init
     /// container and sidecar injected into workflow steps. Unset: steps that move artifacts are
     /// refused, saying so.

@@ -137,6 +137,7 @@ impl Config {
                 bound: args.image_hold_timeout,
                 failure: args.image_hold_failure,
                 take_charge: args.image_ref_policies,
+                collect_after: args.image_ref_policy_ttl,
             },
             admission,
             own_namespace: args.lease_namespace.clone(),

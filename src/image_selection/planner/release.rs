@@ -61,6 +61,8 @@ pub struct HoldRules {
     pub failure: HoldFailure,
     /// Whether ocifit takes charge of a policy for an `image-ref` no policy uses.
     pub take_charge: bool,
+    /// How long such a policy stays once no pod uses it.
+    pub collect_after: Duration,
 }
 
 /// An Event on the pod.

@@ -8,6 +8,7 @@
 //! hold failure rule. Each outcome is an Event on the pod. A pod waiting for an `image-ref` no
 //! policy uses gets one created for it (labelled managed), unless that is turned off.
 
+pub mod collect;
 pub mod held;
 
 use std::future::Future;

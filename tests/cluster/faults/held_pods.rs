@@ -13,7 +13,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
-use ocifit::api::pod::{HELD_LABEL, IMAGE_REF_ANNOTATION, MANAGED_LABEL, POLICY, SCHEDULING_GATE};
+use ocifit::api::pod::{
+    HELD_LABEL, IMAGE_REF_ANNOTATION, MANAGED_LABEL, MANAGED_POLICY_LABEL, POLICY, SCHEDULING_GATE,
+};
 use ocifit::image_selection::planner::managed::managed_name;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -214,10 +216,11 @@ async fn all_released(served: &Served) -> (BTreeMap<String, String>, Vec<(String
 
 /// The seed's way: a pod naming by `image-ref` an artifact no policy uses. The leader creates a
 /// managed policy for it (the test registry is on loopback: the suite's `ocifit run` allows
-/// private registries), and the pod, held meanwhile, ends with its class's image.
+/// private registries), and the pod, held meanwhile, ends with its class's image; deleted, it
+/// leaves the policy unused, and the policy is deleted after the TTL.
 #[tokio::test]
 async fn a_pod_with_only_an_image_ref_gets_a_managed_policy_and_its_class_image() {
-    let served = Served::start("faults-image-ref").await;
+    let served = Served::start_with("faults-image-ref", &["--image-ref-policy-ttl", "2s"]).await;
     let sets: Vec<String> = ["vanilla", "chocolate", "strawberry"]
         .iter()
         .map(|flavor| flavor_set(&served.by_flavor[flavor], flavor))
@@ -284,5 +287,34 @@ async fn a_pod_with_only_an_image_ref_gets_a_managed_policy_and_its_class_image(
             .get(MANAGED_LABEL)
             .map(String::as_str),
         Some("true")
+    );
+    let labels = released.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get(MANAGED_POLICY_LABEL),
+        Some(&managed_name(&reference))
+    );
+    // While the pod exists the policy stays; once no pod uses it for the TTL, it goes.
+    pods.delete("ref-only", &Default::default())
+        .await
+        .expect("the pod deleted");
+    let deleted = Instant::now();
+    let deadline = deleted + Duration::from_secs(30);
+    while served
+        .env
+        .policies()
+        .get_opt(&managed_name(&reference))
+        .await
+        .expect("a read")
+        .is_some()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the unused managed policy is still there"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "FAULT image-ref: unused managed policy deleted {:?} after its last pod (TTL 2s)",
+        deleted.elapsed()
     );
 }

@@ -59,12 +59,17 @@ pub struct Served {
 
 impl Served {
     pub async fn start(identity: &str) -> Served {
+        Served::start_with(identity, &[]).await
+    }
+
+    /// As [`Served::start`], `ocifit run` given `extra` flags.
+    pub async fn start_with(identity: &str, extra: &[&str]) -> Served {
         let env = Env::start().await;
         let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
         let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
         let webhook_address = free_address();
         let controller = certificate
-            .serve(&env, identity, &webhook_address, &[])
+            .serve(&env, identity, &webhook_address, extra)
             .await;
         env.create_policy(&env.flavor_policy("flavors")).await;
         env.wait_ready("flavors").await;

@@ -18,6 +18,7 @@ const RULES: HoldRules = HoldRules {
     bound: Duration::from_secs(300),
     failure: HoldFailure::Fail,
     take_charge: true,
+    collect_after: Duration::from_secs(86_400),
 };
 
 fn apply(pod: &Pod, patch: &Patch) -> Pod {

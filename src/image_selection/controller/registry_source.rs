@@ -121,10 +121,11 @@ impl RegistrySource {
             Ok(reference) => reference,
             Err(err) => return PlatformLookup::Failed(error_chain(&err)),
         };
-        if managed && !self.private_addresses {
-            if let Err(err) = refuse_private(&reference).await {
-                return PlatformLookup::Failed(error_chain(&err));
-            }
+        if managed
+            && !self.private_addresses
+            && let Err(err) = refuse_private(&reference).await
+        {
+            return PlatformLookup::Failed(error_chain(&err));
         }
         let result = registry.image_platforms_or_last_known(&reference).await;
         self.count(

@@ -9,12 +9,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{
+    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
 use ocifit::api::pod::{
-    HELD_LABEL, IMAGE_REF_ANNOTATION, MANAGED_LABEL, MANAGED_POLICY_LABEL, POLICY, SCHEDULING_GATE,
+    HELD_ANNOTATION, HELD_LABEL, IMAGE_REF_ANNOTATION, MANAGED_LABEL, MANAGED_POLICY_LABEL, POLICY,
+    SCHEDULING_GATE,
 };
 use ocifit::image_selection::planner::managed::managed_name;
 use tokio::sync::Semaphore;
@@ -31,6 +34,7 @@ const AT_ONCE: usize = 25;
 const PLACEHOLDER: &str = "placeholder:slow";
 const SLOW_ARTIFACT: &str = "ocifit/slow-compat:v1";
 const REF_ONLY_ARTIFACT: &str = "ocifit/ref-only-compat:v1";
+const LATE_ARTIFACT: &str = "ocifit/late-compat:v1";
 /// The label telling this batch apart from the suite's probe.
 const BATCH: &str = "batch";
 /// How long the released pods may take once the registry answers again (the policy's
@@ -61,22 +65,7 @@ fn held_pod(name: &str, flavor: &str) -> Pod {
 #[tokio::test]
 async fn pods_created_before_their_new_policy_resolves_are_held_then_get_their_class_image() {
     let served = Arc::new(Served::start("faults-held").await);
-    // An artifact ocifit has never read (the flavor one is cached by now): its policy cannot
-    // resolve while the registry is frozen.
-    let sets: Vec<String> = ["vanilla", "chocolate", "strawberry"]
-        .iter()
-        .map(|flavor| flavor_set(&served.by_flavor[flavor], flavor))
-        .collect();
-    served
-        .env
-        .push_artifact(
-            SLOW_ARTIFACT,
-            &format!(
-                r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
-                sets.join(",")
-            ),
-        )
-        .await;
+    push_fresh_artifact(&served, SLOW_ARTIFACT).await;
     served.env.registry().pause().expect("the registry frozen");
     let started = Instant::now();
     served
@@ -146,6 +135,25 @@ async fn pods_created_before_their_new_policy_resolves_are_held_then_get_their_c
     assert!(wrong.is_empty(), "released with another image: {wrong:?}");
     let note = release_event(&served, "held-0").await;
     assert!(note.starts_with("released from scheduling gate"), "{note}");
+}
+
+/// Pushes the flavor artifact again at `path`, an artifact ocifit has never read (the flavor one
+/// is cached by now): a policy on it cannot resolve while the registry is frozen.
+async fn push_fresh_artifact(served: &Served, path: &str) {
+    let sets: Vec<String> = ["vanilla", "chocolate", "strawberry"]
+        .iter()
+        .map(|flavor| flavor_set(&served.by_flavor[flavor], flavor))
+        .collect();
+    served
+        .env
+        .push_artifact(
+            path,
+            &format!(
+                r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
+                sets.join(",")
+            ),
+        )
+        .await;
 }
 
 /// Waits (10 s at most) for the `ImageSelected` Event on pod `name`; its note.
@@ -221,20 +229,7 @@ async fn all_released(served: &Served) -> (BTreeMap<String, String>, Vec<(String
 #[tokio::test]
 async fn a_pod_with_only_an_image_ref_gets_a_managed_policy_and_its_class_image() {
     let served = Served::start_with("faults-image-ref", &["--image-ref-policy-ttl", "2s"]).await;
-    let sets: Vec<String> = ["vanilla", "chocolate", "strawberry"]
-        .iter()
-        .map(|flavor| flavor_set(&served.by_flavor[flavor], flavor))
-        .collect();
-    served
-        .env
-        .push_artifact(
-            REF_ONLY_ARTIFACT,
-            &format!(
-                r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
-                sets.join(",")
-            ),
-        )
-        .await;
+    push_fresh_artifact(&served, REF_ONLY_ARTIFACT).await;
     let reference = served.env.registry().reference(REF_ONLY_ARTIFACT);
     let mut pod = TestPod::named("ref-only")
         .opted_in()
@@ -316,5 +311,77 @@ async fn a_pod_with_only_an_image_ref_gets_a_managed_policy_and_its_class_image(
     eprintln!(
         "FAULT image-ref: unused managed policy deleted {:?} after its last pod (TTL 2s)",
         deleted.elapsed()
+    );
+}
+
+/// A held pod whose pinning Kubernetes does not allow on a gated pod (its two required terms
+/// would become one): the apiserver refuses the release, and under the default failure rule
+/// (`Fail`) the pod stays held, the annotation and a Warning Event saying why.
+#[tokio::test]
+async fn a_release_the_apiserver_refuses_keeps_the_pod_held_saying_why() {
+    let served = Served::start("faults-held-refused").await;
+    push_fresh_artifact(&served, LATE_ARTIFACT).await;
+    served.env.registry().pause().expect("the registry frozen");
+    served
+        .env
+        .create_policy(
+            &served
+                .env
+                .policy_on("late", LATE_ARTIFACT)
+                .target_image("placeholder:late"),
+        )
+        .await;
+    let mut pod = TestPod::named("two-terms")
+        .opted_in()
+        .label(POLICY, "late")
+        .image("placeholder:late")
+        .build();
+    let term = |flavors: &[&str]| NodeSelectorTerm {
+        match_expressions: Some(vec![NodeSelectorRequirement {
+            key: FLAVOR.to_owned(),
+            operator: "In".to_owned(),
+            values: Some(flavors.iter().map(|f| (*f).to_owned()).collect()),
+        }]),
+        match_fields: None,
+    };
+    pod.spec.as_mut().expect("a spec").affinity = Some(Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![term(&["vanilla", "chocolate"]), term(&["strawberry"])],
+            }),
+            ..NodeAffinity::default()
+        }),
+        ..Affinity::default()
+    });
+    let pods = Api::<Pod>::namespaced(served.env.client.clone(), NAMESPACE);
+    let admitted = pods
+        .create(&Default::default(), &pod)
+        .await
+        .expect("admitted, not refused");
+    assert_eq!(gates(&admitted), [SCHEDULING_GATE]);
+    served.env.registry().resume().expect("the registry thawed");
+    served.env.wait_ready("late").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let why = loop {
+        let now = pods.get("two-terms").await.expect("the pod");
+        if let Some(why) = now
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(HELD_ANNOTATION))
+        {
+            assert_eq!(gates(&now), [SCHEDULING_GATE]);
+            assert_eq!(image(&now), "placeholder:late");
+            break why.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no reason written on the held pod"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        why.starts_with("the apiserver refused the release"),
+        "{why}"
     );
 }

@@ -116,9 +116,12 @@ pub(super) fn choose<'i>(
             _ => Err(ambiguous(&format!("artifact {reference:?}"), &entries)),
         };
     }
+    // A managed policy's placeholder was chosen by a pod author: it serves pods naming its
+    // artifact, never other pods that happen to use that image.
     let using: Vec<&Entry> = index
         .policies
         .values()
+        .filter(|entry| !is_managed(&entry.policy))
         .filter(|entry| uses(spec, entry, &entry.policy.spec.target_image))
         .collect();
     match using.as_slice() {

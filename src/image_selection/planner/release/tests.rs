@@ -164,6 +164,9 @@ fn an_image_ref_no_policy_uses_gets_a_managed_policy_and_one_an_admin_wrote_wins
         annotation(&after, "ocifit.io/policy"),
         Some(managed_name(reference))
     );
+    // Another pod using the same placeholder but naming no artifact is not its to serve.
+    let stranger = versioned(json!({}));
+    assert_eq!(with_managed.plan_pod(&stranger).reason(), "NoPolicy");
     // An admin's policy on the same artifact wins over it.
     let mut written = resolved(policy("written", json!({})));
     written.spec.artifact.reference = Some(reference.into());

@@ -55,4 +55,20 @@ pub mod pod {
     pub const DECISION_CLASSES: &str = "ocifit.io/classes";
     /// Decision annotation: the digest of the compatibility artifact the decision came from.
     pub const DECISION_ARTIFACT_DIGEST: &str = "ocifit.io/artifact-digest";
+
+    /// Scheduling gate an opted-in pod is admitted with while ocifit cannot decide its image yet
+    /// (its policy resolving, a node class not reconciled, the policy not in this replica's
+    /// store); the controller removes it with the decision.
+    pub const SCHEDULING_GATE: &str = "selection.ocifit.io/image";
+    /// Label (value `"true"`) on a pod admitted with [`SCHEDULING_GATE`], so the controller
+    /// watches only those pods; removed with the gate.
+    pub const HELD_LABEL: &str = "selection.ocifit.io/held";
+    /// Annotation on a pod kept held past the hold bound (failure rule `Fail`): why.
+    pub const HELD_ANNOTATION: &str = "selection.ocifit.io/held";
+    /// Label (value `"true"`) on an ImageSelectionPolicy ocifit created for an `image-ref` no
+    /// policy used: resolved anonymously, from public addresses only.
+    pub const MANAGED_LABEL: &str = "selection.ocifit.io/managed";
+    /// Label on a pod given its image by a managed policy: that policy's name, so the leader can
+    /// tell a managed policy still in use (a label selector) from one to collect.
+    pub const MANAGED_POLICY_LABEL: &str = "selection.ocifit.io/managed-policy";
 }

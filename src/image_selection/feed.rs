@@ -14,6 +14,7 @@ use arc_swap::ArcSwapOption;
 use foldhash::fast::FixedState;
 use futures_util::{FutureExt, StreamExt};
 use kube::ResourceExt;
+use tokio::sync::watch;
 
 use super::planner::Index;
 use crate::api::ImageSelectionPolicy;
@@ -23,11 +24,26 @@ use crate::cluster::reflected::{Change, Reflected};
 use crate::engine::{NodeFeature, features_by_node};
 use crate::telemetry::Metrics;
 
-/// The current index, shared by the feed and the request handlers. Empty until the first build.
-#[derive(Clone, Debug, Default)]
-pub struct SharedIndex(Arc<ArcSwapOption<Index>>);
+/// The current index, shared by the feed, the request handlers and the release controller.
+/// Empty until the first build.
+#[derive(Clone, Debug)]
+pub struct SharedIndex(Arc<ArcSwapOption<Index>>, Arc<watch::Sender<()>>);
+
+impl Default for SharedIndex {
+    fn default() -> Self {
+        SharedIndex(Arc::default(), Arc::new(watch::channel(()).0))
+    }
+}
 
 impl SharedIndex {
+    /// Yields once after each replacement of the index (replacements in between fold into one).
+    pub fn changes(&self) -> impl futures_util::Stream<Item = ()> + Send + 'static {
+        futures_util::stream::unfold(self.1.subscribe(), |mut changed| async move {
+            changed.changed().await.ok()?;
+            Some(((), changed))
+        })
+    }
+
     /// The current index, if one was built.
     pub fn load(&self) -> Option<Arc<Index>> {
         self.0.load_full()
@@ -36,6 +52,7 @@ impl SharedIndex {
     /// Replaces the index.
     pub fn store(&self, index: Index) {
         self.0.store(Some(Arc::new(index)));
+        self.1.send_replace(());
     }
 
     /// Whether an index was built.

@@ -7,12 +7,14 @@
 //! - [`planner`]: the pure pod planner over an [`planner::Index`] of policies and nodes.
 //! - [`feed`]: keeps that index current from the stores' change subscriptions.
 //! - [`route`]: the planner as the admission host's route, with its Events ([`events`]).
+//! - [`release`]: releases the pods admission held (the planner's decision, once it exists).
 //! - [`run`]: everything above as tasks for `ocifit run`.
 
 pub mod controller;
 pub mod events;
 pub mod feed;
 pub mod planner;
+pub mod release;
 pub mod route;
 
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::admission::route::Route;
-use crate::api::{ImageSelectionPolicy, REPORTING_ADMISSION};
+use crate::api::{ImageSelectionPolicy, REPORTING_ADMISSION, REPORTING_CONTROLLER};
 use crate::cluster::events::{EventReporter, queue};
 use crate::cluster::reflected::{Reflected, reflect};
 use crate::cluster::{ClusterView, Shutdown, Tasks, until};
@@ -30,6 +32,7 @@ use controller::context::Settings;
 use controller::runner::{self, controller};
 use controller::source::Source;
 use feed::SharedIndex;
+use planner::release::HoldRules;
 use route::MutatePods;
 
 /// What image selection needs from the rest of the process.
@@ -42,9 +45,11 @@ pub struct Parts {
     pub metrics: Arc<Metrics>,
     /// The controller's tunables.
     pub settings: Settings,
+    /// How long a held pod may wait for its decision, and what follows.
+    pub hold: HoldRules,
     /// This replica's identity (pod name), on its Events.
     pub identity: String,
-    /// Whether the `/mutate` route is served (its index is kept only then).
+    /// Whether the `/mutate` route is served.
     pub admission: bool,
     /// Resolves once shutdown begins.
     pub shutdown: Shutdown,
@@ -52,8 +57,8 @@ pub struct Parts {
 
 /// Image selection, running.
 pub struct Running {
-    /// Its tasks: the policy watch, the controller, and with the route the index feed and the
-    /// admission Event queue.
+    /// Its tasks: the policy watch, the index feed, the controller, the held-pod release, and
+    /// with the route the admission Event queue.
     pub tasks: Tasks,
     /// The policy store.
     pub policies: Reflected<ImageSelectionPolicy>,
@@ -93,6 +98,7 @@ pub fn run(parts: Parts) -> Running {
         source,
         metrics,
         settings,
+        hold,
         identity,
         admission,
         shutdown,
@@ -107,20 +113,44 @@ pub fn run(parts: Parts) -> Running {
         "imageselectionpolicies",
     );
     let mut tasks: Tasks = vec![("policy watch", until(shutdown.clone(), policy_watch))];
-    let admission = admission.then(|| {
-        let index = SharedIndex::default();
+    // Kept on every replica: the route plans from it, the leader releases held pods with it.
+    let index = SharedIndex::default();
+    tasks.push((
+        "admission index feed",
+        until(
+            shutdown.clone(),
+            feed::feed(
+                policies.clone(),
+                cluster.clone(),
+                index.clone(),
+                Arc::clone(&metrics),
+            ),
+        ),
+    ));
+    tasks.extend(release::run(
+        release::Context {
+            cluster: cluster.clone(),
+            index: index.clone(),
+            reporter: EventReporter::new(
+                cluster.client.clone(),
+                REPORTING_CONTROLLER,
+                identity.clone(),
+                Arc::clone(&metrics),
+            ),
+            rules: hold,
+        },
+        &shutdown,
+    ));
+    if hold.take_charge {
         tasks.push((
-            "admission index feed",
+            "managed policy collection",
             until(
                 shutdown.clone(),
-                feed::feed(
-                    policies.clone(),
-                    cluster.clone(),
-                    index.clone(),
-                    Arc::clone(&metrics),
-                ),
+                release::collect::collect(cluster.clone(), policies.clone(), hold.collect_after),
             ),
         ));
+    }
+    let admission = admission.then(|| {
         let reporter = EventReporter::new(
             cluster.client.clone(),
             REPORTING_ADMISSION,

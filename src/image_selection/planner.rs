@@ -29,8 +29,11 @@
 //!    weight, then to the image of the class whose name sorts first. When no candidate class has
 //!    a compatible image, `fallbackImage` is used, else `onNoMatch` applies.
 //!
-//! A policy without status, or a candidate class missing from status (a new kind of node not yet
-//! reconciled), is "not ready": the pod is denied with a message saying so, never guessed for.
+//! What ocifit cannot decide *yet* is never guessed for and never refused: a policy without
+//! status, a candidate class missing from status (a new kind of node not yet reconciled), a
+//! policy (named, or by image-ref) not in this replica's store yet, or no index built yet. The
+//! pod is admitted held ([`Plan::Hold`]: ocifit's scheduling gate and held label, see [`hold`]),
+//! and the controller releases it with the decision this same planner gives then ([`release`]).
 //!
 //! For the admission side: build an [`Index`] from the policy store and the node store (each
 //! node's labels and, when NFD publishes them, its merged NodeFeature features: the same inputs
@@ -43,10 +46,13 @@
 mod choose;
 mod decide;
 mod flow;
+pub mod hold;
 mod index;
+pub mod managed;
 mod nodes;
 mod patch;
 mod reasons;
+pub mod release;
 mod written;
 
 use std::collections::BTreeMap;
@@ -85,10 +91,19 @@ pub enum Plan {
     },
     /// Admit the pod unchanged; the reason's `Display` is the response's warning.
     Skip(SkipReason),
+    /// Admit the pod held by ocifit's scheduling gate: it cannot be decided yet.
+    Hold {
+        /// The policy the pod was planned under, when one was chosen.
+        policy: Option<Arc<ImageSelectionPolicy>>,
+        /// What is missing; one that [`DenyReason::waits`].
+        reason: DenyReason,
+        /// The JSON patch adding the gate and the held label (empty when the pod has both).
+        patch: json_patch::Patch,
+    },
 }
 
 impl Plan {
-    /// The outcome, a metric label: `patched`, `pinned`, `denied` or `skipped`.
+    /// The outcome, a metric label: `patched`, `pinned`, `denied`, `skipped` or `held`.
     pub fn outcome(&self) -> &'static str {
         match self {
             Plan::Patch {
@@ -98,6 +113,7 @@ impl Plan {
             Plan::Patch { .. } => "patched",
             Plan::Deny { .. } => "denied",
             Plan::Skip(_) => "skipped",
+            Plan::Hold { .. } => "held",
         }
     }
 
@@ -105,7 +121,7 @@ impl Plan {
     pub fn reason(&self) -> &'static str {
         match self {
             Plan::Patch { decision, .. } => decision.as_str(),
-            Plan::Deny { reason, .. } => reason.as_str(),
+            Plan::Deny { reason, .. } | Plan::Hold { reason, .. } => reason.as_str(),
             Plan::Skip(reason) => reason.as_str(),
         }
     }
@@ -116,6 +132,7 @@ impl Plan {
             Plan::Patch { warnings, .. } => warnings.clone(),
             Plan::Deny { .. } => Vec::new(),
             Plan::Skip(reason) => vec![reason.to_string()],
+            Plan::Hold { reason, .. } => vec![hold::warning(reason)],
         }
     }
 }
@@ -141,6 +158,10 @@ impl Verdict for Plan {
             Plan::Skip(reason) => Response::Allow {
                 patch: None,
                 warnings: vec![reason.to_string()],
+            },
+            Plan::Hold { patch, reason, .. } => Response::Allow {
+                patch: Some(patch).filter(|patch| !patch.0.is_empty()),
+                warnings: vec![hold::warning(reason)],
             },
         }
     }

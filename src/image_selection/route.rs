@@ -1,13 +1,14 @@
 //! Image selection's admission route, `POST /mutate` on Pods: the planner over the current index
-//! (denied as not ready until the first one is built), and the Event the answer deserves queued
-//! once it is sent.
+//! (a pod created before the first one is built is held), and the Event the answer deserves
+//! queued once it is sent.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::core::admission::AdmissionRequest;
+use kube::core::admission::{AdmissionRequest, Operation};
 
 use super::events::notice;
 use super::feed::SharedIndex;
-use super::planner::{DenyReason, Plan};
+use super::planner::hold::hold;
+use super::planner::{DenyReason, Plan, SkipReason};
 use crate::admission::route::Planner;
 use crate::cluster::events::Notices;
 
@@ -30,9 +31,11 @@ impl Planner for MutatePods {
     fn plan(&self, request: &AdmissionRequest<Pod>) -> Plan {
         match self.index.load() {
             Some(index) => index.plan(request),
-            None => Plan::Deny {
-                policy: None,
-                reason: DenyReason::NotReady,
+            None => match &request.object {
+                Some(pod) if request.operation == Operation::Create => {
+                    hold(pod, None, DenyReason::NotReady)
+                }
+                _ => Plan::Skip(SkipReason::NotPodCreation),
             },
         }
     }

@@ -521,7 +521,7 @@ impl Inspector {
 
 /// Refuses `image`'s registry when its name is, or resolves to, an address that is not public.
 /// A name that does not resolve is left to the request itself to fail.
-async fn refuse_private(image: &Reference) -> Result<(), Error> {
+pub async fn refuse_private(image: &Reference) -> Result<(), Error> {
     let host = reference::api_host(image);
     let has_port = !host.ends_with(']')
         && host

@@ -42,7 +42,9 @@ pub use docker_config::{Credentials, DockerConfig};
 pub use download::BlobStream;
 pub use error::{Access, ConfigError, ContentProblem, Error, ErrorKind, Refusal, Result, Target};
 pub use flags::RegistryFlags;
-pub use inspect::{ImageFacts, InspectError, InspectStats, Inspector, InspectorOptions, Lookup};
+pub use inspect::{
+    ImageFacts, InspectError, InspectStats, Inspector, InspectorOptions, Lookup, refuse_private,
+};
 pub use manifest::{Descriptor, ImageManifest, OCI_MANIFEST, sha256_digest};
 pub use platforms::ImagePlatforms;
 pub use reference::{Reference, parse as parse_reference};

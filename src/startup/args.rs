@@ -9,6 +9,7 @@ use clap::Args;
 use crate::admission::CertificateSource;
 use crate::admission::certificates;
 use crate::api::parse_duration;
+use crate::image_selection::planner::release::HoldFailure;
 use crate::telemetry::LogFormat;
 
 /// Flags of `ocifit run`.
@@ -145,6 +146,30 @@ pub struct RunArgs {
     /// Longest wait before retrying a failed artifact resolution.
     #[arg(long, env = "OCIFIT_MAX_RETRY_INTERVAL", value_parser = duration, default_value = "5m")]
     pub max_retry_interval: Duration,
+
+    /// Longest an opted-in pod is held (admitted with ocifit's scheduling gate) waiting for its
+    /// image to be decidable, from its creation; then --image-hold-failure applies.
+    #[arg(long, env = "OCIFIT_IMAGE_HOLD_TIMEOUT", value_parser = duration, default_value = "5m")]
+    pub image_hold_timeout: Duration,
+
+    /// What follows a hold past --image-hold-timeout, or a decision that would have refused the
+    /// held pod: `Ignore` releases it unchanged, `Fail` keeps it held (a Warning Event and the
+    /// annotation selection.ocifit.io/held say why). Both with an Event. The chart passes
+    /// webhook.failurePolicy.
+    #[arg(long, env = "OCIFIT_IMAGE_HOLD_FAILURE", default_value = "Fail")]
+    pub image_hold_failure: HoldFailure,
+
+    /// Take charge of an ImageSelectionPolicy for a pod whose `image-ref` annotation names an
+    /// artifact no policy uses (created by the leader, labelled selection.ocifit.io/managed,
+    /// resolved anonymously from public addresses only); the pod is held until it resolves.
+    /// Off: such a pod stays held until someone creates one, then the hold failure rule.
+    #[arg(long, env = "OCIFIT_IMAGE_REF_POLICIES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub image_ref_policies: bool,
+
+    /// How long a policy ocifit took charge of stays once no pod uses it (pods it gave an image
+    /// carry the label selection.ocifit.io/managed-policy); then it is deleted.
+    #[arg(long, env = "OCIFIT_IMAGE_REF_POLICY_TTL", value_parser = duration, default_value = "24h")]
+    pub image_ref_policy_ttl: Duration,
 
     /// Image of the artifact-cache step helpers (ocifit's own image; the chart sets it): the init
     /// container and sidecar injected into workflow steps. Unset: steps that move artifacts are

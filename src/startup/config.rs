@@ -13,6 +13,7 @@ use crate::cluster::leader::LeaseSettings;
 use crate::cluster::secrets::SecretNamespaces;
 use crate::image_selection::controller::context::Settings as ControllerSettings;
 use crate::image_selection::controller::schedule::Backoff;
+use crate::image_selection::planner::release::HoldRules;
 use crate::registry::{AllowList, CacheOptions, DockerConfig, RegistryOptions};
 use crate::telemetry::LogFormat;
 
@@ -61,6 +62,8 @@ pub struct Config {
     pub cluster: cluster::Settings,
     /// The image-selection controller's tunables.
     pub controller: ControllerSettings,
+    /// How long image selection holds a pod it cannot decide yet, and what follows.
+    pub hold: HoldRules,
     /// The admission host, when it has a certificate source.
     pub admission: Option<admission::Settings>,
     /// ocifit's own namespace (placement never gates its pods).
@@ -129,6 +132,12 @@ impl Config {
                 },
                 debounce: args.debounce,
                 concurrency: args.concurrency,
+            },
+            hold: HoldRules {
+                bound: args.image_hold_timeout,
+                failure: args.image_hold_failure,
+                take_charge: args.image_ref_policies,
+                collect_after: args.image_ref_policy_ttl,
             },
             admission,
             own_namespace: args.lease_namespace.clone(),

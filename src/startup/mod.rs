@@ -123,7 +123,8 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
     require_crd(&client).await?;
     let source = Arc::new(
         RegistrySource::new(config.registry.clone())
-            .context("failed to build the registry client")?,
+            .context("failed to build the registry client")?
+            .with_private_addresses(config.placement_private_registries),
     );
     let metrics = process_metrics(&source);
     let (leadership, lease) = match &config.lease {
@@ -173,6 +174,7 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
         source,
         metrics: Arc::clone(&metrics),
         settings: config.controller.clone(),
+        hold: config.hold,
         identity: config.identity.clone(),
         admission: config.admission.is_some(),
         shutdown: shutdown.clone(),

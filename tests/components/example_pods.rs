@@ -95,7 +95,7 @@ fn request(pod: &Value, dry_run: bool) -> AdmissionRequest<Pod> {
 }
 
 /// The outcome as the table writes it: `ImageSelected debian:11`, `denied Unpinned`,
-/// `skipped DaemonSetPod`.
+/// `skipped DaemonSetPod`, `held PolicyNotFound`.
 fn outcome(plan: &Plan, pod: &Value) -> String {
     match plan {
         Plan::Patch {
@@ -118,6 +118,7 @@ fn outcome(plan: &Plan, pod: &Value) -> String {
         }
         Plan::Deny { reason, .. } => format!("denied {}", reason.as_str()),
         Plan::Skip(reason) => format!("skipped {}", reason.as_str()),
+        Plan::Hold { reason, .. } => format!("held {}", reason.as_str()),
     }
 }
 

@@ -163,6 +163,7 @@ async fn from_policy(
     let request = Request {
         wanted: Wanted::Candidates(candidates.clone()),
         pull_secret: None,
+        managed: false,
     };
     let (registry, resolved) = reader
         .resolved(&request)

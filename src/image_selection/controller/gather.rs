@@ -15,6 +15,7 @@ use super::memo::Memo;
 use super::source::{PullSecret, Request, Wanted};
 use crate::api::{ImageSelectionPolicy, Reason};
 use crate::cluster::secrets::SecretRead;
+use crate::image_selection::planner::managed::is_managed;
 use crate::resolution::status::Failure;
 
 /// The key of a dockerconfigjson Secret's content.
@@ -35,6 +36,7 @@ pub(super) async fn resolve(
             Request {
                 wanted: Wanted::Reference(String::new()),
                 pull_secret: None,
+                managed: false,
             },
             Failure {
                 reason: Reason::InvalidReference,
@@ -89,10 +91,18 @@ async fn prepare(
     wanted: Wanted,
     ctx: &Context,
 ) -> Result<Result<Request, (Request, Failure)>, Error> {
+    if is_managed(policy) {
+        return Ok(Ok(Request {
+            wanted,
+            pull_secret: None,
+            managed: true,
+        }));
+    }
     let Some(secret_ref) = &policy.spec.artifact.pull_secret_ref else {
         return Ok(Ok(Request {
             wanted,
             pull_secret: None,
+            managed: false,
         }));
     };
     let (namespace, secret_name) = (&secret_ref.namespace, &secret_ref.name);
@@ -101,6 +111,7 @@ async fn prepare(
             Request {
                 wanted: wanted.clone(),
                 pull_secret: None,
+                managed: false,
             },
             Failure { reason, message },
         )))
@@ -139,6 +150,7 @@ async fn prepare(
     match docker_config_of(&secret) {
         Ok(json) => Ok(Ok(Request {
             wanted,
+            managed: false,
             pull_secret: Some(PullSecret {
                 key: format!(
                     "{namespace}/{secret_name}@{}",

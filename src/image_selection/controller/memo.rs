@@ -103,6 +103,7 @@ mod tests {
         Request {
             wanted: Wanted::Reference(reference.into()),
             pull_secret: None,
+            managed: false,
         }
     }
 

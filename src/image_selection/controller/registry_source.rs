@@ -9,13 +9,16 @@ use std::sync::{Mutex, PoisonError};
 
 use futures_util::future::{BoxFuture, join_all};
 
-use super::source::{Fetched, PullSecret, Request, Source, Wanted};
+use super::source::{Fetched, Request, Source, Wanted};
 use crate::api::{Candidate, Reason};
 use crate::engine::Format;
 use crate::registry::{
     Clients, DockerConfig, ErrorKind, Registry, RegistryOptions, RegistryStats, ResolveError,
-    parse_reference,
+    parse_reference, refuse_private,
 };
+
+/// The name of the anonymous client managed policies are read with.
+const ANONYMOUS: &str = "(managed policies: anonymous)";
 use crate::resolution::platform::{PlatformLookup, Platforms};
 use crate::resolution::status::Failure;
 use crate::resolution::{
@@ -27,6 +30,8 @@ use crate::telemetry::error_chain;
 pub struct RegistrySource {
     clients: Clients,
     outcomes: Mutex<BTreeMap<(Lookup, &'static str), u64>>,
+    /// Whether managed policies may read registries on private addresses.
+    private_addresses: bool,
 }
 
 /// What a registry lookup was for (a metric label).
@@ -58,7 +63,15 @@ impl RegistrySource {
         Ok(RegistrySource {
             clients: Clients::new(options)?,
             outcomes: Mutex::default(),
+            private_addresses: false,
         })
+    }
+
+    /// Lets managed policies (what pod authors named) read registries on private, loopback or
+    /// link-local addresses, as `--placement-allow-private-registries` does for placement.
+    pub fn with_private_addresses(mut self, allowed: bool) -> RegistrySource {
+        self.private_addresses = allowed;
+        self
     }
 
     /// Lookups by what they were for and outcome (`ok` or the registry error kind).
@@ -75,8 +88,18 @@ impl RegistrySource {
         self.clients.stats()
     }
 
-    fn client(&self, secret: Option<&PullSecret>) -> Result<Registry, Failure> {
-        let Some(secret) = secret else {
+    fn client(&self, request: &Request) -> Result<Registry, Failure> {
+        if request.managed {
+            // Anonymous: a pod author borrows none of ocifit's credentials.
+            return self
+                .clients
+                .named(ANONYMOUS, "", || Ok(DockerConfig::default()))
+                .map_err(|err| Failure {
+                    reason: Reason::RegistryUnavailable,
+                    message: error_chain(&err),
+                });
+        }
+        let Some(secret) = request.pull_secret.as_ref() else {
             return Ok(self.clients.default_client());
         };
         let (name, version) = secret.key.split_once('@').unwrap_or((&secret.key, ""));
@@ -93,11 +116,17 @@ impl RegistrySource {
             })
     }
 
-    async fn platforms(&self, registry: &Registry, image: &str) -> PlatformLookup {
+    async fn platforms(&self, registry: &Registry, image: &str, managed: bool) -> PlatformLookup {
         let reference = match parse_reference(image) {
             Ok(reference) => reference,
             Err(err) => return PlatformLookup::Failed(error_chain(&err)),
         };
+        if managed
+            && !self.private_addresses
+            && let Err(err) = refuse_private(&reference).await
+        {
+            return PlatformLookup::Failed(error_chain(&err));
+        }
         let result = registry.image_platforms_or_last_known(&reference).await;
         self.count(
             Lookup::Platforms,
@@ -114,11 +143,22 @@ impl RegistrySource {
 
 impl RegistrySource {
     /// `ref` mode: the one artifact the policy names.
-    async fn artifact(&self, registry: &Registry, reference: &str) -> Result<Resolved, Failure> {
+    async fn artifact(
+        &self,
+        registry: &Registry,
+        reference: &str,
+        managed: bool,
+    ) -> Result<Resolved, Failure> {
         let reference = parse_reference(reference).map_err(|err| Failure {
             reason: Reason::InvalidReference,
             message: error_chain(&err),
         })?;
+        if managed && !self.private_addresses {
+            refuse_private(&reference).await.map_err(|err| Failure {
+                reason: Reason::RegistryNotAllowed,
+                message: error_chain(&err),
+            })?;
+        }
         let result = registry.resolve_artifact(&reference).await;
         self.count(Lookup::Artifact, outcome_of(&result));
         let resolved = result.map_err(|err| failure_of(&err))?;
@@ -211,9 +251,11 @@ impl RegistrySource {
     /// The artifact (or candidates' artifacts) `request` names, and the client that read them
     /// (the pull Secret's, if any), for the platform lookups that follow.
     pub async fn resolved(&self, request: &Request) -> Result<(Registry, Resolved), Failure> {
-        let registry = self.client(request.pull_secret.as_ref())?;
+        let registry = self.client(request)?;
         let resolved = match &request.wanted {
-            Wanted::Reference(reference) => self.artifact(&registry, reference).await?,
+            Wanted::Reference(reference) => {
+                self.artifact(&registry, reference, request.managed).await?
+            }
             Wanted::Candidates(candidates) => self.candidates(&registry, candidates).await?,
         };
         Ok((registry, resolved))
@@ -225,8 +267,12 @@ impl Source for RegistrySource {
         Box::pin(async move {
             let (registry, resolved) = self.resolved(request).await?;
             let images = resolved.images();
-            let lookups =
-                join_all(images.iter().map(|image| self.platforms(&registry, image))).await;
+            let lookups = join_all(
+                images
+                    .iter()
+                    .map(|image| self.platforms(&registry, image, request.managed)),
+            )
+            .await;
             let platforms: Platforms = images.into_iter().zip(lookups).collect();
             Ok(Fetched {
                 resolved,
@@ -273,10 +319,14 @@ mod tests {
     fn a_pull_secret_that_is_not_a_docker_config_is_secret_invalid() {
         let source = RegistrySource::new(RegistryOptions::default()).unwrap();
         let failure = source
-            .client(Some(&PullSecret {
-                key: "ns/regcred@1".into(),
-                docker_config_json: b"not json".to_vec(),
-            }))
+            .client(&Request {
+                wanted: Wanted::Reference("r/a:v1".into()),
+                pull_secret: Some(super::super::source::PullSecret {
+                    key: "ns/regcred@1".into(),
+                    docker_config_json: b"not json".to_vec(),
+                }),
+                managed: false,
+            })
             .unwrap_err();
         assert_eq!(failure.reason, Reason::SecretInvalid);
         assert!(
@@ -285,6 +335,49 @@ mod tests {
                 .starts_with("pull secret ns/regcred is not a valid docker config"),
             "{}",
             failure.message
+        );
+    }
+
+    #[tokio::test]
+    async fn a_managed_policy_on_a_loopback_registry_is_refused_before_any_request_unless_allowed()
+    {
+        // Nothing listens on port 1: a request would fail as unavailable, not as not allowed.
+        let request = Request {
+            wanted: Wanted::Reference("127.0.0.1:1/app-compat:v1".into()),
+            pull_secret: None,
+            managed: true,
+        };
+        let source = RegistrySource::new(RegistryOptions::default()).unwrap();
+        let refused = source.fetch(&request).await.unwrap_err();
+        assert_eq!(
+            refused.reason,
+            Reason::RegistryNotAllowed,
+            "{}",
+            refused.message
+        );
+        assert_eq!(source.outcomes(), Vec::new());
+        let allowed = RegistrySource::new(RegistryOptions::default())
+            .unwrap()
+            .with_private_addresses(true);
+        let tried = allowed.fetch(&request).await.unwrap_err();
+        assert_eq!(
+            tried.reason,
+            Reason::RegistryUnavailable,
+            "{}",
+            tried.message
+        );
+        // A policy an admin wrote is not a pod author's: its registry is theirs to choose.
+        let written = Request {
+            managed: false,
+            ..request
+        };
+        let source = RegistrySource::new(RegistryOptions::default()).unwrap();
+        let tried = source.fetch(&written).await.unwrap_err();
+        assert_eq!(
+            tried.reason,
+            Reason::RegistryUnavailable,
+            "{}",
+            tried.message
         );
     }
 

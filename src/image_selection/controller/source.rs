@@ -59,6 +59,10 @@ pub struct Request {
     pub wanted: Wanted,
     /// Credentials from the pull Secret, if the policy names one.
     pub pull_secret: Option<PullSecret>,
+    /// A policy ocifit took charge of for a pod's `image-ref`: what a pod author named, so read
+    /// anonymously (never ocifit's credentials) and never from a private, loopback or
+    /// link-local address unless the admin allows those for pod-named registries.
+    pub managed: bool,
 }
 
 /// A resolved artifact (or candidates' artifacts) and the platforms of every candidate image.
@@ -91,6 +95,7 @@ mod tests {
         let request = Request {
             wanted: Wanted::Reference("r/a:v1".into()),
             pull_secret: Some(secret),
+            managed: false,
         };
         let text = format!("{request:?}");
         assert!(text.contains("ns/regcred@7"), "{text}");

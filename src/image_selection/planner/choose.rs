@@ -7,6 +7,7 @@ use kube::core::ObjectMeta;
 
 use super::DenyReason;
 use super::index::{Entry, Index};
+use super::managed::is_managed;
 use crate::api::pod::{IMAGE_REF_ANNOTATION, POLICY, TARGET_IMAGE_ANNOTATION};
 
 /// How the pod named its policy.
@@ -92,6 +93,15 @@ pub(super) fn choose<'i>(
                 reference: reference.to_owned(),
             });
         }
+        // A policy an admin wrote for the artifact wins over the one ocifit took charge of.
+        let entries: Vec<&Entry> = if entries.iter().all(|e| is_managed(&e.policy)) {
+            entries
+        } else {
+            entries
+                .into_iter()
+                .filter(|e| !is_managed(&e.policy))
+                .collect()
+        };
         let using: Vec<&Entry> = entries
             .iter()
             .copied()
@@ -106,9 +116,12 @@ pub(super) fn choose<'i>(
             _ => Err(ambiguous(&format!("artifact {reference:?}"), &entries)),
         };
     }
+    // A managed policy's placeholder was chosen by a pod author: it serves pods naming its
+    // artifact, never other pods that happen to use that image.
     let using: Vec<&Entry> = index
         .policies
         .values()
+        .filter(|entry| !is_managed(&entry.policy))
         .filter(|entry| uses(spec, entry, &entry.policy.spec.target_image))
         .collect();
     match using.as_slice() {

@@ -1,6 +1,7 @@
 //! One admission request through the planner's rules, in the order the module documentation
 //! gives: skips, the policy, the placeholder containers, the candidate classes, the image, the
-//! patch. Owns the order and the skip rules; each step's substance lives in its own module.
+//! patch; what cannot be decided yet is held. Owns the order and the skip rules; each step's
+//! substance lives in its own module.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::choose::{List, choose, rewritten};
 use super::decide::{Verdict, decide};
+use super::hold::hold;
 use super::index::{Candidate, Grouping, Index, PlacementDigest};
 use super::written::Decided;
 use super::{DenyReason, Plan, SkipReason};
@@ -27,8 +29,16 @@ impl Index {
         }
     }
 
-    /// Plans the creation of `pod`, as the apiserver sent it.
+    /// Plans the creation of `pod`, as the apiserver sent it (or, held, as it is now: the
+    /// release decides with this same function). What cannot be decided yet is held.
     pub fn plan_pod(&self, pod: &Pod) -> Plan {
+        match self.decide_pod(pod) {
+            Plan::Deny { policy, reason } if reason.waits() => hold(pod, policy, reason),
+            plan => plan,
+        }
+    }
+
+    fn decide_pod(&self, pod: &Pod) -> Plan {
         if let Some(reason) = skipped(pod) {
             return Plan::Skip(reason);
         }

@@ -16,13 +16,14 @@ use super::choose::List;
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
 /// The patch giving `image` to the `containers`, setting `affinity` (the pod's new
-/// `spec.affinity` when pinned) and writing `annotations`.
+/// `spec.affinity` when pinned) and writing `annotations` and `label` (key, value).
 pub(super) fn build(
     pod: &Pod,
     containers: &[(List, usize)],
     image: &str,
     affinity: Option<&Affinity>,
     annotations: &BTreeMap<String, String>,
+    label: Option<(&str, &str)>,
 ) -> Result<Patch, serde_json::Error> {
     let mut ops = Vec::new();
     for (list, at) in containers {
@@ -33,6 +34,19 @@ pub(super) fn build(
     }
     if let Some(pinned) = affinity {
         affinity_ops(pod, pinned, &mut ops)?;
+    }
+    if let Some((key, value)) = label {
+        let labels = pod.metadata.labels.as_ref();
+        if labels
+            .and_then(|labels| labels.get(key))
+            .map(String::as_str)
+            != Some(value)
+        {
+            ops.push(match labels {
+                None => add(&["metadata", "labels"], serde_json::json!({ key: value })),
+                Some(_) => add(&["metadata", "labels", key], Value::from(value)),
+            });
+        }
     }
     match &pod.metadata.annotations {
         None => ops.push(add(

@@ -107,14 +107,24 @@ impl DenyReason {
             DenyReason::Internal { .. } => "Internal",
         }
     }
+
+    /// Whether this is ocifit catching up rather than a decision: the pod is held until the
+    /// decision exists, never refused for it.
+    pub fn waits(&self) -> bool {
+        matches!(
+            self,
+            DenyReason::NotReady
+                | DenyReason::PolicyNotFound { .. }
+                | DenyReason::NoPolicyForImageRef { .. }
+                | DenyReason::PolicyNotReady { .. }
+        )
+    }
 }
 
 impl fmt::Display for DenyReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DenyReason::NotReady => {
-                f.write_str("ocifit is starting and has not read the policies and nodes yet: retry")
-            }
+            DenyReason::NotReady => f.write_str("ocifit has not read the policies and nodes yet"),
             DenyReason::PolicyNotFound { name, named_by } => write!(
                 f,
                 "ImageSelectionPolicy {name:?} (named by {named_by} {POLICY}) does not exist: \
@@ -143,7 +153,7 @@ impl fmt::Display for DenyReason {
             } => write!(
                 f,
                 "ImageSelectionPolicy {policy} is not ready: its artifact has not been resolved \
-                 yet; retry shortly (kubectl describe isp {policy})"
+                 yet (kubectl describe isp {policy})"
             ),
             DenyReason::PolicyNotReady {
                 policy,
@@ -151,7 +161,7 @@ impl fmt::Display for DenyReason {
             } => write!(
                 f,
                 "ImageSelectionPolicy {policy} is not ready: node class {class} ({nodes}) is not \
-                 in its status yet; retry once the controller has reconciled it"
+                 in its status yet (the controller has not reconciled it)"
             ),
             DenyReason::InvalidAffinity { error } => f.write_str(error),
             DenyReason::NoCandidateNode {

@@ -5,7 +5,7 @@ mod index_reuse;
 mod memo;
 mod outcomes;
 mod patching;
-mod property;
+pub(crate) mod property;
 mod skips;
 
 #[test]

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
 use super::choose::{Choice, List};
+use super::managed::is_managed;
 use super::{Decision, DenyReason, Plan, patch};
 use crate::api::pod::{
     DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_IMAGES, DECISION_POLICY,
+    MANAGED_POLICY_LABEL,
 };
 use crate::classes::selection::{ClassSelector, pin};
 
@@ -66,12 +68,14 @@ impl Decided<'_> {
             }
             let containers: Vec<(List, usize)> =
                 self.containers.iter().map(|(at, _)| *at).collect();
+            let managed = is_managed(&entry.policy).then_some((MANAGED_POLICY_LABEL, policy));
             let patch = patch::build(
                 pod,
                 &containers,
                 self.image,
                 affinity.as_ref(),
                 &annotations,
+                managed,
             )?;
             Ok((patch, annotations))
         });

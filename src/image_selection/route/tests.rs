@@ -82,15 +82,21 @@ fn a_pod_is_patched_denied_or_skipped_always_with_its_uid() {
 }
 
 #[test]
-fn before_the_first_index_a_pod_is_denied_as_not_ready_with_its_uid() {
+fn before_the_first_index_a_pod_is_held_as_not_ready_with_its_uid() {
     let (outcome, reason, response) = answer(&route(None), &simple_pod(json!({}), json!({})));
-    assert_eq!((outcome, reason), ("denied", "NotReady"));
-    assert_eq!(response["uid"], UID);
-    assert!(
-        response["status"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("retry"),
-        "{response}"
+    assert_eq!((outcome, reason), ("held", "NotReady"));
+    assert_eq!(
+        (&response["uid"], &response["allowed"]),
+        (&json!(UID), &json!(true))
     );
+    let patch: Value =
+        serde_json::from_slice(&BASE64.decode(response["patch"].as_str().unwrap()).unwrap())
+            .unwrap();
+    assert_eq!(
+        patch[0],
+        json!({"op": "add", "path": "/spec/schedulingGates",
+               "value": [{"name": "selection.ocifit.io/image"}]})
+    );
+    let warning = response["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("has not read the policies"), "{response}");
 }

@@ -1,6 +1,8 @@
 //! The fault suite: `ocifit run` serving its webhook to a real apiserver while things go wrong,
 //! each scenario printing its figures (`FAULT …` lines): the registry down while 500 opted-in
-//! pods are created (none denied); kube-apiserver killed and started again (the webhook answers
+//! pods are created (none denied); 200 opted-in pods created right after a new policy whose
+//! registry answers only later (none refused: held, then each released with its class's image);
+//! kube-apiserver killed and started again (the webhook answers
 //! meanwhile, status converges after); hostile requests sent straight to the webhook from
 //! loopback (every answer within the deadline, resident memory under the chart's limit, the
 //! next well-formed request answered normally); the host's own denials passed on to the user;
@@ -16,6 +18,7 @@
 
 mod apiserver_restart;
 mod cross_namespace;
+mod held_pods;
 mod host_denials;
 mod hostile;
 mod memory_flood;
@@ -56,12 +59,17 @@ pub struct Served {
 
 impl Served {
     pub async fn start(identity: &str) -> Served {
+        Served::start_with(identity, &[]).await
+    }
+
+    /// As [`Served::start`], `ocifit run` given `extra` flags.
+    pub async fn start_with(identity: &str, extra: &[&str]) -> Served {
         let env = Env::start().await;
         let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
         let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
         let webhook_address = free_address();
         let controller = certificate
-            .serve(&env, identity, &webhook_address, &[])
+            .serve(&env, identity, &webhook_address, extra)
             .await;
         env.create_policy(&env.flavor_policy("flavors")).await;
         env.wait_ready("flavors").await;

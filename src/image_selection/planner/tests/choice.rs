@@ -101,13 +101,13 @@ fn several_policies_on_one_artifact_are_told_apart_by_their_placeholder() {
 }
 
 #[test]
-fn an_image_ref_no_policy_uses_is_denied_naming_the_policy_to_create() {
+fn an_image_ref_no_policy_uses_is_held_naming_the_policy_to_create() {
     let index = index(&two_policies());
     let pod = simple_pod(
         json!({"annotations": {IMAGE_REF: "registry.example/unknown:v2"}}),
         zone_a(),
     );
-    let (reason, message) = denied(&plan(&index, &pod));
+    let (reason, message) = held_for(&plan(&index, &pod));
     assert_eq!(reason, "NoPolicyForImageRef");
     assert!(
         message.contains("spec.artifact.ref: registry.example/unknown:v2"),
@@ -116,10 +116,10 @@ fn an_image_ref_no_policy_uses_is_denied_naming_the_policy_to_create() {
 }
 
 #[test]
-fn a_named_policy_that_does_not_exist_is_denied_saying_so() {
+fn a_named_policy_that_does_not_exist_is_held_saying_so() {
     let index = index(&two_policies());
     let pod = simple_pod(json!({"labels": {POLICY: "gamma"}}), zone_a());
-    let (reason, message) = denied(&plan(&index, &pod));
+    let (reason, message) = held_for(&plan(&index, &pod));
     assert_eq!(reason, "PolicyNotFound");
     assert!(
         message.contains("ImageSelectionPolicy \"gamma\""),

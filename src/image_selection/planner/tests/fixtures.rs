@@ -262,6 +262,14 @@ pub fn denied(plan: &Plan) -> (&'static str, String) {
     }
 }
 
+/// A hold's reason (its name) and message.
+pub fn held_for(plan: &Plan) -> (&'static str, String) {
+    match plan {
+        Plan::Hold { reason, .. } => (reason.as_str(), reason.to_string()),
+        other => panic!("expected a hold, got {other:?}"),
+    }
+}
+
 /// A skip's reason (its name) and message.
 pub fn skipped(plan: &Plan) -> (&'static str, String) {
     match plan {

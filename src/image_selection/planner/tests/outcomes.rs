@@ -199,16 +199,15 @@ fn no_candidate_node_names_the_pod_selector_and_the_policy_selector() {
 }
 
 #[test]
-fn a_policy_without_status_is_not_ready_and_says_to_retry() {
+fn a_policy_without_status_is_not_ready_and_the_pod_is_held() {
     let index = index(&[policy("flavors", json!({}))]);
     let pod = simple_pod(json!({}), json!({}));
-    let (reason, message) = denied(&plan(&index, &pod));
+    let (reason, message) = held_for(&plan(&index, &pod));
     assert_eq!(reason, "PolicyNotReady");
     assert!(
         message.contains("ImageSelectionPolicy flavors is not ready"),
         "{message}"
     );
-    assert!(message.contains("retry shortly"), "{message}");
 }
 
 #[test]
@@ -219,7 +218,7 @@ fn a_class_missing_from_status_is_not_ready_rather_than_guessed() {
     policy.status = Some(status_over(&policy, &before, &flavor_images()));
     let index = index(&[policy]);
     let pod = simple_pod(json!({}), json!({"nodeSelector": {"zone": "b"}}));
-    let (reason, message) = denied(&plan(&index, &pod));
+    let (reason, message) = held_for(&plan(&index, &pod));
     assert_eq!(reason, "PolicyNotReady");
     assert!(
         message.contains("(nodes n4) is not in its status yet"),
@@ -435,6 +434,6 @@ fn a_status_from_another_artifact_source_serves_no_image() {
     // The spec now names another artifact; the status is still the old one's.
     changed.spec.artifact.reference = Some("registry.local/other:v2".into());
     changed.status = Some(status);
-    let (reason, _) = denied(&plan(&index(&[changed]), &pod));
+    let (reason, _) = held_for(&plan(&index(&[changed]), &pod));
     assert_eq!(reason, "PolicyNotReady");
 }

@@ -12,10 +12,10 @@ use crate::classes::selection::Placement;
 use crate::engine::NodeInputs;
 use crate::image_selection::planner::{Decision, Plan};
 
-const FLAVORS: [&str; 4] = ["vanilla", "chocolate", "strawberry", "mint"];
-const IMAGES: [Option<&str>; 3] = [Some("debian:11"), Some("ubuntu:24.04"), None];
+pub(crate) const FLAVORS: [&str; 4] = ["vanilla", "chocolate", "strawberry", "mint"];
+pub(crate) const IMAGES: [Option<&str>; 3] = [Some("debian:11"), Some("ubuntu:24.04"), None];
 
-fn arb_nodes() -> impl Strategy<Value = Vec<(String, NodeInputs)>> {
+pub(crate) fn arb_nodes() -> impl Strategy<Value = Vec<(String, NodeInputs)>> {
     prop::collection::vec((0..FLAVORS.len(), 0..3usize, any::<bool>()), 1..12).prop_map(|specs| {
         specs
             .into_iter()
@@ -33,7 +33,7 @@ fn arb_nodes() -> impl Strategy<Value = Vec<(String, NodeInputs)>> {
     })
 }
 
-fn arb_pod_spec() -> impl Strategy<Value = serde_json::Value> {
+pub(crate) fn arb_pod_spec() -> impl Strategy<Value = serde_json::Value> {
     let zone = prop::option::of(0..3usize);
     let terms = prop::collection::vec(
         (

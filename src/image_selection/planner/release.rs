@@ -1,0 +1,265 @@
+//! Releasing a held pod: the planner's decision for the pod as it is now ([`Index::plan_pod`],
+//! the very function admission calls), written as one JSON patch against the live pod that
+//! applies the decision (images, pinning, decision annotations), removes ocifit's gate and the
+//! held label, and carries the resourceVersion it was planned from (the apiserver answers 409
+//! if the pod changed since). A pod still undecidable waits until the hold bound, then follows
+//! the hold failure rule; a decision that would have refused it follows that rule at once (an
+//! admitted pod cannot be refused). Pure: time passed in.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{Patch, PatchOperation, RemoveOperation, ReplaceOperation};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use super::hold::{add, gate_at};
+use super::managed::managed_policy;
+use super::{DenyReason, Index, Plan};
+use crate::api::ImageSelectionPolicy;
+use crate::api::pod::{HELD_ANNOTATION, HELD_LABEL, SCHEDULING_GATE};
+
+/// What happens to a pod no decision reaches within the bound, or whose decision is a refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldFailure {
+    /// Released unchanged (the placeholder image), as `failurePolicy: Ignore` admits a pod.
+    Ignore,
+    /// Kept held, with a Warning Event and the held annotation saying why, as
+    /// `failurePolicy: Fail` refuses a pod; released if the decision comes later.
+    Fail,
+}
+
+impl FromStr for HoldFailure {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, String> {
+        match value {
+            "Ignore" => Ok(HoldFailure::Ignore),
+            "Fail" => Ok(HoldFailure::Fail),
+            other => Err(format!("{other:?} is neither Ignore nor Fail")),
+        }
+    }
+}
+
+impl fmt::Display for HoldFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HoldFailure::Ignore => "Ignore",
+            HoldFailure::Fail => "Fail",
+        })
+    }
+}
+
+/// How long a pod may be held, and what follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldRules {
+    /// From the pod's creation.
+    pub bound: Duration,
+    /// What follows it.
+    pub failure: HoldFailure,
+    /// Whether ocifit takes charge of a policy for an `image-ref` no policy uses.
+    pub take_charge: bool,
+    /// How long such a policy stays once no pod uses it.
+    pub collect_after: Duration,
+}
+
+/// An Event on the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// Warning, else Normal.
+    pub warning: bool,
+    /// The Event reason.
+    pub reason: &'static str,
+    /// What happened, for people.
+    pub note: String,
+}
+
+/// What to do with one held pod now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Release {
+    /// The JSON patch for the live pod, when something changes.
+    pub patch: Option<Patch>,
+    /// The Event it deserves, if any.
+    pub event: Option<Note>,
+    /// Look again after this long (the rest of the bound), when still waiting.
+    pub wait: Option<Duration>,
+    /// The policy to create for the pod's `image-ref`, when ocifit takes charge of one.
+    pub adopt: Option<ImageSelectionPolicy>,
+}
+
+/// Decides the release of `pod` (as the watch holds it, gated by ocifit), held for `waited`
+/// so far, with `index` (none built yet: still waiting).
+pub fn release(index: Option<&Index>, pod: &Pod, rules: HoldRules, waited: Duration) -> Release {
+    let plan = match index {
+        Some(index) => index.plan_pod(pod),
+        None => Plan::Hold {
+            policy: None,
+            reason: DenyReason::NotReady,
+            patch: Patch(Vec::new()),
+        },
+    };
+    match plan {
+        Plan::Patch {
+            patch,
+            event,
+            decision,
+            ..
+        } => {
+            let mut ops = pinned_version(pod);
+            ops.extend(patch.0);
+            ops.extend(unhold(pod));
+            Release {
+                patch: Some(Patch(ops)),
+                event: Some(Note {
+                    warning: false,
+                    reason: decision.as_str(),
+                    note: format!("released from scheduling gate {SCHEDULING_GATE}: {event}"),
+                }),
+                wait: None,
+                adopt: None,
+            }
+        }
+        Plan::Skip(reason) => {
+            let mut ops = pinned_version(pod);
+            ops.extend(unhold(pod));
+            Release {
+                patch: Some(Patch(ops)),
+                event: Some(Note {
+                    warning: false,
+                    reason: "ReleasedUnchanged",
+                    note: format!("released from scheduling gate {SCHEDULING_GATE}: {reason}"),
+                }),
+                wait: None,
+                adopt: None,
+            }
+        }
+        Plan::Deny { reason, .. } => failed(pod, rules, &reason.to_string()),
+        Plan::Hold { reason, .. } => match rules.bound.checked_sub(waited) {
+            Some(left) if !left.is_zero() => Release {
+                patch: None,
+                event: None,
+                wait: Some(left),
+                adopt: match &reason {
+                    DenyReason::NoPolicyForImageRef { reference } if rules.take_charge => {
+                        managed_policy(pod, reference)
+                    }
+                    _ => None,
+                },
+            },
+            _ => failed(
+                pod,
+                rules,
+                &format!("no decision within {}s: {reason}", rules.bound.as_secs()),
+            ),
+        },
+    }
+}
+
+/// `pod` follows the failure rule because of `why` (also when the apiserver refused a release).
+pub fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
+    match rules.failure {
+        HoldFailure::Ignore => {
+            let mut ops = pinned_version(pod);
+            ops.extend(unhold(pod));
+            Release {
+                patch: Some(Patch(ops)),
+                event: Some(Note {
+                    warning: true,
+                    reason: "ReleasedUndecided",
+                    note: format!(
+                        "no image chosen: {why}; released unchanged (hold failure rule Ignore)"
+                    ),
+                }),
+                wait: None,
+                adopt: None,
+            }
+        }
+        HoldFailure::Fail => {
+            let annotations = pod.metadata.annotations.as_ref();
+            if annotations
+                .and_then(|a| a.get(HELD_ANNOTATION))
+                .map(String::as_str)
+                == Some(why)
+            {
+                return Release {
+                    patch: None,
+                    event: None,
+                    wait: None,
+                    adopt: None,
+                };
+            }
+            let mut ops = pinned_version(pod);
+            ops.push(match annotations {
+                None => add(
+                    &["metadata", "annotations"],
+                    json!({ HELD_ANNOTATION: why }),
+                ),
+                Some(_) => add(
+                    &["metadata", "annotations", HELD_ANNOTATION],
+                    Value::from(why),
+                ),
+            });
+            Release {
+                patch: Some(Patch(ops)),
+                event: Some(Note {
+                    warning: true,
+                    reason: "HeldUndecided",
+                    note: format!(
+                        "no image chosen: {why}; kept held by scheduling gate {SCHEDULING_GATE} \
+                         (hold failure rule Fail): released once the cause is fixed, or delete \
+                         the pod"
+                    ),
+                }),
+                wait: None,
+                adopt: None,
+            }
+        }
+    }
+}
+
+/// The resourceVersion the plan was made from, written back: the apiserver refuses the patch
+/// (409) if the pod changed since.
+fn pinned_version(pod: &Pod) -> Vec<PatchOperation> {
+    pod.metadata
+        .resource_version
+        .iter()
+        .map(|version| {
+            PatchOperation::Replace(ReplaceOperation {
+                path: pointer(&["metadata", "resourceVersion"]),
+                value: Value::from(version.as_str()),
+            })
+        })
+        .collect()
+}
+
+/// Removes ocifit's gate, the held label and the held annotation, where present.
+fn unhold(pod: &Pod) -> Vec<PatchOperation> {
+    let remove = |tokens: &[&str]| {
+        PatchOperation::Remove(RemoveOperation {
+            path: pointer(tokens),
+        })
+    };
+    let mut ops = Vec::new();
+    if let Some(at) = gate_at(pod) {
+        ops.push(remove(&["spec", "schedulingGates", &at.to_string()]));
+    }
+    let has = |map: &Option<std::collections::BTreeMap<String, String>>, key: &str| {
+        map.as_ref().is_some_and(|map| map.contains_key(key))
+    };
+    if has(&pod.metadata.labels, HELD_LABEL) {
+        ops.push(remove(&["metadata", "labels", HELD_LABEL]));
+    }
+    if has(&pod.metadata.annotations, HELD_ANNOTATION) {
+        ops.push(remove(&["metadata", "annotations", HELD_ANNOTATION]));
+    }
+    ops
+}
+
+fn pointer(tokens: &[&str]) -> PointerBuf {
+    PointerBuf::from_tokens(tokens.iter().copied())
+}
+
+#[cfg(test)]
+mod tests;

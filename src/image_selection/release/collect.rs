@@ -1,0 +1,130 @@
+//! Collecting the policies ocifit took charge of (leader only): a managed policy that no pod
+//! has used for `--image-ref-policy-ttl` is deleted. A pod given its image by one carries the
+//! label `selection.ocifit.io/managed-policy` naming it, so use is a label selector away; a
+//! policy first seen (created, or on becoming leader) counts as used then, so a new leader
+//! never deletes at once what the last one kept. Policies without the managed label are never
+//! touched.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, ListParams, Preconditions};
+use kube::{Api, ResourceExt};
+
+use crate::api::ImageSelectionPolicy;
+use crate::api::pod::MANAGED_POLICY_LABEL;
+use crate::cluster::ClusterView;
+use crate::cluster::reflected::Reflected;
+use crate::image_selection::planner::managed::is_managed;
+use crate::telemetry::error_chain;
+
+/// The managed policies to delete now, given those that exist and those a pod uses; `seen`
+/// remembers when each was last used (or first seen) across passes.
+pub fn unused(
+    seen: &mut HashMap<String, Instant>,
+    managed: &[String],
+    in_use: &BTreeSet<String>,
+    now: Instant,
+    ttl: Duration,
+) -> Vec<String> {
+    seen.retain(|name, _| managed.contains(name));
+    let mut collect = Vec::new();
+    for name in managed {
+        if in_use.contains(name) {
+            seen.insert(name.clone(), now);
+            continue;
+        }
+        let since = *seen.entry(name.clone()).or_insert(now);
+        if now.duration_since(since) >= ttl {
+            collect.push(name.clone());
+        }
+    }
+    collect
+}
+
+/// Deletes unused managed policies, looking every quarter of `ttl` (1 s to 5 min), until the
+/// process stops.
+pub async fn collect(
+    cluster: ClusterView,
+    policies: Reflected<ImageSelectionPolicy>,
+    ttl: Duration,
+) {
+    let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut seen = HashMap::new();
+    loop {
+        ticks.tick().await;
+        if !cluster.leadership.is_leader() {
+            seen.clear();
+            continue;
+        }
+        let managed: Vec<_> = policies
+            .store()
+            .state()
+            .into_iter()
+            .filter(|policy| is_managed(policy))
+            .collect();
+        let names: Vec<String> = managed.iter().map(|p| p.name_any()).collect();
+        let mut in_use = BTreeSet::new();
+        let pods: Api<Pod> = Api::all(cluster.client.clone());
+        for name in &names {
+            let using = ListParams::default()
+                .labels(&format!("{MANAGED_POLICY_LABEL}={name}"))
+                .limit(1);
+            match pods.list_metadata(&using).await {
+                Ok(listed) if listed.items.is_empty() => {}
+                // Unknown counts as used: never delete on a failed read.
+                Ok(_) | Err(_) => {
+                    in_use.insert(name.clone());
+                }
+            }
+        }
+        let api: Api<ImageSelectionPolicy> = Api::all(cluster.client.clone());
+        for name in unused(&mut seen, &names, &in_use, Instant::now(), ttl) {
+            let uid = managed
+                .iter()
+                .find(|p| p.name_any() == name)
+                .and_then(|p| p.uid());
+            let only_that_one = DeleteParams::default().preconditions(Preconditions {
+                uid,
+                resource_version: None,
+            });
+            match api.delete(&name, &only_that_one).await {
+                Ok(_) => tracing::info!(policy = %name, "unused managed policy deleted"),
+                Err(err) => {
+                    tracing::warn!(policy = %name, error = %error_chain(&err), "managed policy not deleted")
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_managed_policy_is_collected_only_after_a_whole_ttl_without_a_pod() {
+        let t0 = Instant::now();
+        let mut seen = HashMap::new();
+        let managed = vec!["a".to_owned(), "b".to_owned()];
+        let used = BTreeSet::from(["a".to_owned()]);
+        // First seen counts as used: nothing goes at once.
+        assert!(unused(&mut seen, &managed, &BTreeSet::new(), t0, TTL).is_empty());
+        let later = t0 + Duration::from_secs(59);
+        assert!(unused(&mut seen, &managed, &used, later, TTL).is_empty());
+        let after = t0 + TTL;
+        assert_eq!(unused(&mut seen, &managed, &used, after, TTL), ["b"]);
+        // a was used at `after` too: it goes a whole TTL after that, not before.
+        let none = BTreeSet::new();
+        let only_a = ["a".to_owned()];
+        let almost = after + TTL - Duration::from_secs(1);
+        assert!(unused(&mut seen, &only_a, &none, almost, TTL).is_empty());
+        assert_eq!(unused(&mut seen, &only_a, &none, after + TTL, TTL), ["a"]);
+        assert!(!seen.contains_key("b"));
+    }
+}

@@ -1,0 +1,253 @@
+//! The release controller (leader only): every pod carrying the held label is watched (a label
+//! selector, so the store holds only those pods, trimmed by [`held`]); a held pod is released
+//! as soon as the planner can decide it ([`crate::image_selection::planner::release`]), looked
+//! at when it appears, whenever the planner's index is rebuilt (a policy resolved, a class
+//! reconciled), when its hold bound passes, and all of them on becoming leader. The decision is
+//! sent as one JSON patch carrying the resourceVersion it was planned from; a patch the
+//! apiserver refuses as invalid (pinning a gated pod beyond what Kubernetes allows) follows the
+//! hold failure rule. Each outcome is an Event on the pod. A pod waiting for an `image-ref` no
+//! policy uses gets one created for it (labelled managed), unless that is turned off.
+
+pub mod collect;
+pub mod held;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::Controller;
+use kube::runtime::controller::{Action, Config};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+
+use super::feed::SharedIndex;
+use super::planner::hold::gate_at;
+use super::planner::release::{HoldRules, Release, failed, release};
+use crate::api::ImageSelectionPolicy;
+use crate::api::pod::HELD_LABEL;
+use crate::cluster::events::{EventReporter, Notice};
+use crate::cluster::reflected::{Change, Reflected, reflect};
+use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
+use crate::cluster::{ClusterView, Shutdown, Tasks, until};
+use crate::telemetry::error_chain;
+
+/// Held pods released at once (each is one patch and one Event).
+const CONCURRENCY: u16 = 16;
+/// How soon to look again after the pod changed under our patch.
+const AFTER_CONFLICT: Duration = Duration::from_millis(200);
+
+/// A release failed against the apiserver.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The policy ocifit takes charge of could not be created.
+    #[error("failed to create ImageSelectionPolicy {name}")]
+    CreatePolicy {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The pod could not be patched.
+    #[error("failed to release pod {namespace}/{name}")]
+    Patch {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Shared by every release.
+pub struct Context {
+    /// The cluster view (its leadership decides who releases).
+    pub cluster: ClusterView,
+    /// The planner's index, the same the route plans from.
+    pub index: SharedIndex,
+    /// Events on the pods.
+    pub reporter: EventReporter,
+    /// The hold bound and failure rule.
+    pub rules: HoldRules,
+}
+
+/// The held-pod watch and the controller over it, as tasks.
+pub fn run(context: Context, shutdown: &Shutdown) -> Tasks {
+    let (pods, watch) = reflect(
+        watcher(
+            Api::<Pod>::all(context.cluster.client.clone()),
+            watcher::Config::default()
+                .labels(&format!("{HELD_LABEL}=true"))
+                .page_size(UNTRUSTED_LIST_PAGE),
+        )
+        .default_backoff()
+        .modify(held::trim),
+        "held pods",
+    );
+    vec![
+        ("held pod watch", until(shutdown.clone(), watch)),
+        (
+            "held pod release",
+            controller(context, &pods, shutdown.clone().wait()),
+        ),
+    ]
+}
+
+fn controller(
+    context: Context,
+    pods: &Reflected<Pod>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> BoxFuture<'static, ()> {
+    let again =
+        futures_util::stream::select(context.cluster.leadership.gained(), context.index.changes());
+    let held = pods.subscribe().filter_map(|change| {
+        std::future::ready(match change {
+            Change::Applied(pod) if gate_at(&pod).is_some() => Some(pod),
+            _ => None,
+        })
+    });
+    Controller::for_shared_stream(held, pods.store())
+        .with_config(Config::default().concurrency(CONCURRENCY))
+        .reconcile_all_on(again)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, Arc::new(context))
+        .for_each(|result| {
+            if let Err(err) = result {
+                tracing::debug!(error = %error_chain(&err), "held pod release event");
+            }
+            std::future::ready(())
+        })
+        .boxed()
+}
+
+async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.cluster.leadership.is_leader()
+        || gate_at(&pod).is_none()
+        || pod.metadata.deletion_timestamp.is_some()
+    {
+        return Ok(Action::await_change());
+    }
+    let created = pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or_else(Timestamp::now, |time| time.0);
+    let waited = Timestamp::now()
+        .duration_since(created)
+        .try_into()
+        .unwrap_or(Duration::ZERO);
+    let index = ctx.index.load();
+    let decided = release(index.as_deref(), &pod, ctx.rules, waited);
+    let done = match send(&ctx, &pod, &decided).await? {
+        Sent::Done => decided,
+        Sent::Conflict => return Ok(Action::requeue(AFTER_CONFLICT)),
+        Sent::Gone => return Ok(Action::await_change()),
+        Sent::Invalid(message) => {
+            let why = format!("the apiserver refused the release: {message}");
+            let fallback = failed(&pod, ctx.rules, &why);
+            match send(&ctx, &pod, &fallback).await? {
+                Sent::Done => fallback,
+                Sent::Conflict => return Ok(Action::requeue(AFTER_CONFLICT)),
+                Sent::Gone => return Ok(Action::await_change()),
+                Sent::Invalid(message) => {
+                    tracing::warn!(pod = %pod.name_any(), %message, "held pod cannot be updated");
+                    return Ok(Action::await_change());
+                }
+            }
+        }
+    };
+    if let Some(policy) = &done.adopt {
+        adopt(&ctx, &pod, policy).await?;
+    }
+    if let Some(note) = done.event {
+        tracing::info!(pod = %pod.name_any(), namespace = ?pod.namespace(), reason = note.reason, "held pod");
+        ctx.reporter
+            .publish(Notice {
+                on: pod.object_ref(&()),
+                warning: note.warning,
+                reason: note.reason,
+                action: "Release",
+                note: note.note,
+            })
+            .await;
+    }
+    Ok(done.wait.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// How the apiserver took a release.
+enum Sent {
+    /// Applied, or nothing to send.
+    Done,
+    /// The pod changed since it was planned.
+    Conflict,
+    /// The pod is gone.
+    Gone,
+    /// Refused as invalid, with the apiserver's message.
+    Invalid(String),
+}
+
+async fn send(ctx: &Context, pod: &Pod, release: &Release) -> Result<Sent, Error> {
+    let Some(patch) = &release.patch else {
+        return Ok(Sent::Done);
+    };
+    let namespace = pod.namespace().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(ctx.cluster.client.clone(), &namespace);
+    match api
+        .patch(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch.clone()),
+        )
+        .await
+    {
+        Ok(_) => Ok(Sent::Done),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Sent::Conflict),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Sent::Gone),
+        Err(kube::Error::Api(status)) if status.code == 422 => {
+            Ok(Sent::Invalid(status.message.clone()))
+        }
+        Err(source) => Err(Error::Patch {
+            namespace,
+            name: pod.name_any(),
+            source,
+        }),
+    }
+}
+
+/// Creates the policy ocifit takes charge of for `pod`'s artifact (one that exists already, made
+/// for another pod or by another leader, is fine), with an Event on the pod.
+async fn adopt(ctx: &Context, pod: &Pod, policy: &ImageSelectionPolicy) -> Result<(), Error> {
+    let name = policy.name_any();
+    let api: Api<ImageSelectionPolicy> = Api::all(ctx.cluster.client.clone());
+    match api.create(&PostParams::default(), policy).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => return Ok(()),
+        Err(source) => return Err(Error::CreatePolicy { name, source }),
+    }
+    tracing::info!(policy = %name, pod = %pod.name_any(), "managed policy created");
+    let reference = policy
+        .spec
+        .artifact
+        .reference
+        .as_deref()
+        .unwrap_or_default();
+    ctx.reporter
+        .publish(Notice {
+            on: pod.object_ref(&()),
+            warning: false,
+            reason: "PolicyCreated",
+            action: "Release",
+            note: format!(
+                "created ImageSelectionPolicy {name} for artifact {reference} (no policy used                  it); the pod is released once it resolves"
+            ),
+        })
+        .await;
+    Ok(())
+}
+
+fn error_policy(_pod: Arc<Pod>, error: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(error = %error_chain(error), "held pod release failed");
+    Action::requeue(Duration::from_secs(5))
+}

@@ -200,10 +200,12 @@ fn message(response: &Value) -> &str {
 
 async fn count(served: &Served, outcome: &str, reason: &str) -> u64 {
     let text = served.metrics.encode().unwrap();
-    let series = format!("ocifit_admissions_total{{outcome=\"{outcome}\",reason=\"{reason}\"}} ");
+    // Summed over the routes: each series also names the route that answered.
+    let labels = format!(",outcome=\"{outcome}\",reason=\"{reason}\"}} ");
     text.lines()
-        .find_map(|l| l.strip_prefix(&series)?.parse().ok())
-        .unwrap_or(0)
+        .filter(|l| l.starts_with("ocifit_admissions_total{route=\""))
+        .filter_map(|l| l.split_once(&labels)?.1.parse::<u64>().ok())
+        .sum()
 }
 
 #[tokio::test]
@@ -222,6 +224,13 @@ async fn each_review_gets_its_planners_answer_with_its_uid_counted_under_its_lab
     assert_eq!(message(&response), "label the pod app");
     assert_eq!(count(&served, "allowed", "Labelled").await, 1);
     assert_eq!(count(&served, "refused", "Unlabelled").await, 1);
+    let text = served.metrics.encode().unwrap();
+    assert!(
+        text.contains(
+            "ocifit_admissions_total{route=\"/check\",outcome=\"allowed\",reason=\"Labelled\"} 1"
+        ),
+        "the series names the route that answered:\n{text}"
+    );
     served.handle.stop(true).await;
 }
 

@@ -31,6 +31,7 @@ mod controller_nfd;
 mod controller_rbac;
 mod demo;
 mod faults;
+mod migrate_apply;
 mod placement_e2e;
 mod placement_real_node;
 mod placement_registry;

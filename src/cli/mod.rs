@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod artifact;
+mod cache_access;
 mod crd;
 mod input;
 mod migrate;

@@ -13,6 +13,7 @@
 
 mod support;
 
+mod artifact_from_outside;
 mod artifact_restricted;
 mod artifact_step_code;
 mod artifact_workflow;

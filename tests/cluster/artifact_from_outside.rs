@@ -105,7 +105,7 @@ async fn ocifit(kubeconfig: &Path, args: &[&str], path: &Path) -> String {
         .env_remove("ORAS_PUSH_PASS")
         .output()
         .await
-        .unwrap();
+        .expect("ocifit runs");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),

@@ -34,6 +34,7 @@ mod demo;
 mod faults;
 mod migrate_apply;
 mod placement_e2e;
+mod placement_node_labels;
 mod placement_real_node;
 mod placement_registry;
 mod placement_taints;

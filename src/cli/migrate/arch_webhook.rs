@@ -136,7 +136,18 @@ fn architectures(value: &Value, notes: &mut Vec<String>) -> Vec<Value> {
                 "tolerations" => {
                     entry.insert("tolerations".into(), setting.clone());
                 }
-                "nodeAffinitySelectorTerms" => affinity_terms(arch, setting, notes),
+                "nodeAffinitySelectorTerms" => {
+                    let labels = affinity_terms(arch, setting, notes);
+                    merge_labels(&mut entry, labels);
+                }
+                "requireNodeLabels" => match string_map(setting) {
+                    Some(labels) => merge_labels(&mut entry, labels),
+                    None => notes.push(format!(
+                        "architectures.{arch}.requireNodeLabels: {}: not carried over: not a \
+                         map of label to value",
+                        compact(setting)
+                    )),
+                },
                 other => notes.push(format!(
                     "architectures.{arch}.{other}: {}: not carried over: ocifit has no \
                      equivalent per architecture",
@@ -149,31 +160,65 @@ fn architectures(value: &Value, notes: &mut Vec<String>) -> Vec<Value> {
     out
 }
 
-/// kube-arch-webhook ORs these terms into the pod's required node affinity; ocifit ANDs the
-/// architecture in itself, so a term asking only for this architecture needs nothing.
-fn affinity_terms(arch: &str, terms: &Value, notes: &mut Vec<String>) {
-    let only_this_arch = |term: &Value| {
-        term.as_object()
-            .is_some_and(|t| t.keys().all(|k| k == "matchExpressions"))
-            && term
-                .get("matchExpressions")
-                .and_then(Value::as_array)
-                .is_some_and(|expressions| {
-                    expressions.iter().all(|e| {
-                        e.get("key").and_then(Value::as_str) == Some(ARCH_LABEL)
-                            && e.get("operator").and_then(Value::as_str) == Some("In")
-                            && e.get("values") == Some(&json!([arch]))
-                    })
-                })
+/// kube-arch-webhook ORs these terms into the pod's required node affinity. One term of
+/// `key In [value]` expressions is required labels; ocifit ANDs the architecture in itself, so
+/// an expression asking for this architecture needs nothing. Anything else (several terms, other
+/// operators) is an alternative a gated pod cannot be given: named in a note.
+fn affinity_terms(arch: &str, terms: &Value, notes: &mut Vec<String>) -> Map<String, Value> {
+    let mut labels = Map::new();
+    let single = match terms.as_array().map(Vec::as_slice) {
+        Some([term])
+            if term
+                .as_object()
+                .is_some_and(|t| t.keys().all(|k| k == "matchExpressions")) =>
+        {
+            term.get("matchExpressions").and_then(Value::as_array)
+        }
+        _ => None,
     };
-    let all = terms.as_array().map(|t| t.iter().all(only_this_arch));
-    if all != Some(true) {
+    let carried = single.is_some_and(|expressions| {
+        expressions.iter().all(|e| {
+            let key = e.get("key").and_then(Value::as_str);
+            let values = e.get("values").and_then(Value::as_array).map(Vec::as_slice);
+            match (key, e.get("operator").and_then(Value::as_str), values) {
+                (Some(ARCH_LABEL), Some("In"), Some([value])) => value.as_str() == Some(arch),
+                (Some(key), Some("In"), Some([value])) if value.is_string() => {
+                    labels.insert(key.to_owned(), value.clone());
+                    true
+                }
+                _ => false,
+            }
+        })
+    });
+    if !carried {
         notes.push(format!(
             "architectures.{arch}.nodeAffinitySelectorTerms: {}: not carried over: ocifit ANDs \
-             {ARCH_LABEL} In [{arch}] into the pod's own node affinity itself; other node \
-             requirements per architecture have no equivalent",
+             {ARCH_LABEL} In [{arch}] into the pod's own node affinity itself and takes other \
+             requirements as requireNodeLabels (one term of `key In [value]`); several terms or \
+             other operators would be an alternative, which a gated pod's node affinity cannot \
+             be given",
             compact(terms)
         ));
+        labels.clear();
+    }
+    labels
+}
+
+/// A map of strings, as `requireNodeLabels` holds.
+fn string_map(value: &Value) -> Option<Map<String, Value>> {
+    let map = value.as_object()?;
+    map.values().all(Value::is_string).then(|| map.clone())
+}
+
+fn merge_labels(entry: &mut Map<String, Value>, labels: Map<String, Value>) {
+    if labels.is_empty() {
+        return;
+    }
+    let slot = entry
+        .entry("requireNodeLabels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(existing) = slot {
+        existing.extend(labels);
     }
 }
 

@@ -145,6 +145,10 @@ fn kube_arch_webhook_values_become_a_placement_policy_and_chart_values() {
     assert_eq!(arm64.name, "arm64");
     assert_eq!(arm64.tolerations[0].key.as_deref(), Some("ARM"));
     assert_eq!(
+        arm64.require_node_labels["node.example.com/pool"],
+        "graviton"
+    );
+    assert_eq!(
         migration.values.object,
         Some(json!({"placement": {
             "dockerConfigSecret": "registry-credentials",
@@ -167,24 +171,53 @@ fn kube_arch_webhook_values_become_a_placement_policy_and_chart_values() {
 }
 
 #[test]
-fn node_requirements_beyond_the_architecture_and_bad_durations_are_named() {
+fn required_node_labels_are_carried_and_alternatives_and_bad_durations_are_named() {
     let migration = translate(&one(json!({
         "ifNotPresentCacheTime": "a week",
-        "architectures": {"arm64": {"nodeAffinitySelectorTerms": [
-            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["graviton"]}]}
-        ]}}
+        "architectures": {
+            "arm64": {
+                "requireNodeLabels": {"tier": "batch"},
+                "nodeAffinitySelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]},
+                    {"key": "pool", "operator": "In", "values": ["graviton"]}
+                ]}]
+            },
+            "amd64": {"nodeAffinitySelectorTerms": [
+                {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
+                {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["b"]}]}
+            ]}
+        }
     })));
     let policy: PlacementPolicy = serde_json::from_value(objects(&migration)[0].clone()).unwrap();
     assert_eq!(policy.spec.tag_cache.if_not_present, "24h");
+    let arch = |name: &str| {
+        policy
+            .spec
+            .architectures
+            .iter()
+            .find(|a| a.name == name)
+            .unwrap()
+            .require_node_labels
+            .clone()
+    };
+    assert_eq!(
+        arch("arm64"),
+        std::collections::BTreeMap::from([
+            ("pool".to_owned(), "graviton".to_owned()),
+            ("tier".to_owned(), "batch".to_owned())
+        ])
+    );
+    assert!(arch("amd64").is_empty());
     let notes = notes(&migration);
     assert!(
         notes.contains("ifNotPresentCacheTime: a week: not carried over"),
         "{notes}"
     );
     assert!(
-        notes.contains("architectures.arm64.nodeAffinitySelectorTerms: [{\"matchExpressions\""),
+        notes.contains("architectures.amd64.nodeAffinitySelectorTerms: [{\"matchExpressions\""),
         "{notes}"
     );
+    assert!(!notes.contains("architectures.arm64"), "{notes}");
 }
 
 #[test]

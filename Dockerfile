@@ -1,5 +1,6 @@
 # The ocifit release image, built by the release workflow (.github/workflows/release.yaml) for
-# linux/amd64 and linux/arm64; there is no container engine in development (`ocifit-dev image ocifit`
+# linux/amd64, linux/arm64 and linux/arm/v7 (one job per platform; the build stage runs as that
+# platform, so the binary is its Rust target's); there is no container engine in development (`ocifit-dev image ocifit`
 # assembles the same image from a local build, and a test checks that the two agree).
 #
 # Build stage: the pinned Rust toolchain, dependencies from Cargo.lock only (--locked).

@@ -54,8 +54,8 @@ pub const REGISTRY_PORT: i32 = 5000;
 )]
 #[x_kube(validation = Rule::new("self.deploy != has(self.endpoint)")
     .message("set endpoint exactly when deploy is false: it names the existing registry to use instead of deploying one"))]
-#[x_kube(validation = Rule::new("self.deploy || (!has(self.image) && !has(self.storage) && !has(self.resources) && !has(self.htpasswdSecretRef) && !has(self.nodeSelector) && !has(self.tolerations))")
-    .message("image, storage, resources, htpasswdSecretRef, nodeSelector and tolerations describe the deployed registry; they cannot be set with deploy: false"))]
+#[x_kube(validation = Rule::new("self.deploy || (!has(self.image) && !has(self.storage) && !has(self.resources) && !has(self.htpasswdSecretRef) && !has(self.nodeSelector) && !has(self.tolerations) && !has(self.envSecretRefs))")
+    .message("image, storage, resources, htpasswdSecretRef, nodeSelector, tolerations and envSecretRefs describe the deployed registry; they cannot be set with deploy: false"))]
 #[serde(rename_all = "camelCase")]
 pub struct ArtifactCacheSpec {
     /// Deploy a registry for this cache (the default), or use an existing one at `endpoint`.
@@ -91,6 +91,15 @@ pub struct ArtifactCacheSpec {
     /// `ORAS_USER`, `ORAS_PULL_PASS` and `ORAS_PUSH_PASS` in their `oras-env` annotation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub htpasswd_secret_ref: Option<SecretKeyReference>,
+
+    /// Secrets in this namespace whose keys become the registry container's environment (the
+    /// oras-operator's `secrets.orasEnv`), e.g. distribution's `REGISTRY_HTTP_SECRET` or
+    /// `REGISTRY_STORAGE_*` settings. Listed first to last, a later Secret's key wins; the
+    /// settings ocifit itself gives the registry (address, storage root, auth, deletes off) win
+    /// over any of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 8))]
+    pub env_secret_refs: Option<Vec<LocalSecretReference>>,
 
     /// `host[:port]` of an existing registry to use instead of deploying one (only with
     /// `deploy: false`), e.g. `registry.example.com` or `10.0.0.12:5000`.
@@ -141,6 +150,15 @@ pub struct ClaimStorage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub storage_class_name: Option<String>,
+}
+
+/// A Secret in the cache's namespace.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalSecretReference {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
 }
 
 /// A key of a Secret in the cache's namespace.

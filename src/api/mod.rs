@@ -10,7 +10,8 @@ mod policy;
 
 pub use artifact_cache::{
     ArtifactCache, ArtifactCacheSpec, ArtifactCacheStatus, CacheReason, CacheStorage, ClaimStorage,
-    DEFAULT_REGISTRY_IMAGE, EmptyDirStorage, REGISTRY_PORT, SecretKeyReference, step,
+    DEFAULT_REGISTRY_IMAGE, EmptyDirStorage, LocalSecretReference, REGISTRY_PORT,
+    SecretKeyReference, step,
 };
 pub use conditions::{ConditionType, Reason};
 pub use duration::{DURATION_PATTERN, parse_duration};

@@ -10,6 +10,8 @@
 mod conditions;
 pub mod pod;
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::{CustomResource, KubeSchema};
@@ -150,6 +152,15 @@ pub struct ArchitectureSettings {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub tolerations: Vec<Toleration>,
+
+    /// Node labels (key: value) a node of this architecture must also carry for the pod to land
+    /// there, ANDed into the pod's required node affinity with the architecture (e.g.
+    /// `node.example.com/pool: graviton`). When the architectures a pod can run on require
+    /// different labels and the pod has required node affinity of its own, the pod is narrowed
+    /// to the architectures of one set of labels, with a warning Event (docs/placement.md).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 16))]
+    pub require_node_labels: BTreeMap<String, String>,
 }
 
 /// Node tainting by architecture.

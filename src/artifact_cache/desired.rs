@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, KeyToPath,
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvFromSource, EnvVar, KeyToPath,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
     PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
-    SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec, TCPSocketAction,
-    Volume, VolumeMount, VolumeResourceRequirements,
+    SecretEnvSource, SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec,
+    TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::networking::v1::{
     NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
@@ -249,6 +249,19 @@ pub fn desired(
             ..ContainerPort::default()
         }]),
         env: Some(env),
+        // The kubelet lets `env` win over `envFrom`: ocifit's own settings stay in force.
+        env_from: cache.spec.env_secret_refs.as_ref().map(|secrets| {
+            secrets
+                .iter()
+                .map(|secret| EnvFromSource {
+                    secret_ref: Some(SecretEnvSource {
+                        name: secret.name.clone(),
+                        optional: None,
+                    }),
+                    ..EnvFromSource::default()
+                })
+                .collect()
+        }),
         volume_mounts: Some(mounts),
         resources: Some(
             cache

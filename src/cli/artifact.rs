@@ -8,8 +8,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
+use super::cache_access::{self, CacheArgs, Reached};
 use crate::artifact_cache::{self, PushRequest, credentials::Direction};
-use crate::registry::{self, Reference};
+use crate::registry::{self, Reference, Registry, RegistryOptions};
 use crate::telemetry::{LogFormat, error_chain, init_logs};
 
 #[derive(Debug, Args)]
@@ -57,6 +58,8 @@ pub struct PullArgs {
     pub output: PathBuf,
     #[command(flatten)]
     pub registry: RegistryArgs,
+    #[command(flatten)]
+    pub cache: CacheArgs,
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +78,8 @@ pub struct PushArgs {
     pub compression_level: u32,
     #[command(flatten)]
     pub registry: RegistryArgs,
+    #[command(flatten)]
+    pub cache: CacheArgs,
 }
 
 #[derive(Debug, Args)]
@@ -179,14 +184,59 @@ fn parse(references: &[String]) -> Result<Vec<Reference>, String> {
         .collect()
 }
 
+/// Opens the way to `--cache` when it is given; the references are then inside it.
+async fn reach(args: &CacheArgs, direction: Direction) -> Result<Option<Reached>, String> {
+    match &args.cache {
+        Some(name) => cache_access::reach(args, name, direction)
+            .await
+            .map(Some)
+            .map_err(|err| error_chain(&err)),
+        None => Ok(None),
+    }
+}
+
+/// The references (prefixed with the cache's registry when there is one) and a client for them.
+fn client_for(
+    references: &[String],
+    reached: Option<&Reached>,
+    plain_http: bool,
+    direction: Direction,
+) -> Result<(Vec<Reference>, Registry), String> {
+    let Some(reached) = reached else {
+        let references = parse(references)?;
+        let registry = artifact_cache::client(
+            &references.iter().collect::<Vec<_>>(),
+            plain_http,
+            direction,
+        )
+        .map_err(|err| error_chain(&err))?;
+        return Ok((references, registry));
+    };
+    let prefixed: Vec<String> = references
+        .iter()
+        .map(|r| format!("{}/{r}", reached.host))
+        .collect();
+    let options = RegistryOptions {
+        plain_http: if reached.plain_http || plain_http {
+            vec![reached.host.clone()]
+        } else {
+            Vec::new()
+        },
+        credentials: reached.credentials.clone(),
+        ..RegistryOptions::default()
+    };
+    let registry = Registry::new(options).map_err(|err| error_chain(&err))?;
+    Ok((parse(&prefixed)?, registry))
+}
+
 async fn pull(args: PullArgs) -> Result<(), String> {
-    let references = parse(&args.references)?;
-    let registry = artifact_cache::client(
-        &references.iter().collect::<Vec<_>>(),
+    let reached = reach(&args.cache, Direction::Pull).await?;
+    let (references, registry) = client_for(
+        &args.references,
+        reached.as_ref(),
         args.registry.plain_http,
         Direction::Pull,
-    )
-    .map_err(|err| error_chain(&err))?;
+    )?;
     for reference in &references {
         let pulled =
             artifact_cache::pull(&registry, reference, &args.output, !args.registry.no_unpack)
@@ -211,10 +261,14 @@ async fn pull(args: PullArgs) -> Result<(), String> {
 }
 
 async fn push(args: PushArgs) -> Result<(), String> {
-    let references = parse(std::slice::from_ref(&args.reference))?;
+    let reached = reach(&args.cache, Direction::Push).await?;
+    let (references, registry) = client_for(
+        std::slice::from_ref(&args.reference),
+        reached.as_ref(),
+        args.registry.plain_http,
+        Direction::Push,
+    )?;
     let reference = &references[0];
-    let registry = artifact_cache::client(&[reference], args.registry.plain_http, Direction::Push)
-        .map_err(|err| error_chain(&err))?;
     let request = PushRequest {
         paths: args.paths,
         unpack: !args.registry.no_unpack,

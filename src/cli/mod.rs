@@ -1,5 +1,5 @@
 //! The command line: `ocifit run`, `ocifit resolve`, `ocifit crd`, `ocifit artifact` and
-//! `ocifit placement`.
+//! `ocifit placement` and `ocifit migrate`.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -7,14 +7,17 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod artifact;
+mod cache_access;
 mod crd;
 mod input;
+mod migrate;
 mod placement;
 mod resolve;
 
 pub use crate::startup::RunArgs;
 pub use artifact::ArtifactArgs;
 pub use crd::{CrdError, crd_documents, crd_yaml};
+pub use migrate::MigrateArgs;
 pub use placement::{PlacementArgs, PlacementCommand};
 pub use resolve::{EXIT_INVALID_INPUT, EXIT_NO_MATCH, ResolveArgs};
 
@@ -52,6 +55,13 @@ pub enum Command {
     /// Platform placement by hand: `release-all` removes ocifit's scheduling gate from every
     /// pod still holding it (the way out after an uninstall or while ocifit is down).
     Placement(PlacementArgs),
+    /// Translate what the seeds' users wrote (an oras-operator OrasCache, kube-arch-webhook's Helm
+    /// values, archaware-controller's install manifests) into ocifit objects (printed, for
+    /// `kubectl apply -f -`) and chart values (`--values FILE`). Each setting that cannot be
+    /// carried over is a `#` comment saying why (docs/migrating.md).
+    ///
+    /// Exit status: 0 when printed, 2 when an input cannot be read.
+    Migrate(MigrateArgs),
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
@@ -71,5 +81,6 @@ pub async fn run(cli: Cli) -> ExitCode {
             }
         },
         Command::Placement(args) => placement::run(&args).await,
+        Command::Migrate(args) => migrate::run(&args),
     }
 }

@@ -45,6 +45,8 @@ pub struct Architecture {
     pub weight: Option<i32>,
     /// Tolerations to add.
     pub tolerations: Vec<Toleration>,
+    /// Node labels a node of this architecture must also carry.
+    pub required_labels: BTreeMap<String, String>,
 }
 
 /// The bound on failed inspections.
@@ -137,15 +139,17 @@ impl Policy {
                 .architectures
                 .iter()
                 .map(|settings| {
-                    (
+                    check_labels(&settings.require_node_labels)?;
+                    Ok((
                         architecture_name(&settings.name),
                         Architecture {
                             weight: settings.weight,
                             tolerations: settings.tolerations.clone(),
+                            required_labels: settings.require_node_labels.clone(),
                         },
-                    )
+                    ))
                 })
-                .collect(),
+                .collect::<Result<_, PolicyError>>()?,
             tainted: spec
                 .node_tainting
                 .iter()
@@ -175,6 +179,44 @@ impl Policy {
     pub fn selects_pod(&self, labels: &BTreeMap<String, String>) -> bool {
         self.pods.matches(labels)
     }
+}
+
+/// A required node label must be one a node can carry: a pod whose node affinity names an
+/// invalid key or value is refused by the apiserver at release, again and again.
+fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), PolicyError> {
+    let invalid = |message: String| PolicyError::InvalidSelector {
+        field: "architectures[].requireNodeLabels",
+        message,
+    };
+    for (key, value) in labels {
+        let (prefix, name) = key.rsplit_once('/').unwrap_or(("", key));
+        let prefix_ok = prefix.is_empty()
+            || (prefix.len() <= 253
+                && prefix
+                    .split('.')
+                    .all(|part| label_part(part) && !part.contains('_')));
+        if !prefix_ok || name.is_empty() || !label_part(name) {
+            return Err(invalid(format!("{key:?} is not a label key")));
+        }
+        if !value.is_empty() && !label_part(value) {
+            return Err(invalid(format!(
+                "{value:?} (of {key}) is not a label value"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// At most 63 characters, alphanumeric at both ends, `-`, `_` and `.` between.
+fn label_part(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 fn selector(

@@ -6,6 +6,7 @@
 //! again. Pure: inspection results and the time since the pod's creation are passed in.
 
 mod apply;
+mod labels;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -165,19 +166,14 @@ fn constrain(
     // The first choice the pod's own requirements leave a node for.
     let mut chosen = None;
     for choice in &choices {
-        let required = requirements(choice.os_arches());
-        let narrowed = narrow(
-            spec.affinity.as_ref(),
-            spec.node_selector.as_ref(),
-            &required,
-        )
-        .map_err(|err| err.to_string())?;
-        if narrowed.satisfiable {
-            chosen = Some((choice, required, narrowed));
+        if let Some(pinned) =
+            labels::pin(&spec, choice, context.policy).map_err(|err| err.to_string())?
+        {
+            chosen = Some((choice, pinned));
             break;
         }
     }
-    let Some((narrowed_os, required, narrowed)) = chosen else {
+    let Some((narrowed_os, pinned)) = chosen else {
         let own = Placement::from_pod_spec(&spec)
             .map(|placement| placement.to_string())
             .unwrap_or_else(|err: SelectionError| err.to_string());
@@ -185,33 +181,41 @@ fn constrain(
             "the pod's own node requirements ({own}) allow none of the platforms its containers share ({common})"
         ));
     };
-    let architectures: BTreeSet<&str> = narrowed_os
-        .os_arches()
-        .map(|os_arch| os_arch.architecture.as_str())
-        .collect();
+    let architectures: BTreeSet<&str> = pinned.architectures.iter().map(String::as_str).collect();
+    let placed = narrowed_os
+        .retain(|os_arch| architectures.contains(os_arch.architecture.as_str()))
+        .unwrap_or_else(|| narrowed_os.clone());
     let message = format!(
         "every container runs on {narrowed_os}: required node affinity now asks for {}",
-        describe(&required)
+        pinned.description
     );
     let mut updated = pod.clone();
     apply::release(&mut updated);
-    apply::constrain(&mut updated, narrowed.affinity, &architectures, context);
+    apply::constrain(&mut updated, pinned.affinity, &architectures, context);
     apply::decision(
         &mut updated,
         Outcome::Constrained,
-        Some(&narrowed_os.to_string()),
+        Some(&placed.to_string()),
         inspections,
         &message,
     );
+    let mut events = vec![Note {
+        warning: false,
+        reason: "Placed",
+        message,
+    }];
+    if let Some(warning) = pinned.narrowed {
+        events.push(Note {
+            warning: true,
+            reason: "ArchitecturesNarrowed",
+            message: warning,
+        });
+    }
     Ok(Plan {
         pod: updated,
         outcome: Some(Outcome::Constrained),
         requeue: None,
-        events: vec![Note {
-            warning: false,
-            reason: "Placed",
-            message,
-        }],
+        events,
     })
 }
 

@@ -13,6 +13,7 @@
 
 mod support;
 
+mod artifact_from_outside;
 mod artifact_restricted;
 mod artifact_seed_examples;
 mod artifact_step_code;
@@ -32,8 +33,10 @@ mod controller_nfd;
 mod controller_rbac;
 mod demo;
 mod faults;
+mod migrate_apply;
 mod monitoring_alerts;
 mod placement_e2e;
+mod placement_node_labels;
 mod placement_real_node;
 mod placement_registry;
 mod placement_taints;

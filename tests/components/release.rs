@@ -161,3 +161,76 @@ fn the_charts_default_image_is_the_one_the_release_workflow_publishes() {
     assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
     assert_eq!(chart["version"], env!("CARGO_PKG_VERSION"));
 }
+
+#[test]
+fn the_release_matrix_builds_each_platform_with_its_rust_target_and_actionlint_accepts_it() {
+    let path = Path::new(REPO).join(".github/workflows/release.yaml");
+    let text = std::fs::read_to_string(&path).expect("the release workflow");
+    let workflow: serde_json::Value = serde_saphyr::from_str(&text).expect("YAML");
+    let build = &workflow["jobs"]["build"];
+    let matrix: Vec<(&str, &str)> = build["strategy"]["matrix"]["include"]
+        .as_array()
+        .expect("a matrix of platforms")
+        .iter()
+        .map(|entry| {
+            (
+                entry["platform"].as_str().expect("a platform"),
+                entry["target"].as_str().expect("a Rust target"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        matrix,
+        [
+            ("linux/amd64", "x86_64-unknown-linux-gnu"),
+            ("linux/arm64", "aarch64-unknown-linux-gnu"),
+            ("linux/arm/v7", "armv7-unknown-linux-gnueabihf"),
+        ]
+    );
+    // Each matrix entry builds the image for its platform and the binary for its target.
+    let steps = build["steps"].as_array().expect("steps");
+    let image = steps
+        .iter()
+        .find(|step| {
+            step["uses"]
+                .as_str()
+                .is_some_and(|uses| uses.starts_with("docker/build-push-action@"))
+        })
+        .expect("the image build");
+    assert_eq!(image["with"]["platforms"], "${{ matrix.platform }}");
+    assert!(
+        steps
+            .iter()
+            .any(|step| step["env"]["TARGET"] == "${{ matrix.target }}"),
+        "no step builds the binary for matrix.target"
+    );
+    // The index joins every platform's image, and the Dockerfile says what it is built for.
+    assert_eq!(workflow["jobs"]["image"]["needs"][1], "build");
+    let dockerfile =
+        std::fs::read_to_string(Path::new(REPO).join("Dockerfile")).expect("Dockerfile");
+    let header: String = dockerfile
+        .lines()
+        .take_while(|line| line.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    for (platform, _) in &matrix {
+        assert!(
+            header.contains(platform),
+            "the Dockerfile's header omits {platform}"
+        );
+    }
+
+    let actionlint = ocifit_testkit::Tools::locate()
+        .and_then(|tools| tools.path(ocifit_testkit::Tool::Actionlint))
+        .expect("actionlint (tools/install)");
+    let output = std::process::Command::new(actionlint)
+        .arg(&path)
+        .output()
+        .expect("actionlint runs");
+    assert!(
+        output.status.success(),
+        "actionlint: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -373,3 +373,28 @@ fn only_listed_images_are_deployed() {
         "compared exactly"
     );
 }
+
+#[test]
+fn env_secrets_become_the_registrys_environment_in_order_below_ocifits_own() {
+    let desired = made(&cache(
+        json!({"envSecretRefs": [{"name": "registry-env"}, {"name": "registry-http"}]}),
+    ))
+    .unwrap()
+    .unwrap();
+    let container = registry_container(&desired);
+    let from: Vec<&str> = container
+        .env_from
+        .iter()
+        .flatten()
+        .map(|source| source.secret_ref.as_ref().unwrap().name.as_str())
+        .collect();
+    assert_eq!(from, ["registry-env", "registry-http"]);
+    // What ocifit sets stays in `env`, which the kubelet lets win over `envFrom`.
+    assert_eq!(env(container)["REGISTRY_STORAGE_DELETE_ENABLED"], "false");
+}
+
+#[test]
+fn a_cache_without_env_secrets_has_no_env_from() {
+    let desired = made(&cache(json!({}))).unwrap().unwrap();
+    assert_eq!(registry_container(&desired).env_from, None);
+}

@@ -12,6 +12,7 @@ use crate::api::placement::pod::{
 use crate::classes::selection::tests::{exprs, req, required};
 use crate::placement::fixtures::{platforms, pod, policy};
 
+mod labels;
 mod outcomes;
 mod property;
 

@@ -1,0 +1,120 @@
+//! A workflow's results fetched from outside the cluster, as its users do at the end of it: on a
+//! real node with the chart installed from ocifit's own image, a step pushes its output into a
+//! deployed ArtifactCache (whose endpoint is a ClusterIP this machine's test process does not
+//! use), and `ocifit artifact pull --cache oras -n workflow` fetches it by the cache's name through
+//! the apiserver's port-forward to the registry's pod, with the cache's generated credentials;
+//! `ocifit artifact push --cache` puts a file into the cache the same way, and it reads back.
+
+use std::path::Path;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::Api;
+use serde_json::json;
+
+use crate::artifact_workflow::{
+    Stage, WORKFLOW, create_cache, job, run_job, stage, wait_ready, wait_step_webhook,
+};
+
+#[tokio::test]
+async fn a_steps_output_is_pulled_by_the_caches_name_through_the_apiservers_port_forward() {
+    let Stage {
+        cluster,
+        client,
+        cache_image,
+        step,
+    } = stage().await;
+    let caches = create_cache(&client, json!({"image": cache_image})).await;
+    wait_ready(&cluster, &caches).await;
+    let jobs = Api::<Job>::namespaced(client.clone(), WORKFLOW);
+    let one = job(
+        "step-one",
+        &step,
+        &[
+            ("output-uri", "workflow/step-one:v1"),
+            ("output-path", "out"),
+        ],
+        "echo alpha > out/a.txt && mkdir out/nested && echo beta > out/nested/b.txt",
+    );
+    wait_step_webhook(&jobs, &one).await;
+    run_job(&cluster, &jobs, &one, true).await;
+
+    let pulled = cluster.dir().join("pulled");
+    let stdout = ocifit(
+        cluster.kubeconfig(),
+        &[
+            "pull",
+            "--cache",
+            "oras",
+            "-n",
+            WORKFLOW,
+            "workflow/step-one:v1",
+            "-o",
+        ],
+        &pulled,
+    )
+    .await;
+    assert!(stdout.contains("workflow/step-one:v1"), "{stdout}");
+    assert_eq!(read(&pulled.join("out/a.txt")), "alpha\n");
+    assert_eq!(read(&pulled.join("out/nested/b.txt")), "beta\n");
+
+    // The other way: a file from here into the cache, read back by name.
+    let file = cluster.dir().join("notes.txt");
+    std::fs::write(&file, "from outside\n").unwrap();
+    ocifit(
+        cluster.kubeconfig(),
+        &[
+            "push",
+            "--cache",
+            "oras",
+            "-n",
+            WORKFLOW,
+            "workflow/from-outside:v1",
+        ],
+        &file,
+    )
+    .await;
+    let back = cluster.dir().join("back");
+    ocifit(
+        cluster.kubeconfig(),
+        &[
+            "pull",
+            "--cache",
+            "oras",
+            "-n",
+            WORKFLOW,
+            "workflow/from-outside:v1",
+            "-o",
+        ],
+        &back,
+    )
+    .await;
+    assert_eq!(read(&back.join("notes.txt")), "from outside\n");
+}
+
+/// Runs `ocifit artifact ARGS PATH` with the cluster's kubeconfig and no registry credentials
+/// in its environment (they come from the cache); its standard output.
+async fn ocifit(kubeconfig: &Path, args: &[&str], path: &Path) -> String {
+    let output = tokio::process::Command::new(crate::support::ocifit_binary())
+        .arg("artifact")
+        .args(args)
+        .arg(path)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env_remove("ORAS_USER")
+        .env_remove("ORAS_PULL_PASS")
+        .env_remove("ORAS_PUSH_PASS")
+        .output()
+        .await
+        .expect("ocifit runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "ocifit artifact {args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}

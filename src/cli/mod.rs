@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod artifact;
 mod cache_access;
 mod crd;
+mod gates;
 mod input;
 mod migrate;
 mod placement;
@@ -62,6 +63,13 @@ pub enum Command {
     ///
     /// Exit status: 0 when printed, 2 when an input cannot be read.
     Migrate(MigrateArgs),
+    /// Remove every scheduling gate ocifit adds (placement's `placement.ocifit.io/platforms`,
+    /// image selection's `selection.ocifit.io/image`) from every pod still holding one, any
+    /// other gate kept: the way out after an uninstall (the chart's uninstall hook runs it) or
+    /// while ocifit is down. Held pods then run as admitted, unchanged.
+    ///
+    /// Exit status: 0 when every held pod was released, 1 otherwise (the others still are).
+    ReleaseGates(gates::ReleaseGatesArgs),
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
@@ -82,5 +90,6 @@ pub async fn run(cli: Cli) -> ExitCode {
         },
         Command::Placement(args) => placement::run(&args).await,
         Command::Migrate(args) => migrate::run(&args),
+        Command::ReleaseGates(args) => gates::run(&args).await,
     }
 }

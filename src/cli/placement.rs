@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::placement::way_out::{release_all, untaint_all};
+use crate::placement::way_out::{GATE, untaint_all};
 
 /// `ocifit placement`'s commands.
 #[derive(Debug, clap::Args)]
@@ -78,25 +78,5 @@ async fn untaint(client: kube::Client) -> ExitCode {
 }
 
 async fn release(client: kube::Client) -> ExitCode {
-    match release_all(client).await {
-        Ok(released) => {
-            for pod in &released.pods {
-                println!("released {pod}");
-            }
-            for failure in &released.failed {
-                eprintln!("error: {}", crate::telemetry::error_chain(failure));
-            }
-            println!("{} pod(s) released", released.pods.len());
-            if released.failed.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                eprintln!("{} pod(s) could not be released", released.failed.len());
-                ExitCode::from(1)
-            }
-        }
-        Err(err) => {
-            eprintln!("error: {}", crate::telemetry::error_chain(&err));
-            ExitCode::from(1)
-        }
-    }
+    super::gates::release(client, &[GATE]).await
 }

@@ -11,6 +11,7 @@
 //! leader or not. Decides nothing about images, pods or policies.
 
 pub mod events;
+pub mod gates;
 pub mod inventory;
 pub mod leader;
 pub mod nodes;

@@ -152,6 +152,59 @@ async fn ocifit_placement_release_all_releases_every_ocifit_gate_and_nothing_els
     released_ocifits_gates_only(&shop, &batch).await;
 }
 
+/// `ocifit release-gates` (what the chart's uninstall hook runs) also frees the pods image
+/// selection holds, and a pod held by both features loses both gates, every other gate kept.
+#[tokio::test]
+async fn ocifit_release_gates_also_releases_the_pods_image_selection_holds() {
+    use ocifit::api::pod::{HELD_LABEL, SCHEDULING_GATE as IMAGE_GATE};
+    let (cluster, shop, batch) = gated_pods().await;
+    for (name, gates, placement) in [
+        ("held", vec![IMAGE_GATE], false),
+        (
+            "held-twice",
+            vec![SCHEDULING_GATE, "example.com/quota", IMAGE_GATE],
+            true,
+        ),
+    ] {
+        let mut labels = json!({"app": "web", HELD_LABEL: "true"});
+        if placement {
+            labels[POLICY_LABEL] = json!("default");
+        }
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "containers": [{"name": "web", "image": "registry.example.com/web:v1"}],
+                "schedulingGates": gates.iter().map(|g| json!({"name": g})).collect::<Vec<_>>(),
+            }
+        }))
+        .unwrap();
+        shop.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let output = tokio::process::Command::new(crate::support::ocifit_binary())
+        .args(["release-gates", "--kubeconfig"])
+        .arg(cluster.kubeconfig())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("released shop/held (selection.ocifit.io/image)"),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("5 pod(s) released\n"), "{stdout}");
+    released_ocifits_gates_only(&shop, &batch).await;
+    assert!(gates(&shop.get("held").await.unwrap()).is_empty());
+    assert_eq!(
+        gates(&shop.get("held-twice").await.unwrap()),
+        ["example.com/quota"]
+    );
+}
+
 /// Creates `object` from JSON through `api`.
 async fn apply<K>(api: Api<K>, object: serde_json::Value)
 where

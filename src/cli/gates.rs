@@ -1,0 +1,71 @@
+//! `ocifit release-gates`: removes every scheduling gate ocifit adds (placement's and image
+//! selection's) from every pod still holding one, leaving any other gate alone — what the
+//! chart's uninstall hook runs, so no pod waits on a gate only ocifit would remove. Runnable with
+//! nothing but a kubeconfig, whether ocifit runs or not.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::api::pod::{HELD_LABEL, SCHEDULING_GATE};
+use crate::cluster::gates::{Gate, release_all};
+
+/// Image selection's scheduling gate, on every pod it holds (each carries the held label).
+const IMAGE_SELECTION: Gate = Gate {
+    name: SCHEDULING_GATE,
+    label: HELD_LABEL,
+};
+
+/// `ocifit release-gates`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct ReleaseGatesArgs {
+    /// The kubeconfig; else $KUBECONFIG, ~/.kube/config or the in-cluster service account.
+    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// Runs `ocifit release-gates`.
+pub async fn run(args: &ReleaseGatesArgs) -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match crate::startup::kube_client(args.kubeconfig.as_deref()).await {
+        Ok(client) => release(client, &[crate::placement::way_out::GATE, IMAGE_SELECTION]).await,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Removes each of `gates` from every pod holding it and reports each pod: exit 0 when every
+/// one was released, 1 otherwise (every other one still is, and each failure is named).
+pub async fn release(client: kube::Client, gates: &[Gate]) -> ExitCode {
+    let mut pods = std::collections::BTreeSet::new();
+    let mut failed = 0;
+    let mut unlisted = false;
+    for gate in gates {
+        match release_all(client.clone(), *gate).await {
+            Ok(released) => {
+                for pod in &released.pods {
+                    println!("released {pod} ({})", gate.name);
+                }
+                for failure in &released.failed {
+                    eprintln!("error: {}", crate::telemetry::error_chain(failure));
+                }
+                pods.extend(released.pods);
+                failed += released.failed.len();
+            }
+            Err(err) => {
+                eprintln!("error: {}", crate::telemetry::error_chain(&err));
+                unlisted = true;
+            }
+        }
+    }
+    println!("{} pod(s) released", pods.len());
+    if failed > 0 {
+        eprintln!("{failed} pod(s) could not be released");
+    }
+    if failed == 0 && !unlisted {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

@@ -1,0 +1,223 @@
+//! The way out of a scheduling gate: remove one gate from every pod that still carries it (after
+//! an uninstall, or while every replica is down), leaving any other gate alone. Each pod is
+//! patched by a JSON patch that first tests the gate is still at the index it was read at, so a
+//! pod changed meanwhile is read again, never stripped of another gate. A pod that cannot be
+//! released does not stop the others: every failure is reported at the end. Both features that
+//! hold pods (placement and image selection) use it, each with its own [`Gate`].
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+
+/// Attempts per pod when it keeps changing under the patch.
+const ATTEMPTS: usize = 5;
+
+/// A scheduling gate ocifit adds, and the label every pod carrying it has (the list is by label,
+/// so the apiserver never sends the cluster's other pods).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gate {
+    /// The scheduling gate's name.
+    pub name: &'static str,
+    /// A label selector every pod holding the gate matches.
+    pub label: &'static str,
+}
+
+/// What releasing did.
+#[derive(Debug, Default)]
+pub struct Released {
+    /// `namespace/name` of every pod released.
+    pub pods: Vec<String>,
+    /// Every pod that could not be released, and why.
+    pub failed: Vec<GateError>,
+}
+
+/// Releasing failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// The gated pods could not be listed.
+    #[error("failed to list the pods labelled {label}")]
+    List {
+        label: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    /// A pod could not be patched.
+    #[error("failed to remove the gate from pod {pod} (gate {gate})")]
+    Patch {
+        gate: &'static str,
+        pod: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A pod kept changing under the patch.
+    #[error(
+        "failed to remove the gate from pod {pod} (gate {gate}): it changed under every one of {ATTEMPTS} attempts"
+    )]
+    KeptChanging { gate: &'static str, pod: String },
+}
+
+/// The JSON patch removing `gate` from `pod`, if it carries it.
+pub fn removal(pod: &Pod, gate: Gate) -> Option<json_patch::Patch> {
+    let index = pod
+        .spec
+        .as_ref()?
+        .scheduling_gates
+        .as_ref()?
+        .iter()
+        .position(|held| held.name == gate.name)?;
+    let path = format!("/spec/schedulingGates/{index}");
+    serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": format!("{path}/name"), "value": gate.name},
+        {"op": "remove", "path": path},
+    ]))
+    .ok()
+}
+
+/// Removes `gate` from every pod in the cluster that carries it; a pod that cannot be released
+/// is recorded in the result and the others are still released. `Err` only when the pods could
+/// not be listed at all.
+pub async fn release_all(client: Client, gate: Gate) -> Result<Released, GateError> {
+    let all: Api<Pod> = Api::all(client.clone());
+    let listed = all
+        .list(&ListParams::default().labels(gate.label))
+        .await
+        .map_err(|source| GateError::List {
+            label: gate.label,
+            source,
+        })?;
+    let mut released = Released::default();
+    for pod in listed
+        .items
+        .iter()
+        .filter(|pod| removal(pod, gate).is_some())
+    {
+        let namespace = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+        let pod_name = format!("{namespace}/{name}");
+        match release_one(&api, &name, pod.clone(), gate).await {
+            Ok(true) => released.pods.push(pod_name),
+            Ok(false) => {}
+            Err(Some(source)) => released.failed.push(GateError::Patch {
+                gate: gate.name,
+                pod: pod_name,
+                source,
+            }),
+            Err(None) => released.failed.push(GateError::KeptChanging {
+                gate: gate.name,
+                pod: pod_name,
+            }),
+        }
+    }
+    Ok(released)
+}
+
+/// Removes the gate from one pod: `Ok(true)` released, `Ok(false)` nothing left to release (gone,
+/// or released meanwhile), `Err(None)` it changed under every attempt.
+async fn release_one(
+    api: &Api<Pod>,
+    name: &str,
+    mut current: Pod,
+    gate: Gate,
+) -> Result<bool, Option<kube::Error>> {
+    for _ in 0..ATTEMPTS {
+        let Some(patch) = removal(&current, gate) else {
+            return Ok(false);
+        };
+        match api
+            .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
+            // The test failed (the gates moved) or a conflict: read again.
+            Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
+                match api.get_opt(name).await {
+                    Ok(Some(pod)) => current = pod,
+                    Ok(None) => return Ok(false),
+                    Err(source) => return Err(Some(source)),
+                }
+            }
+            Err(source) => return Err(Some(source)),
+        }
+    }
+    Err(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{PodSchedulingGate, PodSpec};
+
+    use super::*;
+
+    const OURS: Gate = Gate {
+        name: "placement.ocifit.io/platforms",
+        label: "placement.ocifit.io/policy",
+    };
+    const OTHER_OF_OURS: Gate = Gate {
+        name: "selection.ocifit.io/image",
+        label: "selection.ocifit.io/held=true",
+    };
+
+    fn with_gates(names: &[&str]) -> Pod {
+        Pod {
+            spec: Some(PodSpec {
+                scheduling_gates: Some(
+                    names
+                        .iter()
+                        .map(|name| PodSchedulingGate {
+                            name: (*name).to_owned(),
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn gates_after(pod: &Pod, patch: &json_patch::Patch) -> Result<Vec<String>, String> {
+        let mut object = serde_json::to_value(pod).unwrap();
+        json_patch::patch(&mut object, patch).map_err(|err| err.to_string())?;
+        let released: Pod = serde_json::from_value(object).unwrap();
+        Ok(released
+            .spec
+            .unwrap()
+            .scheduling_gates
+            .unwrap_or_default()
+            .into_iter()
+            .map(|gate| gate.name)
+            .collect())
+    }
+
+    #[test]
+    fn the_removal_takes_only_its_gate_and_tests_it_is_still_there() {
+        let gated = with_gates(&["example.com/quota", OTHER_OF_OURS.name, OURS.name]);
+        let patch = removal(&gated, OURS).unwrap();
+        assert_eq!(
+            gates_after(&gated, &patch).unwrap(),
+            ["example.com/quota", OTHER_OF_OURS.name]
+        );
+        let patch = removal(&gated, OTHER_OF_OURS).unwrap();
+        assert_eq!(
+            gates_after(&gated, &patch).unwrap(),
+            ["example.com/quota", OURS.name]
+        );
+        // Applied to a pod whose gates moved, the test fails instead of removing another gate.
+        let moved = with_gates(&["example.com/quota", OURS.name]);
+        assert!(gates_after(&moved, &patch).is_err());
+    }
+
+    #[test]
+    fn a_pod_without_the_gate_needs_no_removal() {
+        assert!(
+            removal(
+                &with_gates(&["example.com/quota", OTHER_OF_OURS.name]),
+                OURS
+            )
+            .is_none()
+        );
+        assert!(removal(&with_gates(&[]), OURS).is_none());
+        assert!(removal(&Pod::default(), OURS).is_none());
+    }
+}

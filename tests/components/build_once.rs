@@ -9,7 +9,14 @@ use std::process::Command;
 /// tree's `edges` (dependency kinds).
 fn resolved(edges: &str) -> BTreeSet<String> {
     let output = Command::new(env!("CARGO"))
-        .args(["tree", "--workspace", "--locked", "--offline", "--prefix", "none"])
+        .args([
+            "tree",
+            "--workspace",
+            "--locked",
+            "--offline",
+            "--prefix",
+            "none",
+        ])
         .args(["--format", "{p} {f}", "--edges", edges])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()

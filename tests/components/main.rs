@@ -21,8 +21,8 @@
 
 mod admission_memory;
 mod architecture;
-mod build_once;
 mod artifact;
+mod build_once;
 mod chart;
 mod cli_resolve;
 mod docs_flags;

@@ -6,7 +6,8 @@
 //! NodeFeature object as nfd-worker publishes it (CPUID flags, kernel and OS attributes, PCI
 //! devices). Prints the current (VmRSS) and peak (VmHWM) resident memory after each step (and
 //! of it, the heap's and the binary's share), the
-//! process's CPU (from /proc, as a share of one core) while the cluster is quiet and while 50
+//! process's CPU (a share of one core, per thread group with its wake-ups: `idle`) in the tail of
+//! the NodeFeatures' creation, once its work has settled with the cluster quiet, and while 50
 //! nodes post a heartbeat every 100 ms, and how long a relabel takes to reach the webhook's index
 //! (patch answered → `ocifit_webhook_index_rebuilds_total` moved).
 

@@ -11,6 +11,7 @@
 //! [`review`](super::review)'s.
 
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -240,9 +241,16 @@ async fn answer(
     if handler.bounded() {
         // The request bounds the work: planned here, on the connection's worker, rather than
         // handed to the blocking pool and back (two thread hand-offs cost more than planning).
-        let answer = handler.answer(&body.bytes, shape::scan(&body.bytes));
+        // A planner that panics is answered as one that failed on the pool is, and takes
+        // neither the worker nor its other connections down with it.
+        let planned = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            handler.answer(&body.bytes, shape::scan(&body.bytes))
+        }));
         drop(permit);
-        return answer;
+        return planned.unwrap_or_else(|_| {
+            let what = "ocifit failed while deciding (its planner panicked)";
+            served.undecided(&uid_in(&body.bytes), Refused::Timeout, what)
+        });
     }
     // Any other planner runs off the connection's worker so the deadline holds over it too;
     // the place and the body's room are held until planning ends, even after a late answer, so

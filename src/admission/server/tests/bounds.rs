@@ -42,6 +42,20 @@ impl<const B: bool> Planner for Whereabouts<B> {
     }
 }
 
+/// A planner the request bounds that panics.
+struct Panics;
+
+impl Planner for Panics {
+    type Object = Pod;
+    type Plan = Judged;
+
+    const BOUNDED: bool = true;
+
+    fn plan(&self, _: &AdmissionRequest<Pod>) -> Judged {
+        panic!("a planner's bug");
+    }
+}
+
 /// A TLS connection that sent a request's head to `path` and part of its body, and stalls.
 async fn stalled(served: &Served, path: &str) -> tokio_rustls::client::TlsStream<TcpStream> {
     let tcp = TcpStream::connect(served.address).await.unwrap();
@@ -345,5 +359,27 @@ async fn a_planner_the_request_bounds_plans_on_the_connections_worker_and_any_ot
     let (bounded, pooled) = (on(&bounded), on(&pooled));
     assert!(bounded.len() == 1 && worker(&bounded[0]), "{bounded:?}");
     assert!(pooled.len() == 1 && !worker(&pooled[0]), "{pooled:?}");
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn a_planner_that_panics_on_the_connections_worker_is_answered_as_failed_and_the_host_serves_on()
+ {
+    let served = serve_routes(
+        DEADLINE,
+        vec![
+            Route::new("/panics", Panics).when_undecided(Undecided::AdmitUnchanged),
+            Route::new("/check", AppLabel),
+        ],
+    )
+    .await;
+    let response = check_at(&served, "/panics", &review()).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(response["uid"], UID, "{response}");
+    let warning = response["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("its planner panicked"), "{response}");
+    assert_eq!(count(&served, "skipped", "Timeout").await, 1);
+    let response = check(&served, &review()).await;
+    assert_eq!(response["allowed"], true, "{response}");
     served.handle.stop(true).await;
 }

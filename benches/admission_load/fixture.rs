@@ -1,6 +1,7 @@
 //! What the load is made of: the flavor example scaled to a cluster of many nodes, the example
 //! policy resolved over it by the controller's own status computation, and AdmissionReview
-//! bodies for example pods as the apiserver sends them.
+//! bodies as the apiserver sends them: example pods, and the artifact workflow's step Jobs and
+//! the pods they create.
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +35,8 @@ pub enum Expect {
     Denied,
     /// Placement's gate: allowed without a warning, gated by a patch unless never selected.
     Gated,
+    /// A step: allowed with the helper's patch (warnings allowed).
+    Step,
 }
 
 fn repo(path: &str) -> PathBuf {
@@ -92,12 +95,7 @@ pub fn policy(nodes: &[(String, NodeInputs)]) -> Result<ImageSelectionPolicy> {
 /// The AdmissionReview the apiserver sends to create the pod in `example/pods/FILE`.
 pub fn review(file: &str) -> Result<Vec<u8>> {
     let pod: Value = serde_saphyr::from_str(&read(&format!("example/pods/{file}"))?)?;
-    let review = json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": create_request(&pod, false),
-    });
-    Ok(serde_json::to_vec(&review)?)
+    envelope(create_request(&pod, false))
 }
 
 /// Checks one answer against what the pod must get.
@@ -115,9 +113,80 @@ pub fn check(answer: &[u8], expect: Expect) -> Result<()> {
         Expect::Pinned => allowed == Some(true) && patched && warned,
         Expect::Denied => allowed == Some(false),
         Expect::Gated => allowed == Some(true) && !warned,
+        Expect::Step => allowed == Some(true) && patched,
     };
     if !ok {
         bail!("expected {expect:?}, got {review}");
     }
     Ok(())
+}
+
+/// The workflow example's step Jobs (`example/artifacts/workflow.yaml`), each as the
+/// AdmissionReview that creates it: ("Job NAME", body).
+pub fn step_jobs() -> Result<Vec<(String, Vec<u8>)>> {
+    let mut out = Vec::new();
+    for job in workflow()? {
+        let name = job["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let mut request = create_request(&job, false);
+        request["kind"] = json!({"group": "batch", "version": "v1", "kind": "Job"});
+        request["resource"] = json!({"group": "batch", "version": "v1", "resource": "jobs"});
+        request["requestKind"] = request["kind"].clone();
+        request["requestResource"] = request["resource"].clone();
+        out.push((format!("Job {name}"), envelope(request)?));
+    }
+    Ok(out)
+}
+
+/// The pods the workflow example's Jobs create (their metadata, the template's spec), each as
+/// the AdmissionReview that creates it: ("Pod NAME", body).
+pub fn step_pods() -> Result<Vec<(String, Vec<u8>)>> {
+    let mut out = Vec::new();
+    for job in workflow()? {
+        let name = job["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let pod = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": format!("{name}-x7k2p"),
+                "namespace": "default",
+                "annotations": job["metadata"]["annotations"],
+            },
+            "spec": job["spec"]["template"]["spec"],
+        });
+        out.push((
+            format!("Pod {name}"),
+            envelope(create_request(&pod, false))?,
+        ));
+    }
+    Ok(out)
+}
+
+/// The Jobs of `example/artifacts/workflow.yaml`, moved to `default` (the namespace the
+/// requests name, where the bench's cache is).
+fn workflow() -> Result<Vec<Value>> {
+    let mut jobs: Vec<Value> =
+        serde_saphyr::from_multiple(&read("example/artifacts/workflow.yaml")?)?;
+    for job in &mut jobs {
+        job["metadata"]["namespace"] = json!("default");
+    }
+    if jobs.is_empty() {
+        bail!("example/artifacts/workflow.yaml has no Job");
+    }
+    Ok(jobs)
+}
+
+/// A request wrapped in its AdmissionReview, as JSON.
+fn envelope(request: Value) -> Result<Vec<u8>> {
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": request,
+    });
+    Ok(serde_json::to_vec(&review)?)
 }

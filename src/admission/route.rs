@@ -26,16 +26,29 @@ use super::review::{self, Answer};
 pub use super::verdict::{Response, Verdict};
 
 /// One feature's admission decision for one kind of object. Pure CPU over memory: it runs on
-/// the blocking pool under the request's deadline. The one wait allowed is a route's bounded
-/// confirmation against the apiserver when its store may lag (the artifact cache's
-/// `ReadAgain`, taken only before a refusal).
+/// the blocking pool under the request's deadline, or inline when its work is
+/// [`Planner::BOUNDED`]. The one wait allowed is a route's bounded confirmation against the
+/// apiserver when its store may lag (the artifact cache's `ReadAgain`, taken only before a
+/// refusal), which only a planner that is not bounded may take.
 pub trait Planner: Send + Sync + 'static {
     /// The kind this route admits.
     type Object: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static;
     /// The answer.
     type Plan: Verdict;
 
-    /// Decides one request.
+    /// Whether the request alone bounds the planner's work: it never waits (no I/O, no lock
+    /// held for longer than a store update) and its CPU grows only with the request, which the
+    /// host caps ([`MAX_BODY_BYTES`](super::review::MAX_BODY_BYTES),
+    /// [`MAX_ARRAY_ELEMENTS`](super::review::shape::MAX_ARRAY_ELEMENTS)). Such a planner runs on
+    /// the connection's worker: a hand-off to the blocking pool and back costs more than the
+    /// planning itself, and the deadline cannot be missed by work the caps keep to
+    /// milliseconds. Any other planner runs on the blocking pool, where the deadline answers
+    /// for it if it is slow.
+    const BOUNDED: bool = false;
+
+    /// Decides one request. The host reads of it what planners read: its uid, kind, name,
+    /// namespace, operation, object and dry-run flag; the user, the resource and requested
+    /// kind, the old object and the options are skipped unread, so they are empty here.
     fn plan(&self, request: &AdmissionRequest<Self::Object>) -> Self::Plan;
 
     /// Called once the answer is encoded, except for dry runs: queue Events here (without
@@ -115,6 +128,9 @@ pub(super) trait Handler: Send + Sync {
     /// The answer to a whole request body (already read within the caps) whose streaming pass
     /// found `scan`.
     fn answer(&self, body: &[u8], scan: Scan) -> Answer;
+
+    /// [`Planner::BOUNDED`].
+    fn bounded(&self) -> bool;
 }
 
 impl<P: Planner> Handler for P {
@@ -129,5 +145,9 @@ impl<P: Planner> Handler for P {
             self.answered(&request, plan);
         }
         answer
+    }
+
+    fn bounded(&self) -> bool {
+        P::BOUNDED
     }
 }

@@ -3,13 +3,15 @@
 //! AdmissionReview. Its body is read first, up to [`MAX_BODY_BYTES`], within the deadline and
 //! within the host's share of memory for bodies ([`MAX_BODY_MEMORY`]); only then does it take
 //! one of its route's [`MAX_IN_FLIGHT`] places, and the route's planner runs within the same
-//! deadline. A request the host cannot decide (no place, no room, the body or the planner past
+//! deadline: on the blocking pool, or inline on the connection's worker when the request bounds
+//! its work ([`Planner::BOUNDED`](super::route::Planner::BOUNDED)). A request the host cannot decide (no place, no room, the body or the planner past
 //! the deadline) gets the answer its route gives undecided requests ([`Undecided`]); whatever
 //! else goes wrong becomes a denial saying what. It owns the transport, these bounds, the drain
 //! and the metrics of each answer; the decisions are the planners' and the review handling is
 //! [`review`](super::review)'s.
 
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -236,42 +238,64 @@ async fn answer(
         );
         return served.undecided(&uid_in(&body.bytes), Refused::Busy, &what);
     };
-    let prefix_uid = uid_in(&body.bytes);
-    // Planning runs off the connection's worker so the deadline holds over it too; the place
-    // and the body's room are held until planning ends, even after a late answer, so late work
-    // stays bounded.
     let handler = Arc::clone(&served.handler);
+    if handler.bounded() {
+        // The request bounds the work: planned here, on the connection's worker, rather than
+        // handed to the blocking pool and back (two thread hand-offs cost more than planning).
+        // A planner that panics is answered as one that failed on the pool is, and takes
+        // neither the worker nor its other connections down with it.
+        let planned = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            handler.answer(&body.bytes, shape::scan(&body.bytes))
+        }));
+        drop(permit);
+        return planned.unwrap_or_else(|_| {
+            let what = "ocifit failed while deciding (its planner panicked)";
+            served.undecided(&uid_in(&body.bytes), Refused::Timeout, what)
+        });
+    }
+    // Any other planner runs off the connection's worker so the deadline holds over it too;
+    // the place and the body's room are held until planning ends, even after a late answer, so
+    // late work stays bounded.
+    let body = Arc::new(body);
+    let planning = Arc::clone(&body);
     let (uid_sender, uid) = tokio::sync::oneshot::channel();
     let planned = tokio::task::spawn_blocking(move || {
-        let scan = shape::scan(&body.bytes);
+        let scan = shape::scan(&planning.bytes);
         let _ = uid_sender.send(scan.uid.clone());
-        let answer = handler.answer(&body.bytes, scan);
+        let answer = handler.answer(&planning.bytes, scan);
         drop(permit);
-        drop(body);
+        drop(planning);
         answer
     });
-    let late_uid = async move {
-        if !prefix_uid.is_empty() {
-            return prefix_uid;
-        }
-        match tokio::time::timeout(LATE_UID_WAIT, uid).await {
-            Ok(Ok(Some(uid))) => uid,
-            _ => String::new(),
-        }
+    let what = match tokio::time::timeout_at(deadline, planned).await {
+        Ok(Ok(answer)) => return answer,
+        Err(_) => format!(
+            "ocifit could not decide within its deadline of {:?}",
+            served.deadline
+        ),
+        Ok(Err(failed)) => format!("ocifit failed while deciding ({failed})"),
     };
-    match tokio::time::timeout_at(deadline, planned).await {
-        Ok(Ok(answer)) => answer,
-        Err(_) => {
-            let what = format!(
-                "ocifit could not decide within its deadline of {:?}",
-                served.deadline
-            );
-            served.undecided(&late_uid.await, Refused::Timeout, &what)
-        }
-        Ok(Err(failed)) => {
-            let what = format!("ocifit failed while deciding ({failed})");
-            served.undecided(&late_uid.await, Refused::Timeout, &what)
-        }
+    served.undecided(&late_uid(&body, uid).await, Refused::Timeout, &what)
+}
+
+/// The uid for the undecided answer to a request whose planning did not end: the streaming
+/// pass's if it ran, else the one in the body's first bytes (where the apiserver writes it),
+/// else the pass's once it gets there, waiting at most [`LATE_UID_WAIT`]. Looked for only
+/// here, so a request planned in time pays for one pass over its body.
+async fn late_uid(
+    body: &Body,
+    mut scanned: tokio::sync::oneshot::Receiver<Option<String>>,
+) -> String {
+    if let Ok(uid) = scanned.try_recv() {
+        return uid.unwrap_or_default();
+    }
+    let prefix = uid_in(&body.bytes);
+    if !prefix.is_empty() {
+        return prefix;
+    }
+    match tokio::time::timeout(LATE_UID_WAIT, scanned).await {
+        Ok(Ok(Some(uid))) => uid,
+        _ => String::new(),
     }
 }
 

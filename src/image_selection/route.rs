@@ -28,6 +28,10 @@ impl Planner for MutatePods {
     type Object = Pod;
     type Plan = Plan;
 
+    // A lookup in the index per container and init container, which the array limit caps; the
+    // Event is queued without waiting.
+    const BOUNDED: bool = true;
+
     fn plan(&self, request: &AdmissionRequest<Pod>) -> Plan {
         match self.index.load() {
             Some(index) => index.plan(request),

@@ -67,6 +67,10 @@ impl Planner for GatePods {
     type Object = Pod;
     type Plan = GatePlan;
 
+    // Never waits: the usable policies' selectors against the pod (whose size the host caps) and
+    // its namespace's labels, all in memory.
+    const BOUNDED: bool = true;
+
     fn plan(&self, request: &AdmissionRequest<Pod>) -> GatePlan {
         let Some(pod) = request.object.as_ref() else {
             return GatePlan::Leave(Leave::Unselected);

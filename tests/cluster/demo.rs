@@ -13,7 +13,6 @@ fn demo_binds_each_flavor_pod_to_its_flavor_with_the_matching_image() {
     let output = Command::new(ocifit_testkit::repo_root().join("tools/demo"))
         .arg("--check")
         .env("OCIFIT_DEMO_DIR", state.path())
-        .env("OCIFIT_DEMO_PROFILE", "debug")
         .output()
         .expect("tools/demo runs");
     let stdout = String::from_utf8_lossy(&output.stdout);

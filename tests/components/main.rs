@@ -5,6 +5,7 @@
 //!
 //! - `admission_memory`: the heap a hostile AdmissionReview makes the reader hold;
 //! - `architecture`: the layout of `src/` (no import cycle, rooms use lower floors only);
+//! - `build_once`: the demo's build and the tests' resolve every dependency alike;
 //! - `artifact`: `ocifit artifact` (the workflow step helper) with the ORAS Python SDK on the real
 //!   registry, and a step's helpers run as its pod runs them;
 //! - `chart`: the Helm chart offline (sync with `crds/` and `config/`, renders, values);
@@ -22,6 +23,7 @@
 mod admission_memory;
 mod architecture;
 mod artifact;
+mod build_once;
 mod chart;
 mod cli_resolve;
 mod docs_flags;

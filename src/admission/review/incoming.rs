@@ -1,8 +1,9 @@
-//! The review as it is read: the fields an admission request has, straight into typed values in
-//! one streaming pass. Not kube's `AdmissionReview`, whose flattened `TypeMeta` makes serde buffer
-//! the whole body as a generic tree first, and whose `request.options` (and `response`) are
-//! generic trees of whatever a client sends: neither is read here (the apiserver's options say
-//! nothing a planner needs).
+//! The review as it is read: the fields a planner reads, straight into typed values in one
+//! streaming pass. Not kube's `AdmissionReview`, whose flattened `TypeMeta` makes serde buffer
+//! the whole body as a generic tree first. What no planner reads is skipped unread, not
+//! decoded: `request.options` and `response` (generic trees of whatever a client sends),
+//! `userInfo` (a dozen strings, a map), the resource and the requested kind and resource, and
+//! `oldObject` (a whole second object on an update).
 
 use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::Resource;
@@ -20,35 +21,25 @@ pub(super) struct Review<K> {
     pub(super) request: Option<Request<K>>,
 }
 
-/// The request of a review.
+/// The request of a review: what planners read of it.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", bound(deserialize = "K: DeserializeOwned"))]
 pub(super) struct Request<K> {
     uid: String,
     pub(super) kind: GroupVersionKind,
-    resource: GroupVersionResource,
-    #[serde(default)]
-    sub_resource: Option<String>,
-    #[serde(default)]
-    request_kind: Option<GroupVersionKind>,
-    #[serde(default)]
-    request_resource: Option<GroupVersionResource>,
-    #[serde(default)]
-    request_sub_resource: Option<String>,
     #[serde(default)]
     name: String,
     #[serde(default)]
     namespace: Option<String>,
     operation: Operation,
-    user_info: UserInfo,
     object: Option<K>,
-    old_object: Option<K>,
     #[serde(default)]
     dry_run: bool,
 }
 
 impl<K: Resource> Review<K> {
-    /// The admission request, as kube types it (without `options`).
+    /// The admission request, as kube types it, with what was skipped left empty: no user, no
+    /// resource, no old object, no options (see [`Planner::plan`](crate::admission::route::Planner::plan)).
     pub(super) fn into_request(self) -> Option<AdmissionRequest<K>> {
         let types = TypeMeta {
             api_version: self.api_version,
@@ -58,17 +49,17 @@ impl<K: Resource> Review<K> {
             types,
             uid: r.uid,
             kind: r.kind,
-            resource: r.resource,
-            sub_resource: r.sub_resource,
-            request_kind: r.request_kind,
-            request_resource: r.request_resource,
-            request_sub_resource: r.request_sub_resource,
+            resource: GroupVersionResource::gvr("", "", ""),
+            sub_resource: None,
+            request_kind: None,
+            request_resource: None,
+            request_sub_resource: None,
             name: r.name,
             namespace: r.namespace,
             operation: r.operation,
-            user_info: r.user_info,
+            user_info: UserInfo::default(),
             object: r.object,
-            old_object: r.old_object,
+            old_object: None,
             dry_run: r.dry_run,
             options: None,
         })

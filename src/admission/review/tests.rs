@@ -84,6 +84,21 @@ fn an_apiserver_review_reads_with_its_uid_and_dry_run() {
 }
 
 #[test]
+fn what_no_planner_reads_is_skipped_unread_so_a_review_odd_only_there_is_still_planned() {
+    let mut review = apiserver_review(&a_pod(), false);
+    let request = &mut review["request"];
+    // Each of these, decoded, would have been refused as unreadable.
+    request["userInfo"] = json!({"username": 7, "groups": "not a list"});
+    request["resource"] = json!(["pods"]);
+    request["requestKind"] = json!("Pod");
+    request["oldObject"] = json!({"spec": {"containers": "not a list"}});
+    let request = read::<Pod>(&body(&review)).unwrap();
+    assert_eq!(request.uid, UID);
+    assert_eq!(request.namespace.as_deref(), Some("default"));
+    assert_eq!(request.object.unwrap().metadata.name.as_deref(), Some("p"));
+}
+
+#[test]
 fn an_empty_body_is_denied_saying_so_with_an_empty_uid() {
     for body in [&b""[..], b"  \n"] {
         let (why, response) = refused(body);

@@ -26,6 +26,36 @@ impl Planner for Slow {
     }
 }
 
+/// Admits every pod, noting the name of the thread it planned on; `BOUNDED` as given.
+struct Whereabouts<const BOUNDED: bool>(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl<const B: bool> Planner for Whereabouts<B> {
+    type Object = Pod;
+    type Plan = Judged;
+
+    const BOUNDED: bool = B;
+
+    fn plan(&self, _: &AdmissionRequest<Pod>) -> Judged {
+        let thread = std::thread::current().name().unwrap_or_default().to_owned();
+        self.0.lock().unwrap().push(thread);
+        Judged(true)
+    }
+}
+
+/// A planner the request bounds that panics.
+struct Panics;
+
+impl Planner for Panics {
+    type Object = Pod;
+    type Plan = Judged;
+
+    const BOUNDED: bool = true;
+
+    fn plan(&self, _: &AdmissionRequest<Pod>) -> Judged {
+        panic!("a planner's bug");
+    }
+}
+
 /// A TLS connection that sent a request's head to `path` and part of its body, and stalls.
 async fn stalled(served: &Served, path: &str) -> tokio_rustls::client::TlsStream<TcpStream> {
     let tcp = TcpStream::connect(served.address).await.unwrap();
@@ -304,5 +334,52 @@ async fn a_draining_host_closes_each_connection_after_its_answer_and_keeps_it_ot
     let (closing, next) = exchange().await;
     assert!(closing.contains("connection: close"), "{closing}");
     assert_eq!(next, 0, "the connection is closed after the answer");
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn a_planner_the_request_bounds_plans_on_the_connections_worker_and_any_other_off_it() {
+    let (bounded, pooled) = (Arc::default(), Arc::default());
+    let served = serve_routes(
+        DEADLINE,
+        vec![
+            Route::new("/bounded", Whereabouts::<true>(Arc::clone(&bounded))),
+            Route::new("/pooled", Whereabouts::<false>(Arc::clone(&pooled))),
+        ],
+    )
+    .await;
+    for path in ["/bounded", "/pooled"] {
+        let response = check_at(&served, path, &review()).await;
+        assert_eq!(response["allowed"], true, "{response}");
+        assert_eq!(response["uid"], UID, "{response}");
+    }
+    let on = |planned: &Arc<std::sync::Mutex<Vec<String>>>| planned.lock().unwrap().clone();
+    // actix names the threads that serve connections so.
+    let worker = |thread: &String| thread.starts_with("actix-server worker");
+    let (bounded, pooled) = (on(&bounded), on(&pooled));
+    assert!(bounded.len() == 1 && worker(&bounded[0]), "{bounded:?}");
+    assert!(pooled.len() == 1 && !worker(&pooled[0]), "{pooled:?}");
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn a_planner_that_panics_on_the_connections_worker_is_answered_as_failed_and_the_host_serves_on()
+ {
+    let served = serve_routes(
+        DEADLINE,
+        vec![
+            Route::new("/panics", Panics).when_undecided(Undecided::AdmitUnchanged),
+            Route::new("/check", AppLabel),
+        ],
+    )
+    .await;
+    let response = check_at(&served, "/panics", &review()).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(response["uid"], UID, "{response}");
+    let warning = response["warnings"][0].as_str().unwrap_or_default();
+    assert!(warning.contains("its planner panicked"), "{response}");
+    assert_eq!(count(&served, "skipped", "Timeout").await, 1);
+    let response = check(&served, &review()).await;
+    assert_eq!(response["allowed"], true, "{response}");
     served.handle.stop(true).await;
 }

@@ -211,7 +211,7 @@ async fn answer(
         .headers()
         .get(actix_web::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    let body = match read_body(payload, declared, &served.bodies, deadline).await {
+    let body = match read_body(payload, declared, &served.bodies, &served.metrics, deadline).await {
         Read::Whole(body) => body,
         Read::Late(prefix) => {
             let what = format!(
@@ -310,7 +310,40 @@ fn uid_in(body: &[u8]) -> String {
 /// A body read whole, holding its room among [`MAX_BODY_MEMORY`] until dropped.
 struct Body {
     bytes: Vec<u8>,
-    _room: Option<OwnedSemaphorePermit>,
+    _room: Option<Room>,
+}
+
+/// Room taken among [`MAX_BODY_MEMORY`], shown in the metrics while held (an operator sees how
+/// close the host is to answering busy).
+struct Room {
+    permit: OwnedSemaphorePermit,
+    metrics: Arc<Metrics>,
+}
+
+impl Room {
+    fn new(permit: OwnedSemaphorePermit, metrics: &Arc<Metrics>) -> Self {
+        metrics.hold_admission_body_bytes(permits(&permit));
+        Room {
+            permit,
+            metrics: Arc::clone(metrics),
+        }
+    }
+
+    fn grow(&mut self, more: OwnedSemaphorePermit) {
+        self.metrics.hold_admission_body_bytes(permits(&more));
+        self.permit.merge(more);
+    }
+}
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        self.metrics
+            .hold_admission_body_bytes(-permits(&self.permit));
+    }
+}
+
+fn permits(permit: &OwnedSemaphorePermit) -> i64 {
+    i64::try_from(permit.num_permits()).unwrap_or(i64::MAX)
 }
 
 /// How reading a body ended.
@@ -333,10 +366,11 @@ async fn read_body(
     mut payload: web::Payload,
     declared: Option<usize>,
     room: &Arc<Semaphore>,
+    metrics: &Arc<Metrics>,
     deadline: tokio::time::Instant,
 ) -> Read {
     let mut bytes: Vec<u8> = Vec::new();
-    let mut held: Option<OwnedSemaphorePermit> = None;
+    let mut held: Option<Room> = None;
     let mut total = 0usize;
     loop {
         let chunk = match tokio::time::timeout_at(deadline, payload.next()).await {
@@ -382,8 +416,8 @@ async fn read_body(
                 return Read::NoRoom(bytes);
             };
             match held.as_mut() {
-                Some(held) => held.merge(permit),
-                None => held = Some(permit),
+                Some(held) => held.grow(permit),
+                None => held = Some(Room::new(permit, metrics)),
             }
             bytes.reserve_exact(grown - bytes.len());
         }

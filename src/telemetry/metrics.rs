@@ -114,6 +114,7 @@ pub struct Metrics {
     events: Counter,
     policies: Family<ConditionLabels, Gauge>,
     leader: Gauge,
+    admission_body_bytes: Gauge,
     admissions: Family<AdmissionLabels, Counter>,
     admission_duration: Family<RouteLabels, Histogram, fn() -> Histogram>,
     store_objects: Family<StoreLabels, Gauge>,
@@ -193,6 +194,12 @@ impl Metrics {
             "1 while this replica holds the controller lease",
             leader.clone(),
         );
+        let admission_body_bytes = Gauge::default();
+        registry.add(
+            "admission_body_bytes",
+            "Bytes of admission request bodies held now, out of the host's 48 MiB for them",
+            admission_body_bytes.clone(),
+        );
         let admissions = Family::<AdmissionLabels, Counter>::default();
         registry.add(
             "admissions",
@@ -246,6 +253,7 @@ impl Metrics {
             events,
             policies,
             leader,
+            admission_body_bytes,
             admissions,
             admission_duration,
             store_objects,
@@ -311,6 +319,11 @@ impl Metrics {
                 })
                 .set(n);
         }
+    }
+
+    /// Adds `bytes` (negative: gives back) to the admission bodies held now.
+    pub fn hold_admission_body_bytes(&self, bytes: i64) {
+        self.admission_body_bytes.inc_by(bytes);
     }
 
     /// Records whether this replica leads.

@@ -251,6 +251,8 @@ async fn bodies_past_the_memory_for_them_wait_and_are_answered_busy_not_held() {
         tls.flush().await.unwrap();
         held.push(tls);
     }
+    // A flush means the bytes left this client, not that the host has read and charged them.
+    held_body_bytes_reach(&served, MAX_BODY_MEMORY).await;
     let response = check(&served, &review()).await;
     assert_eq!(response["allowed"], false, "{response}");
     assert_eq!(response["status"]["code"], 429, "{response}");
@@ -261,7 +263,30 @@ async fn bodies_past_the_memory_for_them_wait_and_are_answered_busy_not_held() {
     );
     assert_eq!(count(&served, "denied", "Busy").await, 1);
     drop(held);
+    // Bodies whose clients went away give their room back.
+    held_body_bytes_reach(&served, 0).await;
     served.handle.stop(true).await;
+}
+
+/// Waits until the host's bodies hold `bytes`, as its metric shows (each step of reading
+/// charges it), failing after a bound that only a host that never gets there can hit.
+async fn held_body_bytes_reach(served: &Served, bytes: usize) {
+    let series = format!("ocifit_admission_body_bytes {bytes}");
+    let held = || {
+        let text = served.metrics.encode().unwrap();
+        text.lines().any(|line| line == series)
+    };
+    let waited = tokio::time::timeout(Duration::from_secs(60), async {
+        while !held() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(
+        waited.is_ok(),
+        "the host never held {bytes} bytes of bodies:\n{}",
+        served.metrics.encode().unwrap()
+    );
 }
 
 #[tokio::test]

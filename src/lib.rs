@@ -4,7 +4,8 @@
 //! floors, never on a sibling of its own floor, and `tests/components/architecture.rs` keeps it so.
 //!
 //! - footing: `engine` (the compatibility engine), `platform` (the one platform model);
-//! - ground: `api`, `classes`, `registry`, `telemetry`;
+//! - ground: `api`, `classes`, `process` (tasks, shutdown, the `Feature` face), `registry`,
+//!   `telemetry`;
 //! - shared: `cluster` (the cluster view), `admission` (the one admission host), `resolution`
 //!   (the one image-selection decision);
 //! - features: `image_selection`, `placement`, `artifact_cache`;
@@ -20,6 +21,7 @@ pub mod engine;
 pub mod image_selection;
 pub mod placement;
 pub mod platform;
+pub mod process;
 pub mod registry;
 pub mod resolution;
 pub mod startup;

@@ -15,7 +15,10 @@ use syn::visit::Visit;
 /// `cli` is the edge of the binary, over `startup`.
 const FLOORS: &[(&str, &[&str])] = &[
     ("footing", &["engine", "platform"]),
-    ("ground", &["api", "classes", "registry", "telemetry"]),
+    (
+        "ground",
+        &["api", "classes", "process", "registry", "telemetry"],
+    ),
     ("shared", &["cluster", "admission", "resolution"]),
     (
         "features",

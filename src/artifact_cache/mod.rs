@@ -33,12 +33,15 @@ pub mod status;
 mod steps;
 
 pub use archive::{ArchiveError, PackCount, UnpackCount};
+pub use controller::Settings;
+pub use desired::object_name;
 pub use install::InstallError;
 pub use launcher::{EXIT_CANNOT_RUN, EXIT_NOT_FOUND, EXIT_PUSH_FAILED, Launch, launch};
 pub use layout::{
     DEFAULT_ARTIFACT_TYPE, DIRECTORY_MEDIA_TYPE, FILE_MEDIA_TYPE, LayoutError, TAR_DIGEST, TITLE,
     UNPACK,
 };
+pub use planner::{Helper, StepRegistries};
 pub use pull::{PullError, Pulled, PulledLayer, pull};
 pub use push::{PushError, PushRequest, Pushed, push};
 pub use steps::{PUSH_TIMEOUT, PrepareError, deliver, prepare};
@@ -56,7 +59,6 @@ use crate::cluster::reflected::{Reflected, reflect};
 use crate::process::{Feature, Readiness, Shutdown, until};
 use crate::registry::{self, Reference, Registry, RegistryOptions};
 use crate::telemetry::Metrics;
-use planner::{Helper, StepRegistries};
 use route::{StepJobs, StepPods, Steps};
 
 /// What the artifact cache needs from the rest of the process.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::placement::way_out::{release_all, untaint_all};
+use crate::placement::{release_all, untaint_all};
 
 /// `ocifit placement`'s commands.
 #[derive(Debug, clap::Args)]

@@ -3,19 +3,30 @@
 //! get their images from that status). Built on the cluster view and the admission host; it
 //! imports no other feature.
 //!
+//! - [`resolution`]: the decision (classes, the image per class, the policy status), pure;
+//!   `ocifit resolve` calls it as the controller does.
 //! - [`controller`]: reconciles policies (leader only), through the registry seam.
 //! - [`planner`]: the pure pod planner over an [`planner::Index`] of policies and nodes.
 //! - [`feed`]: keeps that index current from the stores' change subscriptions.
 //! - [`route`]: the planner as the admission host's route, with its Events ([`events`]).
 //! - [`release`]: releases the pods admission held (the planner's decision, once it exists).
-//! - [`run`]: everything above as tasks for `ocifit run`.
+//! - [`run`]: everything above as one `process::Feature` for `ocifit run`.
 
 pub mod controller;
 pub mod events;
 pub mod feed;
 pub mod planner;
 pub mod release;
+pub mod resolution;
 pub mod route;
+
+// The face `startup` and the CLI use: the artifact source and its settings, how held pods are
+// treated; the decision itself is `resolution`.
+pub use controller::context::Settings;
+pub use controller::registry_source::RegistrySource;
+pub use controller::schedule::Backoff;
+pub use controller::source::{Request, Source, Wanted};
+pub use planner::release::{HoldFailure, HoldRules};
 
 use std::sync::Arc;
 
@@ -29,11 +40,8 @@ use crate::cluster::events::{EventReporter, queue};
 use crate::cluster::reflected::reflect;
 use crate::process::{Feature, Readiness, Shutdown, Tasks, until};
 use crate::telemetry::Metrics;
-use controller::context::Settings;
 use controller::runner::{self, controller};
-use controller::source::Source;
 use feed::SharedIndex;
-use planner::release::HoldRules;
 use route::MutatePods;
 
 /// What image selection needs from the rest of the process.

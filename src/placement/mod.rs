@@ -30,6 +30,8 @@ pub mod status;
 pub mod taints;
 pub mod way_out;
 
+pub use way_out::{release_all, untaint_all};
+
 #[cfg(test)]
 mod fixtures;
 

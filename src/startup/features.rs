@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::admission::route::Route;
 use crate::cluster::ClusterView;
-use crate::image_selection::{self, controller::registry_source::RegistrySource};
+use crate::image_selection::{self, RegistrySource};
 use crate::process::{Feature, Shutdown};
 use crate::registry::{DockerConfig, InspectorOptions, RegistryOptions};
 use crate::telemetry::Metrics;
@@ -57,7 +57,7 @@ pub(super) fn run(
             identity: config.identity.clone(),
             helper: config.artifact_helper.clone(),
             registries: config.step_registries.clone(),
-            settings: artifact_cache::controller::Settings {
+            settings: artifact_cache::Settings {
                 own_namespace: config.own_namespace.clone(),
                 images: config.artifact_cache_images.clone(),
             },

@@ -30,7 +30,7 @@ use crate::admission;
 use crate::api::{ArtifactCache, GROUP, ImageSelectionPolicy, PlacementPolicy};
 use crate::cluster::ClusterView;
 use crate::cluster::leader::{self, LeaderTask, Leadership};
-use crate::image_selection::controller::registry_source::RegistrySource;
+use crate::image_selection::RegistrySource;
 use crate::process::{Readiness, Shutdown, Tasks};
 use crate::telemetry::{Health, Metrics, admin_server, init_logs};
 use supervise::{Ended, GRACE, supervise};

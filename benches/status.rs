@@ -13,10 +13,10 @@ use ocifit::api::ImageSelectionPolicySpec;
 use ocifit::cluster::inventory::node_inputs;
 use ocifit::cluster::nodes::{ClusterNode, Strings};
 use ocifit::engine::{Artifact, Format};
+use ocifit::image_selection::resolution::platform::{PlatformLookup, Platforms};
+use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, compute};
+use ocifit::image_selection::resolution::{Content, Resolved};
 use ocifit::registry::Platform;
-use ocifit::resolution::platform::{PlatformLookup, Platforms};
-use ocifit::resolution::status::{ArtifactState, Inputs, compute};
-use ocifit::resolution::{Content, Resolved};
 
 const NODES: usize = 5_000;
 const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];

@@ -4,10 +4,11 @@
 //! floors, never on a sibling of its own floor, and `tests/components/architecture.rs` keeps it so.
 //!
 //! - footing: `engine` (the compatibility engine), `platform` (the one platform model);
-//! - ground: `api`, `classes`, `registry`, `telemetry`;
-//! - shared: `cluster` (the cluster view), `admission` (the one admission host), `resolution`
-//!   (the one image-selection decision);
-//! - features: `image_selection`, `placement`, `artifact_cache`;
+//! - ground: `api`, `classes`, `process` (tasks, shutdown, the `Feature` face), `registry`,
+//!   `telemetry`;
+//! - shared: `cluster` (the cluster view), `admission` (the one admission host);
+//! - features: `image_selection` (with its decision, `resolution`), `placement`,
+//!   `artifact_cache`; `startup` and `cli` use each through its face (its `mod.rs`);
 //! - top: `startup` (configuration, composing the features, supervision), then `cli`.
 
 pub mod admission;
@@ -20,7 +21,7 @@ pub mod engine;
 pub mod image_selection;
 pub mod placement;
 pub mod platform;
+pub mod process;
 pub mod registry;
-pub mod resolution;
 pub mod startup;
 pub mod telemetry;

@@ -31,6 +31,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 
+use crate::process::{Shutdown, Tasks, until};
 use crate::telemetry::Metrics;
 use certificates::CertificateSink;
 use route::Route;
@@ -78,23 +79,19 @@ pub struct Running {
     /// Its long-lived tasks, by name: the server (once `shutdown` resolves it keeps serving
     /// for [`Settings::shutdown_delay`], then answers in-flight requests and ends) and the
     /// certificate's source (ends with `shutdown`).
-    pub tasks: Vec<(&'static str, BoxFuture<'static, ()>)>,
+    pub tasks: Tasks,
 }
 
 /// Binds the host for `routes`. `leading` (whether this replica leads) gates the managed
-/// certificates' writes; `client` is needed by them only. `shutdown` turns true once the process
-/// stops.
+/// certificates' writes; `client` is needed by them only.
 pub fn serve(
     settings: Settings,
     routes: Vec<Route>,
     metrics: Arc<Metrics>,
     client: kube::Client,
     leading: watch::Receiver<bool>,
-    shutdown: watch::Receiver<bool>,
+    shutdown: Shutdown,
 ) -> Result<Running, ServerError> {
-    let stopping = |mut down: watch::Receiver<bool>| async move {
-        let _ = down.wait_for(|down| *down).await;
-    };
     let cert = ServingCert::new();
     let (name, source): (&'static str, BoxFuture<'static, ()>) = match settings.certificates {
         CertificateSource::Files { cert: chain, key } => (
@@ -115,18 +112,12 @@ pub fn serve(
             .boxed(),
         ),
     };
-    let stop_source = stopping(shutdown.clone());
-    let source = async move {
-        tokio::select! {
-            () = source => {}
-            () = stop_source => {}
-        }
-    };
+    let source = until(shutdown.clone(), source);
     let delay = settings.shutdown_delay;
     let draining = Arc::new(AtomicBool::new(false));
     let drain = Arc::clone(&draining);
     let shutdown = async move {
-        stopping(shutdown).await;
+        shutdown.wait().await;
         tracing::info!(?delay, "the admission server keeps serving, then drains");
         // From now on every answer closes its connection: the apiserver's next request opens a
         // new one, to a replica that stays once our endpoint is gone, instead of reusing one we
@@ -164,9 +155,6 @@ pub fn serve(
     tracing::info!(%address, "admission server listening");
     Ok(Running {
         cert,
-        tasks: vec![
-            ("admission server", serving.boxed()),
-            (name, source.boxed()),
-        ],
+        tasks: vec![("admission server", serving.boxed()), (name, source)],
     })
 }

@@ -33,12 +33,15 @@ pub mod status;
 mod steps;
 
 pub use archive::{ArchiveError, PackCount, UnpackCount};
+pub use controller::Settings;
+pub use desired::object_name;
 pub use install::InstallError;
 pub use launcher::{EXIT_CANNOT_RUN, EXIT_NOT_FOUND, EXIT_PUSH_FAILED, Launch, launch};
 pub use layout::{
     DEFAULT_ARTIFACT_TYPE, DIRECTORY_MEDIA_TYPE, FILE_MEDIA_TYPE, LayoutError, TAR_DIGEST, TITLE,
     UNPACK,
 };
+pub use planner::{Helper, StepRegistries};
 pub use pull::{PullError, Pulled, PulledLayer, pull};
 pub use push::{PushError, PushRequest, Pushed, push};
 pub use steps::{PUSH_TIMEOUT, PrepareError, deliver, prepare};
@@ -50,12 +53,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::admission::route::Route;
 use crate::api::{ArtifactCache, REPORTING_CONTROLLER};
+use crate::cluster::ClusterView;
 use crate::cluster::events::EventReporter;
 use crate::cluster::reflected::{Reflected, reflect};
-use crate::cluster::{ClusterView, Shutdown, Tasks, until};
+use crate::process::{Feature, Readiness, Shutdown, until};
 use crate::registry::{self, Reference, Registry, RegistryOptions};
 use crate::telemetry::Metrics;
-use planner::{Helper, StepRegistries};
 use route::{StepJobs, StepPods, Steps};
 
 /// What the artifact cache needs from the rest of the process.
@@ -76,19 +79,10 @@ pub struct Parts {
     pub shutdown: Shutdown,
 }
 
-/// The artifact cache, running.
-pub struct Running {
-    /// The cache watch and the controller.
-    pub tasks: Tasks,
-    /// The caches, as reflected.
-    pub caches: Reflected<ArtifactCache>,
-    /// The step routes (Pods, Jobs) for the admission host.
-    pub routes: Vec<Route>,
-}
-
 /// Starts the artifact cache over the cluster view: every replica watches the caches (admission
-/// reads them); the leader reconciles them.
-pub fn run(parts: Parts) -> Running {
+/// reads them); the leader reconciles them. Its routes are the step routes (Pods, Jobs); it can
+/// serve once the cache store holds a first list.
+pub fn run(parts: Parts) -> Feature<Route> {
     let Parts {
         cluster,
         metrics,
@@ -113,7 +107,7 @@ pub fn run(parts: Parts) -> Running {
         identity,
         Arc::clone(&metrics),
     );
-    let readiness = until(
+    let counted = until(
         shutdown.clone(),
         count_readiness(caches.clone(), Arc::clone(&metrics)),
     );
@@ -144,7 +138,8 @@ pub fn run(parts: Parts) -> Running {
         metrics,
         shutdown.clone().wait(),
     );
-    Running {
+    let synced = caches.clone();
+    Feature {
         tasks: vec![
             ("artifact cache watch", until(shutdown.clone(), watch)),
             (
@@ -157,10 +152,12 @@ pub fn run(parts: Parts) -> Running {
             ),
             ("artifact cache claims watch", until(shutdown, claims_watch)),
             ("artifact cache controller", controller),
-            ("artifact cache readiness", readiness),
+            ("artifact cache readiness", counted),
         ],
-        caches,
         routes,
+        readiness: Readiness::new(async move { synced.wait_synced().await }, move || {
+            caches.synced()
+        }),
     }
 }
 

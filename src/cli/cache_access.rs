@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::{ArtifactCache, REGISTRY_PORT};
 use crate::artifact_cache::credentials::{self, Direction};
-use crate::artifact_cache::desired::object_name;
+use crate::artifact_cache::object_name;
 use crate::registry::DockerConfig;
 
 /// The registry's port, as the port-forward names it.

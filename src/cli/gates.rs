@@ -27,7 +27,7 @@ pub struct ReleaseGatesArgs {
 pub async fn run(args: &ReleaseGatesArgs) -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     match crate::startup::kube_client(args.kubeconfig.as_deref()).await {
-        Ok(client) => release(client, &[crate::placement::way_out::GATE, IMAGE_SELECTION]).await,
+        Ok(client) => release(client, &[crate::placement::GATE, IMAGE_SELECTION]).await,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::from(1)

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::placement::way_out::{GATE, untaint_all};
+use crate::placement::{GATE, untaint_all};
 
 /// `ocifit placement`'s commands.
 #[derive(Debug, clap::Args)]

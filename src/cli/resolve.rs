@@ -1,9 +1,9 @@
 //! `ocifit resolve`: which image each kind of node would get, and why, from an artifact or from
 //! a whole ImageSelectionPolicy (either mode). Reads the artifact from a file or a registry, the
 //! candidates' artifacts from theirs, the nodes from files, looks up the candidate images'
-//! platforms in their registries (unless `--offline`, which it then says), and calls the shared
-//! decision in [`crate::resolution`]: the same answer the controller writes into the policy's
-//! status. Prints a table or a stable JSON document. Exit status: 0 when every class has an
+//! platforms in their registries (unless `--offline`, which it then says), and calls image
+//! selection's decision ([`crate::image_selection::resolution`]): the same answer the controller
+//! writes into the policy's status. Prints a table or a stable JSON document. Exit status: 0 when every class has an
 //! image, [`EXIT_NO_MATCH`] when some class has none, [`EXIT_INVALID_INPUT`] for unusable input
 //! (including an artifact the registry cannot give).
 
@@ -22,8 +22,8 @@ mod report;
 use super::input;
 use crate::api::ImageSelectionPolicy;
 use crate::engine::{NodeFeature, NodeInputs, features_by_node};
+use crate::image_selection::resolution::{PlatformLookup, Platforms};
 use crate::registry::{self, ErrorKind, Registry, RegistryFlags, RegistryOptions};
-use crate::resolution::{PlatformLookup, Platforms};
 pub use args::{Output, ResolveArgs};
 pub use error::ResolveError;
 use inputs::Loaded;

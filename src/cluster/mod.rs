@@ -19,15 +19,12 @@ pub mod reflected;
 pub mod secrets;
 pub mod watches;
 
-use std::future::Future;
 use std::time::Duration;
 
-use futures_util::FutureExt;
-use futures_util::future::BoxFuture;
 use kube::Client;
-use tokio::sync::watch;
 
 use crate::engine::NodeFeature;
+use crate::process::{Shutdown, Tasks, until};
 use leader::Leadership;
 use nodes::ClusterNode;
 use reflected::{Reflected, reflect};
@@ -67,46 +64,6 @@ pub struct ClusterView {
     pub leadership: Leadership,
     /// How the view is kept (the NodeFeature merge order reads `nfd_namespace`).
     pub settings: Settings,
-}
-
-/// Long-lived tasks by name, for the supervisor. Each ends once shutdown begins (after
-/// finishing what it has in flight); any other end is a failure.
-pub type Tasks = Vec<(&'static str, BoxFuture<'static, ()>)>;
-
-/// The one shutdown signal of the process, as every task sees it. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct Shutdown(watch::Receiver<bool>);
-
-impl Shutdown {
-    /// A signal and the sender that starts it (`send(true)`).
-    pub fn new() -> (watch::Sender<bool>, Shutdown) {
-        let (sender, receiver) = watch::channel(false);
-        (sender, Shutdown(receiver))
-    }
-
-    /// The signal as a channel, for rooms that cannot name this type.
-    pub fn watch(&self) -> watch::Receiver<bool> {
-        self.0.clone()
-    }
-
-    /// Resolves once shutdown has begun (or its sender is gone).
-    pub async fn wait(mut self) {
-        let _ = self.0.wait_for(|down| *down).await;
-    }
-}
-
-/// `task`, ended when `shutdown` begins (for tasks with nothing to finish).
-pub fn until(
-    shutdown: Shutdown,
-    task: impl Future<Output = ()> + Send + 'static,
-) -> BoxFuture<'static, ()> {
-    async move {
-        tokio::select! {
-            () = task => {}
-            () = shutdown.wait() => {}
-        }
-    }
-    .boxed()
 }
 
 impl ClusterView {

@@ -3,19 +3,30 @@
 //! get their images from that status). Built on the cluster view and the admission host; it
 //! imports no other feature.
 //!
+//! - [`resolution`]: the decision (classes, the image per class, the policy status), pure;
+//!   `ocifit resolve` calls it as the controller does.
 //! - [`controller`]: reconciles policies (leader only), through the registry seam.
 //! - [`planner`]: the pure pod planner over an [`planner::Index`] of policies and nodes.
 //! - [`feed`]: keeps that index current from the stores' change subscriptions.
 //! - [`route`]: the planner as the admission host's route, with its Events ([`events`]).
 //! - [`release`]: releases the pods admission held (the planner's decision, once it exists).
-//! - [`run`]: everything above as tasks for `ocifit run`.
+//! - [`run`]: everything above as one `process::Feature` for `ocifit run`.
 
 pub mod controller;
 pub mod events;
 pub mod feed;
 pub mod planner;
 pub mod release;
+pub mod resolution;
 pub mod route;
+
+// The face `startup` and the CLI use: the artifact source and its settings, how held pods are
+// treated; the decision itself is `resolution`.
+pub use controller::context::Settings;
+pub use controller::registry_source::RegistrySource;
+pub use controller::schedule::Backoff;
+pub use controller::source::{Request, Source, Wanted};
+pub use planner::release::{HoldFailure, HoldRules};
 
 use std::sync::Arc;
 
@@ -24,15 +35,13 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::admission::route::Route;
 use crate::api::{ImageSelectionPolicy, REPORTING_ADMISSION, REPORTING_CONTROLLER};
+use crate::cluster::ClusterView;
 use crate::cluster::events::{EventReporter, queue};
-use crate::cluster::reflected::{Reflected, reflect};
-use crate::cluster::{ClusterView, Shutdown, Tasks, until};
+use crate::cluster::reflected::reflect;
+use crate::process::{Feature, Readiness, Shutdown, Tasks, until};
 use crate::telemetry::Metrics;
-use controller::context::Settings;
 use controller::runner::{self, controller};
-use controller::source::Source;
 use feed::SharedIndex;
-use planner::release::HoldRules;
 use route::MutatePods;
 
 /// What image selection needs from the rest of the process.
@@ -55,44 +64,10 @@ pub struct Parts {
     pub shutdown: Shutdown,
 }
 
-/// Image selection, running.
-pub struct Running {
-    /// Its tasks: the policy watch, the index feed, the controller, the held-pod release, and
-    /// with the route the admission Event queue.
-    pub tasks: Tasks,
-    /// The policy store.
-    pub policies: Reflected<ImageSelectionPolicy>,
-    /// The `/mutate` route and the index it plans from, when served.
-    pub admission: Option<(Route, SharedIndex)>,
-}
-
-impl Running {
-    /// What says whether it can serve.
-    pub fn readiness(&self) -> Readiness {
-        Readiness {
-            policies: self.policies.clone(),
-            index: self.admission.as_ref().map(|(_, index)| index.clone()),
-        }
-    }
-}
-
-/// Whether image selection can serve: the policy store holds a first list and, with the
-/// route, the index is built.
-#[derive(Clone, Debug)]
-pub struct Readiness {
-    policies: Reflected<ImageSelectionPolicy>,
-    index: Option<SharedIndex>,
-}
-
-impl Readiness {
-    /// Whether it can serve now.
-    pub fn ready(&self) -> bool {
-        self.policies.synced() && self.index.as_ref().is_none_or(SharedIndex::is_built)
-    }
-}
-
-/// Starts image selection over the cluster view.
-pub fn run(parts: Parts) -> Running {
+/// Starts image selection over the cluster view: its tasks are the policy watch, the index
+/// feed, the controller, the held-pod release, and with the route the admission Event queue. It
+/// can serve once the policy store holds a first list and, with the route, the index is built.
+pub fn run(parts: Parts) -> Feature<Route> {
     let Parts {
         cluster,
         source,
@@ -150,7 +125,7 @@ pub fn run(parts: Parts) -> Running {
             ),
         ));
     }
-    let admission = admission.then(|| {
+    let route = admission.then(|| {
         let reporter = EventReporter::new(
             cluster.client.clone(),
             REPORTING_ADMISSION,
@@ -159,14 +134,13 @@ pub fn run(parts: Parts) -> Running {
         );
         let (notices, publisher) = queue(reporter, events::WINDOW);
         tasks.push(("admission events", until(shutdown.clone(), publisher)));
-        let route = Route::new(
+        Route::new(
             route::PATH,
             MutatePods {
                 index: index.clone(),
                 notices: Some(notices),
             },
-        );
-        (route, index)
+        )
     });
     let run = controller(
         runner::Parts {
@@ -180,9 +154,14 @@ pub fn run(parts: Parts) -> Running {
         shutdown.wait(),
     );
     tasks.push(("controller", run));
-    Running {
+    // Without the route nothing plans from the index, so it is not waited for.
+    let index = route.is_some().then_some(index);
+    let synced = policies.clone();
+    Feature {
         tasks,
-        policies,
-        admission,
+        routes: route.into_iter().collect(),
+        readiness: Readiness::new(async move { synced.wait_synced().await }, move || {
+            policies.synced() && index.as_ref().is_none_or(SharedIndex::is_built)
+        }),
     }
 }

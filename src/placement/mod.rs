@@ -30,6 +30,8 @@ pub mod status;
 pub mod taints;
 pub mod way_out;
 
+pub use way_out::{GATE, untaint_all};
+
 #[cfg(test)]
 mod fixtures;
 
@@ -44,10 +46,11 @@ use kube::runtime::{WatchStreamExt, watcher};
 use crate::admission::route::Route;
 use crate::api::placement::pod::POLICY_LABEL;
 use crate::api::{PlacementPolicy, REPORTING_CONTROLLER};
+use crate::cluster::ClusterView;
 use crate::cluster::events::EventReporter;
 use crate::cluster::reflected::{Change, Reflected, reflect};
 use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
-use crate::cluster::{ClusterView, Shutdown, Tasks, until};
+use crate::process::{Feature, Readiness, Shutdown, Tasks, until};
 use crate::registry::{DockerConfig, Inspector, InspectorOptions};
 use crate::telemetry::Metrics;
 use admission::{GatePods, UsablePolicies};
@@ -73,40 +76,11 @@ pub struct Parts {
     pub shutdown: Shutdown,
 }
 
-/// Placement, running.
-pub struct Running {
-    /// Its tasks: the policy and labelled-pod watches, the controller, the status keeper, and
-    /// with the route the namespace watch and the usable-policy feed.
-    pub tasks: Tasks,
-    /// The `/placement` route, when served.
-    pub route: Option<Route>,
-    /// Whether it can serve.
-    pub readiness: Readiness,
-}
-
-/// Whether placement can serve: its stores hold a first list and, with the route, the gate
-/// holds the policies compiled from it.
-#[derive(Clone, Debug)]
-pub struct Readiness {
-    policies: Reflected<PlacementPolicy>,
-    pods: Reflected<Pod>,
-    gate: Option<(Reflected<PartialObjectMeta<Namespace>>, UsablePolicies)>,
-}
-
-impl Readiness {
-    /// Whether it can serve now.
-    pub fn ready(&self) -> bool {
-        self.policies.synced()
-            && self.pods.synced()
-            && self
-                .gate
-                .as_ref()
-                .is_none_or(|(namespaces, usable)| namespaces.synced() && usable.stored())
-    }
-}
-
-/// Starts placement over the cluster view.
-pub fn run(parts: Parts) -> Running {
+/// Starts placement over the cluster view: its tasks are the policy and labelled-pod watches,
+/// the controller, the status keeper, and with the route the namespace watch and the
+/// usable-policy feed. It can serve once its stores hold a first list and, with the route, the
+/// gate holds the policies compiled from it.
+pub fn run(parts: Parts) -> Feature<Route> {
     let Parts {
         cluster,
         metrics,
@@ -215,14 +189,23 @@ pub fn run(parts: Parts) -> Running {
         "placement controller",
         controller::controller(context, &pods, shutdown.wait()),
     ));
-    Running {
+    let synced = (policies.clone(), pods.clone());
+    Feature {
         tasks,
-        route,
-        readiness: Readiness {
-            policies,
-            pods,
-            gate,
-        },
+        routes: route.into_iter().collect(),
+        readiness: Readiness::new(
+            async move {
+                synced.0.wait_synced().await;
+                synced.1.wait_synced().await;
+            },
+            move || {
+                policies.synced()
+                    && pods.synced()
+                    && gate
+                        .as_ref()
+                        .is_none_or(|(namespaces, usable)| namespaces.synced() && usable.stored())
+            },
+        ),
     }
 }
 

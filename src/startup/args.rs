@@ -9,7 +9,7 @@ use clap::Args;
 use crate::admission::CertificateSource;
 use crate::admission::certificates;
 use crate::api::parse_duration;
-use crate::image_selection::planner::release::HoldFailure;
+use crate::image_selection::HoldFailure;
 use crate::telemetry::LogFormat;
 
 /// Flags of `ocifit run`.

@@ -7,13 +7,11 @@ use std::path::PathBuf;
 
 use super::args::RunArgs;
 use crate::admission::{self, server::DEADLINE};
-use crate::artifact_cache::planner::{Helper, StepRegistries};
+use crate::artifact_cache::{Helper, StepRegistries};
 use crate::cluster;
 use crate::cluster::leader::LeaseSettings;
 use crate::cluster::secrets::SecretNamespaces;
-use crate::image_selection::controller::context::Settings as ControllerSettings;
-use crate::image_selection::controller::schedule::Backoff;
-use crate::image_selection::planner::release::HoldRules;
+use crate::image_selection::{Backoff, HoldRules, Settings as ControllerSettings};
 use crate::registry::{AllowList, CacheOptions, DockerConfig, RegistryOptions};
 use crate::telemetry::LogFormat;
 

@@ -19,20 +19,20 @@ use kube::Resource as _;
 
 mod args;
 pub mod config;
+mod features;
 mod scrape;
 pub mod supervise;
 
 pub use args::RunArgs;
 pub use config::Config;
 
+use crate::admission;
 use crate::api::{ArtifactCache, GROUP, ImageSelectionPolicy, PlacementPolicy};
+use crate::cluster::ClusterView;
 use crate::cluster::leader::{self, LeaderTask, Leadership};
-use crate::cluster::{ClusterView, Shutdown, Tasks};
-use crate::image_selection::{self, controller::registry_source::RegistrySource};
-use crate::placement;
-use crate::registry::{DockerConfig, InspectorOptions, RegistryOptions};
+use crate::image_selection::RegistrySource;
+use crate::process::{Readiness, Shutdown, Tasks};
 use crate::telemetry::{Health, Metrics, admin_server, init_logs};
-use crate::{admission, artifact_cache};
 use supervise::{Ended, GRACE, supervise};
 
 /// Runs until SIGTERM or SIGINT; exit 0 after a clean shutdown, 1 when a task failed or the
@@ -67,10 +67,10 @@ pub struct Process {
     pub health: Health,
     /// Begins shutdown for every task.
     stop: tokio::sync::watch::Sender<bool>,
-    /// Resolves once the caches hold a first list.
+    /// Resolves once the node store and every feature's stores hold a first list.
     synced: BoxFuture<'static, ()>,
-    /// Whether the process can serve now (caches synced, admission index built and a
-    /// certificate loaded).
+    /// Whether the process can serve now (the node store and every feature ready, a
+    /// certificate loaded when the admission host serves).
     ready: Box<dyn Fn() -> bool + Send + Sync>,
     lease: LeaderTask,
     admin: actix_web::dev::ServerHandle,
@@ -115,7 +115,8 @@ pub fn process_metrics(source: &Arc<RegistrySource>) -> Arc<Metrics> {
 }
 
 /// Composes the process from `config`: checks the prerequisites, elects (or not), builds the
-/// cluster view, image selection and the admission host, and binds the admin server.
+/// cluster view, runs every feature, serves the admission host when any feature has a route,
+/// and binds the admin server.
 pub async fn start(config: Config) -> anyhow::Result<Process> {
     // kube and the registry client share ring; installing it first avoids picking at runtime.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -127,8 +128,99 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
             .with_private_addresses(config.placement_private_registries),
     );
     let metrics = process_metrics(&source);
-    let (leadership, lease) = match &config.lease {
-        Some(settings) => leader::elect(client.clone(), settings.clone(), Arc::clone(&metrics))
+    let (leadership, lease) = elect(&client, config.lease.as_ref(), &metrics).await?;
+    let (stop, shutdown) = Shutdown::new();
+    let (cluster, mut tasks) = ClusterView::watch(
+        client.clone(),
+        leadership.clone(),
+        config.cluster.clone(),
+        shutdown.clone(),
+    );
+    if config.admission.is_none() {
+        tracing::warn!(
+            "the webhook is not served: no certificate; give --tls-cert-file and --tls-key-file \
+             (or OCIFIT_TLS_CERT_FILE/OCIFIT_TLS_KEY_FILE), or --manage-webhook-certificate"
+        );
+    }
+    let features = features::run(&config, &cluster, source, &metrics, &shutdown);
+    let (nodes, synced_nodes) = (cluster.nodes.clone(), cluster.nodes.clone());
+    let mut readiness = vec![Readiness::new(
+        async move { synced_nodes.wait_synced().await },
+        move || nodes.synced(),
+    )];
+    let mut routes = Vec::new();
+    for feature in features {
+        tasks.extend(feature.tasks);
+        routes.extend(feature.routes);
+        readiness.push(feature.readiness);
+    }
+    let grace = GRACE
+        + config
+            .admission
+            .as_ref()
+            .map_or(Duration::ZERO, |a| a.shutdown_delay);
+    let cert = match &config.admission {
+        Some(settings) if !routes.is_empty() => {
+            let running = admission::serve(
+                settings.clone(),
+                routes,
+                Arc::clone(&metrics),
+                client,
+                leadership.watch(),
+                shutdown.clone(),
+            )?;
+            tasks.extend(running.tasks);
+            Some(running.cert)
+        }
+        _ => None,
+    };
+    readiness.push(Readiness::new(async {}, move || {
+        cert.as_ref().is_none_or(|c| c.is_loaded())
+    }));
+    let (synced, ready) = Readiness::all(readiness).into_parts();
+    let health = Health::default();
+    let admin = admin_server(config.admin, Arc::clone(&metrics), health.clone())
+        .with_context(|| format!("failed to bind the admin server to {}", config.admin))?;
+    let admin_handle = admin.handle();
+    // The server runs on its own task: once shutdown begins, its supervised task ends while it
+    // keeps answering /readyz (503) and /livez until `Process::supervise` stops it last.
+    let admin = tokio::spawn(admin);
+    let stopping = shutdown.clone();
+    tasks.push((
+        "admin server",
+        Box::pin(async move {
+            tokio::select! {
+                joined = admin => match joined {
+                    Ok(Ok(())) => {}
+                    Ok(Err(err)) => tracing::error!(error = %err, "the admin server failed"),
+                    Err(err) => tracing::error!(error = %err, "the admin server panicked"),
+                },
+                () = stopping.wait() => {}
+            }
+        }),
+    ));
+    tracing::info!(address = %config.admin, "admin server listening");
+    Ok(Process {
+        tasks,
+        health,
+        stop,
+        synced,
+        ready,
+        lease,
+        admin: admin_handle,
+        grace,
+    })
+}
+
+/// Elects with `lease` (or leads alone without one); a missing namespace or Lease is one line
+/// naming the fix.
+async fn elect(
+    client: &kube::Client,
+    lease: Option<&leader::LeaseSettings>,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<(Leadership, LeaderTask)> {
+    Ok(match lease {
+        Some(settings) => leader::elect(client.clone(), settings.clone(), Arc::clone(metrics))
             .await
             .map_err(|err| {
                 if err.namespace_missing() {
@@ -155,135 +247,6 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
             metrics.set_leader(true);
             Leadership::always()
         }
-    };
-    let (stop, shutdown) = Shutdown::new();
-    let (cluster, mut tasks) = ClusterView::watch(
-        client.clone(),
-        leadership.clone(),
-        config.cluster.clone(),
-        shutdown.clone(),
-    );
-    if config.admission.is_none() {
-        tracing::warn!(
-            "the webhook is not served: no certificate; give --tls-cert-file and --tls-key-file \
-             (or OCIFIT_TLS_CERT_FILE/OCIFIT_TLS_KEY_FILE), or --manage-webhook-certificate"
-        );
-    }
-    let mut selection = image_selection::run(image_selection::Parts {
-        cluster: cluster.clone(),
-        source,
-        metrics: Arc::clone(&metrics),
-        settings: config.controller.clone(),
-        hold: config.hold,
-        identity: config.identity.clone(),
-        admission: config.admission.is_some(),
-        shutdown: shutdown.clone(),
-    });
-    tasks.append(&mut selection.tasks);
-    let mut placement = placement::run(placement::Parts {
-        cluster: cluster.clone(),
-        metrics: Arc::clone(&metrics),
-        identity: config.identity.clone(),
-        own_namespace: config.own_namespace.clone(),
-        // Credentials come with each lookup (the pod's Secrets, then ocifit's own).
-        inspector: InspectorOptions {
-            registry: RegistryOptions {
-                credentials: DockerConfig::default(),
-                ..config.registry.clone()
-            },
-            private_addresses: config.placement_private_registries,
-            ..InspectorOptions::default()
-        },
-        own_credentials: config.placement_credentials.clone(),
-        admission: config.admission.is_some(),
-        shutdown: shutdown.clone(),
-    });
-    tasks.append(&mut placement.tasks);
-    let mut artifacts = artifact_cache::run(artifact_cache::Parts {
-        cluster: cluster.clone(),
-        metrics: Arc::clone(&metrics),
-        identity: config.identity.clone(),
-        helper: config.artifact_helper.clone(),
-        registries: config.step_registries.clone(),
-        settings: artifact_cache::controller::Settings {
-            own_namespace: config.own_namespace.clone(),
-            images: config.artifact_cache_images.clone(),
-        },
-        shutdown: shutdown.clone(),
-    });
-    tasks.append(&mut artifacts.tasks);
-    let grace = GRACE
-        + config
-            .admission
-            .as_ref()
-            .map_or(Duration::ZERO, |a| a.shutdown_delay);
-    let cert = match (&config.admission, &selection.admission) {
-        (Some(settings), Some((route, _))) => {
-            let mut routes = vec![route.clone()];
-            routes.extend(placement.route.iter().cloned());
-            routes.extend(artifacts.routes.iter().cloned());
-            let running = admission::serve(
-                settings.clone(),
-                routes,
-                Arc::clone(&metrics),
-                client,
-                leadership.watch(),
-                shutdown.watch(),
-            )?;
-            tasks.extend(running.tasks);
-            Some(running.cert)
-        }
-        _ => None,
-    };
-    let health = Health::default();
-    let admin = admin_server(config.admin, Arc::clone(&metrics), health.clone())
-        .with_context(|| format!("failed to bind the admin server to {}", config.admin))?;
-    let admin_handle = admin.handle();
-    // The server runs on its own task: once shutdown begins, its supervised task ends while it
-    // keeps answering /readyz (503) and /livez until `Process::supervise` stops it last.
-    let admin = tokio::spawn(admin);
-    let stopping = shutdown.clone();
-    tasks.push((
-        "admin server",
-        Box::pin(async move {
-            tokio::select! {
-                joined = admin => match joined {
-                    Ok(Ok(())) => {}
-                    Ok(Err(err)) => tracing::error!(error = %err, "the admin server failed"),
-                    Err(err) => tracing::error!(error = %err, "the admin server panicked"),
-                },
-                () = stopping.wait() => {}
-            }
-        }),
-    ));
-    tracing::info!(address = %config.admin, "admin server listening");
-    let (nodes, policies) = (cluster.nodes.clone(), selection.policies.clone());
-    let caches = artifacts.caches.clone();
-    let synced = Box::pin(async move {
-        nodes.wait_synced().await;
-        policies.wait_synced().await;
-        caches.wait_synced().await;
-    });
-    let nodes = cluster.nodes.clone();
-    let selection = selection.readiness();
-    let placement = placement.readiness;
-    let caches = artifacts.caches;
-    let ready = Box::new(move || {
-        nodes.synced()
-            && selection.ready()
-            && placement.ready()
-            && caches.synced()
-            && cert.as_ref().is_none_or(|c| c.is_loaded())
-    });
-    Ok(Process {
-        tasks,
-        health,
-        stop,
-        synced,
-        ready,
-        lease,
-        admin: admin_handle,
-        grace,
     })
 }
 

@@ -7,7 +7,7 @@ use prometheus_client::encoding::EncodeMetric;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 
-use crate::image_selection::controller::registry_source::RegistrySource;
+use crate::image_selection::RegistrySource;
 use crate::telemetry::ScrapeFn;
 
 /// The scrape function for `source`'s counters.

@@ -15,8 +15,11 @@ use syn::visit::Visit;
 /// `cli` is the edge of the binary, over `startup`.
 const FLOORS: &[(&str, &[&str])] = &[
     ("footing", &["engine", "platform"]),
-    ("ground", &["api", "classes", "registry", "telemetry"]),
-    ("shared", &["cluster", "admission", "resolution"]),
+    (
+        "ground",
+        &["api", "classes", "process", "registry", "telemetry"],
+    ),
+    ("shared", &["cluster", "admission"]),
     (
         "features",
         &["image_selection", "placement", "artifact_cache"],
@@ -470,4 +473,107 @@ fn the_checker_sees_a_cycle_and_follows_re_exports() {
         "{}",
         artifact.display()
     );
+}
+
+/// The rooms above the features, which compose or call them.
+const ABOVE_FEATURES: &[&str] = &["startup", "cli"];
+
+/// Modules of a feature that are part of its face as a whole: image selection's decision and
+/// the policy status built from it, which `ocifit resolve` calls as the controller does, and the
+/// step helper's registry credentials, read the same way by the artifact cache and `ocifit
+/// artifact`. Anything else inside a feature is reached through what its `mod.rs` defines or
+/// re-exports.
+const FACE_MODULES: &[&[&str]] = &[
+    &["image_selection", "resolution"],
+    &["image_selection", "resolution", "status"],
+    &["artifact_cache", "credentials"],
+];
+
+/// What `ABOVE_FEATURES` name inside `feature` deeper than its face: a path through one of its
+/// modules (other than `FACE_MODULES`) rather than through what its `mod.rs` (or a face
+/// module's) defines or re-exports.
+fn reaches_past_face(krate: &Crate, src: &Path, feature: &str) -> BTreeSet<String> {
+    let mut wrong = BTreeSet::new();
+    for (file, facts) in &krate.facts {
+        let Some(room) = room_of(src, file) else {
+            continue;
+        };
+        if !ABOVE_FEATURES.contains(&room.as_str()) {
+            continue;
+        }
+        for path in &facts.references {
+            if path.len() < 2 || path[0] != feature {
+                continue;
+            }
+            let inside = (2..=path.len())
+                .map(|n| &path[..n])
+                .take_while(|module| krate.files.contains_key(*module))
+                .find(|module| !FACE_MODULES.iter().any(|face| face == module));
+            if inside.is_some() {
+                wrong.insert(format!("{} names {}", shown(src, file), path.join("::")));
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn startup_and_cli_use_a_feature_only_through_its_face() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let krate = read_crate();
+    let (_, features) = FLOORS
+        .iter()
+        .find(|(name, _)| *name == "features")
+        .expect("a features floor");
+    let wrong: Vec<String> = features
+        .iter()
+        .flat_map(|feature| reaches_past_face(&krate, &src, feature))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "startup and cli reach inside a feature (re-export what they need from its mod.rs):\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_sees_cli_reaching_past_a_features_face() {
+    let src = PathBuf::from("/src");
+    let module = |parts: &[&str]| -> ModPath { parts.iter().map(|p| (*p).to_owned()).collect() };
+    let cli = src.join("cli/placement.rs");
+    let krate = Crate {
+        files: BTreeMap::from([
+            (module(&["placement"]), src.join("placement/mod.rs")),
+            (
+                module(&["placement", "way_out"]),
+                src.join("placement/way_out.rs"),
+            ),
+            (
+                module(&["image_selection"]),
+                src.join("image_selection/mod.rs"),
+            ),
+            (
+                module(&["image_selection", "resolution"]),
+                src.join("image_selection/resolution/mod.rs"),
+            ),
+            (module(&["cli", "placement"]), cli.clone()),
+        ]),
+        facts: BTreeMap::from([(
+            cli,
+            FileFacts {
+                references: vec![
+                    module(&["placement", "way_out", "release_all"]),
+                    module(&["placement", "untaint_all"]),
+                    module(&["image_selection", "resolution", "Platforms"]),
+                ],
+                ..FileFacts::default()
+            },
+        )]),
+        reexports: BTreeMap::new(),
+    };
+    assert_eq!(
+        reaches_past_face(&krate, &src, "placement"),
+        BTreeSet::from(["cli/placement.rs names placement::way_out::release_all".to_owned()])
+    );
+    assert!(reaches_past_face(&krate, &src, "image_selection").is_empty());
 }

@@ -11,10 +11,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use ocifit::api::ImageSelectionPolicy;
 use ocifit::engine::{Artifact, Format, NodeInputs};
+use ocifit::image_selection::resolution::platform::{PlatformLookup, Platforms};
+use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, compute};
+use ocifit::image_selection::resolution::{Content, Resolved};
 use ocifit::registry::Platform;
-use ocifit::resolution::platform::{PlatformLookup, Platforms};
-use ocifit::resolution::status::{ArtifactState, Inputs, compute};
-use ocifit::resolution::{Content, Resolved};
 use serde_json::{Value, json};
 
 pub struct FlavorExample {

@@ -9,10 +9,9 @@ use super::error::ResolveError;
 use crate::api::ImageSelectionPolicy;
 use crate::cli::input;
 use crate::engine::{Artifact, Format};
-use crate::image_selection::controller::registry_source::RegistrySource;
-use crate::image_selection::controller::source::{Request, Wanted};
+use crate::image_selection::resolution::{Content, Resolved};
+use crate::image_selection::{RegistrySource, Request, Wanted};
 use crate::registry::{self, Reference, Registry, RegistryFlags, RegistryOptions, sha256_digest};
-use crate::resolution::{Content, Resolved};
 
 /// What was read, ready to evaluate.
 pub struct Loaded {

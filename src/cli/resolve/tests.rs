@@ -13,11 +13,11 @@ use super::inputs::Loaded;
 use super::report::Report;
 use crate::api::ImageSelectionPolicySpec;
 use crate::engine::{Artifact, Format, NodeInputs};
-use crate::platform::Platform;
-use crate::resolution::status::{ArtifactState, Inputs, compute};
-use crate::resolution::{
+use crate::image_selection::resolution::status::{ArtifactState, Inputs, compute};
+use crate::image_selection::resolution::{
     AttachedArtifact, CandidateArtifact, Content, PlatformLookup, Platforms, Resolved,
 };
+use crate::platform::Platform;
 
 const IMAGES: [&str; 4] = ["img0:1", "img1:1", "img2:1", "img3:1"];
 const ARCHES: [&str; 2] = ["amd64", "arm64"];

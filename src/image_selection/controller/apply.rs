@@ -10,7 +10,7 @@ use super::context::Context;
 use super::error::Error;
 use crate::api::{FIELD_MANAGER, ImageSelectionPolicy, ImageSelectionPolicyStatus};
 use crate::cluster::events::Notice;
-use crate::resolution::status::{Event, EventKind};
+use crate::image_selection::resolution::status::{Event, EventKind};
 
 pub(super) async fn write_status(
     ctx: &Context,

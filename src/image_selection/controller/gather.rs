@@ -16,7 +16,7 @@ use super::source::{PullSecret, Request, Wanted};
 use crate::api::{ImageSelectionPolicy, Reason};
 use crate::cluster::secrets::SecretRead;
 use crate::image_selection::planner::managed::is_managed;
-use crate::resolution::status::Failure;
+use crate::image_selection::resolution::status::Failure;
 
 /// The key of a dockerconfigjson Secret's content.
 const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";

@@ -20,8 +20,8 @@ use super::schedule::DEFAULT_REFRESH;
 use super::triggers::Interest;
 use crate::api::ImageSelectionPolicy;
 use crate::api::parse_duration;
-use crate::resolution::platform::Platforms;
-use crate::resolution::status::{ArtifactState, Inputs, compute};
+use crate::image_selection::resolution::platform::Platforms;
+use crate::image_selection::resolution::status::{ArtifactState, Inputs, compute};
 use crate::telemetry::{ReconcileResult, error_chain};
 
 /// Reconciles one policy (the kube-runtime entry point).

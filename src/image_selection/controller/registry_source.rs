@@ -19,9 +19,9 @@ use crate::registry::{
 
 /// The name of the anonymous client managed policies are read with.
 const ANONYMOUS: &str = "(managed policies: anonymous)";
-use crate::resolution::platform::{PlatformLookup, Platforms};
-use crate::resolution::status::Failure;
-use crate::resolution::{
+use crate::image_selection::resolution::platform::{PlatformLookup, Platforms};
+use crate::image_selection::resolution::status::Failure;
+use crate::image_selection::resolution::{
     AttachedArtifact, CandidateArtifact, Content, Resolved, candidates_digest,
 };
 use crate::telemetry::error_chain;

@@ -30,10 +30,11 @@ use super::planner::hold::gate_at;
 use super::planner::release::{HoldRules, Release, failed, release};
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::HELD_LABEL;
+use crate::cluster::ClusterView;
 use crate::cluster::events::{EventReporter, Notice};
 use crate::cluster::reflected::{Change, Reflected, reflect};
 use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
-use crate::cluster::{ClusterView, Shutdown, Tasks, until};
+use crate::process::{Shutdown, Tasks, until};
 use crate::telemetry::error_chain;
 
 /// Held pods released at once (each is one patch and one Event).

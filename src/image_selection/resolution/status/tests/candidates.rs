@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::api::Candidate as SpecCandidate;
-use crate::resolution::candidates_digest;
+use crate::image_selection::resolution::candidates_digest;
 
 const AVX512: &str = r#"
 version: v1alpha1

@@ -9,11 +9,11 @@ use super::*;
 use crate::api::ConditionType;
 use crate::api::{ArtifactSource, OnNoMatch, OnUnpinned};
 use crate::engine::{Artifact, Format};
+use crate::image_selection::resolution::platform::PlatformLookup;
+use crate::image_selection::resolution::{AttachedArtifact, CandidateArtifact, Content, Resolved};
 use crate::platform::Platform;
-use crate::resolution::platform::PlatformLookup;
-use crate::resolution::{AttachedArtifact, CandidateArtifact, Content, Resolved};
 
-const FLAVORS: &str = include_str!("../../../example/flavor-compat.json");
+const FLAVORS: &str = include_str!("../../../../example/flavor-compat.json");
 const IMAGES: [&str; 3] = ["debian:11", "ubuntu:24.04", "rockylinux:9"];
 
 fn at(seconds: i64) -> Time {

@@ -1,4 +1,4 @@
-//! The decision every face of ocifit shares: which nodes count for a policy, the classes they
+//! Image selection's decision, which every face of image selection shares: which nodes count for a policy, the classes they
 //! form, and the best image for each class, explained, with the candidate images' platforms as
 //! an input ([`classes`]); and the policy status built from it ([`status`]). `ocifit resolve`
 //! prints it, the controller writes it into the policy status and the webhook's planner reads
@@ -226,7 +226,7 @@ mod tests {
     use super::*;
     use crate::engine::Format;
 
-    const FLAVORS: &str = include_str!("../../example/flavor-compat.json");
+    const FLAVORS: &str = include_str!("../../../example/flavor-compat.json");
 
     fn node(labels: &[(&str, &str)]) -> NodeInputs {
         NodeInputs::new(

@@ -8,7 +8,7 @@ use crate::api::{
     ClassStatus, ConditionType, ImageSelectionPolicySpec, ImageSelectionPolicyStatus, OnNoMatch,
     Reason,
 };
-use crate::resolution::Content;
+use crate::image_selection::resolution::Content;
 
 /// One condition's new value, before merging with the previous one.
 struct Wanted {

@@ -5,6 +5,7 @@
 //! - [`route`]: how a feature plugs in: a [`route::Planner`] for the kind it admits, a
 //!   [`route::Verdict`] in its own vocabulary, a [`route::Route`] with its path.
 //! - [`review`]: AdmissionReview bodies in, responses out; every input yields an answer.
+//! - [`patch`]: the JSON-patch operations every feature's answer is built from.
 //! - [`server`]: the HTTPS server (actix-web, rustls), body cap, deadline, metrics.
 //! - [`tls`]: the serving certificate, swapped atomically, re-read from files when they change.
 //! - [`certificates`]: the managed mode: the operator's own CA and serving certificate, kept in
@@ -15,6 +16,7 @@
 //! Events on it and the caBundle of its own webhook configuration; it never reaches a registry.
 
 pub mod certificates;
+pub mod patch;
 pub mod review;
 pub mod route;
 pub mod server;

@@ -10,7 +10,6 @@
 //! status says which and why. A cache without `htpasswdSecretRef` gets a Secret of generated
 //! credentials ([`secret`]) once, recorded in its status.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,7 +108,7 @@ pub fn controller(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> BoxFuture<'static, ()> {
     let gained = cluster.leadership.gained();
-    Controller::for_shared_stream(spec_changes(caches), caches.store())
+    Controller::for_shared_stream(caches.spec_changes(), caches.store())
         .with_config(Config::default().concurrency(4))
         .owns_shared_stream(changed(&owned.deployments))
         .owns_shared_stream(changed(&owned.services))
@@ -134,28 +133,6 @@ pub fn controller(
             std::future::ready(())
         })
         .boxed()
-}
-
-/// Caches first seen or whose spec changed: our own status writes reconcile nothing.
-fn spec_changes(
-    caches: &Reflected<ArtifactCache>,
-) -> impl futures_util::Stream<Item = Arc<ArtifactCache>> + Send + 'static {
-    let mut generations: HashMap<(String, String), Option<i64>> = HashMap::new();
-    caches.subscribe().filter_map(move |change| {
-        let changed = match change {
-            Change::Applied(cache) => {
-                let key = (cache.namespace().unwrap_or_default(), cache.name_any());
-                let generation = cache.metadata.generation;
-                (generations.insert(key, generation) != Some(generation)).then_some(cache)
-            }
-            Change::Deleted(cache) => {
-                generations.remove(&(cache.namespace().unwrap_or_default(), cache.name_any()));
-                None
-            }
-            Change::Synced => None,
-        };
-        std::future::ready(changed)
-    })
 }
 
 /// Every owned object applied or deleted, for the controller to reconcile its owner.

@@ -7,6 +7,7 @@
 //! objects only; ours also says when an object was deleted and when a (re)list finished, which
 //! an index needs to stay exact after a gap in the watch.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -126,12 +127,41 @@ where
         futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx))
     }
 
+    /// Objects first seen or whose spec changed (a new `metadata.generation`): status-only
+    /// changes, a controller's own status writes included, reconcile nothing.
+    pub fn spec_changes(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        spec_changes(self.subscribe())
+    }
+
     fn publish(&self, change: Change<K>) {
         self.subscribers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|subscriber| subscriber.send(change.clone()).is_ok());
     }
+}
+
+/// The applied objects of `changes` whose generation differs from the last one seen for their
+/// namespace and name (the generation moves on spec changes only).
+fn spec_changes<K: Resource + Send + Sync + 'static>(
+    changes: impl Stream<Item = Change<K>> + Send + 'static,
+) -> impl Stream<Item = Arc<K>> + Send + 'static {
+    let mut generations: HashMap<(Option<String>, Option<String>), Option<i64>> = HashMap::new();
+    changes.filter_map(move |change| {
+        let key = |object: &K| (object.meta().namespace.clone(), object.meta().name.clone());
+        let changed = match change {
+            Change::Applied(object) => {
+                let generation = object.meta().generation;
+                (generations.insert(key(&object), generation) != Some(generation)).then_some(object)
+            }
+            Change::Deleted(object) => {
+                generations.remove(&key(&object));
+                None
+            }
+            Change::Synced => None,
+        };
+        std::future::ready(changed)
+    })
 }
 
 /// The store fed by `events` and the task that drives them (it runs as long as the watch: a
@@ -239,6 +269,36 @@ mod tests {
         };
         assert!(Arc::ptr_eq(&stored, heard), "the same object, not a copy");
         assert!(reflected.synced());
+    }
+
+    fn generation(mut object: ConfigMap, generation: i64) -> Arc<ConfigMap> {
+        object.metadata.generation = Some(generation);
+        Arc::new(object)
+    }
+
+    #[tokio::test]
+    async fn spec_changes_pass_new_generations_only_and_forget_deleted_objects() {
+        let changes = futures_util::stream::iter([
+            Change::Applied(generation(map("a", "1"), 1)),
+            Change::Synced,
+            // A status write: same generation.
+            Change::Applied(generation(map("a", "1"), 1)),
+            Change::Applied(generation(map("a", "2"), 2)),
+            Change::Deleted(generation(map("a", "2"), 2)),
+            // Recreated with the generation the deleted one had: a new object all the same.
+            Change::Applied(generation(map("a", "3"), 2)),
+        ]);
+        let passed: Vec<Arc<ConfigMap>> = spec_changes(changes).collect().await;
+        let values: Vec<&str> = passed
+            .iter()
+            .map(|o| {
+                o.data
+                    .as_ref()
+                    .and_then(|d| d.get("k"))
+                    .map_or("", String::as_str)
+            })
+            .collect();
+        assert_eq!(values, ["1", "2", "3"]);
     }
 
     #[tokio::test]

@@ -3,12 +3,12 @@
 //! apiserver sent it. Reinvoked on its own output it plans nothing; excluded and unselected pods
 //! are left untouched.
 
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation};
+use json_patch::Patch;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
 use super::select::{Exclusion, Selection};
+use crate::admission::patch::add;
 use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
 
 /// What admission does with a pod.
@@ -81,13 +81,6 @@ pub fn plan(pod: &Pod, selection: Selection<'_>) -> GatePlan {
         policy: policy.clone(),
         patch: Patch(ops),
     }
-}
-
-fn add(tokens: &[&str], value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation {
-        path: PointerBuf::from_tokens(tokens.iter().copied()),
-        value,
-    })
 }
 
 #[cfg(test)]

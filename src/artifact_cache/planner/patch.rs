@@ -5,12 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation};
+use json_patch::{Patch, PatchOperation};
 use k8s_openapi::api::core::v1::PodSpec;
 use serde_json::Value;
 
 use super::mutation::Mutation;
+use crate::admission::patch::add;
 use crate::api::step;
 
 /// Where the pod spec and its annotations are in the object patched.
@@ -138,11 +138,4 @@ fn append<T: serde::Serialize>(
         ops.push(add(&at, serde_json::to_value(item)?));
     }
     Ok(())
-}
-
-fn add(tokens: &[String], value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation {
-        path: PointerBuf::from_tokens(tokens),
-        value,
-    })
 }

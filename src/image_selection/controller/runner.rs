@@ -4,13 +4,11 @@
 //! graceful shutdown (in-flight reconciles and writes finish). Pull Secrets are not watched:
 //! each pass reads its policy's Secret by name (see `gather`).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt, stream};
-use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::Config;
 
@@ -89,7 +87,7 @@ pub fn controller(
         tracked,
         settings,
     ));
-    Controller::for_shared_stream(spec_changes(policies), policies.store())
+    Controller::for_shared_stream(policies.spec_changes(), policies.store())
         .with_config(config)
         .reconcile_on(node_triggers)
         .reconcile_on(feature_triggers)
@@ -103,27 +101,4 @@ pub fn controller(
             std::future::ready(())
         })
         .boxed()
-}
-
-/// Policies whose spec changed (a new `metadata.generation`, or first seen): status-only
-/// changes, our own writes included, reconcile nothing.
-fn spec_changes(
-    policies: &Reflected<ImageSelectionPolicy>,
-) -> impl futures_util::Stream<Item = Arc<ImageSelectionPolicy>> + Send + 'static {
-    let mut generations: HashMap<String, Option<i64>> = HashMap::new();
-    policies.subscribe().filter_map(move |change| {
-        let changed = match change {
-            Change::Applied(policy) => {
-                let generation = policy.metadata.generation;
-                let before = generations.insert(policy.name_any(), generation);
-                (before != Some(generation)).then_some(policy)
-            }
-            Change::Deleted(policy) => {
-                generations.remove(&policy.name_any());
-                None
-            }
-            Change::Synced => None,
-        };
-        std::future::ready(changed)
-    })
 }

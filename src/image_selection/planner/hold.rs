@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation};
+use json_patch::Patch;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::{DenyReason, Plan};
+use crate::admission::patch::add;
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{HELD_LABEL, SCHEDULING_GATE};
 
@@ -58,11 +58,4 @@ pub fn gate_at(pod: &Pod) -> Option<usize> {
         .as_ref()?
         .iter()
         .position(|gate| gate.name == SCHEDULING_GATE)
-}
-
-pub(super) fn add(tokens: &[&str], value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation {
-        path: PointerBuf::from_tokens(tokens.iter().copied()),
-        value,
-    })
 }

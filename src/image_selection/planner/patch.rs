@@ -6,12 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
+use json_patch::{Patch, PatchOperation};
 use k8s_openapi::api::core::v1::{Affinity, Pod};
 use serde_json::Value;
 
 use super::choose::List;
+use crate::admission::patch::{add, replace};
 
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
@@ -100,22 +100,4 @@ fn affinity_ops(
         });
     }
     Ok(())
-}
-
-fn pointer(tokens: &[&str]) -> PointerBuf {
-    PointerBuf::from_tokens(tokens.iter().copied())
-}
-
-fn add(tokens: &[&str], value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation {
-        path: pointer(tokens),
-        value,
-    })
-}
-
-fn replace(tokens: &[&str], value: Value) -> PatchOperation {
-    PatchOperation::Replace(ReplaceOperation {
-        path: pointer(tokens),
-        value,
-    })
 }

@@ -10,14 +10,14 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{Patch, PatchOperation, RemoveOperation, ReplaceOperation};
+use json_patch::{Patch, PatchOperation};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use super::hold::{add, gate_at};
+use super::hold::gate_at;
 use super::managed::managed_policy;
 use super::{DenyReason, Index, Plan};
+use crate::admission::patch::{add, remove, replace};
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{HELD_ANNOTATION, HELD_LABEL, SCHEDULING_GATE};
 
@@ -226,21 +226,16 @@ fn pinned_version(pod: &Pod) -> Vec<PatchOperation> {
         .resource_version
         .iter()
         .map(|version| {
-            PatchOperation::Replace(ReplaceOperation {
-                path: pointer(&["metadata", "resourceVersion"]),
-                value: Value::from(version.as_str()),
-            })
+            replace(
+                &["metadata", "resourceVersion"],
+                Value::from(version.as_str()),
+            )
         })
         .collect()
 }
 
 /// Removes ocifit's gate, the held label and the held annotation, where present.
 fn unhold(pod: &Pod) -> Vec<PatchOperation> {
-    let remove = |tokens: &[&str]| {
-        PatchOperation::Remove(RemoveOperation {
-            path: pointer(tokens),
-        })
-    };
     let mut ops = Vec::new();
     if let Some(at) = gate_at(pod) {
         ops.push(remove(&["spec", "schedulingGates", &at.to_string()]));
@@ -255,10 +250,6 @@ fn unhold(pod: &Pod) -> Vec<PatchOperation> {
         ops.push(remove(&["metadata", "annotations", HELD_ANNOTATION]));
     }
     ops
-}
-
-fn pointer(tokens: &[&str]) -> PointerBuf {
-    PointerBuf::from_tokens(tokens.iter().copied())
 }
 
 #[cfg(test)]

@@ -13,10 +13,22 @@ use super::slots::NamespaceSlots;
 use crate::api::PlacementPolicy;
 use crate::cluster::ClusterView;
 use crate::cluster::events::EventReporter;
-use crate::placement::policy::Policy;
+use crate::placement::policy::{Policy, PolicyError};
 use crate::placement::retries::Retries;
 use crate::registry::{DockerConfig, Inspector};
 use crate::telemetry::Metrics;
+
+/// Why a held pod's policy cannot place it: the pod is released unconstrained, with this as the
+/// reason its Event gives.
+#[derive(Debug, thiserror::Error)]
+pub enum Unusable {
+    /// The policy named by the pod's label was deleted (or never existed).
+    #[error("placement policy {name} no longer exists")]
+    Gone { name: String },
+    /// The policy exists but does not compile (its status says the same).
+    #[error("placement policy {name} cannot be used: {source}")]
+    Invalid { name: String, source: PolicyError },
+}
 
 /// What a reconcile reads.
 pub struct Context {
@@ -44,13 +56,15 @@ pub struct Context {
 
 impl Context {
     /// The usable policy `name`, or why there is none.
-    pub fn usable_policy(&self, name: &str) -> Result<Policy, String> {
+    pub fn usable_policy(&self, name: &str) -> Result<Policy, Unusable> {
         let stored = self
             .policies
             .get(&ObjectRef::new(name))
-            .ok_or_else(|| format!("placement policy {name} no longer exists"))?;
-        Policy::compile(&stored)
-            .map_err(|err| format!("placement policy {name} cannot be used: {err}"))
+            .ok_or_else(|| Unusable::Gone { name: name.into() })?;
+        Policy::compile(&stored).map_err(|source| Unusable::Invalid {
+            name: name.into(),
+            source,
+        })
     }
 
     /// The labels of namespace `name` as the gate's store holds them, if it holds it.
@@ -73,5 +87,29 @@ impl Context {
             .filter_map(|policy| Policy::compile(policy).ok())
             .flat_map(|policy| policy.tainted)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unusable_policy_names_itself_and_why() {
+        let gone = Unusable::Gone { name: "arm".into() };
+        assert_eq!(gone.to_string(), "placement policy arm no longer exists");
+        let invalid = Unusable::Invalid {
+            name: "arm".into(),
+            source: PolicyError::MissingFallback,
+        };
+        let message = invalid.to_string();
+        assert!(
+            message.starts_with("placement policy arm cannot be used: "),
+            "{message}"
+        );
+        assert!(
+            message.ends_with(&PolicyError::MissingFallback.to_string()),
+            "{message}"
+        );
     }
 }

@@ -90,7 +90,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     };
     let name = pod.labels().get(POLICY_LABEL).cloned().unwrap_or_default();
     let plan = match ctx.usable_policy(&name) {
-        Err(why) => release::without_policy(&pod, &why),
+        Err(why) => release::without_policy(&pod, &why.to_string()),
         Ok(policy) => match selects(&ctx, &pod, &policy).await? {
             Err(why) => release::without_policy(&pod, &why),
             Ok(()) => plan_release(&ctx, &pod, &policy).await,

@@ -251,3 +251,20 @@ fn docs_controller_lists_every_feature_controller() {
         "the features with a controller in src/ and docs/controller.md's `## Controllers` table differ"
     );
 }
+
+#[test]
+fn docs_flags_names_every_route_the_admission_host_serves() {
+    let code: BTreeSet<String> = routes_in_code().into_keys().collect();
+    let text = std::fs::read_to_string(root().join("docs/flags.md")).expect("docs/flags.md");
+    let named: BTreeSet<String> = text
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter_map(|span| span.strip_prefix("POST "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        code, named,
+        "the routes in src/ and the `POST /path` ones docs/flags.md names (--webhook-bind-address) differ"
+    );
+}

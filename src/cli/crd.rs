@@ -1,7 +1,10 @@
 //! `ocifit crd`: the CustomResourceDefinitions as YAML, generated from the Rust types. `crds/`
-//! holds one file per CRD with the same text; a test keeps them equal.
+//! holds one file per CRD with the same text; a test keeps them equal. Descriptions are reflowed
+//! into paragraphs ([`reflow`]) so `kubectl explain` reads them as prose.
 
 use kube::CustomResourceExt;
+
+mod reflow;
 
 use crate::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy};
 
@@ -14,7 +17,8 @@ pub fn crd_documents() -> Result<Vec<(String, String)>, serde_saphyr::SerializeE
         ArtifactCache::crd(),
     ]
         .into_iter()
-        .map(|crd| {
+        .map(|mut crd| {
+            reflow::reflow_crd(&mut crd);
             let name = crd.metadata.name.clone().unwrap_or_default();
             let yaml = serde_saphyr::to_string(&crd)?;
             let header = format!(

@@ -179,7 +179,7 @@ impl Metrics {
         let events = Counter::default();
         registry.add(
             "events",
-            "Kubernetes Events published on policies",
+            "Kubernetes Events published, on every object ocifit reports on (policies, gated pods and their owners, artifact caches)",
             events.clone(),
         );
         let policies = Family::<ConditionLabels, Gauge>::default();

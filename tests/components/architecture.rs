@@ -577,3 +577,48 @@ fn the_checker_sees_cli_reaching_past_a_features_face() {
     );
     assert!(reaches_past_face(&krate, &src, "image_selection").is_empty());
 }
+
+/// `docs/architecture.md` draws the house from the code: its floors table is [`FLOORS`] and every
+/// `src/` path it names exists, so a room moved, added or renamed without the page fails here.
+#[test]
+fn docs_architecture_draws_the_floors_and_names_only_paths_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/architecture.md")).expect("the page");
+    let drawn: Vec<(String, Vec<String>)> = page
+        .lines()
+        .filter(|line| {
+            line.starts_with("| ") && !line.starts_with("| floor") && !line.starts_with("|---")
+        })
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+            let rooms = cells[1]
+                .split(", ")
+                .map(|r| r.trim_matches('`').to_owned())
+                .collect();
+            (cells[0].to_owned(), rooms)
+        })
+        .collect();
+    let floors: Vec<(String, Vec<String>)> = FLOORS
+        .iter()
+        .map(|(floor, rooms)| {
+            (
+                (*floor).to_owned(),
+                rooms.iter().map(|r| (*r).to_owned()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        drawn, floors,
+        "docs/architecture.md's floors table and FLOORS differ"
+    );
+    let missing: Vec<&str> = page
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|span| span.starts_with("src/") && !root.join(span).exists())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md names paths not in src/: {missing:?}"
+    );
+}

@@ -81,3 +81,20 @@ fn every_metric_served_has_its_row_with_its_type_and_every_row_a_metric() {
         );
     }
 }
+
+#[test]
+fn the_events_metric_help_says_it_counts_every_event_not_only_policies() {
+    let source =
+        Arc::new(RegistrySource::new(RegistryOptions::default()).expect("a registry client"));
+    let text = ocifit::startup::process_metrics(&source)
+        .encode()
+        .expect("the exposition");
+    let help = text
+        .lines()
+        .find_map(|line| line.strip_prefix("# HELP ocifit_events "))
+        .expect("the help of ocifit_events");
+    assert!(
+        help.contains("gated pods") && help.contains("artifact caches"),
+        "Events on gated pods and artifact caches count too: {help}"
+    );
+}

@@ -10,6 +10,8 @@
 //!   registry, and a step's helpers run as its pod runs them;
 //! - `chart`: the Helm chart offline (sync with `crds/` and `config/`, renders, values);
 //! - `cli_resolve`: `ocifit resolve` as users run it;
+//! - `docs_code`: the routes, CRDs, controllers and conditions `docs/controller.md` lists (and the
+//!   routes `docs/flags.md` names), against the code;
 //! - `docs_flags`: `docs/flags.md` against `ocifit run --help`;
 //! - `docs_metrics`: `docs/metrics.md` against the metrics `ocifit run` serves;
 //! - `example_pods`: the pod contract's example table (`docs/pod-contract.md`) against the planner;
@@ -26,6 +28,7 @@ mod artifact;
 mod build_once;
 mod chart;
 mod cli_resolve;
+mod docs_code;
 mod docs_flags;
 mod docs_metrics;
 mod example_pods;

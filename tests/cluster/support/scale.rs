@@ -433,6 +433,7 @@ impl Report {
     /// The figures as a Markdown table.
     pub fn table(&self) -> String {
         let peak = |f: fn(&Sample) -> f64| self.samples.iter().map(f).fold(0.0, f64::max);
+        let first = self.samples.first().copied().unwrap_or_default();
         let last = self.samples.last().copied().unwrap_or_default();
         let pods = (self.sizes.opted_in + self.sizes.gated) as f64;
         let mut rows = vec![
@@ -469,7 +470,8 @@ impl Report {
                 self.burst_pods, self.burst_release_rate, self.plain_update_rate
             ),
             format!(
-                "| ocifit RSS end / peak | {:.1} / {:.1} MiB |",
+                "| ocifit RSS before the pods / at the end / peak | {:.1} / {:.1} / {:.1} MiB |",
+                first.rss_bytes as f64 / 1048576.0,
                 last.rss_bytes as f64 / 1048576.0,
                 peak(|s| s.rss_bytes as f64) / 1048576.0
             ),

@@ -129,7 +129,8 @@ impl Released {
 pub type Histograms = BTreeMap<String, (f64, f64, BTreeMap<u64, f64>)>;
 
 pub async fn histograms(client: &Client) -> Histograms {
-    let request = http::Request::get("/metrics")
+    // hyper re-exports the `http` types kube takes; the main crate has no `http` of its own.
+    let request = hyper::Request::get("/metrics")
         .body(Vec::new())
         .expect("a request");
     let text = client

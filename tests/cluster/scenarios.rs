@@ -44,6 +44,7 @@ mod placement_way_out;
 mod placement_with_selection;
 mod real_node;
 mod real_node_teardown;
+mod scale_run;
 mod supervision;
 mod webhook_certificates;
 mod webhook_client_certificate;

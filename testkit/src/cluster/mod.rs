@@ -125,6 +125,12 @@ impl Cluster {
         self.workdir.path()
     }
 
+    /// The process ids of kube-apiserver and etcd, for a bench that reads their CPU time from
+    /// `/proc`.
+    pub fn control_plane_pids(&self) -> (u32, u32) {
+        (self.apiserver.pid(), self.etcd.pid())
+    }
+
     /// How long start-up took.
     pub fn startup_times(&self) -> StartupTimes {
         self.startup

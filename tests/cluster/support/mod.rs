@@ -11,6 +11,7 @@ pub mod certificates;
 pub mod chart_pod;
 pub mod objects;
 pub mod placement;
+pub mod scale;
 pub mod webhook;
 
 use std::path::PathBuf;

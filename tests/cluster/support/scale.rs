@@ -1,0 +1,486 @@
+//! The scale run, shared by the cluster suite (small sizes) and `cargo bench --bench
+//! cluster_scale` (the issue's sizes): kwok nodes of three flavors and two architectures, many
+//! ImageSelectionPolicies and PlacementPolicies, one `ocifit run` serving both pod webhooks, then
+//! pods created through the apiserver at a steady rate and in a burst (half opted in to image
+//! selection, all gated by placement) and a Deployment scaled up and down. It measures what the
+//! apiserver measures of each webhook, failed admissions, create → gate gone, the apiserver's
+//! plain pod-update rate in the same run, and ocifit's, the apiserver's and etcd's resources from
+//! `/proc`.
+
+mod measure;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use ocifit::api::placement::pod::SCHEDULING_GATE;
+use ocifit::api::pod::ENABLED_LABEL;
+use ocifit_testkit::{Cluster, PodWebhook};
+use serde_json::json;
+use tokio::task::JoinSet;
+
+use measure::{Released, histograms, sample, webhooks};
+pub use measure::{Sample, Webhook, quantile};
+
+use super::objects::{TestPod, linux_node};
+use super::placement::{create_policy, gates};
+use super::webhook::{WebhookCertificate, activate, image};
+use super::{Env, FLAVOR, free_address};
+
+pub const NAMESPACE: &str = "scale";
+/// The webhooks' names, as the apiserver labels its histogram.
+pub const MUTATE: &str = "pods.ocifit.io";
+pub const GATE: &str = "gate.ocifit.io";
+const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];
+const ARCHES: [&str; 2] = ["amd64", "arm64"];
+/// Requests in flight while creating nodes, pods and updates (a ReplicaSet controller's burst).
+const IN_FLIGHT: usize = 16;
+
+/// What the run creates; each from an environment variable, else the given default.
+#[derive(Clone, Copy, Debug)]
+pub struct Sizes {
+    pub nodes: usize,
+    pub policies: usize,
+    /// Pods opted in to image selection (all of them gated too).
+    pub opted_in: usize,
+    /// Pods gated by placement only.
+    pub gated: usize,
+    /// Pods per second in the steady phase (half of all pods; the rest come in one burst).
+    pub rate: usize,
+    /// The Deployment's replicas at its largest.
+    pub replicas: i32,
+}
+
+impl Sizes {
+    /// `OCIFIT_SCALE_NODES`, `_POLICIES`, `_OPTED_IN`, `_GATED`, `_RATE`, `_REPLICAS`.
+    pub fn from_env(default: Sizes) -> Sizes {
+        let var = |name: &str, default: usize| {
+            std::env::var(format!("OCIFIT_SCALE_{name}"))
+                .ok()
+                .map(|v| v.parse().expect("a whole number"))
+                .unwrap_or(default)
+        };
+        Sizes {
+            nodes: var("NODES", default.nodes).max(FLAVORS.len()),
+            policies: var("POLICIES", default.policies).max(1),
+            opted_in: var("OPTED_IN", default.opted_in),
+            gated: var("GATED", default.gated),
+            rate: var("RATE", default.rate).max(1),
+            replicas: i32::try_from(var("REPLICAS", default.replicas as usize)).unwrap_or(0),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Report {
+    pub sizes: Sizes,
+    pub webhooks: BTreeMap<String, Webhook>,
+    pub failed_admissions: usize,
+    /// Create sent → gate gone, steady phase, milliseconds (sorted).
+    pub steady_ms: Vec<f64>,
+    pub steady_rate: f64,
+    pub burst_pods: usize,
+    /// Pods released per second in the burst, and plain pod updates the apiserver accepted per
+    /// second in the same run.
+    pub burst_release_rate: f64,
+    pub plain_update_rate: f64,
+    pub unreleased: Vec<String>,
+    /// Opted-in pods without their class's image.
+    pub wrong_image: Vec<String>,
+    pub samples: Vec<Sample>,
+    pub seconds: f64,
+}
+
+/// The cluster, ocifit serving both webhooks and every policy; each flavor's image.
+async fn arrange(sizes: Sizes) -> (Env, super::Controller, BTreeMap<&'static str, String>) {
+    let env = Env::start_with(Cluster::builder().with_all_controllers()).await;
+    let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
+    let mut creating = JoinSet::new();
+    for i in FLAVORS.len()..sizes.nodes {
+        if creating.len() == IN_FLIGHT {
+            creating.join_next().await;
+        }
+        let node = linux_node(&format!("node-{i}"))
+            .label(FLAVOR, FLAVORS[i % FLAVORS.len()])
+            .label(
+                "kubernetes.io/arch",
+                ARCHES[i / FLAVORS.len() % ARCHES.len()],
+            );
+        let client = env.client.clone();
+        creating.spawn(async move { ocifit_testkit::create_node(&client, &node).await });
+    }
+    for created in creating.join_all().await {
+        created.expect("a node");
+    }
+    let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
+    let address = free_address();
+    let controller = certificate.serve(&env, "scale", &address, &[]).await;
+    env.create_policy(&env.flavor_policy("flavors")).await;
+    for i in 1..sizes.policies {
+        // Never matched by a pod: each is resolved and kept, as a cluster's other teams' are.
+        let other = env
+            .flavor_policy(&format!("other-{i}"))
+            .target_image(&format!("other-{i}:v1"));
+        env.create_policy(&other).await;
+        let selector = json!({"podSelector": {"matchLabels": {"team": format!("other-{i}")}}});
+        create_policy(&env.client, &format!("other-{i}"), selector).await;
+    }
+    create_policy(&env.client, "everything", json!({})).await;
+    env.wait_ready("flavors").await;
+    let mutate = PodWebhook::new(
+        "ocifit-scale-mutate",
+        &format!("https://{address}/mutate"),
+        certificate.ca.cert_pem(),
+    )
+    .match_label(ENABLED_LABEL, "true")
+    .in_namespace(NAMESPACE);
+    let probe = opted_in_pod("probe", 0);
+    activate(
+        &env,
+        &mutate.to_configuration(),
+        NAMESPACE,
+        &probe,
+        &by_flavor["vanilla"],
+    )
+    .await;
+    // Both configurations name their webhook `pods.ocifit.io`; the histogram is by name.
+    let mut gate = PodWebhook::new(
+        "ocifit-scale-gate",
+        &format!("https://{address}/placement"),
+        certificate.ca.cert_pem(),
+    )
+    .in_namespace(NAMESPACE)
+    .to_configuration();
+    if let Some(webhook) = gate.webhooks.as_mut().and_then(|w| w.first_mut()) {
+        webhook.name = GATE.to_owned();
+    }
+    Api::<MutatingWebhookConfiguration>::all(env.client.clone())
+        .create(&PostParams::default(), &gate)
+        .await
+        .expect("the gate's configuration");
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NAMESPACE);
+    let mut warm_up = 0;
+    loop {
+        let name = format!("warm-{warm_up}");
+        let pod = pods
+            .create(&PostParams::default(), &plain_pod(&name, &by_flavor))
+            .await;
+        if gates(&pod.expect("a warm-up pod")) == [SCHEDULING_GATE] {
+            break;
+        }
+        warm_up += 1;
+        assert!(warm_up < 300, "the gate never became active");
+        // Until the gate's configuration is in the apiserver's view, pods pass it by.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (env, controller, by_flavor)
+}
+
+/// Pod `i` of the opted-in kind: the placeholder image, a flavor by `i`.
+fn opted_in_pod(name: &str, i: usize) -> Pod {
+    TestPod::named(name)
+        .opted_in()
+        .node_selector(FLAVOR, FLAVORS[i % FLAVORS.len()])
+        .without_token()
+        .build()
+}
+
+/// A pod only placement acts on: a real multi-platform image of the registry.
+fn plain_pod(name: &str, by_flavor: &BTreeMap<&str, String>) -> Pod {
+    TestPod::named(name)
+        .image(&by_flavor["vanilla"])
+        .without_token()
+        .build()
+}
+
+/// Creates `pods` (name, object), `per_second` at most (`None`: as fast as [`IN_FLIGHT`]
+/// allows); when each was sent, and how many the apiserver refused.
+async fn create_all(
+    api: &Api<Pod>,
+    pods: Vec<(String, Pod)>,
+    per_second: Option<usize>,
+) -> (HashMap<String, Instant>, usize) {
+    let mut tick = per_second.map(|rate| {
+        let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        tick
+    });
+    let mut creating = JoinSet::new();
+    let mut sent = HashMap::new();
+    let mut failed = 0;
+    let limit = if per_second.is_some() {
+        4 * IN_FLIGHT
+    } else {
+        IN_FLIGHT
+    };
+    for (name, pod) in pods {
+        if let Some(tick) = tick.as_mut() {
+            tick.tick().await;
+        }
+        while creating.len() >= limit {
+            failed += usize::from(
+                creating
+                    .join_next()
+                    .await
+                    .is_some_and(|r| !matches!(r, Ok(true))),
+            );
+        }
+        sent.insert(name, Instant::now());
+        let api = api.clone();
+        creating.spawn(async move { api.create(&PostParams::default(), &pod).await.is_ok() });
+    }
+    for created in creating.join_all().await {
+        failed += usize::from(!created);
+    }
+    (sent, failed)
+}
+
+/// Waits until every one of `names` was seen released, or `within` passed; the ones never seen.
+async fn wait_released(released: &Released, names: &[String], within: Duration) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let changed = released.1.notified();
+        let left: Vec<String> = names
+            .iter()
+            .filter(|n| released.at(n).is_none())
+            .cloned()
+            .collect();
+        if left.is_empty() || tokio::time::timeout_at(deadline, changed).await.is_err() {
+            return left;
+        }
+    }
+}
+
+/// The Deployment `scaled`, opted-in pods, at `replicas`; its pods' names once all are released.
+async fn deployment(
+    env: &Env,
+    released: &Released,
+    replicas: i32,
+    within: Duration,
+) -> Vec<String> {
+    let template = opted_in_pod("scaled", 0);
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "scaled"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "scaled"}},
+            "template": {
+                "metadata": {"labels": {"app": "scaled", ENABLED_LABEL: "true"}},
+                "spec": template.spec,
+            },
+        },
+    }))
+    .expect("a deployment");
+    let api: Api<Deployment> = Api::namespaced(env.client.clone(), NAMESPACE);
+    let patch = Patch::Apply(&deployment);
+    api.patch("scaled", &PatchParams::apply("scale-run").force(), &patch)
+        .await
+        .expect("the deployment applied");
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NAMESPACE);
+    let start = Instant::now();
+    loop {
+        let listed = pods
+            .list(&ListParams::default().labels("app=scaled"))
+            .await
+            .expect("the deployment's pods");
+        let live: Vec<String> = listed
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        let all_released = live.iter().all(|n| released.at(n).is_some());
+        if (live.len() == replicas as usize && all_released) || start.elapsed() > within {
+            return live;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Plain label updates of `names`, [`IN_FLIGHT`] at once: updates per second the apiserver
+/// accepted.
+async fn plain_updates(api: &Api<Pod>, names: &[String]) -> f64 {
+    let start = Instant::now();
+    let mut updating = JoinSet::new();
+    for (i, name) in names.iter().enumerate() {
+        if updating.len() == IN_FLIGHT {
+            updating.join_next().await;
+        }
+        let (api, name) = (api.clone(), name.clone());
+        let patch = json!({"metadata": {"labels": {"touched": i.to_string()}}});
+        updating.spawn(async move {
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .expect("a plain update");
+        });
+    }
+    updating.join_all().await;
+    names.len() as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The opted-in pods of the namespace whose image is not their flavor's.
+async fn wrong_images(env: &Env, by_flavor: &BTreeMap<&str, String>) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NAMESPACE);
+    let listed = pods
+        .list(&ListParams::default().labels(&format!("{ENABLED_LABEL}=true")))
+        .await
+        .expect("the opted-in pods");
+    listed
+        .items
+        .iter()
+        .filter(|pod| {
+            let flavor = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_selector.as_ref()?.get(FLAVOR));
+            flavor
+                .and_then(|f| by_flavor.get(f.as_str()))
+                .map(String::as_str)
+                != Some(image(pod))
+        })
+        .filter_map(|pod| pod.metadata.name.clone())
+        .collect()
+}
+
+/// The whole run at `sizes`.
+pub async fn run(sizes: Sizes) -> Report {
+    let (env, controller, by_flavor) = arrange(sizes).await;
+    let api: Api<Pod> = Api::namespaced(env.client.clone(), NAMESPACE);
+    let released = Released::default();
+    released.watch(api.clone());
+    let (apiserver, etcd) = env.cluster.control_plane_pids();
+    let (samples, stop) = sample([controller.pid(), apiserver, etcd], Duration::from_secs(1));
+    let before = histograms(&env.client).await;
+    let start = Instant::now();
+    let pods: Vec<(String, Pod)> = (0..sizes.opted_in + sizes.gated)
+        .map(|i| {
+            let name = format!("pod-{i}");
+            // Interleaved while both kinds remain, then the larger kind.
+            let opted = if i < 2 * sizes.opted_in.min(sizes.gated) {
+                i % 2 == 0
+            } else {
+                sizes.opted_in > sizes.gated
+            };
+            let pod = if opted {
+                opted_in_pod(&name, i)
+            } else {
+                plain_pod(&name, &by_flavor)
+            };
+            (name, pod)
+        })
+        .collect();
+    let names: Vec<String> = pods.iter().map(|(n, _)| n.clone()).collect();
+    let mut burst = pods;
+    let steady = burst.drain(..burst.len() / 2).collect::<Vec<_>>();
+    let within = Duration::from_secs(60 + (sizes.opted_in + sizes.gated) as u64 / 20);
+
+    let steady_names: Vec<String> = steady.iter().map(|(n, _)| n.clone()).collect();
+    let steady_start = Instant::now();
+    let (sent, mut failed_admissions) = create_all(&api, steady, Some(sizes.rate)).await;
+    let steady_rate = steady_names.len() as f64 / steady_start.elapsed().as_secs_f64();
+    let mut unreleased = wait_released(&released, &steady_names, within).await;
+    let mut steady_ms: Vec<f64> = steady_names
+        .iter()
+        .filter_map(|n| Some(released.at(n)?.duration_since(sent[n]).as_secs_f64() * 1e3))
+        .collect();
+    steady_ms.sort_by(f64::total_cmp);
+
+    let burst_names: Vec<String> = burst.iter().map(|(n, _)| n.clone()).collect();
+    let burst_start = Instant::now();
+    let (_, failed) = create_all(&api, burst, None).await;
+    failed_admissions += failed;
+    unreleased.extend(wait_released(&released, &burst_names, within).await);
+    let last = burst_names.iter().filter_map(|n| released.at(n)).max();
+    let burst_release_rate = last.map_or(0.0, |last| {
+        burst_names.len() as f64 / last.duration_since(burst_start).as_secs_f64()
+    });
+
+    let scaled = deployment(&env, &released, sizes.replicas, within).await;
+    unreleased.extend(scaled.into_iter().filter(|n| released.at(n).is_none()));
+    let down = deployment(&env, &released, sizes.replicas / 2, within).await;
+    unreleased.extend(down.into_iter().filter(|n| released.at(n).is_none()));
+
+    let after = histograms(&env.client).await;
+    let plain_update_rate = plain_updates(&api, &names[..names.len().min(2000)]).await;
+    let wrong_image = wrong_images(&env, &by_flavor).await;
+    stop.notify_one();
+    let samples = samples.lock().expect("not poisoned").clone();
+    assert!(
+        controller.stop().await.success(),
+        "ocifit run stopped cleanly"
+    );
+    Report {
+        sizes,
+        webhooks: webhooks(&before, &after),
+        failed_admissions,
+        steady_ms,
+        steady_rate,
+        burst_pods: burst_names.len(),
+        burst_release_rate,
+        plain_update_rate,
+        unreleased,
+        wrong_image,
+        samples,
+        seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
+impl Report {
+    /// The figures as a Markdown table.
+    pub fn table(&self) -> String {
+        let peak = |f: fn(&Sample) -> f64| self.samples.iter().map(f).fold(0.0, f64::max);
+        let first = self.samples.first().copied().unwrap_or_default();
+        let last = self.samples.last().copied().unwrap_or_default();
+        let pods = (self.sizes.opted_in + self.sizes.gated) as f64;
+        let mut rows = vec![
+            format!(
+                "| sizes | {} nodes, {} + {} policies, {} opted-in + {} gated pods, Deployment of {} |",
+                self.sizes.nodes,
+                self.sizes.policies,
+                self.sizes.policies,
+                self.sizes.opted_in,
+                self.sizes.gated,
+                self.sizes.replicas
+            ),
+            format!("| failed admissions | {} |", self.failed_admissions),
+        ];
+        for (name, w) in self
+            .webhooks
+            .iter()
+            .filter(|(n, _)| [MUTATE, GATE].contains(&n.as_str()))
+        {
+            rows.push(format!(
+                "| {name} (apiserver's histogram) | {} calls, mean {:.2} ms, p99 ≤ {:.0} ms |",
+                w.calls,
+                w.mean_seconds * 1e3,
+                w.p99_at_most_seconds * 1e3
+            ));
+        }
+        rows.extend([
+            format!(
+                "| create → gate gone at {:.0} pods/s | p50 {:.1} ms, p99 {:.1} ms |",
+                self.steady_rate, quantile(&self.steady_ms, 0.5), quantile(&self.steady_ms, 0.99)
+            ),
+            format!(
+                "| burst of {} pods: released / plain pod updates | {:.0} / {:.0} per s |",
+                self.burst_pods, self.burst_release_rate, self.plain_update_rate
+            ),
+            format!(
+                "| ocifit RSS before the pods / at the end / peak | {:.1} / {:.1} / {:.1} MiB |",
+                first.rss_bytes as f64 / 1048576.0,
+                last.rss_bytes as f64 / 1048576.0,
+                peak(|s| s.rss_bytes as f64) / 1048576.0
+            ),
+            format!(
+                "| CPU over {:.0} s (sampled {:.0} s): ocifit / apiserver / etcd | {:.1} / {:.1} / {:.1} s ({:.2} ms ocifit per pod) |",
+                self.seconds, last.at, last.ocifit_cpu, last.apiserver_cpu, last.etcd_cpu,
+                last.ocifit_cpu * 1e3 / pods.max(1.0)
+            ),
+        ]);
+        format!("| figure | value |\n|---|---|\n{}\n", rows.join("\n"))
+    }
+}

@@ -45,6 +45,12 @@ pub const MAX_IN_FLIGHT: usize = 4;
 /// 256 MiB limit.
 pub const MAX_BODY_MEMORY: usize = 48 * 1024 * 1024;
 
+/// The largest body a bounded planner plans on the connection's worker. A real pod's review is
+/// a few KiB, planned in microseconds; a body the caps still allow (up to 3 MiB, deeply nested)
+/// takes a worker's whole time for hundreds of milliseconds, which would stall every other
+/// connection on that worker past its deadline, so it is planned on the blocking pool.
+const INLINE_MAX_BYTES: usize = 64 * 1024;
+
 /// How long a read body waits for one of its route's places, or a body for room to grow,
 /// before it is undecided as busy.
 const BUSY_WAIT: Duration = Duration::from_millis(500);
@@ -239,9 +245,10 @@ async fn answer(
         return served.undecided(&uid_in(&body.bytes), Refused::Busy, &what);
     };
     let handler = Arc::clone(&served.handler);
-    if handler.bounded() {
-        // The request bounds the work: planned here, on the connection's worker, rather than
-        // handed to the blocking pool and back (two thread hand-offs cost more than planning).
+    if handler.bounded() && body.bytes.len() <= INLINE_MAX_BYTES {
+        // The request bounds the work and is small: planned here, on the connection's worker,
+        // rather than handed to the blocking pool and back (two thread hand-offs cost more than
+        // planning).
         // A planner that panics is answered as one that failed on the pool is, and takes
         // neither the worker nor its other connections down with it.
         let planned = std::panic::catch_unwind(AssertUnwindSafe(|| {

@@ -363,7 +363,7 @@ async fn a_draining_host_closes_each_connection_after_its_answer_and_keeps_it_ot
 }
 
 #[tokio::test]
-async fn a_planner_the_request_bounds_plans_on_the_connections_worker_and_any_other_off_it() {
+async fn a_small_request_a_planner_bounds_plans_on_the_connections_worker_and_any_other_off_it() {
     let (bounded, pooled) = (Arc::default(), Arc::default());
     let served = serve_routes(
         DEADLINE,
@@ -381,9 +381,25 @@ async fn a_planner_the_request_bounds_plans_on_the_connections_worker_and_any_ot
     let on = |planned: &Arc<std::sync::Mutex<Vec<String>>>| planned.lock().unwrap().clone();
     // actix names the threads that serve connections so.
     let worker = |thread: &String| thread.starts_with("actix-server worker");
-    let (bounded, pooled) = (on(&bounded), on(&pooled));
-    assert!(bounded.len() == 1 && worker(&bounded[0]), "{bounded:?}");
+    let (planned, pooled) = (on(&bounded), on(&pooled));
+    assert!(planned.len() == 1 && worker(&planned[0]), "{planned:?}");
     assert!(pooled.len() == 1 && !worker(&pooled[0]), "{pooled:?}");
+    // A body the caps allow but no real pod comes near would hold the worker (and its other
+    // connections) for its whole parse: planned off it, bounded or not.
+    let mut large = a_pod();
+    large.metadata.annotations = Some(std::collections::BTreeMap::from([(
+        "example.com/padding".to_owned(),
+        "x".repeat(128 * 1024),
+    )]));
+    let response = check_at(
+        &served,
+        "/bounded",
+        &uid_first(&apiserver_review(&large, false)),
+    )
+    .await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let planned = on(&bounded);
+    assert!(planned.len() == 2 && !worker(&planned[1]), "{planned:?}");
     served.handle.stop(true).await;
 }
 

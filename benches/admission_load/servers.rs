@@ -149,6 +149,8 @@ fn gate_pods() -> Result<GatePods> {
     Ok(GatePods {
         policies,
         namespaces: Writer::default().as_reader(),
+        // The policy selects every namespace: its name label is enough, nothing to read.
+        read_namespace: None,
         own_namespace: "ocifit-system".to_owned(),
     })
 }

@@ -27,9 +27,10 @@ pub use super::verdict::{Response, Verdict};
 
 /// One feature's admission decision for one kind of object. Pure CPU over memory: it runs on
 /// the blocking pool under the request's deadline, or inline when its work is
-/// [`Planner::BOUNDED`]. The one wait allowed is a route's bounded confirmation against the
-/// apiserver when its store may lag (the artifact cache's `ReadAgain`, taken only before a
-/// refusal), which only a planner that is not bounded may take.
+/// [`Planner::BOUNDED`]. The one wait allowed is a route's bounded read from the apiserver when
+/// its store may lag (the artifact cache's `ReadAgain`, taken only before a refusal; the gate's
+/// read of a namespace its store does not hold yet), taken only on the pool: a bounded planner
+/// that needs it declines in [`Planner::plan_now`].
 pub trait Planner: Send + Sync + 'static {
     /// The kind this route admits.
     type Object: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static;
@@ -50,6 +51,14 @@ pub trait Planner: Send + Sync + 'static {
     /// namespace, operation, object and dry-run flag; the user, the resource and requested
     /// kind, the old object and the options are skipped unread, so they are empty here.
     fn plan(&self, request: &AdmissionRequest<Self::Object>) -> Self::Plan;
+
+    /// For a [`Planner::BOUNDED`] planner on the connection's worker: the plan, if it can be made
+    /// without waiting. `None` sends the request on to the blocking pool, where
+    /// [`Planner::plan`] may take its one bounded wait; the body is read again there, which only
+    /// the rare request that needs the wait pays.
+    fn plan_now(&self, request: &AdmissionRequest<Self::Object>) -> Option<Self::Plan> {
+        Some(self.plan(request))
+    }
 
     /// Called once the answer is encoded, except for dry runs: queue Events here (without
     /// waiting on the apiserver).
@@ -129,6 +138,10 @@ pub(super) trait Handler: Send + Sync {
     /// found `scan`.
     fn answer(&self, body: &[u8], scan: Scan) -> Answer;
 
+    /// The answer without waiting ([`Planner::plan_now`]); `None` if only [`Handler::answer`]
+    /// can give it.
+    fn answer_now(&self, body: &[u8], scan: Scan) -> Option<Answer>;
+
     /// [`Planner::BOUNDED`].
     fn bounded(&self) -> bool;
 }
@@ -140,14 +153,28 @@ impl<P: Planner> Handler for P {
             Err(answer) => return *answer,
         };
         let plan = self.plan(&request);
-        let answer = Answer::planned(&request.uid, &plan);
-        if !request.dry_run {
-            self.answered(&request, plan);
-        }
-        answer
+        finish(self, &request, plan)
+    }
+
+    fn answer_now(&self, body: &[u8], scan: Scan) -> Option<Answer> {
+        let request = match review::read_scanned::<P::Object>(body, scan) {
+            Ok(request) => request,
+            Err(answer) => return Some(*answer),
+        };
+        let plan = self.plan_now(&request)?;
+        Some(finish(self, &request, plan))
     }
 
     fn bounded(&self) -> bool {
         P::BOUNDED
     }
+}
+
+/// The encoded answer for `plan`, then `answered` (never for a dry run).
+fn finish<P: Planner>(planner: &P, request: &AdmissionRequest<P::Object>, plan: P::Plan) -> Answer {
+    let answer = Answer::planned(&request.uid, &plan);
+    if !request.dry_run {
+        planner.answered(request, plan);
+    }
+    answer
 }

@@ -252,13 +252,18 @@ async fn answer(
         // A planner that panics is answered as one that failed on the pool is, and takes
         // neither the worker nor its other connections down with it.
         let planned = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            handler.answer(&body.bytes, shape::scan(&body.bytes))
+            handler.answer_now(&body.bytes, shape::scan(&body.bytes))
         }));
-        drop(permit);
-        return planned.unwrap_or_else(|_| {
-            let what = "ocifit failed while deciding (its planner panicked)";
-            served.undecided(&uid_in(&body.bytes), Refused::Timeout, what)
-        });
+        match planned {
+            Ok(Some(answer)) => return answer,
+            // The planner must wait for this one (a store that lags, read again): the pool.
+            Ok(None) => {}
+            Err(_) => {
+                drop(permit);
+                let what = "ocifit failed while deciding (its planner panicked)";
+                return served.undecided(&uid_in(&body.bytes), Refused::Timeout, what);
+            }
+        }
     }
     // Any other planner runs off the connection's worker so the deadline holds over it too;
     // the place and the body's room are held until planning ends, even after a late answer, so

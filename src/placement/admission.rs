@@ -1,7 +1,9 @@
 //! Placement's admission route, `POST /placement` on Pods: the gate planner over the usable
 //! policies and the namespaces' labels, both held in memory. No registry I/O and no write: a
 //! selected pod gets the scheduling gate and the tracking label, every other pod passes as sent.
-//! Reinvoked on its own output it plans nothing (the gate planner sees the gate).
+//! Reinvoked on its own output it plans nothing (the gate planner sees the gate). The one read:
+//! a namespace the store does not hold yet (created a moment before its first pod) is read from
+//! the apiserver, so its labels select as they will once the watch has it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,15 +16,13 @@ use kube::core::admission::AdmissionRequest;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::gate::{GatePlan, Leave, plan};
+use super::namespaces::{ReadNamespace, name_only};
 use super::policy::Policy;
 use super::select::{Namespace, select};
 use crate::admission::route::{Planner, Response, Verdict};
 
 /// The path the webhook configuration's second webhook calls.
 pub const PATH: &str = "/placement";
-
-/// The label the apiserver puts on every namespace, naming it.
-const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// The usable policies, replaced as a whole whenever one changes (admission reads them
 /// lock-free). Cheap to clone.
@@ -59,35 +59,26 @@ pub struct GatePods {
     pub policies: UsablePolicies,
     /// Namespace metadata (for namespace selectors).
     pub namespaces: Store<PartialObjectMeta<NamespaceObject>>,
+    /// Reads a namespace the store does not hold; `None` takes its name label alone.
+    pub read_namespace: Option<ReadNamespace>,
     /// ocifit's own namespace, never selected.
     pub own_namespace: String,
 }
 
-impl Planner for GatePods {
-    type Object = Pod;
-    type Plan = GatePlan;
-
-    // Never waits: the usable policies' selectors against the pod (whose size the host caps) and
-    // its namespace's labels, all in memory.
-    const BOUNDED: bool = true;
-
-    fn plan(&self, request: &AdmissionRequest<Pod>) -> GatePlan {
-        let Some(pod) = request.object.as_ref() else {
-            return GatePlan::Leave(Leave::Unselected);
-        };
+impl GatePods {
+    /// The pod and its namespace's name, if the request carries a pod.
+    fn pod_of(request: &AdmissionRequest<Pod>) -> Option<(&Pod, &str)> {
+        let pod = request.object.as_ref()?;
         let namespace = request
             .namespace
             .as_deref()
             .or(pod.metadata.namespace.as_deref())
             .unwrap_or_default();
-        let stored = self.namespaces.get(&ObjectRef::new(namespace));
-        // A namespace created a moment ago may not be in the store yet; its name label is
-        // all it is sure to carry.
-        let fallback = BTreeMap::from([(NAMESPACE_NAME_LABEL.to_owned(), namespace.to_owned())]);
-        let labels = stored
-            .as_ref()
-            .and_then(|object| object.metadata.labels.as_ref())
-            .unwrap_or(&fallback);
+        Some((pod, namespace))
+    }
+
+    /// The plan for `pod` in `namespace` labelled `labels`.
+    fn decide(&self, pod: &Pod, namespace: &str, labels: &BTreeMap<String, String>) -> GatePlan {
         let policies = self.policies.load();
         let selection = select(
             pod,
@@ -99,6 +90,51 @@ impl Planner for GatePods {
             &policies,
         );
         plan(pod, selection)
+    }
+
+    /// The plan for `pod` in `namespace` as the store holds it, or `None` if it does not.
+    fn decide_stored(&self, pod: &Pod, namespace: &str) -> Option<GatePlan> {
+        let stored = self.namespaces.get(&ObjectRef::new(namespace))?;
+        Some(match stored.metadata.labels.as_ref() {
+            Some(labels) => self.decide(pod, namespace, labels),
+            None => self.decide(pod, namespace, &name_only(namespace)),
+        })
+    }
+}
+
+impl Planner for GatePods {
+    type Object = Pod;
+    type Plan = GatePlan;
+
+    // Never waits on the connection's worker: the usable policies' selectors against the pod
+    // (whose size the host caps) and its namespace's labels, all in memory; a namespace the
+    // store does not hold yet is read on the pool (`plan_now` declines).
+    const BOUNDED: bool = true;
+
+    fn plan(&self, request: &AdmissionRequest<Pod>) -> GatePlan {
+        let Some((pod, namespace)) = Self::pod_of(request) else {
+            return GatePlan::Leave(Leave::Unselected);
+        };
+        self.decide_stored(pod, namespace).unwrap_or_else(|| {
+            let read = self
+                .read_namespace
+                .as_ref()
+                .and_then(|read| read.0(namespace));
+            // Not read in time: its name label is all it is sure to carry.
+            let labels = read.unwrap_or_else(|| name_only(namespace));
+            self.decide(pod, namespace, &labels)
+        })
+    }
+
+    fn plan_now(&self, request: &AdmissionRequest<Pod>) -> Option<GatePlan> {
+        let Some((pod, namespace)) = Self::pod_of(request) else {
+            return Some(GatePlan::Leave(Leave::Unselected));
+        };
+        match self.decide_stored(pod, namespace) {
+            Some(plan) => Some(plan),
+            None if self.read_namespace.is_some() => None,
+            None => Some(self.decide(pod, namespace, &name_only(namespace))),
+        }
     }
 }
 

@@ -8,7 +8,8 @@
 //! credentials, [`pull_policy`] says how fresh a tag must be, [`status`] counts a policy's pods.
 //! [`taints`] says which taints node tainting wants on a node; [`retries`] keeps a failed
 //! inspection's backoff against the controller's own writes; [`held`] says what the watch keeps
-//! of a labelled pod and how a decision is written back. [`controller`] and [`admission`]
+//! of a labelled pod and how a decision is written back; [`namespaces`] reads a namespace's
+//! labels when the gate's store does not hold it yet. [`controller`] and [`admission`]
 //! are the thin adapters; [`way_out`] releases every gate by
 //! hand; [`run`] starts it all over the cluster view. Imports no other feature.
 //!
@@ -20,6 +21,7 @@ pub mod credentials;
 pub mod failure;
 pub mod gate;
 pub mod held;
+pub mod namespaces;
 pub mod platforms;
 pub mod policy;
 pub mod pull_policy;
@@ -166,6 +168,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
             GatePods {
                 policies: usable,
                 namespaces: store.store(),
+                read_namespace: namespaces::ReadNamespace::from_apiserver(&client),
                 own_namespace: own_namespace.clone(),
             },
         )

@@ -11,10 +11,13 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::*;
+use kube::ResourceExt;
+
 use crate::admission::review::tests::apiserver_review;
 use crate::admission::route::Route;
 use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
 use crate::placement::fixtures::{labelled, map, pod, policy};
+use crate::placement::namespaces::ReadNamespace;
 
 fn namespaces(labelled: &[(&str, &[(&str, &str)])]) -> Store<PartialObjectMeta<NamespaceObject>> {
     let mut writer = Writer::<PartialObjectMeta<NamespaceObject>>::default();
@@ -40,6 +43,7 @@ fn route(policies: Vec<Policy>, store: Store<PartialObjectMeta<NamespaceObject>>
         GatePods {
             policies: usable,
             namespaces: store,
+            read_namespace: None,
             own_namespace: "ocifit-system".to_owned(),
         },
     )
@@ -144,4 +148,78 @@ fn the_gate_counts_as_loaded_only_once_the_policies_were_stored_even_when_there_
     usable.store(Vec::new());
     assert!(usable.stored());
     assert!(usable.load().is_empty());
+}
+
+/// The gate over `store` reading a namespace it does not hold with `read`.
+fn gate(store: Store<PartialObjectMeta<NamespaceObject>>, read: ReadNamespace) -> GatePods {
+    let usable = UsablePolicies::default();
+    usable.store(vec![policy(
+        "shop",
+        json!({"namespaceSelector": {"matchLabels": {"placement": "enabled"}}}),
+    )]);
+    GatePods {
+        policies: usable,
+        namespaces: store,
+        read_namespace: Some(read),
+        own_namespace: "ocifit-system".to_owned(),
+    }
+}
+
+/// The request the apiserver sends for `pod`.
+fn request(pod: &Pod) -> AdmissionRequest<Pod> {
+    let review: kube::core::admission::AdmissionReview<Pod> =
+        serde_json::from_value(apiserver_review(pod, false)).unwrap();
+    review.try_into().unwrap()
+}
+
+#[test]
+fn a_namespace_created_with_its_first_pod_is_read_so_its_labels_select_the_pod() {
+    // `kubectl apply` of a labelled Namespace and a Deployment: the Deployment's pods reach
+    // admission before the namespace reaches the watch.
+    let labels = map(&[
+        ("placement", "enabled"),
+        ("kubernetes.io/metadata.name", "default"),
+    ]);
+    let gate = gate(
+        namespaces(&[]),
+        ReadNamespace(Arc::new(move |_: &str| Some(labels.clone()))),
+    );
+    let pod = pod(&[("web", "nginx:1.27")]);
+    assert_eq!(
+        gate.plan_now(&request(&pod)),
+        None,
+        "declined on the worker"
+    );
+    let route = Route::new(PATH, gate);
+    let (outcome, reason, gated) = admit(&route, &pod);
+    assert_eq!((outcome, reason), ("patched", "Gated"));
+    assert_eq!(
+        gated.labels().get(POLICY_LABEL).map(String::as_str),
+        Some("shop")
+    );
+}
+
+#[test]
+fn a_namespace_that_cannot_be_read_in_time_counts_with_its_name_label_alone() {
+    let route = Route::new(
+        PATH,
+        gate(namespaces(&[]), ReadNamespace(Arc::new(|_: &str| None))),
+    );
+    let (outcome, reason, _) = admit(&route, &pod(&[("web", "nginx:1.27")]));
+    assert_eq!((outcome, reason), ("skipped", "NoPlacementPolicy"));
+}
+
+#[test]
+fn a_namespace_in_the_store_is_never_read() {
+    let gate = gate(
+        namespaces(&[("default", &[("placement", "enabled")])]),
+        ReadNamespace(Arc::new(|namespace: &str| {
+            panic!("namespace {namespace} read although stored")
+        })),
+    );
+    let pod = pod(&[("web", "nginx:1.27")]);
+    assert!(matches!(
+        gate.plan_now(&request(&pod)),
+        Some(GatePlan::Gate { .. })
+    ));
 }

@@ -7,8 +7,7 @@
 use std::collections::BTreeMap;
 
 use futures_util::future::join_all;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
-use kube::api::ListParams;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::{Api, Client};
 
 use crate::cluster::secrets::{SecretRead, Secrets};
@@ -82,26 +81,6 @@ pub async fn pull_secrets(client: &Client, reader: &Secrets, pod: &Pod) -> PullS
     );
     pull.problems.extend(refused.into_values());
     pull
-}
-
-/// The label the apiserver puts on every namespace, naming it.
-const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
-
-/// The labels of namespace `name`, read with `list` (the one namespace verb ocifit has, beside
-/// `watch`); a namespace not found has only its name label, as admission assumes.
-pub async fn namespace_labels(
-    client: &Client,
-    name: &str,
-) -> Result<BTreeMap<String, String>, kube::Error> {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let listed = namespaces
-        .list_metadata(&ListParams::default().fields(&format!("metadata.name={name}")))
-        .await?;
-    Ok(listed
-        .items
-        .into_iter()
-        .find_map(|namespace| namespace.metadata.labels)
-        .unwrap_or_else(|| BTreeMap::from([(NAMESPACE_NAME_LABEL.to_owned(), name.to_owned())])))
 }
 
 /// Every container's image inspected (init containers first), concurrently.

@@ -18,10 +18,11 @@ use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 
 use super::context::Context;
-use super::gather::{inspections, namespace_labels, pull_secrets};
+use super::gather::{inspections, pull_secrets};
 use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
 use crate::cluster::events::Notice;
 use crate::placement::held::release_patch;
+use crate::placement::namespaces::read_labels;
 use crate::placement::policy::Policy;
 use crate::placement::release::{self, Note, Plan};
 use crate::placement::retries::images;
@@ -157,7 +158,7 @@ async fn selects(ctx: &Context, pod: &Pod, policy: &Policy) -> Result<Result<(),
     let labels: BTreeMap<String, String> = match ctx.stored_namespace_labels(&namespace) {
         Some(labels) => labels,
         // Not kept in memory (no route), or created a moment ago: read it.
-        None => namespace_labels(&ctx.cluster.client, &namespace)
+        None => read_labels(&ctx.cluster.client, &namespace)
             .await
             .map_err(|source| Error::ReadNamespace {
                 namespace: namespace.clone(),

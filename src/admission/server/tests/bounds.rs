@@ -42,6 +42,27 @@ impl<const B: bool> Planner for Whereabouts<B> {
     }
 }
 
+/// A planner the request bounds that must wait for every request (as the gate must for a
+/// namespace its store does not hold): declines on the worker, notes the thread it planned on.
+struct MustWait(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Planner for MustWait {
+    type Object = Pod;
+    type Plan = Judged;
+
+    const BOUNDED: bool = true;
+
+    fn plan(&self, _: &AdmissionRequest<Pod>) -> Judged {
+        let thread = std::thread::current().name().unwrap_or_default().to_owned();
+        self.0.lock().unwrap().push(thread);
+        Judged(true)
+    }
+
+    fn plan_now(&self, _: &AdmissionRequest<Pod>) -> Option<Judged> {
+        None
+    }
+}
+
 /// A planner the request bounds that panics.
 struct Panics;
 
@@ -400,6 +421,25 @@ async fn a_small_request_a_planner_bounds_plans_on_the_connections_worker_and_an
     assert_eq!(response["allowed"], true, "{response}");
     let planned = on(&bounded);
     assert!(planned.len() == 2 && !worker(&planned[1]), "{planned:?}");
+    served.handle.stop(true).await;
+}
+
+#[tokio::test]
+async fn a_bounded_planner_that_must_wait_is_planned_on_the_pool_and_answered_once() {
+    let planned = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let served = serve_routes(
+        DEADLINE,
+        vec![Route::new("/waits", MustWait(Arc::clone(&planned)))],
+    )
+    .await;
+    let response = check_at(&served, "/waits", &review()).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(response["uid"], UID, "{response}");
+    let planned = planned.lock().unwrap().clone();
+    assert!(
+        planned.len() == 1 && !planned[0].starts_with("actix-server worker"),
+        "{planned:?}"
+    );
     served.handle.stop(true).await;
 }
 

@@ -38,6 +38,7 @@ mod registry;
 mod shared;
 mod tools;
 mod webhook;
+mod webhook_durations;
 mod workdir;
 
 pub use chart::repo_root;
@@ -56,3 +57,4 @@ pub use registry::{
 pub use shared::{SharedCluster, SharedClusterGuard};
 pub use tools::{Tool, ToolError, Tools};
 pub use webhook::{PodWebhook, register_pod_webhook, wait_until_admitted};
+pub use webhook_durations::{WebhookDurations, webhook_durations};

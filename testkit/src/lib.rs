@@ -35,6 +35,7 @@ pub mod pki;
 mod pods;
 mod process;
 mod registry;
+pub mod review;
 mod shared;
 mod tools;
 mod webhook;

@@ -37,6 +37,7 @@ mod process;
 mod registry;
 pub mod review;
 mod shared;
+mod test_pod;
 mod tools;
 mod webhook;
 mod webhook_durations;
@@ -56,6 +57,7 @@ pub use registry::{
     oras_sdk_pull,
 };
 pub use shared::{SharedCluster, SharedClusterGuard};
+pub use test_pod::{PLACEHOLDER_IMAGE, TestPod};
 pub use tools::{Tool, ToolError, Tools};
 pub use webhook::{PodWebhook, register_pod_webhook, wait_until_admitted};
 pub use webhook_durations::{WebhookDurations, webhook_durations};

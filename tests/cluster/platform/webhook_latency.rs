@@ -14,7 +14,7 @@ use ocifit::api::placement::pod::SCHEDULING_GATE;
 use ocifit_testkit::{Cluster, PodWebhook, webhook_durations};
 use serde_json::json;
 
-use crate::support::objects::TestPod;
+use crate::support::objects::{OptIn, TestPod};
 use crate::support::placement::{create_policy, gates};
 use crate::support::webhook::{WebhookCertificate, activate};
 use crate::support::{Env, FLAVOR, free_address};

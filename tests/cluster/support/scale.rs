@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 use measure::{Released, sample, webhooks};
 pub use measure::{Sample, Webhook, quantile};
 
-use super::objects::{TestPod, linux_node};
+use super::objects::{OptIn, TestPod, linux_node};
 use super::placement::{create_policy, gates};
 use super::webhook::{WebhookCertificate, activate, image};
 use super::{Env, FLAVOR, free_address};

@@ -34,6 +34,7 @@ mod objects;
 pub mod pki;
 mod pods;
 mod process;
+mod proxy;
 mod registry;
 pub mod review;
 mod shared;
@@ -52,6 +53,7 @@ pub use net::{host_ipv4, silent_server};
 pub use node::{RealNode, RunningNode};
 pub use objects::{FakeNode, create_namespace, create_node, service_account_token};
 pub use pods::{wait_for_pod_log, wait_for_pod_ready};
+pub use proxy::Proxy;
 pub use registry::{
     Credentials, Descriptor, OrasArtifact, PushedImage, Registry, RegistryBuilder, htpasswd_line,
     oras_sdk_pull,

@@ -37,6 +37,25 @@ impl TestPod {
         }
     }
 
+    /// The namespace (else the one the pod is created in).
+    pub fn in_namespace(mut self, namespace: &str) -> TestPod {
+        self.pod.metadata.namespace = Some(namespace.to_owned());
+        self
+    }
+
+    /// One container per `(name, image)`, in place of the pod's.
+    pub fn containers(mut self, containers: &[(&str, &str)]) -> TestPod {
+        self.spec().containers = containers
+            .iter()
+            .map(|(name, image)| Container {
+                name: (*name).to_owned(),
+                image: Some((*image).to_owned()),
+                ..Container::default()
+            })
+            .collect();
+        self
+    }
+
     /// Adds a label.
     pub fn label(mut self, key: &str, value: &str) -> TestPod {
         self.pod
@@ -143,5 +162,19 @@ mod tests {
         assert_eq!(spec.termination_grace_period_seconds, Some(1));
         assert_eq!(spec.node_selector.expect("a selector")["zone"], "a");
         assert_eq!(pod.metadata.labels.expect("labels")["app"], "p");
+        let two = TestPod::named("q")
+            .in_namespace("team")
+            .containers(&[("web", "web:1"), ("sidecar", "proxy:2")])
+            .build();
+        assert_eq!(two.metadata.namespace.as_deref(), Some("team"));
+        let containers = two.spec.expect("a spec").containers;
+        let named: Vec<(&str, Option<&str>)> = containers
+            .iter()
+            .map(|c| (c.name.as_str(), c.image.as_deref()))
+            .collect();
+        assert_eq!(
+            named,
+            [("web", Some("web:1")), ("sidecar", Some("proxy:2"))]
+        );
     }
 }

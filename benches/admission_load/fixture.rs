@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 
 #[path = "../../tests/components/flavor_example.rs"]
 mod flavor_example;
-use flavor_example::{FlavorExample, create_request};
+use flavor_example::FlavorExample;
+use ocifit_testkit::review::{admission_review, create_request};
 
 /// The example pods sent, with the answer each gets from ocifit: (file under `example/pods/`,
 /// what the answer must be).
@@ -95,7 +96,7 @@ pub fn policy(nodes: &[(String, NodeInputs)]) -> Result<ImageSelectionPolicy> {
 /// The AdmissionReview the apiserver sends to create the pod in `example/pods/FILE`.
 pub fn review(file: &str) -> Result<Vec<u8>> {
     let pod: Value = serde_saphyr::from_str(&read(&format!("example/pods/{file}"))?)?;
-    envelope(create_request(&pod, false))
+    Ok(admission_review(create_request(&pod, false)))
 }
 
 /// Checks one answer against what the pod must get.
@@ -130,12 +131,10 @@ pub fn step_jobs() -> Result<Vec<(String, Vec<u8>)>> {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let mut request = create_request(&job, false);
-        request["kind"] = json!({"group": "batch", "version": "v1", "kind": "Job"});
-        request["resource"] = json!({"group": "batch", "version": "v1", "resource": "jobs"});
-        request["requestKind"] = request["kind"].clone();
-        request["requestResource"] = request["resource"].clone();
-        out.push((format!("Job {name}"), envelope(request)?));
+        out.push((
+            format!("Job {name}"),
+            admission_review(create_request(&job, false)),
+        ));
     }
     Ok(out)
 }
@@ -161,7 +160,7 @@ pub fn step_pods() -> Result<Vec<(String, Vec<u8>)>> {
         });
         out.push((
             format!("Pod {name}"),
-            envelope(create_request(&pod, false))?,
+            admission_review(create_request(&pod, false)),
         ));
     }
     Ok(out)
@@ -179,14 +178,4 @@ fn workflow() -> Result<Vec<Value>> {
         bail!("example/artifacts/workflow.yaml has no Job");
     }
     Ok(jobs)
-}
-
-/// A request wrapped in its AdmissionReview, as JSON.
-fn envelope(request: Value) -> Result<Vec<u8>> {
-    let review = json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": request,
-    });
-    Ok(serde_json::to_vec(&review)?)
 }

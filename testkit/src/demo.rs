@@ -14,6 +14,7 @@
 mod platform_placement;
 mod report;
 mod stage;
+mod table;
 mod workflow;
 
 use std::path::{Path, PathBuf};

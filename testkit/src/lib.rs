@@ -34,10 +34,14 @@ mod objects;
 pub mod pki;
 mod pods;
 mod process;
+mod proxy;
 mod registry;
+pub mod review;
 mod shared;
+mod test_pod;
 mod tools;
 mod webhook;
+mod webhook_durations;
 mod workdir;
 
 pub use chart::repo_root;
@@ -49,10 +53,13 @@ pub use net::{host_ipv4, silent_server};
 pub use node::{RealNode, RunningNode};
 pub use objects::{FakeNode, create_namespace, create_node, service_account_token};
 pub use pods::{wait_for_pod_log, wait_for_pod_ready};
+pub use proxy::Proxy;
 pub use registry::{
     Credentials, Descriptor, OrasArtifact, PushedImage, Registry, RegistryBuilder, htpasswd_line,
     oras_sdk_pull,
 };
 pub use shared::{SharedCluster, SharedClusterGuard};
+pub use test_pod::{PLACEHOLDER_IMAGE, TestPod};
 pub use tools::{Tool, ToolError, Tools};
 pub use webhook::{PodWebhook, register_pod_webhook, wait_until_admitted};
+pub use webhook_durations::{WebhookDurations, webhook_durations};

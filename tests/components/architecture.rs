@@ -1,9 +1,10 @@
-//! The layout of `src/` stays true: no file-level import cycle anywhere, and every room depends
-//! only on rooms of lower floors (never on a sibling of its own floor). Reads the sources with
-//! `syn`: `use` declarations and `crate::`/`super::`/`self::` paths in code, each resolved to the
-//! file that defines the module it names (following a room's `pub use` re-exports to the file
-//! that defines the item), so importing through a room's face counts as importing the file behind
-//! it.
+//! The layout of `src/` stays true: no file-level import cycle anywhere (in `src/` nor in the test
+//! kit's `testkit/src/`), and every room depends only on rooms of lower floors (never on a sibling
+//! of its own floor). Reads the sources with `syn`: `use` declarations and `crate::`/`super::`/
+//! `self::`/child-module paths in code and inside macro invocations (whose tokens `syn` leaves
+//! unparsed), each resolved to the file that defines the module it names (following a room's
+//! `pub use` re-exports to the file that defines the item), so importing through a room's face
+//! counts as importing the file behind it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -34,6 +35,8 @@ type ModPath = Vec<String>;
 /// What one file says.
 #[derive(Debug, Default)]
 struct FileFacts {
+    /// The module this file defines.
+    module: ModPath,
     /// Modules this file references (not yet resolved to files).
     references: Vec<ModPath>,
     /// Re-exports: (module the `pub use` sits in, name it exports) → the path it points to.
@@ -196,17 +199,77 @@ impl<'ast> Visit<'ast> for Collector<'_> {
 
     fn visit_path(&mut self, path: &'ast syn::Path) {
         let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
-        if path.leading_colon.is_none()
-            && matches!(
-                segments.first().map(String::as_str),
-                Some("crate" | "super" | "self")
-            )
-            && let Some(absolute) = self.absolute(&segments)
-        {
-            self.facts.references.push(absolute);
+        if path.leading_colon.is_none() {
+            self.referenced(&segments);
         }
         syn::visit::visit_path(self, path);
     }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        for segments in paths_in_tokens(&mac.tokens) {
+            self.referenced(&segments);
+        }
+        syn::visit::visit_macro(self, mac);
+    }
+}
+
+impl Collector<'_> {
+    /// Records a path of code that starts at `crate`, `super`, `self` or a child module of this
+    /// one (a single segment names a local item, not a module).
+    fn referenced(&mut self, segments: &[String]) {
+        if segments.len() > 1
+            && let Some(absolute) = self.absolute(segments)
+        {
+            self.facts.references.push(absolute);
+        }
+    }
+}
+
+/// Every `a::b::c` path in a macro's tokens (and in its nested groups), as segments; a path that
+/// starts with `::` is an external crate's and is left out.
+fn paths_in_tokens(tokens: &proc_macro2::TokenStream) -> Vec<Vec<String>> {
+    /// The path being read: its segments, whether it started with `::`, and the colons seen
+    /// since its last segment (two join the next identifier to it).
+    #[derive(Default)]
+    struct Reading {
+        segments: Vec<String>,
+        external: bool,
+        colons: usize,
+    }
+    fn finish(reading: &mut Reading, paths: &mut Vec<Vec<String>>) {
+        let done = std::mem::take(reading);
+        if done.segments.len() > 1 && !done.external {
+            paths.push(done.segments);
+        }
+    }
+    let mut paths = Vec::new();
+    let mut reading = Reading::default();
+    for tree in tokens.clone() {
+        match tree {
+            proc_macro2::TokenTree::Ident(ident) => {
+                if reading.colons != 2 && !reading.segments.is_empty() {
+                    finish(&mut reading, &mut paths);
+                }
+                reading.segments.push(ident.to_string());
+                reading.colons = 0;
+            }
+            proc_macro2::TokenTree::Punct(punct) if punct.as_char() == ':' => {
+                reading.colons += 1;
+                if reading.segments.is_empty() && reading.colons == 2 {
+                    reading.external = true;
+                }
+            }
+            proc_macro2::TokenTree::Group(group) => {
+                finish(&mut reading, &mut paths);
+                paths.extend(paths_in_tokens(&group.stream()));
+            }
+            proc_macro2::TokenTree::Punct(_) | proc_macro2::TokenTree::Literal(_) => {
+                finish(&mut reading, &mut paths);
+            }
+        }
+    }
+    finish(&mut reading, &mut paths);
+    paths
 }
 
 /// Child modules declared in each module of a file (`mod x;` and inline `mod x { … }`).
@@ -230,16 +293,32 @@ fn declared_children(
 }
 
 fn read_crate() -> Crate {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    read_crate_at(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+}
+
+/// The library under `src` (its `bin/` programs and `main.rs` are crates of their own).
+fn read_crate_at(src: &Path) -> Crate {
     let mut paths = Vec::new();
-    rust_files(&src, &mut paths);
+    rust_files(src, &mut paths);
+    let sources = paths
+        .into_iter()
+        .filter(|path| !path.starts_with(src.join("bin")))
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).expect("a readable source file");
+            (path, text)
+        })
+        .collect();
+    crate_of(src, sources)
+}
+
+/// The crate made of `sources` (each file's path under `src` and its text).
+fn crate_of(src: &Path, sources: Vec<(PathBuf, String)>) -> Crate {
     let mut files = BTreeMap::new();
     let mut facts = BTreeMap::new();
-    for path in paths {
-        let Some(module) = module_of(&src, &path) else {
+    for (path, text) in sources {
+        let Some(module) = module_of(src, &path) else {
             continue;
         };
-        let text = std::fs::read_to_string(&path).expect("a readable source file");
         let parsed = syn::parse_file(&text)
             .unwrap_or_else(|e| panic!("{} does not parse: {e}", path.display()));
         let mut children = BTreeMap::new();
@@ -247,7 +326,10 @@ fn read_crate() -> Crate {
         let mut collector = Collector {
             module: module.clone(),
             children: &children,
-            facts: FileFacts::default(),
+            facts: FileFacts {
+                module: module.clone(),
+                ..FileFacts::default()
+            },
         };
         collector.visit_file(&parsed);
         for inline in &collector.facts.inline_modules {
@@ -294,14 +376,21 @@ impl Crate {
     }
 
     /// File → the files it depends on.
+    /// A module's parts may use the module they are part of (`super::Item`, the room's error
+    /// type): an edge to a file of one of its own ancestor modules is not a dependency between
+    /// peers, so it is left out; every other edge, the parent's calls into its parts included,
+    /// counts.
     fn graph(&self) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
         let mut graph = BTreeMap::new();
         for (file, facts) in &self.facts {
+            let ancestors: BTreeSet<&PathBuf> = (0..facts.module.len())
+                .filter_map(|n| self.files.get(&facts.module[..n]))
+                .collect();
             let targets: BTreeSet<PathBuf> = facts
                 .references
                 .iter()
                 .filter_map(|path| self.file_of(path))
-                .filter(|target| *target != file)
+                .filter(|target| *target != file && !ancestors.contains(target))
                 .cloned()
                 .collect();
             graph.insert(file.clone(), targets);
@@ -381,13 +470,10 @@ fn shown(src: &Path, file: &Path) -> String {
     file.strip_prefix(src).unwrap_or(file).display().to_string()
 }
 
-#[test]
-fn no_file_imports_a_file_that_imports_it_back() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let src = src.as_path();
-    let graph = read_crate().graph();
-    let found = cycles(&graph);
-    let described: Vec<String> = found
+/// The cycles among `src`'s files, each as its edges (`a.rs → b.rs`).
+fn described_cycles(src: &Path, krate: &Crate) -> Vec<String> {
+    let graph = krate.graph();
+    cycles(&graph)
         .iter()
         .map(|files| {
             let edges: Vec<String> = files
@@ -401,10 +487,27 @@ fn no_file_imports_a_file_that_imports_it_back() {
                 .collect();
             edges.join(", ")
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn no_file_imports_a_file_that_imports_it_back() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let described = described_cycles(&src, &read_crate());
     assert!(
         described.is_empty(),
         "import cycles in src/ (move the shared item to a file both can use):\n{}",
+        described.join("\n")
+    );
+}
+
+#[test]
+fn no_file_of_the_test_kit_imports_a_file_that_imports_it_back() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("testkit/src");
+    let described = described_cycles(&src, &read_crate_at(&src));
+    assert!(
+        described.is_empty(),
+        "import cycles in testkit/src/ (move the shared item to a file both can use):\n{}",
         described.join("\n")
     );
 }
@@ -620,5 +723,104 @@ fn docs_architecture_draws_the_floors_and_names_only_paths_that_exist() {
     assert!(
         missing.is_empty(),
         "docs/architecture.md names paths not in src/: {missing:?}"
+    );
+}
+
+/// The cycles of a crate made of `sources` (paths under `/src`).
+fn cycles_of(sources: &[(&str, &str)]) -> Vec<String> {
+    let src = PathBuf::from("/src");
+    let sources = sources
+        .iter()
+        .map(|(path, text)| (src.join(path), (*text).to_owned()))
+        .collect();
+    described_cycles(&src, &crate_of(&src, sources))
+}
+
+#[test]
+fn the_checker_sees_paths_inside_macros() {
+    let lib = "mod a; mod b;";
+    let b = "pub fn g() -> u8 { crate::a::h(); 1 }";
+    assert_eq!(
+        cycles_of(&[
+            ("lib.rs", lib),
+            (
+                "a.rs",
+                r#"pub fn h() {} pub fn f() -> String { format!("{}", crate::b::g()) }"#
+            ),
+            ("b.rs", b),
+        ]),
+        vec!["a.rs → b.rs, b.rs → a.rs".to_owned()]
+    );
+    // Nested in a group of a macro, after a `$crate`-style `$`, as a turbofish call.
+    assert_eq!(
+        cycles_of(&[
+            ("lib.rs", lib),
+            (
+                "a.rs",
+                "pub fn h() {} macro_rules! m { () => { vec![($crate::b::g::<u8>)] }; }"
+            ),
+            ("b.rs", b),
+        ])
+        .len(),
+        1
+    );
+    // An external crate's path (`::b::g`) and a struct field (`b: g`) name no module.
+    assert!(
+        cycles_of(&[
+            ("lib.rs", lib),
+            (
+                "a.rs",
+                r#"pub fn h() {} pub fn f() { println!("{:?}", (::b::g(), S { b: g })) }"#
+            ),
+            ("b.rs", b),
+        ])
+        .is_empty()
+    );
+}
+
+#[test]
+fn the_checker_sees_child_module_paths() {
+    let b = "pub fn h() -> u8 { crate::a::k() }";
+    assert_eq!(
+        cycles_of(&[
+            ("lib.rs", "mod a; mod b;"),
+            (
+                "a/mod.rs",
+                "mod inner; pub fn k() -> u8 { 1 } pub fn f() -> u8 { inner::g() }"
+            ),
+            ("a/inner.rs", "pub fn g() -> u8 { crate::b::h() }"),
+            ("b.rs", b),
+        ]),
+        vec!["a/inner.rs → b.rs, a/mod.rs → a/inner.rs, b.rs → a/mod.rs".to_owned()]
+    );
+    // A name that is no child module (a local `other`) is no module path.
+    assert!(
+        cycles_of(&[
+            ("lib.rs", "mod a; mod b;"),
+            (
+                "a/mod.rs",
+                "mod inner; pub fn k() -> u8 { 1 } pub fn f() -> u8 { other::g() }"
+            ),
+            ("a/inner.rs", "pub fn g() -> u8 { crate::b::h() }"),
+            ("b.rs", b),
+        ])
+        .is_empty()
+    );
+    // A part using the module it is part of is no cycle; two parts using each other are.
+    let parts = |sibling: &str| {
+        cycles_of(&[
+            ("lib.rs", "mod a;"),
+            (
+                "a/mod.rs",
+                "mod x; mod y; pub const N: u8 = 1; pub fn f() -> u8 { x::g() }",
+            ),
+            ("a/x.rs", "pub fn g() -> u8 { super::N + super::y::h() }"),
+            ("a/y.rs", sibling),
+        ])
+    };
+    assert!(parts("pub fn h() -> u8 { super::N }").is_empty());
+    assert_eq!(
+        parts("pub fn h() -> u8 { super::x::g() }"),
+        vec!["a/x.rs → a/y.rs, a/y.rs → a/x.rs".to_owned()]
     );
 }

@@ -17,7 +17,9 @@ use ocifit::engine::NodeInputs;
 use ocifit::image_selection::planner::{Index, Plan};
 use serde_json::Value;
 
-use crate::flavor_example::{FlavorExample, create_request};
+use ocifit_testkit::review::create_request;
+
+use crate::flavor_example::FlavorExample;
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)

@@ -1,6 +1,5 @@
 //! The flavor example's artifact as the controller holds it once resolved, to give the example
-//! policies the status the controller computes, and the AdmissionRequest that creates an example
-//! pod. Shared by the pod contract's example table
+//! policies the status the controller computes. Shared by the pod contract's example table
 //! (`example_pods`) and the admission load benchmark (`benches/admission_load/fixture.rs`
 //! includes this file), so both plan against the same status.
 
@@ -15,7 +14,6 @@ use ocifit::image_selection::resolution::platform::{PlatformLookup, Platforms};
 use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, compute};
 use ocifit::image_selection::resolution::{Content, Resolved};
 use ocifit::registry::Platform;
-use serde_json::{Value, json};
 
 pub struct FlavorExample {
     resolved: Resolved,
@@ -73,26 +71,4 @@ impl FlavorExample {
         policy.status = Some(computed.status);
         policy
     }
-}
-
-/// The AdmissionRequest the apiserver sends when a ReplicaSet's controller creates `pod`.
-pub fn create_request(pod: &Value, dry_run: bool) -> Value {
-    json!({
-        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-        "name": pod["metadata"]["name"],
-        "namespace": "default",
-        "operation": "CREATE",
-        "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller",
-                     "uid": "0b0c7e2e-0000-4000-8000-000000000001",
-                     "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system",
-                                "system:authenticated"]},
-        "object": pod,
-        "oldObject": null,
-        "dryRun": dry_run,
-        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-    })
 }

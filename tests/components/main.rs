@@ -4,7 +4,8 @@
 //! cluster. The real-cluster tests are the workspace member `tests/cluster`.
 //!
 //! - `admission_memory`: the heap a hostile AdmissionReview makes the reader hold;
-//! - `architecture`: the layout of `src/` (no import cycle, rooms use lower floors only);
+//! - `architecture`: the layout of `src/` (no import cycle, rooms use lower floors only) and no
+//!   import cycle in the test kit;
 //! - `build_once`: the demo's build and the tests' resolve every dependency alike;
 //! - `artifact`: `ocifit artifact` (the workflow step helper) with the ORAS Python SDK on the real
 //!   registry, and a step's helpers run as its pod runs them;

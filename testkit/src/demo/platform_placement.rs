@@ -15,8 +15,8 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-use super::report::aligned;
 use super::say;
+use super::table::aligned;
 use crate::cluster::Cluster;
 use crate::error::{Error, Result, io, kube as kube_error};
 use crate::registry::Registry;

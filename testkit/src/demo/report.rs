@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 
 use super::platform_placement::{self, PLACEMENT_NAMESPACE, Replica};
+use super::table::aligned;
 use super::{
     FLAVOR_LABEL, FLAVOR_PODS, REAL_FLAVOR, REAL_POD, RESULT, WORKFLOW_NAMESPACE, WorkflowRun, say,
 };
@@ -193,27 +194,6 @@ pub fn table(placements: &[Placement]) -> String {
         ["POD", "NODE", "NODE FLAVOR", "IMAGE", "AS EXPECTED"],
         &rows,
     )
-}
-
-/// `header` and `rows` as columns padded to their widest cell, as kubectl prints tables.
-pub(super) fn aligned<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
-    let header = header.map(str::to_owned);
-    let mut widths = header.clone().map(|h| h.len());
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.len());
-        }
-    }
-    let mut text = String::new();
-    for row in std::iter::once(&header).chain(rows) {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        let _ = writeln!(text, "{}", cells.join("   ").trim_end());
-    }
-    text
 }
 
 #[cfg(test)]

@@ -475,53 +475,6 @@ pub async fn get(address: &str, path: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
-/// A TCP forwarder in front of the registry that can be switched off (connections refused) and
-/// on again on the same port: a registry outage without losing its content.
-pub struct Proxy {
-    pub addr: String,
-    target: String,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Proxy {
-    pub async fn start(target: &str) -> Proxy {
-        let mut proxy = Proxy {
-            addr: free_address(),
-            target: target.to_owned(),
-            task: None,
-        };
-        proxy.up().await;
-        proxy
-    }
-
-    /// Accepts and forwards connections again.
-    pub async fn up(&mut self) {
-        let listener = tokio::net::TcpListener::bind(&self.addr)
-            .await
-            .expect("the proxy port");
-        let target = self.target.clone();
-        self.task = Some(tokio::spawn(async move {
-            let mut connections = tokio::task::JoinSet::new();
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                let target = target.clone();
-                connections.spawn(async move {
-                    if let Ok(mut outbound) = TcpStream::connect(&target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                });
-            }
-        }));
-    }
-
-    /// Closes the port and every open connection.
-    pub async fn down(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-            let _ = task.await;
-        }
-    }
-}
-
 impl Controller {
     /// SIGKILL: the process dies holding whatever it held (its Lease expires on its own).
     pub async fn kill(mut self) {

@@ -1,24 +1,21 @@
 //! Typed builders for the objects the scenarios create: policies, pods and nodes. Each starts from
 //! what most scenarios want (a policy on one artifact with the placeholder `placeholder:latest`, a
 //! pod with one container `app` running the placeholder, a linux/amd64 node) and says only what a
-//! scenario changes.
+//! scenario changes. The pod builder is the test kit's [`TestPod`], opted in to image selection
+//! with [`OptIn`].
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    Affinity, Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    Pod, PodSpec,
-};
-use kube::api::ObjectMeta;
 use ocifit::api::pod::ENABLED_LABEL;
 use ocifit::api::{
     ArtifactSource, Candidate, ImageSelectionPolicy, ImageSelectionPolicySpec, OnNoMatch,
     OnUnpinned, SecretReference,
 };
-use ocifit_testkit::FakeNode;
+pub use ocifit_testkit::TestPod;
+use ocifit_testkit::{FakeNode, PLACEHOLDER_IMAGE};
 
 /// The placeholder image of every policy and pod unless a scenario names another.
-pub const PLACEHOLDER: &str = "placeholder:latest";
+pub const PLACEHOLDER: &str = PLACEHOLDER_IMAGE;
 
 /// An ImageSelectionPolicy to create.
 #[derive(Clone, Debug)]
@@ -110,98 +107,15 @@ impl Policy {
     }
 }
 
-/// A Pod to create: one container `app` running [`PLACEHOLDER`] unless told otherwise.
-#[derive(Clone, Debug)]
-pub struct TestPod {
-    pod: Pod,
+/// Opting a pod in to image selection.
+pub trait OptIn {
+    /// The label the webhook's objectSelector matches.
+    fn opted_in(self) -> Self;
 }
 
-impl TestPod {
-    pub fn named(name: &str) -> TestPod {
-        TestPod {
-            pod: Pod {
-                metadata: ObjectMeta {
-                    name: Some(name.to_owned()),
-                    ..ObjectMeta::default()
-                },
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "app".to_owned(),
-                        image: Some(PLACEHOLDER.to_owned()),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                }),
-                ..Pod::default()
-            },
-        }
-    }
-
-    /// Adds a label.
-    pub fn label(mut self, key: &str, value: &str) -> TestPod {
-        self.pod
-            .metadata
-            .labels
-            .get_or_insert_default()
-            .insert(key.to_owned(), value.to_owned());
-        self
-    }
-
-    /// Opts the pod in to image selection (the label the webhook's objectSelector matches).
-    pub fn opted_in(self) -> TestPod {
+impl OptIn for TestPod {
+    fn opted_in(self) -> TestPod {
         self.label(ENABLED_LABEL, "true")
-    }
-
-    /// The image of the container `app`.
-    pub fn image(mut self, image: &str) -> TestPod {
-        self.spec().containers[0].image = Some(image.to_owned());
-        self
-    }
-
-    /// Adds a `nodeSelector` entry.
-    pub fn node_selector(mut self, key: &str, value: &str) -> TestPod {
-        self.spec()
-            .node_selector
-            .get_or_insert_default()
-            .insert(key.to_owned(), value.to_owned());
-        self
-    }
-
-    /// Required node affinity: one term, `key In values`.
-    pub fn requires_node_in(mut self, key: &str, values: &[&str]) -> TestPod {
-        let term = NodeSelectorTerm {
-            match_expressions: Some(vec![NodeSelectorRequirement {
-                key: key.to_owned(),
-                operator: "In".to_owned(),
-                values: Some(values.iter().map(|v| (*v).to_owned()).collect()),
-            }]),
-            match_fields: None,
-        };
-        self.spec().affinity = Some(Affinity {
-            node_affinity: Some(NodeAffinity {
-                required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                    node_selector_terms: vec![term],
-                }),
-                ..NodeAffinity::default()
-            }),
-            ..Affinity::default()
-        });
-        self
-    }
-
-    /// No ServiceAccount token mounted.
-    pub fn without_token(mut self) -> TestPod {
-        self.spec().automount_service_account_token = Some(false);
-        self
-    }
-
-    fn spec(&mut self) -> &mut PodSpec {
-        self.pod.spec.get_or_insert_default()
-    }
-
-    /// The object.
-    pub fn build(&self) -> Pod {
-        self.pod.clone()
     }
 }
 

@@ -11,7 +11,7 @@ use kube::{Api, Client};
 use ocifit::api::PlacementPolicy;
 use ocifit::api::placement::pod::SCHEDULING_GATE;
 use ocifit_testkit::pki::CertificateAuthority;
-use ocifit_testkit::{PodWebhook, register_pod_webhook, wait_until_admitted};
+use ocifit_testkit::{PodWebhook, TestPod, register_pod_webhook, wait_until_admitted};
 use serde_json::json;
 
 use super::webhook::WebhookCertificate;
@@ -61,25 +61,21 @@ impl Served {
     }
 }
 
-/// A pod with these labels and one container per `(name, image)`.
+/// A pod in `namespace` with these labels (a JSON object of strings) and one container per
+/// `(name, image)`.
 pub fn pod(
     name: &str,
     namespace: &str,
     labels: serde_json::Value,
     containers: &[(&str, &str)],
 ) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {
-            "containers": containers
-                .iter()
-                .map(|(name, image)| json!({"name": name, "image": image}))
-                .collect::<Vec<_>>(),
-        }
-    }))
-    .expect("a pod")
+    let mut pod = TestPod::named(name)
+        .in_namespace(namespace)
+        .containers(containers);
+    for (key, value) in labels.as_object().into_iter().flatten() {
+        pod = pod.label(key, value.as_str().expect("label values are strings"));
+    }
+    pod.build()
 }
 
 /// Creates the PlacementPolicy `name` with `spec`.

@@ -19,14 +19,14 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use ocifit::api::placement::pod::SCHEDULING_GATE;
 use ocifit::api::pod::ENABLED_LABEL;
-use ocifit_testkit::{Cluster, PodWebhook};
+use ocifit_testkit::{Cluster, PodWebhook, webhook_durations};
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use measure::{Released, histograms, sample, webhooks};
+use measure::{Released, sample, webhooks};
 pub use measure::{Sample, Webhook, quantile};
 
-use super::objects::{TestPod, linux_node};
+use super::objects::{OptIn, TestPod, linux_node};
 use super::placement::{create_policy, gates};
 use super::webhook::{WebhookCertificate, activate, image};
 use super::{Env, FLAVOR, free_address};
@@ -354,7 +354,9 @@ pub async fn run(sizes: Sizes) -> Report {
     released.watch(api.clone());
     let (apiserver, etcd) = env.cluster.control_plane_pids();
     let (samples, stop) = sample([controller.pid(), apiserver, etcd], Duration::from_secs(1));
-    let before = histograms(&env.client).await;
+    let before = webhook_durations(&env.client)
+        .await
+        .expect("the apiserver's webhook histograms");
     let start = Instant::now();
     let pods: Vec<(String, Pod)> = (0..sizes.opted_in + sizes.gated)
         .map(|i| {
@@ -404,7 +406,9 @@ pub async fn run(sizes: Sizes) -> Report {
     let down = deployment(&env, &released, sizes.replicas / 2, within).await;
     unreleased.extend(down.into_iter().filter(|n| released.at(n).is_none()));
 
-    let after = histograms(&env.client).await;
+    let after = webhook_durations(&env.client)
+        .await
+        .expect("the apiserver's webhook histograms");
     let plain_update_rate = plain_updates(&api, &names[..names.len().min(2000)]).await;
     let wrong_image = wrong_images(&env, &by_flavor).await;
     stop.notify_one();

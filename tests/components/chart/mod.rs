@@ -3,7 +3,7 @@
 //! README's values table); `render` checks what an install deploys (HA, hardening, probes, the webhook's
 //! selectors and policies) and what each TLS mode and value changes; `values` runs `helm lint
 //! --strict` and checks bad values are refused by `values.schema.json` with a message naming the
-//! value; `monitoring` checks the alerting rules with promtool and the dashboard's queries. Against the real cluster: the cluster tests' `chart_cluster` and `chart_wiring`.
+//! value; `monitoring` checks the alerting rules with promtool and the dashboard's queries. Against the real cluster: the cluster tests' `platform::chart_cluster` and `platform::chart_wiring`.
 
 mod generated;
 mod monitoring;

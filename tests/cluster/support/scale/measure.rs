@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
 use ocifit::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use ocifit_testkit::WebhookDurations;
 use tokio::sync::Notify;
 
 use crate::support::placement::gates;
 
-const METRIC: &str = "apiserver_admission_webhook_admission_duration_seconds";
 /// The kernel's clock ticks per second in `/proc/<pid>/stat` (USER_HZ, 100 on Linux).
 const TICKS: f64 = 100.0;
 
@@ -124,72 +124,22 @@ impl Released {
     }
 }
 
-/// The apiserver's webhook histogram by webhook name: count, sum, and cumulative count per bucket
-/// bound (summed over the other labels).
-pub type Histograms = BTreeMap<String, (f64, f64, BTreeMap<u64, f64>)>;
-
-pub async fn histograms(client: &Client) -> Histograms {
-    // hyper re-exports the `http` types kube takes; the main crate has no `http` of its own.
-    let request = hyper::Request::get("/metrics")
-        .body(Vec::new())
-        .expect("a request");
-    let text = client
-        .request_text(request)
-        .await
-        .expect("the apiserver's metrics");
-    let mut by_name = Histograms::new();
-    for line in text.lines().filter(|l| l.starts_with(METRIC)) {
-        let Some((series, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let (Ok(value), Some(name)) = (value.parse::<f64>(), label(series, "name")) else {
-            continue;
-        };
-        let entry = by_name.entry(name.to_owned()).or_default();
-        if series.starts_with(&format!("{METRIC}_count")) {
-            entry.0 += value;
-        } else if series.starts_with(&format!("{METRIC}_sum")) {
-            entry.1 += value;
-        } else if let Some(le) = label(series, "le").and_then(|le| le.parse::<f64>().ok()) {
-            // Bounds in microseconds, so they sort as keys (+Inf saturates).
-            *entry.2.entry((le * 1e6) as u64).or_default() += value;
-        }
-    }
-    by_name
-}
-
-/// The value of label `key` in a series `name{k="v",…}`.
-fn label<'s>(series: &'s str, key: &str) -> Option<&'s str> {
-    let needle = format!("{key}=\"");
-    let start = series.find(&needle)? + needle.len();
-    let end = series[start..].find('"')?;
-    Some(&series[start..start + end])
-}
-
-/// Each webhook's calls between `before` and `after`.
-pub fn webhooks(before: &Histograms, after: &Histograms) -> BTreeMap<String, Webhook> {
-    let mut out = BTreeMap::new();
-    for (name, (count, sum, buckets)) in after {
-        let empty = Default::default();
-        let (count0, sum0, buckets0) = before.get(name).unwrap_or(&empty);
-        let calls = count - count0;
-        let p99 = buckets
-            .iter()
-            .find(|(le, n)| **n - buckets0.get(le).unwrap_or(&0.0) >= calls * 0.99)
-            .map_or(f64::INFINITY, |(le, _)| *le as f64 / 1e6);
-        let mean_seconds = if calls > 0.0 {
-            (sum - sum0) / calls
-        } else {
-            0.0
-        };
-        out.insert(
-            name.clone(),
-            Webhook {
-                calls,
-                mean_seconds,
-                p99_at_most_seconds: p99,
-            },
-        );
-    }
-    out
+/// Each webhook's calls between `before` and `after` (the apiserver's histograms, read with
+/// [`webhook_durations`](ocifit_testkit::webhook_durations)).
+pub fn webhooks(
+    before: &BTreeMap<String, WebhookDurations>,
+    after: &BTreeMap<String, WebhookDurations>,
+) -> BTreeMap<String, Webhook> {
+    after
+        .iter()
+        .map(|(name, after)| {
+            let calls = after.since(&before.get(name).cloned().unwrap_or_default());
+            let webhook = Webhook {
+                calls: calls.count,
+                mean_seconds: calls.mean_seconds(),
+                p99_at_most_seconds: calls.quantile_at_most(0.99),
+            };
+            (name.clone(), webhook)
+        })
+        .collect()
 }

@@ -3,33 +3,21 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-use kube::api::{ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
 use kube::runtime::wait::await_condition;
 use kube::{Api, Client};
-use ocifit_testkit::{Cluster, FakeNode, SharedCluster, create_namespace, create_node};
+use ocifit_testkit::{Cluster, FakeNode, SharedCluster, TestPod, create_namespace, create_node};
 
 static CLUSTER: SharedCluster = SharedCluster::new(|| Cluster::builder().with_all_controllers());
 
 const WAIT: Duration = Duration::from_secs(30);
 
 fn pod(name: &str, zone: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_selector: Some([("ocifit.test/zone".to_owned(), zone.to_owned())].into()),
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("app:v1".into()),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        ..Pod::default()
-    }
+    TestPod::named(name)
+        .image("app:v1")
+        .node_selector("ocifit.test/zone", zone)
+        .build()
 }
 
 async fn create_pod(client: &Client, namespace: &str, pod: &Pod) -> Api<Pod> {

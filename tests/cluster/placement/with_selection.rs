@@ -18,7 +18,7 @@ use ocifit::api::pod::{DECISION_IMAGES, ENABLED_LABEL};
 use ocifit_testkit::{Cluster, PodWebhook, register_pod_webhook, wait_until_admitted};
 use serde_json::json;
 
-use crate::support::objects::{TestPod, linux_node};
+use crate::support::objects::{OptIn, TestPod, linux_node};
 use crate::support::placement::{self, WAIT, annotation, wait_pod};
 use crate::support::{Env, FLAVOR};
 

@@ -12,7 +12,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 use serde_json::json;
 
-use crate::artifact_workflow::{
+use crate::artifact_cache::workflow::{
     Stage, WORKFLOW, container_state, create_cache, generated_login, job, job_pod, registry_pod,
     run_job, sdk_pull, sdk_pull_fails, stage_with, wait_ready, wait_step_webhook,
 };

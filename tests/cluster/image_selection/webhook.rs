@@ -26,7 +26,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use crate::support::access::handshake;
-use crate::support::objects::{PLACEHOLDER, TestPod};
+use crate::support::objects::{OptIn, PLACEHOLDER, TestPod};
 use crate::support::webhook::{WebhookCertificate, activate, admissions, image};
 use crate::support::{Controller, Env, FLAVOR, free_address, get};
 

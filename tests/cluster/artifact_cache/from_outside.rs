@@ -11,7 +11,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 use serde_json::json;
 
-use crate::artifact_workflow::{
+use crate::artifact_cache::workflow::{
     Stage, WORKFLOW, create_cache, job, run_job, stage, wait_ready, wait_step_webhook,
 };
 

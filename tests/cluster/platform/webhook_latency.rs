@@ -6,17 +6,15 @@
 //! not wait for the peer's delayed ACK (Nagle's algorithm on the webhook's socket held each
 //! response back ~40 ms), so the mean of each webhook stays well under 20 ms.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
 use kube::api::PostParams;
-use kube::{Api, Client};
 use ocifit::api::placement::pod::SCHEDULING_GATE;
-use ocifit_testkit::{Cluster, PodWebhook};
+use ocifit_testkit::{Cluster, PodWebhook, webhook_durations};
 use serde_json::json;
 
-use crate::support::objects::TestPod;
+use crate::support::objects::{OptIn, TestPod};
 use crate::support::placement::{create_policy, gates};
 use crate::support::webhook::{WebhookCertificate, activate};
 use crate::support::{Env, FLAVOR, free_address};
@@ -27,72 +25,11 @@ const PODS: usize = 60;
 /// The mean a webhook call may take as the apiserver measures it: the delayed-ACK stall alone
 /// is ~40 ms, an answer on loopback well under a millisecond.
 const MEAN_LIMIT_SECONDS: f64 = 0.020;
-/// The apiserver's webhook-duration metric.
 /// The webhooks' names, as the apiserver labels its histogram.
 const MUTATE: &str = "pods.ocifit.io";
 const GATE: &str = "gate.ocifit.io";
-const METRIC: &str = "apiserver_admission_webhook_admission_duration_seconds";
-
-/// One webhook's observations in the apiserver's histogram: count, sum and the count at or
-/// under 25 ms (a bucket bound of the apiserver's histogram).
-#[derive(Clone, Copy, Debug, Default)]
-struct Observed {
-    count: f64,
-    sum: f64,
-    within_25ms: f64,
-}
-
-impl std::ops::Sub for Observed {
-    type Output = Observed;
-    fn sub(self, before: Observed) -> Observed {
-        Observed {
-            count: self.count - before.count,
-            sum: self.sum - before.sum,
-            within_25ms: self.within_25ms - before.within_25ms,
-        }
-    }
-}
-
-/// The histogram of every webhook (by configuration-level webhook name), from the apiserver's
-/// `/metrics`.
-async fn webhook_durations(client: &Client) -> BTreeMap<String, Observed> {
-    let request = http::Request::get("/metrics")
-        .body(Vec::new())
-        .expect("a request");
-    let text = client
-        .request_text(request)
-        .await
-        .expect("the apiserver's metrics");
-    let mut by_name: BTreeMap<String, Observed> = BTreeMap::new();
-    for line in text.lines().filter(|l| l.starts_with(METRIC)) {
-        let Some((series, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let Ok(value) = value.parse::<f64>() else {
-            continue;
-        };
-        let Some(name) = label(series, "name") else {
-            continue;
-        };
-        let observed = by_name.entry(name.to_owned()).or_default();
-        if series.starts_with(&format!("{METRIC}_count")) {
-            observed.count += value;
-        } else if series.starts_with(&format!("{METRIC}_sum")) {
-            observed.sum += value;
-        } else if label(series, "le") == Some("0.025") {
-            observed.within_25ms += value;
-        }
-    }
-    by_name
-}
-
-/// The value of label `key` in a series `name{k="v",…}`.
-fn label<'s>(series: &'s str, key: &str) -> Option<&'s str> {
-    let needle = format!("{key}=\"");
-    let start = series.find(&needle)? + needle.len();
-    let end = series[start..].find('"')?;
-    Some(&series[start..start + end])
-}
+/// A bucket bound of the apiserver's histogram, under the delayed-ACK stall.
+const WITHIN_SECONDS: f64 = 0.025;
 
 #[tokio::test]
 async fn back_to_back_pod_creations_wait_no_delayed_ack_in_either_webhook() {
@@ -161,7 +98,9 @@ async fn back_to_back_pod_creations_wait_no_delayed_ack_in_either_webhook() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 
-    let before = webhook_durations(&env.client).await;
+    let before = webhook_durations(&env.client)
+        .await
+        .expect("the apiserver's webhook histograms");
     for i in 0..PODS {
         let created = create(format!("pod-{i}")).await;
         assert_eq!(gates(&created), [SCHEDULING_GATE], "pod-{i} gated");
@@ -173,17 +112,23 @@ async fn back_to_back_pod_creations_wait_no_delayed_ack_in_either_webhook() {
             "pod-{i} given its class's image"
         );
     }
-    let after = webhook_durations(&env.client).await;
+    let after = webhook_durations(&env.client)
+        .await
+        .expect("the apiserver's webhook histograms");
 
     for webhook in [MUTATE, GATE] {
-        let observed = after.get(webhook).copied().unwrap_or_default()
-            - before.get(webhook).copied().unwrap_or_default();
-        let mean = observed.sum / observed.count;
+        let observed = after
+            .get(webhook)
+            .cloned()
+            .unwrap_or_default()
+            .since(&before.get(webhook).cloned().unwrap_or_default());
+        let within = observed.within(WITHIN_SECONDS);
+        let mean = observed.mean_seconds();
         println!(
             "LATENCY {webhook}: {} calls, mean {:.2} ms, {} of them within 25 ms (apiserver's histogram)",
             observed.count,
             mean * 1000.0,
-            observed.within_25ms
+            within
         );
         assert!(
             observed.count >= PODS as f64,
@@ -196,7 +141,7 @@ async fn back_to_back_pod_creations_wait_no_delayed_ack_in_either_webhook() {
              ({} calls, {} within 25 ms)",
             mean * 1000.0,
             observed.count,
-            observed.within_25ms
+            within
         );
     }
     assert!(controller.stop().await.success());

@@ -26,7 +26,7 @@ use rustls::pki_types::pem::PemObject;
 
 use crate::support::access::{handshake, service_account_kubeconfig};
 use crate::support::chart_pod::{ChartPod, POD_NAME, Replica, install};
-use crate::support::objects::{PLACEHOLDER, TestPod, linux_node};
+use crate::support::objects::{OptIn, PLACEHOLDER, TestPod, linux_node};
 use crate::support::{Env, FLAVOR, data, free_address, images};
 
 #[tokio::test]

@@ -14,8 +14,8 @@ use kube::Api;
 use kube::api::PostParams;
 use ocifit_testkit::image::flavor_image;
 use ocifit_testkit::{
-    Cluster, ClusterBuilder, FakeNode, RealNode, Registry, SharedCluster, create_namespace,
-    create_node, wait_for_pod_log, wait_for_pod_ready,
+    Cluster, ClusterBuilder, FakeNode, RealNode, Registry, SharedCluster, TestPod,
+    create_namespace, create_node, wait_for_pod_log, wait_for_pod_ready,
 };
 
 const NODE: &str = "real-1";
@@ -42,19 +42,17 @@ async fn cluster() -> Cluster {
 /// A pod running `image` on the real node (chosen by the label the node was given), with `args`
 /// as its command when given.
 fn pod(name: &str, image: &str, command: Option<&str>) -> Pod {
-    serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {
-            "nodeSelector": {"ocifit.io/test-node": "real"},
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": "main",
-                "image": image,
-                "command": command.map(|c| vec!["/bin/sh", "-c", c]),
-            }],
-        },
-    }))
-    .expect("a pod")
+    let pod = TestPod::named(name)
+        .label("app", name)
+        .node_selector("ocifit.io/test-node", "real")
+        .grace_period(1)
+        .container("main")
+        .image(image);
+    match command {
+        Some(script) => pod.command(script),
+        None => pod,
+    }
+    .build()
 }
 
 async fn create(client: &kube::Client, namespace: &str, pod: &Pod) {

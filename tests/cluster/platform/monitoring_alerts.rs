@@ -15,13 +15,13 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use ocifit_testkit::chart::{documents, find, render};
-use ocifit_testkit::{Tool, create_namespace};
+use ocifit_testkit::{Proxy, Tool, create_namespace};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
 use crate::support::objects::{Policy, linux_node};
 use crate::support::placement::{self, create_policy, gates, wait_pod};
-use crate::support::{Env, Proxy, free_address, get, is};
+use crate::support::{Env, free_address, get, is};
 
 const NAMESPACE: &str = "monitoring";
 /// The alerts this scenario makes fire, with the `for:` it gives them.
@@ -39,7 +39,7 @@ async fn a_registry_outage_fires_the_degraded_and_gated_too_long_alerts_until_it
     create_namespace(&client, NAMESPACE).await.unwrap();
     let registry = env.registry();
     // ocifit reaches the registry only through a proxy that can be switched off.
-    let mut proxy = Proxy::start(registry.addr()).await;
+    let mut proxy = Proxy::start(registry.addr()).await.expect("the proxy");
     registry
         .push_image("library/app", "v1", "linux/amd64")
         .await
@@ -157,7 +157,7 @@ async fn a_registry_outage_fires_the_degraded_and_gated_too_long_alerts_until_it
     );
     answered.extend(prometheus.answering(&dashboard).await);
 
-    proxy.up().await;
+    proxy.up().await.expect("the proxy up again");
     let back = Instant::now();
     wait_pod(&pods, "waiting", "released", |pod| gates(pod).is_empty()).await;
     let resolved = prometheus

@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use crate::support::objects::TestPod;
+use crate::support::objects::{OptIn, TestPod};
 use crate::support::webhook::{WebhookCertificate, activate, image};
 use crate::support::{Env, FLAVOR, free_address};
 

@@ -24,7 +24,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::{NAMESPACE, Served};
-use crate::support::objects::TestPod;
+use crate::support::objects::{OptIn, TestPod};
 use crate::support::webhook::image;
 use crate::support::{FLAVOR, flavor_set};
 

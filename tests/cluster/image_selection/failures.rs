@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::PostParams;
-use ocifit_testkit::create_namespace;
+use ocifit_testkit::{Proxy, create_namespace};
 
 use crate::support::objects::{Policy, linux_node};
-use crate::support::{Controller, Env, Proxy, condition, condition_message, is};
+use crate::support::{Controller, Env, condition, condition_message, is};
 
 const REFRESH: &str = "10s";
 
@@ -42,7 +42,7 @@ async fn failures_degrade_and_recover_and_refresh_follows_the_tag() {
         .await
         .expect("crane push");
     // Policies reach the registry through a proxy that can be switched off.
-    let mut proxy = Proxy::start(registry.addr()).await;
+    let mut proxy = Proxy::start(registry.addr()).await.expect("the proxy");
     let fast = format!("{}/library/app:amd64-only", proxy.addr);
     let portable = format!("{}/library/app:portable", proxy.addr);
     env.push_artifact(
@@ -274,7 +274,7 @@ async fn a_registry_outage_keeps_the_images_and_marks_degraded_until_it_ends(
         warnings,
         "no event per failed retry: {later:?}"
     );
-    proxy.up().await;
+    proxy.up().await.expect("the proxy up again");
     let recovered = Instant::now();
     env.wait_status("arch", Duration::from_secs(30), "recovered", |s| {
         is(s, "Degraded", "False", "Current") && is(s, "Ready", "True", "Resolved")

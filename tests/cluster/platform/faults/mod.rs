@@ -41,7 +41,7 @@ use ocifit_testkit::PodWebhook;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use crate::support::objects::{TestPod, linux_node};
+use crate::support::objects::{OptIn, TestPod, linux_node};
 use crate::support::webhook::{WebhookCertificate, activate, image};
 use crate::support::{Controller, Env, FLAVOR, free_address};
 

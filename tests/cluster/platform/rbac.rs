@@ -16,7 +16,7 @@ use ocifit::api::pod::ENABLED_LABEL as ENABLED;
 use ocifit_testkit::{PodWebhook, create_namespace, register_pod_webhook, wait_until_admitted};
 
 use crate::support::access::{client_from, service_account_kubeconfig};
-use crate::support::objects::{PLACEHOLDER, TestPod, linux_node};
+use crate::support::objects::{OptIn, PLACEHOLDER, TestPod, linux_node};
 use crate::support::{Controller, Env, FLAVOR, apply_config_rbac, free_address, images};
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use ocifit::api::{ArtifactCache, step};
 use ocifit_testkit::{Tool, Tools};
 use serde_json::{Value, json};
 
-use crate::artifact_workflow::{
+use crate::artifact_cache::workflow::{
     Stage, anonymous_status, generated_login, job, registry_pod, run_job, stage, wait_ready,
     wait_step_webhook,
 };

@@ -22,7 +22,7 @@ use ocifit_testkit::chart::NAMESPACE;
 use ocifit_testkit::image::step_image;
 use serde_json::{Value, json};
 
-use crate::artifact_workflow::{
+use crate::artifact_cache::workflow::{
     NODE, P, Stage, WORKFLOW, contract, create_cache, diagnostics, files, generated_login,
     registry_pod, run_job, sdk_pull, stage, wait_ready,
 };

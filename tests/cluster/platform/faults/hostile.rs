@@ -15,6 +15,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use ocifit::api::pod::ENABLED_LABEL;
+use ocifit_testkit::review::{admission_review, create_request};
 
 use super::{Served, flavored};
 use crate::support::objects::PLACEHOLDER;
@@ -25,26 +26,13 @@ const CHART_LIMIT_KIB: u64 = 256 * 1024;
 /// shared cores adds to it.
 const ANSWERED_WITHIN: Duration = Duration::from_secs(4);
 
-/// A review as the apiserver sends it, around `object` (and `options`, when given).
+/// A review as the apiserver sends it, around `object` (and `options`, JSON text, when given).
 pub(super) fn review(object: serde_json::Value, options: Option<String>) -> Vec<u8> {
-    let request = json!({
-        "uid": "hostile",
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "namespace": "faults",
-        "operation": "CREATE",
-        "userInfo": {"username": "mallory"},
-        "object": object,
-    });
-    let mut text = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": request})
-    .to_string();
+    let mut request = create_request(&object, false);
     if let Some(options) = options {
-        // Before the request's closing braces.
-        text.truncate(text.len() - 2);
-        text.push_str(&format!(r#","options":{options}}}}}"#));
+        request["options"] = serde_json::from_str(&options).expect("options as JSON");
     }
-    text.into_bytes()
+    admission_review(request)
 }
 
 pub(super) fn pod(spec: serde_json::Value) -> serde_json::Value {

@@ -11,9 +11,8 @@
 //! nodes post a heartbeat every 100 ms, and how long a relabel takes to reach the webhook's index
 //! (patch answered → `ocifit_webhook_index_rebuilds_total` moved).
 
-#[path = "memory/idle.rs"]
 mod idle;
-#[path = "../tests/cluster/support/mod.rs"]
+#[path = "../../tests/cluster/support/mod.rs"]
 #[allow(dead_code)] // the cluster tests' support: the bench uses a part of it
 mod support;
 

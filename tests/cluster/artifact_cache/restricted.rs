@@ -11,7 +11,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 
-use crate::artifact_workflow::{
+use crate::artifact_cache::workflow::{
     NODE, Stage, WORKFLOW, contract, create_cache, generated_login, registry_pod, run_job,
     sdk_pull, stage_with, wait_ready, wait_step_webhook,
 };

@@ -26,7 +26,7 @@ use ocifit_testkit::pki::CertificateAuthority;
 use ocifit_testkit::{Cluster, KubeconformSchemas, SharedCluster, Tool, repo_root};
 use serde_json::json;
 
-use crate::support::objects::TestPod;
+use crate::support::objects::{OptIn, TestPod};
 
 static CLUSTER: SharedCluster = SharedCluster::new(Cluster::builder);
 

@@ -1,0 +1,8 @@
+//! The artifact cache: its CRD on a real apiserver, and workflows on a real node through the chart.
+
+mod crd;
+mod from_outside;
+mod restricted;
+mod seed_examples;
+mod step_code;
+pub(crate) mod workflow;

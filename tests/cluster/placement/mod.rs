@@ -1,0 +1,9 @@
+//! Platform placement: the gate, the controller that releases pods, node tainting and the way out.
+
+mod end_to_end;
+mod node_labels;
+mod real_node;
+mod registry;
+mod taints;
+mod way_out;
+mod with_selection;

@@ -97,7 +97,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
             Api::<PlacementPolicy>::all(client.clone()),
             watcher::Config::default(),
         )
-        .default_backoff()
+        .backoff(crate::process::watch_backoff())
         .modify(|policy| policy.metadata.managed_fields = None),
         "placementpolicies",
     );
@@ -110,7 +110,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
                 .labels(POLICY_LABEL)
                 .page_size(UNTRUSTED_LIST_PAGE),
         )
-        .default_backoff()
+        .backoff(crate::process::watch_backoff())
         .modify(held::trim),
         "placement pods",
     );
@@ -147,7 +147,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
                 Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
                 watcher::Config::default(),
             )
-            .default_backoff()
+            .backoff(crate::process::watch_backoff())
             .modify(|namespace| {
                 namespace.metadata.managed_fields = None;
                 namespace.metadata.annotations = None;

@@ -15,6 +15,7 @@
 //! The decision modules are pure: no I/O, time passed in.
 
 pub mod admission;
+pub mod compiled;
 pub mod controller;
 pub mod credentials;
 pub mod failure;
@@ -53,8 +54,8 @@ use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
 use crate::process::{Feature, Readiness, Shutdown, Tasks, until};
 use crate::registry::{DockerConfig, Inspector, InspectorOptions};
 use crate::telemetry::Metrics;
-use admission::{GatePods, UsablePolicies};
-use policy::Policy;
+use admission::GatePods;
+use compiled::{PolicySet, UsablePolicies};
 
 /// What placement needs from the rest of the process.
 pub struct Parts {
@@ -77,9 +78,9 @@ pub struct Parts {
 }
 
 /// Starts placement over the cluster view: its tasks are the policy and labelled-pod watches,
-/// the controller, the status keeper, and with the route the namespace watch and the
-/// usable-policy feed. It can serve once its stores hold a first list and, with the route, the
-/// gate holds the policies compiled from it.
+/// the policy feed (which compiles the policies once per change for everyone), the controller,
+/// node tainting, the status keeper, and with the route the namespace watch. It can serve once
+/// its stores hold a first list and the policies compiled from it are stored.
 pub fn run(parts: Parts) -> Feature<Route> {
     let Parts {
         cluster,
@@ -114,17 +115,22 @@ pub fn run(parts: Parts) -> Feature<Route> {
         .modify(held::trim),
         "placement pods",
     );
+    let usable = UsablePolicies::default();
     let mut tasks: Tasks = vec![
         (
             "placement policy watch",
             until(shutdown.clone(), policy_watch),
+        ),
+        (
+            "placement policy feed",
+            until(shutdown.clone(), feed(policies.clone(), usable.clone())),
         ),
         ("placement pod watch", until(shutdown.clone(), pod_watch)),
         (
             "placement node taints",
             until(
                 shutdown.clone(),
-                controller::taints::keep(cluster.clone(), policies.clone()),
+                controller::taints::keep(cluster.clone(), usable.clone()),
             ),
         ),
         (
@@ -133,7 +139,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
                 shutdown.clone(),
                 controller::status::keep(
                     cluster.clone(),
-                    policies.clone(),
+                    usable.clone(),
                     pods.clone(),
                     Arc::clone(&metrics),
                 ),
@@ -154,17 +160,12 @@ pub fn run(parts: Parts) -> Feature<Route> {
             }),
             "namespaces",
         );
-        let usable = UsablePolicies::default();
         tasks.push(("namespace watch", until(shutdown.clone(), namespace_watch)));
-        tasks.push((
-            "placement policy feed",
-            until(shutdown.clone(), feed(policies.clone(), usable.clone())),
-        ));
-        gate = Some((store.clone(), usable.clone()));
+        gate = Some(store.clone());
         Route::new(
             admission::PATH,
             GatePods {
-                policies: usable,
+                policies: usable.clone(),
                 namespaces: store.store(),
                 own_namespace: own_namespace.clone(),
             },
@@ -174,9 +175,9 @@ pub fn run(parts: Parts) -> Feature<Route> {
     });
     let context = controller::Context {
         // With the route, the namespaces it reads are in memory already.
-        namespaces: gate.as_ref().map(|(store, _)| store.store()),
+        namespaces: gate.as_ref().map(Reflected::store),
         cluster: cluster.clone(),
-        policies: policies.store(),
+        policies: usable.clone(),
         inspector: Inspector::new(inspector),
         own_credentials,
         reporter: EventReporter::new(client, REPORTING_CONTROLLER, identity, Arc::clone(&metrics)),
@@ -201,27 +202,20 @@ pub fn run(parts: Parts) -> Feature<Route> {
             move || {
                 policies.synced()
                     && pods.synced()
-                    && gate
-                        .as_ref()
-                        .is_none_or(|(namespaces, usable)| namespaces.synced() && usable.stored())
+                    && usable.stored()
+                    && gate.as_ref().is_none_or(Reflected::synced)
             },
         ),
     }
 }
 
-/// Keeps `usable` equal to the policies that compile, after each change of the store.
+/// Keeps `usable` equal to the store's policies compiled, after each change of the store.
 async fn feed(policies: Reflected<PlacementPolicy>, usable: UsablePolicies) {
     let mut changes = std::pin::pin!(policies.subscribe().ready_chunks(256));
     while let Some(batch) = changes.next().await {
         if batch.iter().all(|change| matches!(change, Change::Synced)) && !policies.synced() {
             continue;
         }
-        let compiled = policies
-            .store()
-            .state()
-            .iter()
-            .filter_map(|policy| Policy::compile(policy).ok())
-            .collect();
-        usable.store(compiled);
+        usable.store(PolicySet::compile(policies.store().state()));
     }
 }

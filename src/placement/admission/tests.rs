@@ -14,7 +14,9 @@ use super::*;
 use crate::admission::review::tests::apiserver_review;
 use crate::admission::route::Route;
 use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use crate::placement::compiled::PolicySet;
 use crate::placement::fixtures::{labelled, map, pod, policy};
+use crate::placement::policy::Policy;
 
 fn namespaces(labelled: &[(&str, &[(&str, &str)])]) -> Store<PartialObjectMeta<NamespaceObject>> {
     let mut writer = Writer::<PartialObjectMeta<NamespaceObject>>::default();
@@ -34,7 +36,7 @@ fn namespaces(labelled: &[(&str, &[(&str, &str)])]) -> Store<PartialObjectMeta<N
 
 fn route(policies: Vec<Policy>, store: Store<PartialObjectMeta<NamespaceObject>>) -> Route {
     let usable = UsablePolicies::default();
-    usable.store(policies);
+    usable.store(PolicySet::usable_only(policies));
     Route::new(
         PATH,
         GatePods {
@@ -141,7 +143,7 @@ fn an_opted_out_pod_and_a_namespace_missing_from_the_store_are_judged_without_er
 fn the_gate_counts_as_loaded_only_once_the_policies_were_stored_even_when_there_are_none() {
     let usable = UsablePolicies::default();
     assert!(!usable.stored(), "no list read yet is not an empty list");
-    usable.store(Vec::new());
+    usable.store(PolicySet::default());
     assert!(usable.stored());
     assert!(usable.load().is_empty());
 }

@@ -32,6 +32,9 @@ use crate::telemetry::Feature;
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
 /// How soon to look again at a pod whose namespace has all its reconcile slots in use.
 const NAMESPACE_BUSY: Duration = Duration::from_secs(2);
+/// When a pod reconciled before the policies were first compiled is looked at again (an empty
+/// set then means "not read yet": the pod's policy would seem gone and the pod be released).
+const POLICIES_UNREAD: Duration = Duration::from_secs(1);
 
 /// A reconcile failed against the apiserver (registry problems are Events and retries, not
 /// errors).
@@ -79,6 +82,9 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     if !gated(&pod) || pod.metadata.deletion_timestamp.is_some() {
         ctx.retries().forget(&uid);
         return Ok(Action::await_change());
+    }
+    if !ctx.policies.stored() {
+        return Ok(Action::requeue(POLICIES_UNREAD));
     }
     let images = images(&pod);
     if let Some(wait) = ctx.retries().wait(&uid, &images, Instant::now()) {

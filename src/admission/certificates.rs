@@ -18,6 +18,7 @@ use std::time::Duration;
 use super::tls::ServingCert;
 use crate::telemetry::error_chain;
 
+pub use inspect::{CertificateProblem, PemProblem};
 pub use issue::{IssueError, Material};
 pub use manager::manage;
 pub use plan::{

@@ -25,7 +25,7 @@ use crate::placement::held::release_patch;
 use crate::placement::policy::Policy;
 use crate::placement::release::{self, Note, Plan};
 use crate::placement::retries::images;
-use crate::placement::select::{Namespace, recheck};
+use crate::placement::select::{Namespace, NotSelected, recheck};
 use crate::telemetry::Feature;
 
 /// How soon to look again after the pod changed under our update.
@@ -98,7 +98,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     let plan = match ctx.usable_policy(&name) {
         Err(why) => release::without_policy(&pod, &why.to_string()),
         Ok(policy) => match selects(&ctx, &pod, &policy).await? {
-            Err(why) => release::without_policy(&pod, &why),
+            Err(why) => release::without_policy(&pod, &why.to_string()),
             Ok(()) => plan_release(&ctx, &pod, &policy).await,
         },
     };
@@ -158,7 +158,11 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
 }
 
 /// Whether `policy` selects the pod as admission would have: `Err` says why not.
-async fn selects(ctx: &Context, pod: &Pod, policy: &Policy) -> Result<Result<(), String>, Error> {
+async fn selects(
+    ctx: &Context,
+    pod: &Pod,
+    policy: &Policy,
+) -> Result<Result<(), NotSelected>, Error> {
     let namespace = pod.namespace().unwrap_or_default();
     let labels: BTreeMap<String, String> = match ctx.stored_namespace_labels(&namespace) {
         Some(labels) => labels,
@@ -178,8 +182,7 @@ async fn selects(ctx: &Context, pod: &Pod, policy: &Policy) -> Result<Result<(),
         },
         &ctx.own_namespace,
         policy,
-    )
-    .map_err(|why| why.to_string()))
+    ))
 }
 
 /// Reads the pod's Secrets and images and plans its release.

@@ -256,7 +256,7 @@ impl Keeper {
             }
             Err(err) => tracing::warn!(
                 %secret,
-                error = %err,
+                error = %error_chain(&err),
                 "the webhook Secret's serving certificate cannot be served; keeping the current one"
             ),
         }

@@ -4,7 +4,8 @@
 //! computes the platforms every container shares ([`platforms`]), and releases the pod in one
 //! update that narrows its node affinity and adds tolerations and preferences ([`release`]), or
 //! holds it with a reason; repeated inspection failures follow the policy's bound ([`failure`]).
-//! [`policy`] reads a stored policy once, [`credentials`] turns pull Secrets into registry
+//! [`policy`] reads a stored policy, [`compiled`] holds every policy read once per change of
+//! the store for all who ask, [`credentials`] turns pull Secrets into registry
 //! credentials, [`pull_policy`] says how fresh a tag must be, [`status`] counts a policy's pods.
 //! [`taints`] says which taints node tainting wants on a node; [`retries`] keeps a failed
 //! inspection's backoff against the controller's own writes; [`held`] says what the watch keeps

@@ -1,7 +1,7 @@
 //! Every PlacementPolicy's status (leader only): `observedGeneration`, the counts of the pods it
 //! gated by state, and `Ready` (its selectors and durations read, or why not). Recomputed from
-//! the stores when a policy or a labelled pod changes, at most once per [`PAUSE`], and written
-//! only when it differs from what is stored.
+//! the compiled policies and the pod store when the policies are compiled anew or a labelled pod
+//! changes, at most once per [`PAUSE`], and written only when it differs from what is stored.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

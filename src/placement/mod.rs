@@ -40,6 +40,7 @@ mod fixtures;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
 use kube::core::PartialObjectMeta;
@@ -94,28 +95,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         shutdown,
     } = parts;
     let client = cluster.client.clone();
-    let (policies, policy_watch) = reflect(
-        watcher(
-            Api::<PlacementPolicy>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .backoff(crate::process::watch_backoff())
-        .modify(|policy| policy.metadata.managed_fields = None),
-        "placementpolicies",
-    );
-    // Only the pods carrying the tracking label (the store never holds the rest of the
-    // cluster's), and of those only what placement reads: anyone can set the label.
-    let (pods, pod_watch) = reflect(
-        watcher(
-            Api::<Pod>::all(client.clone()),
-            watcher::Config::default()
-                .labels(POLICY_LABEL)
-                .page_size(UNTRUSTED_LIST_PAGE),
-        )
-        .backoff(crate::process::watch_backoff())
-        .modify(held::trim),
-        "placement pods",
-    );
+    let (policies, policy_watch, pods, pod_watch) = watches(&client);
     let usable = UsablePolicies::default();
     let mut tasks: Tasks = vec![
         (
@@ -149,18 +129,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
     ];
     let mut gate = None;
     let route = admission.then(|| {
-        let (store, namespace_watch) = reflect(
-            watcher(
-                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-                watcher::Config::default(),
-            )
-            .backoff(crate::process::watch_backoff())
-            .modify(|namespace| {
-                namespace.metadata.managed_fields = None;
-                namespace.metadata.annotations = None;
-            }),
-            "namespaces",
-        );
+        let (store, namespace_watch) = namespaces(&client);
         tasks.push(("namespace watch", until(shutdown.clone(), namespace_watch)));
         gate = Some(store.clone());
         Route::new(
@@ -208,6 +177,61 @@ pub fn run(parts: Parts) -> Feature<Route> {
             },
         ),
     }
+}
+
+/// The policy watch and the labelled-pod watch, each with its store.
+fn watches(
+    client: &kube::Client,
+) -> (
+    Reflected<PlacementPolicy>,
+    BoxFuture<'static, ()>,
+    Reflected<Pod>,
+    BoxFuture<'static, ()>,
+) {
+    let (policies, policy_watch) = reflect(
+        watcher(
+            Api::<PlacementPolicy>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .backoff(crate::process::watch_backoff())
+        .modify(|policy| policy.metadata.managed_fields = None),
+        "placementpolicies",
+    );
+    // Only the pods carrying the tracking label (the store never holds the rest of the
+    // cluster's), and of those only what placement reads: anyone can set the label.
+    let (pods, pod_watch) = reflect(
+        watcher(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default()
+                .labels(POLICY_LABEL)
+                .page_size(UNTRUSTED_LIST_PAGE),
+        )
+        .backoff(crate::process::watch_backoff())
+        .modify(held::trim),
+        "placement pods",
+    );
+    (policies, policy_watch, pods, pod_watch)
+}
+
+/// The namespace watch the gate's namespace selectors read, with its store (labels only).
+fn namespaces(
+    client: &kube::Client,
+) -> (
+    Reflected<PartialObjectMeta<Namespace>>,
+    BoxFuture<'static, ()>,
+) {
+    reflect(
+        watcher(
+            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .backoff(crate::process::watch_backoff())
+        .modify(|namespace| {
+            namespace.metadata.managed_fields = None;
+            namespace.metadata.annotations = None;
+        }),
+        "namespaces",
+    )
 }
 
 /// Keeps `usable` equal to the store's policies compiled, after each change of the store.

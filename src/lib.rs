@@ -4,8 +4,8 @@
 //! floors, never on a sibling of its own floor, and `tests/components/architecture.rs` keeps it so.
 //!
 //! - footing: `engine` (the compatibility engine), `platform` (the one platform model);
-//! - ground: `api`, `classes`, `process` (tasks, shutdown, the `Feature` face), `registry`,
-//!   `telemetry`;
+//! - ground: `api`, `classes`, `process` (tasks, shutdown, the `Feature` face, the watch
+//!   backoff), `registry`, `telemetry`;
 //! - shared: `cluster` (the cluster view), `admission` (the one admission host);
 //! - features: `image_selection` (with its decision, `resolution`), `placement`,
 //!   `artifact_cache`; `startup` and `cli` use each through its face (its `mod.rs`);

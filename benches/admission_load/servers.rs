@@ -21,8 +21,8 @@ use ocifit::artifact_cache::status::{Observed, status};
 use ocifit::image_selection::feed::SharedIndex;
 use ocifit::image_selection::planner::Index;
 use ocifit::image_selection::route::{self as mutate, MutatePods};
-use ocifit::placement::admission::{self as gate, GatePods, UsablePolicies};
-use ocifit::placement::policy::Policy;
+use ocifit::placement::admission::{self as gate, GatePods};
+use ocifit::placement::compiled::{PolicySet, UsablePolicies};
 use ocifit::telemetry::Metrics;
 use serde_json::json;
 
@@ -141,11 +141,12 @@ fn mutate_pods(nodes: usize) -> Result<MutatePods> {
 
 /// The gate with one PlacementPolicy selecting every pod.
 fn gate_pods() -> Result<GatePods> {
+    let set = PolicySet::compile([Arc::new(PlacementPolicy::new("all", Default::default()))]);
+    if let Some(Err(err)) = set.get("all") {
+        anyhow::bail!("the bench's policy does not compile: {err}");
+    }
     let policies = UsablePolicies::default();
-    policies.store(vec![Policy::compile(&PlacementPolicy::new(
-        "all",
-        Default::default(),
-    ))?]);
+    policies.store(set);
     Ok(GatePods {
         policies,
         namespaces: Writer::default().as_reader(),

@@ -15,9 +15,9 @@ mod secret;
 
 use std::time::Duration;
 
-use super::tls::ServingCert;
-use crate::telemetry::error_chain;
+use super::tls::{ServingCert, TlsError};
 
+pub use inspect::{CertificateProblem, PemProblem};
 pub use issue::{IssueError, Material};
 pub use manager::manage;
 pub use plan::{
@@ -28,13 +28,12 @@ pub use plan::{
 /// Where the served certificate goes (the webhook's TLS resolver).
 pub trait CertificateSink: Send + Sync {
     /// Serves this certificate chain and key (PEM) from now on, or says why it cannot.
-    fn load(&self, cert_chain_pem: &[u8], key_pem: &[u8]) -> Result<(), String>;
+    fn load(&self, cert_chain_pem: &[u8], key_pem: &[u8]) -> Result<(), TlsError>;
 }
 
 impl CertificateSink for ServingCert {
-    fn load(&self, cert_chain_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
+    fn load(&self, cert_chain_pem: &[u8], key_pem: &[u8]) -> Result<(), TlsError> {
         self.set_pem(cert_chain_pem, key_pem)
-            .map_err(|err| error_chain(&err))
     }
 }
 

@@ -97,7 +97,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
             Api::<ArtifactCache>::all(cluster.client.clone()),
             watcher::Config::default(),
         )
-        .backoff(crate::cluster::watches::backoff())
+        .backoff(crate::process::watch_backoff())
         .modify(|cache| cache.metadata.managed_fields = None),
         "artifactcaches",
     );
@@ -203,7 +203,7 @@ where
     reflect(
         owned::controlled_only(
             watcher(Api::<K>::all(cluster.client.clone()), config)
-                .backoff(crate::cluster::watches::backoff()),
+                .backoff(crate::process::watch_backoff()),
         ),
         what,
     )

@@ -56,7 +56,7 @@ pub enum AccessError {
     NotReady {
         namespace: String,
         name: String,
-        why: String,
+        why: NotReady,
     },
     #[error("ArtifactCache {namespace}/{name} has no Ready registry pod (Deployment {deployment})")]
     NoPod {
@@ -100,23 +100,30 @@ pub enum Route {
     Direct { endpoint: String, plain_http: bool },
 }
 
+/// Why a cache has no route yet, as the end of "ArtifactCache … is not Ready…".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    /// Its Ready condition is not True.
+    #[error(": {reason} ({message})")]
+    Condition { reason: String, message: String },
+    #[error(": no Ready condition yet")]
+    NoCondition,
+    #[error(": no endpoint in its status")]
+    NoEndpoint,
+}
+
 /// The route to `cache`, or why there is none. Pure.
-pub fn route(cache: &ArtifactCache) -> Result<Route, String> {
+pub fn route(cache: &ArtifactCache) -> Result<Route, NotReady> {
     let status = cache.status.clone().unwrap_or_default();
-    let ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| {
-            (
-                c.status == "True",
-                format!(": {} ({})", c.reason, c.message),
-            )
-        });
-    match ready {
-        Some((true, _)) => {}
-        Some((false, why)) => return Err(why),
-        None => return Err(": no Ready condition yet".to_owned()),
+    match status.conditions.iter().find(|c| c.type_ == "Ready") {
+        Some(ready) if ready.status == "True" => {}
+        Some(ready) => {
+            return Err(NotReady::Condition {
+                reason: ready.reason.clone(),
+                message: ready.message.clone(),
+            });
+        }
+        None => return Err(NotReady::NoCondition),
     }
     if cache.spec.deploy {
         let name = cache.metadata.name.as_deref().unwrap_or_default();
@@ -129,7 +136,7 @@ pub fn route(cache: &ArtifactCache) -> Result<Route, String> {
             endpoint,
             plain_http: status.plain_http,
         }),
-        None => Err(": no endpoint in its status".to_owned()),
+        None => Err(NotReady::NoEndpoint),
     }
 }
 
@@ -382,9 +389,9 @@ mod tests {
             json!({}),
             json!({"conditions": ready("False", "Deploying")}),
         ));
-        assert_eq!(err, Err(": Deploying (m)".to_owned()));
+        assert_eq!(err.unwrap_err().to_string(), ": Deploying (m)");
         let err = route(&cache(json!({}), json!({})));
-        assert_eq!(err, Err(": no Ready condition yet".to_owned()));
+        assert_eq!(err.unwrap_err().to_string(), ": no Ready condition yet");
     }
 
     #[test]

@@ -175,7 +175,7 @@ fn releases(
     let leases: Api<Lease> = Api::namespaced(client, &settings.namespace);
     let by_name = watcher::Config::default().fields(&format!("metadata.name={}", settings.name));
     watcher(leases, by_name)
-        .backoff(super::watches::backoff())
+        .backoff(crate::process::watch_backoff())
         .applied_objects()
         .filter_map(|lease| {
             let released = lease.ok().is_some_and(|lease| {

@@ -1,7 +1,8 @@
 //! The watches of the shared cluster view: nodes (metadata only: names and labels are all any
 //! feature reads) and NFD NodeFeature objects once NFD's CRD exists (never Secrets: they are
-//! read by name, see [`secrets`](super::secrets)). Each yields raw watcher events, with backoff,
-//! trimmed of what no one reads; [`reflect`](super::reflected::reflect) stores and fans them out.
+//! read by name, see [`secrets`](super::secrets)). Each yields raw watcher events, retried on
+//! the process's one [`watch_backoff`] and trimmed of what no one reads;
+//! [`reflect`](super::reflected::reflect) stores and fans them out.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -10,17 +11,15 @@ use std::time::Duration;
 
 use foldhash::fast::FixedState;
 
-use backon::ExponentialBuilder;
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::core::PartialObjectMeta;
-use kube::runtime::utils::ResetTimerBackoff;
-use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
 use super::nodes::{ClusterNode, Strings};
 use crate::engine::{Features, NodeFeature};
+use crate::process::watch_backoff;
 
 /// The API group and version of NFD's NodeFeature.
 const NFD_API_VERSION: &str = "nfd.k8s-sigs.io/v1alpha1";
@@ -36,23 +35,6 @@ pub const UNTRUSTED_LIST_PAGE: u32 = 20;
 /// A watch's events, or its error (retried with backoff).
 pub type Events<K> = watcher::Result<watcher::Event<K>>;
 
-/// The backoff of every watch of the cluster view (and the features' own watches): as kube's
-/// default (client-go's: from 0.8 s, doubling, with jitter, reset after 2 minutes of health) but
-/// at most 2 s between attempts instead of 30, so the view is current again within seconds of
-/// an apiserver's return (the fault suite restarts one and expects status within 10 s).
-pub fn backoff() -> ResetTimerBackoff<ExponentialBackoff> {
-    ResetTimerBackoff::new(
-        ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(800))
-            .with_max_delay(Duration::from_secs(2))
-            .with_factor(2.0)
-            .with_jitter()
-            .without_max_times()
-            .into(),
-        Duration::from_secs(120),
-    )
-}
-
 /// Node metadata events, as [`ClusterNode`]s: names and labels (interned), nothing else.
 pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send + 'static {
     let mut strings = Strings::default();
@@ -60,7 +42,7 @@ pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send +
         Api::<PartialObjectMeta<Node>>::all(client),
         watcher::Config::default(),
     )
-    .backoff(backoff())
+    .backoff(watch_backoff())
     .map_ok(move |event| {
         let mut compact = |node| ClusterNode::from_metadata(node, &mut strings);
         match event {
@@ -84,7 +66,7 @@ pub fn node_features(
         tracing::info!("NFD NodeFeature API found; watching NodeFeature objects");
         let mut shared = SharedFeatures::default();
         watcher(Api::<NodeFeature>::all(client), watcher::Config::default())
-            .backoff(backoff())
+            .backoff(watch_backoff())
             .modify(move |object| {
                 object.metadata.managed_fields = None;
                 object.metadata.annotations = None;

@@ -6,6 +6,8 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::fmt::Display;
 
 use super::Format;
 use super::artifact::{Artifact, CompatSet};
@@ -14,7 +16,7 @@ use super::explain::{Chosen, Explanation, Mode, SetOutcome, SetRef, SetStatus};
 use super::inputs::{Features, NodeInputs};
 
 /// A platform filter that accepts every image.
-pub fn any_platform(_image: &str) -> Result<(), String> {
+pub fn any_platform(_image: &str) -> Result<(), Infallible> {
     Ok(())
 }
 
@@ -63,10 +65,11 @@ impl<'a> Node<'a> {
 
 impl Artifact {
     /// Chooses the best set for a node. `platform` is asked about every set whose rules hold
-    /// (with the set's tag); `Err(reason)` skips that set for this node.
-    pub fn best_fit<F>(&self, node: &NodeInputs, mut platform: F) -> Explanation
+    /// (with the set's tag); `Err(reason)` skips that set for this node, the reason shown.
+    pub fn best_fit<F, E>(&self, node: &NodeInputs, mut platform: F) -> Explanation
     where
-        F: FnMut(&str) -> Result<(), String>,
+        F: FnMut(&str) -> Result<(), E>,
+        E: Display,
     {
         let mut node = Node::new(node);
         let sets: Vec<SetOutcome> = self
@@ -75,7 +78,9 @@ impl Artifact {
             .map(|set| {
                 let why = match node.check(self, set) {
                     Err(miss) => Some(Why::Miss(miss)),
-                    Ok(()) => platform(&set.tag).err().map(Why::Skip),
+                    Ok(()) => platform(&set.tag)
+                        .err()
+                        .map(|why| Why::Skip(why.to_string())),
                 };
                 outcome(set.index, &set.tag, set.weight, why, Vec::new())
             })
@@ -100,13 +105,14 @@ impl Artifact {
 
 /// Chooses the best candidate for a node: a candidate fits when any set of its own artifact
 /// matches; `platform` is asked about every fitting candidate's image.
-pub fn best_candidate<F>(
+pub fn best_candidate<F, E>(
     candidates: &[Candidate<'_>],
     node: &NodeInputs,
     mut platform: F,
 ) -> Explanation
 where
-    F: FnMut(&str) -> Result<(), String>,
+    F: FnMut(&str) -> Result<(), E>,
+    E: Display,
 {
     let mut node = Node::new(node);
     let mut own_best = Vec::with_capacity(candidates.len());
@@ -127,7 +133,9 @@ where
             own_best.push(fit);
             let verdict = match fit {
                 None => Some(Why::NoSet(inner.len())),
-                Some(_) => platform(candidate.image).err().map(Why::Skip),
+                Some(_) => platform(candidate.image)
+                    .err()
+                    .map(|why| Why::Skip(why.to_string())),
             };
             outcome(index, candidate.image, candidate.weight, verdict, inner)
         })

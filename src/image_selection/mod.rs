@@ -83,7 +83,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
             Api::<ImageSelectionPolicy>::all(cluster.client.clone()),
             watcher::Config::default(),
         )
-        .backoff(crate::cluster::watches::backoff())
+        .backoff(crate::process::watch_backoff())
         .modify(|policy| policy.metadata.managed_fields = None),
         "imageselectionpolicies",
     );

@@ -6,51 +6,21 @@
 //! the apiserver, so its labels select as they will once the watch has it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use arc_swap::ArcSwap;
 use k8s_openapi::api::core::v1::{Namespace as NamespaceObject, Pod};
 use kube::core::PartialObjectMeta;
 use kube::core::admission::AdmissionRequest;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::compiled::UsablePolicies;
 use super::gate::{GatePlan, Leave, plan};
 use super::namespaces::{ReadNamespace, name_only};
-use super::policy::Policy;
 use super::select::{Namespace, select};
 use crate::admission::route::{Planner, Response, Verdict};
 
 /// The path the webhook configuration's second webhook calls.
 pub const PATH: &str = "/placement";
 
-/// The usable policies, replaced as a whole whenever one changes (admission reads them
-/// lock-free). Cheap to clone.
-#[derive(Clone, Debug, Default)]
-pub struct UsablePolicies {
-    current: Arc<ArcSwap<Vec<Policy>>>,
-    /// Set by the first [`UsablePolicies::store`]: until then the empty list means "not read
-    /// yet", not "no policy", and the gate must not count as ready (it would pass every pod).
-    stored: Arc<AtomicBool>,
-}
-
-impl UsablePolicies {
-    /// The policies now.
-    pub fn load(&self) -> Arc<Vec<Policy>> {
-        self.current.load_full()
-    }
-
-    /// Replaces them.
-    pub fn store(&self, policies: Vec<Policy>) {
-        self.current.store(Arc::new(policies));
-        self.stored.store(true, Ordering::Release);
-    }
-
-    /// Whether the policies were stored at least once.
-    pub fn stored(&self) -> bool {
-        self.stored.load(Ordering::Acquire)
-    }
-}
 
 /// Plans pod creations: gate the selected ones.
 #[derive(Clone)]

@@ -4,7 +4,8 @@
 //! computes the platforms every container shares ([`platforms`]), and releases the pod in one
 //! update that narrows its node affinity and adds tolerations and preferences ([`release`]), or
 //! holds it with a reason; repeated inspection failures follow the policy's bound ([`failure`]).
-//! [`policy`] reads a stored policy once, [`credentials`] turns pull Secrets into registry
+//! [`policy`] reads a stored policy, [`compiled`] holds every policy read once per change of
+//! the store for all who ask, [`credentials`] turns pull Secrets into registry
 //! credentials, [`pull_policy`] says how fresh a tag must be, [`status`] counts a policy's pods.
 //! [`taints`] says which taints node tainting wants on a node; [`retries`] keeps a failed
 //! inspection's backoff against the controller's own writes; [`held`] says what the watch keeps
@@ -16,6 +17,7 @@
 //! The decision modules are pure: no I/O, time passed in.
 
 pub mod admission;
+pub mod compiled;
 pub mod controller;
 pub mod credentials;
 pub mod failure;
@@ -40,6 +42,7 @@ mod fixtures;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
 use kube::core::PartialObjectMeta;
@@ -55,8 +58,8 @@ use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
 use crate::process::{Feature, Readiness, Shutdown, Tasks, until};
 use crate::registry::{DockerConfig, Inspector, InspectorOptions};
 use crate::telemetry::Metrics;
-use admission::{GatePods, UsablePolicies};
-use policy::Policy;
+use admission::GatePods;
+use compiled::{PolicySet, UsablePolicies};
 
 /// What placement needs from the rest of the process.
 pub struct Parts {
@@ -79,9 +82,9 @@ pub struct Parts {
 }
 
 /// Starts placement over the cluster view: its tasks are the policy and labelled-pod watches,
-/// the controller, the status keeper, and with the route the namespace watch and the
-/// usable-policy feed. It can serve once its stores hold a first list and, with the route, the
-/// gate holds the policies compiled from it.
+/// the policy feed (which compiles the policies once per change for everyone), the controller,
+/// node tainting, the status keeper, and with the route the namespace watch. It can serve once
+/// its stores hold a first list and the policies compiled from it are stored.
 pub fn run(parts: Parts) -> Feature<Route> {
     let Parts {
         cluster,
@@ -94,39 +97,23 @@ pub fn run(parts: Parts) -> Feature<Route> {
         shutdown,
     } = parts;
     let client = cluster.client.clone();
-    let (policies, policy_watch) = reflect(
-        watcher(
-            Api::<PlacementPolicy>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .modify(|policy| policy.metadata.managed_fields = None),
-        "placementpolicies",
-    );
-    // Only the pods carrying the tracking label (the store never holds the rest of the
-    // cluster's), and of those only what placement reads: anyone can set the label.
-    let (pods, pod_watch) = reflect(
-        watcher(
-            Api::<Pod>::all(client.clone()),
-            watcher::Config::default()
-                .labels(POLICY_LABEL)
-                .page_size(UNTRUSTED_LIST_PAGE),
-        )
-        .default_backoff()
-        .modify(held::trim),
-        "placement pods",
-    );
+    let (policies, policy_watch, pods, pod_watch) = watches(&client);
+    let usable = UsablePolicies::default();
     let mut tasks: Tasks = vec![
         (
             "placement policy watch",
             until(shutdown.clone(), policy_watch),
+        ),
+        (
+            "placement policy feed",
+            until(shutdown.clone(), feed(policies.clone(), usable.clone())),
         ),
         ("placement pod watch", until(shutdown.clone(), pod_watch)),
         (
             "placement node taints",
             until(
                 shutdown.clone(),
-                controller::taints::keep(cluster.clone(), policies.clone()),
+                controller::taints::keep(cluster.clone(), usable.clone()),
             ),
         ),
         (
@@ -135,7 +122,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
                 shutdown.clone(),
                 controller::status::keep(
                     cluster.clone(),
-                    policies.clone(),
+                    usable.clone(),
                     pods.clone(),
                     Arc::clone(&metrics),
                 ),
@@ -144,29 +131,13 @@ pub fn run(parts: Parts) -> Feature<Route> {
     ];
     let mut gate = None;
     let route = admission.then(|| {
-        let (store, namespace_watch) = reflect(
-            watcher(
-                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-                watcher::Config::default(),
-            )
-            .default_backoff()
-            .modify(|namespace| {
-                namespace.metadata.managed_fields = None;
-                namespace.metadata.annotations = None;
-            }),
-            "namespaces",
-        );
-        let usable = UsablePolicies::default();
+        let (store, namespace_watch) = namespaces(&client);
         tasks.push(("namespace watch", until(shutdown.clone(), namespace_watch)));
-        tasks.push((
-            "placement policy feed",
-            until(shutdown.clone(), feed(policies.clone(), usable.clone())),
-        ));
-        gate = Some((store.clone(), usable.clone()));
+        gate = Some(store.clone());
         Route::new(
             admission::PATH,
             GatePods {
-                policies: usable,
+                policies: usable.clone(),
                 namespaces: store.store(),
                 read_namespace: namespaces::ReadNamespace::from_apiserver(&client),
                 own_namespace: own_namespace.clone(),
@@ -177,9 +148,9 @@ pub fn run(parts: Parts) -> Feature<Route> {
     });
     let context = controller::Context {
         // With the route, the namespaces it reads are in memory already.
-        namespaces: gate.as_ref().map(|(store, _)| store.store()),
+        namespaces: gate.as_ref().map(Reflected::store),
         cluster: cluster.clone(),
-        policies: policies.store(),
+        policies: usable.clone(),
         inspector: Inspector::new(inspector),
         own_credentials,
         reporter: EventReporter::new(client, REPORTING_CONTROLLER, identity, Arc::clone(&metrics)),
@@ -204,27 +175,75 @@ pub fn run(parts: Parts) -> Feature<Route> {
             move || {
                 policies.synced()
                     && pods.synced()
-                    && gate
-                        .as_ref()
-                        .is_none_or(|(namespaces, usable)| namespaces.synced() && usable.stored())
+                    && usable.stored()
+                    && gate.as_ref().is_none_or(Reflected::synced)
             },
         ),
     }
 }
 
-/// Keeps `usable` equal to the policies that compile, after each change of the store.
+/// The policy watch and the labelled-pod watch, each with its store.
+fn watches(
+    client: &kube::Client,
+) -> (
+    Reflected<PlacementPolicy>,
+    BoxFuture<'static, ()>,
+    Reflected<Pod>,
+    BoxFuture<'static, ()>,
+) {
+    let (policies, policy_watch) = reflect(
+        watcher(
+            Api::<PlacementPolicy>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .backoff(crate::process::watch_backoff())
+        .modify(|policy| policy.metadata.managed_fields = None),
+        "placementpolicies",
+    );
+    // Only the pods carrying the tracking label (the store never holds the rest of the
+    // cluster's), and of those only what placement reads: anyone can set the label.
+    let (pods, pod_watch) = reflect(
+        watcher(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default()
+                .labels(POLICY_LABEL)
+                .page_size(UNTRUSTED_LIST_PAGE),
+        )
+        .backoff(crate::process::watch_backoff())
+        .modify(held::trim),
+        "placement pods",
+    );
+    (policies, policy_watch, pods, pod_watch)
+}
+
+/// The namespace watch the gate's namespace selectors read, with its store (labels only).
+fn namespaces(
+    client: &kube::Client,
+) -> (
+    Reflected<PartialObjectMeta<Namespace>>,
+    BoxFuture<'static, ()>,
+) {
+    reflect(
+        watcher(
+            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .backoff(crate::process::watch_backoff())
+        .modify(|namespace| {
+            namespace.metadata.managed_fields = None;
+            namespace.metadata.annotations = None;
+        }),
+        "namespaces",
+    )
+}
+
+/// Keeps `usable` equal to the store's policies compiled, after each change of the store.
 async fn feed(policies: Reflected<PlacementPolicy>, usable: UsablePolicies) {
     let mut changes = std::pin::pin!(policies.subscribe().ready_chunks(256));
     while let Some(batch) = changes.next().await {
         if batch.iter().all(|change| matches!(change, Change::Synced)) && !policies.synced() {
             continue;
         }
-        let compiled = policies
-            .store()
-            .state()
-            .iter()
-            .filter_map(|policy| Policy::compile(policy).ok())
-            .collect();
-        usable.store(compiled);
+        usable.store(PolicySet::compile(policies.store().state()));
     }
 }

@@ -134,7 +134,7 @@ pub fn plan(pod: &Pod, inspections: &[Inspection], context: Context<'_>) -> Plan
     };
     match constrain(pod, inspections, &common, context) {
         Ok(plan) => plan,
-        Err(why) => no_common_platform(pod, inspections, why, context),
+        Err(why) => no_common_platform(pod, inspections, why.to_string(), context),
     }
 }
 
@@ -148,27 +148,41 @@ pub fn without_policy(pod: &Pod, why: &str) -> Plan {
     )
 }
 
+/// Why a pod's own requirements leave none of the platforms its containers share.
+#[derive(Debug, thiserror::Error)]
+enum Unconstrainable {
+    #[error("the pod asks for spec.os.name {os}, but its containers share only {common}")]
+    OsNotShared { os: String, common: String },
+    #[error(transparent)]
+    Requirements(#[from] SelectionError),
+    #[error(
+        "the pod's own node requirements ({own}) allow none of the platforms its containers share ({common})"
+    )]
+    NoneAllowed { own: String, common: String },
+}
+
 /// Releases `pod` constrained to `common`, or says why its own requirements forbid it.
 fn constrain(
     pod: &Pod,
     inspections: &[Inspection],
     common: &Common,
     context: Context<'_>,
-) -> Result<Plan, String> {
+) -> Result<Plan, Unconstrainable> {
     let spec = pod.spec.clone().unwrap_or_default();
     let pod_os = spec.os.as_ref().map(|os| os.name.as_str());
     let choices = match pod_os {
         Some(os) => vec![common.retain(|os_arch| os_arch.os == os).ok_or_else(|| {
-            format!("the pod asks for spec.os.name {os}, but its containers share only {common}")
+            Unconstrainable::OsNotShared {
+                os: os.to_owned(),
+                common: common.to_string(),
+            }
         })?],
         None => os_choices(common),
     };
     // The first choice the pod's own requirements leave a node for.
     let mut chosen = None;
     for choice in &choices {
-        if let Some(pinned) =
-            labels::pin(&spec, choice, context.policy).map_err(|err| err.to_string())?
-        {
+        if let Some(pinned) = labels::pin(&spec, choice, context.policy)? {
             chosen = Some((choice, pinned));
             break;
         }
@@ -177,9 +191,10 @@ fn constrain(
         let own = Placement::from_pod_spec(&spec)
             .map(|placement| placement.to_string())
             .unwrap_or_else(|err: SelectionError| err.to_string());
-        return Err(format!(
-            "the pod's own node requirements ({own}) allow none of the platforms its containers share ({common})"
-        ));
+        return Err(Unconstrainable::NoneAllowed {
+            own,
+            common: common.to_string(),
+        });
     };
     let architectures: BTreeSet<&str> = pinned.architectures.iter().map(String::as_str).collect();
     let placed = narrowed_os

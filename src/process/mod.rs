@@ -2,13 +2,18 @@
 //! [`Tasks`], the one [`Shutdown`] signal, [`until`] for tasks with nothing to finish, and the
 //! [`Feature`] face every feature's `run` returns (its tasks, its admission routes, its
 //! [`Readiness`]). The cluster view, the admission host and `startup` all speak it, so none
-//! rewrites another's shutdown wait or task list.
+//! rewrites another's shutdown wait or task list. Every watch retries on the one
+//! [`watch_backoff`].
+
+mod backoff;
 
 use std::future::Future;
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
 use tokio::sync::watch;
+
+pub use backoff::watch_backoff;
 
 /// Long-lived tasks by name, for the supervisor. Each ends once shutdown begins (after
 /// finishing what it has in flight); any other end is a failure.

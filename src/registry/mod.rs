@@ -8,6 +8,7 @@
 //! call at the very end (`resolve`). It knows nothing of Kubernetes objects: callers hand it
 //! credentials as a docker config.
 
+mod addresses;
 mod allow;
 mod auth;
 mod backoff;
@@ -33,6 +34,7 @@ mod upload;
 
 /// The platforms an image is built for are the platform model's, read here.
 pub use crate::platform::Platform;
+pub use addresses::refuse_private;
 pub use allow::AllowList;
 pub use backoff::BackoffPolicy;
 pub use cache::CacheOptions;
@@ -42,9 +44,7 @@ pub use docker_config::{Credentials, DockerConfig};
 pub use download::BlobStream;
 pub use error::{Access, ConfigError, ContentProblem, Error, ErrorKind, Refusal, Result, Target};
 pub use flags::RegistryFlags;
-pub use inspect::{
-    ImageFacts, InspectError, InspectStats, Inspector, InspectorOptions, Lookup, refuse_private,
-};
+pub use inspect::{ImageFacts, InspectError, InspectStats, Inspector, InspectorOptions, Lookup};
 pub use manifest::{Descriptor, ImageManifest, OCI_MANIFEST, sha256_digest};
 pub use platforms::ImagePlatforms;
 pub use reference::{Reference, parse as parse_reference};

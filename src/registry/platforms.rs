@@ -143,6 +143,32 @@ mod tests {
     }
 
     #[test]
+    fn an_index_spelling_arm64_as_aarch64_or_arm64_v8_runs_on_arm64_nodes_only() {
+        use crate::platform::{ARCH_LABEL, NodePlatform, OS_LABEL};
+        let index = ImageIndex {
+            manifests: vec![
+                entry(OCI_MANIFEST, Some(("linux", "aarch64", None))),
+                entry(OCI_MANIFEST, Some(("linux", "arm64", Some("v8")))),
+            ],
+        };
+        let node = |arch: &str| {
+            NodePlatform::from_labels(&BTreeMap::from([
+                (OS_LABEL.to_owned(), "linux".to_owned()),
+                (ARCH_LABEL.to_owned(), arch.to_owned()),
+            ]))
+        };
+        let plan = plan_index(&index);
+        assert_eq!(plan.platforms.len(), 2, "each entry as the image spells it");
+        for platform in &plan.platforms {
+            assert!(platform.runs_on(&node("arm64")), "{platform}");
+            assert!(!platform.runs_on(&node("amd64")), "{platform}");
+        }
+        let config = br#"{"architecture":"aarch64","os":"linux"}"#;
+        let from_config = platform_from_config(config).unwrap().unwrap();
+        assert!(from_config.runs_on(&node("arm64")));
+    }
+
+    #[test]
     fn attestation_and_unknown_entries_are_left_out() {
         let mut attestation = entry(OCI_MANIFEST, Some(("unknown", "unknown", None)));
         attestation.annotations = BTreeMap::from([(

@@ -278,23 +278,32 @@ impl RunArgs {
     }
 }
 
-fn duration(text: &str) -> Result<Duration, String> {
-    parse_duration(text)
-        .ok_or_else(|| format!("{text:?} is not a duration such as 10s, 5m, 250ms or 1d12h"))
+/// Why a duration flag's value is refused (clap prints it after the flag's name).
+#[derive(Debug, thiserror::Error)]
+pub enum DurationFlagError {
+    #[error("{0:?} is not a duration such as 10s, 5m, 250ms or 1d12h")]
+    NotADuration(String),
+    #[error(
+        "{text:?} is longer than {}s: a replica that stopping takes that long to leave holds up rollouts",
+        MAX_SHUTDOWN_DELAY.as_secs()
+    )]
+    ShutdownDelayTooLong { text: String },
+}
+
+fn duration(text: &str) -> Result<Duration, DurationFlagError> {
+    parse_duration(text).ok_or_else(|| DurationFlagError::NotADuration(text.to_owned()))
 }
 
 /// The longest `--webhook-shutdown-delay`: the chart's termination grace period is this plus
 /// the time tasks get to finish.
 pub const MAX_SHUTDOWN_DELAY: Duration = Duration::from_secs(60);
 
-fn shutdown_delay(text: &str) -> Result<Duration, String> {
+fn shutdown_delay(text: &str) -> Result<Duration, DurationFlagError> {
     let delay = duration(text)?;
     if delay > MAX_SHUTDOWN_DELAY {
-        return Err(format!(
-            "{text:?} is longer than {}s: a replica that stopping takes that long to leave \
-             holds up rollouts",
-            MAX_SHUTDOWN_DELAY.as_secs()
-        ));
+        return Err(DurationFlagError::ShutdownDelayTooLong {
+            text: text.to_owned(),
+        });
     }
     Ok(delay)
 }
@@ -409,6 +418,16 @@ mod tests {
     fn a_duration_flag_reads_days_as_the_crds_do() {
         let args = Wrapper::try_parse_from(["ocifit", "--max-retry-interval", "1d12h"]).unwrap();
         assert_eq!(args.run.max_retry_interval, Duration::from_secs(36 * 3600));
+    }
+
+    #[test]
+    fn an_unknown_hold_failure_rule_is_refused_naming_both_rules() {
+        let err = Wrapper::try_parse_from(["ocifit", "--image-hold-failure", "Maybe"]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("\"Maybe\" is neither Ignore nor Fail"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -9,6 +9,40 @@ use rcgen::KeyPair;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
+/// Why a Secret key's PEM is not what it should hold (its Event and log say this).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PemProblem {
+    #[error("not PEM: {0}")]
+    NotPem(String),
+    #[error("not PEM: not UTF-8 text")]
+    NotUtf8,
+    #[error("no PEM block")]
+    NoBlock,
+    /// `index` counts from 1.
+    #[error("PEM block {index} is a {tag:?}, not a CERTIFICATE")]
+    NotACertificateBlock { index: usize, tag: String },
+    #[error("PEM block {index} is not a certificate: {problem}")]
+    NotACertificate {
+        index: usize,
+        problem: CertificateProblem,
+    },
+    #[error("not a PKCS#8 private key: {0}")]
+    NotAPrivateKey(String),
+}
+
+/// Why a CERTIFICATE block's DER is not a certificate the plan can weigh.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CertificateProblem {
+    #[error("{0}")]
+    Der(String),
+    #[error("trailing bytes after the certificate")]
+    TrailingBytes,
+    #[error("a validity date out of range")]
+    DateOutOfRange,
+    #[error("unreadable subject alternative names: {0}")]
+    AlternativeNames(String),
+}
+
 /// What the plan needs to know about one certificate.
 #[derive(Debug, Clone)]
 pub(super) struct Facts {
@@ -51,32 +85,33 @@ impl Facts {
 
 /// Every certificate in a PEM bundle, in order. Blocks of another kind are an error, so a key
 /// pasted under `ca.crt` is noticed.
-pub(super) fn certificates(pem: &[u8]) -> Result<Vec<Facts>, String> {
-    let blocks = pem::parse_many(pem).map_err(|err| format!("not PEM: {err}"))?;
+pub(super) fn certificates(pem: &[u8]) -> Result<Vec<Facts>, PemProblem> {
+    let blocks = pem::parse_many(pem).map_err(|err| PemProblem::NotPem(err.to_string()))?;
     if blocks.is_empty() {
-        return Err("no PEM block".to_owned());
+        return Err(PemProblem::NoBlock);
     }
     blocks
         .iter()
         .enumerate()
         .map(|(index, block)| {
             if block.tag() != "CERTIFICATE" {
-                return Err(format!(
-                    "PEM block {} is a {:?}, not a CERTIFICATE",
-                    index + 1,
-                    block.tag()
-                ));
+                return Err(PemProblem::NotACertificateBlock {
+                    index: index + 1,
+                    tag: block.tag().to_owned(),
+                });
             }
-            facts(block.contents())
-                .map_err(|err| format!("PEM block {} is not a certificate: {err}", index + 1))
+            facts(block.contents()).map_err(|problem| PemProblem::NotACertificate {
+                index: index + 1,
+                problem,
+            })
         })
         .collect()
 }
 
 /// A private key, PEM (PKCS#8, as written here).
-pub(super) fn private_key(pem: &[u8]) -> Result<KeyPair, String> {
-    let text = std::str::from_utf8(pem).map_err(|_| "not PEM: not UTF-8 text".to_owned())?;
-    KeyPair::from_pem(text).map_err(|err| format!("not a PKCS#8 private key: {err}"))
+pub(super) fn private_key(pem: &[u8]) -> Result<KeyPair, PemProblem> {
+    let text = std::str::from_utf8(pem).map_err(|_| PemProblem::NotUtf8)?;
+    KeyPair::from_pem(text).map_err(|err| PemProblem::NotAPrivateKey(err.to_string()))
 }
 
 /// One PEM block with LF line endings (what Kubernetes tools and rustls read).
@@ -87,20 +122,21 @@ pub(super) fn encode_pem(tag: &str, der: &[u8]) -> String {
     )
 }
 
-fn facts(der: &[u8]) -> Result<Facts, String> {
-    let (rest, cert) = X509Certificate::from_der(der).map_err(|err| err.to_string())?;
+fn facts(der: &[u8]) -> Result<Facts, CertificateProblem> {
+    let (rest, cert) =
+        X509Certificate::from_der(der).map_err(|err| CertificateProblem::Der(err.to_string()))?;
     if !rest.is_empty() {
-        return Err("trailing bytes after the certificate".to_owned());
+        return Err(CertificateProblem::TrailingBytes);
     }
     let validity = cert.validity();
     let time = |seconds: i64| {
-        Timestamp::from_second(seconds).map_err(|_| "a validity date out of range".to_owned())
+        Timestamp::from_second(seconds).map_err(|_| CertificateProblem::DateOutOfRange)
     };
     let mut dns_names = BTreeSet::new();
     let mut other_names = false;
     let sans = cert
         .subject_alternative_name()
-        .map_err(|err| format!("unreadable subject alternative names: {err}"))?;
+        .map_err(|err| CertificateProblem::AlternativeNames(err.to_string()))?;
     for name in sans.iter().flat_map(|ext| &ext.value.general_names) {
         match name {
             GeneralName::DNSName(dns) => {

@@ -256,7 +256,7 @@ impl Keeper {
             }
             Err(err) => tracing::warn!(
                 %secret,
-                error = %err,
+                error = %error_chain(&err),
                 "the webhook Secret's serving certificate cannot be served; keeping the current one"
             ),
         }
@@ -346,7 +346,9 @@ where
     K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
 {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    watcher(api, config).default_backoff().boxed()
+    watcher(api, config)
+        .backoff(crate::process::watch_backoff())
+        .boxed()
 }
 
 /// A log line and an Event on the Secret for a change written to it.

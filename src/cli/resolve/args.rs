@@ -72,15 +72,19 @@ pub struct ResolveArgs {
     pub output: Output,
 }
 
-fn parse_format(s: &str) -> Result<Format, String> {
+fn parse_format(s: &str) -> Result<Format, crate::engine::UnknownFormat> {
     s.parse()
-        .map_err(|e: crate::engine::UnknownFormat| e.to_string())
 }
 
-fn parse_label(s: &str) -> Result<(String, String), String> {
+/// A `--label` value that is not `KEY=VALUE`.
+#[derive(Debug, thiserror::Error)]
+#[error("expected KEY=VALUE, got {0:?}")]
+pub struct NotALabel(String);
+
+fn parse_label(s: &str) -> Result<(String, String), NotALabel> {
     match s.split_once('=') {
         Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
-        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+        _ => Err(NotALabel(s.to_owned())),
     }
 }
 

@@ -31,14 +31,19 @@ pub enum HoldFailure {
     Fail,
 }
 
-impl FromStr for HoldFailure {
-    type Err = String;
+/// A hold failure rule other than `Ignore` or `Fail`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is neither Ignore nor Fail")]
+pub struct UnknownHoldFailure(String);
 
-    fn from_str(value: &str) -> Result<Self, String> {
+impl FromStr for HoldFailure {
+    type Err = UnknownHoldFailure;
+
+    fn from_str(value: &str) -> Result<Self, UnknownHoldFailure> {
         match value {
             "Ignore" => Ok(HoldFailure::Ignore),
             "Fail" => Ok(HoldFailure::Fail),
-            other => Err(format!("{other:?} is neither Ignore nor Fail")),
+            other => Err(UnknownHoldFailure(other.to_owned())),
         }
     }
 }

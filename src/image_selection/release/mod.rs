@@ -83,7 +83,7 @@ pub fn run(context: Context, shutdown: &Shutdown) -> Tasks {
                 .labels(&format!("{HELD_LABEL}=true"))
                 .page_size(UNTRUSTED_LIST_PAGE),
         )
-        .default_backoff()
+        .backoff(crate::process::watch_backoff())
         .modify(held::trim),
         "held pods",
     );

@@ -6,6 +6,7 @@
 //! rooms and must not fetch, watch or read a clock.
 
 use std::collections::BTreeMap;
+use std::fmt::Display;
 
 use crate::classes::grouping::{self, NodeClass};
 use crate::engine::{
@@ -44,10 +45,10 @@ impl Choice<'_> {
         }
     }
 
-    fn best_fit(
+    fn best_fit<E: Display>(
         &self,
         inputs: &NodeInputs,
-        platform: impl FnMut(&str) -> Result<(), String>,
+        platform: impl FnMut(&str) -> Result<(), E>,
     ) -> Explanation {
         match self {
             Choice::Sets(artifact) => artifact.best_fit(inputs, platform),
@@ -76,12 +77,13 @@ impl ResolvedClass {
 /// `spec.nodeSelector`: empty means every node but control-plane nodes).
 ///
 /// `platform(class, image)` says whether `image` can run on the class's nodes (`Err` with the
-/// reason skips that candidate for the class); pass `|_, _| Ok(())` where platforms are unknown.
-pub fn resolve<'n>(
+/// reason skips that candidate for the class); pass `|_, _| Ok::<(), Infallible>(())` where
+/// platforms are unknown.
+pub fn resolve<'n, E: Display>(
     choice: Choice<'_>,
     node_selector: &BTreeMap<String, String>,
     nodes: impl IntoIterator<Item = (&'n str, &'n NodeInputs)>,
-    mut platform: impl FnMut(&NodeClass, &str) -> Result<(), String>,
+    mut platform: impl FnMut(&NodeClass, &str) -> Result<(), E>,
 ) -> Vec<ResolvedClass> {
     let counted = nodes
         .into_iter()
@@ -223,6 +225,8 @@ fn renumber(explanation: &mut Explanation, positions: &[usize]) {
 
 #[cfg(test)]
 mod tests {
+    use std::convert::Infallible;
+
     use super::*;
     use crate::engine::Format;
 
@@ -264,7 +268,7 @@ mod tests {
             Choice::Sets(&artifact),
             &BTreeMap::new(),
             nodes.iter().map(|(n, i)| (*n, i)),
-            |_, _| Ok(()),
+            |_, _| Ok::<(), Infallible>(()),
         );
         let by_image: BTreeMap<_, _> = resolved
             .iter()
@@ -292,7 +296,7 @@ mod tests {
             Choice::Sets(&artifact),
             &selector,
             [("cp", &control_plane), ("w", &flavor("vanilla"))],
-            |_, _| Ok(()),
+            |_, _| Ok::<(), Infallible>(()),
         );
         assert_eq!(resolved.len(), 1);
         assert_eq!(resolved[0].class.nodes, ["cp"]);
@@ -309,7 +313,9 @@ mod tests {
             &BTreeMap::new(),
             [("amd", &flavor("vanilla")), ("arm", &arm)],
             |class, image| match class.labels.get("kubernetes.io/arch").map(String::as_str) {
-                Some("arm64") if image == "debian:11" => Err("debian:11 has no linux/arm64".into()),
+                Some("arm64") if image == "debian:11" => {
+                    Err("debian:11 has no linux/arm64".to_owned())
+                }
                 _ => Ok(()),
             },
         );

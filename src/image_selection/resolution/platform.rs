@@ -25,18 +25,39 @@ pub enum PlatformLookup {
 /// Every candidate image's lookup, by image reference as the artifact spells it.
 pub type Platforms = BTreeMap<String, PlatformLookup>;
 
+/// Why an image does not run on a class's nodes (each class row shows it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotRunnable {
+    #[error("the platforms of {image} were not looked up")]
+    NotLookedUp { image: String },
+    #[error("cannot read the platforms of {image}: {why}")]
+    Unreadable { image: String, why: String },
+    /// `offered` lists the image's platforms as it spells them, or says it offers none.
+    #[error("{image} is not built for {node} (it offers {offered})")]
+    NotBuiltFor {
+        image: String,
+        node: String,
+        offered: String,
+    },
+}
+
 /// `Ok` when `image` can run on the class's nodes; `Err` says why not, naming the platforms.
 ///
 /// A class whose nodes carry no os or arch label is not constrained on that field (nothing to
 /// compare with). Nodes carry no variant label, so any variant of the architecture is accepted.
-pub fn runs_on(class: &NodeClass, image: &str, platforms: &Platforms) -> Result<(), String> {
+pub fn runs_on(class: &NodeClass, image: &str, platforms: &Platforms) -> Result<(), NotRunnable> {
     let lookup = platforms
         .get(image)
-        .ok_or_else(|| format!("the platforms of {image} were not looked up"))?;
+        .ok_or_else(|| NotRunnable::NotLookedUp {
+            image: image.to_owned(),
+        })?;
     let found = match lookup {
         PlatformLookup::Known(found) => found,
         PlatformLookup::Failed(why) => {
-            return Err(format!("cannot read the platforms of {image}: {why}"));
+            return Err(NotRunnable::Unreadable {
+                image: image.to_owned(),
+                why: why.clone(),
+            });
         }
         PlatformLookup::NotChecked(_) => return Ok(()),
     };
@@ -45,14 +66,15 @@ pub fn runs_on(class: &NodeClass, image: &str, platforms: &Platforms) -> Result<
         return Ok(());
     }
     let offered: Vec<String> = found.iter().map(ToString::to_string).collect();
-    Err(format!(
-        "{image} is not built for {node} (it offers {})",
-        if offered.is_empty() {
+    Err(NotRunnable::NotBuiltFor {
+        image: image.to_owned(),
+        node: node.to_string(),
+        offered: if offered.is_empty() {
             "no platform".to_owned()
         } else {
             offered.join(", ")
-        }
-    ))
+        },
+    })
 }
 
 #[cfg(test)]
@@ -122,7 +144,7 @@ mod tests {
         let amd = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "amd64")]);
         let platforms = known("app:v1", vec![platform("linux", "aarch64", None)]);
         assert_eq!(
-            runs_on(&amd, "app:v1", &platforms).unwrap_err(),
+            runs_on(&amd, "app:v1", &platforms).unwrap_err().to_string(),
             "app:v1 is not built for linux/amd64 (it offers linux/aarch64)"
         );
     }
@@ -133,7 +155,7 @@ mod tests {
         let platforms = known("app:v1", vec![platform("linux", "amd64", None)]);
         let err = runs_on(&arm, "app:v1", &platforms).unwrap_err();
         assert_eq!(
-            err,
+            err.to_string(),
             "app:v1 is not built for linux/arm64 (it offers linux/amd64)"
         );
     }
@@ -167,12 +189,13 @@ mod tests {
             PlatformLookup::Failed("manifest unknown".into()),
         )]);
         assert_eq!(
-            runs_on(&amd, "app:v1", &failed).unwrap_err(),
+            runs_on(&amd, "app:v1", &failed).unwrap_err().to_string(),
             "cannot read the platforms of app:v1: manifest unknown"
         );
         assert!(
             runs_on(&amd, "other:v1", &failed)
                 .unwrap_err()
+                .to_string()
                 .contains("not looked up")
         );
     }
@@ -191,6 +214,9 @@ mod tests {
     fn an_image_with_no_platform_is_refused() {
         let amd = class(&[(ARCH_LABEL, "amd64")]);
         let err = runs_on(&amd, "app:v1", &known("app:v1", vec![])).unwrap_err();
-        assert!(err.ends_with("(it offers no platform)"), "{err}");
+        assert!(
+            err.to_string().ends_with("(it offers no platform)"),
+            "{err}"
+        );
     }
 }

@@ -2,6 +2,8 @@
 //! labelled by one patch, the patched pod sent again is left alone, and namespace selectors read
 //! the namespace's labels from the store.
 
+use std::sync::Arc;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::api::core::v1::Namespace as NamespaceObject;
@@ -16,8 +18,10 @@ use kube::ResourceExt;
 use crate::admission::review::tests::apiserver_review;
 use crate::admission::route::Route;
 use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use crate::placement::compiled::PolicySet;
 use crate::placement::fixtures::{labelled, map, pod, policy};
 use crate::placement::namespaces::ReadNamespace;
+use crate::placement::policy::Policy;
 
 fn namespaces(labelled: &[(&str, &[(&str, &str)])]) -> Store<PartialObjectMeta<NamespaceObject>> {
     let mut writer = Writer::<PartialObjectMeta<NamespaceObject>>::default();
@@ -37,7 +41,7 @@ fn namespaces(labelled: &[(&str, &[(&str, &str)])]) -> Store<PartialObjectMeta<N
 
 fn route(policies: Vec<Policy>, store: Store<PartialObjectMeta<NamespaceObject>>) -> Route {
     let usable = UsablePolicies::default();
-    usable.store(policies);
+    usable.store(PolicySet::usable_only(policies));
     Route::new(
         PATH,
         GatePods {
@@ -145,7 +149,7 @@ fn an_opted_out_pod_and_a_namespace_missing_from_the_store_are_judged_without_er
 fn the_gate_counts_as_loaded_only_once_the_policies_were_stored_even_when_there_are_none() {
     let usable = UsablePolicies::default();
     assert!(!usable.stored(), "no list read yet is not an empty list");
-    usable.store(Vec::new());
+    usable.store(PolicySet::default());
     assert!(usable.stored());
     assert!(usable.load().is_empty());
 }
@@ -153,10 +157,10 @@ fn the_gate_counts_as_loaded_only_once_the_policies_were_stored_even_when_there_
 /// The gate over `store` reading a namespace it does not hold with `read`.
 fn gate(store: Store<PartialObjectMeta<NamespaceObject>>, read: ReadNamespace) -> GatePods {
     let usable = UsablePolicies::default();
-    usable.store(vec![policy(
+    usable.store(PolicySet::usable_only(vec![policy(
         "shop",
         json!({"namespaceSelector": {"matchLabels": {"placement": "enabled"}}}),
-    )]);
+    )]));
     GatePods {
         policies: usable,
         namespaces: store,

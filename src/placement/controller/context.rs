@@ -1,4 +1,5 @@
-//! What a placement reconcile reads: the cluster view, the policies as stored, the shared
+//! What a placement reconcile reads: the cluster view, the policies as compiled once per change
+//! of the store (a reconcile compiles none), the shared
 //! inspector, ocifit's own credentials, the Event reporter and metrics, and the schedule of the
 //! next inspection of each pod that failed one.
 
@@ -10,9 +11,9 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::slots::NamespaceSlots;
-use crate::api::PlacementPolicy;
 use crate::cluster::ClusterView;
 use crate::cluster::events::EventReporter;
+use crate::placement::compiled::{PolicySet, UsablePolicies};
 use crate::placement::policy::{Policy, PolicyError};
 use crate::placement::retries::Retries;
 use crate::registry::{DockerConfig, Inspector};
@@ -30,12 +31,24 @@ pub enum Unusable {
     Invalid { name: String, source: PolicyError },
 }
 
+/// The usable policy `name` of `set`, or why there is none.
+fn usable_policy(set: &PolicySet, name: &str) -> Result<Policy, Unusable> {
+    match set.get(name) {
+        None => Err(Unusable::Gone { name: name.into() }),
+        Some(Ok(policy)) => Ok(policy.clone()),
+        Some(Err(source)) => Err(Unusable::Invalid {
+            name: name.into(),
+            source: source.clone(),
+        }),
+    }
+}
+
 /// What a reconcile reads.
 pub struct Context {
     /// The cluster view (client, leadership).
     pub cluster: ClusterView,
-    /// The policies as stored.
-    pub policies: Store<PlacementPolicy>,
+    /// The policies, compiled once per change of the store.
+    pub policies: UsablePolicies,
     /// Image inspection, shared by every pod.
     pub inspector: Inspector,
     /// ocifit's own registry credentials, tried after the pod's.
@@ -57,14 +70,7 @@ pub struct Context {
 impl Context {
     /// The usable policy `name`, or why there is none.
     pub fn usable_policy(&self, name: &str) -> Result<Policy, Unusable> {
-        let stored = self
-            .policies
-            .get(&ObjectRef::new(name))
-            .ok_or_else(|| Unusable::Gone { name: name.into() })?;
-        Policy::compile(&stored).map_err(|source| Unusable::Invalid {
-            name: name.into(),
-            source,
-        })
+        usable_policy(&self.policies.set(), name)
     }
 
     /// The labels of namespace `name` as the gate's store holds them, if it holds it.
@@ -81,18 +87,57 @@ impl Context {
 
     /// The architectures whose nodes ocifit taints (every policy's node tainting together).
     pub fn tainted(&self) -> BTreeSet<String> {
-        self.policies
-            .state()
-            .iter()
-            .filter_map(|policy| Policy::compile(policy).ok())
-            .flat_map(|policy| policy.tainted)
-            .collect()
+        self.policies.set().tainted()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::api::PlacementPolicy;
+    use crate::api::placement::PlacementPolicySpec;
+
+    fn stored(name: &str, spec: serde_json::Value) -> Arc<PlacementPolicy> {
+        let spec: PlacementPolicySpec = serde_json::from_value(spec).unwrap();
+        Arc::new(PlacementPolicy::new(name, spec))
+    }
+
+    #[test]
+    fn a_reconcile_reads_the_shared_compiled_set_with_each_policys_verdict() {
+        let usable = UsablePolicies::default();
+        usable.store(PolicySet::compile([
+            stored("arm", json!({})),
+            stored(
+                "broken",
+                json!({"onInspectionFailure": {"action": "Fallback"}}),
+            ),
+        ]));
+        let set = usable.set();
+        assert!(
+            Arc::ptr_eq(&set, &usable.set()),
+            "one set, not one per reconcile"
+        );
+        assert!(matches!(usable_policy(&set, "arm"), Ok(policy) if policy.name == "arm"));
+        assert!(matches!(
+            usable_policy(&set, "broken"),
+            Err(Unusable::Invalid { ref name, source: PolicyError::MissingFallback }) if name == "broken"
+        ));
+        assert!(matches!(
+            usable_policy(&set, "gone"),
+            Err(Unusable::Gone { ref name }) if name == "gone"
+        ));
+        usable.store(PolicySet::compile([stored("broken", json!({}))]));
+        assert!(
+            usable_policy(&usable.set(), "broken").is_ok(),
+            "a fixed policy is usable once the store's change is compiled"
+        );
+        assert!(matches!(
+            usable_policy(&usable.set(), "arm"),
+            Err(Unusable::Gone { .. })
+        ));
+    }
 
     #[test]
     fn an_unusable_policy_names_itself_and_why() {

@@ -26,13 +26,16 @@ use crate::placement::namespaces::read_labels;
 use crate::placement::policy::Policy;
 use crate::placement::release::{self, Note, Plan};
 use crate::placement::retries::images;
-use crate::placement::select::{Namespace, recheck};
+use crate::placement::select::{Namespace, NotSelected, recheck};
 use crate::telemetry::Feature;
 
 /// How soon to look again after the pod changed under our update.
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
 /// How soon to look again at a pod whose namespace has all its reconcile slots in use.
 const NAMESPACE_BUSY: Duration = Duration::from_secs(2);
+/// When a pod reconciled before the policies were first compiled is looked at again (an empty
+/// set then means "not read yet": the pod's policy would seem gone and the pod be released).
+const POLICIES_UNREAD: Duration = Duration::from_secs(1);
 
 /// A reconcile failed against the apiserver (registry problems are Events and retries, not
 /// errors).
@@ -81,6 +84,9 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         ctx.retries().forget(&uid);
         return Ok(Action::await_change());
     }
+    if !ctx.policies.stored() {
+        return Ok(Action::requeue(POLICIES_UNREAD));
+    }
     let images = images(&pod);
     if let Some(wait) = ctx.retries().wait(&uid, &images, Instant::now()) {
         return Ok(Action::requeue(wait));
@@ -93,7 +99,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     let plan = match ctx.usable_policy(&name) {
         Err(why) => release::without_policy(&pod, &why.to_string()),
         Ok(policy) => match selects(&ctx, &pod, &policy).await? {
-            Err(why) => release::without_policy(&pod, &why),
+            Err(why) => release::without_policy(&pod, &why.to_string()),
             Ok(()) => plan_release(&ctx, &pod, &policy).await,
         },
     };
@@ -153,7 +159,11 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
 }
 
 /// Whether `policy` selects the pod as admission would have: `Err` says why not.
-async fn selects(ctx: &Context, pod: &Pod, policy: &Policy) -> Result<Result<(), String>, Error> {
+async fn selects(
+    ctx: &Context,
+    pod: &Pod,
+    policy: &Policy,
+) -> Result<Result<(), NotSelected>, Error> {
     let namespace = pod.namespace().unwrap_or_default();
     let labels: BTreeMap<String, String> = match ctx.stored_namespace_labels(&namespace) {
         Some(labels) => labels,
@@ -173,8 +183,7 @@ async fn selects(ctx: &Context, pod: &Pod, policy: &Policy) -> Result<Result<(),
         },
         &ctx.own_namespace,
         policy,
-    )
-    .map_err(|why| why.to_string()))
+    ))
 }
 
 /// Reads the pod's Secrets and images and plans its release.

@@ -1,7 +1,7 @@
 //! Every PlacementPolicy's status (leader only): `observedGeneration`, the counts of the pods it
 //! gated by state, and `Ready` (its selectors and durations read, or why not). Recomputed from
-//! the stores when a policy or a labelled pod changes, at most once per [`PAUSE`], and written
-//! only when it differs from what is stored.
+//! the compiled policies and the pod store when the policies are compiled anew or a labelled pod
+//! changes, at most once per [`PAUSE`], and written only when it differs from what is stored.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,21 +20,22 @@ use crate::api::placement::{
 use crate::api::{FIELD_MANAGER, PlacementPolicy};
 use crate::cluster::ClusterView;
 use crate::cluster::reflected::Reflected;
-use crate::placement::policy::Policy;
+use crate::placement::compiled::{Compiled, PolicySet, UsablePolicies};
 use crate::placement::status::{counts, gates};
 use crate::telemetry::Metrics;
 
 /// Least time between two passes (a burst of pod changes makes one pass).
 pub const PAUSE: Duration = Duration::from_millis(500);
 
-/// The status `policy` should have, given every labelled pod's counts; the stored condition's
-/// transition time is kept while its status is unchanged.
+/// The status a compiled policy should have, given every labelled pod's counts; the stored
+/// condition's transition time is kept while its status is unchanged.
 pub fn desired(
-    policy: &PlacementPolicy,
+    compiled: &Compiled,
     counts: &BTreeMap<String, PodCounts>,
     now: Timestamp,
 ) -> PlacementPolicyStatus {
-    let (status, reason, message) = match Policy::compile(policy) {
+    let policy = &compiled.stored;
+    let (status, reason, message) = match &compiled.policy {
         Ok(_) => (
             "True",
             PlacementReason::Valid,
@@ -71,15 +72,12 @@ pub fn desired(
 /// Keeps the status of every policy until the streams end.
 pub async fn keep(
     cluster: ClusterView,
-    policies: Reflected<PlacementPolicy>,
+    policies: UsablePolicies,
     pods: Reflected<Pod>,
     metrics: Arc<Metrics>,
 ) {
-    let changes = futures_util::stream::select(
-        policies.subscribe().map(|_| ()),
-        pods.subscribe().map(|_| ()),
-    )
-    .ready_chunks(1024);
+    let changes = futures_util::stream::select(policies.changes(), pods.subscribe().map(|_| ()))
+        .ready_chunks(1024);
     let mut changes = std::pin::pin!(changes);
     let api: Api<PlacementPolicy> = Api::all(cluster.client.clone());
     while changes.next().await.is_some() {
@@ -87,15 +85,16 @@ pub async fn keep(
             metrics.clear_placement();
             continue;
         }
-        if !policies.synced() || !pods.synced() {
+        if !policies.stored() || !pods.synced() {
             continue;
         }
         let pod_state = pods.store().state();
         let counted = counts(pod_state.iter().map(AsRef::as_ref));
-        let policy_state = policies.store().state();
-        record(&metrics, &policy_state, &pod_state);
-        for policy in policy_state {
-            let status = desired(&policy, &counted, Timestamp::now());
+        let set = policies.set();
+        record(&metrics, &set, &pod_state);
+        for compiled in &set.all {
+            let policy = &compiled.stored;
+            let status = desired(compiled, &counted, Timestamp::now());
             if policy.status.as_ref() == Some(&status) {
                 continue;
             }
@@ -123,19 +122,18 @@ pub async fn keep(
 }
 
 /// Sets placement's gauges: each policy's gated pods with its bound, and how many are Ready.
-fn record(metrics: &Metrics, policies: &[Arc<PlacementPolicy>], pods: &[Arc<Pod>]) {
+fn record(metrics: &Metrics, policies: &PolicySet, pods: &[Arc<Pod>]) {
     let mut gated = gates(pods.iter().map(AsRef::as_ref));
     let mut ready = 0;
-    for policy in policies {
-        let compiled = Policy::compile(policy).ok();
-        ready += usize::from(compiled.is_some());
-        if let Some(compiled) = compiled {
-            gated.entry(compiled.name).or_default().bound_seconds =
-                Some(compiled.failure.timeout.as_secs_f64());
-        }
+    for compiled in policies.all.iter().filter_map(|c| c.policy.as_ref().ok()) {
+        ready += 1;
+        gated
+            .entry(compiled.name.clone())
+            .or_default()
+            .bound_seconds = Some(compiled.failure.timeout.as_secs_f64());
     }
     metrics.set_placement(gated.iter().map(|(name, g)| (name.as_str(), g.clone())));
-    metrics.set_placement_policies(ready, policies.len() - ready);
+    metrics.set_placement_policies(ready, policies.all.len() - ready);
 }
 
 #[cfg(test)]
@@ -152,6 +150,10 @@ mod tests {
         policy
     }
 
+    fn compiled(policy: &PlacementPolicy) -> Compiled {
+        Compiled::new(Arc::new(policy.clone()))
+    }
+
     #[test]
     fn a_valid_policy_is_ready_with_its_own_counts_and_keeps_its_transition_time() {
         let counted = BTreeMap::from([(
@@ -163,7 +165,7 @@ mod tests {
             },
         )]);
         let mut policy = stored("arm", json!({}));
-        let first = desired(&policy, &counted, Timestamp::UNIX_EPOCH);
+        let first = desired(&compiled(&policy), &counted, Timestamp::UNIX_EPOCH);
         assert_eq!(
             first.pods,
             PodCounts {
@@ -181,7 +183,7 @@ mod tests {
             ("True", "Valid")
         );
         policy.status = Some(first.clone());
-        let again = desired(&policy, &counted, Timestamp::now());
+        let again = desired(&compiled(&policy), &counted, Timestamp::now());
         assert_eq!(again, first, "nothing changed: nothing to write");
     }
 
@@ -191,7 +193,7 @@ mod tests {
             "bad",
             json!({"podSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}}),
         );
-        let status = desired(&policy, &BTreeMap::new(), Timestamp::UNIX_EPOCH);
+        let status = desired(&compiled(&policy), &BTreeMap::new(), Timestamp::UNIX_EPOCH);
         let ready = &status.conditions[0];
         assert_eq!(
             (ready.status.as_str(), ready.reason.as_str()),

@@ -11,34 +11,22 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
-use crate::api::PlacementPolicy;
 use crate::cluster::ClusterView;
-use crate::cluster::reflected::{Change, Reflected};
-use crate::placement::policy::Policy;
+use crate::cluster::reflected::Change;
+use crate::placement::compiled::UsablePolicies;
 use crate::placement::taints::plan;
 
 /// Least time between two passes over every node.
 const PAUSE: Duration = Duration::from_millis(500);
 
-/// Every policy's node tainting together.
-fn tainted(policies: &Reflected<PlacementPolicy>) -> BTreeSet<String> {
-    policies
-        .store()
-        .state()
-        .iter()
-        .filter_map(|policy| Policy::compile(policy).ok())
-        .flat_map(|policy| policy.tainted)
-        .collect()
-}
-
 /// Runs until the streams end.
-pub async fn keep(cluster: ClusterView, policies: Reflected<PlacementPolicy>) {
+pub async fn keep(cluster: ClusterView, policies: UsablePolicies) {
     enum Wake {
         Policies,
         Node(String),
     }
     let wakes = futures_util::stream::select(
-        policies.subscribe().map(|_| Wake::Policies),
+        policies.changes().map(|()| Wake::Policies),
         cluster.nodes.subscribe().filter_map(|change| {
             std::future::ready(match change {
                 Change::Applied(node) => Some(Wake::Node(node.name().to_owned())),
@@ -52,12 +40,12 @@ pub async fn keep(cluster: ClusterView, policies: Reflected<PlacementPolicy>) {
     let api: Api<Node> = Api::all(cluster.client.clone());
     let mut applied: Option<BTreeSet<String>> = None;
     while let Some(batch) = wakes.next().await {
-        if !cluster.leadership.is_leader() || !policies.synced() || !cluster.nodes.synced() {
+        if !cluster.leadership.is_leader() || !policies.stored() || !cluster.nodes.synced() {
             // A new leader looks at every node.
             applied = None;
             continue;
         }
-        let now = tainted(&policies);
+        let now = policies.set().tainted();
         let everything = applied.as_ref() != Some(&now);
         let names: BTreeSet<String> = if everything {
             cluster

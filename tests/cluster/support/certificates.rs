@@ -19,6 +19,7 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::{Api, Client};
 use ocifit::admission::certificates::{self, CertificateSink, Settings, Stored};
+use ocifit::admission::tls::TlsError;
 use ocifit_testkit::{Cluster, create_namespace};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -41,13 +42,12 @@ pub struct Served {
 }
 
 impl CertificateSink for Served {
-    fn load(&self, cert_chain_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
+    fn load(&self, cert_chain_pem: &[u8], key_pem: &[u8]) -> Result<(), TlsError> {
         let chain = CertificateDer::pem_slice_iter(cert_chain_pem)
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?;
-        let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| e.to_string())?;
-        let key =
-            rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| e.to_string())?;
+            .map_err(TlsError::CertificatePem)?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(TlsError::KeyPem)?;
+        let key = rustls::crypto::ring::sign::any_supported_type(&key).map_err(TlsError::Key)?;
         *self.current.write().expect("the served lock") =
             Some(Arc::new(CertifiedKey::new(chain, key)));
         self.loaded

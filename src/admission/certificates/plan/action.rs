@@ -5,6 +5,8 @@ use std::fmt;
 
 use jiff::Timestamp;
 
+use super::super::inspect::PemProblem;
+
 /// What the plan does, with why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -89,7 +91,7 @@ pub enum ServingReason {
         /// The Secret key.
         key: &'static str,
         /// What is wrong.
-        detail: String,
+        detail: PemProblem,
     },
     /// `tls.key` is not the key of `tls.crt`.
     KeyMismatch,
@@ -152,7 +154,7 @@ pub enum Unusable {
         /// The Secret key.
         key: &'static str,
         /// What is wrong.
-        detail: String,
+        detail: PemProblem,
     },
     /// No certificate in `ca.crt` has `ca.key`'s public key.
     KeyMatchesNoCertificate,

@@ -186,6 +186,29 @@ fn platforms_across_operating_systems_narrow_to_linux_unless_the_pod_names_its_o
 }
 
 #[test]
+fn a_pod_naming_an_os_its_containers_do_not_share_is_held_saying_so() {
+    let policy = arm_pool_policy(json!({}));
+    let none = BTreeSet::new();
+    let mut windows = gated(&[("web", "w")]);
+    windows.spec.as_mut().unwrap().os = Some(PodOS {
+        name: "windows".into(),
+    });
+    let plan = plan(
+        &windows,
+        &[ok("web", &["linux/amd64"])],
+        context(&policy, &none, 3),
+    );
+    assert_eq!(plan.outcome, Some(Outcome::Held));
+    let message = &plan.events[0].message;
+    assert!(
+        message.contains(
+            "the pod asks for spec.os.name windows, but its containers share only linux/amd64"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
 fn init_containers_count_and_ephemeral_containers_do_not() {
     let mut pod = gated(&[("web", "w")]);
     let spec = pod.spec.as_mut().unwrap();

@@ -326,6 +326,8 @@ fn outputs_are_pushed_by_a_native_sidecar_after_the_step_runs_under_the_launcher
         [
             "artifact",
             "prepare",
+            "--into",
+            "/ocifit/inputs",
             "--launcher",
             LAUNCHER_DIR,
             "--plain-http",

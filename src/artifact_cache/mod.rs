@@ -6,7 +6,7 @@
 //!
 //! Pure parts: `planner` (annotations → patch or denial), `desired` (a cache's Deployment,
 //! Service, NetworkPolicy and claim), `status` (a cache's status from its objects). Adapters:
-//! `controller`, `route`.
+//! `controller`, `route`, `transfers` (what the steps' helpers moved, counted).
 
 pub mod controller;
 pub mod desired;
@@ -16,6 +16,7 @@ pub mod restored;
 pub mod route;
 pub mod secret;
 pub mod status;
+mod transfers;
 
 pub use controller::Settings;
 pub use desired::object_name;
@@ -85,6 +86,14 @@ pub fn run(parts: Parts) -> Feature<Route> {
         shutdown.clone(),
         count_readiness(caches.clone(), Arc::clone(&metrics)),
     );
+    let transfers = until(
+        shutdown.clone(),
+        transfers::count(
+            cluster.client.clone(),
+            cluster.leadership.clone(),
+            Arc::clone(&metrics),
+        ),
+    );
     let steps = Steps {
         caches: caches.store(),
         helper,
@@ -127,6 +136,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
             ("artifact cache claims watch", until(shutdown, claims_watch)),
             ("artifact cache controller", controller),
             ("artifact cache readiness", counted),
+            ("artifact cache step transfers", transfers),
         ],
         routes,
         readiness: Readiness::new(async move { synced.wait_synced().await }, move || {

@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 use super::cache_access::{self, CacheArgs, Reached};
 use crate::registry::{self, Reference, Registry, RegistryOptions};
 use crate::step_helper::command::{Deliver, Launch, Prepare, Transfer};
+use crate::step_helper::report::{self, Report};
 use crate::step_helper::{self, PushRequest, credentials::Direction};
 use crate::telemetry::{LogFormat, error_chain, init_logs};
 
@@ -203,6 +204,7 @@ async fn prepare(args: Prepare) -> Result<(), String> {
     if args.debug {
         tracing::info!(?args, "prepare");
     }
+    let mut report = Report::new(report::Direction::Pull);
     let result = async {
         let references = parse(&args.inputs)?;
         let registry = step_helper::client(
@@ -217,14 +219,26 @@ async fn prepare(args: Prepare) -> Result<(), String> {
             &args.inputs_dir,
             !args.transfer.no_unpack,
             args.launcher.as_deref(),
+            &mut report,
         )
         .await
         .map_err(|err| error_chain(&err))
     }
     .await;
-    if let (Err(message), Some(path)) = (&result, &args.termination_log) {
-        // Shown by `kubectl describe pod` as the init container's reason; the log has it too.
-        let _ = std::fs::write(path, message);
+    if let Some(path) = &args.termination_log {
+        // Shown by `kubectl describe pod` (the reason when it failed; the log has it too) and
+        // counted by the artifact cache: a report when there were inputs to pull.
+        match (&result, args.inputs.is_empty()) {
+            (Err(message), true) => {
+                let _ = std::fs::write(path, message);
+            }
+            (Err(message), false) => {
+                report.failed(message.clone());
+                report.write(path);
+            }
+            (Ok(()), false) => report.write(path),
+            (Ok(()), true) => {}
+        }
     }
     result
 }
@@ -262,12 +276,14 @@ async fn deliver(args: Deliver) -> Result<(), String> {
     let to = &references[0];
     let registry = step_helper::client(&[to], args.transfer.plain_http, Direction::Push)
         .map_err(|err| error_chain(&err))?;
-    step_helper::deliver(
+    let mut report = Report::new(report::Direction::Push);
+    let result = step_helper::deliver(
         &registry,
         &args.run,
         to,
         !args.transfer.no_unpack,
         args.compression_level,
+        &mut report,
     )
     .await
     .map_err(|err| {
@@ -275,5 +291,13 @@ async fn deliver(args: Deliver) -> Result<(), String> {
             "serving the step's outputs from {}: {err}",
             args.run.display()
         )
-    })
+    });
+    // Counted by the artifact cache when the sidecar stops after the step: only when the step
+    // asked for a push (a failed step asks none).
+    if let Some(path) = &args.termination_log
+        && (report.files > 0 || !report.ok)
+    {
+        report.write(path);
+    }
+    result
 }

@@ -1,11 +1,13 @@
 //! The step helper: the program ocifit's image runs inside a step's pod (`ocifit artifact …`),
 //! not in the operator. `prepare` (the init container) installs the launcher and pulls the
 //! inputs, `launch` runs the step's command and hands its outputs over, `deliver` (the native
-//! sidecar) pushes them; `pull` and `push` move artifacts by hand.
+//! sidecar) pushes them; `pull` and `push` move artifacts by hand. `prepare` and `deliver` report
+//! what they moved (`report`) in their container's termination message, which the artifact cache
+//! counts.
 //!
 //! Its command line is defined once (`command`): the artifact cache's step planner writes the
 //! containers' arguments with it and `ocifit artifact` parses them with it. Pure parts: `layout`
-//! (the ORAS layout both ways), `command`. Adapters: `archive`, `channel`, `pull`,
+//! (the ORAS layout both ways), `command`, `report`. Adapters: `archive`, `channel`, `pull`,
 //! `push` (bytes between disk and registry), `install`, `launcher`, `handoff`, `steps`. Built on
 //! the registry client and telemetry; knows nothing of the cluster.
 
@@ -22,6 +24,7 @@ mod launcher;
 mod layout;
 mod pull;
 mod push;
+pub mod report;
 mod steps;
 
 pub use archive::{ArchiveError, PackCount, UnpackCount};

@@ -82,7 +82,7 @@ pub fn pusher(
         run: RUN_DIR.into(),
         to: reference.into(),
         compression_level: crate::step_helper::DEFAULT_COMPRESSION,
-        termination_log: None,
+        termination_log: Some(TERMINATION_LOG.into()),
         debug: settings.debug,
         transfer: transfer(settings, registry),
     }

@@ -88,6 +88,11 @@ impl Tally {
             self.seen.remove(uid);
         }
     }
+
+    /// Keeps only the pods a relist returned: one deleted while the watch was down is forgotten.
+    pub fn keep_only(&mut self, listed: &BTreeSet<String>) {
+        self.seen.retain(|uid, _| listed.contains(uid));
+    }
 }
 
 /// Watches the step pods and counts each new finished helper run while leading; what is there
@@ -108,20 +113,28 @@ pub fn count(
         });
     let mut tally = Tally::default();
     let mut started = false;
+    let mut listed = BTreeSet::new();
     Box::pin(events.for_each(move |event| {
         match event {
-            Ok(watcher::Event::InitApply(pod)) if !started => {
-                tally.new_runs(&pod);
+            Ok(watcher::Event::InitApply(pod)) => {
+                listed.extend(pod.metadata.uid.clone());
+                let runs = tally.new_runs(&pod);
+                if started {
+                    record(&metrics, &leadership, runs);
+                }
             }
-            Ok(watcher::Event::InitDone) => started = true,
-            Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+            Ok(watcher::Event::InitDone) => {
+                tally.keep_only(&std::mem::take(&mut listed));
+                started = true;
+            }
+            Ok(watcher::Event::Apply(pod)) => {
                 record(&metrics, &leadership, tally.new_runs(&pod));
             }
             Ok(watcher::Event::Delete(pod)) => {
                 record(&metrics, &leadership, tally.new_runs(&pod));
                 tally.forget(&pod);
             }
-            Ok(watcher::Event::Init) => {}
+            Ok(watcher::Event::Init) => listed.clear(),
             Err(err) => tracing::warn!(error = %err, "watching step pods"),
         }
         std::future::ready(())
@@ -203,6 +216,18 @@ mod tests {
             .collect();
         assert_eq!(pushes, [7, 9], "each run of a restarted container, once");
         assert_eq!(tally.new_runs(&restarted_pusher), []);
+        tally.keep_only(&BTreeSet::from(["u1".to_string()]));
+        assert_eq!(
+            tally.new_runs(&restarted_pusher),
+            [],
+            "still listed, still seen"
+        );
+        tally.keep_only(&BTreeSet::new());
+        assert!(
+            tally.seen.is_empty(),
+            "a pod a relist no longer returns is forgotten"
+        );
+        tally.new_runs(&restarted_pusher);
         tally.forget(&restarted_pusher);
         assert!(tally.seen.is_empty(), "a pod gone is forgotten");
     }

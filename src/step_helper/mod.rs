@@ -7,7 +7,7 @@
 //!
 //! Its command line is defined once (`command`): the artifact cache's step planner writes the
 //! containers' arguments with it and `ocifit artifact` parses them with it. Pure parts: `layout`
-//! (the ORAS layout both ways), `command`, `report`. Adapters: `archive`, `channel`, `pull`,
+//! (the ORAS layout both ways), `command`, `report`. Adapters: `archive` (packing), `unpack`, `channel`, `pull`,
 //! `push` (bytes between disk and registry), `install`, `launcher`, `handoff`, `steps`. Built on
 //! the registry client and telemetry; knows nothing of the cluster.
 
@@ -26,8 +26,9 @@ mod pull;
 mod push;
 pub mod report;
 mod steps;
+mod unpack;
 
-pub use archive::{ArchiveError, PackCount, UnpackCount};
+pub use archive::{ArchiveError, PackCount};
 pub use install::InstallError;
 pub use launcher::{EXIT_CANNOT_RUN, EXIT_NOT_FOUND, EXIT_PUSH_FAILED, Launch, launch};
 pub use layout::{
@@ -37,6 +38,7 @@ pub use layout::{
 pub use pull::{PullError, Pulled, PulledLayer, pull};
 pub use push::{PushError, PushRequest, Pushed, push};
 pub use steps::{PUSH_TIMEOUT, PrepareError, deliver, prepare};
+pub use unpack::UnpackCount;
 
 use crate::registry::{self, Reference, Registry, RegistryOptions};
 

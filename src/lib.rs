@@ -6,7 +6,8 @@
 //! - footing: `engine` (the compatibility engine), `platform` (the one platform model);
 //! - ground: `api`, `classes`, `process` (tasks, shutdown, the `Feature` face, the watch
 //!   backoff), `registry`, `telemetry`;
-//! - shared: `cluster` (the cluster view), `admission` (the one admission host);
+//! - shared: `cluster` (the cluster view), `admission` (the one admission host), `step_helper`
+//!   (the program run inside a step's pod, and its command line);
 //! - features: `image_selection` (with its decision, `resolution`), `placement`,
 //!   `artifact_cache`; `startup` and `cli` use each through its face (its `mod.rs`);
 //! - top: `startup` (configuration, composing the features, supervision), then `cli`.
@@ -24,4 +25,5 @@ pub mod platform;
 pub mod process;
 pub mod registry;
 pub mod startup;
+pub mod step_helper;
 pub mod telemetry;

@@ -291,6 +291,12 @@ pub mod step {
     /// twice.
     pub const INJECTED: &str = "artifacts.ocifit.io/injected";
 
+    /// The label ocifit sets beside [`INJECTED`] (value [`STEP_LABEL_VALUE`]): the artifact cache
+    /// watches the step pods by it, to count what their helpers moved.
+    pub const STEP_LABEL: &str = "artifacts.ocifit.io/step";
+    /// The value of [`STEP_LABEL`].
+    pub const STEP_LABEL_VALUE: &str = "injected";
+
     /// The namespace label (value [`NAMESPACE_OPT_IN_VALUE`]) that sends the namespace's Pods and
     /// Jobs to the step webhooks; no other namespace's objects ever reach them.
     pub const NAMESPACE_OPT_IN: &str = "artifacts.ocifit.io/steps";

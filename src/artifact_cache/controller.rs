@@ -17,19 +17,14 @@ use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use super::desired::{self, Desired};
-use super::restored::{self, restored};
 use super::secret::{self, Generated};
 use super::status::{self, Observed};
 use crate::api::{ArtifactCache, ArtifactCacheStatus, CacheReason, FIELD_MANAGER};
@@ -38,37 +33,16 @@ use crate::cluster::events::{EventReporter, Notice};
 use crate::cluster::reflected::{Change, Reflected};
 use crate::telemetry::{Feature, Metrics, error_chain};
 
+mod objects;
+
+pub use objects::Error;
+
 /// The labels every owned object carries; the owned watches select by them.
 pub const OWNED: &str = "app.kubernetes.io/name=artifact-cache,app.kubernetes.io/managed-by=ocifit";
 /// How soon a cache that is not Ready yet is looked at again, besides its objects' changes.
 const NOT_READY_RECHECK: Duration = Duration::from_secs(30);
 /// The longest wait before retrying a reconcile that failed against the apiserver.
 const RETRY: Duration = Duration::from_secs(10);
-
-/// A reconcile failed against the apiserver (what the cache's objects say is status, not this).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("the ArtifactCache's objects cannot be made")]
-    Desired(#[from] desired::DesiredError),
-    #[error("the ArtifactCache's credentials cannot be generated")]
-    Credentials(#[from] secret::SecretError),
-    #[error("failed to read {what} of ArtifactCache {namespace}/{name}")]
-    Read {
-        what: &'static str,
-        namespace: String,
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("failed to apply {what} of ArtifactCache {namespace}/{name}")]
-    Apply {
-        what: &'static str,
-        namespace: String,
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
-}
 
 /// The kinds a cache owns, as their label-selected watches reflect them: what the controller is
 /// about to put back, and its triggers.
@@ -232,7 +206,7 @@ async fn deploy(
     let Some(desired) = desired::desired(cache, settings)? else {
         return Ok(status::status(cache, None, credentials, now));
     };
-    if let Some(conflict) = conflict(ctx, cache, &desired).await? {
+    if let Some(conflict) = objects::conflict(&ctx.cluster.client, cache, &desired).await? {
         let message = format!(
             "{conflict} exists and is not owned by this ArtifactCache; ocifit writes nothing over it: delete or rename it, or name the cache differently"
         );
@@ -247,14 +221,46 @@ async fn deploy(
     } = desired;
     if let Some(claim) = claim {
         let what = "its PersistentVolumeClaim";
-        apply(ctx, cache, what, &claim, Some(&ctx.owned.claims)).await?;
+        objects::apply(
+            &ctx.cluster.client,
+            &ctx.reporter,
+            cache,
+            what,
+            &claim,
+            Some(&ctx.owned.claims),
+        )
+        .await?;
     }
     let services = Some(&ctx.owned.services);
-    let service = apply(ctx, cache, "its Service", &service, services).await?;
+    let service = objects::apply(
+        &ctx.cluster.client,
+        &ctx.reporter,
+        cache,
+        "its Service",
+        &service,
+        services,
+    )
+    .await?;
     let policy = "its NetworkPolicy";
-    apply(ctx, cache, policy, &network_policy, None).await?;
+    objects::apply(
+        &ctx.cluster.client,
+        &ctx.reporter,
+        cache,
+        policy,
+        &network_policy,
+        None,
+    )
+    .await?;
     let deployments = Some(&ctx.owned.deployments);
-    let deployment = apply(ctx, cache, "its Deployment", &deployment, deployments).await?;
+    let deployment = objects::apply(
+        &ctx.cluster.client,
+        &ctx.reporter,
+        cache,
+        "its Deployment",
+        &deployment,
+        deployments,
+    )
+    .await?;
     let pods = if status::has_ready_replica(&deployment) {
         Vec::new()
     } else {
@@ -325,124 +331,6 @@ async fn create_credentials(ctx: &Context, cache: &ArtifactCache) -> Result<Stri
     let name = created.name_any();
     tracing::info!(cache = %cache.name_any(), %namespace, secret = %name, "artifact cache credentials generated");
     Ok(name)
-}
-
-/// The first of the cache's objects that exists and is not owned by the cache (`its Service
-/// ns/name`), read by metadata only.
-async fn conflict(
-    ctx: &Context,
-    cache: &ArtifactCache,
-    desired: &Desired,
-) -> Result<Option<String>, Error> {
-    let client = &ctx.cluster.client;
-    let checks = [
-        foreign::<Deployment>(client, cache, "its Deployment", &desired.deployment).await?,
-        foreign::<Service>(client, cache, "its Service", &desired.service).await?,
-        foreign::<NetworkPolicy>(client, cache, "its NetworkPolicy", &desired.network_policy)
-            .await?,
-        match &desired.claim {
-            Some(claim) => {
-                let what = "its PersistentVolumeClaim";
-                foreign::<PersistentVolumeClaim>(client, cache, what, claim).await?
-            }
-            None => None,
-        },
-    ];
-    Ok(checks.into_iter().flatten().next())
-}
-
-async fn foreign<K>(
-    client: &kube::Client,
-    cache: &ArtifactCache,
-    what: &'static str,
-    object: &K,
-) -> Result<Option<String>, Error>
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-{
-    let namespace = cache.namespace().unwrap_or_default();
-    let name = object.name_any();
-    let found = Api::<K>::namespaced(client.clone(), &namespace)
-        .get_metadata_opt(&name)
-        .await
-        .map_err(|source| Error::Read {
-            what,
-            namespace: namespace.clone(),
-            name: cache.name_any(),
-            source,
-        })?;
-    Ok(found
-        .filter(|existing| !desired::owned_by(&existing.metadata, cache))
-        .map(|_| {
-            let kind = what.trim_start_matches("its ");
-            format!("the {kind} {namespace}/{name}")
-        }))
-}
-
-/// Server-side apply of one owned object, forced: whatever someone changed in the fields we own
-/// goes back; fields others added and we do not set stay theirs. When that put back what
-/// someone else changed or deleted (against what `owned` last saw), an Event on the cache says so.
-async fn apply<K>(
-    ctx: &Context,
-    cache: &ArtifactCache,
-    what: &'static str,
-    object: &K,
-    owned: Option<&Reflected<K>>,
-) -> Result<K, Error>
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let namespace = cache.namespace().unwrap_or_default();
-    let name = object.name_any();
-    let before = owned.and_then(|o| {
-        o.store()
-            .get(&ObjectRef::<K>::new(&name).within(&namespace))
-    });
-    // k8s-openapi's objects serialize their apiVersion and kind, as an apply body needs.
-    let after = Api::<K>::namespaced(ctx.cluster.client.clone(), &namespace)
-        .patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(object),
-        )
-        .await
-        .map_err(|source| Error::Apply {
-            what,
-            namespace: namespace.clone(),
-            name: cache.name_any(),
-            source,
-        })?;
-    let Some(owned) = owned else {
-        return Ok(after);
-    };
-    let applied_before = owned.synced()
-        && cache
-            .status
-            .as_ref()
-            .is_some_and(|s| s.observed_generation == cache.metadata.generation);
-    if let Some(put_back) = restored(what, &name, before.as_deref(), &after, applied_before) {
-        let notice = Notice {
-            on: cache.object_ref(&()),
-            warning: true,
-            reason: restored::REASON,
-            action: put_back.action,
-            note: put_back.note,
-        };
-        ctx.reporter
-            .publish_related(notice, after.object_ref(&()))
-            .await;
-    }
-    Ok(after)
 }
 
 async fn write_status(

@@ -16,10 +16,7 @@ use k8s_openapi::api::core::v1::{
     SecretEnvSource, SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec,
     TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
 };
-use k8s_openapi::api::networking::v1::{
-    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
-    NetworkPolicySpec,
-};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -40,8 +37,6 @@ const AUTH_DIR: &str = "/auth";
 /// The registry's user and group: distribution's official image would run as root, which Pod
 /// Security `restricted` refuses; any non-root user can serve port 5000 and write the data volume.
 const REGISTRY_USER: i64 = 65532;
-/// The label every namespace carries with its own name; the NetworkPolicy selects by it.
-const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// The owned objects of a deployed cache.
 #[derive(Debug, Clone, PartialEq)]
@@ -327,7 +322,7 @@ pub fn desired(
         }),
         status: None,
     };
-    let network_policy = network_policy(
+    let network_policy = network_policy::network_policy(
         metadata(name.clone()),
         &selector,
         namespace.as_deref().unwrap_or_default(),
@@ -382,49 +377,6 @@ fn selector(name: &str) -> BTreeMap<String, String> {
     ])
 }
 
-/// The registry's port open to pods of the cache's namespace and of ocifit's, to nothing else:
-/// defence in depth where the network enforces NetworkPolicy (the credentials hold either way).
-fn network_policy(
-    metadata: ObjectMeta,
-    selector: &BTreeMap<String, String>,
-    namespace: &str,
-    own_namespace: &str,
-) -> NetworkPolicy {
-    let mut namespaces = vec![namespace.to_string()];
-    if own_namespace != namespace {
-        namespaces.push(own_namespace.to_string());
-    }
-    let from = namespaces
-        .into_iter()
-        .map(|name| NetworkPolicyPeer {
-            namespace_selector: Some(LabelSelector {
-                match_labels: Some(BTreeMap::from([(NAMESPACE_NAME_LABEL.to_string(), name)])),
-                match_expressions: None,
-            }),
-            ..NetworkPolicyPeer::default()
-        })
-        .collect();
-    NetworkPolicy {
-        metadata,
-        spec: Some(NetworkPolicySpec {
-            pod_selector: Some(LabelSelector {
-                match_labels: Some(selector.clone()),
-                match_expressions: None,
-            }),
-            policy_types: Some(vec!["Ingress".into()]),
-            ingress: Some(vec![NetworkPolicyIngressRule {
-                from: Some(from),
-                ports: Some(vec![NetworkPolicyPort {
-                    port: Some(IntOrString::Int(REGISTRY_PORT)),
-                    protocol: Some("TCP".into()),
-                    end_port: None,
-                }]),
-            }]),
-            egress: None,
-        }),
-    }
-}
-
 /// Requests and a memory limit when the cache names none: a namespace with a ResourceQuota can
 /// run the registry, and a runaway registry cannot take the node's memory.
 fn default_resources() -> ResourceRequirements {
@@ -469,5 +421,6 @@ fn env_var(name: &str, value: &str) -> EnvVar {
     }
 }
 
+mod network_policy;
 #[cfg(test)]
 mod tests;

@@ -1,50 +1,26 @@
 //! The workflow artifact cache: the ArtifactCache controller (each cache's registry deployed and
-//! kept, its status), the step routes on the admission host (the oras-operator's annotations on
-//! Pods and Jobs turned into a pod mutation, or a denial), and the step helper (`ocifit artifact
-//! …`) that pulls a step's inputs before it starts and pushes its outputs when it succeeds, in the
-//! ORAS artifact layout. Built on the cluster view and the admission host; imports no other
-//! feature.
+//! kept, its status), and the step routes on the admission host (the oras-operator's annotations on
+//! Pods and Jobs turned into a pod mutation that runs the step helper, `crate::step_helper`, or a
+//! denial). Built on the cluster view, the admission host and the step helper's command line;
+//! imports no other feature.
 //!
-//! Pure parts: `layout` (the ORAS layout both ways), `planner` (annotations → patch or denial),
-//! `desired` (a cache's Deployment, Service, NetworkPolicy and claim), `status` (a cache's status from its
-//! objects). Adapters: `controller`, `route`, `archive`, `channel`, `pull`, `push` (bytes between
-//! disk and registry), `install`, `launcher`, `handoff`, `steps` (what runs in a step's pod).
+//! Pure parts: `planner` (annotations → patch or denial), `desired` (a cache's Deployment,
+//! Service, NetworkPolicy and claim), `status` (a cache's status from its objects). Adapters:
+//! `controller`, `route`, `transfers` (what the steps' helpers moved, counted).
 
-mod archive;
-mod beneath;
-mod channel;
 pub mod controller;
-pub mod credentials;
 pub mod desired;
-mod file_error;
-mod handoff;
-mod inputs;
-mod install;
-mod launcher;
-mod layout;
 pub mod owned;
 pub mod planner;
-mod pull;
-mod push;
 pub mod restored;
 pub mod route;
 pub mod secret;
 pub mod status;
-mod steps;
+mod transfers;
 
-pub use archive::{ArchiveError, PackCount, UnpackCount};
 pub use controller::Settings;
 pub use desired::object_name;
-pub use install::InstallError;
-pub use launcher::{EXIT_CANNOT_RUN, EXIT_NOT_FOUND, EXIT_PUSH_FAILED, Launch, launch};
-pub use layout::{
-    DEFAULT_ARTIFACT_TYPE, DIRECTORY_MEDIA_TYPE, FILE_MEDIA_TYPE, LayoutError, TAR_DIGEST, TITLE,
-    UNPACK,
-};
 pub use planner::{Helper, StepRegistries};
-pub use pull::{PullError, Pulled, PulledLayer, pull};
-pub use push::{PushError, PushRequest, Pushed, push};
-pub use steps::{PUSH_TIMEOUT, PrepareError, deliver, prepare};
 
 use std::sync::Arc;
 
@@ -57,7 +33,6 @@ use crate::cluster::ClusterView;
 use crate::cluster::events::EventReporter;
 use crate::cluster::reflected::{Reflected, reflect};
 use crate::process::{Feature, Readiness, Shutdown, until};
-use crate::registry::{self, Reference, Registry, RegistryOptions};
 use crate::telemetry::Metrics;
 use route::{StepJobs, StepPods, Steps};
 
@@ -111,6 +86,14 @@ pub fn run(parts: Parts) -> Feature<Route> {
         shutdown.clone(),
         count_readiness(caches.clone(), Arc::clone(&metrics)),
     );
+    let transfers = until(
+        shutdown.clone(),
+        transfers::count(
+            cluster.client.clone(),
+            cluster.leadership.clone(),
+            Arc::clone(&metrics),
+        ),
+    );
     let steps = Steps {
         caches: caches.store(),
         helper,
@@ -153,6 +136,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
             ("artifact cache claims watch", until(shutdown, claims_watch)),
             ("artifact cache controller", controller),
             ("artifact cache readiness", counted),
+            ("artifact cache step transfers", transfers),
         ],
         routes,
         readiness: Readiness::new(async move { synced.wait_synced().await }, move || {
@@ -207,30 +191,4 @@ where
         ),
         what,
     )
-}
-
-/// The gzip level of directory layers unless told otherwise: fast, since a cache sits next to its
-/// steps and time matters more than a few percent of size.
-pub const DEFAULT_COMPRESSION: u32 = 1;
-
-/// A registry client for transfers to and from the references' registries, with the credentials
-/// of `direction` from the environment.
-pub fn client(
-    references: &[&Reference],
-    plain_http: bool,
-    direction: credentials::Direction,
-) -> Result<Registry, registry::Error> {
-    let mut hosts: Vec<&str> = references.iter().map(|r| r.registry()).collect();
-    hosts.sort_unstable();
-    hosts.dedup();
-    let options = RegistryOptions {
-        plain_http: if plain_http {
-            hosts.iter().map(|h| (*h).to_string()).collect()
-        } else {
-            Vec::new()
-        },
-        credentials: credentials::from_environment(&hosts, direction)?,
-        ..RegistryOptions::default()
-    };
-    Registry::new(options)
 }

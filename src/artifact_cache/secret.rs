@@ -12,9 +12,9 @@ use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::credentials::{PULL_PASS, PUSH_PASS, USER};
 use super::desired::{self, DesiredError, HTPASSWD_KEY};
 use crate::api::ArtifactCache;
+use crate::step_helper::credentials::{PULL_PASS, PUSH_PASS, USER};
 
 /// The user name steps log in with.
 pub const STEP_USER: &str = "steps";

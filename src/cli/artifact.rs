@@ -9,8 +9,10 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::cache_access::{self, CacheArgs, Reached};
-use crate::artifact_cache::{self, PushRequest, credentials::Direction};
 use crate::registry::{self, Reference, Registry, RegistryOptions};
+use crate::step_helper::command::{Deliver, Launch, Prepare, Transfer};
+use crate::step_helper::report::{self, Report};
+use crate::step_helper::{self, PushRequest, credentials::Direction};
 use crate::telemetry::{LogFormat, error_chain, init_logs};
 
 #[derive(Debug, Args)]
@@ -29,23 +31,11 @@ pub enum ArtifactCommand {
     /// Push files and directories as one artifact (directories as .tar.gz layers to unpack).
     Push(PushArgs),
     /// A step's init container: install the launcher, pull the inputs.
-    Prepare(PrepareArgs),
+    Prepare(Prepare),
     /// A step's command, run by the launcher: the command, then its outputs handed to the pusher.
-    Launch(LaunchArgs),
+    Launch(Launch),
     /// A step's pushing sidecar: push the outputs the launcher hands over, until SIGTERM.
-    Deliver(DeliverArgs),
-}
-
-/// Where to reach the registry, shared by the commands.
-#[derive(Debug, Args)]
-pub struct RegistryArgs {
-    /// Reach the registry over plain HTTP (e.g. an ArtifactCache inside the cluster).
-    #[arg(long)]
-    pub plain_http: bool,
-    /// Keep directories as .tar.gz files instead of unpacking them (the `unpack: "false"`
-    /// annotation).
-    #[arg(long)]
-    pub no_unpack: bool,
+    Deliver(Deliver),
 }
 
 #[derive(Debug, Args)]
@@ -57,7 +47,7 @@ pub struct PullArgs {
     #[arg(long, short, default_value = ".")]
     pub output: PathBuf,
     #[command(flatten)]
-    pub registry: RegistryArgs,
+    pub transfer: Transfer,
     #[command(flatten)]
     pub cache: CacheArgs,
 }
@@ -71,87 +61,15 @@ pub struct PushArgs {
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// The manifest's artifactType.
-    #[arg(long, default_value = artifact_cache::DEFAULT_ARTIFACT_TYPE)]
+    #[arg(long, default_value = step_helper::DEFAULT_ARTIFACT_TYPE)]
     pub artifact_type: String,
     /// gzip level of directory layers (0 stores, 9 compresses most).
-    #[arg(long, default_value_t = artifact_cache::DEFAULT_COMPRESSION, value_parser = clap::value_parser!(u32).range(0..=9))]
+    #[arg(long, default_value_t = step_helper::DEFAULT_COMPRESSION, value_parser = clap::value_parser!(u32).range(0..=9))]
     pub compression_level: u32,
     #[command(flatten)]
-    pub registry: RegistryArgs,
+    pub transfer: Transfer,
     #[command(flatten)]
     pub cache: CacheArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct PrepareArgs {
-    /// Artifacts to pull before the step, in order.
-    #[arg(long = "input")]
-    pub inputs: Vec<String>,
-    /// The directory the inputs are pulled into (the volume the step sees at input-path).
-    #[arg(long = "into", default_value = "/ocifit/inputs")]
-    pub inputs_dir: PathBuf,
-    /// Install the launcher (ocifit, its loader and libraries) into this directory.
-    #[arg(long)]
-    pub launcher: Option<PathBuf>,
-    /// Where a failure is written for `kubectl describe pod`.
-    #[arg(long)]
-    pub termination_log: Option<PathBuf>,
-    /// Log the settings.
-    #[arg(long)]
-    pub debug: bool,
-    #[command(flatten)]
-    pub registry: RegistryArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct LaunchArgs {
-    /// The run volume shared with the pusher.
-    #[arg(long)]
-    pub run: PathBuf,
-    /// The inputs the init container pulled: copied into --input-path before the command runs.
-    #[arg(long)]
-    pub inputs: Option<PathBuf>,
-    /// Where the inputs are copied (relative to the working directory); the working directory
-    /// when unset.
-    #[arg(long, requires = "inputs")]
-    pub input_path: Option<PathBuf>,
-    /// The file or directory to push when the step succeeds (relative to the working directory);
-    /// `.` pushes each entry of the working directory.
-    #[arg(long)]
-    pub push: Option<PathBuf>,
-    /// Write the command's standard output to this file.
-    #[arg(long)]
-    pub pipe: Option<PathBuf>,
-    /// Where a failure is written for `kubectl describe pod`.
-    #[arg(long)]
-    pub termination_log: Option<PathBuf>,
-    /// The longest wait for the pusher, in seconds.
-    #[arg(long, default_value_t = artifact_cache::PUSH_TIMEOUT.as_secs())]
-    pub push_timeout: u64,
-    /// Log the settings.
-    #[arg(long)]
-    pub debug: bool,
-    /// The step's command and arguments.
-    #[arg(last = true, required = true)]
-    pub command: Vec<std::ffi::OsString>,
-}
-
-#[derive(Debug, Args)]
-pub struct DeliverArgs {
-    /// The run volume shared with the launcher.
-    #[arg(long)]
-    pub run: PathBuf,
-    /// Where the outputs go (`registry/repository:tag`).
-    #[arg(long)]
-    pub to: String,
-    /// gzip level of directory layers (0 stores, 9 compresses most).
-    #[arg(long, default_value_t = artifact_cache::DEFAULT_COMPRESSION, value_parser = clap::value_parser!(u32).range(0..=9))]
-    pub compression_level: u32,
-    /// Log the settings.
-    #[arg(long)]
-    pub debug: bool,
-    #[command(flatten)]
-    pub registry: RegistryArgs,
 }
 
 /// Runs an `ocifit artifact` command: 0 when it did what it was asked, 1 otherwise (the reason on
@@ -204,7 +122,7 @@ fn client_for(
 ) -> Result<(Vec<Reference>, Registry), String> {
     let Some(reached) = reached else {
         let references = parse(references)?;
-        let registry = artifact_cache::client(
+        let registry = step_helper::client(
             &references.iter().collect::<Vec<_>>(),
             plain_http,
             direction,
@@ -234,12 +152,12 @@ async fn pull(args: PullArgs) -> Result<(), String> {
     let (references, registry) = client_for(
         &args.references,
         reached.as_ref(),
-        args.registry.plain_http,
+        args.transfer.plain_http,
         Direction::Pull,
     )?;
     for reference in &references {
         let pulled =
-            artifact_cache::pull(&registry, reference, &args.output, !args.registry.no_unpack)
+            step_helper::pull(&registry, reference, &args.output, !args.transfer.no_unpack)
                 .await
                 .map_err(|err| format!("pulling {reference}: {}", error_chain(&err)))?;
         let layers: Vec<String> = pulled
@@ -265,54 +183,67 @@ async fn push(args: PushArgs) -> Result<(), String> {
     let (references, registry) = client_for(
         std::slice::from_ref(&args.reference),
         reached.as_ref(),
-        args.registry.plain_http,
+        args.transfer.plain_http,
         Direction::Push,
     )?;
     let reference = &references[0];
     let request = PushRequest {
         paths: args.paths,
-        unpack: !args.registry.no_unpack,
+        unpack: !args.transfer.no_unpack,
         artifact_type: args.artifact_type,
         compression: args.compression_level,
     };
-    let pushed = artifact_cache::push(&registry, reference, &request)
+    let pushed = step_helper::push(&registry, reference, &request)
         .await
         .map_err(|err| format!("pushing to {reference}: {}", error_chain(&err)))?;
     println!("pushed {} ({})", pushed.reference, pushed.digest);
     Ok(())
 }
 
-async fn prepare(args: PrepareArgs) -> Result<(), String> {
+async fn prepare(args: Prepare) -> Result<(), String> {
     if args.debug {
         tracing::info!(?args, "prepare");
     }
+    let mut report = Report::new(report::Direction::Pull);
     let result = async {
         let references = parse(&args.inputs)?;
-        let registry = artifact_cache::client(
+        let registry = step_helper::client(
             &references.iter().collect::<Vec<_>>(),
-            args.registry.plain_http,
+            args.transfer.plain_http,
             Direction::Pull,
         )
         .map_err(|err| error_chain(&err))?;
-        artifact_cache::prepare(
+        step_helper::prepare(
             &registry,
             &references,
             &args.inputs_dir,
-            !args.registry.no_unpack,
+            !args.transfer.no_unpack,
             args.launcher.as_deref(),
+            &mut report,
         )
         .await
         .map_err(|err| error_chain(&err))
     }
     .await;
-    if let (Err(message), Some(path)) = (&result, &args.termination_log) {
-        // Shown by `kubectl describe pod` as the init container's reason; the log has it too.
-        let _ = std::fs::write(path, message);
+    if let Some(path) = &args.termination_log {
+        // Shown by `kubectl describe pod` (the reason when it failed; the log has it too) and
+        // counted by the artifact cache: a report when there were inputs to pull.
+        match (&result, args.inputs.is_empty()) {
+            (Err(message), true) => {
+                let _ = std::fs::write(path, message);
+            }
+            (Err(message), false) => {
+                report.failed(message.clone());
+                report.write(path);
+            }
+            (Ok(()), false) => report.write(path),
+            (Ok(()), true) => {}
+        }
     }
     result
 }
 
-async fn launch(args: LaunchArgs) -> u8 {
+async fn launch(args: Launch) -> u8 {
     if args.debug {
         tracing::info!(?args, "launch");
     }
@@ -320,10 +251,10 @@ async fn launch(args: LaunchArgs) -> u8 {
         Ok(dir) => dir,
         Err(err) => {
             eprintln!("ocifit: cannot read the working directory: {err}");
-            return artifact_cache::EXIT_CANNOT_RUN;
+            return step_helper::EXIT_CANNOT_RUN;
         }
     };
-    let launch = artifact_cache::Launch {
+    let launch = step_helper::Launch {
         run: args.run,
         working_dir,
         inputs: args.inputs,
@@ -334,23 +265,25 @@ async fn launch(args: LaunchArgs) -> u8 {
         push_timeout: std::time::Duration::from_secs(args.push_timeout),
         command: args.command,
     };
-    artifact_cache::launch(&launch).await
+    step_helper::launch(&launch).await
 }
 
-async fn deliver(args: DeliverArgs) -> Result<(), String> {
+async fn deliver(args: Deliver) -> Result<(), String> {
     if args.debug {
         tracing::info!(?args, "deliver");
     }
     let references = parse(std::slice::from_ref(&args.to))?;
     let to = &references[0];
-    let registry = artifact_cache::client(&[to], args.registry.plain_http, Direction::Push)
+    let registry = step_helper::client(&[to], args.transfer.plain_http, Direction::Push)
         .map_err(|err| error_chain(&err))?;
-    artifact_cache::deliver(
+    let mut report = Report::new(report::Direction::Push);
+    let result = step_helper::deliver(
         &registry,
         &args.run,
         to,
-        !args.registry.no_unpack,
+        !args.transfer.no_unpack,
         args.compression_level,
+        &mut report,
     )
     .await
     .map_err(|err| {
@@ -358,5 +291,13 @@ async fn deliver(args: DeliverArgs) -> Result<(), String> {
             "serving the step's outputs from {}: {err}",
             args.run.display()
         )
-    })
+    });
+    // Counted by the artifact cache when the sidecar stops after the step: only when the step
+    // asked for a push (a failed step asks none).
+    if let Some(path) = &args.termination_log
+        && (report.files > 0 || !report.ok)
+    {
+        report.write(path);
+    }
+    result
 }

@@ -16,9 +16,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::api::{ArtifactCache, REGISTRY_PORT};
-use crate::artifact_cache::credentials::{self, Direction};
 use crate::artifact_cache::object_name;
 use crate::registry::DockerConfig;
+use crate::step_helper::credentials::{self, Direction};
 
 /// The registry's port, as the port-forward names it.
 const FORWARDED_PORT: u16 = REGISTRY_PORT as u16;

@@ -4,7 +4,7 @@
 //! stores the webhook plans from and its index rebuilds, placement decisions, and (collected at
 //! scrape time) the registry client's request and cache counters; [`features`] adds what each
 //! feature's runbook reads (gated and held pods, caches by readiness, last successful reconcile).
-//! Every label value comes from a closed vocabulary or names a cluster-scoped policy: never a pod.
+//! Every label value comes from a closed vocabulary or names a policy or an ArtifactCache: never a pod.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,8 +19,10 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 mod features;
+mod steps;
 
 pub use features::{Feature, PolicyGates};
+pub use steps::StepTransfer;
 
 /// How a reconcile ended.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -121,6 +123,7 @@ pub struct Metrics {
     index_rebuilds: Counter,
     placements: Family<PlacementLabels, Counter>,
     features: features::FeatureGauges,
+    steps: steps::StepMetrics,
 }
 
 impl fmt::Debug for Metrics {
@@ -234,6 +237,7 @@ impl Metrics {
             placements.clone(),
         );
         let features = features::FeatureGauges::register(&mut registry);
+        let steps = steps::StepMetrics::register(&mut registry);
         if let Some(scrape) = scrape {
             registry
                 .registry
@@ -260,6 +264,7 @@ impl Metrics {
             index_rebuilds,
             placements,
             features,
+            steps,
         })
     }
 

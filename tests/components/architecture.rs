@@ -20,7 +20,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         "ground",
         &["api", "classes", "process", "registry", "telemetry"],
     ),
-    ("shared", &["cluster", "admission"]),
+    ("shared", &["cluster", "admission", "step_helper"]),
     (
         "features",
         &["image_selection", "placement", "artifact_cache"],
@@ -582,14 +582,11 @@ fn the_checker_sees_a_cycle_and_follows_re_exports() {
 const ABOVE_FEATURES: &[&str] = &["startup", "cli"];
 
 /// Modules of a feature that are part of its face as a whole: image selection's decision and
-/// the policy status built from it, which `ocifit resolve` calls as the controller does, and the
-/// step helper's registry credentials, read the same way by the artifact cache and `ocifit
-/// artifact`. Anything else inside a feature is reached through what its `mod.rs` defines or
+/// the policy status built from it, which `ocifit resolve` calls as the controller does. Anything else inside a feature is reached through what its `mod.rs` defines or
 /// re-exports.
 const FACE_MODULES: &[&[&str]] = &[
     &["image_selection", "resolution"],
     &["image_selection", "resolution", "status"],
-    &["artifact_cache", "credentials"],
 ];
 
 /// What `ABOVE_FEATURES` name inside `feature` deeper than its face: a path through one of its

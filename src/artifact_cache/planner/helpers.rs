@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::Helper;
 use super::settings::StepSettings;
+use crate::step_helper::command::{self, Deliver, Prepare, Transfer};
 
 /// The init container that pulls the inputs and installs the launcher.
 pub const PREPARE: &str = "ocifit-prepare";
@@ -22,8 +23,7 @@ pub const PUSH: &str = "ocifit-push";
 pub const INPUTS_VOLUME: &str = "ocifit-inputs";
 /// The volume holding the launcher and the hand-off between the step and the pusher.
 pub const RUN_VOLUME: &str = "ocifit-run";
-/// Where the helpers (and a launched step) see the pulled inputs.
-pub const INPUTS_DIR: &str = "/ocifit/inputs";
+pub use crate::step_helper::command::INPUTS_DIR;
 /// Where every container of the step sees the run volume.
 pub const RUN_DIR: &str = "/ocifit/run";
 /// The launcher: ocifit with its loader (`ld.so`) and libraries.
@@ -50,21 +50,22 @@ pub fn prepare(
     launched: bool,
     security: &SecurityContext,
 ) -> Container {
-    let mut args: Vec<String> = vec!["artifact".into(), "prepare".into()];
-    for input in inputs {
-        args.extend(["--input".into(), input.clone()]);
-    }
     let mut mounts = Vec::new();
     if !inputs.is_empty() {
-        args.extend(["--into".into(), INPUTS_DIR.into()]);
         mounts.push(mount(INPUTS_VOLUME, INPUTS_DIR));
     }
     if launched {
-        args.extend(["--launcher".into(), LAUNCHER_DIR.into()]);
         mounts.push(mount(RUN_VOLUME, RUN_DIR));
     }
-    args.extend(transfer_flags(settings, registry));
-    args.extend(["--termination-log".into(), TERMINATION_LOG.into()]);
+    let args = Prepare {
+        inputs: inputs.to_vec(),
+        inputs_dir: INPUTS_DIR.into(),
+        launcher: launched.then(|| LAUNCHER_DIR.into()),
+        termination_log: Some(TERMINATION_LOG.into()),
+        debug: settings.debug,
+        transfer: transfer(settings, registry),
+    }
+    .to_args();
     let mut container = helper_container(PREPARE, settings, helper, args, mounts, security);
     container.env = cache_credentials(settings, registry);
     container
@@ -77,15 +78,15 @@ pub fn pusher(
     reference: &str,
     security: &SecurityContext,
 ) -> Container {
-    let mut args: Vec<String> = vec![
-        "artifact".into(),
-        "deliver".into(),
-        "--run".into(),
-        RUN_DIR.into(),
-        "--to".into(),
-        reference.into(),
-    ];
-    args.extend(transfer_flags(settings, registry));
+    let args = Deliver {
+        run: RUN_DIR.into(),
+        to: reference.into(),
+        compression_level: crate::step_helper::DEFAULT_COMPRESSION,
+        termination_log: Some(TERMINATION_LOG.into()),
+        debug: settings.debug,
+        transfer: transfer(settings, registry),
+    }
+    .to_args();
     let mut container = helper_container(
         PUSH,
         settings,
@@ -100,25 +101,18 @@ pub fn pusher(
     container
 }
 
-fn transfer_flags(settings: &StepSettings, registry: &Registry) -> Vec<String> {
-    let mut flags = Vec::new();
-    if registry.plain_http {
-        flags.push("--plain-http".into());
+fn transfer(settings: &StepSettings, registry: &Registry) -> Transfer {
+    Transfer {
+        plain_http: registry.plain_http,
+        no_unpack: !settings.unpack,
     }
-    if !settings.unpack {
-        flags.push("--no-unpack".into());
-    }
-    if settings.debug {
-        flags.push("--debug".into());
-    }
-    flags
 }
 
 fn helper_container(
     name: &str,
     settings: &StepSettings,
     helper: &Helper,
-    args: Vec<String>,
+    args: Vec<std::ffi::OsString>,
     mounts: Vec<VolumeMount>,
     security: &SecurityContext,
 ) -> Container {
@@ -126,7 +120,7 @@ fn helper_container(
         name: name.into(),
         image: Some(helper.image.clone()),
         image_pull_policy: helper.pull_policy.clone(),
-        args: Some(args),
+        args: Some(command::strings(args)),
         // Only the helpers see the credentials: never the step's container, never the spec.
         env_from: settings.oras_env.as_ref().map(|secret| {
             vec![EnvFromSource {

@@ -25,6 +25,7 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use crate::api::step;
 use crate::registry::AllowList;
 
+pub use helpers::{PREPARE, PUSH};
 pub use settings::{Source, StepSettings};
 
 /// The registries a step's `registry` annotation may name instead of its namespace's cache:
@@ -209,7 +210,9 @@ pub fn plan_pod(
         &annotations,
         &annotations,
         pod.spec.as_ref(),
-        patch::Target::Pod,
+        patch::Target::Pod {
+            has_labels: pod.metadata.labels.is_some(),
+        },
         Context {
             owner,
             namespace,
@@ -218,6 +221,18 @@ pub fn plan_pod(
             registries,
         },
     )
+}
+
+/// How the marker annotation of a step wired to an ArtifactCache begins (then the cache's name).
+const CACHE_MARKER: &str = "ArtifactCache ";
+
+/// The ArtifactCache a step pod was wired to, read back from its marker annotation's value;
+/// `None` for a step that named its own `registry`.
+pub fn cache_of(marker: &str) -> Option<&str> {
+    marker
+        .strip_prefix(CACHE_MARKER)
+        .and_then(|rest| rest.split_once(" at "))
+        .map(|(name, _)| name)
 }
 
 /// Plans a Job: its own annotations are the contract, its pod template is mutated (and marked, so
@@ -242,6 +257,9 @@ pub fn plan_job(
         template.and_then(|t| t.spec.as_ref()),
         patch::Target::Job {
             has_template_metadata,
+            has_template_labels: template
+                .and_then(|t| t.metadata.as_ref())
+                .is_some_and(|m| m.labels.is_some()),
         },
         Context {
             owner: mutation::Owner::JobTemplate,
@@ -331,7 +349,7 @@ fn plan(
                 plain_http,
                 credentials,
             } => mutation::Registry {
-                marker: format!("ArtifactCache {name} at {endpoint}"),
+                marker: format!("{CACHE_MARKER}{name} at {endpoint}"),
                 host: endpoint,
                 plain_http,
                 credentials,

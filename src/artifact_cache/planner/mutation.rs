@@ -17,6 +17,8 @@ use super::helpers::{self, INPUTS_DIR, INPUTS_VOLUME, RUN_DIR, RUN_VOLUME, TERMI
 use super::settings::StepSettings;
 use crate::api::step;
 use crate::registry;
+use crate::step_helper::PUSH_TIMEOUT;
+use crate::step_helper::command::{self, Launch};
 
 pub use super::helpers::{LAUNCHER_DIR, PREPARE, PUSH, Registry};
 
@@ -282,37 +284,35 @@ fn launch_command(
     copies_inputs: bool,
     original: Vec<String>,
 ) -> Vec<String> {
-    let mut command: Vec<String> = vec![
+    let launch = Launch {
+        run: RUN_DIR.into(),
+        termination_log: Some(
+            container
+                .termination_message_path
+                .as_deref()
+                .unwrap_or(TERMINATION_LOG)
+                .into(),
+        ),
+        inputs: copies_inputs.then(|| INPUTS_DIR.into()),
+        input_path: settings
+            .input_path
+            .as_ref()
+            .filter(|_| copies_inputs)
+            .map(Into::into),
+        push: output_path.map(Into::into),
+        pipe: settings.output_pipe.as_ref().map(Into::into),
+        push_timeout: PUSH_TIMEOUT.as_secs(),
+        debug: settings.debug,
+        command: original.into_iter().map(Into::into).collect(),
+    };
+    // The launcher is run by its own loader, from the run volume: the step's image may have
+    // neither ocifit nor a compatible libc.
+    let mut command = vec![
         format!("{LAUNCHER_DIR}/ld.so"),
         "--library-path".into(),
         LAUNCHER_DIR.into(),
         format!("{LAUNCHER_DIR}/ocifit"),
-        "artifact".into(),
-        "launch".into(),
-        "--run".into(),
-        RUN_DIR.into(),
-        "--termination-log".into(),
-        container
-            .termination_message_path
-            .clone()
-            .unwrap_or_else(|| TERMINATION_LOG.to_string()),
     ];
-    if copies_inputs {
-        command.extend(["--inputs".into(), INPUTS_DIR.into()]);
-        if let Some(path) = &settings.input_path {
-            command.extend(["--input-path".into(), path.clone()]);
-        }
-    }
-    if let Some(path) = output_path {
-        command.extend(["--push".into(), path.to_string()]);
-    }
-    if let Some(pipe) = &settings.output_pipe {
-        command.extend(["--pipe".into(), pipe.clone()]);
-    }
-    if settings.debug {
-        command.push("--debug".into());
-    }
-    command.push("--".into());
-    command.extend(original);
+    command.extend(command::strings(launch.to_args()));
     command
 }

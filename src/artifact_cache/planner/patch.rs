@@ -1,6 +1,6 @@
 //! The JSON patch (RFC 6902) that applies a step's mutation to a pod, or to a Job's pod template,
 //! exactly as the apiserver sent it: helpers first among the init containers, volumes and mounts
-//! appended, the step's command replaced, the marker annotation added; a missing list or map is
+//! appended, the step's command replaced, the marker annotation and the step label added; a missing list or map is
 //! added whole. Knows nothing of why.
 
 use std::collections::BTreeMap;
@@ -16,23 +16,26 @@ use crate::api::step;
 /// Where the pod spec and its annotations are in the object patched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
-    /// A pod: `/spec`, `/metadata/annotations`.
-    Pod,
-    /// A Job: `/spec/template/spec`, `/spec/template/metadata/annotations`.
-    Job { has_template_metadata: bool },
+    /// A pod: `/spec`, `/metadata/annotations`, `/metadata/labels`.
+    Pod { has_labels: bool },
+    /// A Job: `/spec/template/spec`, `/spec/template/metadata/annotations` and `labels`.
+    Job {
+        has_template_metadata: bool,
+        has_template_labels: bool,
+    },
 }
 
 impl Target {
     fn spec(self) -> Vec<&'static str> {
         match self {
-            Target::Pod => vec!["spec"],
+            Target::Pod { .. } => vec!["spec"],
             Target::Job { .. } => vec!["spec", "template", "spec"],
         }
     }
 
     fn metadata(self) -> Vec<&'static str> {
         match self {
-            Target::Pod => vec!["metadata"],
+            Target::Pod { .. } => vec!["metadata"],
             Target::Job { .. } => vec!["spec", "template", "metadata"],
         }
     }
@@ -95,18 +98,35 @@ pub fn build(
     }
     let metadata: Vec<String> = target.metadata().iter().map(|s| (*s).to_string()).collect();
     let marker = Value::from(mutation.marker.as_str());
-    let has_metadata = match target {
-        Target::Pod => true,
+    let (has_metadata, has_labels) = match target {
+        Target::Pod { has_labels } => (true, has_labels),
         Target::Job {
             has_template_metadata,
-        } => has_template_metadata,
+            has_template_labels,
+        } => (has_template_metadata, has_template_labels),
     };
     if !has_metadata {
         ops.push(add(
             &metadata,
-            serde_json::json!({"annotations": {step::INJECTED: marker}}),
+            serde_json::json!({
+                "annotations": {step::INJECTED: marker},
+                "labels": {step::STEP_LABEL: step::STEP_LABEL_VALUE},
+            }),
         ));
-    } else if annotations.is_empty() {
+        return Ok(Patch(ops));
+    }
+    let mut labels = metadata.clone();
+    labels.push("labels".into());
+    if has_labels {
+        labels.push(step::STEP_LABEL.into());
+        ops.push(add(&labels, Value::from(step::STEP_LABEL_VALUE)));
+    } else {
+        ops.push(add(
+            &labels,
+            serde_json::json!({step::STEP_LABEL: step::STEP_LABEL_VALUE}),
+        ));
+    }
+    if annotations.is_empty() {
         let mut path = metadata;
         path.push("annotations".into());
         ops.push(add(&path, serde_json::json!({step::INJECTED: marker})));

@@ -267,9 +267,27 @@ fn a_step_without_command_gets_its_inputs_mounted_at_input_path() {
         names(&pod),
         (vec![PREPARE.to_string()], vec!["ocifit-inputs".to_string()])
     );
+    let marker = &pod.metadata.annotations.unwrap()[step::INJECTED];
+    assert_eq!(marker, "ArtifactCache oras at 10.0.0.17:5000");
+    assert_eq!(super::cache_of(marker), Some("oras"));
     assert_eq!(
-        pod.metadata.annotations.unwrap()[step::INJECTED],
-        "ArtifactCache oras at 10.0.0.17:5000"
+        pod.metadata.labels.unwrap()[step::STEP_LABEL],
+        step::STEP_LABEL_VALUE,
+        "the step's pods are watched by this label"
+    );
+}
+
+#[test]
+fn a_pod_with_labels_keeps_them_and_a_registry_step_names_no_cache() {
+    let mut object = pod(&[("registry", "http://127.0.0.1:5000"), ("input-uri", "a:1")]);
+    object["metadata"]["labels"] = json!({"app": "breakfast"});
+    let (pod, _) = admitted(&object);
+    let labels = pod.metadata.labels.unwrap();
+    assert_eq!(labels["app"], "breakfast");
+    assert_eq!(labels[step::STEP_LABEL], step::STEP_LABEL_VALUE);
+    assert_eq!(
+        super::cache_of(&pod.metadata.annotations.unwrap()[step::INJECTED]),
+        None
     );
 }
 
@@ -317,6 +335,8 @@ fn outputs_are_pushed_by_a_native_sidecar_after_the_step_runs_under_the_launcher
             RUN_DIR,
             "--to",
             "10.0.0.17:5000/dinosaur/hello-world:pancakes",
+            "--termination-log",
+            "/dev/termination-log",
             "--plain-http"
         ]
     );
@@ -326,6 +346,8 @@ fn outputs_are_pushed_by_a_native_sidecar_after_the_step_runs_under_the_launcher
         [
             "artifact",
             "prepare",
+            "--into",
+            "/ocifit/inputs",
             "--launcher",
             LAUNCHER_DIR,
             "--plain-http",

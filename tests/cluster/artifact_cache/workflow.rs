@@ -7,7 +7,7 @@
 //! the cache's objects are put back when edited or deleted; deleting the cache removes its
 //! registry. A cache behind htpasswd serves steps that name their credentials by `oras-env`, and
 //! the password shows in no pod spec, log or Event. Prints the time from each Job's creation to
-//! its completion and what was pushed.
+//! its completion and what was pushed; ocifit's /metrics counts the bytes each step pulled and pushed.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -216,6 +216,47 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
             files(&pulled.path().join(dir))
         );
     }
+
+    // What the steps' helpers moved, in ocifit's /metrics: step two pulled step one's artifact,
+    // each step pushed its own; the bytes are the layers' sizes in the cache's manifests.
+    let one_bytes = manifest_layer_bytes(&cache_address, "workflow/step-one", login).await;
+    let two_bytes = manifest_layer_bytes(&cache_address, "workflow/step-two", login).await;
+    let metrics_address = ocifit_admin_address(&client).await;
+    let counted = eventually("both pushes and the pull counted", async || {
+        let text = crate::support::get(&metrics_address, "/metrics").await?.1;
+        let steps = |direction: &str| {
+            sample(
+                &text,
+                &format!(
+                    "ocifit_artifact_steps_total{{cache=\"workflow/oras\",direction=\"{direction}\",outcome=\"ok\"}}"
+                ),
+            )
+        };
+        (steps("push") == Some(2.0) && steps("pull") == Some(1.0)).then_some(text)
+    })
+    .await;
+    let bytes = |direction: &str| {
+        sample(
+            &counted,
+            &format!(
+                "ocifit_artifact_step_bytes_total{{cache=\"workflow/oras\",direction=\"{direction}\"}}"
+            ),
+        )
+    };
+    assert_eq!(
+        bytes("pull"),
+        Some(one_bytes as f64),
+        "step two pulled step one's layers"
+    );
+    assert_eq!(
+        bytes("push"),
+        Some((one_bytes + two_bytes) as f64),
+        "the layers both steps pushed"
+    );
+    eprintln!(
+        "counted in /metrics: pulled {one_bytes} B, pushed {} B",
+        one_bytes + two_bytes
+    );
 
     // A failing step: nothing pushed, the step's own exit status on its pod.
     let failing = job(
@@ -717,6 +758,65 @@ async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) ->
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// The value of one series in a Prometheus text exposition.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+}
+
+/// Where ocifit's admin server (/metrics) is reached from this host: its pod's IP.
+async fn ocifit_admin_address(client: &Client) -> String {
+    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .list(
+            &ListParams::default()
+                .labels("app.kubernetes.io/name=ocifit,app.kubernetes.io/component=controller"),
+        )
+        .await
+        .expect("ocifit's pods");
+    let ip = pods
+        .items
+        .into_iter()
+        .find_map(|p| p.status?.pod_ip)
+        .expect("ocifit's pod IP");
+    format!("{ip}:8080")
+}
+
+/// The sum of the layer sizes of `repository:v1`'s manifest in the cache, read over HTTP with
+/// the cache's generated login.
+async fn manifest_layer_bytes(address: &str, repository: &str, login: Option<(&str, &str)>) -> u64 {
+    use base64::Engine;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (user, password) = login.expect("the cache's login");
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("the cache is reachable");
+    let request = format!(
+        "GET /v2/{repository}/manifests/v1 HTTP/1.0\r\nHost: {address}\r\nAuthorization: Basic {basic}\r\nAccept: application/vnd.oci.image.manifest.v1+json\r\n\r\n"
+    );
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("the request is sent");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .await
+        .expect("the manifest is read");
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body)
+        .unwrap_or_default();
+    let manifest: Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{repository}: {e}: {response}"));
+    manifest["layers"]
+        .as_array()
+        .expect("the manifest's layers")
+        .iter()
+        .map(|layer| layer["size"].as_u64().expect("a layer size"))
+        .sum()
 }
 
 /// Pods, Jobs and Events of `namespace`, for a failure's message.

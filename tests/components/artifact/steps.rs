@@ -8,6 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::support::{ocifit, sdk_pull, sdk_push, tree};
+use ocifit::step_helper::report::{Direction, Report};
 use ocifit_testkit::Registry;
 
 /// A pod's worth of directories: the inputs volume, the run volume, the step's working directory.
@@ -53,6 +54,8 @@ impl Pod {
             .args(["artifact", "deliver", "--plain-http", "--run"])
             .arg(self.path("run"))
             .args(["--to", &registry.reference(to)])
+            .arg("--termination-log")
+            .arg(self.path("deliver.log"))
             .env_remove("ORAS_USER")
             .env_remove("ORAS_PUSH_PASS")
             .stderr(Stdio::piped())
@@ -79,6 +82,12 @@ impl Pod {
             .env_clear()
             .env("PATH", "/usr/bin:/bin");
         launch
+    }
+
+    /// A helper's report, from the termination message it wrote to `log`.
+    fn report(&self, log: &str) -> Report {
+        let message = std::fs::read_to_string(self.path(log)).unwrap_or_default();
+        Report::read(&message).unwrap_or_else(|| panic!("no report in {log}: {message:?}"))
     }
 
     fn termination_message(&self) -> String {
@@ -121,6 +130,12 @@ async fn a_step_reads_its_inputs_and_its_outputs_and_piped_output_are_pushed() {
         String::from_utf8_lossy(&prepared.stderr)
     );
     assert_eq!(tree(&pod.path("inputs")).len(), 2);
+    let pulled = pod.report("prepare.log");
+    assert_eq!(
+        (pulled.direction, pulled.ok, pulled.files, pulled.bytes),
+        (Direction::Pull, true, 2, 7),
+        "both inputs' files: 4 and 3 bytes"
+    );
 
     let deliver = pod.deliver(&registry, "w/result:v1");
     let inputs = pod.path("inputs");
@@ -137,6 +152,12 @@ async fn a_step_reads_its_inputs_and_its_outputs_and_piped_output_are_pushed() {
         .unwrap();
     assert_eq!(status.code(), Some(0), "{}", pod.termination_message());
     stop(deliver);
+    let pushed = pod.report("deliver.log");
+    assert_eq!(
+        (pushed.direction, pushed.ok, pushed.files),
+        (Direction::Push, true, 1)
+    );
+    assert!(pushed.bytes > 0, "{pushed:?}");
 
     let out = pod.path("pulled");
     std::fs::create_dir(&out).unwrap();
@@ -261,7 +282,9 @@ async fn a_missing_input_stops_the_step_before_it_starts_with_the_reason() {
     let pod = Pod::new();
     let prepared = pod.prepare(&registry, &["w/absent:v1"]);
     assert!(!prepared.status.success());
-    let reason = std::fs::read_to_string(pod.path("prepare.log")).unwrap();
+    let report = pod.report("prepare.log");
+    assert!(!report.ok);
+    let reason = report.error.unwrap_or_default();
     assert!(
         reason.contains(&registry.reference("w/absent:v1")),
         "{reason}"
@@ -294,6 +317,9 @@ async fn a_push_the_registry_refuses_fails_the_step_with_the_reason() {
     );
     assert!(message.contains("unauthorized"), "{message}");
     stop(deliver);
+    let report = pod.report("deliver.log");
+    assert!(!report.ok);
+    assert!(report.error.unwrap_or_default().contains("unauthorized"));
 }
 
 #[tokio::test]

@@ -112,7 +112,9 @@ fn a_template_with_labels_keeps_them_and_gains_the_marker() {
         Some(json!({"labels": {"app": "breakfast"}})),
     ));
     let metadata = job.spec.unwrap().template.metadata.unwrap();
-    assert_eq!(metadata.labels.unwrap()["app"], "breakfast");
+    let labels = metadata.labels.unwrap();
+    assert_eq!(labels["app"], "breakfast");
+    assert_eq!(labels[step::STEP_LABEL], step::STEP_LABEL_VALUE);
     assert!(metadata.annotations.unwrap().contains_key(step::INJECTED));
     let annotated = admitted_job(&job_with_template_annotation());
     let annotations = annotated
@@ -125,6 +127,17 @@ fn a_template_with_labels_keeps_them_and_gains_the_marker() {
         .unwrap();
     assert_eq!(annotations["team"], "kitchen");
     assert!(annotations.contains_key(step::INJECTED));
+}
+
+#[test]
+fn a_template_without_metadata_gains_the_marker_and_the_step_label() {
+    let job = admitted_job(&job(&SEED_JOB, None));
+    let metadata = job.spec.unwrap().template.metadata.unwrap();
+    assert_eq!(
+        metadata.labels.unwrap()[step::STEP_LABEL],
+        step::STEP_LABEL_VALUE
+    );
+    assert!(metadata.annotations.unwrap().contains_key(step::INJECTED));
 }
 
 fn job_with_template_annotation() -> Value {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::step_helper::unpack::{UnpackCount, unpack};
 
 /// Packs the directory at `dir`, refusing a link there as the pusher does.
 fn pack(dir: &Path, prefix: &str, out: impl Write) -> Result<PackCount, ArchiveError> {

@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use flate2::read::GzDecoder;
 use futures_util::{StreamExt, TryStreamExt};
 
-use super::archive::{self, ArchiveError};
+use super::archive::ArchiveError;
 use super::channel::{self, ChannelReader, HashingReader};
 use super::file_error::{self, FileError};
 use super::layout::{self, LayerAction, LayoutError};
+use super::unpack;
 use crate::registry::{self, Reference, Registry};
 
 /// How many layers of one artifact move at once.
@@ -184,7 +185,7 @@ fn write_layer(
             fs::create_dir(staging).map_err(WriteError::Io)?;
             let reader = ChannelReader::new(receiver);
             let mut tar = HashingReader::new(GzDecoder::new(reader));
-            archive::unpack(&mut tar, path, staging).map_err(WriteError::Archive)?;
+            unpack::unpack(&mut tar, path, staging).map_err(WriteError::Archive)?;
             let actual = tar.digest();
             match tar_digest {
                 Some(expected) if *expected != actual => {

@@ -1,220 +1,21 @@
-//! Directories as tar streams, both ways, as the ORAS clients write and read them: every entry
-//! named under the layer's title (`out/`, `out/a.txt`, …), owners zeroed, symbolic links kept as
-//! links (never followed, the packed directory itself included), hard-linked files stored as
-//! files. Unpacking never writes outside its root: entry names with `..` or a root are refused,
-//! nothing is created, linked, timed or chmodded through a symbolic link (every entry is made from
-//! directory handles opened with `O_NOFOLLOW`), and a hard link may only name a file unpacked
-//! before it.
-//! Blocking code, run on a blocking thread by the transfers.
+//! A tar stream unpacked into a directory, as the ORAS clients write them (see `archive`): never
+//! outside its root, nothing made, timed or chmodded through a symbolic link, a hard link only to
+//! a file unpacked before it. Blocking code, run on a blocking thread by the transfers.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStringExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-use tar::{EntryType, Header};
+use tar::EntryType;
 
 use super::beneath::{self, BeneathError};
 use super::file_error::{self, FileError};
 use super::layout::safe_relative;
 
-/// Why a directory could not be packed or an archive unpacked.
-#[derive(Debug, thiserror::Error)]
-pub enum ArchiveError {
-    #[error(transparent)]
-    Io(#[from] FileError),
-    #[error("the archive is unreadable")]
-    Read(#[source] io::Error),
-    #[error("archive entry {name:?} {why}")]
-    UnsafeEntry { name: String, why: String },
-    #[error(
-        "{path} is a symbolic link; ocifit never follows one: name the file or directory itself"
-    )]
-    Symlink { path: PathBuf },
-    #[error("the uncompressed archive's digest is {actual}, the artifact says {expected}")]
-    TarDigest { expected: String, actual: String },
-}
-
-/// What a pack wrote.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PackCount {
-    pub files: u64,
-    pub directories: u64,
-    pub links: u64,
-    /// Sockets, FIFOs and devices, which an artifact cannot carry.
-    pub skipped: u64,
-}
-
-/// Writes the open directory `dir` (`shown` names it in errors) as a tar stream whose entries are
-/// named under `prefix`, in name order so the same tree gives the same archive. File contents are
-/// streamed; nothing is held whole. No symbolic link is followed: every entry is opened from its
-/// directory's handle with `O_NOFOLLOW` and described by what was opened, so a link is archived
-/// as a link and a name swapped for a link while it is read is refused rather than followed.
-pub fn pack_dir(
-    dir: OwnedFd,
-    shown: &str,
-    prefix: &str,
-    out: impl Write,
-) -> Result<PackCount, ArchiveError> {
-    let mut builder = tar::Builder::new(out);
-    let mut count = PackCount::default();
-    let root = File::from(dir);
-    let metadata = root
-        .metadata()
-        .map_err(file_error::at("read", Path::new(shown)))?;
-    let mut header = header_for(&metadata);
-    header.set_entry_type(EntryType::Directory);
-    header.set_size(0);
-    builder
-        .append_data(&mut header, Path::new(prefix).join(""), io::empty())
-        .map_err(file_error::at(
-            "write the archive entry for",
-            Path::new(shown),
-        ))?;
-    count.directories += 1;
-    // Depth first, each directory's names in order, as `find | sort` lists a tree.
-    let mut pending = Vec::new();
-    let root = Rc::new(OwnedFd::from(root));
-    push_children(&mut pending, &root, Path::new(""), shown)?;
-    while let Some((parent, relative)) = pending.pop() {
-        let name = Path::new(prefix).join(&relative);
-        let path = Path::new(shown).join(&relative);
-        let file_name = relative.file_name().unwrap_or_default();
-        let kind = beneath::kind_at(&*parent, file_name)
-            .map_err(file_error::at("read", &path))?
-            .ok_or_else(|| {
-                ArchiveError::Io(FileError {
-                    action: "read",
-                    path: path.clone(),
-                    source: io::ErrorKind::NotFound.into(),
-                })
-            })?;
-        match kind {
-            FileType::Symlink => {
-                let target =
-                    rustix::fs::readlinkat(&*parent, file_name, Vec::new()).map_err(|err| {
-                        FileError {
-                            action: "read the link",
-                            path: path.clone(),
-                            source: err.into(),
-                        }
-                    })?;
-                let target = PathBuf::from(std::ffi::OsString::from_vec(target.into_bytes()));
-                let mut header = Header::new_gnu();
-                header.set_mode(0o777);
-                header.set_uid(0);
-                header.set_gid(0);
-                header.set_entry_type(EntryType::Symlink);
-                header.set_size(0);
-                builder
-                    .append_link(&mut header, &name, &target)
-                    .map_err(file_error::at("archive the link", &path))?;
-                count.links += 1;
-            }
-            FileType::Directory => {
-                let handle = beneath::open_dir_at(&*parent, file_name, &path.display().to_string())
-                    .map_err(|err| beneath_error("open", &path, err))?;
-                let handle = File::from(handle);
-                let metadata = handle.metadata().map_err(file_error::at("read", &path))?;
-                let mut header = header_for(&metadata);
-                header.set_entry_type(EntryType::Directory);
-                header.set_size(0);
-                builder
-                    .append_data(&mut header, &name, io::empty())
-                    .map_err(file_error::at("write the archive entry for", &path))?;
-                count.directories += 1;
-                push_children(
-                    &mut pending,
-                    &Rc::new(OwnedFd::from(handle)),
-                    &relative,
-                    shown,
-                )?;
-            }
-            FileType::RegularFile => {
-                let file = beneath::open_at(&*parent, file_name, &path.display().to_string())
-                    .map_err(|err| beneath_error("open", &path, err))?;
-                let metadata = file.metadata().map_err(file_error::at("read", &path))?;
-                if !metadata.is_file() {
-                    return Err(FileError {
-                        action: "archive",
-                        path,
-                        source: io::Error::other("it stopped being a file while it was read"),
-                    }
-                    .into());
-                }
-                let mut header = header_for(&metadata);
-                header.set_entry_type(EntryType::Regular);
-                header.set_size(metadata.len());
-                // A file that changes size while it is read would corrupt the archive: `take`
-                // stops at the size written in the header, and a short read fails below.
-                let mut limited = file.take(metadata.len());
-                builder
-                    .append_data(&mut header, &name, &mut limited)
-                    .map_err(file_error::at("archive", &path))?;
-                count.files += 1;
-            }
-            _ => {
-                tracing::warn!(path = %path.display(), "skipping a socket, FIFO or device: an artifact carries files, directories and links only");
-                count.skipped += 1;
-            }
-        }
-    }
-    builder
-        .into_inner()
-        .and_then(|mut out| out.flush())
-        .map_err(file_error::at("finish the archive of", Path::new(shown)))?;
-    Ok(count)
-}
-
-/// A directory's entries, to be taken in name order from the end of `pending`.
-fn push_children(
-    pending: &mut Vec<(Rc<OwnedFd>, PathBuf)>,
-    dir: &Rc<OwnedFd>,
-    relative: &Path,
-    shown: &str,
-) -> Result<(), ArchiveError> {
-    let names =
-        beneath::names(&**dir).map_err(file_error::at("read", &Path::new(shown).join(relative)))?;
-    for name in names.into_iter().rev() {
-        pending.push((Rc::clone(dir), relative.join(name)));
-    }
-    Ok(())
-}
-
-/// A header with the mode and time of `metadata`, owners zeroed.
-fn header_for(metadata: &fs::Metadata) -> Header {
-    let mut header = Header::new_gnu();
-    header.set_mode(metadata.permissions().mode() & 0o7777);
-    header.set_uid(0);
-    header.set_gid(0);
-    header.set_mtime(
-        metadata
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_secs()),
-    );
-    header
-}
-
-fn beneath_error(action: &'static str, path: &Path, err: BeneathError) -> ArchiveError {
-    match err {
-        BeneathError::Io(source) => FileError {
-            action,
-            path: path.to_path_buf(),
-            source,
-        }
-        .into(),
-        BeneathError::Symlink(_) => ArchiveError::Symlink {
-            path: path.to_path_buf(),
-        },
-    }
-}
+use super::archive::{ArchiveError, beneath_error};
 
 /// What an unpack wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -484,6 +285,3 @@ fn set_mtime(file: &File, mtime: Option<u64>) {
         let _ = rustix::fs::futimens(file, &times);
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -14,6 +14,7 @@ use super::handoff::{self, Outcome, Request};
 use super::inputs::{MergeError, Merged};
 use super::install::{self, InstallError};
 use super::push::{Source, push_sources};
+use super::report::Report;
 use super::{PullError, PushRequest, pull};
 use crate::registry::{Reference, Registry};
 use crate::telemetry::error_chain;
@@ -37,13 +38,14 @@ pub enum PrepareError {
 
 /// Installs the launcher into `launcher` (when given) and pulls each input, in order, merged into
 /// `into`: each is pulled on its own beside the others (same volume, so moving it in is a rename),
-/// then merged, a file in two inputs an error naming both.
+/// then merged, a file in two inputs an error naming both. What was pulled is added to `report`.
 pub async fn prepare(
     registry: &Registry,
     inputs: &[Reference],
     into: &Path,
     unpack: bool,
     launcher: Option<&Path>,
+    report: &mut Report,
 ) -> Result<(), PrepareError> {
     if let Some(dir) = launcher {
         install::install_self(dir)?;
@@ -52,12 +54,14 @@ pub async fn prepare(
     let mut merged = Merged::default();
     for (n, reference) in inputs.iter().enumerate() {
         let alone = into.join(format!(".ocifit-input-{n}"));
+        let started = std::time::Instant::now();
         let pulled = pull(registry, reference, &alone, unpack)
             .await
             .map_err(|source| PrepareError::Pull {
                 reference: reference.whole(),
                 source,
             })?;
+        report.moved(pulled.layers.iter().map(|l| l.size), started.elapsed());
         merged.add(&alone, into, &reference.whole())?;
         // Only the directories merged into others are left, empty.
         std::fs::remove_dir_all(&alone).map_err(file_error::at("remove", &alone))?;
@@ -76,13 +80,15 @@ pub async fn prepare(
 /// logged and left; the launcher's own request replaces it. The process first makes itself
 /// non-dumpable: it holds the push credentials in its environment while the step runs, and a
 /// step in a pod sharing its process namespace, as the same user, could otherwise read them from
-/// `/proc/<pid>/environ`.
+/// `/proc/<pid>/environ`. What it pushed is added to `report` (left untouched when nothing was
+/// asked of it).
 pub async fn deliver(
     registry: &Registry,
     run: &Path,
     to: &Reference,
     unpack: bool,
     compression: u32,
+    report: &mut Report,
 ) -> std::io::Result<()> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
     let mut terminate = signal(SignalKind::terminate())?;
@@ -91,7 +97,8 @@ pub async fn deliver(
     loop {
         match pending(run) {
             Ok(Some(request)) => {
-                let outcome = deliver_one(registry, run, to, unpack, compression, &request).await;
+                let outcome =
+                    deliver_one(registry, run, to, unpack, compression, &request, report).await;
                 handoff::write(run, &request.result_file(), &outcome)?;
             }
             Ok(None) => {}
@@ -132,12 +139,14 @@ async fn deliver_one(
     unpack: bool,
     compression: u32,
     request: &Request,
+    report: &mut Report,
 ) -> Outcome {
     let outputs = run.join(request.outputs());
     let sources = match staged(run, &request.outputs(), &outputs) {
         Ok(sources) => sources,
         Err(message) => {
             tracing::error!(%message, "outputs not pushed");
+            report.failed(message.clone());
             return Outcome::Failed { message };
         }
     };
@@ -150,6 +159,7 @@ async fn deliver_one(
     let started = std::time::Instant::now();
     match push_sources(registry, to, &request, sources).await {
         Ok(pushed) => {
+            report.moved(pushed.layers.iter().map(|l| l.size), started.elapsed());
             tracing::info!(reference = %pushed.reference, digest = %pushed.digest, seconds = started.elapsed().as_secs_f64(), "outputs pushed");
             Outcome::Pushed {
                 reference: pushed.reference,
@@ -159,6 +169,8 @@ async fn deliver_one(
         Err(err) => {
             let message = format!("pushing to {to}: {}", error_chain(&err));
             tracing::error!(%message, "outputs not pushed");
+            report.seconds += started.elapsed().as_secs_f64();
+            report.failed(message.clone());
             Outcome::Failed { message }
         }
     }

@@ -1,0 +1,161 @@
+//! The cache's objects on the apiserver: whether one of their names is taken by an object the
+//! cache does not own, and applying one (putting back what someone changed, with an Event).
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::api::{ArtifactCache, FIELD_MANAGER};
+use crate::artifact_cache::desired::{self, Desired};
+use crate::artifact_cache::restored::{self, restored};
+use crate::artifact_cache::secret;
+use crate::cluster::events::{EventReporter, Notice};
+use crate::cluster::reflected::Reflected;
+
+/// A reconcile failed against the apiserver (what the cache's objects say is status, not this).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the ArtifactCache's objects cannot be made")]
+    Desired(#[from] desired::DesiredError),
+    #[error("the ArtifactCache's credentials cannot be generated")]
+    Credentials(#[from] secret::SecretError),
+    #[error("failed to read {what} of ArtifactCache {namespace}/{name}")]
+    Read {
+        what: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("failed to apply {what} of ArtifactCache {namespace}/{name}")]
+    Apply {
+        what: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The first of the cache's objects that exists and is not owned by the cache (`its Service
+/// ns/name`), read by metadata only.
+pub(super) async fn conflict(
+    client: &Client,
+    cache: &ArtifactCache,
+    desired: &Desired,
+) -> Result<Option<String>, Error> {
+    let checks = [
+        foreign::<Deployment>(client, cache, "its Deployment", &desired.deployment).await?,
+        foreign::<Service>(client, cache, "its Service", &desired.service).await?,
+        foreign::<NetworkPolicy>(client, cache, "its NetworkPolicy", &desired.network_policy)
+            .await?,
+        match &desired.claim {
+            Some(claim) => {
+                let what = "its PersistentVolumeClaim";
+                foreign::<PersistentVolumeClaim>(client, cache, what, claim).await?
+            }
+            None => None,
+        },
+    ];
+    Ok(checks.into_iter().flatten().next())
+}
+
+async fn foreign<K>(
+    client: &Client,
+    cache: &ArtifactCache,
+    what: &'static str,
+    object: &K,
+) -> Result<Option<String>, Error>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let namespace = cache.namespace().unwrap_or_default();
+    let name = object.name_any();
+    let found = Api::<K>::namespaced(client.clone(), &namespace)
+        .get_metadata_opt(&name)
+        .await
+        .map_err(|source| Error::Read {
+            what,
+            namespace: namespace.clone(),
+            name: cache.name_any(),
+            source,
+        })?;
+    Ok(found
+        .filter(|existing| !desired::owned_by(&existing.metadata, cache))
+        .map(|_| {
+            let kind = what.trim_start_matches("its ");
+            format!("the {kind} {namespace}/{name}")
+        }))
+}
+
+/// Server-side apply of one owned object, forced: whatever someone changed in the fields we own
+/// goes back; fields others added and we do not set stay theirs. When that put back what
+/// someone else changed or deleted (against what `owned` last saw), an Event on the cache says so.
+pub(super) async fn apply<K>(
+    client: &Client,
+    reporter: &EventReporter,
+    cache: &ArtifactCache,
+    what: &'static str,
+    object: &K,
+    owned: Option<&Reflected<K>>,
+) -> Result<K, Error>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let namespace = cache.namespace().unwrap_or_default();
+    let name = object.name_any();
+    let before = owned.and_then(|o| {
+        o.store()
+            .get(&ObjectRef::<K>::new(&name).within(&namespace))
+    });
+    // k8s-openapi's objects serialize their apiVersion and kind, as an apply body needs.
+    let after = Api::<K>::namespaced(client.clone(), &namespace)
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(object),
+        )
+        .await
+        .map_err(|source| Error::Apply {
+            what,
+            namespace: namespace.clone(),
+            name: cache.name_any(),
+            source,
+        })?;
+    let Some(owned) = owned else {
+        return Ok(after);
+    };
+    let applied_before = owned.synced()
+        && cache
+            .status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == cache.metadata.generation);
+    if let Some(put_back) = restored(what, &name, before.as_deref(), &after, applied_before) {
+        let notice = Notice {
+            on: cache.object_ref(&()),
+            warning: true,
+            reason: restored::REASON,
+            action: put_back.action,
+            note: put_back.note,
+        };
+        reporter
+            .publish_related(notice, after.object_ref(&()))
+            .await;
+    }
+    Ok(after)
+}

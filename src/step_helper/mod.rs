@@ -1,0 +1,69 @@
+//! The step helper: the program ocifit's image runs inside a step's pod (`ocifit artifact …`),
+//! not in the operator. `prepare` (the init container) installs the launcher and pulls the
+//! inputs, `launch` runs the step's command and hands its outputs over, `deliver` (the native
+//! sidecar) pushes them; `pull` and `push` move artifacts by hand. `prepare` and `deliver` report
+//! what they moved (`report`) in their container's termination message, which the artifact cache
+//! counts.
+//!
+//! Its command line is defined once (`command`): the artifact cache's step planner writes the
+//! containers' arguments with it and `ocifit artifact` parses them with it. Pure parts: `layout`
+//! (the ORAS layout both ways), `command`, `report`. Adapters: `archive` (packing), `unpack`, `channel`, `pull`,
+//! `push` (bytes between disk and registry), `install`, `launcher`, `handoff`, `steps`. Built on
+//! the registry client and telemetry; knows nothing of the cluster.
+
+mod archive;
+mod beneath;
+mod channel;
+pub mod command;
+pub mod credentials;
+mod file_error;
+mod handoff;
+mod inputs;
+mod install;
+mod launcher;
+mod layout;
+mod pull;
+mod push;
+pub mod report;
+mod steps;
+mod unpack;
+
+pub use archive::{ArchiveError, PackCount};
+pub use install::InstallError;
+pub use launcher::{EXIT_CANNOT_RUN, EXIT_NOT_FOUND, EXIT_PUSH_FAILED, Launch, launch};
+pub use layout::{
+    DEFAULT_ARTIFACT_TYPE, DIRECTORY_MEDIA_TYPE, FILE_MEDIA_TYPE, LayoutError, TAR_DIGEST, TITLE,
+    UNPACK,
+};
+pub use pull::{PullError, Pulled, PulledLayer, pull};
+pub use push::{PushError, PushRequest, Pushed, push};
+pub use steps::{PUSH_TIMEOUT, PrepareError, deliver, prepare};
+pub use unpack::UnpackCount;
+
+use crate::registry::{self, Reference, Registry, RegistryOptions};
+
+/// The gzip level of directory layers unless told otherwise: fast, since a cache sits next to its
+/// steps and time matters more than a few percent of size.
+pub const DEFAULT_COMPRESSION: u32 = 1;
+
+/// A registry client for transfers to and from the references' registries, with the credentials
+/// of `direction` from the environment.
+pub fn client(
+    references: &[&Reference],
+    plain_http: bool,
+    direction: credentials::Direction,
+) -> Result<Registry, registry::Error> {
+    let mut hosts: Vec<&str> = references.iter().map(|r| r.registry()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    let options = RegistryOptions {
+        plain_http: if plain_http {
+            hosts.iter().map(|h| (*h).to_string()).collect()
+        } else {
+            Vec::new()
+        },
+        credentials: credentials::from_environment(&hosts, direction)?,
+        ..RegistryOptions::default()
+    };
+    Registry::new(options)
+}

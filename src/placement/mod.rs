@@ -44,7 +44,6 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::admission::route::Route;
-use crate::api::placement::pod::POLICY_LABEL;
 use crate::api::{PlacementPolicy, REPORTING_CONTROLLER};
 use crate::cluster::ClusterView;
 use crate::cluster::events::EventReporter;
@@ -101,19 +100,20 @@ pub fn run(parts: Parts) -> Feature<Route> {
         .modify(|policy| policy.metadata.managed_fields = None),
         "placementpolicies",
     );
-    // Only the pods carrying the tracking label (the store never holds the rest of the
-    // cluster's), and of those only what placement reads: anyone can set the label.
+    // Only the pods carrying the tracking label and not yet released (the store never holds
+    // the rest of the cluster's), and of those only what placement reads: anyone can set the label.
     let (pods, pod_watch) = reflect(
         watcher(
             Api::<Pod>::all(client.clone()),
             watcher::Config::default()
-                .labels(POLICY_LABEL)
+                .labels(&held::watched().to_string())
                 .page_size(UNTRUSTED_LIST_PAGE),
         )
         .default_backoff()
         .modify(held::trim),
         "placement pods",
     );
+    let releases = Arc::new(controller::released::Releases::default());
     let mut tasks: Tasks = vec![
         (
             "placement policy watch",
@@ -135,6 +135,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
                     cluster.clone(),
                     policies.clone(),
                     pods.clone(),
+                    Arc::clone(&releases),
                     Arc::clone(&metrics),
                 ),
             ),
@@ -184,6 +185,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         own_namespace,
         retries: Default::default(),
         slots: controller::slots::NamespaceSlots::new(controller::PER_NAMESPACE),
+        releases,
     };
     tasks.push((
         "placement controller",

@@ -1,7 +1,9 @@
 //! Every PlacementPolicy's status (leader only): `observedGeneration`, the counts of the pods it
-//! gated by state, and `Ready` (its selectors and durations read, or why not). Recomputed from
-//! the stores when a policy or a labelled pod changes, at most once per [`PAUSE`], and written
-//! only when it differs from what is stored.
+//! gated by state, and `Ready` (its selectors and durations read, or why not). The gated and held
+//! counts are recomputed from the store (which holds no released pod) when a policy or a watched
+//! pod changes or a release is written, at most once per [`PAUSE`]; the released count is a
+//! running total the releases add to ([`super::released`]). Written only when it differs from
+//! what is stored.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,16 +24,18 @@ use crate::cluster::ClusterView;
 use crate::cluster::reflected::Reflected;
 use crate::placement::policy::Policy;
 use crate::placement::status::{counts, gates};
+use super::released::{Releases, Totals};
 use crate::telemetry::Metrics;
 
 /// Least time between two passes (a burst of pod changes makes one pass).
 pub const PAUSE: Duration = Duration::from_millis(500);
 
-/// The status `policy` should have, given every labelled pod's counts; the stored condition's
-/// transition time is kept while its status is unchanged.
+/// The status `policy` should have, given every watched pod's counts and its released total;
+/// the stored condition's transition time is kept while its status is unchanged.
 pub fn desired(
     policy: &PlacementPolicy,
     counts: &BTreeMap<String, PodCounts>,
+    released: i32,
     now: Timestamp,
 ) -> PlacementPolicyStatus {
     let (status, reason, message) = match Policy::compile(policy) {
@@ -56,7 +60,10 @@ pub fn desired(
         });
     PlacementPolicyStatus {
         observed_generation: policy.metadata.generation,
-        pods: counts.get(&policy.name_any()).cloned().unwrap_or_default(),
+        pods: PodCounts {
+            released,
+            ..counts.get(&policy.name_any()).cloned().unwrap_or_default()
+        },
         conditions: vec![Condition {
             type_: PlacementConditionType::Ready.as_str().to_owned(),
             status: status.to_owned(),
@@ -73,18 +80,29 @@ pub async fn keep(
     cluster: ClusterView,
     policies: Reflected<PlacementPolicy>,
     pods: Reflected<Pod>,
+    releases: Arc<Releases>,
     metrics: Arc<Metrics>,
 ) {
+    let released = futures_util::stream::unfold(Arc::clone(&releases), |releases| async move {
+        releases.added().await;
+        Some(((), releases))
+    });
     let changes = futures_util::stream::select(
-        policies.subscribe().map(|_| ()),
-        pods.subscribe().map(|_| ()),
+        futures_util::stream::select(
+            policies.subscribe().map(|_| ()),
+            pods.subscribe().map(|_| ()),
+        ),
+        released,
     )
     .ready_chunks(1024);
     let mut changes = std::pin::pin!(changes);
     let api: Api<PlacementPolicy> = Api::all(cluster.client.clone());
+    let mut totals = Totals::default();
     while changes.next().await.is_some() {
         if !cluster.leadership.is_leader() {
             metrics.clear_placement();
+            totals.clear();
+            releases.take();
             continue;
         }
         if !policies.synced() || !pods.synced() {
@@ -94,9 +112,16 @@ pub async fn keep(
         let counted = counts(pod_state.iter().map(AsRef::as_ref));
         let policy_state = policies.store().state();
         record(&metrics, &policy_state, &pod_state);
+        totals.retain(&policy_state);
+        // Releases of policies no longer stored are dropped with them.
+        let mut fresh = releases.take();
         for policy in policy_state {
-            let status = desired(&policy, &counted, Timestamp::now());
+            let name = policy.name_any();
+            let added = fresh.remove(&name).unwrap_or_default();
+            let total = totals.total(&policy, added);
+            let status = desired(&policy, &counted, total, Timestamp::now());
             if policy.status.as_ref() == Some(&status) {
+                totals.written(&policy, total);
                 continue;
             }
             let patch = serde_json::json!({
@@ -106,15 +131,22 @@ pub async fn keep(
             });
             match api
                 .patch_status(
-                    &policy.name_any(),
+                    &name,
                     &PatchParams::apply(FIELD_MANAGER).force(),
                     &Patch::Apply(&patch),
                 )
                 .await
             {
-                Ok(_) => metrics.status_written(),
+                Ok(_) => {
+                    metrics.status_written();
+                    totals.written(&policy, total);
+                }
                 Err(err) => {
-                    tracing::warn!(policy = %policy.name_any(), error = %err, "failed to write the placement policy's status")
+                    // Counted again on the next pass.
+                    if added > 0 {
+                        releases.add(&name, added);
+                    }
+                    tracing::warn!(policy = %name, error = %err, "failed to write the placement policy's status")
                 }
             }
         }
@@ -153,17 +185,17 @@ mod tests {
     }
 
     #[test]
-    fn a_valid_policy_is_ready_with_its_own_counts_and_keeps_its_transition_time() {
+    fn a_valid_policy_is_ready_with_its_own_counts_and_released_total_and_keeps_its_transition_time() {
         let counted = BTreeMap::from([(
             "arm".to_owned(),
             PodCounts {
                 gated: 2,
                 held: 1,
-                released: 7,
+                released: 0,
             },
         )]);
         let mut policy = stored("arm", json!({}));
-        let first = desired(&policy, &counted, Timestamp::UNIX_EPOCH);
+        let first = desired(&policy, &counted, 7, Timestamp::UNIX_EPOCH);
         assert_eq!(
             first.pods,
             PodCounts {
@@ -181,7 +213,7 @@ mod tests {
             ("True", "Valid")
         );
         policy.status = Some(first.clone());
-        let again = desired(&policy, &counted, Timestamp::now());
+        let again = desired(&policy, &counted, 7, Timestamp::now());
         assert_eq!(again, first, "nothing changed: nothing to write");
     }
 
@@ -191,7 +223,7 @@ mod tests {
             "bad",
             json!({"podSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}}),
         );
-        let status = desired(&policy, &BTreeMap::new(), Timestamp::UNIX_EPOCH);
+        let status = desired(&policy, &BTreeMap::new(), 0, Timestamp::UNIX_EPOCH);
         let ready = &status.conditions[0];
         assert_eq!(
             (ready.status.as_str(), ready.reason.as_str()),

@@ -1,5 +1,5 @@
-//! The watches of the shared cluster view: nodes (metadata only: names and labels are all any
-//! feature reads) and NFD NodeFeature objects once NFD's CRD exists (never Secrets: they are
+//! The watches of the shared cluster view: nodes (metadata only, decoded into names and labels,
+//! all any feature reads: see [`node_meta`](super::node_meta)) and NFD NodeFeature objects once NFD's CRD exists (never Secrets: they are
 //! read by name, see [`secrets`](super::secrets)). Each yields raw watcher events, with backoff,
 //! trimmed of what no one reads; [`reflect`](super::reflected::reflect) stores and fans them out.
 
@@ -12,13 +12,12 @@ use foldhash::fast::FixedState;
 
 use backon::ExponentialBuilder;
 use futures_util::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Node;
-use kube::core::PartialObjectMeta;
 use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
+use super::node_meta::NodeMeta;
 use super::nodes::{ClusterNode, Strings};
 use crate::engine::{Features, NodeFeature};
 
@@ -57,7 +56,7 @@ pub fn backoff() -> ResetTimerBackoff<ExponentialBackoff> {
 pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send + 'static {
     let mut strings = Strings::default();
     watcher(
-        Api::<PartialObjectMeta<Node>>::all(client),
+        Api::<NodeMeta>::all(client),
         watcher::Config::default(),
     )
     .backoff(backoff())

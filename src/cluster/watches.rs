@@ -55,21 +55,18 @@ pub fn backoff() -> ResetTimerBackoff<ExponentialBackoff> {
 /// Node metadata events, as [`ClusterNode`]s: names and labels (interned), nothing else.
 pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send + 'static {
     let mut strings = Strings::default();
-    watcher(
-        Api::<NodeMeta>::all(client),
-        watcher::Config::default(),
-    )
-    .backoff(backoff())
-    .map_ok(move |event| {
-        let mut compact = |node| ClusterNode::from_metadata(node, &mut strings);
-        match event {
-            watcher::Event::Apply(node) => watcher::Event::Apply(compact(node)),
-            watcher::Event::Delete(node) => watcher::Event::Delete(compact(node)),
-            watcher::Event::InitApply(node) => watcher::Event::InitApply(compact(node)),
-            watcher::Event::Init => watcher::Event::Init,
-            watcher::Event::InitDone => watcher::Event::InitDone,
-        }
-    })
+    watcher(Api::<NodeMeta>::all(client), watcher::Config::default())
+        .backoff(backoff())
+        .map_ok(move |event| {
+            let mut compact = |node| ClusterNode::from_metadata(node, &mut strings);
+            match event {
+                watcher::Event::Apply(node) => watcher::Event::Apply(compact(node)),
+                watcher::Event::Delete(node) => watcher::Event::Delete(compact(node)),
+                watcher::Event::InitApply(node) => watcher::Event::InitApply(compact(node)),
+                watcher::Event::Init => watcher::Event::Init,
+                watcher::Event::InitDone => watcher::Event::InitDone,
+            }
+        })
 }
 
 /// NodeFeature events once NFD's CRD is installed (looked for every `interval` until then),

@@ -119,12 +119,24 @@ mod tests {
     fn the_total_adds_to_the_last_write_even_before_the_store_shows_it() {
         let mut totals = Totals::default();
         let stale = policy("u-1", Some(10));
-        assert_eq!(totals.total(&stale, 3), 13, "a new leader continues the stored total");
+        assert_eq!(
+            totals.total(&stale, 3),
+            13,
+            "a new leader continues the stored total"
+        );
         totals.written(&stale, 13);
         assert_eq!(totals.total(&stale, 2), 15, "the store still says 10");
         let recreated = policy("u-2", None);
-        assert_eq!(totals.total(&recreated, 1), 1, "a new policy of the same name");
+        assert_eq!(
+            totals.total(&recreated, 1),
+            1,
+            "a new policy of the same name"
+        );
         totals.retain(&[std::sync::Arc::new(recreated)]);
-        assert_eq!(totals.total(&stale, 0), 10, "the deleted policy's total is forgotten");
+        assert_eq!(
+            totals.total(&stale, 0),
+            10,
+            "the deleted policy's total is forgotten"
+        );
     }
 }

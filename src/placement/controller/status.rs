@@ -16,6 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
+use super::released::{Releases, Totals};
 use crate::api::placement::{
     PlacementConditionType, PlacementPolicyStatus, PlacementReason, PodCounts,
 };
@@ -24,7 +25,6 @@ use crate::cluster::ClusterView;
 use crate::cluster::reflected::Reflected;
 use crate::placement::policy::Policy;
 use crate::placement::status::{counts, gates};
-use super::released::{Releases, Totals};
 use crate::telemetry::Metrics;
 
 /// Least time between two passes (a burst of pod changes makes one pass).
@@ -185,7 +185,8 @@ mod tests {
     }
 
     #[test]
-    fn a_valid_policy_is_ready_with_its_own_counts_and_released_total_and_keeps_its_transition_time() {
+    fn a_valid_policy_is_ready_with_its_own_counts_and_released_total_and_keeps_its_transition_time()
+     {
         let counted = BTreeMap::from([(
             "arm".to_owned(),
             PodCounts {

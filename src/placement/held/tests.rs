@@ -5,13 +5,13 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::*;
-use kube::core::SelectorExt;
 use crate::api::placement::pod::{
-    ATTEMPTS_ANNOTATION, DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION,
-    Outcome, PLATFORMS_ANNOTATION,
+    ATTEMPTS_ANNOTATION, DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, Outcome,
+    PLATFORMS_ANNOTATION,
 };
 use crate::placement::fixtures::{platforms, policy};
 use crate::placement::release::{self, Inspected, Inspection};
+use kube::core::SelectorExt;
 
 /// A pod as the apiserver sends it: gated (or not), with what a pod author may pile on.
 fn live(gated: bool) -> Pod {
@@ -276,8 +276,10 @@ fn a_released_pod_leaves_the_watch_and_a_held_one_stays_in_it() {
     );
 
     let mut unusable = whole.clone();
-    unusable.spec.as_mut().unwrap().node_selector =
-        Some(BTreeMap::from([("kubernetes.io/arch".to_owned(), "s390x".to_owned())]));
+    unusable.spec.as_mut().unwrap().node_selector = Some(BTreeMap::from([(
+        "kubernetes.io/arch".to_owned(),
+        "s390x".to_owned(),
+    )]));
     let hold = plan_for(&trimmed(&unusable));
     assert_eq!(hold.outcome, Some(Outcome::Held));
     let patch = release_patch(&trimmed(&unusable), &hold.pod)

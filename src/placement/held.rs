@@ -1,10 +1,10 @@
 //! Which pods each replica watches ([`watched`]: labelled by admission and not yet released by
 //! the controller, whose release labels the pod out of the watch), what it holds of them, and how
-//! a decision reaches the live pod. Anyone who creates pods can set the label, with megabytes of `args`, `env` or
-//! annotations, so the watch keeps only the fields placement reads ([`trim`]): of a pod gated by
-//! ocifit, its identity, labels, owners, ocifit's own annotations and the scheduling fields and
-//! container images the release planner reads; of any other (released, or never ocifit's), its
-//! identity and the policy it counts for. A trimmed object must never be written back whole (a
+//! a decision reaches the live pod. Anyone who creates pods can set the label, with megabytes of
+//! `args`, `env` or annotations, so the watch keeps only the fields placement reads ([`trim`]): of
+//! a pod gated by ocifit, its identity, labels, owners, ocifit's own annotations and the
+//! scheduling fields and container images the release planner reads; of any other (released by
+//! hand, or never ocifit's), its identity and the policy it names. A trimmed object must never be written back whole (a
 //! replace would be refused, or wipe what was trimmed), so a decision is sent as a merge patch of
 //! what the plan changed, conditional on the resourceVersion it was planned from
 //! ([`release_patch`]). Pure.
@@ -61,8 +61,8 @@ pub fn trim(pod: &mut Pod) {
         ..ObjectMeta::default()
     };
     if !gated {
-        // Never reconciled again (a gate cannot be added after creation): the status counts
-        // read its policy, nothing else.
+        // Never reconciled again (a gate cannot be added after creation): the counts read its
+        // policy, nothing else.
         let policy: BTreeMap<String, String> = labels
             .into_iter()
             .flatten()

@@ -67,7 +67,7 @@ pub use conditions::{PlacementConditionType, PlacementReason};
         name = "Released",
         type_ = "integer",
         json_path = ".status.pods.released",
-        description = "Pods whose gate ocifit removed"
+        description = "Pods whose gate ocifit removed, since the policy was created"
     ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
@@ -288,7 +288,7 @@ pub struct PlacementPolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// Pods this policy selected, by state, as they exist now.
+    /// Pods this policy selected: gated and held as they exist now, released as a running total.
     #[serde(default)]
     pub pods: PodCounts,
 
@@ -308,7 +308,8 @@ pub struct PodCounts {
     /// Gated on purpose (no common platform, or inspection failed with `Hold`).
     #[serde(default)]
     pub held: i32,
-    /// Released by ocifit.
+    /// Released by ocifit's controller since the policy was created (deleting a released pod
+    /// does not lower it).
     #[serde(default)]
     pub released: i32,
 }

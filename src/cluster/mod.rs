@@ -14,6 +14,7 @@ pub mod events;
 pub mod gates;
 pub mod inventory;
 pub mod leader;
+pub mod node_meta;
 pub mod nodes;
 pub mod reflected;
 pub mod secrets;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::PartialObjectMeta;
 
+use super::node_meta::NodeMeta;
 use crate::classes::selection::NodeView;
 
 /// A node: its name (and resource version) in `metadata`, its labels interned.
@@ -63,8 +63,8 @@ impl ClusterNode {
     }
 
     /// The node a metadata watch saw, its labels interned.
-    pub fn from_metadata(node: PartialObjectMeta<Node>, strings: &mut Strings) -> ClusterNode {
-        let PartialObjectMeta { metadata, .. } = node;
+    pub fn from_metadata(node: NodeMeta, strings: &mut Strings) -> ClusterNode {
+        let NodeMeta { metadata } = node;
         let labels = metadata.labels.unwrap_or_default();
         let mut compact = ClusterNode::new(
             metadata.name.as_deref().unwrap_or_default(),

@@ -1,8 +1,8 @@
-//! The watches of the shared cluster view: nodes (metadata only: names and labels are all any
-//! feature reads) and NFD NodeFeature objects once NFD's CRD exists (never Secrets: they are
-//! read by name, see [`secrets`](super::secrets)). Each yields raw watcher events, retried on
-//! the process's one [`watch_backoff`] and trimmed of what no one reads;
-//! [`reflect`](super::reflected::reflect) stores and fans them out.
+//! The watches of the shared cluster view: nodes (metadata only, decoded into names and labels,
+//! all any feature reads: see [`node_meta`](super::node_meta)) and NFD NodeFeature objects once
+//! NFD's CRD exists (never Secrets: they are read by name, see [`secrets`](super::secrets)). Each
+//! yields raw watcher events, retried on the process's one [`watch_backoff`] and trimmed of what
+//! no one reads; [`reflect`](super::reflected::reflect) stores and fans them out.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -12,11 +12,10 @@ use std::time::Duration;
 use foldhash::fast::FixedState;
 
 use futures_util::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Node;
-use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
+use super::node_meta::NodeMeta;
 use super::nodes::{ClusterNode, Strings};
 use crate::engine::{Features, NodeFeature};
 use crate::process::watch_backoff;
@@ -38,21 +37,18 @@ pub type Events<K> = watcher::Result<watcher::Event<K>>;
 /// Node metadata events, as [`ClusterNode`]s: names and labels (interned), nothing else.
 pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send + 'static {
     let mut strings = Strings::default();
-    watcher(
-        Api::<PartialObjectMeta<Node>>::all(client),
-        watcher::Config::default(),
-    )
-    .backoff(watch_backoff())
-    .map_ok(move |event| {
-        let mut compact = |node| ClusterNode::from_metadata(node, &mut strings);
-        match event {
-            watcher::Event::Apply(node) => watcher::Event::Apply(compact(node)),
-            watcher::Event::Delete(node) => watcher::Event::Delete(compact(node)),
-            watcher::Event::InitApply(node) => watcher::Event::InitApply(compact(node)),
-            watcher::Event::Init => watcher::Event::Init,
-            watcher::Event::InitDone => watcher::Event::InitDone,
-        }
-    })
+    watcher(Api::<NodeMeta>::all(client), watcher::Config::default())
+        .backoff(watch_backoff())
+        .map_ok(move |event| {
+            let mut compact = |node| ClusterNode::from_metadata(node, &mut strings);
+            match event {
+                watcher::Event::Apply(node) => watcher::Event::Apply(compact(node)),
+                watcher::Event::Delete(node) => watcher::Event::Delete(compact(node)),
+                watcher::Event::InitApply(node) => watcher::Event::InitApply(compact(node)),
+                watcher::Event::Init => watcher::Event::Init,
+                watcher::Event::InitDone => watcher::Event::InitDone,
+            }
+        })
 }
 
 /// NodeFeature events once NFD's CRD is installed (looked for every `interval` until then),

@@ -1,5 +1,6 @@
 //! The gate planner: what admission does to a pod. A selected pod gets the scheduling gate and
-//! the tracking label naming its policy, and nothing else, as a JSON patch against the pod as the
+//! the tracking label naming its policy, loses the released label if it came with one, and
+//! nothing else, as a JSON patch against the pod as the
 //! apiserver sent it. Reinvoked on its own output it plans nothing; excluded and unselected pods
 //! are left untouched.
 
@@ -8,8 +9,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
 use super::select::{Exclusion, Selection};
-use crate::admission::patch::add;
-use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use crate::admission::patch::{add, remove};
+use crate::api::placement::pod::{POLICY_LABEL, RELEASED_LABEL, SCHEDULING_GATE};
 
 /// What admission does with a pod.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +74,11 @@ pub fn plan(pod: &Pod, selection: Selection<'_>) -> GatePlan {
                 Value::from(policy.as_str()),
             ),
         });
+    }
+    // A copy of a released pod carries the released label, which would keep the gated copy out
+    // of the controller's watch, and the pod never released.
+    if labels.is_some_and(|labels| labels.contains_key(RELEASED_LABEL)) {
+        ops.push(remove(&["metadata", "labels", RELEASED_LABEL]));
     }
     if ops.is_empty() {
         return GatePlan::Leave(Leave::AlreadyGated);

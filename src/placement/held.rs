@@ -1,9 +1,10 @@
-//! What each replica holds of a pod carrying the tracking label, and how a decision reaches the
-//! live pod. Anyone who creates pods can set the label, with megabytes of `args`, `env` or
-//! annotations, so the watch keeps only the fields placement reads ([`trim`]): of a pod gated by
-//! ocifit, its identity, labels, owners, ocifit's own annotations and the scheduling fields and
-//! container images the release planner reads; of any other (released, or never ocifit's), its
-//! identity and the policy it counts for. A trimmed object must never be written back whole (a
+//! Which pods each replica watches ([`watched`]: labelled by admission and not yet released by
+//! the controller, whose release labels the pod out of the watch), what it holds of them, and how
+//! a decision reaches the live pod. Anyone who creates pods can set the label, with megabytes of
+//! `args`, `env` or annotations, so the watch keeps only the fields placement reads ([`trim`]): of
+//! a pod gated by ocifit, its identity, labels, owners, ocifit's own annotations and the
+//! scheduling fields and container images the release planner reads; of any other (released by
+//! hand, or never ocifit's), its identity and the policy it names. A trimmed object must never be written back whole (a
 //! replace would be refused, or wipe what was trimmed), so a decision is sent as a merge patch of
 //! what the plan changed, conditional on the resourceVersion it was planned from
 //! ([`release_patch`]). Pure.
@@ -11,16 +12,25 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-use kube::core::ObjectMeta;
+use kube::core::{Expression, ObjectMeta, Selector};
 use serde_json::{Map, Value};
 
-use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use crate::api::placement::pod::{POLICY_LABEL, RELEASED_LABEL, SCHEDULING_GATE};
 
 /// The prefix of every annotation ocifit reads or writes on a placed pod.
 pub const OWN_ANNOTATIONS: &str = "placement.ocifit.io/";
 
 /// The kubelet's annotation on mirror pods (placement never selects them).
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// The label selector of the watched pods: what a replica holds is bounded by the pods waiting
+/// for the controller (and pods labelled by hand), never by the pods it released.
+pub fn watched() -> Selector {
+    Selector::from_iter([
+        Expression::Exists(POLICY_LABEL.to_owned()),
+        Expression::DoesNotExist(RELEASED_LABEL.to_owned()),
+    ])
+}
 
 /// Keeps of `pod` only what placement reads (see the module's summary).
 pub fn trim(pod: &mut Pod) {
@@ -51,8 +61,8 @@ pub fn trim(pod: &mut Pod) {
         ..ObjectMeta::default()
     };
     if !gated {
-        // Never reconciled again (a gate cannot be added after creation): the status counts
-        // read its policy, nothing else.
+        // Never reconciled again (a gate cannot be added after creation): the counts read its
+        // policy, nothing else.
         let policy: BTreeMap<String, String> = labels
             .into_iter()
             .flatten()

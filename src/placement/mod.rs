@@ -49,7 +49,6 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::admission::route::Route;
-use crate::api::placement::pod::POLICY_LABEL;
 use crate::api::{PlacementPolicy, REPORTING_CONTROLLER};
 use crate::cluster::ClusterView;
 use crate::cluster::events::EventReporter;
@@ -99,6 +98,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
     let client = cluster.client.clone();
     let (policies, policy_watch, pods, pod_watch) = watches(&client);
     let usable = UsablePolicies::default();
+    let releases = Arc::new(controller::released::Releases::default());
     let mut tasks: Tasks = vec![
         (
             "placement policy watch",
@@ -124,6 +124,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
                     cluster.clone(),
                     usable.clone(),
                     pods.clone(),
+                    Arc::clone(&releases),
                     Arc::clone(&metrics),
                 ),
             ),
@@ -158,6 +159,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         own_namespace,
         retries: Default::default(),
         slots: controller::slots::NamespaceSlots::new(controller::PER_NAMESPACE),
+        releases,
     };
     tasks.push((
         "placement controller",
@@ -200,13 +202,13 @@ fn watches(
         .modify(|policy| policy.metadata.managed_fields = None),
         "placementpolicies",
     );
-    // Only the pods carrying the tracking label (the store never holds the rest of the
-    // cluster's), and of those only what placement reads: anyone can set the label.
+    // Only the pods carrying the tracking label and not yet released (the store never holds
+    // the rest of the cluster's), and of those only what placement reads: anyone can set the label.
     let (pods, pod_watch) = reflect(
         watcher(
             Api::<Pod>::all(client.clone()),
             watcher::Config::default()
-                .labels(POLICY_LABEL)
+                .labels(&held::watched().to_string())
                 .page_size(UNTRUSTED_LIST_PAGE),
         )
         .backoff(crate::process::watch_backoff())

@@ -1,6 +1,6 @@
-//! A policy's pod counts, from the pods that carry its tracking label: gated (waiting for
-//! inspection), held (gated on purpose, outcome `Held`), released (gate gone); and for the
-//! metrics, its pods still gated with the creation time of the oldest one waiting. Pure.
+//! A policy's pod counts, from the watched pods that carry its tracking label: gated (waiting for
+//! inspection), held (gated on purpose, outcome `Held`), released (gate gone: only pods released
+//! by hand are still watched; the status's released total is kept apart); and for the metrics, its pods still gated with the creation time of the oldest one waiting. Pure.
 
 use std::collections::BTreeMap;
 

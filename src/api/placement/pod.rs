@@ -6,9 +6,13 @@
 pub const SCHEDULING_GATE: &str = "placement.ocifit.io/platforms";
 
 /// Label admission adds beside the gate, valued with the name of the policy that selected the
-/// pod. The controller watches pods by it; it stays after release, as a record (each replica then
-/// holds only the pod's name and this label: see `placement::held`).
+/// pod. The controller watches pods by it; it stays after release, as a record.
 pub const POLICY_LABEL: &str = "placement.ocifit.io/policy";
+
+/// Label the controller's release adds (value `"true"`), and admission removes from a pod it
+/// gates (a copy of a released pod carries it). It takes the pod out of every replica's watch,
+/// so what a replica holds does not grow with the pods it released.
+pub const RELEASED_LABEL: &str = "placement.ocifit.io/released";
 
 /// Label a pod (or its template) carries to opt out, with the value [`OPT_OUT_VALUE`].
 pub const ENABLED_LABEL: &str = "placement.ocifit.io/enabled";

@@ -1,12 +1,14 @@
 //! The placement controller (leader only): every pod carrying ocifit's tracking label is watched
 //! (a label selector, so the store holds only those pods, not the cluster's), the gated ones are
 //! reconciled ([`reconcile`]) as they appear and again when their retry is due, all of them on
-//! becoming leader; the policies' status counts and `Ready` condition are kept by [`status`],
-//! node tainting by [`taints`].
+//! becoming leader; the policies' status counts and `Ready` condition are kept by [`status`]
+//! (with the releases tallied by [`released`]: a released pod leaves the watch), node tainting
+//! by [`taints`].
 
 pub mod context;
 pub mod gather;
 pub mod reconcile;
+pub mod released;
 pub mod slots;
 pub mod status;
 pub mod taints;

@@ -19,7 +19,7 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::context::Context;
 use super::gather::{inspections, pull_secrets};
-use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use crate::api::placement::pod::{Outcome, POLICY_LABEL, SCHEDULING_GATE};
 use crate::cluster::events::Notice;
 use crate::placement::held::release_patch;
 use crate::placement::namespaces::read_labels;
@@ -140,6 +140,9 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         }
     }
     if let Some(outcome) = plan.outcome {
+        if outcome != Outcome::Held {
+            ctx.releases.add(&name, 1);
+        }
         ctx.metrics.placement_decided(outcome.as_str());
         ctx.metrics.reconcile_succeeded(Feature::Placement);
         tracing::info!(pod = %pod.name_any(), namespace = ?pod.namespace(), %outcome, "placement decided");

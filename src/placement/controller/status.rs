@@ -1,7 +1,9 @@
 //! Every PlacementPolicy's status (leader only): `observedGeneration`, the counts of the pods it
-//! gated by state, and `Ready` (its selectors and durations read, or why not). Recomputed from
-//! the compiled policies and the pod store when the policies are compiled anew or a labelled pod
-//! changes, at most once per [`PAUSE`], and written only when it differs from what is stored.
+//! gated by state, and `Ready` (its selectors and durations read, or why not). The gated and held
+//! counts are recomputed from the compiled policies and the pod store (which holds no released
+//! pod) when the policies are compiled anew, a watched pod changes or a release is written, at
+//! most once per [`PAUSE`]; the released count is a running total the releases add to
+//! ([`super::released`]). Written only when it differs from what is stored.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
+use super::released::{Releases, Totals};
 use crate::api::placement::{
     PlacementConditionType, PlacementPolicyStatus, PlacementReason, PodCounts,
 };
@@ -27,11 +30,12 @@ use crate::telemetry::Metrics;
 /// Least time between two passes (a burst of pod changes makes one pass).
 pub const PAUSE: Duration = Duration::from_millis(500);
 
-/// The status a compiled policy should have, given every labelled pod's counts; the stored
-/// condition's transition time is kept while its status is unchanged.
+/// The status a compiled policy should have, given every watched pod's counts and its released
+/// total; the stored condition's transition time is kept while its status is unchanged.
 pub fn desired(
     compiled: &Compiled,
     counts: &BTreeMap<String, PodCounts>,
+    released: i32,
     now: Timestamp,
 ) -> PlacementPolicyStatus {
     let policy = &compiled.stored;
@@ -57,7 +61,10 @@ pub fn desired(
         });
     PlacementPolicyStatus {
         observed_generation: policy.metadata.generation,
-        pods: counts.get(&policy.name_any()).cloned().unwrap_or_default(),
+        pods: PodCounts {
+            released,
+            ..counts.get(&policy.name_any()).cloned().unwrap_or_default()
+        },
         conditions: vec![Condition {
             type_: PlacementConditionType::Ready.as_str().to_owned(),
             status: status.to_owned(),
@@ -74,15 +81,26 @@ pub async fn keep(
     cluster: ClusterView,
     policies: UsablePolicies,
     pods: Reflected<Pod>,
+    releases: Arc<Releases>,
     metrics: Arc<Metrics>,
 ) {
-    let changes = futures_util::stream::select(policies.changes(), pods.subscribe().map(|_| ()))
-        .ready_chunks(1024);
+    let released = futures_util::stream::unfold(Arc::clone(&releases), |releases| async move {
+        releases.added().await;
+        Some(((), releases))
+    });
+    let changes = futures_util::stream::select(
+        futures_util::stream::select(policies.changes(), pods.subscribe().map(|_| ())),
+        released,
+    )
+    .ready_chunks(1024);
     let mut changes = std::pin::pin!(changes);
     let api: Api<PlacementPolicy> = Api::all(cluster.client.clone());
+    let mut totals = Totals::default();
     while changes.next().await.is_some() {
         if !cluster.leadership.is_leader() {
             metrics.clear_placement();
+            totals.clear();
+            releases.take();
             continue;
         }
         if !policies.stored() || !pods.synced() {
@@ -92,10 +110,17 @@ pub async fn keep(
         let counted = counts(pod_state.iter().map(AsRef::as_ref));
         let set = policies.set();
         record(&metrics, &set, &pod_state);
+        totals.retain(set.all.iter().map(|compiled| compiled.stored.as_ref()));
+        // Releases of policies no longer stored are dropped with them.
+        let mut fresh = releases.take();
         for compiled in &set.all {
             let policy = &compiled.stored;
-            let status = desired(compiled, &counted, Timestamp::now());
+            let name = policy.name_any();
+            let added = fresh.remove(&name).unwrap_or_default();
+            let total = totals.total(policy, added);
+            let status = desired(compiled, &counted, total, Timestamp::now());
             if policy.status.as_ref() == Some(&status) {
+                totals.written(&policy, total);
                 continue;
             }
             let patch = serde_json::json!({
@@ -105,15 +130,22 @@ pub async fn keep(
             });
             match api
                 .patch_status(
-                    &policy.name_any(),
+                    &name,
                     &PatchParams::apply(FIELD_MANAGER).force(),
                     &Patch::Apply(&patch),
                 )
                 .await
             {
-                Ok(_) => metrics.status_written(),
+                Ok(_) => {
+                    metrics.status_written();
+                    totals.written(&policy, total);
+                }
                 Err(err) => {
-                    tracing::warn!(policy = %policy.name_any(), error = %err, "failed to write the placement policy's status")
+                    // Counted again on the next pass.
+                    if added > 0 {
+                        releases.add(&name, added);
+                    }
+                    tracing::warn!(policy = %name, error = %err, "failed to write the placement policy's status")
                 }
             }
         }
@@ -155,17 +187,18 @@ mod tests {
     }
 
     #[test]
-    fn a_valid_policy_is_ready_with_its_own_counts_and_keeps_its_transition_time() {
+    fn a_valid_policy_is_ready_with_its_own_counts_and_released_total_and_keeps_its_transition_time()
+     {
         let counted = BTreeMap::from([(
             "arm".to_owned(),
             PodCounts {
                 gated: 2,
                 held: 1,
-                released: 7,
+                released: 0,
             },
         )]);
         let mut policy = stored("arm", json!({}));
-        let first = desired(&compiled(&policy), &counted, Timestamp::UNIX_EPOCH);
+        let first = desired(&compiled(&policy), &counted, 7, Timestamp::UNIX_EPOCH);
         assert_eq!(
             first.pods,
             PodCounts {
@@ -183,7 +216,7 @@ mod tests {
             ("True", "Valid")
         );
         policy.status = Some(first.clone());
-        let again = desired(&compiled(&policy), &counted, Timestamp::now());
+        let again = desired(&compiled(&policy), &counted, 7, Timestamp::now());
         assert_eq!(again, first, "nothing changed: nothing to write");
     }
 
@@ -193,7 +226,7 @@ mod tests {
             "bad",
             json!({"podSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}}),
         );
-        let status = desired(&compiled(&policy), &BTreeMap::new(), Timestamp::UNIX_EPOCH);
+        let status = desired(&compiled(&policy), &BTreeMap::new(), 0, Timestamp::UNIX_EPOCH);
         let ready = &status.conditions[0];
         assert_eq!(
             (ready.status.as_str(), ready.reason.as_str()),

@@ -137,6 +137,33 @@ fn a_copied_released_pod_is_gated_again_for_the_policy_selecting_it_now() {
 }
 
 #[test]
+fn a_copy_of_a_released_pod_loses_the_released_label_so_the_controller_sees_it() {
+    let policy = web();
+    for existing in [None, Some("placement.ocifit.io/platforms")] {
+        let mut copied = labelled(
+            pod(&[("web", "app:v1")]),
+            &[
+                ("placement.ocifit.io/policy", "web"),
+                ("placement.ocifit.io/released", "true"),
+                ("app", "web"),
+            ],
+        );
+        copied.spec.as_mut().unwrap().scheduling_gates =
+            existing.map(|name| vec![PodSchedulingGate { name: name.into() }]);
+        let gated = patched(
+            &copied,
+            &gate_patch(plan(&copied, Selection::Selected(&policy))),
+        );
+        assert_eq!(gates(&gated), ["placement.ocifit.io/platforms"]);
+        let labels = gated.metadata.labels.unwrap();
+        assert_eq!(
+            labels.keys().collect::<Vec<_>>(),
+            ["app", "placement.ocifit.io/policy"]
+        );
+    }
+}
+
+#[test]
 fn excluded_and_unselected_pods_are_left_untouched() {
     let original = pod(&[("web", "app:v1")]);
     assert_eq!(
@@ -155,6 +182,7 @@ fn arb_pod() -> impl Strategy<Value = Pod> {
             prop_oneof![
                 Just("app".to_owned()),
                 Just("placement.ocifit.io/policy".to_owned()),
+                Just("placement.ocifit.io/released".to_owned()),
                 Just("a/b~c".to_owned())
             ],
             prop_oneof![Just("web".to_owned()), Just("other".to_owned())],
@@ -198,8 +226,9 @@ proptest! {
         for gate in gates(&pod) {
             prop_assert!(gates(&after).contains(&gate), "kept {}", gate);
         }
+        prop_assert!(!after.metadata.labels.as_ref().unwrap().contains_key("placement.ocifit.io/released"));
         for (key, value) in pod.metadata.labels.iter().flatten() {
-            if key != "placement.ocifit.io/policy" {
+            if key != "placement.ocifit.io/policy" && key != "placement.ocifit.io/released" {
                 prop_assert_eq!(&after.metadata.labels.as_ref().unwrap()[key], value);
             }
         }

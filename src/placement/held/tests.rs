@@ -6,11 +6,12 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::placement::pod::{
-    ATTEMPTS_ANNOTATION, DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION,
+    ATTEMPTS_ANNOTATION, DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, Outcome,
     PLATFORMS_ANNOTATION,
 };
 use crate::placement::fixtures::{platforms, policy};
 use crate::placement::release::{self, Inspected, Inspection};
+use kube::core::SelectorExt;
 
 /// A pod as the apiserver sends it: gated (or not), with what a pod author may pile on.
 fn live(gated: bool) -> Pod {
@@ -214,7 +215,11 @@ fn the_patch_holds_only_what_the_plan_changed_and_the_version_it_was_planned_fro
             .unwrap_or_default()
     };
     assert_eq!(keys(&patch), ["metadata", "spec"]);
-    assert_eq!(keys(&patch["metadata"]), ["annotations", "resourceVersion"]);
+    assert_eq!(
+        keys(&patch["metadata"]),
+        ["annotations", "labels", "resourceVersion"]
+    );
+    assert_eq!(patch["metadata"]["labels"], json!({RELEASED_LABEL: "true"}));
     assert_eq!(patch["metadata"]["resourceVersion"], "41");
     assert_eq!(
         keys(&patch["spec"]),
@@ -240,4 +245,45 @@ fn a_member_the_plan_removed_is_sent_as_null() {
         merge_diff(&before, &after),
         Some(json!({"spec": {"schedulingGates": null}}))
     );
+}
+
+/// The labels of `pod` once `patch` reached it.
+fn labels_after(pod: &Pod, patch: &Value) -> BTreeMap<String, String> {
+    let mut patched = serde_json::to_value(pod).unwrap();
+    json_patch::merge(&mut patched, patch);
+    serde_json::from_value::<Pod>(patched)
+        .unwrap()
+        .metadata
+        .labels
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_released_pod_leaves_the_watch_and_a_held_one_stays_in_it() {
+    let watched = watched();
+    let whole = live(true);
+    let held = trimmed(&whole);
+    assert!(watched.matches(whole.metadata.labels.as_ref().unwrap()));
+
+    let released = plan_for(&held);
+    assert_eq!(released.outcome, Some(Outcome::Constrained));
+    let patch = release_patch(&held, &released.pod).unwrap().unwrap();
+    let after = labels_after(&whole, &patch);
+    assert_eq!(after[POLICY_LABEL], "arm", "the record stays");
+    assert!(
+        !watched.matches(&after),
+        "released, yet still watched: {after:?}"
+    );
+
+    let mut unusable = whole.clone();
+    unusable.spec.as_mut().unwrap().node_selector = Some(BTreeMap::from([(
+        "kubernetes.io/arch".to_owned(),
+        "s390x".to_owned(),
+    )]));
+    let hold = plan_for(&trimmed(&unusable));
+    assert_eq!(hold.outcome, Some(Outcome::Held));
+    let patch = release_patch(&trimmed(&unusable), &hold.pod)
+        .unwrap()
+        .unwrap();
+    assert!(watched.matches(&labels_after(&unusable, &patch)));
 }

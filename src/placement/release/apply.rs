@@ -11,12 +11,17 @@ use k8s_openapi::api::core::v1::{
 use super::{Context, Inspection};
 use crate::api::placement::pod::{
     DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, Outcome, PLATFORMS_ANNOTATION,
-    SCHEDULING_GATE, TAINT_KEY,
+    RELEASED_LABEL, SCHEDULING_GATE, TAINT_KEY,
 };
 use crate::classes::grouping::ARCH_LABEL;
 
-/// Removes ocifit's scheduling gate, keeping any other.
+/// Removes ocifit's scheduling gate, keeping any other, and labels the pod released (which
+/// takes it out of every replica's watch).
 pub(super) fn release(pod: &mut Pod) {
+    pod.metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(RELEASED_LABEL.to_owned(), "true".to_owned());
     let Some(spec) = pod.spec.as_mut() else {
         return;
     };

@@ -1,0 +1,142 @@
+//! The pods the controller released, per policy. A released pod leaves every replica's watch
+//! (see `placement::held`), so `status.pods.released` cannot be counted from the store: each
+//! release written is tallied here ([`Releases`]), and the status keeper adds the tally to the
+//! policy's running total ([`Totals`]) when it writes the status, so its work does not grow
+//! with the pods released either.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use kube::ResourceExt;
+use tokio::sync::Notify;
+
+use crate::api::PlacementPolicy;
+
+/// Releases written since the status keeper last took them, by policy name.
+#[derive(Debug, Default)]
+pub struct Releases {
+    fresh: Mutex<BTreeMap<String, i32>>,
+    added: Notify,
+}
+
+impl Releases {
+    fn fresh(&self) -> MutexGuard<'_, BTreeMap<String, i32>> {
+        // The map stays whole whatever panicked while holding it.
+        self.fresh.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts `n` releases for `policy` and wakes the status keeper.
+    pub fn add(&self, policy: &str, n: i32) {
+        let mut fresh = self.fresh();
+        let count = fresh.entry(policy.to_owned()).or_default();
+        *count = count.saturating_add(n);
+        drop(fresh);
+        self.added.notify_one();
+    }
+
+    /// The releases counted since the last call, by policy name.
+    pub fn take(&self) -> BTreeMap<String, i32> {
+        std::mem::take(&mut *self.fresh())
+    }
+
+    /// Resolves after the next [`Releases::add`] (or at once if one came since the last wait).
+    pub async fn added(&self) {
+        self.added.notified().await;
+    }
+}
+
+/// The released total last written for each policy, by uid: the stored status can lag behind
+/// the keeper's own last write, and a policy deleted and created again under its name starts
+/// from zero.
+#[derive(Debug, Default)]
+pub struct Totals(HashMap<String, i32>);
+
+impl Totals {
+    /// The total to write for `policy` with `fresh` more releases: what this keeper last
+    /// wrote for it, else what its stored status says (written by an earlier leader).
+    pub fn total(&self, policy: &PlacementPolicy, fresh: i32) -> i32 {
+        let base = policy
+            .uid()
+            .and_then(|uid| self.0.get(&uid).copied())
+            .or_else(|| policy.status.as_ref().map(|status| status.pods.released))
+            .unwrap_or_default();
+        base.saturating_add(fresh)
+    }
+
+    /// Records that `total` was written for `policy`.
+    pub fn written(&mut self, policy: &PlacementPolicy, total: i32) {
+        if let Some(uid) = policy.uid() {
+            self.0.insert(uid, total);
+        }
+    }
+
+    /// Forgets every total (leadership lost: the next leader's writes may follow).
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// Forgets the policies no longer stored.
+    pub fn retain<'p>(&mut self, policies: impl IntoIterator<Item = &'p PlacementPolicy>) {
+        let stored: std::collections::BTreeSet<String> =
+            policies.into_iter().filter_map(|policy| policy.uid()).collect();
+        self.0.retain(|uid, _| stored.contains(uid));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::placement::{PlacementPolicyStatus, PodCounts};
+
+    fn policy(uid: &str, stored_released: Option<i32>) -> PlacementPolicy {
+        let spec = serde_json::from_value(serde_json::json!({})).unwrap();
+        let mut policy = PlacementPolicy::new("web", spec);
+        policy.metadata.uid = Some(uid.to_owned());
+        policy.status = stored_released.map(|released| PlacementPolicyStatus {
+            pods: PodCounts {
+                released,
+                ..PodCounts::default()
+            },
+            ..PlacementPolicyStatus::default()
+        });
+        policy
+    }
+
+    #[test]
+    fn releases_are_taken_once_by_policy() {
+        let releases = Releases::default();
+        releases.add("web", 1);
+        releases.add("web", 1);
+        releases.add("batch", 1);
+        assert_eq!(
+            releases.take(),
+            BTreeMap::from([("batch".to_owned(), 1), ("web".to_owned(), 2)])
+        );
+        assert!(releases.take().is_empty(), "each release counted once");
+    }
+
+    #[test]
+    fn the_total_adds_to_the_last_write_even_before_the_store_shows_it() {
+        let mut totals = Totals::default();
+        let stale = policy("u-1", Some(10));
+        assert_eq!(
+            totals.total(&stale, 3),
+            13,
+            "a new leader continues the stored total"
+        );
+        totals.written(&stale, 13);
+        assert_eq!(totals.total(&stale, 2), 15, "the store still says 10");
+        let recreated = policy("u-2", None);
+        assert_eq!(
+            totals.total(&recreated, 1),
+            1,
+            "a new policy of the same name"
+        );
+        totals.retain([&recreated]);
+        assert_eq!(
+            totals.total(&stale, 0),
+            10,
+            "the deleted policy's total is forgotten"
+        );
+    }
+}

@@ -21,7 +21,6 @@ use crate::admission::route::{Planner, Response, Verdict};
 /// The path the webhook configuration's second webhook calls.
 pub const PATH: &str = "/placement";
 
-
 /// Plans pod creations: gate the selected ones.
 #[derive(Clone)]
 pub struct GatePods {

@@ -17,8 +17,9 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 
-use super::context::Context;
+use super::context::{Context, Unusable};
 use super::gather::{inspections, pull_secrets};
+use crate::api::PlacementPolicy;
 use crate::api::placement::pod::{Outcome, POLICY_LABEL, SCHEDULING_GATE};
 use crate::cluster::events::Notice;
 use crate::placement::held::release_patch;
@@ -56,6 +57,13 @@ pub enum Error {
         name: String,
         #[source]
         source: serde_json::Error,
+    },
+    /// The policy the pod names, not in the store, could not be read from the apiserver.
+    #[error("failed to read placement policy {name}")]
+    ReadPolicy {
+        name: String,
+        #[source]
+        source: kube::Error,
     },
     /// The pod's namespace could not be read (its labels, for the policy's namespace selector).
     #[error("failed to read namespace {namespace}")]
@@ -96,7 +104,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         return Ok(Action::requeue(NAMESPACE_BUSY));
     };
     let name = pod.labels().get(POLICY_LABEL).cloned().unwrap_or_default();
-    let plan = match ctx.usable_policy(&name) {
+    let plan = match named_policy(&ctx, &name).await? {
         Err(why) => release::without_policy(&pod, &why.to_string()),
         Ok(policy) => match selects(&ctx, &pod, &policy).await? {
             Err(why) => release::without_policy(&pod, &why.to_string()),
@@ -159,6 +167,31 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
             Ok(Action::await_change())
         }
     }
+}
+
+/// The usable policy `name`, or why there is none. A policy the store does not hold is read
+/// from the apiserver before the pod is released as if it were gone: the store lags a policy
+/// created a moment before its pods, longer while its watch is retrying.
+async fn named_policy(ctx: &Context, name: &str) -> Result<Result<Policy, Unusable>, Error> {
+    match ctx.usable_policy(name) {
+        Err(Unusable::Gone { .. }) => {}
+        known => return Ok(known),
+    }
+    let api: Api<PlacementPolicy> = Api::all(ctx.cluster.client.clone());
+    let read = api
+        .get_opt(name)
+        .await
+        .map_err(|source| Error::ReadPolicy {
+            name: name.to_owned(),
+            source,
+        })?;
+    Ok(match read {
+        None => Err(Unusable::Gone { name: name.into() }),
+        Some(stored) => Policy::compile(&stored).map_err(|source| Unusable::Invalid {
+            name: name.into(),
+            source,
+        }),
+    })
 }
 
 /// Whether `policy` selects the pod as admission would have: `Err` says why not.

@@ -77,8 +77,10 @@ impl Totals {
 
     /// Forgets the policies no longer stored.
     pub fn retain<'p>(&mut self, policies: impl IntoIterator<Item = &'p PlacementPolicy>) {
-        let stored: std::collections::BTreeSet<String> =
-            policies.into_iter().filter_map(|policy| policy.uid()).collect();
+        let stored: std::collections::BTreeSet<String> = policies
+            .into_iter()
+            .filter_map(|policy| policy.uid())
+            .collect();
         self.0.retain(|uid, _| stored.contains(uid));
     }
 }

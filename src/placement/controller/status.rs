@@ -120,7 +120,7 @@ pub async fn keep(
             let total = totals.total(policy, added);
             let status = desired(compiled, &counted, total, Timestamp::now());
             if policy.status.as_ref() == Some(&status) {
-                totals.written(&policy, total);
+                totals.written(policy, total);
                 continue;
             }
             let patch = serde_json::json!({
@@ -138,7 +138,7 @@ pub async fn keep(
             {
                 Ok(_) => {
                     metrics.status_written();
-                    totals.written(&policy, total);
+                    totals.written(policy, total);
                 }
                 Err(err) => {
                     // Counted again on the next pass.
@@ -226,7 +226,12 @@ mod tests {
             "bad",
             json!({"podSelector": {"matchExpressions": [{"key": "app", "operator": "In"}]}}),
         );
-        let status = desired(&compiled(&policy), &BTreeMap::new(), 0, Timestamp::UNIX_EPOCH);
+        let status = desired(
+            &compiled(&policy),
+            &BTreeMap::new(),
+            0,
+            Timestamp::UNIX_EPOCH,
+        );
         let ready = &status.conditions[0];
         assert_eq!(
             (ready.status.as_str(), ready.reason.as_str()),

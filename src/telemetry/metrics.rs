@@ -361,10 +361,15 @@ impl Metrics {
             ("nodes", nodes),
             ("node_features", node_features),
         ] {
-            self.store_objects
-                .get_or_create(&StoreLabels { store })
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
+            self.set_store_size(store, n);
         }
+    }
+
+    /// Records how many objects one store holds.
+    pub fn set_store_size(&self, store: &'static str, n: usize) {
+        self.store_objects
+            .get_or_create(&StoreLabels { store })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Counts one rebuild of the webhook's planner index.

@@ -97,6 +97,10 @@ pub async fn keep(
     let api: Api<PlacementPolicy> = Api::all(cluster.client.clone());
     let mut totals = Totals::default();
     while changes.next().await.is_some() {
+        // Every replica holds the same pods (what its memory grows with): shown on each.
+        if pods.synced() {
+            metrics.set_store_size("placement_pods", pods.store().len());
+        }
         if !cluster.leadership.is_leader() {
             metrics.clear_placement();
             totals.clear();

@@ -147,6 +147,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         // An ungated pod is always safe (failurePolicy Ignore): admitted unchanged when busy.
         .when_undecided(crate::admission::route::Undecided::AdmitUnchanged)
     });
+    let (slots, wakes) = controller::slots::NamespaceSlots::new(controller::PER_NAMESPACE);
     let context = controller::Context {
         // With the route, the namespaces it reads are in memory already.
         namespaces: gate.as_ref().map(Reflected::store),
@@ -158,12 +159,12 @@ pub fn run(parts: Parts) -> Feature<Route> {
         metrics,
         own_namespace,
         retries: Default::default(),
-        slots: controller::slots::NamespaceSlots::new(controller::PER_NAMESPACE),
+        slots,
         releases,
     };
     tasks.push((
         "placement controller",
-        controller::controller(context, &pods, shutdown.wait()),
+        controller::controller(context, &pods, wakes, shutdown.wait()),
     ));
     let synced = (policies.clone(), pods.clone());
     Feature {

@@ -38,6 +38,7 @@ pub const PER_NAMESPACE: usize = 8;
 pub fn controller(
     context: Context,
     pods: &Reflected<Pod>,
+    wakes: slots::Wakes,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> BoxFuture<'static, ()> {
     let gained = context.cluster.leadership.gained();
@@ -50,6 +51,7 @@ pub fn controller(
     Controller::for_shared_stream(gated_pods, pods.store())
         .with_config(Config::default().concurrency(CONCURRENCY))
         .reconcile_all_on(gained)
+        .reconcile_on(wakes.into_stream())
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, Arc::new(context))
         .for_each(|result| {

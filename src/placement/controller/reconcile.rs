@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::context::{Context, Unusable};
@@ -32,8 +33,9 @@ use crate::telemetry::Feature;
 
 /// How soon to look again after the pod changed under our update.
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
-/// How soon to look again at a pod whose namespace has all its reconcile slots in use.
-const NAMESPACE_BUSY: Duration = Duration::from_secs(2);
+/// How soon to look again at a pod whose namespace has all its reconcile slots in use, should
+/// the wake when one is given back never come.
+const NAMESPACE_BUSY: Duration = Duration::from_secs(10);
 /// When a pod reconciled before the policies were first compiled is looked at again (an empty
 /// set then means "not read yet": the pod's policy would seem gone and the pod be released).
 const POLICIES_UNREAD: Duration = Duration::from_secs(1);
@@ -100,7 +102,11 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         return Ok(Action::requeue(wait));
     }
     let namespace = pod.namespace().unwrap_or_default();
-    let Some(_slot) = ctx.slots.try_take(&namespace) else {
+    let Some(_slot) = ctx
+        .slots
+        .try_take(&namespace, &ObjectRef::from_obj(pod.as_ref()))
+    else {
+        // Woken when a slot of its namespace is given back; this only if a wake were lost.
         return Ok(Action::requeue(NAMESPACE_BUSY));
     };
     let name = pod.labels().get(POLICY_LABEL).cloned().unwrap_or_default();

@@ -225,7 +225,7 @@ fn plain_pod(name: &str, by_flavor: &BTreeMap<&str, String>) -> Pod {
 
 /// What the run creates: a pod of [`NAMESPACE`] or a workflow step.
 enum Creation {
-    Pod(Pod),
+    Pod(Box<Pod>),
     Step(Step),
 }
 
@@ -255,7 +255,7 @@ fn interleave(pods: Vec<(String, Pod)>, steps: Vec<(String, Step)>) -> Vec<(Stri
             taken += 1;
             steps.next().map(|(n, s)| (n, Creation::Step(s)))
         } else {
-            pods.next().map(|(n, p)| (n, Creation::Pod(p)))
+            pods.next().map(|(n, p)| (n, Creation::Pod(Box::new(p))))
         };
         items.extend(item);
     }
@@ -462,7 +462,7 @@ pub async fn run(sizes: Sizes) -> Report {
     let burst_start = Instant::now();
     let burst = burst
         .into_iter()
-        .map(|(n, p)| (n, Creation::Pod(p)))
+        .map(|(n, p)| (n, Creation::Pod(Box::new(p))))
         .collect();
     let (_, failed) = create_all(&env.client, burst, None).await;
     failed_admissions += failed;
@@ -572,17 +572,15 @@ impl Report {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn steps_are_spread_evenly_among_the_steady_pods_and_none_is_lost() {
         let pods = (0..8)
-            .map(|i| (format!("pod-{i}"), TestPod::named("p").build()))
+            .map(|i| (format!("pod-{i}"), super::TestPod::named("p").build()))
             .collect();
-        let steps = (0..4).map(Step::numbered).collect();
-        let order: Vec<bool> = interleave(pods, steps)
+        let steps = (0..4).map(super::Step::numbered).collect();
+        let order: Vec<bool> = super::interleave(pods, steps)
             .iter()
-            .map(|(_, c)| matches!(c, Creation::Step(_)))
+            .map(|(_, c)| matches!(c, super::Creation::Step(_)))
             .collect();
         assert_eq!(
             order,

@@ -29,21 +29,21 @@ const READY_WITHIN: Duration = Duration::from_secs(120);
 
 /// One workflow step to create: a bare pod or a Job (whose one pod the Job controller creates).
 pub enum Step {
-    Pod(Pod),
-    Job(Job),
+    Pod(Box<Pod>),
+    Job(Box<Job>),
 }
 
 impl Step {
     /// Step `i`: a bare pod when `i` is even, a Job when odd; its name and object.
     pub fn numbered(i: usize) -> (String, Step) {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             let name = format!("step-pod-{i}");
             let pod = serde_json::from_value(json!({
                 "metadata": {"name": name, "annotations": contract(i)},
                 "spec": spec(),
             }))
             .expect("a step pod");
-            (name, Step::Pod(pod))
+            (name, Step::Pod(Box::new(pod)))
         } else {
             let name = format!("step-job-{i}");
             let job = serde_json::from_value(json!({
@@ -51,7 +51,7 @@ impl Step {
                 "spec": {"backoffLimit": 0, "template": {"spec": spec()}},
             }))
             .expect("a step Job");
-            (name, Step::Job(job))
+            (name, Step::Job(Box::new(job)))
         }
     }
 

@@ -73,9 +73,7 @@ impl Sizes {
     pub fn step_jobs(&self) -> usize {
         self.steps / 2
     }
-}
 
-impl Sizes {
     /// `OCIFIT_SCALE_NODES`, `_POLICIES`, `_OPTED_IN`, `_GATED`, `_RATE`, `_REPLICAS`, `_STEPS`.
     pub fn from_env(default: Sizes) -> Sizes {
         let var = |name: &str, default: usize| {

@@ -1,8 +1,9 @@
 //! ocifit at scale on the test kit's real control plane (etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler, kwok), `ocifit run` being the binary this bench
 //! builds: the run in `tests/cluster/support/scale.rs` at the sizes of the environment variables
-//! `OCIFIT_SCALE_NODES`, `_POLICIES`, `_OPTED_IN`, `_GATED`, `_RATE`, `_REPLICAS` (defaults: 5,000
-//! nodes, 100 policies of each kind, 20,000 + 20,000 pods at 200 pods/s, a Deployment of 500).
+//! `OCIFIT_SCALE_NODES`, `_POLICIES`, `_OPTED_IN`, `_GATED`, `_RATE`, `_REPLICAS`, `_STEPS`
+//! (defaults: 5,000 nodes, 100 policies of each kind, 20,000 + 20,000 pods at 200 pods/s, a
+//! Deployment of 500, 2,000 workflow steps of an ArtifactCache among the steady pods).
 //! Prints the results table and writes `docs/cluster-scale.svg` (ocifit's RSS and CPU over the
 //! run) from its own samples. `cargo bench --bench cluster_scale`; without `--bench` (`cargo test
 //! --benches`) a few pods check that the path works and nothing is written.
@@ -77,6 +78,7 @@ async fn main() {
             gated: 20_000,
             rate: 200,
             replicas: 500,
+            steps: 2_000,
         }
     } else {
         Sizes {
@@ -86,6 +88,7 @@ async fn main() {
             gated: 4,
             rate: 10,
             replicas: 2,
+            steps: 2,
         }
     };
     let report = run(Sizes::from_env(default)).await;
@@ -101,6 +104,7 @@ async fn main() {
     );
     assert_eq!(report.failed_admissions, 0, "failed admissions");
     assert!(report.unreleased.is_empty(), "pods never released");
+    assert!(report.uninjected.is_empty(), "step pods not injected");
     if bench {
         let path = ocifit_testkit::repo_root().join("docs/cluster-scale.svg");
         std::fs::write(&path, svg(&report)).expect("the plot written");

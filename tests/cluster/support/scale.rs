@@ -1,13 +1,15 @@
 //! The scale run, shared by the cluster suite (small sizes) and `cargo bench --bench
 //! cluster_scale` (the issue's sizes): kwok nodes of three flavors and two architectures, many
-//! ImageSelectionPolicies and PlacementPolicies, one `ocifit run` serving both pod webhooks, then
-//! pods created through the apiserver at a steady rate and in a burst (half opted in to image
-//! selection, all gated by placement) and a Deployment scaled up and down. It measures what the
+//! ImageSelectionPolicies and PlacementPolicies, an ArtifactCache, one `ocifit run` serving the
+//! pod webhooks and the step webhooks, then pods created through the apiserver at a steady rate
+//! and in a burst (half opted in to image selection, all gated by placement), workflow steps (bare
+//! pods and Jobs) among the steady pods, and a Deployment scaled up and down. It measures what the
 //! apiserver measures of each webhook, failed admissions, create → gate gone, the apiserver's
-//! plain pod-update rate in the same run, and ocifit's, the apiserver's and etcd's resources from
-//! `/proc`.
+//! plain pod-update rate in the same run, whether every step pod was injected, and ocifit's, the
+//! apiserver's and etcd's resources from `/proc`.
 
 mod measure;
+mod steps;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -15,8 +17,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
 use ocifit::api::placement::pod::SCHEDULING_GATE;
 use ocifit::api::pod::ENABLED_LABEL;
 use ocifit_testkit::{Cluster, PodWebhook, webhook_durations};
@@ -25,6 +27,8 @@ use tokio::task::JoinSet;
 
 use measure::{Released, sample, webhooks};
 pub use measure::{Sample, Webhook, quantile};
+use steps::Step;
+pub use steps::{STEP_JOBS, STEP_PODS};
 
 use super::objects::{OptIn, TestPod, linux_node};
 use super::placement::{create_policy, gates};
@@ -53,10 +57,24 @@ pub struct Sizes {
     pub rate: usize,
     /// The Deployment's replicas at its largest.
     pub replicas: i32,
+    /// Workflow steps of the artifact cache, created among the steady pods at the same rate:
+    /// bare pods and Jobs, alternately.
+    pub steps: usize,
 }
 
 impl Sizes {
-    /// `OCIFIT_SCALE_NODES`, `_POLICIES`, `_OPTED_IN`, `_GATED`, `_RATE`, `_REPLICAS`.
+    /// Pods created at the steady rate (the first half of the pods; the rest come in the
+    /// burst), steps not counted.
+    pub fn steady(&self) -> usize {
+        (self.opted_in + self.gated) / 2
+    }
+
+    /// Step Jobs among [`Sizes::steps`] (the odd ones).
+    pub fn step_jobs(&self) -> usize {
+        self.steps / 2
+    }
+
+    /// `OCIFIT_SCALE_NODES`, `_POLICIES`, `_OPTED_IN`, `_GATED`, `_RATE`, `_REPLICAS`, `_STEPS`.
     pub fn from_env(default: Sizes) -> Sizes {
         let var = |name: &str, default: usize| {
             std::env::var(format!("OCIFIT_SCALE_{name}"))
@@ -71,6 +89,7 @@ impl Sizes {
             gated: var("GATED", default.gated),
             rate: var("RATE", default.rate).max(1),
             replicas: i32::try_from(var("REPLICAS", default.replicas as usize)).unwrap_or(0),
+            steps: var("STEPS", default.steps),
         }
     }
 }
@@ -91,6 +110,9 @@ pub struct Report {
     pub unreleased: Vec<String>,
     /// Opted-in pods without their class's image.
     pub wrong_image: Vec<String>,
+    /// Step pods found (bare and the Jobs'), and those not injected.
+    pub step_pods: usize,
+    pub uninjected: Vec<String>,
     pub samples: Vec<Sample>,
     pub seconds: f64,
 }
@@ -118,7 +140,8 @@ async fn arrange(sizes: Sizes) -> (Env, super::Controller, BTreeMap<&'static str
     }
     let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
     let address = free_address();
-    let controller = certificate.serve(&env, "scale", &address, &[]).await;
+    let helper = ["--artifact-helper-image", steps::HELPER_IMAGE];
+    let controller = certificate.serve(&env, "scale", &address, &helper).await;
     env.create_policy(&env.flavor_policy("flavors")).await;
     for i in 1..sizes.policies {
         // Never matched by a pod: each is resolved and kept, as a cluster's other teams' are.
@@ -177,6 +200,7 @@ async fn arrange(sizes: Sizes) -> (Env, super::Controller, BTreeMap<&'static str
         // Until the gate's configuration is in the apiserver's view, pods pass it by.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    steps::arrange(&env, &address, certificate.ca.cert_pem()).await;
     (env, controller, by_flavor)
 }
 
@@ -197,11 +221,50 @@ fn plain_pod(name: &str, by_flavor: &BTreeMap<&str, String>) -> Pod {
         .build()
 }
 
-/// Creates `pods` (name, object), `per_second` at most (`None`: as fast as [`IN_FLIGHT`]
+/// What the run creates: a pod of [`NAMESPACE`] or a workflow step.
+enum Creation {
+    Pod(Box<Pod>),
+    Step(Step),
+}
+
+impl Creation {
+    /// Whether the apiserver admitted it.
+    async fn create(self, client: Client) -> bool {
+        match self {
+            Creation::Pod(pod) => Api::<Pod>::namespaced(client, NAMESPACE)
+                .create(&PostParams::default(), &pod)
+                .await
+                .is_ok(),
+            Creation::Step(step) => step.create(client).await,
+        }
+    }
+}
+
+/// `pods` with `steps` spread evenly among them.
+fn interleave(pods: Vec<(String, Pod)>, steps: Vec<(String, Step)>) -> Vec<(String, Creation)> {
+    let total = pods.len() + steps.len();
+    let share = steps.len();
+    let (mut pods, mut steps) = (pods.into_iter(), steps.into_iter());
+    let mut taken = 0;
+    let mut items = Vec::with_capacity(total);
+    for k in 1..=total {
+        // By the k-th creation, k/total of the steps are due.
+        let item = if k * share / total > taken {
+            taken += 1;
+            steps.next().map(|(n, s)| (n, Creation::Step(s)))
+        } else {
+            pods.next().map(|(n, p)| (n, Creation::Pod(Box::new(p))))
+        };
+        items.extend(item);
+    }
+    items
+}
+
+/// Creates `items` (name, object), `per_second` at most (`None`: as fast as [`IN_FLIGHT`]
 /// allows); when each was sent, and how many the apiserver refused.
 async fn create_all(
-    api: &Api<Pod>,
-    pods: Vec<(String, Pod)>,
+    client: &Client,
+    items: Vec<(String, Creation)>,
     per_second: Option<usize>,
 ) -> (HashMap<String, Instant>, usize) {
     let mut tick = per_second.map(|rate| {
@@ -217,7 +280,7 @@ async fn create_all(
     } else {
         IN_FLIGHT
     };
-    for (name, pod) in pods {
+    for (name, item) in items {
         if let Some(tick) = tick.as_mut() {
             tick.tick().await;
         }
@@ -230,8 +293,7 @@ async fn create_all(
             );
         }
         sent.insert(name, Instant::now());
-        let api = api.clone();
-        creating.spawn(async move { api.create(&PostParams::default(), &pod).await.is_ok() });
+        creating.spawn(item.create(client.clone()));
     }
     for created in creating.join_all().await {
         failed += usize::from(!created);
@@ -382,8 +444,11 @@ pub async fn run(sizes: Sizes) -> Report {
 
     let steady_names: Vec<String> = steady.iter().map(|(n, _)| n.clone()).collect();
     let steady_start = Instant::now();
-    let (sent, mut failed_admissions) = create_all(&api, steady, Some(sizes.rate)).await;
-    let steady_rate = steady_names.len() as f64 / steady_start.elapsed().as_secs_f64();
+    let steps = (0..sizes.steps).map(Step::numbered).collect();
+    let steady = interleave(steady, steps);
+    let created = steady.len();
+    let (sent, mut failed_admissions) = create_all(&env.client, steady, Some(sizes.rate)).await;
+    let steady_rate = created as f64 / steady_start.elapsed().as_secs_f64();
     let mut unreleased = wait_released(&released, &steady_names, within).await;
     let mut steady_ms: Vec<f64> = steady_names
         .iter()
@@ -393,7 +458,11 @@ pub async fn run(sizes: Sizes) -> Report {
 
     let burst_names: Vec<String> = burst.iter().map(|(n, _)| n.clone()).collect();
     let burst_start = Instant::now();
-    let (_, failed) = create_all(&api, burst, None).await;
+    let burst = burst
+        .into_iter()
+        .map(|(n, p)| (n, Creation::Pod(Box::new(p))))
+        .collect();
+    let (_, failed) = create_all(&env.client, burst, None).await;
     failed_admissions += failed;
     unreleased.extend(wait_released(&released, &burst_names, within).await);
     let last = burst_names.iter().filter_map(|n| released.at(n)).max();
@@ -411,6 +480,7 @@ pub async fn run(sizes: Sizes) -> Report {
         .expect("the apiserver's webhook histograms");
     let plain_update_rate = plain_updates(&api, &names[..names.len().min(2000)]).await;
     let wrong_image = wrong_images(&env, &by_flavor).await;
+    let (step_pods, uninjected) = steps::uninjected(&env.client, sizes.steps, within).await;
     stop.notify_one();
     let samples = samples.lock().expect("not poisoned").clone();
     assert!(
@@ -428,6 +498,8 @@ pub async fn run(sizes: Sizes) -> Report {
         plain_update_rate,
         unreleased,
         wrong_image,
+        step_pods,
+        uninjected,
         samples,
         seconds: start.elapsed().as_secs_f64(),
     }
@@ -442,20 +514,22 @@ impl Report {
         let pods = (self.sizes.opted_in + self.sizes.gated) as f64;
         let mut rows = vec![
             format!(
-                "| sizes | {} nodes, {} + {} policies, {} opted-in + {} gated pods, Deployment of {} |",
+                "| sizes | {} nodes, {} + {} policies, {} opted-in + {} gated pods, Deployment of {}, {} steps ({} Jobs) |",
                 self.sizes.nodes,
                 self.sizes.policies,
                 self.sizes.policies,
                 self.sizes.opted_in,
                 self.sizes.gated,
-                self.sizes.replicas
+                self.sizes.replicas,
+                self.sizes.steps,
+                self.sizes.step_jobs()
             ),
             format!("| failed admissions | {} |", self.failed_admissions),
         ];
         for (name, w) in self
             .webhooks
             .iter()
-            .filter(|(n, _)| [MUTATE, GATE].contains(&n.as_str()))
+            .filter(|(n, _)| [MUTATE, GATE, STEP_PODS, STEP_JOBS].contains(&n.as_str()))
         {
             rows.push(format!(
                 "| {name} (apiserver's histogram) | {} calls, mean {:.2} ms, p99 ≤ {:.0} ms |",
@@ -466,7 +540,12 @@ impl Report {
         }
         rows.extend([
             format!(
-                "| create → gate gone at {:.0} pods/s | p50 {:.1} ms, p99 {:.1} ms |",
+                "| step pods injected (kwok runs them as fakes) | {} of {} |",
+                self.step_pods - self.uninjected.len(),
+                self.sizes.steps
+            ),
+            format!(
+                "| create → gate gone at {:.0} creations/s (steps among them) | p50 {:.1} ms, p99 {:.1} ms |",
                 self.steady_rate, quantile(&self.steady_ms, 0.5), quantile(&self.steady_ms, 0.99)
             ),
             format!(
@@ -486,5 +565,26 @@ impl Report {
             ),
         ]);
         format!("| figure | value |\n|---|---|\n{}\n", rows.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn steps_are_spread_evenly_among_the_steady_pods_and_none_is_lost() {
+        let pods = (0..8)
+            .map(|i| (format!("pod-{i}"), super::TestPod::named("p").build()))
+            .collect();
+        let steps = (0..4).map(super::Step::numbered).collect();
+        let order: Vec<bool> = super::interleave(pods, steps)
+            .iter()
+            .map(|(_, c)| matches!(c, super::Creation::Step(_)))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                false, false, true, false, false, true, false, false, true, false, false, true
+            ]
+        );
     }
 }

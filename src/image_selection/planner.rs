@@ -43,17 +43,17 @@
 //! Event reason, a denial's or skip's message is its reason's `Display`, and it carries the
 //! policy it was planned under, so Events never choose again.
 
-mod choose;
-mod decide;
-mod flow;
+mod best_image;
 pub mod hold;
 mod index;
 pub mod managed;
+mod mutation;
 mod nodes;
 mod patch;
+mod policy_choice;
 mod reasons;
 pub mod release;
-mod written;
+mod request;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

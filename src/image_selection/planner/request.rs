@@ -10,11 +10,11 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kube::core::admission::{AdmissionRequest, Operation};
 use sha2::{Digest, Sha256};
 
-use super::choose::{List, choose, rewritten};
-use super::decide::{Verdict, decide};
+use super::best_image::{Verdict, decide};
 use super::hold::hold;
 use super::index::{Candidate, Grouping, Index, PlacementDigest};
-use super::written::Decided;
+use super::mutation::Decided;
+use super::policy_choice::{List, choose, rewritten};
 use super::{DenyReason, Plan, SkipReason};
 use crate::api::pod::{DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL, MIRROR_ANNOTATION};
 use crate::classes::selection::{ClassSelector, Placement, required_terms};

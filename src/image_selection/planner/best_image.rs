@@ -6,8 +6,8 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::choose::Choice;
 use super::index::{Candidate, Grouping};
+use super::policy_choice::Choice;
 use super::{ClassRow, Decision, DenyReason, NoFit};
 use crate::api::{ClassStatus, OnNoMatch, OnUnpinned};
 

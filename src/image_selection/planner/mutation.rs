@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
-use super::choose::{Choice, List};
 use super::managed::is_managed;
+use super::policy_choice::{Choice, List};
 use super::{Decision, DenyReason, Plan, patch};
 use crate::api::pod::{
     DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_IMAGES, DECISION_POLICY,

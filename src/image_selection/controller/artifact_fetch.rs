@@ -11,7 +11,7 @@ use kube::ResourceExt;
 
 use super::context::Context;
 use super::error::Error;
-use super::memo::Memo;
+use super::resolution_memory::Memo;
 use super::source::{PullSecret, Request, Wanted};
 use crate::api::{ImageSelectionPolicy, Reason};
 use crate::cluster::secrets::SecretRead;

@@ -5,8 +5,8 @@
 //! reason written), or still trying (attempts recorded) — with the Events to emit and when to look
 //! again. Pure: inspection results and the time since the pod's creation are passed in.
 
-mod apply;
 mod labels;
+mod pod_edits;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -205,9 +205,9 @@ fn constrain(
         pinned.description
     );
     let mut updated = pod.clone();
-    apply::release(&mut updated);
-    apply::constrain(&mut updated, pinned.affinity, &architectures, context);
-    apply::decision(
+    pod_edits::release(&mut updated);
+    pod_edits::constrain(&mut updated, pinned.affinity, &architectures, context);
+    pod_edits::decision(
         &mut updated,
         Outcome::Constrained,
         Some(&placed.to_string()),
@@ -320,7 +320,7 @@ fn after_inspection_failure(
     match after_failure(bound, failed, context.since_creation) {
         Step::RetryIn(wait) => {
             let mut updated = pod.clone();
-            apply::annotate(&mut updated, ATTEMPTS_ANNOTATION, &failed.to_string());
+            pod_edits::annotate(&mut updated, ATTEMPTS_ANNOTATION, &failed.to_string());
             Plan {
                 pod: updated,
                 outcome: None,
@@ -349,7 +349,7 @@ fn after_inspection_failure(
                     fallback(pod, inspections, &architecture, why, context)
                 }
             };
-            apply::annotate(&mut plan.pod, ATTEMPTS_ANNOTATION, &failed.to_string());
+            pod_edits::annotate(&mut plan.pod, ATTEMPTS_ANNOTATION, &failed.to_string());
             plan
         }
     }
@@ -366,7 +366,7 @@ fn failed_attempts(pod: &Pod) -> u32 {
 
 fn hold(pod: &Pod, inspections: &[Inspection], why: String) -> Plan {
     let mut updated = pod.clone();
-    apply::decision(&mut updated, Outcome::Held, None, inspections, &why);
+    pod_edits::decision(&mut updated, Outcome::Held, None, inspections, &why);
     Plan {
         pod: updated,
         outcome: Some(Outcome::Held),
@@ -381,8 +381,8 @@ fn hold(pod: &Pod, inspections: &[Inspection], why: String) -> Plan {
 
 fn unconstrained(pod: &Pod, inspections: &[Inspection], why: String) -> Plan {
     let mut updated = pod.clone();
-    apply::release(&mut updated);
-    apply::decision(
+    pod_edits::release(&mut updated);
+    pod_edits::decision(
         &mut updated,
         Outcome::Unconstrained,
         None,
@@ -423,14 +423,14 @@ fn fallback(
     };
     let message = format!("{why}; constrained to the fallback architecture {architecture}");
     let mut updated = pod.clone();
-    apply::release(&mut updated);
-    apply::constrain(
+    pod_edits::release(&mut updated);
+    pod_edits::constrain(
         &mut updated,
         narrowed.affinity,
         &BTreeSet::from([architecture]),
         context,
     );
-    apply::decision(&mut updated, Outcome::Fallback, None, inspections, &message);
+    pod_edits::decision(&mut updated, Outcome::Fallback, None, inspections, &message);
     Plan {
         pod: updated,
         outcome: Some(Outcome::Fallback),

@@ -18,7 +18,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 
 use super::context::{Context, Unusable};
-use super::gather::{inspections, pull_secrets};
+use super::pod_inputs::{inspections, pull_secrets};
 use crate::api::PlacementPolicy;
 use crate::api::placement::pod::{Outcome, POLICY_LABEL, SCHEDULING_GATE};
 use crate::cluster::events::Notice;

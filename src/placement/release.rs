@@ -57,7 +57,7 @@ pub struct Note {
 
 /// The controller's answer for one gated pod.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub struct ReleasePlan {
     /// The pod after the one update to make (equal to the input: nothing to write).
     pub pod: Pod,
     /// What was decided; `None` while inspection is still being retried.
@@ -70,7 +70,7 @@ pub struct Plan {
 
 /// What the planner needs besides the pod.
 #[derive(Debug, Clone, Copy)]
-pub struct Context<'a> {
+pub struct ReleaseInputs<'a> {
     /// The policy named by the pod's tracking label.
     pub policy: &'a Policy,
     /// Architectures whose nodes ocifit taints (all policies' node tainting together).
@@ -95,7 +95,7 @@ pub fn containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
 }
 
 /// Plans the update of `pod` given the `inspections` of its containers' images.
-pub fn plan(pod: &Pod, inspections: &[Inspection], context: Context<'_>) -> Plan {
+pub fn plan(pod: &Pod, inspections: &[Inspection], context: ReleaseInputs<'_>) -> ReleasePlan {
     if inspections.is_empty() {
         // Every container runs what its node has: nothing to narrow, and nothing went wrong.
         let mut plan = unconstrained(
@@ -140,7 +140,7 @@ pub fn plan(pod: &Pod, inspections: &[Inspection], context: Context<'_>) -> Plan
 
 /// The plan for a gated pod whose policy is gone (deleted, or no longer usable): a gate is
 /// never left behind, so the pod is released without a platform constraint, saying why.
-pub fn without_policy(pod: &Pod, why: &str) -> Plan {
+pub fn without_policy(pod: &Pod, why: &str) -> ReleasePlan {
     unconstrained(
         pod,
         &[],
@@ -166,8 +166,8 @@ fn constrain(
     pod: &Pod,
     inspections: &[Inspection],
     common: &Common,
-    context: Context<'_>,
-) -> Result<Plan, Unconstrainable> {
+    context: ReleaseInputs<'_>,
+) -> Result<ReleasePlan, Unconstrainable> {
     let spec = pod.spec.clone().unwrap_or_default();
     let pod_os = spec.os.as_ref().map(|os| os.name.as_str());
     let choices = match pod_os {
@@ -226,7 +226,7 @@ fn constrain(
             message: warning,
         });
     }
-    Ok(Plan {
+    Ok(ReleasePlan {
         pod: updated,
         outcome: Some(Outcome::Constrained),
         requeue: None,
@@ -292,8 +292,8 @@ fn no_common_platform(
     pod: &Pod,
     inspections: &[Inspection],
     why: String,
-    context: Context<'_>,
-) -> Plan {
+    context: ReleaseInputs<'_>,
+) -> ReleasePlan {
     match context.policy.no_common_platform {
         NoCommonPlatform::Hold => hold(pod, inspections, why),
         NoCommonPlatform::Release => unconstrained(
@@ -308,8 +308,8 @@ fn after_inspection_failure(
     pod: &Pod,
     inspections: &[Inspection],
     failures: &[(&Inspection, &String)],
-    context: Context<'_>,
-) -> Plan {
+    context: ReleaseInputs<'_>,
+) -> ReleasePlan {
     let bound = &context.policy.failure;
     let failed = failed_attempts(pod).saturating_add(1);
     let errors = failures
@@ -321,7 +321,7 @@ fn after_inspection_failure(
         Step::RetryIn(wait) => {
             let mut updated = pod.clone();
             pod_edits::annotate(&mut updated, ATTEMPTS_ANNOTATION, &failed.to_string());
-            Plan {
+            ReleasePlan {
                 pod: updated,
                 outcome: None,
                 requeue: Some(wait),
@@ -364,10 +364,10 @@ fn failed_attempts(pod: &Pod) -> u32 {
         .unwrap_or(0)
 }
 
-fn hold(pod: &Pod, inspections: &[Inspection], why: String) -> Plan {
+fn hold(pod: &Pod, inspections: &[Inspection], why: String) -> ReleasePlan {
     let mut updated = pod.clone();
     pod_edits::decision(&mut updated, Outcome::Held, None, inspections, &why);
-    Plan {
+    ReleasePlan {
         pod: updated,
         outcome: Some(Outcome::Held),
         requeue: Some(LONGEST_RETRY),
@@ -379,7 +379,7 @@ fn hold(pod: &Pod, inspections: &[Inspection], why: String) -> Plan {
     }
 }
 
-fn unconstrained(pod: &Pod, inspections: &[Inspection], why: String) -> Plan {
+fn unconstrained(pod: &Pod, inspections: &[Inspection], why: String) -> ReleasePlan {
     let mut updated = pod.clone();
     pod_edits::release(&mut updated);
     pod_edits::decision(
@@ -389,7 +389,7 @@ fn unconstrained(pod: &Pod, inspections: &[Inspection], why: String) -> Plan {
         inspections,
         &why,
     );
-    Plan {
+    ReleasePlan {
         pod: updated,
         outcome: Some(Outcome::Unconstrained),
         requeue: None,
@@ -406,8 +406,8 @@ fn fallback(
     inspections: &[Inspection],
     architecture: &str,
     why: String,
-    context: Context<'_>,
-) -> Plan {
+    context: ReleaseInputs<'_>,
+) -> ReleasePlan {
     let spec = pod.spec.clone().unwrap_or_default();
     let required = BTreeMap::from([(
         ARCH_LABEL.to_owned(),
@@ -431,7 +431,7 @@ fn fallback(
         context,
     );
     pod_edits::decision(&mut updated, Outcome::Fallback, None, inspections, &message);
-    Plan {
+    ReleasePlan {
         pod: updated,
         outcome: Some(Outcome::Fallback),
         requeue: None,

@@ -25,7 +25,7 @@ use crate::cluster::events::Notice;
 use crate::placement::held::release_patch;
 use crate::placement::namespaces::read_labels;
 use crate::placement::policy::Policy;
-use crate::placement::release::{self, Note, Plan};
+use crate::placement::release::{self, Note, ReleasePlan};
 use crate::placement::retries::images;
 use crate::placement::select::{Namespace, NotSelected, recheck};
 use crate::telemetry::Feature;
@@ -223,7 +223,7 @@ async fn selects(
 }
 
 /// Reads the pod's Secrets and images and plans its release.
-async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> Plan {
+async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> ReleasePlan {
     let secrets = pull_secrets(&ctx.cluster.client, &ctx.cluster.secrets(), pod).await;
     let inspected = inspections(
         &ctx.inspector,
@@ -247,7 +247,7 @@ async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> Plan {
     let mut plan = release::plan(
         pod,
         &inspected,
-        release::Context {
+        release::ReleaseInputs {
             policy,
             tainted: &tainted,
             since_creation,

@@ -61,8 +61,8 @@ fn arm_pool_policy(extra: serde_json::Value) -> Policy {
     policy("default", spec)
 }
 
-fn context<'a>(policy: &'a Policy, tainted: &'a BTreeSet<String>, since: u64) -> Context<'a> {
-    Context {
+fn context<'a>(policy: &'a Policy, tainted: &'a BTreeSet<String>, since: u64) -> ReleaseInputs<'a> {
+    ReleaseInputs {
         policy,
         tainted,
         since_creation: Duration::from_secs(since),

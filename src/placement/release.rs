@@ -33,8 +33,20 @@ pub struct Inspection {
     pub container: String,
     /// The image as the pod names it.
     pub image: String,
-    /// Its digest and platforms, or the error message (naming the image, registry and error).
-    pub result: Result<Inspected, String>,
+    /// Its digest and platforms, or why not.
+    pub result: Result<Inspected, InspectionFailure>,
+}
+
+/// Why an image was not inspected, as the pod's Events and annotations say it: the kind of
+/// failure only (the whole error is in ocifit's log).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InspectionFailure {
+    /// The pod names something that is no image reference (the pod's own text, clipped).
+    #[error("{0}")]
+    InvalidReference(String),
+    /// The registry was not asked or did not answer with the image.
+    #[error("image {image}: {summary}")]
+    Lookup { image: String, summary: String },
 }
 
 /// A successfully inspected image.
@@ -110,7 +122,7 @@ pub fn plan(pod: &Pod, inspections: &[Inspection], context: ReleaseInputs<'_>) -
         }
         return plan;
     }
-    let failures: Vec<(&Inspection, &String)> = inspections
+    let failures: Vec<(&Inspection, &InspectionFailure)> = inspections
         .iter()
         .filter_map(|inspection| Some((inspection, inspection.result.as_ref().err()?)))
         .collect();
@@ -307,7 +319,7 @@ fn no_common_platform(
 fn after_inspection_failure(
     pod: &Pod,
     inspections: &[Inspection],
-    failures: &[(&Inspection, &String)],
+    failures: &[(&Inspection, &InspectionFailure)],
     context: ReleaseInputs<'_>,
 ) -> ReleasePlan {
     let bound = &context.policy.failure;

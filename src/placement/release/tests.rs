@@ -40,11 +40,15 @@ fn ok(container: &str, texts: &[&str]) -> Inspection {
     }
 }
 
-fn failed(container: &str, error: &str) -> Inspection {
+fn failed(container: &str, summary: &str) -> Inspection {
+    let image = format!("registry.example.com/{container}:v1");
     Inspection {
         container: container.into(),
-        image: format!("registry.example.com/{container}:v1"),
-        result: Err(error.into()),
+        image: image.clone(),
+        result: Err(InspectionFailure::Lookup {
+            image,
+            summary: summary.into(),
+        }),
     }
 }
 

@@ -99,7 +99,8 @@ pub enum StepPlan {
     Deny(Denial),
 }
 
-/// Why a step is refused; each message names the annotation or field to fix.
+/// Why a step is refused; each message names the annotation or field to fix. Each has its row
+/// in `docs/artifact-cache.md`'s refusals (a component test holds them equal).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Denial {
     #[error("annotation {key} is empty")]

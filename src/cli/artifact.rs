@@ -332,3 +332,41 @@ async fn deliver(args: Deliver) -> Result<(), ArtifactError> {
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Target;
+
+    #[test]
+    fn a_failed_pull_reads_the_reference_then_every_cause() {
+        let reference = registry::parse_reference("registry.example.com/app:v1").unwrap();
+        let err = ArtifactError::Pull {
+            reference,
+            source: PullError::Registry(registry::Error::NotFound {
+                target: Target {
+                    registry: "registry.example.com".into(),
+                    repository: "app".into(),
+                    reference: "v1".into(),
+                },
+                what: "manifest",
+            }),
+        };
+        assert_eq!(
+            error_chain(&err),
+            "pulling registry.example.com/app:v1: manifest not found: registry.example.com/app:v1"
+        );
+    }
+
+    #[test]
+    fn a_sidecar_that_cannot_serve_names_the_run_volume() {
+        let err = ArtifactError::Deliver {
+            run: PathBuf::from("/ocifit/run"),
+            source: io::Error::other("signal handler refused"),
+        };
+        assert_eq!(
+            error_chain(&err),
+            "serving the step's outputs from /ocifit/run: signal handler refused"
+        );
+    }
+}

@@ -85,18 +85,18 @@ enum ArtifactError {
     Cache(#[from] AccessError),
     #[error("pulling {reference}")]
     Pull {
-        reference: Reference,
+        reference: String,
         #[source]
-        source: PullError,
+        source: Box<PullError>,
     },
     #[error("pushing to {reference}")]
     Push {
-        reference: Reference,
+        reference: String,
         #[source]
-        source: PushError,
+        source: Box<PushError>,
     },
     #[error(transparent)]
-    Prepare(#[from] PrepareError),
+    Prepare(Box<PrepareError>),
     #[error("serving the step's outputs from {}: {source}", run.display())]
     Deliver {
         run: PathBuf,
@@ -189,8 +189,8 @@ async fn pull(args: PullArgs) -> Result<(), ArtifactError> {
             step_helper::pull(&registry, reference, &args.output, !args.transfer.no_unpack)
                 .await
                 .map_err(|source| ArtifactError::Pull {
-                    reference: reference.clone(),
-                    source,
+                    reference: reference.to_string(),
+                    source: Box::new(source),
                 })?;
         let layers: Vec<String> = pulled
             .layers
@@ -228,8 +228,8 @@ async fn push(args: PushArgs) -> Result<(), ArtifactError> {
     let pushed = step_helper::push(&registry, reference, &request)
         .await
         .map_err(|source| ArtifactError::Push {
-            reference: reference.clone(),
-            source,
+            reference: reference.to_string(),
+            source: Box::new(source),
         })?;
     println!("pushed {} ({})", pushed.reference, pushed.digest);
     Ok(())
@@ -255,8 +255,8 @@ async fn prepare(args: Prepare) -> Result<(), ArtifactError> {
             args.launcher.as_deref(),
             &mut report,
         )
-        .await?;
-        Ok(())
+        .await
+        .map_err(|err| ArtifactError::Prepare(Box::new(err)))
     }
     .await;
     if let Some(path) = &args.termination_log {
@@ -340,17 +340,16 @@ mod tests {
 
     #[test]
     fn a_failed_pull_reads_the_reference_then_every_cause() {
-        let reference = registry::parse_reference("registry.example.com/app:v1").unwrap();
         let err = ArtifactError::Pull {
-            reference,
-            source: PullError::Registry(registry::Error::NotFound {
+            reference: "registry.example.com/app:v1".into(),
+            source: Box::new(PullError::Registry(registry::Error::NotFound {
                 target: Target {
                     registry: "registry.example.com".into(),
                     repository: "app".into(),
                     reference: "v1".into(),
                 },
                 what: "manifest",
-            }),
+            })),
         };
         assert_eq!(
             error_chain(&err),

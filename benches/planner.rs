@@ -11,7 +11,7 @@ use kube::core::admission::AdmissionRequest;
 use ocifit::api::{ClassMatch, ClassStatus, ImageSelectionPolicy, ImageSelectionPolicyStatus};
 use ocifit::classes::grouping;
 use ocifit::engine::{NodeInputs, Reads};
-use ocifit::image_selection::planner::{Index, Plan};
+use ocifit::image_selection::planner::{ImagePlan, Index};
 use serde_json::{Value, json};
 
 const NODES: usize = 5_000;
@@ -136,7 +136,7 @@ fn bench(c: &mut Criterion) {
     ];
     for (name, request) in &pods {
         assert!(
-            matches!(index.plan(request), Plan::Patch { .. }),
+            matches!(index.plan(request), ImagePlan::Patch { .. }),
             "{name} plans a patch"
         );
         c.bench_function(&format!("plan/{name}"), |b| {

@@ -1,7 +1,7 @@
 //! Managed TLS for the webhook: the operator keeps its own CA and serving certificate in a
 //! `kubernetes.io/tls` Secret (`ca.crt`, `ca.key`, `tls.crt`, `tls.key`) and keeps the CA in the
 //! `caBundle` of its MutatingWebhookConfiguration. The decision (keep, reissue, rotate, start
-//! over) is pure, in [`plan()`]; minting is [`Plan::carry_out`]. The adapters (`secret`,
+//! over) is pure, in [`plan()`]; minting is [`CertificatePlan::carry_out`]. The adapters (`secret`,
 //! `ca_bundle`, [`manage`]) write only as leader and read on every replica. It must not serve
 //! HTTP nor decide admissions (the webhook's HTTP side and planner do): it only hands PEM to
 //! whatever serves, through a [`CertificateSink`].
@@ -21,8 +21,8 @@ pub use inspect::{CertificateProblem, PemProblem};
 pub use issue::{IssueError, Material};
 pub use manager::manage;
 pub use plan::{
-    Action, CA_RENEW_BEFORE, CA_VALIDITY, Plan, SERVING_VALIDITY, ServingReason, Stored, Unusable,
-    plan,
+    Action, CA_RENEW_BEFORE, CA_VALIDITY, CertificatePlan, SERVING_VALIDITY, ServingReason, Stored,
+    Unusable, plan,
 };
 
 /// Where the served certificate goes (the webhook's TLS resolver).

@@ -16,7 +16,7 @@ use kube::core::admission::AdmissionRequest;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 
-use super::planner::{self, CacheState, Denial, Helper, Plan, StepRegistries};
+use super::planner::{self, CacheState, Denial, Helper, StepPlan, StepRegistries};
 use super::status::cache_state;
 use crate::admission::route::{Planner, Response, Verdict};
 use crate::api::ArtifactCache;
@@ -91,10 +91,10 @@ impl Steps {
     fn plan<K: kube::Resource<DynamicType = ()>>(
         &self,
         request: &AdmissionRequest<K>,
-        plan: impl Fn(&K, &str, &dyn Fn(&str) -> CacheState, &Helper, &StepRegistries) -> Plan,
-    ) -> Plan {
+        plan: impl Fn(&K, &str, &dyn Fn(&str) -> CacheState, &Helper, &StepRegistries) -> StepPlan,
+    ) -> StepPlan {
         let Some(object) = request.object.as_ref() else {
-            return Plan::NotAStep;
+            return StepPlan::NotAStep;
         };
         let namespace = request.namespace.clone().unwrap_or_default();
         let caches = |name: &str| {
@@ -117,7 +117,9 @@ impl Steps {
         };
         let helper = self.helper.as_ref().unwrap_or(&unset);
         let planned = match plan(object, &namespace, &caches, helper, &self.registries) {
-            Plan::Patch { .. } if self.helper.is_none() => Plan::Deny(Denial::NoHelperImage),
+            StepPlan::Patch { .. } if self.helper.is_none() => {
+                StepPlan::Deny(Denial::NoHelperImage)
+            }
             other => other,
         };
         if let Some(settings) = object
@@ -141,56 +143,58 @@ impl Steps {
 
 impl Planner for StepPods {
     type Object = Pod;
-    type Plan = Plan;
+    type Plan = StepPlan;
 
-    fn plan(&self, request: &AdmissionRequest<Pod>) -> Plan {
+    fn plan(&self, request: &AdmissionRequest<Pod>) -> StepPlan {
         self.0.plan(request, planner::plan_pod)
     }
 }
 
 impl Planner for StepJobs {
     type Object = Job;
-    type Plan = Plan;
+    type Plan = StepPlan;
 
-    fn plan(&self, request: &AdmissionRequest<Job>) -> Plan {
+    fn plan(&self, request: &AdmissionRequest<Job>) -> StepPlan {
         self.0.plan(request, planner::plan_job)
     }
 }
 
-impl Verdict for Plan {
+impl Verdict for StepPlan {
     fn outcome(&self) -> &'static str {
         match self {
-            Plan::Patch { .. } => "patched",
-            Plan::Deny(_) => "denied",
-            Plan::NotAStep | Plan::AlreadyInjected | Plan::Unchanged { .. } => "skipped",
+            StepPlan::Patch { .. } => "patched",
+            StepPlan::Deny(_) => "denied",
+            StepPlan::NotAStep | StepPlan::AlreadyInjected | StepPlan::Unchanged { .. } => {
+                "skipped"
+            }
         }
     }
 
     fn reason(&self) -> &'static str {
         match self {
-            Plan::NotAStep => "NotAStep",
-            Plan::AlreadyInjected => "AlreadyInjected",
-            Plan::Unchanged { .. } => "NothingToMove",
-            Plan::Patch { .. } => "StepInjected",
-            Plan::Deny(denial) => denial.name(),
+            StepPlan::NotAStep => "NotAStep",
+            StepPlan::AlreadyInjected => "AlreadyInjected",
+            StepPlan::Unchanged { .. } => "NothingToMove",
+            StepPlan::Patch { .. } => "StepInjected",
+            StepPlan::Deny(denial) => denial.name(),
         }
     }
 
     fn response(&self) -> Response<'_> {
         match self {
-            Plan::Patch { patch, warnings } => Response::Allow {
+            StepPlan::Patch { patch, warnings } => Response::Allow {
                 patch: Some(patch),
                 warnings: warnings.clone(),
             },
-            Plan::Unchanged { warnings } => Response::Allow {
+            StepPlan::Unchanged { warnings } => Response::Allow {
                 patch: None,
                 warnings: warnings.clone(),
             },
-            Plan::NotAStep | Plan::AlreadyInjected => Response::Allow {
+            StepPlan::NotAStep | StepPlan::AlreadyInjected => Response::Allow {
                 patch: None,
                 warnings: Vec::new(),
             },
-            Plan::Deny(denial) => Response::Deny(denial.to_string()),
+            StepPlan::Deny(denial) => Response::Deny(denial.to_string()),
         }
     }
 }

@@ -3,16 +3,19 @@
 //! planner puts in a step's pod (init container, the step's own command, the pushing sidecar).
 //! Credentials come from `ORAS_USER`, `ORAS_PULL_PASS` and `ORAS_PUSH_PASS`.
 
+use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use super::cache_access::{self, CacheArgs, Reached};
+use super::cache_access::{self, AccessError, CacheArgs, Reached};
 use crate::registry::{self, Reference, Registry, RegistryOptions};
 use crate::step_helper::command::{Deliver, Launch, Prepare, Transfer};
 use crate::step_helper::report::{self, Report};
-use crate::step_helper::{self, PushRequest, credentials::Direction};
+use crate::step_helper::{
+    self, PrepareError, PullError, PushError, PushRequest, credentials::Direction,
+};
 use crate::telemetry::{LogFormat, error_chain, init_logs};
 
 #[derive(Debug, Args)]
@@ -72,6 +75,36 @@ pub struct PushArgs {
     pub cache: CacheArgs,
 }
 
+/// Why an `ocifit artifact` command failed; shown with every cause.
+#[derive(Debug, thiserror::Error)]
+enum ArtifactError {
+    /// A reference that does not parse, or a registry client that cannot be made.
+    #[error(transparent)]
+    Registry(#[from] registry::Error),
+    #[error(transparent)]
+    Cache(#[from] AccessError),
+    #[error("pulling {reference}")]
+    Pull {
+        reference: String,
+        #[source]
+        source: Box<PullError>,
+    },
+    #[error("pushing to {reference}")]
+    Push {
+        reference: String,
+        #[source]
+        source: Box<PushError>,
+    },
+    #[error(transparent)]
+    Prepare(Box<PrepareError>),
+    #[error("serving the step's outputs from {}: {source}", run.display())]
+    Deliver {
+        run: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
 /// Runs an `ocifit artifact` command: 0 when it did what it was asked, 1 otherwise (the reason on
 /// stderr).
 pub async fn run(args: ArtifactArgs) -> ExitCode {
@@ -88,27 +121,24 @@ pub async fn run(args: ArtifactArgs) -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
+        Err(err) => {
+            eprintln!("error: {}", error_chain(&err));
             ExitCode::FAILURE
         }
     }
 }
 
-fn parse(references: &[String]) -> Result<Vec<Reference>, String> {
+fn parse(references: &[String]) -> Result<Vec<Reference>, ArtifactError> {
     references
         .iter()
-        .map(|r| registry::parse_reference(r).map_err(|err| error_chain(&err)))
+        .map(|r| Ok(registry::parse_reference(r)?))
         .collect()
 }
 
 /// Opens the way to `--cache` when it is given; the references are then inside it.
-async fn reach(args: &CacheArgs, direction: Direction) -> Result<Option<Reached>, String> {
+async fn reach(args: &CacheArgs, direction: Direction) -> Result<Option<Reached>, AccessError> {
     match &args.cache {
-        Some(name) => cache_access::reach(args, name, direction)
-            .await
-            .map(Some)
-            .map_err(|err| error_chain(&err)),
+        Some(name) => cache_access::reach(args, name, direction).await.map(Some),
         None => Ok(None),
     }
 }
@@ -119,15 +149,14 @@ fn client_for(
     reached: Option<&Reached>,
     plain_http: bool,
     direction: Direction,
-) -> Result<(Vec<Reference>, Registry), String> {
+) -> Result<(Vec<Reference>, Registry), ArtifactError> {
     let Some(reached) = reached else {
         let references = parse(references)?;
         let registry = step_helper::client(
             &references.iter().collect::<Vec<_>>(),
             plain_http,
             direction,
-        )
-        .map_err(|err| error_chain(&err))?;
+        )?;
         return Ok((references, registry));
     };
     let prefixed: Vec<String> = references
@@ -143,11 +172,11 @@ fn client_for(
         credentials: reached.credentials.clone(),
         ..RegistryOptions::default()
     };
-    let registry = Registry::new(options).map_err(|err| error_chain(&err))?;
+    let registry = Registry::new(options)?;
     Ok((parse(&prefixed)?, registry))
 }
 
-async fn pull(args: PullArgs) -> Result<(), String> {
+async fn pull(args: PullArgs) -> Result<(), ArtifactError> {
     let reached = reach(&args.cache, Direction::Pull).await?;
     let (references, registry) = client_for(
         &args.references,
@@ -159,7 +188,10 @@ async fn pull(args: PullArgs) -> Result<(), String> {
         let pulled =
             step_helper::pull(&registry, reference, &args.output, !args.transfer.no_unpack)
                 .await
-                .map_err(|err| format!("pulling {reference}: {}", error_chain(&err)))?;
+                .map_err(|source| ArtifactError::Pull {
+                    reference: reference.to_string(),
+                    source: Box::new(source),
+                })?;
         let layers: Vec<String> = pulled
             .layers
             .iter()
@@ -178,7 +210,7 @@ async fn pull(args: PullArgs) -> Result<(), String> {
     Ok(())
 }
 
-async fn push(args: PushArgs) -> Result<(), String> {
+async fn push(args: PushArgs) -> Result<(), ArtifactError> {
     let reached = reach(&args.cache, Direction::Push).await?;
     let (references, registry) = client_for(
         std::slice::from_ref(&args.reference),
@@ -195,12 +227,15 @@ async fn push(args: PushArgs) -> Result<(), String> {
     };
     let pushed = step_helper::push(&registry, reference, &request)
         .await
-        .map_err(|err| format!("pushing to {reference}: {}", error_chain(&err)))?;
+        .map_err(|source| ArtifactError::Push {
+            reference: reference.to_string(),
+            source: Box::new(source),
+        })?;
     println!("pushed {} ({})", pushed.reference, pushed.digest);
     Ok(())
 }
 
-async fn prepare(args: Prepare) -> Result<(), String> {
+async fn prepare(args: Prepare) -> Result<(), ArtifactError> {
     if args.debug {
         tracing::info!(?args, "prepare");
     }
@@ -211,8 +246,7 @@ async fn prepare(args: Prepare) -> Result<(), String> {
             &references.iter().collect::<Vec<_>>(),
             args.transfer.plain_http,
             Direction::Pull,
-        )
-        .map_err(|err| error_chain(&err))?;
+        )?;
         step_helper::prepare(
             &registry,
             &references,
@@ -222,18 +256,18 @@ async fn prepare(args: Prepare) -> Result<(), String> {
             &mut report,
         )
         .await
-        .map_err(|err| error_chain(&err))
+        .map_err(|err| ArtifactError::Prepare(Box::new(err)))
     }
     .await;
     if let Some(path) = &args.termination_log {
         // Shown by `kubectl describe pod` (the reason when it failed; the log has it too) and
         // counted by the artifact cache: a report when there were inputs to pull.
         match (&result, args.inputs.is_empty()) {
-            (Err(message), true) => {
-                let _ = std::fs::write(path, message);
+            (Err(err), true) => {
+                let _ = std::fs::write(path, error_chain(err));
             }
-            (Err(message), false) => {
-                report.failed(message.clone());
+            (Err(err), false) => {
+                report.failed(error_chain(err));
                 report.write(path);
             }
             (Ok(()), false) => report.write(path),
@@ -268,14 +302,13 @@ async fn launch(args: Launch) -> u8 {
     step_helper::launch(&launch).await
 }
 
-async fn deliver(args: Deliver) -> Result<(), String> {
+async fn deliver(args: Deliver) -> Result<(), ArtifactError> {
     if args.debug {
         tracing::info!(?args, "deliver");
     }
     let references = parse(std::slice::from_ref(&args.to))?;
     let to = &references[0];
-    let registry = step_helper::client(&[to], args.transfer.plain_http, Direction::Push)
-        .map_err(|err| error_chain(&err))?;
+    let registry = step_helper::client(&[to], args.transfer.plain_http, Direction::Push)?;
     let mut report = Report::new(report::Direction::Push);
     let result = step_helper::deliver(
         &registry,
@@ -286,11 +319,9 @@ async fn deliver(args: Deliver) -> Result<(), String> {
         &mut report,
     )
     .await
-    .map_err(|err| {
-        format!(
-            "serving the step's outputs from {}: {err}",
-            args.run.display()
-        )
+    .map_err(|source| ArtifactError::Deliver {
+        run: args.run.clone(),
+        source,
     });
     // Counted by the artifact cache when the sidecar stops after the step: only when the step
     // asked for a push (a failed step asks none).
@@ -300,4 +331,41 @@ async fn deliver(args: Deliver) -> Result<(), String> {
         report.write(path);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Target;
+
+    #[test]
+    fn a_failed_pull_reads_the_reference_then_every_cause() {
+        let err = ArtifactError::Pull {
+            reference: "registry.example.com/app:v1".into(),
+            source: Box::new(PullError::Registry(registry::Error::NotFound {
+                target: Target {
+                    registry: "registry.example.com".into(),
+                    repository: "app".into(),
+                    reference: "v1".into(),
+                },
+                what: "manifest",
+            })),
+        };
+        assert_eq!(
+            error_chain(&err),
+            "pulling registry.example.com/app:v1: manifest not found: registry.example.com/app:v1"
+        );
+    }
+
+    #[test]
+    fn a_sidecar_that_cannot_serve_names_the_run_volume() {
+        let err = ArtifactError::Deliver {
+            run: PathBuf::from("/ocifit/run"),
+            source: io::Error::other("signal handler refused"),
+        };
+        assert_eq!(
+            error_chain(&err),
+            "serving the step's outputs from /ocifit/run: signal handler refused"
+        );
+    }
 }

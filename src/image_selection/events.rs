@@ -10,18 +10,18 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube::core::admission::AdmissionRequest;
 
-use super::planner::{Decision, Plan};
+use super::planner::{Decision, ImagePlan};
 use crate::cluster::events::Notice;
 
 /// At most one Event per policy and reason in this window.
 pub const WINDOW: Duration = Duration::from_secs(60);
 
 /// The Event `plan` deserves, if any: a denial under a known policy, or a pin.
-pub fn notice(request: &AdmissionRequest<Pod>, plan: &Plan) -> Option<Notice> {
+pub fn notice(request: &AdmissionRequest<Pod>, plan: &ImagePlan) -> Option<Notice> {
     let pod = request.object.as_ref()?;
     let who = pod_name(request, pod);
     match plan {
-        Plan::Deny {
+        ImagePlan::Deny {
             policy: Some(policy),
             reason,
         } => Some(Notice {
@@ -31,7 +31,7 @@ pub fn notice(request: &AdmissionRequest<Pod>, plan: &Plan) -> Option<Notice> {
             action: "Admit",
             note: format!("denied pod {who}: {reason}"),
         }),
-        Plan::Patch {
+        ImagePlan::Patch {
             policy,
             decision: Decision::Pinned,
             event,

@@ -103,7 +103,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         ),
     ));
     tasks.extend(release::run(
-        release::Context {
+        release::ReleaseContext {
             cluster: cluster.clone(),
             index: index.clone(),
             reporter: EventReporter::new(

@@ -10,7 +10,7 @@
 //! node stores change; [`Index::plan`] then walks the policy's nodes once per pod.
 //!
 //! The rules, in order:
-//! 1. Left alone ([`Plan::Skip`]): requests that do not create a pod, pods without the opt-in
+//! 1. Left alone ([`ImagePlan::Skip`]): requests that do not create a pod, pods without the opt-in
 //!    label (`oci.image.compatibilities.selection/enabled: "true"`), mirror pods, pods owned
 //!    by a DaemonSet, pods with `spec.nodeName`, and pods whose decision annotations describe
 //!    their containers as they are (the webhook's reinvocation over its own output).
@@ -32,28 +32,28 @@
 //! What ocifit cannot decide *yet* is never guessed for and never refused: a policy without
 //! status, a candidate class missing from status (a new kind of node not yet reconciled), a
 //! policy (named, or by image-ref) not in this replica's store yet, or no index built yet. The
-//! pod is admitted held ([`Plan::Hold`]: ocifit's scheduling gate and held label, see [`hold`]),
+//! pod is admitted held ([`ImagePlan::Hold`]: ocifit's scheduling gate and held label, see [`hold`]),
 //! and the controller releases it with the decision this same planner gives then ([`release`]).
 //!
 //! For the admission side: build an [`Index`] from the policy store and the node store (each
 //! node's labels and, when NFD publishes them, its merged NodeFeature features: the same inputs
 //! the controller groups, or class names will not match status), share it behind an `Arc` and
-//! swap in a new one when a store changes. Per request, [`Index::plan`]. A [`Plan`] is the
+//! swap in a new one when a store changes. Per request, [`Index::plan`]. An [`ImagePlan`] is the
 //! answer in this feature's vocabulary: its outcome and reason name the metric labels and the
 //! Event reason, a denial's or skip's message is its reason's `Display`, and it carries the
 //! policy it was planned under, so Events never choose again.
 
-mod choose;
-mod decide;
-mod flow;
+mod best_image;
 pub mod hold;
 mod index;
 pub mod managed;
+mod mutation;
 mod nodes;
 mod patch;
+mod policy_choice;
 mod reasons;
 pub mod release;
-mod written;
+mod request;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -66,7 +66,7 @@ pub use reasons::{ClassRow, DenyReason, NoFit, SkipReason};
 
 /// What to do with one admission request.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Plan {
+pub enum ImagePlan {
     /// Admit the pod with this patch.
     Patch {
         /// The policy that chose the image.
@@ -102,64 +102,64 @@ pub enum Plan {
     },
 }
 
-impl Plan {
+impl ImagePlan {
     /// The outcome, a metric label: `patched`, `pinned`, `denied`, `skipped` or `held`.
     pub fn outcome(&self) -> &'static str {
         match self {
-            Plan::Patch {
+            ImagePlan::Patch {
                 decision: Decision::Pinned,
                 ..
             } => "pinned",
-            Plan::Patch { .. } => "patched",
-            Plan::Deny { .. } => "denied",
-            Plan::Skip(_) => "skipped",
-            Plan::Hold { .. } => "held",
+            ImagePlan::Patch { .. } => "patched",
+            ImagePlan::Deny { .. } => "denied",
+            ImagePlan::Skip(_) => "skipped",
+            ImagePlan::Hold { .. } => "held",
         }
     }
 
     /// The reason, a metric label and the Event reason: the decision, deny or skip reason.
     pub fn reason(&self) -> &'static str {
         match self {
-            Plan::Patch { decision, .. } => decision.as_str(),
-            Plan::Deny { reason, .. } | Plan::Hold { reason, .. } => reason.as_str(),
-            Plan::Skip(reason) => reason.as_str(),
+            ImagePlan::Patch { decision, .. } => decision.as_str(),
+            ImagePlan::Deny { reason, .. } | ImagePlan::Hold { reason, .. } => reason.as_str(),
+            ImagePlan::Skip(reason) => reason.as_str(),
         }
     }
 
     /// The warnings to send with the response.
     pub fn warnings(&self) -> Vec<String> {
         match self {
-            Plan::Patch { warnings, .. } => warnings.clone(),
-            Plan::Deny { .. } => Vec::new(),
-            Plan::Skip(reason) => vec![reason.to_string()],
-            Plan::Hold { reason, .. } => vec![hold::warning(reason)],
+            ImagePlan::Patch { warnings, .. } => warnings.clone(),
+            ImagePlan::Deny { .. } => Vec::new(),
+            ImagePlan::Skip(reason) => vec![reason.to_string()],
+            ImagePlan::Hold { reason, .. } => vec![hold::warning(reason)],
         }
     }
 }
 
-impl Verdict for Plan {
+impl Verdict for ImagePlan {
     fn outcome(&self) -> &'static str {
-        Plan::outcome(self)
+        ImagePlan::outcome(self)
     }
 
     fn reason(&self) -> &'static str {
-        Plan::reason(self)
+        ImagePlan::reason(self)
     }
 
     fn response(&self) -> Response<'_> {
         match self {
-            Plan::Patch {
+            ImagePlan::Patch {
                 patch, warnings, ..
             } => Response::Allow {
                 patch: Some(patch),
                 warnings: warnings.clone(),
             },
-            Plan::Deny { reason, .. } => Response::Deny(reason.to_string()),
-            Plan::Skip(reason) => Response::Allow {
+            ImagePlan::Deny { reason, .. } => Response::Deny(reason.to_string()),
+            ImagePlan::Skip(reason) => Response::Allow {
                 patch: None,
                 warnings: vec![reason.to_string()],
             },
-            Plan::Hold { patch, reason, .. } => Response::Allow {
+            ImagePlan::Hold { patch, reason, .. } => Response::Allow {
                 patch: Some(patch).filter(|patch| !patch.0.is_empty()),
                 warnings: vec![hold::warning(reason)],
             },

@@ -8,7 +8,7 @@ use kube::core::admission::{AdmissionRequest, Operation};
 use super::events::notice;
 use super::feed::SharedIndex;
 use super::planner::hold::hold;
-use super::planner::{DenyReason, Plan, SkipReason};
+use super::planner::{DenyReason, ImagePlan, SkipReason};
 use crate::admission::route::Planner;
 use crate::cluster::events::Notices;
 
@@ -26,25 +26,25 @@ pub struct MutatePods {
 
 impl Planner for MutatePods {
     type Object = Pod;
-    type Plan = Plan;
+    type Plan = ImagePlan;
 
     // A lookup in the index per container and init container, which the array limit caps; the
     // Event is queued without waiting.
     const BOUNDED: bool = true;
 
-    fn plan(&self, request: &AdmissionRequest<Pod>) -> Plan {
+    fn plan(&self, request: &AdmissionRequest<Pod>) -> ImagePlan {
         match self.index.load() {
             Some(index) => index.plan(request),
             None => match &request.object {
                 Some(pod) if request.operation == Operation::Create => {
                     hold(pod, None, DenyReason::NotReady)
                 }
-                _ => Plan::Skip(SkipReason::NotPodCreation),
+                _ => ImagePlan::Skip(SkipReason::NotPodCreation),
             },
         }
     }
 
-    fn answered(&self, request: &AdmissionRequest<Pod>, plan: Plan) {
+    fn answered(&self, request: &AdmissionRequest<Pod>, plan: ImagePlan) {
         if let Some(notices) = &self.notices
             && let Some(notice) = notice(request, &plan)
         {

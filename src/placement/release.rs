@@ -5,8 +5,8 @@
 //! reason written), or still trying (attempts recorded) — with the Events to emit and when to look
 //! again. Pure: inspection results and the time since the pod's creation are passed in.
 
-mod apply;
 mod labels;
+mod pod_edits;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -33,8 +33,20 @@ pub struct Inspection {
     pub container: String,
     /// The image as the pod names it.
     pub image: String,
-    /// Its digest and platforms, or the error message (naming the image, registry and error).
-    pub result: Result<Inspected, String>,
+    /// Its digest and platforms, or why not.
+    pub result: Result<Inspected, InspectionFailure>,
+}
+
+/// Why an image was not inspected, as the pod's Events and annotations say it: the kind of
+/// failure only (the whole error is in ocifit's log).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InspectionFailure {
+    /// The pod names something that is no image reference (the pod's own text, clipped).
+    #[error("{0}")]
+    InvalidReference(String),
+    /// The registry was not asked or did not answer with the image.
+    #[error("image {image}: {summary}")]
+    Lookup { image: String, summary: String },
 }
 
 /// A successfully inspected image.
@@ -57,7 +69,7 @@ pub struct Note {
 
 /// The controller's answer for one gated pod.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub struct ReleasePlan {
     /// The pod after the one update to make (equal to the input: nothing to write).
     pub pod: Pod,
     /// What was decided; `None` while inspection is still being retried.
@@ -70,7 +82,7 @@ pub struct Plan {
 
 /// What the planner needs besides the pod.
 #[derive(Debug, Clone, Copy)]
-pub struct Context<'a> {
+pub struct ReleaseInputs<'a> {
     /// The policy named by the pod's tracking label.
     pub policy: &'a Policy,
     /// Architectures whose nodes ocifit taints (all policies' node tainting together).
@@ -95,7 +107,7 @@ pub fn containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
 }
 
 /// Plans the update of `pod` given the `inspections` of its containers' images.
-pub fn plan(pod: &Pod, inspections: &[Inspection], context: Context<'_>) -> Plan {
+pub fn plan(pod: &Pod, inspections: &[Inspection], context: ReleaseInputs<'_>) -> ReleasePlan {
     if inspections.is_empty() {
         // Every container runs what its node has: nothing to narrow, and nothing went wrong.
         let mut plan = unconstrained(
@@ -110,7 +122,7 @@ pub fn plan(pod: &Pod, inspections: &[Inspection], context: Context<'_>) -> Plan
         }
         return plan;
     }
-    let failures: Vec<(&Inspection, &String)> = inspections
+    let failures: Vec<(&Inspection, &InspectionFailure)> = inspections
         .iter()
         .filter_map(|inspection| Some((inspection, inspection.result.as_ref().err()?)))
         .collect();
@@ -140,7 +152,7 @@ pub fn plan(pod: &Pod, inspections: &[Inspection], context: Context<'_>) -> Plan
 
 /// The plan for a gated pod whose policy is gone (deleted, or no longer usable): a gate is
 /// never left behind, so the pod is released without a platform constraint, saying why.
-pub fn without_policy(pod: &Pod, why: &str) -> Plan {
+pub fn without_policy(pod: &Pod, why: &str) -> ReleasePlan {
     unconstrained(
         pod,
         &[],
@@ -166,8 +178,8 @@ fn constrain(
     pod: &Pod,
     inspections: &[Inspection],
     common: &Common,
-    context: Context<'_>,
-) -> Result<Plan, Unconstrainable> {
+    context: ReleaseInputs<'_>,
+) -> Result<ReleasePlan, Unconstrainable> {
     let spec = pod.spec.clone().unwrap_or_default();
     let pod_os = spec.os.as_ref().map(|os| os.name.as_str());
     let choices = match pod_os {
@@ -205,9 +217,9 @@ fn constrain(
         pinned.description
     );
     let mut updated = pod.clone();
-    apply::release(&mut updated);
-    apply::constrain(&mut updated, pinned.affinity, &architectures, context);
-    apply::decision(
+    pod_edits::release(&mut updated);
+    pod_edits::constrain(&mut updated, pinned.affinity, &architectures, context);
+    pod_edits::decision(
         &mut updated,
         Outcome::Constrained,
         Some(&placed.to_string()),
@@ -226,7 +238,7 @@ fn constrain(
             message: warning,
         });
     }
-    Ok(Plan {
+    Ok(ReleasePlan {
         pod: updated,
         outcome: Some(Outcome::Constrained),
         requeue: None,
@@ -292,8 +304,8 @@ fn no_common_platform(
     pod: &Pod,
     inspections: &[Inspection],
     why: String,
-    context: Context<'_>,
-) -> Plan {
+    context: ReleaseInputs<'_>,
+) -> ReleasePlan {
     match context.policy.no_common_platform {
         NoCommonPlatform::Hold => hold(pod, inspections, why),
         NoCommonPlatform::Release => unconstrained(
@@ -307,9 +319,9 @@ fn no_common_platform(
 fn after_inspection_failure(
     pod: &Pod,
     inspections: &[Inspection],
-    failures: &[(&Inspection, &String)],
-    context: Context<'_>,
-) -> Plan {
+    failures: &[(&Inspection, &InspectionFailure)],
+    context: ReleaseInputs<'_>,
+) -> ReleasePlan {
     let bound = &context.policy.failure;
     let failed = failed_attempts(pod).saturating_add(1);
     let errors = failures
@@ -320,8 +332,8 @@ fn after_inspection_failure(
     match after_failure(bound, failed, context.since_creation) {
         Step::RetryIn(wait) => {
             let mut updated = pod.clone();
-            apply::annotate(&mut updated, ATTEMPTS_ANNOTATION, &failed.to_string());
-            Plan {
+            pod_edits::annotate(&mut updated, ATTEMPTS_ANNOTATION, &failed.to_string());
+            ReleasePlan {
                 pod: updated,
                 outcome: None,
                 requeue: Some(wait),
@@ -349,7 +361,7 @@ fn after_inspection_failure(
                     fallback(pod, inspections, &architecture, why, context)
                 }
             };
-            apply::annotate(&mut plan.pod, ATTEMPTS_ANNOTATION, &failed.to_string());
+            pod_edits::annotate(&mut plan.pod, ATTEMPTS_ANNOTATION, &failed.to_string());
             plan
         }
     }
@@ -364,10 +376,10 @@ fn failed_attempts(pod: &Pod) -> u32 {
         .unwrap_or(0)
 }
 
-fn hold(pod: &Pod, inspections: &[Inspection], why: String) -> Plan {
+fn hold(pod: &Pod, inspections: &[Inspection], why: String) -> ReleasePlan {
     let mut updated = pod.clone();
-    apply::decision(&mut updated, Outcome::Held, None, inspections, &why);
-    Plan {
+    pod_edits::decision(&mut updated, Outcome::Held, None, inspections, &why);
+    ReleasePlan {
         pod: updated,
         outcome: Some(Outcome::Held),
         requeue: Some(LONGEST_RETRY),
@@ -379,17 +391,17 @@ fn hold(pod: &Pod, inspections: &[Inspection], why: String) -> Plan {
     }
 }
 
-fn unconstrained(pod: &Pod, inspections: &[Inspection], why: String) -> Plan {
+fn unconstrained(pod: &Pod, inspections: &[Inspection], why: String) -> ReleasePlan {
     let mut updated = pod.clone();
-    apply::release(&mut updated);
-    apply::decision(
+    pod_edits::release(&mut updated);
+    pod_edits::decision(
         &mut updated,
         Outcome::Unconstrained,
         None,
         inspections,
         &why,
     );
-    Plan {
+    ReleasePlan {
         pod: updated,
         outcome: Some(Outcome::Unconstrained),
         requeue: None,
@@ -406,8 +418,8 @@ fn fallback(
     inspections: &[Inspection],
     architecture: &str,
     why: String,
-    context: Context<'_>,
-) -> Plan {
+    context: ReleaseInputs<'_>,
+) -> ReleasePlan {
     let spec = pod.spec.clone().unwrap_or_default();
     let required = BTreeMap::from([(
         ARCH_LABEL.to_owned(),
@@ -423,15 +435,15 @@ fn fallback(
     };
     let message = format!("{why}; constrained to the fallback architecture {architecture}");
     let mut updated = pod.clone();
-    apply::release(&mut updated);
-    apply::constrain(
+    pod_edits::release(&mut updated);
+    pod_edits::constrain(
         &mut updated,
         narrowed.affinity,
         &BTreeSet::from([architecture]),
         context,
     );
-    apply::decision(&mut updated, Outcome::Fallback, None, inspections, &message);
-    Plan {
+    pod_edits::decision(&mut updated, Outcome::Fallback, None, inspections, &message);
+    ReleasePlan {
         pod: updated,
         outcome: Some(Outcome::Fallback),
         requeue: None,

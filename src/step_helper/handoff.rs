@@ -44,6 +44,15 @@ pub enum Outcome {
     Failed { message: String },
 }
 
+/// A request's id that is not a plain token (it could name files of another run or outside the
+/// run volume).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the request's id {shown:?} is not 1 to {MAX_ID} letters, digits or '-'")]
+pub struct BadId {
+    /// The id, cut after one character too many.
+    shown: String,
+}
+
 impl Request {
     /// A request for a new run.
     pub fn new(id: String) -> Self {
@@ -51,7 +60,7 @@ impl Request {
     }
 
     /// The id, when it is a plain token that names nothing but files of this run.
-    pub fn checked_id(&self) -> Result<&str, String> {
+    pub fn checked_id(&self) -> Result<&str, BadId> {
         let plain = !self.id.is_empty()
             && self.id.len() <= MAX_ID
             && self
@@ -61,10 +70,9 @@ impl Request {
         if plain {
             Ok(&self.id)
         } else {
-            Err(format!(
-                "the request's id {:?} is not 1 to {MAX_ID} letters, digits or '-'",
-                self.id.chars().take(MAX_ID + 1).collect::<String>()
-            ))
+            Err(BadId {
+                shown: self.id.chars().take(MAX_ID + 1).collect(),
+            })
         }
     }
 

@@ -182,8 +182,27 @@ fn exit_code(status: ExitStatus) -> u8 {
     }
 }
 
+/// Why the launcher has no answer from the pusher.
+#[derive(Debug, thiserror::Error)]
+enum Unasked {
+    #[error("staging stopped: {0}")]
+    Stopped(#[source] tokio::task::JoinError),
+    #[error("cannot read the output {}: {source}", output.display())]
+    Output {
+        output: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot ask the pusher: {0}")]
+    Ask(#[source] io::Error),
+    #[error("cannot read the pusher's answer: {0}")]
+    Answer(#[source] io::Error),
+    #[error("the pusher did not answer within {} s", .0.as_secs())]
+    Timeout(Duration),
+}
+
 /// Stages the outputs, asks the pusher, waits for its answer.
-async fn push(launch: &Launch, output: &Path) -> Result<Outcome, String> {
+async fn push(launch: &Launch, output: &Path) -> Result<Outcome, Unasked> {
     let request = Request::new(run_id());
     let into = launch.run.join(request.outputs());
     let whole_dir = is_working_directory(output);
@@ -199,25 +218,21 @@ async fn push(launch: &Launch, output: &Path) -> Result<Outcome, String> {
         }
     })
     .await
-    .map_err(|err| format!("staging stopped: {err}"))?
-    .map_err(|err| format!("cannot read the output {}: {err}", output.display()))?;
+    .map_err(Unasked::Stopped)?
+    .map_err(|source| Unasked::Output { output, source })?;
     for link in staged {
         eprintln!("ocifit: {link} in the working directory is a symbolic link; it is not pushed");
     }
-    handoff::write(&launch.run, handoff::REQUEST, &request)
-        .map_err(|err| format!("cannot ask the pusher: {err}"))?;
+    handoff::write(&launch.run, handoff::REQUEST, &request).map_err(Unasked::Ask)?;
     let started = Instant::now();
     loop {
         match handoff::read::<Outcome>(&launch.run, &request.result_file()) {
             Ok(Some(outcome)) => return Ok(outcome),
             Ok(None) => {}
-            Err(err) => return Err(format!("cannot read the pusher's answer: {err}")),
+            Err(err) => return Err(Unasked::Answer(err)),
         }
         if started.elapsed() > launch.push_timeout {
-            return Err(format!(
-                "the pusher did not answer within {} s",
-                launch.push_timeout.as_secs()
-            ));
+            return Err(Unasked::Timeout(launch.push_timeout));
         }
         tokio::time::sleep(handoff::POLL).await;
     }

@@ -2,18 +2,19 @@
 //! launcher, pulls the inputs) and `deliver` (the native sidecar: waits for the launcher's request,
 //! pushes the staged outputs, answers, and stays until the kubelet stops it after the step).
 
-use std::ffi::OsStr;
-use std::path::Path;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::beneath;
+use super::beneath::{self, BeneathError};
 use super::file_error::{self, FileError};
-use super::handoff::{self, Outcome, Request};
+use super::handoff::{self, BadId, Outcome, Request};
 use super::inputs::{MergeError, Merged};
 use super::install::{self, InstallError};
-use super::push::{Source, push_sources};
+use super::push::{PushError, Source, push_sources};
 use super::report::Report;
 use super::{PullError, PushRequest, pull};
 use crate::registry::{Reference, Registry};
@@ -103,6 +104,7 @@ pub async fn deliver(
             }
             Ok(None) => {}
             Err(why) => {
+                let why = why.to_string();
                 if refused.as_ref() != Some(&why) {
                     tracing::warn!(%why, "a request in the run volume is not served");
                     refused = Some(why);
@@ -117,10 +119,18 @@ pub async fn deliver(
     }
 }
 
+/// Why a request in the run volume is not served.
+#[derive(Debug, thiserror::Error)]
+enum Unserved {
+    #[error("cannot read {request}: {0}", request = handoff::REQUEST)]
+    Unreadable(#[source] io::Error),
+    #[error(transparent)]
+    Id(#[from] BadId),
+}
+
 /// A request not answered yet (a restarted pusher finds it again), with a plain id.
-fn pending(run: &Path) -> Result<Option<Request>, String> {
-    let request = handoff::read::<Request>(run, handoff::REQUEST)
-        .map_err(|err| format!("cannot read {}: {err}", handoff::REQUEST))?;
+fn pending(run: &Path) -> Result<Option<Request>, Unserved> {
+    let request = handoff::read::<Request>(run, handoff::REQUEST).map_err(Unserved::Unreadable)?;
     let Some(request) = request else {
         return Ok(None);
     };
@@ -144,7 +154,8 @@ async fn deliver_one(
     let outputs = run.join(request.outputs());
     let sources = match staged(run, &request.outputs(), &outputs) {
         Ok(sources) => sources,
-        Err(message) => {
+        Err(err) => {
+            let message = error_chain(&err);
             tracing::error!(%message, "outputs not pushed");
             report.failed(message.clone());
             return Outcome::Failed { message };
@@ -176,32 +187,57 @@ async fn deliver_one(
     }
 }
 
+/// Why the staged outputs cannot be pushed.
+#[derive(Debug, thiserror::Error)]
+enum Unstaged {
+    #[error("cannot read the staged outputs {}: {source}", shown.display())]
+    Unreadable {
+        shown: PathBuf,
+        #[source]
+        source: BeneathError,
+    },
+    #[error(
+        "cannot read the staged outputs {}: there is nothing to push (an empty working directory?)",
+        shown.display()
+    )]
+    Empty { shown: PathBuf },
+    #[error(
+        "cannot read the staged outputs {}: {name:?} is no UTF-8 name to title a layer with",
+        shown.display()
+    )]
+    NotUtf8 { shown: PathBuf, name: OsString },
+    #[error(transparent)]
+    Open(#[from] PushError),
+}
+
 /// The entries of the staged outputs' directory, open, in name order.
-fn staged(run: &Path, directory: &str, shown: &Path) -> Result<Vec<Source>, String> {
-    let cannot = |err: &dyn std::fmt::Display| {
-        format!("cannot read the staged outputs {}: {err}", shown.display())
+fn staged(run: &Path, directory: &str, shown: &Path) -> Result<Vec<Source>, Unstaged> {
+    let cannot = |source: BeneathError| Unstaged::Unreadable {
+        shown: shown.to_path_buf(),
+        source,
     };
-    let run_dir = beneath::open_dir(run).map_err(|err| cannot(&err))?;
+    let run_dir = beneath::open_dir(run).map_err(cannot)?;
     let outputs = beneath::open_dir_at(
         &run_dir,
         OsStr::new(directory),
         &shown.display().to_string(),
     )
-    .map_err(|err| cannot(&err))?;
-    let mut names = beneath::names(&outputs).map_err(|err| cannot(&err))?;
+    .map_err(cannot)?;
+    let mut names = beneath::names(&outputs).map_err(|err| cannot(err.into()))?;
     if names.is_empty() {
-        return Err(cannot(
-            &"there is nothing to push (an empty working directory?)",
-        ));
+        return Err(Unstaged::Empty {
+            shown: shown.to_path_buf(),
+        });
     }
     names.sort();
     names
         .iter()
         .map(|name| {
-            let name = name.to_str().ok_or_else(|| {
-                cannot(&format!("{name:?} is no UTF-8 name to title a layer with"))
+            let utf8 = name.to_str().ok_or_else(|| Unstaged::NotUtf8 {
+                shown: shown.to_path_buf(),
+                name: name.clone(),
             })?;
-            Source::open_at(&outputs, name, &shown.join(name)).map_err(|err| error_chain(&err))
+            Ok(Source::open_at(&outputs, utf8, &shown.join(utf8))?)
         })
         .collect()
 }
@@ -222,6 +258,7 @@ mod tests {
     fn staged_in(run: &Path, id: &str) -> Result<Vec<Source>, String> {
         let request = Request::new(id.to_string());
         staged(run, &request.outputs(), &run.join(request.outputs()))
+            .map_err(|err| error_chain(&err))
     }
 
     #[test]
@@ -246,7 +283,7 @@ mod tests {
     fn a_request_with_a_climbing_id_is_not_served() {
         let run = run_dir();
         fs::write(run.path().join(handoff::REQUEST), r#"{"id":"x/../../y"}"#).unwrap();
-        let err = pending(run.path()).unwrap_err();
+        let err = pending(run.path()).unwrap_err().to_string();
         assert!(err.contains("letters, digits or '-'"), "{err}");
     }
 

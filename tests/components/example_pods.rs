@@ -14,7 +14,7 @@ use kube::core::admission::AdmissionRequest;
 use ocifit::api::ImageSelectionPolicy;
 use ocifit::api::pod::DECISION_IMAGES;
 use ocifit::engine::NodeInputs;
-use ocifit::image_selection::planner::{Index, Plan};
+use ocifit::image_selection::planner::{ImagePlan, Index};
 use serde_json::Value;
 
 use ocifit_testkit::review::create_request;
@@ -98,9 +98,9 @@ fn request(pod: &Value, dry_run: bool) -> AdmissionRequest<Pod> {
 
 /// The outcome as the table writes it: `ImageSelected debian:11`, `denied Unpinned`,
 /// `skipped DaemonSetPod`, `held PolicyNotFound`.
-fn outcome(plan: &Plan, pod: &Value) -> String {
+fn outcome(plan: &ImagePlan, pod: &Value) -> String {
     match plan {
-        Plan::Patch {
+        ImagePlan::Patch {
             decision,
             annotations,
             ..
@@ -118,9 +118,9 @@ fn outcome(plan: &Plan, pod: &Value) -> String {
             );
             format!("{} {image}", decision.as_str())
         }
-        Plan::Deny { reason, .. } => format!("denied {}", reason.as_str()),
-        Plan::Skip(reason) => format!("skipped {}", reason.as_str()),
-        Plan::Hold { reason, .. } => format!("held {}", reason.as_str()),
+        ImagePlan::Deny { reason, .. } => format!("denied {}", reason.as_str()),
+        ImagePlan::Skip(reason) => format!("skipped {}", reason.as_str()),
+        ImagePlan::Hold { reason, .. } => format!("held {}", reason.as_str()),
     }
 }
 
@@ -203,7 +203,7 @@ fn a_dry_run_gets_the_same_answer_and_a_patched_pod_sent_again_is_left_alone() {
             "{}: a dry run is planned alike",
             row.file
         );
-        if let Plan::Patch { patch, .. } = plan {
+        if let ImagePlan::Patch { patch, .. } = plan {
             json_patch::patch(&mut pod, &patch).unwrap();
             let again = index.plan(&request(&pod, false));
             assert_eq!(
@@ -257,7 +257,7 @@ fn the_messages_the_pod_contract_quotes_are_the_planners() {
         let pod: Value = yaml(&repo(&row.file));
         let plan = index.plan(&request(&pod, false));
         let said = match (kind.as_str(), &plan) {
-            ("denied", Plan::Deny { reason, .. }) => reason.to_string(),
+            ("denied", ImagePlan::Deny { reason, .. }) => reason.to_string(),
             ("Warning", plan) => plan.warnings().join("\n"),
             _ => panic!("{file}: {CONTRACT} quotes a {kind} but the planner says {plan:?}"),
         };

@@ -30,6 +30,7 @@ mod build_once;
 mod chart;
 mod cli_resolve;
 mod docs_code;
+mod docs_denials;
 mod docs_flags;
 mod docs_metrics;
 mod example_pods;

@@ -1,4 +1,4 @@
-//! Carrying out a [`Plan`]: minting the CA and serving certificates it calls for (rcgen, ECDSA
+//! Carrying out a [`CertificatePlan`]: minting the CA and serving certificates it calls for (rcgen, ECDSA
 //! P-256, ring) and laying out the Secret's new data. No I/O and no clock (time is passed in);
 //! key generation draws on the system's randomness.
 
@@ -10,7 +10,7 @@ use rcgen::{
 use time::OffsetDateTime;
 
 use super::inspect::{self, Facts};
-use super::plan::{Action, CA_VALIDITY, Plan, SERVING_VALIDITY};
+use super::plan::{Action, CA_VALIDITY, CertificatePlan, SERVING_VALIDITY};
 
 /// New certificates start this long before they are minted, so a replica whose clock is a little
 /// behind still accepts them.
@@ -48,7 +48,7 @@ pub enum IssueError {
     },
 }
 
-impl Plan {
+impl CertificatePlan {
     /// The Secret's new data, or `None` when the plan keeps everything.
     pub fn carry_out(&self, now: Timestamp) -> Result<Option<Material>, IssueError> {
         let older = |facts: &[Facts]| facts.iter().map(Facts::pem).collect::<String>();

@@ -1,7 +1,7 @@
 //! The decision: given what the webhook Secret holds, the DNS names the serving certificate must
 //! carry and the time, keep everything, prune the CA bundle, issue a serving certificate from the
 //! current CA, rotate the CA, or start over. Pure: no I/O, no clock (time is passed in), no
-//! randomness (minting is [`Plan::carry_out`]'s, in `issue`).
+//! randomness (minting is [`CertificatePlan::carry_out`]'s, in `issue`).
 //!
 //! The rules:
 //! - The CA is the certificate in `ca.crt` whose public key is `ca.key`'s. It lives
@@ -53,7 +53,7 @@ pub struct Stored {
 
 /// The decision and what carrying it out keeps from the stored material.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub struct CertificatePlan {
     pub(super) action: Action,
     /// The DNS names the serving certificate carries.
     pub(super) dns_names: Vec<String>,
@@ -65,7 +65,7 @@ pub struct Plan {
     pub(super) retained: Vec<Facts>,
 }
 
-impl Plan {
+impl CertificatePlan {
     /// What it does.
     pub fn action(&self) -> &Action {
         &self.action
@@ -73,9 +73,9 @@ impl Plan {
 }
 
 /// Decides what to do with `stored` so the serving certificate names exactly `dns_names`.
-pub fn plan(stored: &Stored, dns_names: &[String], now: Timestamp) -> Plan {
+pub fn plan(stored: &Stored, dns_names: &[String], now: Timestamp) -> CertificatePlan {
     let want: BTreeSet<String> = dns_names.iter().cloned().collect();
-    let mut plan = Plan {
+    let mut plan = CertificatePlan {
         action: Action::PruneBundle,
         dns_names: want.iter().cloned().collect(),
         signer: None,

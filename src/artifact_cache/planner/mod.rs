@@ -86,7 +86,7 @@ pub struct Helper {
 
 /// The planner's answer.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Plan {
+pub enum StepPlan {
     /// No annotation of the contract: admit unchanged.
     NotAStep,
     /// Injected before (the marker annotation is there): admit unchanged.
@@ -99,7 +99,8 @@ pub enum Plan {
     Deny(Denial),
 }
 
-/// Why a step is refused; each message names the annotation or field to fix.
+/// Why a step is refused; each message names the annotation or field to fix. Each has its row
+/// in `docs/artifact-cache.md`'s refusals (a component test holds them equal).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Denial {
     #[error("annotation {key} is empty")]
@@ -195,7 +196,7 @@ pub fn plan_pod(
     caches: &dyn Fn(&str) -> CacheState,
     helper: &Helper,
     registries: &StepRegistries,
-) -> Plan {
+) -> StepPlan {
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
     let owner = pod
         .metadata
@@ -213,7 +214,7 @@ pub fn plan_pod(
         patch::Target::Pod {
             has_labels: pod.metadata.labels.is_some(),
         },
-        Context {
+        StepInputs {
             owner,
             namespace,
             caches,
@@ -243,7 +244,7 @@ pub fn plan_job(
     caches: &dyn Fn(&str) -> CacheState,
     helper: &Helper,
     registries: &StepRegistries,
-) -> Plan {
+) -> StepPlan {
     let annotations = job.metadata.annotations.clone().unwrap_or_default();
     let template = job.spec.as_ref().map(|spec| &spec.template);
     let template_annotations = template
@@ -261,7 +262,7 @@ pub fn plan_job(
                 .and_then(|t| t.metadata.as_ref())
                 .is_some_and(|m| m.labels.is_some()),
         },
-        Context {
+        StepInputs {
             owner: mutation::Owner::JobTemplate,
             namespace,
             caches,
@@ -272,7 +273,7 @@ pub fn plan_job(
 }
 
 /// What a plan looks things up in.
-struct Context<'a> {
+struct StepInputs<'a> {
     /// Who restarts the step's pod.
     owner: mutation::Owner,
     namespace: &'a str,
@@ -286,9 +287,9 @@ fn plan(
     pod_annotations: &BTreeMap<String, String>,
     spec: Option<&PodSpec>,
     target: patch::Target,
-    context: Context<'_>,
-) -> Plan {
-    let Context {
+    context: StepInputs<'_>,
+) -> StepPlan {
+    let StepInputs {
         owner,
         namespace,
         caches,
@@ -296,12 +297,12 @@ fn plan(
         registries,
     } = context;
     let settings = match settings::parse(annotations) {
-        Ok(None) => return Plan::NotAStep,
+        Ok(None) => return StepPlan::NotAStep,
         Ok(Some(settings)) => settings,
-        Err(denial) => return Plan::Deny(denial),
+        Err(denial) => return StepPlan::Deny(denial),
     };
     if pod_annotations.contains_key(step::INJECTED) || mutation::is_injected(spec) {
-        return Plan::AlreadyInjected;
+        return StepPlan::AlreadyInjected;
     }
     let mut warnings: Vec<String> = settings
         .ignored
@@ -325,14 +326,14 @@ fn plan(
             "no {p}input-uri, {p}output-uri or {p}output-pipe: the pod is admitted unchanged",
             p = step::PREFIX
         ));
-        return Plan::Unchanged { warnings };
+        return StepPlan::Unchanged { warnings };
     }
     let Some(spec) = spec else {
-        return Plan::Deny(Denial::NoContainers);
+        return StepPlan::Deny(Denial::NoContainers);
     };
     let registry = match &settings.source {
         settings::Source::Registry { host, .. } if !registries.allows(host) => {
-            return Plan::Deny(Denial::RegistryNotAllowed {
+            return StepPlan::Deny(Denial::RegistryNotAllowed {
                 host: host.clone(),
                 allowed: registries.shown(),
             });
@@ -355,13 +356,13 @@ fn plan(
                 credentials,
             },
             CacheState::NotReady { reason } => {
-                return Plan::Deny(Denial::CacheNotReady {
+                return StepPlan::Deny(Denial::CacheNotReady {
                     name: name.clone(),
                     reason,
                 });
             }
             CacheState::Missing => {
-                return Plan::Deny(Denial::CacheMissing {
+                return StepPlan::Deny(Denial::CacheMissing {
                     name: name.clone(),
                     namespace: namespace.to_string(),
                 });
@@ -370,12 +371,12 @@ fn plan(
     };
     let mutation = match mutation::build(&settings, &registry, spec, helper, &owner) {
         Ok(mutation) => mutation,
-        Err(denial) => return Plan::Deny(denial),
+        Err(denial) => return StepPlan::Deny(denial),
     };
     warnings.extend(mutation.warnings.iter().cloned());
     match patch::build(&mutation, spec, pod_annotations, target) {
-        Ok(patch) => Plan::Patch { patch, warnings },
-        Err(err) => Plan::Deny(Denial::Unwritable(err.to_string())),
+        Ok(patch) => StepPlan::Patch { patch, warnings },
+        Err(err) => StepPlan::Deny(Denial::Unwritable(err.to_string())),
     }
 }
 

@@ -60,7 +60,7 @@ fn pod(pairs: &[(&str, &str)]) -> Value {
     })
 }
 
-fn plan_json(object: &Value, caches: &dyn Fn(&str) -> CacheState) -> Plan {
+fn plan_json(object: &Value, caches: &dyn Fn(&str) -> CacheState) -> StepPlan {
     let pod: Pod = serde_json::from_value(object.clone()).unwrap();
     plan_pod(&pod, "workflow", caches, &helper(), &allowed())
 }
@@ -68,7 +68,7 @@ fn plan_json(object: &Value, caches: &dyn Fn(&str) -> CacheState) -> Plan {
 /// Plans and applies: the pod as stored, and the warnings.
 fn admitted(object: &Value) -> (Pod, Vec<String>) {
     match plan_json(object, &ready) {
-        Plan::Patch { patch, warnings } => {
+        StepPlan::Patch { patch, warnings } => {
             let mut patched = object.clone();
             json_patch::patch(&mut patched, &patch).unwrap();
             (serde_json::from_value(patched).unwrap(), warnings)
@@ -79,7 +79,7 @@ fn admitted(object: &Value) -> (Pod, Vec<String>) {
 
 fn denied(object: &Value) -> String {
     match plan_json(object, &ready) {
-        Plan::Deny(denial) => denial.to_string(),
+        StepPlan::Deny(denial) => denial.to_string(),
         other => panic!("expected a denial, got {other:?}"),
     }
 }
@@ -138,9 +138,9 @@ fn mounts(container: &Container) -> BTreeMap<String, String> {
 #[test]
 fn a_pod_without_the_contract_is_not_a_step() {
     let object = json!({"metadata": {"name": "x", "annotations": {"other/key": "v"}}, "spec": {"containers": [{"name": "c"}]}});
-    assert_eq!(plan_json(&object, &ready), Plan::NotAStep);
+    assert_eq!(plan_json(&object, &ready), StepPlan::NotAStep);
     let bare = json!({"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c"}]}});
-    assert_eq!(plan_json(&bare, &ready), Plan::NotAStep);
+    assert_eq!(plan_json(&bare, &ready), StepPlan::NotAStep);
 }
 
 /// The step's container without its `command`: the image's ENTRYPOINT runs.
@@ -501,7 +501,7 @@ fn a_registry_off_the_allow_list_is_refused_the_same_whatever_it_is() {
         &helper(),
         registries,
     ) {
-        Plan::Deny(denial) => denial
+        StepPlan::Deny(denial) => denial
             .to_string()
             .replace(registry.trim_start_matches("http://"), "HOST"),
         other => panic!("expected a denial, got {other:?}"),
@@ -521,7 +521,7 @@ fn a_registry_off_the_allow_list_is_refused_the_same_whatever_it_is() {
     );
     assert!(matches!(
         plan_pod(&object("ghcr.io"), "b", &no_cache, &helper(), &allowed()),
-        Plan::Patch { .. }
+        StepPlan::Patch { .. }
     ));
 }
 
@@ -533,7 +533,7 @@ fn a_registry_on_the_step_replaces_the_cache_which_is_never_looked_up() {
         ("input-path", "/data"),
     ]);
     let no_cache = |name: &str| -> CacheState { panic!("looked up cache {name}") };
-    let Plan::Patch { patch, .. } = plan_json(&object, &no_cache) else {
+    let StepPlan::Patch { patch, .. } = plan_json(&object, &no_cache) else {
         panic!("expected a patch");
     };
     let mut patched = object.clone();
@@ -573,7 +573,8 @@ fn the_oras_operators_script_settings_are_ignored_with_a_warning_each() {
 
 #[test]
 fn a_step_with_nothing_to_move_is_admitted_unchanged_with_a_warning() {
-    let Plan::Unchanged { warnings } = plan_json(&pod(&[("oras-cache", "oras")]), &ready) else {
+    let StepPlan::Unchanged { warnings } = plan_json(&pod(&[("oras-cache", "oras")]), &ready)
+    else {
         panic!("expected the pod unchanged");
     };
     assert!(warnings[0].contains("admitted unchanged"), "{warnings:?}");
@@ -820,16 +821,16 @@ fn an_injected_pod_is_left_alone() {
         ("output-uri", "w/out:v1"),
         ("output-path", "/out"),
     ]);
-    let Plan::Patch { patch, .. } = plan_json(&object, &ready) else {
+    let StepPlan::Patch { patch, .. } = plan_json(&object, &ready) else {
         panic!("expected a patch");
     };
     let mut patched = object.clone();
     json_patch::patch(&mut patched, &patch).unwrap();
-    assert_eq!(plan_json(&patched, &ready), Plan::AlreadyInjected);
+    assert_eq!(plan_json(&patched, &ready), StepPlan::AlreadyInjected);
     // Even when the marker was lost, the helpers give it away.
     patched["metadata"]["annotations"]
         .as_object_mut()
         .unwrap()
         .remove(step::INJECTED);
-    assert_eq!(plan_json(&patched, &ready), Plan::AlreadyInjected);
+    assert_eq!(plan_json(&patched, &ready), StepPlan::AlreadyInjected);
 }

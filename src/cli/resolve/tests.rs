@@ -18,6 +18,7 @@ use crate::image_selection::resolution::{
     AttachedArtifact, CandidateArtifact, Content, PlatformLookup, Platforms, Resolved,
 };
 use crate::platform::Platform;
+use crate::registry::{self, ResolveError};
 
 const IMAGES: [&str; 4] = ["img0:1", "img1:1", "img2:1", "img3:1"];
 const ARCHES: [&str; 2] = ["amd64", "arm64"];
@@ -109,6 +110,18 @@ fn platforms() -> impl Strategy<Value = Platforms> {
     })
 }
 
+/// What the registry answers for an image with no NFD artifact attached.
+fn no_artifact() -> ResolveError {
+    ResolveError::Registry(registry::Error::NotFound {
+        target: registry::Target {
+            registry: "registry.example.com".to_owned(),
+            repository: "app".to_owned(),
+            reference: "v1".to_owned(),
+        },
+        what: "NFD compatibility artifact referring to the image",
+    })
+}
+
 /// `ref` mode, or the artifact's sets as candidates (each image's own artifact, some missing).
 fn content() -> impl Strategy<Value = Content> {
     prop_oneof![
@@ -127,7 +140,7 @@ fn content() -> impl Strategy<Value = Content> {
                                     digest: format!("sha256:{at}"),
                                     artifact,
                                 })
-                                .ok_or_else(|| "no NFD artifact attached".to_owned()),
+                                .ok_or_else(no_artifact),
                         })
                         .collect(),
                 )

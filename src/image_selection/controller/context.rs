@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kube::runtime::reflector::Store;
 
-use super::memo::Memo;
+use super::resolution_memory::Memo;
 use super::schedule::Backoff;
 use super::source::Source;
 use super::trackers::{InventoryVersion, Tracked};

@@ -11,12 +11,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::apply::{publish, update_policy_gauges, write_status};
+use super::artifact_fetch::resolve;
 use super::context::Context;
 use super::error::Error;
-use super::gather::resolve;
-use super::memo::Outcome;
+use super::resolution_memory::Outcome;
 use super::schedule::DEFAULT_REFRESH;
+use super::status_write::{publish, update_policy_gauges, write_status};
 use super::triggers::Interest;
 use crate::api::ImageSelectionPolicy;
 use crate::api::parse_duration;

@@ -224,7 +224,7 @@ impl RegistrySource {
         };
         let image = match parse_reference(&candidate.image) {
             Ok(image) => image,
-            Err(err) => return Ok(with(Err(error_chain(&err)))),
+            Err(err) => return Ok(with(Err(err.into()))),
         };
         let result = registry.resolve_nfd_artifact(&image).await;
         self.count(Lookup::CandidateArtifact, outcome_of(&result));
@@ -237,7 +237,7 @@ impl RegistrySource {
                 ErrorKind::NotFound
                 | ErrorKind::InvalidContent
                 | ErrorKind::InvalidReference
-                | ErrorKind::NotAllowed => Ok(with(Err(error_chain(&err)))),
+                | ErrorKind::NotAllowed => Ok(with(Err(err))),
                 ErrorKind::Unauthorized
                 | ErrorKind::RateLimited
                 | ErrorKind::Transport

@@ -2,7 +2,7 @@
 //! store's subscription (spec changes only), node and NodeFeature changes through the trackers
 //! (only the policies a change concerns), a reconcile of every policy on becoming leader, and
 //! graceful shutdown (in-flight reconciles and writes finish). Pull Secrets are not watched:
-//! each pass reads its policy's Secret by name (see `gather`).
+//! each pass reads its policy's Secret by name (see `artifact_fetch`).
 
 use std::future::Future;
 use std::sync::Arc;

@@ -101,7 +101,7 @@ async fn settle() {
 fn image_for(index: &SharedIndex, flavor: &str) -> Option<String> {
     let pod = simple_pod(json!({}), json!({"nodeSelector": {"flavor": flavor}}));
     match index.load()?.plan_pod(&pod) {
-        crate::image_selection::planner::Plan::Patch { annotations, .. } => {
+        crate::image_selection::planner::ImagePlan::Patch { annotations, .. } => {
             annotations.get(crate::api::pod::DECISION_IMAGES).cloned()
         }
         _ => None,

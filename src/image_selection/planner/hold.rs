@@ -8,13 +8,13 @@ use json_patch::Patch;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use super::{DenyReason, Plan};
+use super::{DenyReason, ImagePlan};
 use crate::admission::patch::add;
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{HELD_LABEL, SCHEDULING_GATE};
 
 /// The plan holding `pod` because of `reason` (one that waits).
-pub fn hold(pod: &Pod, policy: Option<Arc<ImageSelectionPolicy>>, reason: DenyReason) -> Plan {
+pub fn hold(pod: &Pod, policy: Option<Arc<ImageSelectionPolicy>>, reason: DenyReason) -> ImagePlan {
     let mut ops = Vec::new();
     let gates = pod
         .spec
@@ -38,7 +38,7 @@ pub fn hold(pod: &Pod, policy: Option<Arc<ImageSelectionPolicy>>, reason: DenyRe
             Some(_) => add(&["metadata", "labels", HELD_LABEL], Value::from("true")),
         });
     }
-    Plan::Hold {
+    ImagePlan::Hold {
         policy,
         reason,
         patch: Patch(ops),

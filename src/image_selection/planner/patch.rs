@@ -10,7 +10,7 @@ use json_patch::{Patch, PatchOperation};
 use k8s_openapi::api::core::v1::{Affinity, Pod};
 use serde_json::Value;
 
-use super::choose::List;
+use super::policy_choice::List;
 use crate::admission::patch::{add, replace};
 
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";

@@ -1,6 +1,7 @@
 //! The planner's vocabulary for pods it denies or leaves alone: each reason carries its data,
 //! its name is the metric label and Event reason, and its message is its `Display`. Decides
-//! nothing; the rules that pick a reason live in `flow`, `choose` and `decide`.
+//! nothing; the rules that pick a reason live in `request`, `policy_choice` and `best_image`.
+//! Each `DenyReason` has its row in `docs/pod-contract.md` (a component test holds them equal).
 
 use std::fmt;
 

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::hold::gate_at;
 use super::managed::managed_policy;
-use super::{DenyReason, Index, Plan};
+use super::{DenyReason, ImagePlan, Index};
 use crate::admission::patch::{add, remove, replace};
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{HELD_ANNOTATION, HELD_LABEL, SCHEDULING_GATE};
@@ -99,14 +99,14 @@ pub struct Release {
 pub fn release(index: Option<&Index>, pod: &Pod, rules: HoldRules, waited: Duration) -> Release {
     let plan = match index {
         Some(index) => index.plan_pod(pod),
-        None => Plan::Hold {
+        None => ImagePlan::Hold {
             policy: None,
             reason: DenyReason::NotReady,
             patch: Patch(Vec::new()),
         },
     };
     match plan {
-        Plan::Patch {
+        ImagePlan::Patch {
             patch,
             event,
             decision,
@@ -126,7 +126,7 @@ pub fn release(index: Option<&Index>, pod: &Pod, rules: HoldRules, waited: Durat
                 adopt: None,
             }
         }
-        Plan::Skip(reason) => {
+        ImagePlan::Skip(reason) => {
             let mut ops = pinned_version(pod);
             ops.extend(unhold(pod));
             Release {
@@ -140,8 +140,8 @@ pub fn release(index: Option<&Index>, pod: &Pod, rules: HoldRules, waited: Durat
                 adopt: None,
             }
         }
-        Plan::Deny { reason, .. } => failed(pod, rules, &reason.to_string()),
-        Plan::Hold { reason, .. } => match rules.bound.checked_sub(waited) {
+        ImagePlan::Deny { reason, .. } => failed(pod, rules, &reason.to_string()),
+        ImagePlan::Hold { reason, .. } => match rules.bound.checked_sub(waited) {
             Some(left) if !left.is_zero() => Release {
                 patch: None,
                 event: None,

@@ -2,9 +2,9 @@ mod choice;
 mod containers;
 pub(crate) mod fixtures;
 mod index_reuse;
-mod memo;
 mod outcomes;
 mod patching;
+mod placement_key;
 pub(crate) mod property;
 mod skips;
 

@@ -63,7 +63,7 @@ pub enum Error {
 }
 
 /// Shared by every release.
-pub struct Context {
+pub struct ReleaseContext {
     /// The cluster view (its leadership decides who releases).
     pub cluster: ClusterView,
     /// The planner's index, the same the route plans from.
@@ -75,7 +75,7 @@ pub struct Context {
 }
 
 /// The held-pod watch and the controller over it, as tasks.
-pub fn run(context: Context, shutdown: &Shutdown) -> Tasks {
+pub fn run(context: ReleaseContext, shutdown: &Shutdown) -> Tasks {
     let (pods, watch) = reflect(
         watcher(
             Api::<Pod>::all(context.cluster.client.clone()),
@@ -97,7 +97,7 @@ pub fn run(context: Context, shutdown: &Shutdown) -> Tasks {
 }
 
 fn controller(
-    context: Context,
+    context: ReleaseContext,
     pods: &Reflected<Pod>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> BoxFuture<'static, ()> {
@@ -123,7 +123,7 @@ fn controller(
         .boxed()
 }
 
-async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile(pod: Arc<Pod>, ctx: Arc<ReleaseContext>) -> Result<Action, Error> {
     if !ctx.cluster.leadership.is_leader()
         || gate_at(&pod).is_none()
         || pod.metadata.deletion_timestamp.is_some()
@@ -189,7 +189,7 @@ enum Sent {
     Invalid(String),
 }
 
-async fn send(ctx: &Context, pod: &Pod, release: &Release) -> Result<Sent, Error> {
+async fn send(ctx: &ReleaseContext, pod: &Pod, release: &Release) -> Result<Sent, Error> {
     let Some(patch) = &release.patch else {
         return Ok(Sent::Done);
     };
@@ -219,7 +219,11 @@ async fn send(ctx: &Context, pod: &Pod, release: &Release) -> Result<Sent, Error
 
 /// Creates the policy ocifit takes charge of for `pod`'s artifact (one that exists already, made
 /// for another pod or by another leader, is fine), with an Event on the pod.
-async fn adopt(ctx: &Context, pod: &Pod, policy: &ImageSelectionPolicy) -> Result<(), Error> {
+async fn adopt(
+    ctx: &ReleaseContext,
+    pod: &Pod,
+    policy: &ImageSelectionPolicy,
+) -> Result<(), Error> {
     let name = policy.name_any();
     let api: Api<ImageSelectionPolicy> = Api::all(ctx.cluster.client.clone());
     match api.create(&PostParams::default(), policy).await {
@@ -248,7 +252,7 @@ async fn adopt(ctx: &Context, pod: &Pod, policy: &ImageSelectionPolicy) -> Resul
     Ok(())
 }
 
-fn error_policy(_pod: Arc<Pod>, error: &Error, _ctx: Arc<Context>) -> Action {
+fn error_policy(_pod: Arc<Pod>, error: &Error, _ctx: Arc<ReleaseContext>) -> Action {
     tracing::warn!(error = %error_chain(error), "held pod release failed");
     Action::requeue(Duration::from_secs(5))
 }

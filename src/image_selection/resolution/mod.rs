@@ -12,6 +12,7 @@ use crate::classes::grouping::{self, NodeClass};
 use crate::engine::{
     Artifact, Candidate, Explanation, Mode, NodeInputs, Reads, SetStatus, best_candidate,
 };
+use crate::telemetry::error_chain;
 
 pub mod platform;
 mod resolved;
@@ -187,8 +188,9 @@ pub fn classes<'n>(
                         });
                     }
                     Err(why) => left_out.push(format!(
-                        "skipped candidate {position} ({:?}): {why}",
-                        candidate.image
+                        "skipped candidate {position} ({:?}): {}",
+                        candidate.image,
+                        error_chain(why)
                     )),
                 }
             }

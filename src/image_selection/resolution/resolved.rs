@@ -4,7 +4,7 @@
 //! it, the decision reads it.
 
 use crate::engine::{Artifact, Format, Reads};
-use crate::registry::sha256_digest;
+use crate::registry::{ResolveError, sha256_digest};
 
 /// What a policy's compatibility information resolved to, and where it came from.
 #[derive(Debug)]
@@ -36,7 +36,7 @@ pub struct CandidateArtifact {
     pub weight: i32,
     /// The NFD artifact attached to it, or why it has none (the candidate is then skipped for
     /// every class, and each class row says so).
-    pub artifact: Result<AttachedArtifact, String>,
+    pub artifact: Result<AttachedArtifact, ResolveError>,
 }
 
 /// An NFD artifact found among an image's referrers.

@@ -6,7 +6,7 @@
 //! by [`taints`].
 
 pub mod context;
-pub mod gather;
+pub mod pod_inputs;
 pub mod reconcile;
 pub mod released;
 pub mod slots;

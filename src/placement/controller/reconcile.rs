@@ -19,14 +19,14 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::context::{Context, Unusable};
-use super::gather::{inspections, pull_secrets};
+use super::pod_inputs::{inspections, pull_secrets};
 use crate::api::PlacementPolicy;
 use crate::api::placement::pod::{Outcome, POLICY_LABEL, SCHEDULING_GATE};
 use crate::cluster::events::Notice;
 use crate::placement::held::release_patch;
 use crate::placement::namespaces::read_labels;
 use crate::placement::policy::Policy;
-use crate::placement::release::{self, Note, Plan};
+use crate::placement::release::{self, Note, ReleasePlan};
 use crate::placement::retries::images;
 use crate::placement::select::{Namespace, NotSelected, recheck};
 use crate::telemetry::Feature;
@@ -229,7 +229,7 @@ async fn selects(
 }
 
 /// Reads the pod's Secrets and images and plans its release.
-async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> Plan {
+async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> ReleasePlan {
     let secrets = pull_secrets(&ctx.cluster.client, &ctx.cluster.secrets(), pod).await;
     let inspected = inspections(
         &ctx.inspector,
@@ -253,7 +253,7 @@ async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> Plan {
     let mut plan = release::plan(
         pod,
         &inspected,
-        release::Context {
+        release::ReleaseInputs {
             policy,
             tainted: &tainted,
             since_creation,

@@ -154,7 +154,7 @@ fn inspected(container: &str, texts: &[&str]) -> Inspection {
     }
 }
 
-fn plan_for(pod: &Pod) -> release::Plan {
+fn plan_for(pod: &Pod) -> release::ReleasePlan {
     let policy = policy(
         "arm",
         json!({"architectures": [{"name": "arm64", "weight": 50,
@@ -166,7 +166,7 @@ fn plan_for(pod: &Pod) -> release::Plan {
             inspected("init", &["linux/amd64", "linux/arm64"]),
             inspected("web", &["linux/arm64"]),
         ],
-        release::Context {
+        release::ReleaseInputs {
             policy: &policy,
             tainted: &BTreeSet::from(["arm64".to_owned()]),
             since_creation: Duration::from_secs(3),

@@ -40,11 +40,15 @@ fn ok(container: &str, texts: &[&str]) -> Inspection {
     }
 }
 
-fn failed(container: &str, error: &str) -> Inspection {
+fn failed(container: &str, summary: &str) -> Inspection {
+    let image = format!("registry.example.com/{container}:v1");
     Inspection {
         container: container.into(),
-        image: format!("registry.example.com/{container}:v1"),
-        result: Err(error.into()),
+        image: image.clone(),
+        result: Err(InspectionFailure::Lookup {
+            image,
+            summary: summary.into(),
+        }),
     }
 }
 
@@ -61,8 +65,8 @@ fn arm_pool_policy(extra: serde_json::Value) -> Policy {
     policy("default", spec)
 }
 
-fn context<'a>(policy: &'a Policy, tainted: &'a BTreeSet<String>, since: u64) -> Context<'a> {
-    Context {
+fn context<'a>(policy: &'a Policy, tainted: &'a BTreeSet<String>, since: u64) -> ReleaseInputs<'a> {
+    ReleaseInputs {
         policy,
         tainted,
         since_creation: Duration::from_secs(since),

@@ -21,7 +21,7 @@ fn job(pairs: &[(&str, &str)], template_metadata: Option<Value>) -> Value {
     })
 }
 
-fn plan_job_json(object: &Value) -> Plan {
+fn plan_job_json(object: &Value) -> StepPlan {
     let job: Job = serde_json::from_value(object.clone()).unwrap();
     plan_job(
         &job,
@@ -33,7 +33,7 @@ fn plan_job_json(object: &Value) -> Plan {
 }
 
 fn admitted_job(object: &Value) -> Job {
-    let Plan::Patch { patch, .. } = plan_job_json(object) else {
+    let StepPlan::Patch { patch, .. } = plan_job_json(object) else {
         panic!("expected a patch, got {:?}", plan_job_json(object));
     };
     let mut patched = object.clone();
@@ -94,15 +94,15 @@ fn the_oras_operators_job_example_gets_its_template_injected() {
 fn the_pods_of_an_injected_job_are_not_injected_again() {
     let job = admitted_job(&job(&SEED_JOB, None));
     // The pod carries the template's marker, not the Job's contract: nothing to do.
-    assert_eq!(plan_json(&pod_of(&job), &ready), Plan::NotAStep);
+    assert_eq!(plan_json(&pod_of(&job), &ready), StepPlan::NotAStep);
     // Even a pod that also carries the contract (copied by some tool) is left alone.
     let mut copied = pod_of(&job);
     for (key, value) in SEED_JOB {
         copied["metadata"]["annotations"][format!("{P}{key}")] = json!(value);
     }
-    assert_eq!(plan_json(&copied, &ready), Plan::AlreadyInjected);
+    assert_eq!(plan_json(&copied, &ready), StepPlan::AlreadyInjected);
     let patched_job = serde_json::to_value(&job).unwrap();
-    assert_eq!(plan_job_json(&patched_job), Plan::AlreadyInjected);
+    assert_eq!(plan_job_json(&patched_job), StepPlan::AlreadyInjected);
 }
 
 #[test]
@@ -151,7 +151,7 @@ fn a_job_is_refused_like_a_pod() {
         .as_object_mut()
         .unwrap()
         .remove("command");
-    let Plan::Deny(denial) = plan_job_json(&object) else {
+    let StepPlan::Deny(denial) = plan_job_json(&object) else {
         panic!("expected a denial");
     };
     assert!(
@@ -162,7 +162,7 @@ fn a_job_is_refused_like_a_pod() {
 
 #[test]
 fn a_job_without_the_contract_is_not_a_step() {
-    assert_eq!(plan_job_json(&job(&[], None)), Plan::NotAStep);
+    assert_eq!(plan_job_json(&job(&[], None)), StepPlan::NotAStep);
 }
 
 #[test]
@@ -174,7 +174,7 @@ fn the_workflow_example_plans_both_steps() {
         .collect();
     assert_eq!(jobs.len(), 2);
     for job in &jobs {
-        let Plan::Patch { warnings, .. } = plan_job(
+        let StepPlan::Patch { warnings, .. } = plan_job(
             job,
             "workflow",
             &ready,

@@ -63,7 +63,7 @@ fn a_missing_or_unready_cache_is_named() {
         ("input-path", "/d"),
         ("oras-cache", "data"),
     ]);
-    let Plan::Deny(missing) = plan_json(&object, &|_| CacheState::Missing) else {
+    let StepPlan::Deny(missing) = plan_json(&object, &|_| CacheState::Missing) else {
         panic!("expected a denial");
     };
     let message = missing.to_string();
@@ -71,7 +71,7 @@ fn a_missing_or_unready_cache_is_named() {
         message.contains("ArtifactCache \"data\" does not exist in namespace \"workflow\""),
         "{message}"
     );
-    let Plan::Deny(unready) = plan_json(&object, &|_| CacheState::NotReady {
+    let StepPlan::Deny(unready) = plan_json(&object, &|_| CacheState::NotReady {
         reason: "the registry has no ready replica".into(),
     }) else {
         panic!("expected a denial");
@@ -123,7 +123,7 @@ fn outputs_need_the_steps_command_because_an_entrypoint_cannot_be_read() {
     assert!(message.contains("ENTRYPOINT"), "{message}");
     // Inputs alone can be mounted, so any image works.
     let inputs = without_command(pod(&[("input-uri", "w/in:v1"), ("input-path", "/d")]));
-    assert!(matches!(plan_json(&inputs, &ready), Plan::Patch { .. }));
+    assert!(matches!(plan_json(&inputs, &ready), StepPlan::Patch { .. }));
 }
 
 #[test]
@@ -178,5 +178,8 @@ fn a_controllers_pod_that_pushes_and_restarts_forever_is_refused_saying_what_to_
 #[test]
 fn a_pod_without_containers_is_refused() {
     let object = json!({"metadata": {"annotations": annotations(&[("output-pipe", "o")])}, "spec": {"containers": []}});
-    assert_eq!(plan_json(&object, &ready), Plan::Deny(Denial::NoContainers));
+    assert_eq!(
+        plan_json(&object, &ready),
+        StepPlan::Deny(Denial::NoContainers)
+    );
 }

@@ -30,7 +30,7 @@ fn apply(pod: &Pod, patch: &Patch) -> Pod {
 /// `pod` as admission holds it.
 fn held(pod: &Pod, index: &Index) -> Pod {
     match index.plan_pod(pod) {
-        Plan::Hold { patch, .. } => apply(pod, &patch),
+        ImagePlan::Hold { patch, .. } => apply(pod, &patch),
         other => panic!("expected a hold, got {other:?}"),
     }
 }
@@ -83,7 +83,7 @@ fn a_pod_of_a_policy_not_resolved_yet_is_held_with_the_gate_and_label_and_a_warn
     assert_eq!(image_of(&after, "app"), PLACEHOLDER);
     // Reinvoked on its own output, admission adds nothing.
     match index.plan_pod(&after) {
-        Plan::Hold { patch, .. } => assert!(patch.0.is_empty(), "{patch:?}"),
+        ImagePlan::Hold { patch, .. } => assert!(patch.0.is_empty(), "{patch:?}"),
         other => panic!("expected a hold, got {other:?}"),
     }
 }
@@ -172,7 +172,7 @@ fn an_image_ref_no_policy_uses_gets_a_managed_policy_and_one_an_admin_wrote_wins
     written.spec.artifact.reference = Some(reference.into());
     let both = crate::image_selection::planner::tests::fixtures::index(&[managed, written]);
     match both.plan_pod(&by_ref) {
-        Plan::Patch { annotations, .. } => {
+        ImagePlan::Patch { annotations, .. } => {
             assert_eq!(annotations["ocifit.io/policy"], "written");
         }
         other => panic!("expected a patch, got {other:?}"),
@@ -316,9 +316,9 @@ proptest! {
         let mut pod = simple_pod(metadata, spec);
         pod.metadata.resource_version = Some("7".into());
         let admitted = match after.plan_pod(&pod) {
-            Plan::Patch { patch, .. } => Some(apply(&pod, &patch)),
-            Plan::Skip(_) => Some(pod.clone()),
-            Plan::Deny { .. } | Plan::Hold { .. } => None,
+            ImagePlan::Patch { patch, .. } => Some(apply(&pod, &patch)),
+            ImagePlan::Skip(_) => Some(pod.clone()),
+            ImagePlan::Deny { .. } | ImagePlan::Hold { .. } => None,
         };
         let held = held(&pod, &before);
         let decided = release(Some(&after), &stored(&held), RULES, Duration::ZERO);

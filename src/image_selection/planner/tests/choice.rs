@@ -5,7 +5,7 @@ use serde_json::json;
 use super::fixtures::*;
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::DECISION_POLICY;
-use crate::image_selection::planner::Plan;
+use crate::image_selection::planner::ImagePlan;
 
 const POLICY: &str = "oci.image.compatibilities.selection/policy";
 const IMAGE_REF: &str = "oci.image.compatibilities.selection/image-ref";
@@ -187,5 +187,5 @@ fn a_named_policy_whose_placeholder_no_container_uses_leaves_the_pod_alone() {
     let (reason, message) = skipped(&plan);
     assert_eq!(reason, "NoPlaceholder");
     assert!(message.contains(PLACEHOLDER), "{message}");
-    assert!(!matches!(plan, Plan::Patch { .. }));
+    assert!(!matches!(plan, ImagePlan::Patch { .. }));
 }

@@ -12,7 +12,7 @@ use crate::api::{
 };
 use crate::classes::grouping;
 use crate::engine::{Format, NodeInputs, Reads};
-use crate::image_selection::planner::{Index, Plan};
+use crate::image_selection::planner::{ImagePlan, Index};
 
 pub const PLACEHOLDER: &str = "placeholder:latest";
 pub const DIGEST: &str = "sha256:0123abcd";
@@ -204,13 +204,13 @@ pub fn request_for(operation: &str, pod: Option<&Pod>, dry_run: bool) -> Admissi
     .unwrap()
 }
 
-pub fn plan(index: &Index, pod: &Pod) -> Plan {
+pub fn plan(index: &Index, pod: &Pod) -> ImagePlan {
     index.plan(&request(pod, false))
 }
 
 /// The pod after applying the plan's patch (panics unless the plan is a patch).
-pub fn patched(pod: &Pod, plan: &Plan) -> Pod {
-    let Plan::Patch { patch, .. } = plan else {
+pub fn patched(pod: &Pod, plan: &ImagePlan) -> Pod {
+    let ImagePlan::Patch { patch, .. } = plan else {
         panic!("expected a patch, got {plan:?}");
     };
     let mut value = serde_json::to_value(pod).unwrap();
@@ -255,25 +255,25 @@ pub fn node_meta(name: &str, labels: &BTreeMap<String, String>) -> kube::core::O
 }
 
 /// A denial's reason (its name) and message.
-pub fn denied(plan: &Plan) -> (&'static str, String) {
+pub fn denied(plan: &ImagePlan) -> (&'static str, String) {
     match plan {
-        Plan::Deny { reason, .. } => (reason.as_str(), reason.to_string()),
+        ImagePlan::Deny { reason, .. } => (reason.as_str(), reason.to_string()),
         other => panic!("expected a denial, got {other:?}"),
     }
 }
 
 /// A hold's reason (its name) and message.
-pub fn held_for(plan: &Plan) -> (&'static str, String) {
+pub fn held_for(plan: &ImagePlan) -> (&'static str, String) {
     match plan {
-        Plan::Hold { reason, .. } => (reason.as_str(), reason.to_string()),
+        ImagePlan::Hold { reason, .. } => (reason.as_str(), reason.to_string()),
         other => panic!("expected a hold, got {other:?}"),
     }
 }
 
 /// A skip's reason (its name) and message.
-pub fn skipped(plan: &Plan) -> (&'static str, String) {
+pub fn skipped(plan: &ImagePlan) -> (&'static str, String) {
     match plan {
-        Plan::Skip(reason) => (reason.as_str(), reason.to_string()),
+        ImagePlan::Skip(reason) => (reason.as_str(), reason.to_string()),
         other => panic!("expected a skip, got {other:?}"),
     }
 }

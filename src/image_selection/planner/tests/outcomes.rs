@@ -4,15 +4,15 @@ use serde_json::json;
 
 use super::fixtures::*;
 use crate::api::pod::{DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_POLICY};
-use crate::image_selection::planner::{Decision, Plan};
+use crate::image_selection::planner::{Decision, ImagePlan};
 
 fn flavors(spec: serde_json::Value) -> crate::api::ImageSelectionPolicy {
     resolved(policy("flavors", spec))
 }
 
-fn decision(plan: &Plan) -> Decision {
+fn decision(plan: &ImagePlan) -> Decision {
     match plan {
-        Plan::Patch { decision, .. } => *decision,
+        ImagePlan::Patch { decision, .. } => *decision,
         other => panic!("expected a patch, got {other:?}"),
     }
 }
@@ -226,7 +226,7 @@ fn a_class_missing_from_status_is_not_ready_rather_than_guessed() {
     );
     // Pods that avoid the new node are served as before.
     let pod = simple_pod(json!({}), json!({"nodeSelector": {"zone": "a"}}));
-    assert!(matches!(plan(&index, &pod), Plan::Patch { .. }));
+    assert!(matches!(plan(&index, &pod), ImagePlan::Patch { .. }));
 }
 
 #[test]
@@ -430,7 +430,7 @@ fn a_status_from_another_artifact_source_serves_no_image() {
         p
     }]);
     let pod = simple_pod(json!({}), json!({"nodeSelector": {"zone": "a"}}));
-    assert!(matches!(plan(&same, &pod), Plan::Patch { .. }));
+    assert!(matches!(plan(&same, &pod), ImagePlan::Patch { .. }));
     // The spec now names another artifact; the status is still the old one's.
     changed.spec.artifact.reference = Some("registry.local/other:v2".into());
     changed.status = Some(status);

@@ -7,10 +7,10 @@ use super::fixtures::*;
 use crate::api::pod::{
     DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_IMAGES, DECISION_POLICY,
 };
-use crate::image_selection::planner::Plan;
+use crate::image_selection::planner::ImagePlan;
 
-fn operations(plan: &Plan) -> Vec<(String, String)> {
-    let Plan::Patch { patch, .. } = plan else {
+fn operations(plan: &ImagePlan) -> Vec<(String, String)> {
+    let ImagePlan::Patch { patch, .. } = plan else {
         panic!("expected a patch, got {plan:?}");
     };
     let ops = serde_json::to_value(patch).unwrap();
@@ -42,7 +42,7 @@ fn a_pod_without_annotations_gets_the_map_added_whole() {
             ("add".into(), "/metadata/annotations".into()),
         ]
     );
-    let Plan::Patch { annotations, .. } = &plan else {
+    let ImagePlan::Patch { annotations, .. } = &plan else {
         unreachable!()
     };
     let after = patched(&pod, &plan);

@@ -10,7 +10,7 @@ use super::fixtures::*;
 use crate::classes::grouping;
 use crate::classes::selection::Placement;
 use crate::engine::NodeInputs;
-use crate::image_selection::planner::{Decision, Plan};
+use crate::image_selection::planner::{Decision, ImagePlan};
 
 pub(crate) const FLAVORS: [&str; 4] = ["vanilla", "chocolate", "strawberry", "mint"];
 pub(crate) const IMAGES: [Option<&str>; 3] = [Some("debian:11"), Some("ubuntu:24.04"), None];
@@ -89,7 +89,7 @@ proptest! {
         let index = index_over(std::slice::from_ref(&policy), &nodes);
         let pod = simple_pod(json!({}), spec);
         let plan = index.plan(&request(&pod, false));
-        let Plan::Patch { decision, .. } = &plan else {
+        let ImagePlan::Patch { decision, .. } = &plan else {
             return Ok(());
         };
         let after = patched(&pod, &plan);

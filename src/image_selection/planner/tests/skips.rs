@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::fixtures::*;
-use crate::image_selection::planner::Plan;
+use crate::image_selection::planner::ImagePlan;
 
 fn flavors_index() -> crate::image_selection::planner::Index {
     index(&[resolved(policy("flavors", json!({})))])
@@ -62,7 +62,7 @@ fn a_pod_owned_by_a_replica_set_is_planned() {
         "name": "web-1", "uid": "u1", "controller": true}]}),
         json!({"nodeSelector": {"zone": "a"}}),
     );
-    assert!(matches!(plan(&index, &pod), Plan::Patch { .. }));
+    assert!(matches!(plan(&index, &pod), ImagePlan::Patch { .. }));
 }
 
 #[test]

@@ -64,9 +64,9 @@ fn a_failed_inspection_below_the_bound_records_the_attempt_and_retries() {
     let event = &plan.events[0];
     assert_eq!(event.reason, "InspectionFailed");
     assert!(
-        event
-            .message
-            .contains(&format!("container metrics: {error}")),
+        event.message.contains(&format!(
+            "container metrics: image registry.example.com/metrics:v1: {error}"
+        )),
         "{}",
         event.message
     );
@@ -100,11 +100,9 @@ fn giving_up_releases_unconstrained_by_default() {
     assert_eq!(gate_names(&plan.pod), ["example.com/quota"]);
     assert_eq!(annotation(&plan.pod, ATTEMPTS_ANNOTATION), Some("5"));
     assert_eq!(plan.events[0].reason, "ReleasedUnconstrained");
-    assert!(
-        plan.events[0]
-            .message
-            .contains("after 5 attempts: container web: tag not found")
-    );
+    assert!(plan.events[0].message.contains(
+        "after 5 attempts: container web: image registry.example.com/web:v1: tag not found"
+    ));
 }
 
 #[test]

@@ -36,11 +36,19 @@ fn attached(image: &str, weight: i32, digest: &str, yaml: &str) -> CandidateArti
 }
 
 fn missing(image: &str, weight: i32) -> CandidateArtifact {
+    let (repository, tag) = image.split_once(':').expect("a tagged image");
     CandidateArtifact {
         image: image.into(),
         weight,
-        artifact: Err(format!(
-            "NFD compatibility artifact referring to the image not found: {image}"
+        artifact: Err(crate::registry::ResolveError::Registry(
+            crate::registry::Error::NotFound {
+                target: crate::registry::Target {
+                    registry: "registry.example.com".into(),
+                    repository: repository.into(),
+                    reference: tag.into(),
+                },
+                what: "NFD compatibility artifact referring to the image",
+            },
         )),
     }
 }
@@ -129,7 +137,7 @@ fn a_candidate_without_an_artifact_is_skipped_and_every_row_says_why() {
         assert!(
             reason.contains(
                 "skipped candidate 0 (\"missing:v1\"): NFD compatibility artifact referring to \
-                 the image not found: missing:v1"
+                 the image not found: registry.example.com/missing:v1"
             ),
             "{reason}"
         );

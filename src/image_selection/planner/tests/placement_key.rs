@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
 
-use crate::image_selection::planner::flow::placement_key;
+use crate::image_selection::planner::request::placement_key;
 
 fn with_selector(entries: usize, value: &str) -> PodSpec {
     PodSpec {

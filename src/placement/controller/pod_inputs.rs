@@ -14,7 +14,7 @@ use crate::cluster::secrets::{SecretRead, Secrets};
 use crate::placement::credentials::{PullSecrets, SecretProblem, operator_credentials};
 use crate::placement::policy::Policy;
 use crate::placement::pull_policy::{Freshness, effective, freshness};
-use crate::placement::release::{Inspected, Inspection, containers};
+use crate::placement::release::{Inspected, Inspection, InspectionFailure, containers};
 use crate::registry::{DockerConfig, Inspector, Lookup, parse_reference};
 use crate::telemetry::Metrics;
 
@@ -101,7 +101,7 @@ pub async fn inspections(
         let result = match parse_reference(&image) {
             Err(err) => {
                 metrics.inspection_failed("invalid_reference");
-                Err(err.to_string())
+                Err(InspectionFailure::InvalidReference(err.to_string()))
             }
             Ok(reference) => {
                 let max_tag_age = match freshness(
@@ -130,7 +130,10 @@ pub async fn inspections(
                         metrics.inspection_failed(err.kind_label());
                         // The pod's Events and annotations get the kind of failure only.
                         tracing::info!(%image, error = %crate::telemetry::error_chain(&err), "image inspection failed");
-                        format!("image {image}: {}", err.summary())
+                        InspectionFailure::Lookup {
+                            image: image.clone(),
+                            summary: err.summary(),
+                        }
                     })
             }
         };

@@ -10,51 +10,51 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kube::core::admission::{AdmissionRequest, Operation};
 use sha2::{Digest, Sha256};
 
-use super::choose::{List, choose, rewritten};
-use super::decide::{Verdict, decide};
+use super::best_image::{BestImage, decide};
 use super::hold::hold;
 use super::index::{Candidate, Grouping, Index, PlacementDigest};
-use super::written::Decided;
-use super::{DenyReason, Plan, SkipReason};
+use super::mutation::Decided;
+use super::policy_choice::{List, choose, rewritten};
+use super::{DenyReason, ImagePlan, SkipReason};
 use crate::api::pod::{DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL, MIRROR_ANNOTATION};
 use crate::classes::selection::{ClassSelector, Placement, required_terms};
 
 impl Index {
     /// Plans one admission request. Whether the request is a dry run does not change the plan
     /// (the admission host then queues no Event).
-    pub fn plan(&self, request: &AdmissionRequest<Pod>) -> Plan {
+    pub fn plan(&self, request: &AdmissionRequest<Pod>) -> ImagePlan {
         match (&request.operation, &request.object) {
             (Operation::Create, Some(pod)) => self.plan_pod(pod),
-            _ => Plan::Skip(SkipReason::NotPodCreation),
+            _ => ImagePlan::Skip(SkipReason::NotPodCreation),
         }
     }
 
     /// Plans the creation of `pod`, as the apiserver sent it (or, held, as it is now: the
     /// release decides with this same function). What cannot be decided yet is held.
-    pub fn plan_pod(&self, pod: &Pod) -> Plan {
+    pub fn plan_pod(&self, pod: &Pod) -> ImagePlan {
         match self.decide_pod(pod) {
-            Plan::Deny { policy, reason } if reason.waits() => hold(pod, policy, reason),
+            ImagePlan::Deny { policy, reason } if reason.waits() => hold(pod, policy, reason),
             plan => plan,
         }
     }
 
-    fn decide_pod(&self, pod: &Pod) -> Plan {
+    fn decide_pod(&self, pod: &Pod) -> ImagePlan {
         if let Some(reason) = skipped(pod) {
-            return Plan::Skip(reason);
+            return ImagePlan::Skip(reason);
         }
         let default_spec = PodSpec::default();
         let spec = pod.spec.as_ref().unwrap_or(&default_spec);
         let choice = match choose(self, &pod.metadata, spec) {
             Ok(choice) => choice,
             Err(reason) => {
-                return Plan::Deny {
+                return ImagePlan::Deny {
                     policy: None,
                     reason,
                 };
             }
         };
         let policy = choice.entry.name();
-        let deny = |reason| Plan::Deny {
+        let deny = |reason| ImagePlan::Deny {
             policy: Some(Arc::clone(&choice.entry.policy)),
             reason,
         };
@@ -64,7 +64,7 @@ impl Index {
                 .map(|(at, c)| (at, c.name.as_str()))
                 .collect();
         if containers.is_empty() {
-            return Plan::Skip(SkipReason::NoPlaceholder {
+            return ImagePlan::Skip(SkipReason::NoPlaceholder {
                 policy: policy.to_owned(),
                 placeholder: choice.placeholder.clone(),
             });
@@ -102,8 +102,8 @@ impl Index {
         }
         match decide(&choice, grouping, &candidates) {
             Err(reason) => deny(reason),
-            Ok(Verdict::Allow(no_fit)) => Plan::Skip(SkipReason::NoMatchAllowed(no_fit)),
-            Ok(Verdict::Image {
+            Ok(BestImage::Allow(no_fit)) => ImagePlan::Skip(SkipReason::NoMatchAllowed(no_fit)),
+            Ok(BestImage::Image {
                 image,
                 classes,
                 decision,

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
     Affinity, NodeSelectorRequirement, NodeSelectorTerm, Pod, PreferredSchedulingTerm, Toleration,
 };
 
-use super::{Context, Inspection};
+use super::{Inspection, ReleaseInputs};
 use crate::api::placement::pod::{
     DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, Outcome, PLATFORMS_ANNOTATION,
     RELEASED_LABEL, SCHEDULING_GATE, TAINT_KEY,
@@ -39,7 +39,7 @@ pub(super) fn constrain(
     pod: &mut Pod,
     mut affinity: Affinity,
     architectures: &BTreeSet<&str>,
-    context: Context<'_>,
+    context: ReleaseInputs<'_>,
 ) {
     let node_affinity = affinity.node_affinity.get_or_insert_default();
     let preferred = node_affinity

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
-use super::choose::{Choice, List};
 use super::managed::is_managed;
-use super::{Decision, DenyReason, Plan, patch};
+use super::policy_choice::{Choice, List};
+use super::{Decision, DenyReason, ImagePlan, patch};
 use crate::api::pod::{
     DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_IMAGES, DECISION_POLICY,
     MANAGED_POLICY_LABEL,
@@ -26,10 +26,15 @@ pub(super) struct Decided<'a> {
 }
 
 impl Decided<'_> {
-    pub(super) fn patch(&self, pod: &Pod, spec: &PodSpec, selectors: &[ClassSelector]) -> Plan {
+    pub(super) fn patch(
+        &self,
+        pod: &Pod,
+        spec: &PodSpec,
+        selectors: &[ClassSelector],
+    ) -> ImagePlan {
         let entry = self.choice.entry;
         let policy = entry.name();
-        let internal = |what: String| Plan::Deny {
+        let internal = |what: String| ImagePlan::Deny {
             policy: Some(Arc::clone(&entry.policy)),
             reason: DenyReason::Internal { what },
         };
@@ -109,7 +114,7 @@ impl Decided<'_> {
                 .map(|digest| format!(" (artifact {digest})"))
                 .unwrap_or_default()
         );
-        Plan::Patch {
+        ImagePlan::Patch {
             policy: Arc::clone(&entry.policy),
             patch,
             annotations,

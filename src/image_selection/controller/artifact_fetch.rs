@@ -11,7 +11,7 @@ use kube::ResourceExt;
 
 use super::context::Context;
 use super::error::Error;
-use super::memo::Memo;
+use super::resolution_memory::Memo;
 use super::source::{PullSecret, Request, Wanted};
 use crate::api::{ImageSelectionPolicy, Reason};
 use crate::cluster::secrets::SecretRead;
@@ -163,18 +163,27 @@ async fn prepare(
     }
 }
 
+/// What is wrong with a pull Secret (its message follows the Secret's name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NotDockerConfig {
+    #[error("has type {0}, not {DOCKER_CONFIG_TYPE}")]
+    Type(String),
+    #[error("has no {DOCKER_CONFIG_KEY} key")]
+    NoKey,
+}
+
 /// The `.dockerconfigjson` of a Secret, or what is wrong with it.
-fn docker_config_of(secret: &Secret) -> Result<Vec<u8>, String> {
+fn docker_config_of(secret: &Secret) -> Result<Vec<u8>, NotDockerConfig> {
     let kind = secret.type_.as_deref().unwrap_or("Opaque");
     if kind != DOCKER_CONFIG_TYPE {
-        return Err(format!("has type {kind}, not {DOCKER_CONFIG_TYPE}"));
+        return Err(NotDockerConfig::Type(kind.to_owned()));
     }
     secret
         .data
         .as_ref()
         .and_then(|data| data.get(DOCKER_CONFIG_KEY))
         .map(|bytes| bytes.0.clone())
-        .ok_or_else(|| format!("has no {DOCKER_CONFIG_KEY} key"))
+        .ok_or(NotDockerConfig::NoKey)
 }
 
 #[cfg(test)]
@@ -207,12 +216,12 @@ mod tests {
     fn other_secrets_say_what_is_wrong() {
         let opaque = secret(None, &[(DOCKER_CONFIG_KEY, b"{}")]);
         assert_eq!(
-            docker_config_of(&opaque).unwrap_err(),
+            docker_config_of(&opaque).unwrap_err().to_string(),
             "has type Opaque, not kubernetes.io/dockerconfigjson"
         );
         let empty = secret(Some(DOCKER_CONFIG_TYPE), &[]);
         assert_eq!(
-            docker_config_of(&empty).unwrap_err(),
+            docker_config_of(&empty).unwrap_err().to_string(),
             "has no .dockerconfigjson key"
         );
     }

@@ -6,8 +6,8 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::choose::Choice;
 use super::index::{Candidate, Grouping};
+use super::policy_choice::Choice;
 use super::{ClassRow, Decision, DenyReason, NoFit};
 use crate::api::{ClassStatus, OnNoMatch, OnUnpinned};
 
@@ -16,7 +16,7 @@ const NODES_SHOWN: usize = 3;
 
 /// The decision for the pod's candidate classes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(super) enum BestImage {
     /// Give the pod `image`; it may run on `classes` (indexes in the grouping).
     Image {
         image: String,
@@ -34,7 +34,7 @@ pub(super) fn decide(
     choice: &Choice<'_>,
     grouping: &Grouping,
     candidates: &[Candidate],
-) -> Result<Verdict, DenyReason> {
+) -> Result<BestImage, DenyReason> {
     let entry = choice.entry;
     let policy = entry.name();
     let rows: Vec<(Candidate, &ClassStatus)> = candidates
@@ -77,7 +77,7 @@ pub(super) fn decide(
     };
     let image = (*image).to_owned();
     if chosen.len() == rows.len() {
-        return Ok(Verdict::Image {
+        return Ok(BestImage::Image {
             image,
             classes: all,
             decision: Decision::Selected,
@@ -99,7 +99,7 @@ pub(super) fn decide(
     }
     let classes: Vec<usize> = chosen.iter().map(|(c, _)| c.class).collect();
     let excluded = all.into_iter().filter(|c| !classes.contains(c)).collect();
-    Ok(Verdict::Image {
+    Ok(BestImage::Image {
         image,
         classes,
         decision: Decision::Pinned,
@@ -112,10 +112,10 @@ fn no_match<'r>(
     choice: &Choice<'_>,
     rows: &[(Candidate, &ClassStatus)],
     name: impl Fn(&Candidate) -> &'r str,
-) -> Result<Verdict, DenyReason> {
+) -> Result<BestImage, DenyReason> {
     let spec = &choice.entry.policy.spec;
     if let Some(fallback) = &spec.fallback_image {
-        return Ok(Verdict::Image {
+        return Ok(BestImage::Image {
             image: fallback.clone(),
             classes: rows.iter().map(|(c, _)| c.class).collect(),
             decision: Decision::Fallback,
@@ -134,7 +134,7 @@ fn no_match<'r>(
     };
     match spec.on_no_match {
         OnNoMatch::Deny => Err(DenyReason::NoMatch(no_fit)),
-        OnNoMatch::Allow => Ok(Verdict::Allow(no_fit)),
+        OnNoMatch::Allow => Ok(BestImage::Allow(no_fit)),
     }
 }
 

@@ -12,9 +12,6 @@
 //! (patch answered → `ocifit_webhook_index_rebuilds_total` moved).
 
 mod idle;
-#[path = "../../tests/cluster/support/mod.rs"]
-#[allow(dead_code)] // the cluster tests' support: the bench uses a part of it
-mod support;
 
 use std::time::{Duration, Instant};
 
@@ -22,9 +19,9 @@ use futures_util::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use ocifit_cluster_tests::{Controller, Env, FLAVOR, get, is};
 use ocifit_testkit::pki::CertificateAuthority;
 use ocifit_testkit::{FakeNode, Tool, create_namespace, create_node};
-use support::{Controller, Env, FLAVOR, get, is};
 
 const NODES: usize = 5_000;
 const POLICIES: usize = 100;
@@ -35,7 +32,7 @@ const RELABELS: usize = 20;
 
 #[tokio::main]
 async fn main() {
-    let env = Env::start().await;
+    let env = Env::start(env!("CARGO_BIN_EXE_ocifit")).await;
     env.push_flavors().await;
     install_nfd(&env).await;
     // The webhook is served as in production: its index reads every node's labels too.
@@ -49,7 +46,7 @@ async fn main() {
     );
     std::fs::write(&cert, &serving.cert_pem).expect("the certificate");
     std::fs::write(&key, &serving.key_pem).expect("the key");
-    let webhook = support::free_address();
+    let webhook = ocifit_cluster_tests::free_address();
     let controller = Controller::start(
         &env,
         "memory",

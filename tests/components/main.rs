@@ -33,7 +33,6 @@ mod docs_code;
 mod docs_flags;
 mod docs_metrics;
 mod example_pods;
-mod flavor_example;
 mod placement_inspection;
 mod registry;
 mod registry_clients;

@@ -76,7 +76,11 @@ impl Setup {
 
 #[tokio::test]
 async fn opted_in_pods_get_the_image_of_their_class_with_the_registry_frozen() {
-    let env = Env::start_with(Cluster::builder().with_all_controllers()).await;
+    let env = Env::start_with(
+        crate::support::ocifit_binary(),
+        Cluster::builder().with_all_controllers(),
+    )
+    .await;
     let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
     let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
     let webhook_address = free_address();

@@ -4,19 +4,24 @@
 //! Every admission succeeds, every gated pod is released, every opted-in pod gets its class's
 //! image.
 
+use std::path::Path;
+
 use crate::support::scale::{GATE, MUTATE, Sizes, run};
 
 #[tokio::test]
 async fn pods_at_a_steady_rate_in_a_burst_and_by_a_deployment_are_all_admitted_released_and_given_their_image()
  {
-    let report = run(Sizes::from_env(Sizes {
-        nodes: 30,
-        policies: 5,
-        opted_in: 60,
-        gated: 60,
-        rate: 20,
-        replicas: 10,
-    }))
+    let report = run(
+        Path::new(crate::support::ocifit_binary()),
+        Sizes::from_env(Sizes {
+            nodes: 30,
+            policies: 5,
+            opted_in: 60,
+            gated: 60,
+            rate: 20,
+            replicas: 10,
+        }),
+    )
     .await;
     println!("{}", report.table());
     assert_eq!(report.failed_admissions, 0, "admissions refused or failed");

@@ -59,10 +59,13 @@ async fn with_a_client_ca_only_the_apiserver_reaches_the_webhook() {
         ),
     )
     .expect("written");
-    let env = Env::start_with(Cluster::builder().apiserver_arg(format!(
-        "--admission-control-config-file={}",
-        path("admission.yaml")
-    )))
+    let env = Env::start_with(
+        crate::support::ocifit_binary(),
+        Cluster::builder().apiserver_arg(format!(
+            "--admission-control-config-file={}",
+            path("admission.yaml")
+        )),
+    )
     .await;
 
     let by_flavor = env.flavors_with_nodes(NAMESPACE).await;

@@ -33,7 +33,11 @@ const WITHIN_SECONDS: f64 = 0.025;
 
 #[tokio::test]
 async fn back_to_back_pod_creations_wait_no_delayed_ack_in_either_webhook() {
-    let env = Env::start_with(Cluster::builder().with_all_controllers()).await;
+    let env = Env::start_with(
+        crate::support::ocifit_binary(),
+        Cluster::builder().with_all_controllers(),
+    )
+    .await;
     let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
     let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
     let address = free_address();

@@ -10,6 +10,7 @@
 mod measure;
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
@@ -96,8 +97,11 @@ pub struct Report {
 }
 
 /// The cluster, ocifit serving both webhooks and every policy; each flavor's image.
-async fn arrange(sizes: Sizes) -> (Env, super::Controller, BTreeMap<&'static str, String>) {
-    let env = Env::start_with(Cluster::builder().with_all_controllers()).await;
+async fn arrange(
+    ocifit: &Path,
+    sizes: Sizes,
+) -> (Env, super::Controller, BTreeMap<&'static str, String>) {
+    let env = Env::start_with(ocifit, Cluster::builder().with_all_controllers()).await;
     let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
     let mut creating = JoinSet::new();
     for i in FLAVORS.len()..sizes.nodes {
@@ -346,9 +350,9 @@ async fn wrong_images(env: &Env, by_flavor: &BTreeMap<&str, String>) -> Vec<Stri
         .collect()
 }
 
-/// The whole run at `sizes`.
-pub async fn run(sizes: Sizes) -> Report {
-    let (env, controller, by_flavor) = arrange(sizes).await;
+/// The whole run at `sizes`, `ocifit` being the binary to run.
+pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
+    let (env, controller, by_flavor) = arrange(ocifit, sizes).await;
     let api: Api<Pod> = Api::namespaced(env.client.clone(), NAMESPACE);
     let released = Released::default();
     released.watch(api.clone());

@@ -64,7 +64,7 @@ impl Served {
 
     /// As [`Served::start`], `ocifit run` given `extra` flags.
     pub async fn start_with(identity: &str, extra: &[&str]) -> Served {
-        let env = Env::start().await;
+        let env = Env::start(crate::support::ocifit_binary()).await;
         let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
         let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
         let webhook_address = free_address();

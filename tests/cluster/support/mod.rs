@@ -458,6 +458,19 @@ async fn exit_status(child: &mut Child, within: Duration) -> std::process::ExitS
         .expect("an exit status")
 }
 
+/// The standard output of a finished command that must have succeeded; a failure names `what`
+/// and shows both outputs.
+pub fn succeeded(what: &str, output: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{what}: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
 pub fn free_address() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     listener.local_addr().expect("an address").to_string()

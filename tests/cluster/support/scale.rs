@@ -13,14 +13,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use ocifit::api::placement::pod::SCHEDULING_GATE;
 use ocifit::api::pod::ENABLED_LABEL;
-use ocifit_testkit::{Cluster, PodWebhook, webhook_durations};
+use ocifit_testkit::{Cluster, webhook_durations};
 use serde_json::json;
 use tokio::task::JoinSet;
 
@@ -29,13 +28,13 @@ pub use measure::{Sample, Webhook, quantile};
 
 use super::objects::{OptIn, TestPod, linux_node};
 use super::placement::{create_policy, gates};
-use super::webhook::{WebhookCertificate, activate, image};
+use super::webhook::{WebhookCertificate, image};
 use super::{Env, FLAVOR, free_address};
 
 pub const NAMESPACE: &str = "scale";
 /// The webhooks' names, as the apiserver labels its histogram.
 pub const MUTATE: &str = "pods.ocifit.io";
-pub const GATE: &str = "gate.ocifit.io";
+pub use super::webhook::GATE;
 const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];
 const ARCHES: [&str; 2] = ["amd64", "arm64"];
 /// Requests in flight while creating nodes, pods and updates (a ReplicaSet controller's burst).
@@ -135,37 +134,18 @@ async fn arrange(
     }
     create_policy(&env.client, "everything", json!({})).await;
     env.wait_ready("flavors").await;
-    let mutate = PodWebhook::new(
-        "ocifit-scale-mutate",
-        &format!("https://{address}/mutate"),
-        certificate.ca.cert_pem(),
-    )
-    .match_label(ENABLED_LABEL, "true")
-    .in_namespace(NAMESPACE);
-    let probe = opted_in_pod("probe", 0);
-    activate(
-        &env,
-        &mutate.to_configuration(),
-        NAMESPACE,
-        &probe,
-        &by_flavor["vanilla"],
-    )
-    .await;
-    // Both configurations name their webhook `pods.ocifit.io`; the histogram is by name.
-    let mut gate = PodWebhook::new(
-        "ocifit-scale-gate",
-        &format!("https://{address}/placement"),
-        certificate.ca.cert_pem(),
-    )
-    .in_namespace(NAMESPACE)
-    .to_configuration();
-    if let Some(webhook) = gate.webhooks.as_mut().and_then(|w| w.first_mut()) {
-        webhook.name = GATE.to_owned();
-    }
-    Api::<MutatingWebhookConfiguration>::all(env.client.clone())
-        .create(&PostParams::default(), &gate)
-        .await
-        .expect("the gate's configuration");
+    certificate
+        .activate_mutate(
+            &env,
+            "ocifit-scale-mutate",
+            &address,
+            NAMESPACE,
+            &by_flavor["vanilla"],
+        )
+        .await;
+    certificate
+        .register_gate(&env, "ocifit-scale-gate", &address, NAMESPACE)
+        .await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), NAMESPACE);
     let mut warm_up = 0;
     loop {

@@ -1,8 +1,9 @@
 //! The flavor example's artifact as the controller holds it once resolved, to give the example
 //! policies the status the controller computes. Here (no cluster needed) because this library is
 //! the fixture kit that may use ocifit's own types (the test kit does not depend on ocifit): the
-//! pod contract's example table (`tests/components/example_pods.rs`) and the admission load
-//! benchmark (`benches/admission_load/fixture.rs`) plan against the same status.
+//! pod contract's example table (`tests/components/example_pods.rs`), the admission load
+//! benchmark (`benches/admission_load/fixture.rs`) and the status benchmark compute the same
+//! status.
 
 use std::error::Error;
 
@@ -51,6 +52,16 @@ impl FlavorExample {
             resolved,
             platforms,
         })
+    }
+
+    /// The artifact as resolved.
+    pub fn resolved(&self) -> &Resolved {
+        &self.resolved
+    }
+
+    /// Each image's platforms (linux/amd64 and linux/arm64).
+    pub fn platforms(&self) -> &Platforms {
+        &self.platforms
     }
 
     /// `policy` with the status the controller computes for it over `nodes`.

@@ -8,11 +8,9 @@
 //! run) from its own samples. `cargo bench --bench cluster_scale`; without `--bench` (`cargo test
 //! --benches`) a few pods check that the path works and nothing is written.
 
-#[path = "../tests/cluster/support/mod.rs"]
-#[allow(dead_code)] // the cluster tests' support: the bench uses a part of it
-mod support;
+use std::path::Path;
 
-use support::scale::{Report, Sizes, run};
+use ocifit_cluster_tests::scale::{Report, Sizes, run};
 
 /// The plot: ocifit's RSS (MiB, left scale) and CPU (% of a core over each interval, right
 /// scale) against seconds into the run.
@@ -91,7 +89,11 @@ async fn main() {
             steps: 2,
         }
     };
-    let report = run(Sizes::from_env(default)).await;
+    let report = run(
+        Path::new(env!("CARGO_BIN_EXE_ocifit")),
+        Sizes::from_env(default),
+    )
+    .await;
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(

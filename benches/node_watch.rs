@@ -1,8 +1,9 @@
 //! One node heartbeat as the node watch receives it, decoded and compacted into the view's node:
 //! into kube's `PartialObjectMeta<Node>` (every metadata member built, `managedFields` as generic
 //! JSON trees) against ocifit's `NodeMeta` (the four members the view keeps, the rest skipped).
-//! The node is the memory bench's: 29 labels, a few annotations, and the managed fields the
-//! apiserver records for its creator, the node controller and the heartbeat writer.
+//! The node is the memory bench's (the test kit's `realistic_flavor_node`): 30 labels, a few
+//! annotations, and the managed fields the apiserver records for its creator, the node
+//! controller and the heartbeat writer.
 
 use std::hint::black_box;
 
@@ -12,52 +13,18 @@ use kube::core::PartialObjectMeta;
 use kube::core::watch::WatchEvent;
 use ocifit::cluster::node_meta::NodeMeta;
 use ocifit::cluster::nodes::{ClusterNode, Strings};
+use ocifit_testkit::flavors::realistic_flavor_node;
 use serde_json::{Map, Value, json};
 
-/// The labels of the memory bench's realistic node.
+/// The labels of the memory bench's node.
 fn labels() -> Map<String, Value> {
-    let mut labels = Map::new();
-    for (key, value) in [
-        ("kubernetes.io/os", "linux"),
-        ("kubernetes.io/arch", "amd64"),
-        ("beta.kubernetes.io/os", "linux"),
-        ("beta.kubernetes.io/arch", "amd64"),
-        ("kubernetes.io/hostname", "node-00007"),
-        ("node.kubernetes.io/instance-type", "m7i.2xlarge"),
-        ("topology.kubernetes.io/region", "eu-west-1"),
-        ("topology.kubernetes.io/zone", "eu-west-1b"),
-        ("example.com/rack", "rack-7"),
-        ("feature.node.ocifit-k8s.flavor", "chocolate"),
-    ] {
-        labels.insert(key.to_owned(), json!(value));
-    }
-    for feature in [
-        "cpu-cpuid.ADX",
-        "cpu-cpuid.AESNI",
-        "cpu-cpuid.AVX",
-        "cpu-cpuid.AVX2",
-        "cpu-cpuid.AVX512F",
-        "cpu-cpuid.AVX512BW",
-        "cpu-cpuid.AVX512CD",
-        "cpu-cpuid.AVX512DQ",
-        "cpu-cpuid.FMA3",
-        "cpu-cpuid.SHA",
-        "cpu-cpuid.VAES",
-        "cpu-cpuid.VPCLMULQDQ",
-        "cpu-hardware_multithreading",
-        "kernel-config.NO_HZ",
-        "kernel-config.NO_HZ_IDLE",
-        "kernel-version.major",
-        "kernel-version.minor",
-        "pci-1af4.present",
-        "system-os_release.ID",
-    ] {
-        labels.insert(
-            format!("feature.node.kubernetes.io/{feature}"),
-            json!("true"),
-        );
-    }
-    labels
+    let node = realistic_flavor_node(7).to_node();
+    node.metadata
+        .labels
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(key, value)| (key, Value::String(value)))
+        .collect()
 }
 
 /// The MODIFIED event a heartbeat causes, as a metadata-only watch receives it.

@@ -7,10 +7,6 @@
 //! figures are placement's alone. `cargo bench --bench placement_release`; without `--bench`
 //! (`cargo test --benches`) a few pods check that the path works and nothing is measured.
 
-#[path = "../tests/cluster/support/mod.rs"]
-#[allow(dead_code)] // the cluster tests' support: the bench uses a part of it
-mod support;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,9 +18,9 @@ use kube::Api;
 use kube::api::PostParams;
 use kube::runtime::{WatchStreamExt, watcher};
 use ocifit::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use ocifit_cluster_tests::Env;
+use ocifit_cluster_tests::placement::{self, create_policy};
 use serde_json::json;
-use support::Env;
-use support::placement::{self, create_policy};
 use tokio::sync::Notify;
 
 const NAMESPACE: &str = "bench";
@@ -124,7 +120,7 @@ fn report(what: &str, h: &Histogram<u64>) {
 async fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let (cold, warm, burst) = if bench { (50, 300, 500) } else { (2, 2, 4) };
-    let env = Env::start().await;
+    let env = Env::start(env!("CARGO_BIN_EXE_ocifit")).await;
     let client = env.client.clone();
     ocifit_testkit::create_namespace(&client, NAMESPACE)
         .await

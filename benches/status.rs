@@ -12,11 +12,8 @@ use k8s_openapi::jiff::Timestamp;
 use ocifit::api::ImageSelectionPolicySpec;
 use ocifit::cluster::inventory::node_inputs;
 use ocifit::cluster::nodes::{ClusterNode, Strings};
-use ocifit::engine::{Artifact, Format};
-use ocifit::image_selection::resolution::platform::{PlatformLookup, Platforms};
 use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, compute};
-use ocifit::image_selection::resolution::{Content, Resolved};
-use ocifit::registry::Platform;
+use ocifit_cluster_tests::flavor_example::FlavorExample;
 
 const NODES: usize = 5_000;
 const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];
@@ -51,32 +48,8 @@ fn nodes() -> Vec<Arc<ClusterNode>> {
 }
 
 fn bench(c: &mut Criterion) {
-    let artifact = Resolved {
-        digest: "sha256:0".into(),
-        format: Format::Ocifit,
-        content: Content::Sets(
-            Artifact::parse(
-                Format::Ocifit,
-                include_bytes!("../example/flavor-compat.json"),
-            )
-            .expect("the flavor artifact"),
-        ),
-    };
-    let platforms: Platforms = ["debian:11", "ubuntu:24.04", "rockylinux:9"]
-        .iter()
-        .map(|image| {
-            let found = ARCHES
-                .iter()
-                .map(|arch| Platform {
-                    os: "linux".into(),
-                    architecture: (*arch).into(),
-                    variant: None,
-                    os_version: None,
-                })
-                .collect();
-            ((*image).to_owned(), PlatformLookup::Known(found))
-        })
-        .collect();
+    let example = FlavorExample::load().expect("the flavor example");
+    let (artifact, platforms) = (example.resolved(), example.platforms());
     let spec: ImageSelectionPolicySpec = serde_json::from_value(serde_json::json!({
         "artifact": {"ref": "registry.example.com/flavor-compat:v1"},
         "targetImage": "placeholder:latest"
@@ -88,9 +61,9 @@ fn bench(c: &mut Criterion) {
     let previous = compute(&Inputs {
         generation: Some(1),
         spec: &spec,
-        artifact: ArtifactState::Current(&artifact),
+        artifact: ArtifactState::Current(artifact),
         nodes: &inventory,
-        platforms: &platforms,
+        platforms,
         previous: None,
         now: &now,
     })
@@ -102,9 +75,9 @@ fn bench(c: &mut Criterion) {
             compute(black_box(&Inputs {
                 generation: Some(1),
                 spec: &spec,
-                artifact: ArtifactState::Current(&artifact),
+                artifact: ArtifactState::Current(artifact),
                 nodes: &inventory,
-                platforms: &platforms,
+                platforms,
                 previous: Some(&previous),
                 now: &now,
             }))
@@ -119,9 +92,9 @@ fn bench(c: &mut Criterion) {
             compute(&Inputs {
                 generation: Some(1),
                 spec: &spec,
-                artifact: ArtifactState::Current(&artifact),
+                artifact: ArtifactState::Current(artifact),
                 nodes: &inventory,
-                platforms: &platforms,
+                platforms,
                 previous: Some(&previous),
                 now: &now,
             })

@@ -10,9 +10,7 @@ use ocifit::api::ImageSelectionPolicy;
 use ocifit::engine::NodeInputs;
 use serde_json::{Value, json};
 
-#[path = "../../tests/components/flavor_example.rs"]
-mod flavor_example;
-use flavor_example::FlavorExample;
+use ocifit_cluster_tests::flavor_example::FlavorExample;
 use ocifit_testkit::review::{admission_review, create_request};
 
 /// The example pods sent, with the answer each gets from ocifit: (file under `example/pods/`,

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::support::{Controller, get};
+use ocifit_cluster_tests::{Controller, get};
 
 /// The counters of ocifit's own work, summed over their labels.
 pub const WORK: [&str; 4] = [

@@ -12,9 +12,6 @@
 //! (patch answered → `ocifit_webhook_index_rebuilds_total` moved).
 
 mod idle;
-#[path = "../../tests/cluster/support/mod.rs"]
-#[allow(dead_code)] // the cluster tests' support: the bench uses a part of it
-mod support;
 
 use std::time::{Duration, Instant};
 
@@ -22,20 +19,20 @@ use futures_util::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use ocifit_cluster_tests::{Controller, Env, FLAVOR, get, is};
+use ocifit_testkit::flavors::{FLAVORS, realistic_flavor_node};
 use ocifit_testkit::pki::CertificateAuthority;
-use ocifit_testkit::{FakeNode, Tool, create_namespace, create_node};
-use support::{Controller, Env, FLAVOR, get, is};
+use ocifit_testkit::{Tool, create_namespace, create_node};
 
 const NODES: usize = 5_000;
 const POLICIES: usize = 100;
-const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];
 const NFD_NAMESPACE: &str = "node-feature-discovery";
 const HEARTBEATING: usize = 50;
 const RELABELS: usize = 20;
 
 #[tokio::main]
 async fn main() {
-    let env = Env::start().await;
+    let env = Env::start(env!("CARGO_BIN_EXE_ocifit")).await;
     env.push_flavors().await;
     install_nfd(&env).await;
     // The webhook is served as in production: its index reads every node's labels too.
@@ -49,7 +46,7 @@ async fn main() {
     );
     std::fs::write(&cert, &serving.cert_pem).expect("the certificate");
     std::fs::write(&key, &serving.key_pem).expect("the key");
-    let webhook = support::free_address();
+    let webhook = ocifit_cluster_tests::free_address();
     let controller = Controller::start(
         &env,
         "memory",
@@ -71,7 +68,7 @@ async fn main() {
         .for_each_concurrent(32, |i| {
             let client = env.client.clone();
             async move {
-                create_node(&client, &realistic_node(i))
+                create_node(&client, &realistic_flavor_node(i))
                     .await
                     .expect("a node");
             }
@@ -367,49 +364,6 @@ fn node_feature(i: usize) -> DynamicObject {
         }}
     });
     serde_json::from_value(value).expect("a NodeFeature")
-}
-
-/// A node with the metadata of a real one: kubelet, cloud and NFD labels, a few annotations.
-fn realistic_node(i: usize) -> FakeNode {
-    let name = format!("node-{i:05}");
-    let mut node = FakeNode::new(&name)
-        .label("kubernetes.io/os", "linux")
-        .label("kubernetes.io/arch", "amd64")
-        .label("beta.kubernetes.io/os", "linux")
-        .label("beta.kubernetes.io/arch", "amd64")
-        .label("node.kubernetes.io/instance-type", "m7i.2xlarge")
-        .label("topology.kubernetes.io/region", "eu-west-1")
-        .label(
-            "topology.kubernetes.io/zone",
-            ["eu-west-1a", "eu-west-1b", "eu-west-1c"][i % 3],
-        )
-        .label("example.com/rack", &format!("rack-{}", i % 40))
-        .label(FLAVOR, FLAVORS[i % 3]);
-    for feature in [
-        "cpu-cpuid.ADX",
-        "cpu-cpuid.AESNI",
-        "cpu-cpuid.AVX",
-        "cpu-cpuid.AVX2",
-        "cpu-cpuid.AVX512F",
-        "cpu-cpuid.AVX512BW",
-        "cpu-cpuid.AVX512CD",
-        "cpu-cpuid.AVX512DQ",
-        "cpu-cpuid.FMA3",
-        "cpu-cpuid.SHA",
-        "cpu-cpuid.VAES",
-        "cpu-cpuid.VPCLMULQDQ",
-        "cpu-hardware_multithreading",
-        "kernel-config.NO_HZ",
-        "kernel-config.NO_HZ_IDLE",
-        "kernel-version.major",
-        "kernel-version.minor",
-        "pci-1af4.present",
-        "system-os_release.ID",
-        "system-os_release.VERSION_ID",
-    ] {
-        node = node.label(&format!("feature.node.kubernetes.io/{feature}"), "true");
-    }
-    node
 }
 
 async fn wait_all_ready(env: &Env) {

@@ -22,6 +22,8 @@ pub const FLAVOR_ARTIFACT: &str = "ocifit/flavor-compat:v1";
 pub const FLAVOR_LABEL: &str = "feature.node.ocifit-k8s.flavor";
 /// The policy of `example/policy.yaml`.
 pub const FLAVOR_POLICY: &str = "flavors";
+/// The flavors of the example, in the order nodes are given them.
+pub const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];
 /// The platforms of every flavor image.
 const PLATFORMS: [&str; 2] = ["linux/amd64", "linux/arm64"];
 
@@ -142,4 +144,49 @@ fn read_json(path: &Path) -> Result<serde_json::Value> {
         action: format!("read {}", path.display()),
         message: e.to_string(),
     })
+}
+
+/// The flavor example's node `node-{i:05}` (flavor `i % 3` of vanilla, chocolate, strawberry)
+/// with the labels of a real one: kubelet, cloud and NFD labels, 30 in all. The memory bench
+/// creates thousands; the node-watch bench decodes one.
+pub fn realistic_flavor_node(i: usize) -> FakeNode {
+    let name = format!("node-{i:05}");
+    let mut node = FakeNode::new(&name)
+        .label("kubernetes.io/os", "linux")
+        .label("kubernetes.io/arch", "amd64")
+        .label("beta.kubernetes.io/os", "linux")
+        .label("beta.kubernetes.io/arch", "amd64")
+        .label("node.kubernetes.io/instance-type", "m7i.2xlarge")
+        .label("topology.kubernetes.io/region", "eu-west-1")
+        .label(
+            "topology.kubernetes.io/zone",
+            ["eu-west-1a", "eu-west-1b", "eu-west-1c"][i % 3],
+        )
+        .label("example.com/rack", &format!("rack-{}", i % 40))
+        .label(FLAVOR_LABEL, FLAVORS[i % 3]);
+    for feature in [
+        "cpu-cpuid.ADX",
+        "cpu-cpuid.AESNI",
+        "cpu-cpuid.AVX",
+        "cpu-cpuid.AVX2",
+        "cpu-cpuid.AVX512F",
+        "cpu-cpuid.AVX512BW",
+        "cpu-cpuid.AVX512CD",
+        "cpu-cpuid.AVX512DQ",
+        "cpu-cpuid.FMA3",
+        "cpu-cpuid.SHA",
+        "cpu-cpuid.VAES",
+        "cpu-cpuid.VPCLMULQDQ",
+        "cpu-hardware_multithreading",
+        "kernel-config.NO_HZ",
+        "kernel-config.NO_HZ_IDLE",
+        "kernel-version.major",
+        "kernel-version.minor",
+        "pci-1af4.present",
+        "system-os_release.ID",
+        "system-os_release.VERSION_ID",
+    ] {
+        node = node.label(&format!("feature.node.kubernetes.io/{feature}"), "true");
+    }
+    node
 }

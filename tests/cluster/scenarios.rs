@@ -14,7 +14,16 @@
 //! `cargo test --workspace --test cluster image_selection::flavors::` (with `--workspace`, the
 //! features and so the build are those of `tools/test`).
 
-mod support;
+/// The crate's library (`support/`), under the name the scenarios use, with the binary they run.
+mod support {
+    pub use ocifit_cluster_tests::*;
+
+    /// The `ocifit` binary the scenarios run: this crate's copy of `src/main.rs` (see its
+    /// Cargo.toml).
+    pub fn ocifit_binary() -> &'static str {
+        env!("CARGO_BIN_EXE_ocifit-under-test")
+    }
+}
 
 mod artifact_cache;
 mod image_selection;

@@ -4,7 +4,8 @@
 //! `self::`/child-module paths in code and inside macro invocations (whose tokens `syn` leaves
 //! unparsed), each resolved to the file that defines the module it names (following a room's
 //! `pub use` re-exports to the file that defines the item), so importing through a room's face
-//! counts as importing the file behind it.
+//! counts as importing the file behind it. And no target compiles another's file into itself
+//! with `#[path]`: code is shared through crates.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -820,4 +821,66 @@ fn the_checker_sees_child_module_paths() {
         parts("pub fn h() -> u8 { super::x::g() }"),
         vec!["a/x.rs → a/y.rs, a/y.rs → a/x.rs".to_owned()]
     );
+}
+
+/// The modules in `source` that take their text from another file (`#[path = "…"]`).
+fn path_includes(source: &str) -> Vec<String> {
+    struct Includes(Vec<String>);
+    impl<'ast> Visit<'ast> for Includes {
+        fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+            if module.attrs.iter().any(|a| a.path().is_ident("path")) {
+                self.0.push(module.ident.to_string());
+            }
+            syn::visit::visit_item_mod(self, module);
+        }
+    }
+    let file = syn::parse_file(source).expect("Rust source");
+    let mut includes = Includes(Vec::new());
+    includes.visit_file(&file);
+    includes.0
+}
+
+/// Every test, bench, fuzz target and the test kit share code through crates (the test kit, the
+/// cluster tests' library), never by compiling another target's file into themselves: such a
+/// file is built twice, under two crates' names, and its unused half hidden with `dead_code`.
+#[test]
+fn no_target_compiles_another_targets_file_with_a_path_attribute() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in [
+        "src",
+        "testkit/src",
+        "tests",
+        "benches",
+        "fuzz/fuzz_targets",
+    ] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|file| {
+            let source = std::fs::read_to_string(file).expect("a readable source file");
+            path_includes(&source)
+                .into_iter()
+                .map(move |module| format!("{}: mod {module}", file.display()))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "`#[path]` includes:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_sees_a_path_attribute_on_an_inner_module() {
+    let source = r#"
+        mod outer {
+            #[path = "../../tests/cluster/support/mod.rs"]
+            #[allow(dead_code)]
+            mod support;
+        }
+        mod plain;
+    "#;
+    assert_eq!(path_includes(source), ["support"]);
 }

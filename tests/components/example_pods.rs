@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use ocifit_testkit::review::create_request;
 
-use crate::flavor_example::FlavorExample;
+use ocifit_cluster_tests::flavor_example::FlavorExample;
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)

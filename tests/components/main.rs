@@ -34,7 +34,6 @@ mod docs_denials;
 mod docs_flags;
 mod docs_metrics;
 mod example_pods;
-mod flavor_example;
 mod placement_inspection;
 mod registry;
 mod registry_clients;

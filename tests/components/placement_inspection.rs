@@ -19,6 +19,7 @@ use ocifit::registry::{
     BackoffPolicy, Credentials, ErrorKind, ImageFacts, InspectError, Inspector, InspectorOptions,
     Lookup, Platform, Reference, RegistryOptions, RetryPolicy, parse_reference,
 };
+use ocifit_testkit::PushedImage;
 use ocifit_testkit::Registry as TestRegistry;
 
 const LONG: Duration = Duration::from_secs(86_400);
@@ -33,6 +34,16 @@ fn inspector(registry: &TestRegistry) -> Inspector {
         private_addresses: true,
         ..InspectorOptions::default()
     })
+}
+
+/// A registry holding `shop/web:v1` for linux/amd64.
+async fn registry_with_web() -> (TestRegistry, PushedImage) {
+    let registry = TestRegistry::builder().start().await.unwrap();
+    let image = registry
+        .push_image("shop/web", "v1", "linux/amd64")
+        .await
+        .unwrap();
+    (registry, image)
 }
 
 fn names(platforms: &[Platform]) -> Vec<String> {
@@ -198,11 +209,7 @@ async fn five_hundred_lookups_of_ten_images_make_one_request_of_each_kind_per_im
 
 #[tokio::test]
 async fn a_rebuilt_tag_is_seen_at_once_under_always_and_after_its_lifetime_under_if_not_present() {
-    let registry = TestRegistry::builder().start().await.unwrap();
-    let first = registry
-        .push_image("shop/web", "v1", "linux/amd64")
-        .await
-        .unwrap();
+    let (registry, first) = registry_with_web().await;
     let inspector = inspector(&registry);
     let reference = parse_reference(&first.reference).unwrap();
     let look = |max_tag_age| {
@@ -316,11 +323,7 @@ async fn a_private_image_is_read_with_the_pods_pull_secret_after_a_wrong_one_is_
 
 #[tokio::test]
 async fn a_registry_that_stops_answering_is_left_alone_then_used_again_once_it_is_back() {
-    let registry = TestRegistry::builder().start().await.unwrap();
-    let image = registry
-        .push_image("shop/web", "v1", "linux/amd64")
-        .await
-        .unwrap();
+    let (registry, image) = registry_with_web().await;
     let reference = parse_reference(&image.reference).unwrap();
     let inspector = Inspector::new(InspectorOptions {
         registry: RegistryOptions {
@@ -366,11 +369,7 @@ async fn a_registry_that_stops_answering_is_left_alone_then_used_again_once_it_i
 #[tokio::test]
 async fn a_silent_registry_of_one_namespace_leaves_slots_to_the_others_and_its_lookups_end_by_the_deadline()
  {
-    let registry = TestRegistry::builder().start().await.unwrap();
-    let image = registry
-        .push_image("shop/web", "v1", "linux/amd64")
-        .await
-        .unwrap();
+    let (registry, image) = registry_with_web().await;
     let (silent, mut held) = ocifit_testkit::silent_server()
         .await
         .expect("a silent server");
@@ -449,11 +448,7 @@ async fn a_silent_registry_of_one_namespace_leaves_slots_to_the_others_and_its_l
 
 #[tokio::test]
 async fn a_registry_on_a_loopback_address_is_refused_unless_allowed_before_any_request() {
-    let registry = TestRegistry::builder().start().await.unwrap();
-    let image = registry
-        .push_image("shop/web", "v1", "linux/amd64")
-        .await
-        .unwrap();
+    let (registry, image) = registry_with_web().await;
     let reference = parse_reference(&image.reference).unwrap();
     let refusing = Inspector::new(InspectorOptions {
         registry: RegistryOptions {

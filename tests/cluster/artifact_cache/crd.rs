@@ -184,7 +184,7 @@ async fn kubectl_get_ac_prints_the_printer_columns() {
 /// `ObjectRestored` naming the object and what happened to it.
 #[tokio::test]
 async fn a_deleted_or_changed_owned_object_is_put_back_with_an_event_saying_so() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     create_namespace(&env.client, "workflow").await.unwrap();
     let _controller = Controller::start(&env, "cache-restore", &[IMAGES]).await;
     env.cluster
@@ -268,7 +268,11 @@ async fn a_deleted_or_changed_owned_object_is_put_back_with_an_event_saying_so()
 /// is) leaves the Service as it was.
 #[tokio::test]
 async fn an_object_the_cache_does_not_own_is_left_untouched_and_named() {
-    let env = Env::start_with(Cluster::builder().with_controller_manager()).await;
+    let env = Env::start_with(
+        crate::support::ocifit_binary(),
+        Cluster::builder().with_controller_manager(),
+    )
+    .await;
     create_namespace(&env.client, "workflow").await.unwrap();
     let services = Api::<Service>::namespaced(env.client.clone(), "workflow");
     let theirs: Service = serde_json::from_value(serde_json::json!({

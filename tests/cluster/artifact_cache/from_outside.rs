@@ -106,13 +106,7 @@ async fn ocifit(kubeconfig: &Path, args: &[&str], path: &Path) -> String {
         .output()
         .await
         .expect("ocifit runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "ocifit artifact {args:?}: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
+    crate::support::succeeded(&format!("ocifit artifact {args:?}"), &output)
 }
 
 fn read(path: &Path) -> String {

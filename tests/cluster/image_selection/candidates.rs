@@ -24,7 +24,7 @@ const ANYWHERE: &str = "version: v1alpha1\ncompatibilities:\n- tag: portable\n  
 
 #[tokio::test]
 async fn candidates_resolve_through_their_attached_nfd_artifacts() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let registry = env.registry();
     let fast = registry
         .push_multi_platform("acme/app", "fast", &["linux/amd64"])

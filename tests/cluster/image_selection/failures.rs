@@ -31,7 +31,7 @@ fn artifact(sets: &[String]) -> String {
 
 #[tokio::test]
 async fn failures_degrade_and_recover_and_refresh_follows_the_tag() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let registry = env.registry();
     registry
         .push_image("library/app", "amd64-only", "linux/amd64")

@@ -20,7 +20,7 @@ struct Flavors {
 
 #[tokio::test]
 async fn flavor_policy_follows_the_nodes() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let [debian, ubuntu, rocky] = env.push_flavors().await;
     let flavors = Flavors {
         debian,

@@ -32,7 +32,7 @@ fn node_feature(node: &str, flags: &[&str]) -> String {
 
 #[tokio::test]
 async fn nfd_artifact_follows_node_features() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let registry = env.registry();
     for tag in ["v1-avx512", "v1-avx2", "v1-generic"] {
         registry

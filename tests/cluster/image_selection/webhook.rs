@@ -18,16 +18,15 @@ use kube::api::PostParams;
 use ocifit::api::ImageSelectionPolicyStatus;
 use ocifit::api::OnUnpinned;
 use ocifit::api::pod::{
-    DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL,
-    POLICY,
+    DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_IMAGES, DECISION_POLICY, POLICY,
 };
-use ocifit_testkit::{Cluster, PodWebhook};
+use ocifit_testkit::Cluster;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use crate::support::access::handshake;
 use crate::support::objects::{OptIn, PLACEHOLDER, TestPod};
-use crate::support::webhook::{WebhookCertificate, activate, admissions, image};
+use crate::support::webhook::{WebhookCertificate, admissions, image};
 use crate::support::{Controller, Env, FLAVOR, free_address, get};
 
 const NAMESPACE: &str = "webhook-e2e";
@@ -76,7 +75,11 @@ impl Setup {
 
 #[tokio::test]
 async fn opted_in_pods_get_the_image_of_their_class_with_the_registry_frozen() {
-    let env = Env::start_with(Cluster::builder().with_all_controllers()).await;
+    let env = Env::start_with(
+        crate::support::ocifit_binary(),
+        Cluster::builder().with_all_controllers(),
+    )
+    .await;
     let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
     let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
     let webhook_address = free_address();
@@ -96,25 +99,15 @@ async fn opted_in_pods_get_the_image_of_their_class_with_the_registry_frozen() {
         statuses.insert(name, env.wait_ready(name).await);
     }
 
-    let webhook = PodWebhook::new(
-        "ocifit-e2e",
-        &format!("https://{webhook_address}/mutate"),
-        certificate.ca.cert_pem(),
-    )
-    .match_label(ENABLED_LABEL, "true")
-    .in_namespace(NAMESPACE);
-    let probe = pod("probe")
-        .opted_in()
-        .node_selector(FLAVOR, "vanilla")
-        .build();
-    activate(
-        &env,
-        &webhook.to_configuration(),
-        NAMESPACE,
-        &probe,
-        &by_flavor["vanilla"],
-    )
-    .await;
+    let probe = certificate
+        .activate_mutate(
+            &env,
+            "ocifit-e2e",
+            &webhook_address,
+            NAMESPACE,
+            &by_flavor["vanilla"],
+        )
+        .await;
     let setup = Setup {
         by_flavor,
         statuses,

@@ -24,6 +24,7 @@ const WAIT: Duration = Duration::from_secs(90);
 #[tokio::test]
 async fn a_released_pod_runs_on_the_real_node_of_its_images_architecture() {
     let env = Env::start_with(
+        crate::support::ocifit_binary(),
         Cluster::builder()
             .with_all_controllers()
             .real_node(RealNode::new(NODE)),

@@ -65,7 +65,7 @@ fn log_len(registry: &Registry) -> usize {
 
 #[tokio::test]
 async fn private_images_rebuilt_tags_and_500_pods_ask_the_registry_only_what_they_must() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let client = env.client.clone();
     let private = Registry::builder()
         .with_basic_auth("ocifit", "s3cret")

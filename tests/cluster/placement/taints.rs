@@ -48,7 +48,7 @@ async fn wait_taints(nodes: &Api<Node>, name: &str, expected: &[(&str, &str)]) {
 
 #[tokio::test]
 async fn the_tainted_architectures_nodes_carry_ocifits_taint_only_while_a_policy_says_so() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let client = env.client.clone();
     env.add_node(linux_node("amd-1")).await;
     env.add_node(linux_node("arm-1").label("kubernetes.io/arch", "arm64"))

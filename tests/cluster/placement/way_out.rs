@@ -9,6 +9,9 @@
 
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
 
+use std::path::Path;
+use std::process::Output;
+
 use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount, Taint};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::Api;
@@ -16,6 +19,9 @@ use kube::api::PostParams;
 use ocifit::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE, TAINT_KEY};
 use ocifit_testkit::{Cluster, FakeNode, Tool};
 use serde_json::json;
+
+use crate::support::placement::gates;
+use crate::support::succeeded;
 
 /// The shell block the docs mark as the release-all command.
 fn documented_command() -> String {
@@ -44,17 +50,6 @@ async fn create(pods: &Api<Pod>, name: &str, labelled: bool, gates: &[&str]) {
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
-}
-
-fn gates(pod: &Pod) -> Vec<String> {
-    pod.spec
-        .as_ref()
-        .unwrap()
-        .scheduling_gates
-        .iter()
-        .flatten()
-        .map(|gate| gate.name.clone())
-        .collect()
 }
 
 /// Five pods in two namespaces: ocifit's gate alone, beside another gate, on a released pod,
@@ -121,12 +116,7 @@ async fn the_documented_command_releases_every_ocifit_gate_and_nothing_else() {
         .output()
         .await
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = succeeded("the documented command", &output);
     assert_eq!(stdout.matches("patched").count(), 3, "{stdout}");
 
     released_ocifits_gates_only(&shop, &batch).await;
@@ -135,18 +125,7 @@ async fn the_documented_command_releases_every_ocifit_gate_and_nothing_else() {
 #[tokio::test]
 async fn ocifit_placement_release_all_releases_every_ocifit_gate_and_nothing_else() {
     let (cluster, shop, batch) = gated_pods().await;
-    let output = tokio::process::Command::new(crate::support::ocifit_binary())
-        .args(["placement", "release-all", "--kubeconfig"])
-        .arg(cluster.kubeconfig())
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = ocifit(&["placement", "release-all"], cluster.kubeconfig()).await;
     assert!(stdout.contains("released shop/gated"), "{stdout}");
     assert!(stdout.ends_with("3 pod(s) released\n"), "{stdout}");
     released_ocifits_gates_only(&shop, &batch).await;
@@ -180,18 +159,7 @@ async fn ocifit_release_gates_also_releases_the_pods_image_selection_holds() {
         .unwrap();
         shop.create(&PostParams::default(), &pod).await.unwrap();
     }
-    let output = tokio::process::Command::new(crate::support::ocifit_binary())
-        .args(["release-gates", "--kubeconfig"])
-        .arg(cluster.kubeconfig())
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = ocifit(&["release-gates"], cluster.kubeconfig()).await;
     assert!(
         stdout.contains("released shop/held (selection.ocifit.io/image)"),
         "{stdout}"
@@ -203,6 +171,25 @@ async fn ocifit_release_gates_also_releases_the_pods_image_selection_holds() {
         gates(&shop.get("held-twice").await.unwrap()),
         ["example.com/quota"]
     );
+}
+
+/// Runs `ocifit ARGS --kubeconfig KUBECONFIG` to its end.
+async fn run_ocifit(args: &[&str], kubeconfig: &Path) -> Output {
+    tokio::process::Command::new(crate::support::ocifit_binary())
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .await
+        .expect("ocifit runs")
+}
+
+/// The standard output of `ocifit ARGS --kubeconfig KUBECONFIG`, which must succeed.
+async fn ocifit(args: &[&str], kubeconfig: &Path) -> String {
+    succeeded(
+        &format!("ocifit {args:?}"),
+        &run_ocifit(args, kubeconfig).await,
+    )
 }
 
 /// Creates `object` from JSON through `api`.
@@ -267,12 +254,7 @@ async fn release_all_goes_on_after_a_pod_it_may_not_patch_and_reports_it() {
     let kubeconfig =
         crate::support::access::service_account_kubeconfig(&cluster, "releaser", "releaser").await;
 
-    let output = tokio::process::Command::new(crate::support::ocifit_binary())
-        .args(["placement", "release-all", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .output()
-        .await
-        .unwrap();
+    let output = run_ocifit(&["placement", "release-all"], &kubeconfig).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
@@ -338,19 +320,7 @@ async fn ocifit_placement_untaint_removes_ocifits_taint_from_every_node_and_noth
     tainted_node(&nodes, "s390x", "s390x", &[(TAINT_KEY, "s390x")]).await;
     tainted_node(&nodes, "gpu", "amd64", &[("gpu", "yes")]).await;
 
-    let output = tokio::process::Command::new(crate::support::ocifit_binary())
-        .args(["placement", "untaint", "--kubeconfig"])
-        .arg(cluster.kubeconfig())
-        .output()
-        .await
-        .unwrap();
-
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = ocifit(&["placement", "untaint"], cluster.kubeconfig()).await;
     assert!(stdout.contains("untainted arm-pool\n"), "{stdout}");
     assert!(stdout.ends_with("3 node(s) untainted\n"), "{stdout}");
     assert!(taint_keys(&nodes, "arm-alone").await.is_empty());

@@ -38,7 +38,11 @@ fn with_arm_sidecar(pod: TestPod, sidecar: &str) -> Pod {
 
 #[tokio::test]
 async fn the_pinned_classes_and_the_platforms_agree_whichever_webhook_runs_first() {
-    let env = Env::start_with(Cluster::builder().with_all_controllers()).await;
+    let env = Env::start_with(
+        crate::support::ocifit_binary(),
+        Cluster::builder().with_all_controllers(),
+    )
+    .await;
     let client = env.client.clone();
     let flavors = env.push_flavors().await;
     for flavor in ["vanilla", "chocolate", "strawberry"] {

@@ -25,13 +25,13 @@ use ocifit::api::ImageSelectionPolicy;
 use ocifit::api::placement::pod::{OUTCOME_ANNOTATION, Outcome, SCHEDULING_GATE};
 use ocifit_testkit::chart::{NAMESPACE, RELEASE, chart_dir, helm, repo_root};
 use ocifit_testkit::flavors::{
-    FLAVOR_LABEL, FLAVOR_POLICY, apply_flavor_policy, create_flavor_nodes, flavor_line,
-    push_flavor_example,
+    FLAVOR_LABEL, FLAVOR_POLICY, FlavorArtifact, apply_flavor_policy, create_flavor_nodes,
+    flavor_line, push_flavor_example,
 };
 use ocifit_testkit::image::ocifit_image;
 use ocifit_testkit::{
-    Cluster, RealNode, Registry, create_namespace, wait_for_pod_log, wait_for_pod_ready,
-    wait_until_admitted,
+    Cluster, PushedImage, RealNode, Registry, create_namespace, wait_for_pod_log,
+    wait_for_pod_ready, wait_until_admitted,
 };
 
 use crate::support::placement::{self, gates};
@@ -52,57 +52,12 @@ async fn the_chart_runs_ocifits_image_on_a_real_node_and_a_rollout_restart_fails
         .await
         .expect("a cluster with a real node");
     let client = cluster.client().expect("a client");
-    let registry = cluster.registry().expect("a registry");
     eprintln!(
         "cluster with a real node: {:.1} s",
         started.elapsed().as_secs_f64()
     );
 
-    let since = Instant::now();
-    let image = ocifit_image(
-        Path::new(crate::support::ocifit_binary()),
-        env!("CARGO_PKG_VERSION"),
-        "test",
-    )
-    .expect("ocifit's image");
-    let pushed = registry
-        .push_built(&image, "ocifit/ocifit", "test")
-        .await
-        .expect("ocifit's image is pushed");
-    eprintln!(
-        "ocifit's image assembled and pushed: {:.1} s",
-        since.elapsed().as_secs_f64()
-    );
-
-    // Defaults but for the image, the local plain-HTTP registry, and the node: kwok's nodes run
-    // nothing, so the operator's pods must land on the real one.
-    let since = Instant::now();
-    let repository = format!("image.repository={}/ocifit/ocifit", registry.addr());
-    let plain_http = format!("registry.plainHttp={{{}}}", registry.addr());
-    let node_selector = format!("nodeSelector.kubernetes\\.io/hostname={NODE}");
-    helm_release(
-        &cluster,
-        "install",
-        &[
-            "--create-namespace",
-            "--set",
-            &repository,
-            "--set",
-            "image.tag=test",
-            "--set",
-            &plain_http,
-            "--set",
-            &node_selector,
-            // The registry is on this machine's own address.
-            "--set",
-            "placement.allowPrivateRegistries=true",
-        ],
-    )
-    .await;
-    eprintln!(
-        "helm install --wait: {:.1} s",
-        since.elapsed().as_secs_f64()
-    );
+    let pushed = install_ocifit(&cluster).await;
 
     let operator = operator_pods(&client).await;
     assert_eq!(operator.len(), 2, "two replicas");
@@ -140,16 +95,7 @@ async fn the_chart_runs_ocifits_image_on_a_real_node_and_a_rollout_restart_fails
     assert_eq!(hook.client_config.url, None);
 
     // The flavor example over kwok's flavor nodes and the real node.
-    let scratch = tempfile::tempdir().expect("a directory");
-    let example = push_flavor_example(registry, &repo_root(), scratch.path())
-        .await
-        .expect("the flavor example is pushed");
-    create_flavor_nodes(&client, &repo_root())
-        .await
-        .expect("the flavor nodes");
-    apply_flavor_policy(&cluster, &repo_root(), &example.reference)
-        .await
-        .expect("the policy is applied");
+    let example = stage_flavor_example(&cluster).await;
     let policy = policy_ready(&client).await;
     let classes = policy.status.expect("a status").classes;
     let vanilla = classes
@@ -287,46 +233,8 @@ async fn a_rollout_restart_on_a_machine_busy_on_every_core_fails_no_admission() 
         .await
         .expect("a cluster with a real node");
     let client = cluster.client().expect("a client");
-    let registry = cluster.registry().expect("a registry");
-    let image = ocifit_image(
-        Path::new(crate::support::ocifit_binary()),
-        env!("CARGO_PKG_VERSION"),
-        "test",
-    )
-    .expect("ocifit's image");
-    registry
-        .push_built(&image, "ocifit/ocifit", "test")
-        .await
-        .expect("ocifit's image is pushed");
-    let repository = format!("image.repository={}/ocifit/ocifit", registry.addr());
-    let plain_http = format!("registry.plainHttp={{{}}}", registry.addr());
-    let node_selector = format!("nodeSelector.kubernetes\\.io/hostname={NODE}");
-    helm_release(
-        &cluster,
-        "install",
-        &[
-            "--create-namespace",
-            "--set",
-            &repository,
-            "--set",
-            "image.tag=test",
-            "--set",
-            &plain_http,
-            "--set",
-            &node_selector,
-        ],
-    )
-    .await;
-    let scratch = tempfile::tempdir().expect("a directory");
-    let example = push_flavor_example(registry, &repo_root(), scratch.path())
-        .await
-        .expect("the flavor example is pushed");
-    create_flavor_nodes(&client, &repo_root())
-        .await
-        .expect("the flavor nodes");
-    apply_flavor_policy(&cluster, &repo_root(), &example.reference)
-        .await
-        .expect("the policy is applied");
+    install_ocifit(&cluster).await;
+    let example = stage_flavor_example(&cluster).await;
     policy_ready(&client).await;
     create_namespace(&client, "apps")
         .await
@@ -617,4 +525,74 @@ fn image_of(pod: &Pod) -> String {
         .as_ref()
         .and_then(|s| s.containers[0].image.clone())
         .unwrap_or_default()
+}
+
+/// ocifit's image, assembled from the binary under test, pushed to the cluster's registry and
+/// installed by the chart (`helm install --wait`): defaults but for the image, the local
+/// plain-HTTP registry, and the node: kwok's nodes run nothing, so the operator's pods must land
+/// on the real one. The image as pushed.
+async fn install_ocifit(cluster: &Cluster) -> PushedImage {
+    let registry = cluster.registry().expect("a registry");
+    let since = Instant::now();
+    let image = ocifit_image(
+        Path::new(crate::support::ocifit_binary()),
+        env!("CARGO_PKG_VERSION"),
+        "test",
+    )
+    .expect("ocifit's image");
+    let pushed = registry
+        .push_built(&image, "ocifit/ocifit", "test")
+        .await
+        .expect("ocifit's image is pushed");
+    eprintln!(
+        "ocifit's image assembled and pushed: {:.1} s",
+        since.elapsed().as_secs_f64()
+    );
+
+    let since = Instant::now();
+    let repository = format!("image.repository={}/ocifit/ocifit", registry.addr());
+    let plain_http = format!("registry.plainHttp={{{}}}", registry.addr());
+    let node_selector = format!("nodeSelector.kubernetes\\.io/hostname={NODE}");
+    helm_release(
+        cluster,
+        "install",
+        &[
+            "--create-namespace",
+            "--set",
+            &repository,
+            "--set",
+            "image.tag=test",
+            "--set",
+            &plain_http,
+            "--set",
+            &node_selector,
+            // The registry is on this machine's own address.
+            "--set",
+            "placement.allowPrivateRegistries=true",
+        ],
+    )
+    .await;
+    eprintln!(
+        "helm install --wait: {:.1} s",
+        since.elapsed().as_secs_f64()
+    );
+    pushed
+}
+
+/// The flavor example staged: its images and artifact pushed, kwok's flavor nodes, the policy;
+/// the artifact as pushed.
+async fn stage_flavor_example(cluster: &Cluster) -> FlavorArtifact {
+    let registry = cluster.registry().expect("a registry");
+    let scratch = tempfile::tempdir().expect("a directory");
+    let example = push_flavor_example(registry, &repo_root(), scratch.path())
+        .await
+        .expect("the flavor example is pushed");
+    let client = cluster.client().expect("a client");
+    create_flavor_nodes(&client, &repo_root())
+        .await
+        .expect("the flavor nodes");
+    apply_flavor_policy(cluster, &repo_root(), &example.reference)
+        .await
+        .expect("the policy is applied");
+    example
 }

@@ -11,6 +11,7 @@
 //! agree with the binary. Each test has its own cluster: the install is cluster-wide (CRD,
 //! ClusterRole, webhook configuration).
 
+use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, MutatingWebhookConfiguration};
@@ -43,6 +44,7 @@ async fn ocifit_run_with_the_charts_arguments_under_its_service_account_serves_a
         .with_bind_addresses(&admin, &webhook);
     let kubeconfig = service_account_kubeconfig(&cluster, NAMESPACE, &pod.account).await;
     let replica = Replica::start(
+        Path::new(crate::support::ocifit_binary()),
         &pod,
         &kubeconfig,
         &admin,
@@ -152,7 +154,11 @@ async fn a_labelled_pod_gets_its_image_through_the_charts_webhook_configuration_
         .await
         .expect("a local cluster and registry");
     let client = cluster.client().expect("a client");
-    let env = Env { cluster, client };
+    let env = Env {
+        cluster,
+        client,
+        ocifit: crate::support::ocifit_binary().into(),
+    };
     // The chart's own value for the local plain-HTTP registry.
     let plain_http = format!("registry.plainHttp={{{}}}", env.registry().addr());
     install(&env.cluster, &[&plain_http]).await;
@@ -185,6 +191,7 @@ async fn a_labelled_pod_gets_its_image_through_the_charts_webhook_configuration_
         .with_bind_addresses(&admin, &webhook.to_string());
     let kubeconfig = service_account_kubeconfig(&env.cluster, NAMESPACE, &pod.account).await;
     let replica = Replica::start(
+        Path::new(crate::support::ocifit_binary()),
         &pod,
         &kubeconfig,
         &admin,

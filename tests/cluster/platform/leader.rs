@@ -29,7 +29,7 @@ async fn wait_leading(controller: &Controller, timeout: Duration) -> Duration {
 
 #[tokio::test]
 async fn one_leader_writes_and_hands_over() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     env.push_flavors().await;
     env.add_node(linux_node("n-1").label(FLAVOR, "vanilla"))
         .await;

@@ -47,12 +47,7 @@ async fn every_seeds_migrated_objects_pass_kubeconform_and_a_server_side_dry_run
             .output()
             .await
             .unwrap();
-        let objects = String::from_utf8(output.stdout).unwrap();
-        assert!(
-            output.status.success(),
-            "{sample}: {objects}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let objects = crate::support::succeeded(&format!("ocifit migrate {sample}"), &output);
         let migrated: Vec<String> = documents(&objects)
             .unwrap()
             .iter()

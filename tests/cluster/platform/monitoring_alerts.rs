@@ -34,7 +34,7 @@ const WAIT: Duration = Duration::from_secs(90);
 
 #[tokio::test]
 async fn a_registry_outage_fires_the_degraded_and_gated_too_long_alerts_until_it_ends() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let client = env.client.clone();
     create_namespace(&client, NAMESPACE).await.unwrap();
     let registry = env.registry();

@@ -21,7 +21,7 @@ use crate::support::{Controller, Env, FLAVOR, apply_config_rbac, free_address, i
 
 #[tokio::test]
 async fn the_controller_runs_under_the_role_in_config_rbac() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     apply_config_rbac(&env.cluster).await;
     let kubeconfig =
         service_account_kubeconfig(&env.cluster, "ocifit-system", "ocifit-controller").await;

@@ -5,6 +5,8 @@
 //! pods and Jobs) among the steady pods through the step webhooks. Every admission succeeds, every
 //! gated pod is released, every opted-in pod gets its class's image, every step pod is injected.
 
+use std::path::Path;
+
 use crate::support::scale::{GATE, MUTATE, STEP_JOBS, STEP_PODS, Sizes, run};
 
 #[tokio::test]
@@ -19,7 +21,7 @@ async fn pods_at_a_steady_rate_in_a_burst_by_a_deployment_and_as_steps_are_all_a
         replicas: 10,
         steps: 10,
     });
-    let report = run(sizes).await;
+    let report = run(Path::new(crate::support::ocifit_binary()), sizes).await;
     println!("{}", report.table());
     assert_eq!(report.failed_admissions, 0, "admissions refused or failed");
     assert!(

@@ -72,7 +72,7 @@ async fn lease_holder(env: &Env) -> Option<String> {
 /// Runs the composed process with `task` made to fail (panic, or end) once it is ready; what the
 /// supervisor returned.
 async fn fail_while_serving(task: &'static str, panics: bool) -> Ended {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let admin = free_address();
     let mut process = start(config(&env, &admin)).await.expect("ocifit starts");
     let at = process
@@ -146,7 +146,7 @@ async fn an_index_feed_that_ends_fails_liveness_releases_the_lease_and_is_named(
 
 #[tokio::test]
 async fn a_missing_lease_namespace_is_one_line_naming_the_fix() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let kubeconfig = env.cluster.kubeconfig().display().to_string();
     let admin = free_address();
     let out = tokio::process::Command::new(ocifit_binary())

@@ -9,9 +9,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
-use ocifit::api::pod::ENABLED_LABEL;
+use ocifit_testkit::Cluster;
 use ocifit_testkit::pki::CertificateAuthority;
-use ocifit_testkit::{Cluster, PodWebhook};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::support::objects::{OptIn, TestPod};
-use crate::support::webhook::{WebhookCertificate, activate, image};
+use crate::support::webhook::{WebhookCertificate, image};
 use crate::support::{Env, FLAVOR, free_address};
 
 const NAMESPACE: &str = "client-certificates";
@@ -59,10 +58,13 @@ async fn with_a_client_ca_only_the_apiserver_reaches_the_webhook() {
         ),
     )
     .expect("written");
-    let env = Env::start_with(Cluster::builder().apiserver_arg(format!(
-        "--admission-control-config-file={}",
-        path("admission.yaml")
-    )))
+    let env = Env::start_with(
+        crate::support::ocifit_binary(),
+        Cluster::builder().apiserver_arg(format!(
+            "--admission-control-config-file={}",
+            path("admission.yaml")
+        )),
+    )
     .await;
 
     let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
@@ -79,25 +81,15 @@ async fn with_a_client_ca_only_the_apiserver_reaches_the_webhook() {
         .await;
     env.create_policy(&env.flavor_policy("flavors")).await;
     env.wait_ready("flavors").await;
-    let webhook = PodWebhook::new(
-        "ocifit-client-certificates",
-        &format!("https://{address}/mutate"),
-        certificate.ca.cert_pem(),
-    )
-    .match_label(ENABLED_LABEL, "true")
-    .in_namespace(NAMESPACE);
-    let probe = TestPod::named("probe")
-        .opted_in()
-        .node_selector(FLAVOR, "vanilla")
-        .build();
-    activate(
-        &env,
-        &webhook.to_configuration(),
-        NAMESPACE,
-        &probe,
-        &by_flavor["vanilla"],
-    )
-    .await;
+    certificate
+        .activate_mutate(
+            &env,
+            "ocifit-client-certificates",
+            &address,
+            NAMESPACE,
+            &by_flavor["vanilla"],
+        )
+        .await;
     let pod = TestPod::named("admitted")
         .opted_in()
         .node_selector(FLAVOR, "chocolate")

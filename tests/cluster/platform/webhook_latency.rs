@@ -6,17 +6,16 @@
 //! not wait for the peer's delayed ACK (Nagle's algorithm on the webhook's socket held each
 //! response back ~40 ms), so the mean of each webhook stays well under 20 ms.
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use ocifit::api::placement::pod::SCHEDULING_GATE;
-use ocifit_testkit::{Cluster, PodWebhook, webhook_durations};
+use ocifit_testkit::{Cluster, webhook_durations};
 use serde_json::json;
 
 use crate::support::objects::{OptIn, TestPod};
 use crate::support::placement::{create_policy, gates};
-use crate::support::webhook::{WebhookCertificate, activate};
+use crate::support::webhook::{GATE, WebhookCertificate};
 use crate::support::{Env, FLAVOR, free_address};
 
 const NAMESPACE: &str = "webhook-latency";
@@ -27,13 +26,16 @@ const PODS: usize = 60;
 const MEAN_LIMIT_SECONDS: f64 = 0.020;
 /// The webhooks' names, as the apiserver labels its histogram.
 const MUTATE: &str = "pods.ocifit.io";
-const GATE: &str = "gate.ocifit.io";
 /// A bucket bound of the apiserver's histogram, under the delayed-ACK stall.
 const WITHIN_SECONDS: f64 = 0.025;
 
 #[tokio::test]
 async fn back_to_back_pod_creations_wait_no_delayed_ack_in_either_webhook() {
-    let env = Env::start_with(Cluster::builder().with_all_controllers()).await;
+    let env = Env::start_with(
+        crate::support::ocifit_binary(),
+        Cluster::builder().with_all_controllers(),
+    )
+    .await;
     let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
     let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
     let address = free_address();
@@ -44,41 +46,18 @@ async fn back_to_back_pod_creations_wait_no_delayed_ack_in_either_webhook() {
     env.wait_ready("flavors").await;
     create_policy(&env.client, "everything", json!({})).await;
 
-    let mutate = PodWebhook::new(
-        "ocifit-latency-mutate",
-        &format!("https://{address}/mutate"),
-        certificate.ca.cert_pem(),
-    )
-    .match_label(ocifit::api::pod::ENABLED_LABEL, "true")
-    .in_namespace(NAMESPACE);
-    let probe = TestPod::named("probe")
-        .opted_in()
-        .node_selector(FLAVOR, "vanilla")
-        .build();
-    activate(
-        &env,
-        &mutate.to_configuration(),
-        NAMESPACE,
-        &probe,
-        &by_flavor["vanilla"],
-    )
-    .await;
-    let gate = PodWebhook::new(
-        "ocifit-latency-gate",
-        &format!("https://{address}/placement"),
-        certificate.ca.cert_pem(),
-    )
-    .in_namespace(NAMESPACE);
-    // Both configurations name their webhook `pods.ocifit.io`, and the apiserver's histogram is
-    // by webhook name: the gate's gets a name of its own.
-    let mut gate = gate.to_configuration();
-    if let Some(webhook) = gate.webhooks.as_mut().and_then(|w| w.first_mut()) {
-        webhook.name = GATE.to_owned();
-    }
-    Api::<MutatingWebhookConfiguration>::all(env.client.clone())
-        .create(&PostParams::default(), &gate)
-        .await
-        .expect("the gate's configuration");
+    certificate
+        .activate_mutate(
+            &env,
+            "ocifit-latency-mutate",
+            &address,
+            NAMESPACE,
+            &by_flavor["vanilla"],
+        )
+        .await;
+    certificate
+        .register_gate(&env, "ocifit-latency-gate", &address, NAMESPACE)
+        .await;
 
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), NAMESPACE);
     let create = async |name: String| {

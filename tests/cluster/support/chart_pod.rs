@@ -13,7 +13,7 @@ use ocifit_testkit::Cluster;
 use ocifit_testkit::chart::{self, NAMESPACE};
 use tokio::process::{Child, Command};
 
-use super::{get, ocifit_binary, terminate};
+use super::{get, terminate};
 
 /// The pod name the downward API would give this replica.
 pub const POD_NAME: &str = "ocifit-controller-7d9f8-wiring";
@@ -115,10 +115,17 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Starts the binary with the pod's arguments and only its environment, plus `KUBECONFIG`
-    /// standing for the in-cluster configuration; waits until `admin` answers `/readyz` 200.
-    pub async fn start(pod: &ChartPod, kubeconfig: &Path, admin: &str, log: PathBuf) -> Replica {
-        let child = Command::new(ocifit_binary())
+    /// Starts `ocifit` (the binary) with the pod's arguments and only its environment, plus
+    /// `KUBECONFIG` standing for the in-cluster configuration; waits until `admin` answers
+    /// `/readyz` 200.
+    pub async fn start(
+        ocifit: &Path,
+        pod: &ChartPod,
+        kubeconfig: &Path,
+        admin: &str,
+        log: PathBuf,
+    ) -> Replica {
+        let child = Command::new(ocifit)
             .args(&pod.args)
             .env_clear()
             .envs(pod.env.iter().cloned())

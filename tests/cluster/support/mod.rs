@@ -1,14 +1,17 @@
-//! What the scenarios share: a real control plane and registry from the test kit with the CRD
-//! applied (`Env`), artifacts and images pushed with the ORAS SDK and crane, and `ocifit run`
-//! started as a real process (`Controller`: signals, leader election and the admin server are the
-//! real ones). Typed object builders are in `objects`, ServiceAccount kubeconfigs and the TLS
-//! client in `access`, the chart's pod in `chart_pod`, the certificate manager's harness in
-//! `certificates`, placement's served gate and pod waits in `placement`, `ocifit run` serving
-//! the pod webhook in `webhook`.
+//! What the cluster scenarios share, and with them the main crate's benches that run a cluster and
+//! its components: a real control plane and registry from the test kit with the CRD applied
+//! (`Env`), artifacts and images pushed with the ORAS SDK and crane, and `ocifit run` started as a
+//! real process (`Controller`: signals, leader election and the admin server are the real ones),
+//! the binary being the one the caller built and passed to `Env::start`. Typed object builders are
+//! in `objects`, ServiceAccount kubeconfigs and the TLS client in `access`, the chart's pod in
+//! `chart_pod`, the certificate manager's harness in `certificates`, placement's served gate and
+//! pod waits in `placement`, `ocifit run` serving the pod webhook in `webhook`, the scale run in
+//! `scale`, the flavor example's resolved status (no cluster) in `flavor_example`.
 
 pub mod access;
 pub mod certificates;
 pub mod chart_pod;
+pub mod flavor_example;
 pub mod objects;
 pub mod placement;
 pub mod scale;
@@ -33,27 +36,23 @@ pub const FLAVOR: &str = "feature.node.ocifit-k8s.flavor";
 /// Where [`Env::push_flavors`] pushes the seed's flavor artifact in the test registry.
 pub const FLAVOR_ARTIFACT: &str = "ocifit/flavor-compat:v1";
 
-/// The `ocifit` binary: the cluster crate's copy of `src/main.rs` (see its Cargo.toml), or the main
-/// crate's own for the memory bench, which shares this module.
-pub fn ocifit_binary() -> &'static str {
-    option_env!("CARGO_BIN_EXE_ocifit-under-test")
-        .or(option_env!("CARGO_BIN_EXE_ocifit"))
-        .expect("built as a test of ocifit-cluster-tests or a bench of ocifit")
-}
-
-/// A cluster (etcd + apiserver) with the CRD applied and a registry.
+/// A cluster (etcd + apiserver) with the CRD applied and a registry, and the `ocifit` binary its
+/// [`Controller`]s run.
 pub struct Env {
     pub cluster: Cluster,
     pub client: Client,
+    /// The binary the caller built: the cluster crate's `ocifit-under-test`, or the main crate's
+    /// `ocifit` for a bench (compiled with the bench profile).
+    pub ocifit: PathBuf,
 }
 
 impl Env {
-    pub async fn start() -> Env {
-        Env::start_with(Cluster::builder()).await
+    pub async fn start(ocifit: impl Into<PathBuf>) -> Env {
+        Env::start_with(ocifit, Cluster::builder()).await
     }
 
     /// As [`Env::start`], from `builder` (e.g. with kube-scheduler and kwok).
-    pub async fn start_with(builder: ClusterBuilder) -> Env {
+    pub async fn start_with(ocifit: impl Into<PathBuf>, builder: ClusterBuilder) -> Env {
         let cluster = builder
             .with_registry(Registry::builder())
             .start()
@@ -66,7 +65,11 @@ impl Env {
         ocifit_testkit::create_namespace(&client, "ocifit-system")
             .await
             .expect("the operator namespace");
-        Env { cluster, client }
+        Env {
+            cluster,
+            client,
+            ocifit: ocifit.into(),
+        }
     }
 
     pub fn registry(&self) -> &Registry {
@@ -359,7 +362,7 @@ impl Controller {
             "json".into(),
         ]);
         args.extend(extra.iter().map(|s| (*s).to_owned()));
-        let child = Command::new(ocifit_binary())
+        let child = Command::new(&env.ocifit)
             .args(&args)
             .env("RUST_LOG", "info,ocifit=debug")
             .env_remove("KUBECONFIG")
@@ -384,7 +387,6 @@ impl Controller {
     }
 
     /// The process id.
-    #[allow(dead_code)] // for the memory bench, which shares this module
     pub fn pid(&self) -> u32 {
         self.child.id().expect("a running process")
     }
@@ -454,6 +456,19 @@ async fn exit_status(child: &mut Child, within: Duration) -> std::process::ExitS
         .await
         .unwrap_or_else(|_| panic!("ocifit run exits within {within:?} of SIGTERM"))
         .expect("an exit status")
+}
+
+/// The standard output of a finished command that must have succeeded; a failure names `what`
+/// and shows both outputs.
+pub fn succeeded(what: &str, output: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{what}: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }
 
 pub fn free_address() -> String {

@@ -12,16 +12,16 @@ mod measure;
 mod steps;
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use ocifit::api::placement::pod::SCHEDULING_GATE;
 use ocifit::api::pod::ENABLED_LABEL;
-use ocifit_testkit::{Cluster, PodWebhook, webhook_durations};
+use ocifit_testkit::{Cluster, webhook_durations};
 use serde_json::json;
 use tokio::task::JoinSet;
 
@@ -32,13 +32,13 @@ pub use steps::{STEP_JOBS, STEP_PODS};
 
 use super::objects::{OptIn, TestPod, linux_node};
 use super::placement::{create_policy, gates};
-use super::webhook::{WebhookCertificate, activate, image};
+use super::webhook::{WebhookCertificate, image};
 use super::{Env, FLAVOR, free_address};
 
 pub const NAMESPACE: &str = "scale";
 /// The webhooks' names, as the apiserver labels its histogram.
 pub const MUTATE: &str = "pods.ocifit.io";
-pub const GATE: &str = "gate.ocifit.io";
+pub use super::webhook::GATE;
 const FLAVORS: [&str; 3] = ["vanilla", "chocolate", "strawberry"];
 const ARCHES: [&str; 2] = ["amd64", "arm64"];
 /// Requests in flight while creating nodes, pods and updates (a ReplicaSet controller's burst).
@@ -118,8 +118,11 @@ pub struct Report {
 }
 
 /// The cluster, ocifit serving both webhooks and every policy; each flavor's image.
-async fn arrange(sizes: Sizes) -> (Env, super::Controller, BTreeMap<&'static str, String>) {
-    let env = Env::start_with(Cluster::builder().with_all_controllers()).await;
+async fn arrange(
+    ocifit: &Path,
+    sizes: Sizes,
+) -> (Env, super::Controller, BTreeMap<&'static str, String>) {
+    let env = Env::start_with(ocifit, Cluster::builder().with_all_controllers()).await;
     let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
     let mut creating = JoinSet::new();
     for i in FLAVORS.len()..sizes.nodes {
@@ -154,37 +157,18 @@ async fn arrange(sizes: Sizes) -> (Env, super::Controller, BTreeMap<&'static str
     }
     create_policy(&env.client, "everything", json!({})).await;
     env.wait_ready("flavors").await;
-    let mutate = PodWebhook::new(
-        "ocifit-scale-mutate",
-        &format!("https://{address}/mutate"),
-        certificate.ca.cert_pem(),
-    )
-    .match_label(ENABLED_LABEL, "true")
-    .in_namespace(NAMESPACE);
-    let probe = opted_in_pod("probe", 0);
-    activate(
-        &env,
-        &mutate.to_configuration(),
-        NAMESPACE,
-        &probe,
-        &by_flavor["vanilla"],
-    )
-    .await;
-    // Both configurations name their webhook `pods.ocifit.io`; the histogram is by name.
-    let mut gate = PodWebhook::new(
-        "ocifit-scale-gate",
-        &format!("https://{address}/placement"),
-        certificate.ca.cert_pem(),
-    )
-    .in_namespace(NAMESPACE)
-    .to_configuration();
-    if let Some(webhook) = gate.webhooks.as_mut().and_then(|w| w.first_mut()) {
-        webhook.name = GATE.to_owned();
-    }
-    Api::<MutatingWebhookConfiguration>::all(env.client.clone())
-        .create(&PostParams::default(), &gate)
-        .await
-        .expect("the gate's configuration");
+    certificate
+        .activate_mutate(
+            &env,
+            "ocifit-scale-mutate",
+            &address,
+            NAMESPACE,
+            &by_flavor["vanilla"],
+        )
+        .await;
+    certificate
+        .register_gate(&env, "ocifit-scale-gate", &address, NAMESPACE)
+        .await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), NAMESPACE);
     let mut warm_up = 0;
     loop {
@@ -408,9 +392,9 @@ async fn wrong_images(env: &Env, by_flavor: &BTreeMap<&str, String>) -> Vec<Stri
         .collect()
 }
 
-/// The whole run at `sizes`.
-pub async fn run(sizes: Sizes) -> Report {
-    let (env, controller, by_flavor) = arrange(sizes).await;
+/// The whole run at `sizes`, `ocifit` being the binary to run.
+pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
+    let (env, controller, by_flavor) = arrange(ocifit, sizes).await;
     let api: Api<Pod> = Api::namespaced(env.client.clone(), NAMESPACE);
     let released = Released::default();
     released.watch(api.clone());

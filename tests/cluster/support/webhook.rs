@@ -11,10 +11,17 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
+use ocifit::api::pod::ENABLED_LABEL;
+use ocifit_testkit::PodWebhook;
 use ocifit_testkit::pki::CertificateAuthority;
 
-use super::objects::linux_node;
+use super::objects::{OptIn, TestPod, linux_node};
 use super::{Controller, Env, FLAVOR, get};
+
+/// The name of placement's gate webhook in the configurations the scenarios register: both of
+/// ocifit's configurations name their webhook `pods.ocifit.io`, and the apiserver's duration
+/// histogram is by webhook name.
+pub const GATE: &str = "gate.ocifit.io";
 
 /// How long a new webhook configuration may take to admit the probe.
 const ACTIVE_WITHIN: Duration = Duration::from_secs(30);
@@ -104,6 +111,51 @@ impl WebhookCertificate {
         ];
         flags.extend_from_slice(extra);
         Controller::start(env, identity, &flags).await
+    }
+
+    /// Registers `/mutate` on `address` (served with this certificate) as the configuration
+    /// `name` for the opted-in pods of `namespace`, and waits until it admits a vanilla probe with
+    /// `vanilla` (the vanilla flavor's image); the probe.
+    pub async fn activate_mutate(
+        &self,
+        env: &Env,
+        name: &str,
+        address: &str,
+        namespace: &str,
+        vanilla: &str,
+    ) -> Pod {
+        let webhook = PodWebhook::new(
+            name,
+            &format!("https://{address}/mutate"),
+            self.ca.cert_pem(),
+        )
+        .match_label(ENABLED_LABEL, "true")
+        .in_namespace(namespace);
+        let probe = TestPod::named("probe")
+            .opted_in()
+            .node_selector(FLAVOR, "vanilla")
+            .build();
+        activate(env, &webhook.to_configuration(), namespace, &probe, vanilla).await;
+        probe
+    }
+
+    /// Registers placement's gate (`/placement` on `address`) as the configuration `name` for
+    /// every pod of `namespace`, its webhook named [`GATE`].
+    pub async fn register_gate(&self, env: &Env, name: &str, address: &str, namespace: &str) {
+        let mut gate = PodWebhook::new(
+            name,
+            &format!("https://{address}/placement"),
+            self.ca.cert_pem(),
+        )
+        .in_namespace(namespace)
+        .to_configuration();
+        if let Some(webhook) = gate.webhooks.as_mut().and_then(|w| w.first_mut()) {
+            webhook.name = GATE.to_owned();
+        }
+        Api::<MutatingWebhookConfiguration>::all(env.client.clone())
+            .create(&PostParams::default(), &gate)
+            .await
+            .expect("the gate's configuration");
     }
 }
 

@@ -49,6 +49,24 @@ impl Pod {
         ocifit(&args, &[])
     }
 
+    /// [`Pod::prepare`], which must succeed.
+    fn prepared(&self, registry: &Registry, inputs: &[&str]) {
+        let prepared = self.prepare(registry, inputs);
+        assert!(
+            prepared.status.success(),
+            "{}",
+            String::from_utf8_lossy(&prepared.stderr)
+        );
+    }
+
+    /// What `reference` holds, pulled with the ORAS SDK into `pulled/`.
+    fn pull(&self, registry: &Registry, reference: &str) -> PathBuf {
+        let out = self.path("pulled");
+        std::fs::create_dir(&out).unwrap();
+        sdk_pull(registry, &registry.reference(reference), &out);
+        out
+    }
+
     fn deliver(&self, registry: &Registry, to: &str) -> Child {
         Command::new(env!("CARGO_BIN_EXE_ocifit"))
             .args(["artifact", "deliver", "--plain-http", "--run"])
@@ -106,29 +124,23 @@ fn stop(mut deliver: Child) -> Output {
     deliver.wait_with_output().unwrap()
 }
 
-fn input(registry: &Registry, reference: &str, name: &str, content: &str) {
+/// Pushes `content` as the file `path` (`name` or `dir/name`) with the ORAS SDK: a step's output.
+fn pushed(registry: &Registry, reference: &str, path: &str, content: &str) {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join(name), content).unwrap();
-    sdk_push(
-        registry,
-        &registry.reference(reference),
-        dir.path(),
-        &[name],
-    );
+    let file = dir.path().join(path);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(file, content).unwrap();
+    let top = path.split('/').next().unwrap_or(path);
+    sdk_push(registry, &registry.reference(reference), dir.path(), &[top]);
 }
 
 #[tokio::test]
 async fn a_step_reads_its_inputs_and_its_outputs_and_piped_output_are_pushed() {
     let registry = Registry::builder().start().await.unwrap();
-    input(&registry, "w/one:v1", "numbers.txt", "3\n4\n");
-    input(&registry, "w/two:v1", "factor.txt", "10\n");
+    pushed(&registry, "w/one:v1", "numbers.txt", "3\n4\n");
+    pushed(&registry, "w/two:v1", "factor.txt", "10\n");
     let pod = Pod::new();
-    let prepared = pod.prepare(&registry, &["w/one:v1", "w/two:v1"]);
-    assert!(
-        prepared.status.success(),
-        "{}",
-        String::from_utf8_lossy(&prepared.stderr)
-    );
+    pod.prepared(&registry, &["w/one:v1", "w/two:v1"]);
     assert_eq!(tree(&pod.path("inputs")).len(), 2);
     let pulled = pod.report("prepare.log");
     assert_eq!(
@@ -159,9 +171,7 @@ async fn a_step_reads_its_inputs_and_its_outputs_and_piped_output_are_pushed() {
     );
     assert!(pushed.bytes > 0, "{pushed:?}");
 
-    let out = pod.path("pulled");
-    std::fs::create_dir(&out).unwrap();
-    sdk_pull(&registry, &registry.reference("w/result:v1"), &out);
+    let out = pod.pull(&registry, "w/result:v1");
     assert_eq!(
         tree(&out.join("results")),
         [
@@ -171,32 +181,14 @@ async fn a_step_reads_its_inputs_and_its_outputs_and_piped_output_are_pushed() {
     );
 }
 
-/// Pushes `out/<name>` holding `content` with the ORAS SDK, as a scattered step's output.
-fn scattered(registry: &Registry, reference: &str, name: &str, content: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("out")).unwrap();
-    std::fs::write(dir.path().join("out").join(name), content).unwrap();
-    sdk_push(
-        registry,
-        &registry.reference(reference),
-        dir.path(),
-        &["out"],
-    );
-}
-
 #[tokio::test]
 async fn scattered_outputs_are_gathered_into_one_out_beside_the_images_files_and_pushed_whole() {
     let registry = Registry::builder().start().await.unwrap();
-    scattered(&registry, "w/scatter-1:v1", "a.txt", "a\n");
-    scattered(&registry, "w/scatter-2:v1", "b.txt", "b\n");
+    pushed(&registry, "w/scatter-1:v1", "out/a.txt", "a\n");
+    pushed(&registry, "w/scatter-2:v1", "out/b.txt", "b\n");
     let pod = Pod::new();
     std::fs::write(pod.path("work/image.txt"), "the image's\n").unwrap();
-    let prepared = pod.prepare(&registry, &["w/scatter-1:v1", "w/scatter-2:v1"]);
-    assert!(
-        prepared.status.success(),
-        "{}",
-        String::from_utf8_lossy(&prepared.stderr)
-    );
+    pod.prepared(&registry, &["w/scatter-1:v1", "w/scatter-2:v1"]);
 
     // The oras-operator's fan-in: no input-path (the working directory), no output-path (the
     // working directory pushed).
@@ -216,9 +208,7 @@ async fn scattered_outputs_are_gathered_into_one_out_beside_the_images_files_and
     assert_eq!(status.code(), Some(0), "{}", pod.termination_message());
     stop(deliver);
 
-    let out = pod.path("pulled");
-    std::fs::create_dir(&out).unwrap();
-    sdk_pull(&registry, &registry.reference("w/gathered:v1"), &out);
+    let out = pod.pull(&registry, "w/gathered:v1");
     assert_eq!(
         tree(&out),
         [
@@ -236,8 +226,8 @@ async fn scattered_outputs_are_gathered_into_one_out_beside_the_images_files_and
 #[tokio::test]
 async fn a_file_in_two_inputs_stops_the_step_naming_it_and_both_inputs() {
     let registry = Registry::builder().start().await.unwrap();
-    scattered(&registry, "w/first:v1", "same.txt", "1");
-    scattered(&registry, "w/second:v1", "same.txt", "2");
+    pushed(&registry, "w/first:v1", "out/same.txt", "1");
+    pushed(&registry, "w/second:v1", "out/same.txt", "2");
     let pod = Pod::new();
     let prepared = pod.prepare(&registry, &["w/first:v1", "w/second:v1"]);
     assert!(!prepared.status.success());
@@ -254,7 +244,7 @@ async fn a_file_in_two_inputs_stops_the_step_naming_it_and_both_inputs() {
 async fn a_failed_step_pushes_nothing_and_keeps_its_exit_status() {
     let registry = Registry::builder().start().await.unwrap();
     let pod = Pod::new();
-    assert!(pod.prepare(&registry, &[]).status.success());
+    pod.prepared(&registry, &[]);
     let deliver = pod.deliver(&registry, "w/never:v1");
     let status = pod
         .launch(
@@ -300,7 +290,7 @@ async fn a_push_the_registry_refuses_fails_the_step_with_the_reason() {
         .await
         .unwrap();
     let pod = Pod::new();
-    assert!(pod.prepare(&registry, &[]).status.success());
+    pod.prepared(&registry, &[]);
     let deliver = pod.deliver(&registry, "w/refused:v1");
     let status = pod
         .launch(
@@ -326,7 +316,7 @@ async fn a_push_the_registry_refuses_fails_the_step_with_the_reason() {
 async fn sigterm_reaches_the_steps_command() {
     let registry = Registry::builder().start().await.unwrap();
     let pod = Pod::new();
-    assert!(pod.prepare(&registry, &[]).status.success());
+    pod.prepared(&registry, &[]);
     let mut step = pod
         .launch(
             &[],

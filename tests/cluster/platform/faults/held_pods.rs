@@ -20,17 +20,14 @@ use ocifit::api::pod::{
     SCHEDULING_GATE,
 };
 use ocifit::image_selection::planner::managed::managed_name;
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 
-use super::{NAMESPACE, Served};
+use super::{AT_ONCE, NAMESPACE, Served, create_in_bursts};
 use crate::support::objects::{OptIn, TestPod};
+use crate::support::placement::gates;
 use crate::support::webhook::image;
 use crate::support::{FLAVOR, flavor_set};
 
 const PODS: usize = 200;
-/// Pods created at once, as a burst of ReplicaSets would.
-const AT_ONCE: usize = 25;
 const PLACEHOLDER: &str = "placeholder:slow";
 const SLOW_ARTIFACT: &str = "ocifit/slow-compat:v1";
 const REF_ONLY_ARTIFACT: &str = "ocifit/ref-only-compat:v1";
@@ -40,16 +37,6 @@ const BATCH: &str = "batch";
 /// How long the released pods may take once the registry answers again (the policy's
 /// resolution retries after its backoff first).
 const RELEASED_WITHIN: Duration = Duration::from_secs(120);
-
-fn gates(pod: &Pod) -> Vec<String> {
-    pod.spec
-        .as_ref()
-        .and_then(|spec| spec.scheduling_gates.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|gate| gate.name.clone())
-        .collect()
-}
 
 fn held_pod(name: &str, flavor: &str) -> Pod {
     TestPod::named(name)
@@ -77,22 +64,18 @@ async fn pods_created_before_their_new_policy_resolves_are_held_then_get_their_c
                 .target_image(PLACEHOLDER),
         )
         .await;
-    let places = Arc::new(Semaphore::new(AT_ONCE));
-    let mut created = JoinSet::new();
-    let flavors = ["vanilla", "chocolate", "strawberry"];
-    for i in 0..PODS {
-        let (served, places) = (Arc::clone(&served), Arc::clone(&places));
-        let flavor = flavors[i % flavors.len()];
-        created.spawn(async move {
-            let _place = places.acquire_owned().await.expect("a place");
-            let pods = Api::<Pod>::namespaced(served.env.client.clone(), NAMESPACE);
+    let pods = Api::<Pod>::namespaced(served.env.client.clone(), NAMESPACE);
+    let results = create_in_bursts(PODS, |i, flavor| {
+        let pods = pods.clone();
+        async move {
             pods.create(&Default::default(), &held_pod(&format!("held-{i}"), flavor))
                 .await
-        });
-    }
+        }
+    })
+    .await;
     let (mut held, mut refused, mut other) = (0, 0, 0);
-    while let Some(joined) = created.join_next().await {
-        match joined.expect("a creation") {
+    for result in results {
+        match result {
             Ok(pod)
                 if gates(&pod) == [SCHEDULING_GATE]
                     && image(&pod) == PLACEHOLDER

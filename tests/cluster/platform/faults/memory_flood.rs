@@ -66,7 +66,7 @@ async fn released_count(client: &Client) -> i32 {
 
 #[tokio::test]
 async fn a_flood_of_labelled_pods_with_huge_args_keeps_every_replica_under_the_chart_limit() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let client = env.client.clone();
     ocifit_testkit::create_namespace(&client, NAMESPACE)
         .await

@@ -36,16 +36,44 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use ocifit::api::ImageSelectionPolicyStatus;
-use ocifit::api::pod::ENABLED_LABEL;
-use ocifit_testkit::PodWebhook;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 
 use crate::support::objects::{OptIn, TestPod, linux_node};
-use crate::support::webhook::{WebhookCertificate, activate, image};
+use crate::support::webhook::{WebhookCertificate, image};
 use crate::support::{Controller, Env, FLAVOR, free_address};
 
 const NAMESPACE: &str = "faults";
+/// Pods created at once, as a burst of ReplicaSets would.
+const AT_ONCE: usize = 25;
+
+/// Runs `create(i, flavor)` for `count` pods, the three flavors in turn, [`AT_ONCE`] in flight;
+/// the results in the order they finished.
+async fn create_in_bursts<T, F, Fut>(count: usize, create: F) -> Vec<T>
+where
+    F: Fn(usize, &'static str) -> Fut,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let places = Arc::new(Semaphore::new(AT_ONCE));
+    let mut created = JoinSet::new();
+    let flavors = ["vanilla", "chocolate", "strawberry"];
+    for i in 0..count {
+        let places = Arc::clone(&places);
+        let creation = create(i, flavors[i % flavors.len()]);
+        created.spawn(async move {
+            let _place = places.acquire_owned().await.expect("a place");
+            creation.await
+        });
+    }
+    let mut results = Vec::with_capacity(count);
+    while let Some(joined) = created.join_next().await {
+        results.push(joined.expect("a creation"));
+    }
+    results
+}
 
 /// A cluster with the flavor policy Ready and `ocifit run` serving the webhook for opted-in pods
 /// of [`NAMESPACE`].
@@ -64,7 +92,7 @@ impl Served {
 
     /// As [`Served::start`], `ocifit run` given `extra` flags.
     pub async fn start_with(identity: &str, extra: &[&str]) -> Served {
-        let env = Env::start().await;
+        let env = Env::start(crate::support::ocifit_binary()).await;
         let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
         let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
         let webhook_address = free_address();
@@ -73,21 +101,15 @@ impl Served {
             .await;
         env.create_policy(&env.flavor_policy("flavors")).await;
         env.wait_ready("flavors").await;
-        let webhook = PodWebhook::new(
-            "ocifit-faults",
-            &format!("https://{webhook_address}/mutate"),
-            certificate.ca.cert_pem(),
-        )
-        .match_label(ENABLED_LABEL, "true")
-        .in_namespace(NAMESPACE);
-        activate(
-            &env,
-            &webhook.to_configuration(),
-            NAMESPACE,
-            &flavored("probe", "vanilla"),
-            &by_flavor["vanilla"],
-        )
-        .await;
+        certificate
+            .activate_mutate(
+                &env,
+                "ocifit-faults",
+                &webhook_address,
+                NAMESPACE,
+                &by_flavor["vanilla"],
+            )
+            .await;
         Served {
             env,
             controller,

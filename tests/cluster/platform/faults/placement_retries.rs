@@ -27,7 +27,7 @@ const DOCUMENTED: usize = 6;
 
 #[tokio::test]
 async fn a_missing_image_is_inspected_and_its_pod_written_only_as_often_as_documented() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let client = env.client.clone();
     ocifit_testkit::create_namespace(&client, NAMESPACE)
         .await

@@ -39,7 +39,7 @@ fn registry_requests(env: &Env, offset: usize, repository: &str) -> usize {
 
 #[tokio::test]
 async fn a_pod_naming_a_policy_that_does_not_select_it_is_released_untouched() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let client = env.client.clone();
     for namespace in ["team-a", "team-b"] {
         ocifit_testkit::create_namespace(&client, namespace)
@@ -126,7 +126,7 @@ const HEALTHY_PODS: usize = 10;
 
 #[tokio::test]
 async fn a_stalling_registry_of_one_namespace_does_not_hold_back_another_namespaces_pods() {
-    let env = Env::start().await;
+    let env = Env::start(crate::support::ocifit_binary()).await;
     let client = env.client.clone();
     for namespace in ["stalled", "healthy"] {
         ocifit_testkit::create_namespace(&client, namespace)

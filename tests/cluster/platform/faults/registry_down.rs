@@ -4,35 +4,25 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
-
-use super::{Served, flavored};
+use super::{AT_ONCE, Served, create_in_bursts, flavored};
 
 const PODS: usize = 500;
-/// Pods created at once, as a burst of ReplicaSets would.
-const AT_ONCE: usize = 25;
 
 #[tokio::test]
 async fn with_the_registry_down_500_opted_in_pods_are_created_and_none_is_denied() {
     let served = Arc::new(Served::start("faults-registry").await);
     served.env.registry().pause().expect("the registry frozen");
     let started = Instant::now();
-    let places = Arc::new(Semaphore::new(AT_ONCE));
-    let mut created = JoinSet::new();
-    let flavors = ["vanilla", "chocolate", "strawberry"];
-    for i in 0..PODS {
-        let (served, places) = (Arc::clone(&served), Arc::clone(&places));
-        let flavor = flavors[i % flavors.len()];
-        created.spawn(async move {
-            let _place = places.acquire_owned().await.expect("a place");
+    let results = create_in_bursts(PODS, |i, flavor| {
+        let served = Arc::clone(&served);
+        async move {
             let result = served.create(&flavored(&format!("pod-{i}"), flavor)).await;
             (flavor, result)
-        });
-    }
+        }
+    })
+    .await;
     let (mut admitted, mut denied, mut failed, mut wrong) = (0, 0, 0, 0);
-    while let Some(joined) = created.join_next().await {
-        let (flavor, result) = joined.expect("a creation");
+    for (flavor, result) in results {
         match result {
             Ok(image) if image == served.by_flavor[flavor] => admitted += 1,
             Ok(_) => wrong += 1,

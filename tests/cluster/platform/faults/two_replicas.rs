@@ -172,8 +172,11 @@ impl Stream {
 
 #[tokio::test]
 async fn behind_one_service_a_stopped_replica_fails_no_admission_and_a_killed_leader_hands_over() {
-    let env =
-        Env::start_with(Cluster::builder().apiserver_arg("--enable-aggregator-routing=true")).await;
+    let env = Env::start_with(
+        crate::support::ocifit_binary(),
+        Cluster::builder().apiserver_arg("--enable-aggregator-routing=true"),
+    )
+    .await;
     let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
     let host = host_ipv4().expect("this host's address");
     // The apiserver checks the certificate against the Service's DNS name.

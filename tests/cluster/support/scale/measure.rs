@@ -14,7 +14,7 @@ use ocifit::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
 use ocifit_testkit::WebhookDurations;
 use tokio::sync::Notify;
 
-use crate::support::placement::gates;
+use crate::placement::gates;
 
 /// The kernel's clock ticks per second in `/proc/<pid>/stat` (USER_HZ, 100 on Linux).
 const TICKS: f64 = 100.0;

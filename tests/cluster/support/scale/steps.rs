@@ -14,7 +14,7 @@ use kube::{Api, Client};
 use ocifit::api::{ArtifactCache, step};
 use serde_json::{Value, json};
 
-use crate::support::Env;
+use crate::Env;
 
 /// Where the cache and the steps are: a namespace the placement gate and image selection never
 /// see, so the steps' admissions are the step webhooks' alone.

@@ -1,10 +1,11 @@
 //! The flavor example's artifact as the controller holds it once resolved, to give the example
-//! policies the status the controller computes. Shared by the pod contract's example table
-//! (`example_pods`) and the admission load benchmark (`benches/admission_load/fixture.rs`
-//! includes this file), so both plan against the same status.
+//! policies the status the controller computes. Here (no cluster needed) because this library is
+//! the fixture kit that may use ocifit's own types (the test kit does not depend on ocifit): the
+//! pod contract's example table (`tests/components/example_pods.rs`), the admission load
+//! benchmark (`benches/admission_load/fixture.rs`) and the status benchmark compute the same
+//! status.
 
 use std::error::Error;
-use std::path::Path;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -24,7 +25,7 @@ impl FlavorExample {
     /// `example/flavor-compat.json` resolved at a fixed digest, each of its images published for
     /// linux/amd64 and linux/arm64, as the real images are.
     pub fn load() -> Result<FlavorExample, Box<dyn Error + Send + Sync>> {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("example/flavor-compat.json");
+        let path = ocifit_testkit::repo_root().join("example/flavor-compat.json");
         let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let resolved = Resolved {
             digest: "sha256:5eed".into(),
@@ -51,6 +52,16 @@ impl FlavorExample {
             resolved,
             platforms,
         })
+    }
+
+    /// The artifact as resolved.
+    pub fn resolved(&self) -> &Resolved {
+        &self.resolved
+    }
+
+    /// Each image's platforms (linux/amd64 and linux/arm64).
+    pub fn platforms(&self) -> &Platforms {
+        &self.platforms
     }
 
     /// `policy` with the status the controller computes for it over `nodes`.

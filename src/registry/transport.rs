@@ -4,13 +4,13 @@
 //! run at once. Decisions live in `allow`, `auth`, `retry` and `docker_config`; this file only
 //! moves bytes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use bytes::Bytes;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use tokio::sync::Semaphore;
 
@@ -18,16 +18,20 @@ use super::allow::{AllowList, url_host};
 use super::auth::{self, Challenge};
 use super::docker_config::{Credentials, DockerConfig};
 use super::error::{Access, ConfigError, ContentProblem, Error, Refusal, Target};
-use super::retry::{self, Decision, Failure, RetryPolicy};
+use super::retry::{self, Decision, RetryPolicy};
 use super::stats::Counters;
 
 /// Redirects followed for one request, as browsers and reqwest's default policy allow.
 const MAX_REDIRECTS: usize = 10;
-/// Bearer tokens kept per client; expired ones go first.
-const MAX_TOKENS: usize = 1024;
-
 mod exchange;
+mod failures;
+mod tokens;
+
 pub(crate) use exchange::Exchange;
+use failures::{
+    AttemptError, RedirectRefused, read_body, status_error, transport_error, unauthorized,
+};
+use tokens::Tokens;
 
 /// How the transport is set up.
 #[derive(Debug, Clone)]
@@ -86,29 +90,6 @@ pub(crate) struct Transport {
     tokens: Mutex<Tokens>,
     /// Hosts that asked for Basic: later requests send it at once instead of a 401 round trip.
     basic_hosts: Mutex<HashSet<String>>,
-}
-
-/// A failed attempt: the error to report, and what retrying should know (None: never retry).
-struct AttemptError {
-    error: Error,
-    failure: Option<Failure>,
-}
-
-impl From<Error> for AttemptError {
-    fn from(error: Error) -> Self {
-        AttemptError {
-            error,
-            failure: None,
-        }
-    }
-}
-
-/// A redirect the policy refused, carried through reqwest's error back to `transport_error`.
-#[derive(Debug, thiserror::Error)]
-#[error("redirect to {host} refused: {why}")]
-struct RedirectRefused {
-    host: String,
-    why: Refusal,
 }
 
 impl Transport {
@@ -447,33 +428,6 @@ impl Transport {
     }
 }
 
-/// Bearer tokens by (host, repository) with their expiry. Expired tokens are dropped whenever a
-/// new one comes, and at most [`MAX_TOKENS`] are kept (the soonest to expire goes first).
-#[derive(Default)]
-struct Tokens(HashMap<(String, String), (String, Instant)>);
-
-impl Tokens {
-    fn get(&self, host: &str, repository: &str, now: Instant) -> Option<String> {
-        let (token, expiry) = self.0.get(&(host.to_string(), repository.to_string()))?;
-        (now < *expiry).then(|| token.clone())
-    }
-
-    fn insert(&mut self, key: (String, String), token: String, expiry: Instant, now: Instant) {
-        self.0.retain(|_, (_, expires)| *expires > now);
-        if self.0.len() >= MAX_TOKENS && !self.0.contains_key(&key) {
-            let soonest = self
-                .0
-                .iter()
-                .min_by_key(|(_, (_, expires))| *expires)
-                .map(|(k, _)| k.clone());
-            if let Some(soonest) = soonest {
-                self.0.remove(&soonest);
-            }
-        }
-        self.0.insert(key, (token, expiry));
-    }
-}
-
 /// What goes in the Authorization header.
 #[derive(Clone)]
 enum Authorization {
@@ -484,139 +438,4 @@ enum Authorization {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // The guarded maps stay consistent even if a holder panicked: every update is one insert.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn unauthorized(target: &Target, status: u16, access: Access) -> Error {
-    Error::Unauthorized {
-        target: target.clone(),
-        status,
-        access,
-    }
-}
-
-fn transport_error(target: &Target, err: reqwest::Error) -> AttemptError {
-    let mut cause = std::error::Error::source(&err);
-    while let Some(now) = cause {
-        if let Some(refused) = now.downcast_ref::<RedirectRefused>() {
-            return Error::NotAllowed {
-                target: target.clone(),
-                host: refused.host.clone(),
-                why: refused.why,
-            }
-            .into();
-        }
-        cause = now.source();
-    }
-    let failure = if err.is_timeout() {
-        Failure::Timeout
-    } else {
-        Failure::Connection
-    };
-    let summary = if err.is_timeout() {
-        "request timed out"
-    } else if err.is_connect() {
-        "failed to connect"
-    } else {
-        "request failed"
-    };
-    // The innermost cause says what actually happened ("Connection refused", "invalid peer
-    // certificate: UnknownIssuer"); requests carry no credentials in their errors.
-    let mut root = std::error::Error::source(&err);
-    while let Some(next) = root.and_then(std::error::Error::source) {
-        root = Some(next);
-    }
-    let detail = match root {
-        Some(cause) => format!("{summary} ({cause})"),
-        None => summary.to_string(),
-    };
-    AttemptError {
-        error: Error::Transport {
-            target: target.clone(),
-            detail,
-            source: Some(Arc::new(err.without_url())),
-        },
-        failure: Some(failure),
-    }
-}
-
-/// A status that is neither success, 404 nor an auth refusal: rate limiting, server errors, and
-/// anything unexpected (never retried unless the retry policy says it is transient).
-fn status_error(target: &Target, response: &Response, what: &str) -> AttemptError {
-    let code = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| retry::parse_retry_after(v, SystemTime::now()));
-    let error = if code == 429 {
-        Error::RateLimited {
-            target: target.clone(),
-            retry_after,
-        }
-    } else {
-        Error::Transport {
-            target: target.clone(),
-            detail: format!("the registry answered HTTP {code} for the {what}"),
-            source: None,
-        }
-    };
-    AttemptError {
-        error,
-        failure: Some(Failure::Status { code, retry_after }),
-    }
-}
-
-async fn read_body(
-    target: &Target,
-    mut response: Response,
-    limit: u64,
-) -> Result<Bytes, AttemptError> {
-    let too_large = || Error::content(target, ContentProblem::TooLarge { limit });
-    if response.content_length().is_some_and(|len| len > limit) {
-        return Err(too_large().into());
-    }
-    let mut body = BytesMut::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|err| transport_error(target, err))?
-    {
-        if (body.len() + chunk.len()) as u64 > limit {
-            return Err(too_large().into());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body.freeze())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(n: usize) -> (String, String) {
-        ("r.example.com".into(), format!("repo{n}"))
-    }
-
-    #[test]
-    fn expired_tokens_are_dropped_and_at_most_the_bound_is_kept() {
-        let now = Instant::now();
-        let mut tokens = Tokens::default();
-        tokens.insert(key(0), "old".into(), now, now);
-        let later = now + Duration::from_secs(1);
-        for n in 1..=MAX_TOKENS + 10 {
-            let expiry = later + Duration::from_secs(n as u64);
-            tokens.insert(key(n), format!("t{n}"), expiry, later);
-        }
-        assert_eq!(tokens.0.len(), MAX_TOKENS);
-        assert!(!tokens.0.contains_key(&key(0)), "the expired token is gone");
-        assert!(
-            !tokens.0.contains_key(&key(1)),
-            "the soonest to expire went first"
-        );
-        let newest = MAX_TOKENS + 10;
-        assert_eq!(
-            tokens.get("r.example.com", &format!("repo{newest}"), later),
-            Some(format!("t{newest}"))
-        );
-    }
 }

@@ -186,19 +186,7 @@ async fn deploy(
         let reason = CacheReason::ImageNotAllowed;
         return Ok(status::refused(cache, reason, message, recorded, now));
     }
-    let credentials = match (&cache.spec.htpasswd_secret_ref, recorded) {
-        (Some(_), _) => None,
-        (None, Some(name)) => Some(name),
-        (None, None) => {
-            let created = create_credentials(ctx, cache).await?;
-            // Recorded at once, so a reconcile that fails further on generates no second one.
-            let mut status = cache.status.clone().unwrap_or_default();
-            status.credentials_secret = Some(created.clone());
-            let namespace = cache.namespace().unwrap_or_default();
-            write_status(ctx, &namespace, &cache.name_any(), &status).await?;
-            Some(created)
-        }
-    };
+    let credentials = credentials(ctx, cache, recorded).await?;
     let settings = desired::Settings {
         own_namespace: &ctx.settings.own_namespace,
         credentials: credentials.as_deref(),
@@ -272,6 +260,28 @@ async fn deploy(
         pods: &pods,
     };
     Ok(status::status(cache, Some(observed), credentials, now))
+}
+
+/// The Secret of generated credentials the registry serves with: none when the cache names its
+/// own htpasswd Secret, else the one recorded in its status, else a new one, recorded at once.
+async fn credentials(
+    ctx: &Context,
+    cache: &ArtifactCache,
+    recorded: Option<String>,
+) -> Result<Option<String>, Error> {
+    Ok(match (&cache.spec.htpasswd_secret_ref, recorded) {
+        (Some(_), _) => None,
+        (None, Some(name)) => Some(name),
+        (None, None) => {
+            let created = create_credentials(ctx, cache).await?;
+            // Recorded at once, so a reconcile that fails further on generates no second one.
+            let mut status = cache.status.clone().unwrap_or_default();
+            status.credentials_secret = Some(created.clone());
+            let namespace = cache.namespace().unwrap_or_default();
+            write_status(ctx, &namespace, &cache.name_any(), &status).await?;
+            Some(created)
+        }
+    })
 }
 
 /// The registry's pods, by the Deployment's selector: what they wait for tells why the registry

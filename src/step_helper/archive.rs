@@ -95,24 +95,7 @@ pub fn pack_dir(
             })?;
         match kind {
             FileType::Symlink => {
-                let target =
-                    rustix::fs::readlinkat(&*parent, file_name, Vec::new()).map_err(|err| {
-                        FileError {
-                            action: "read the link",
-                            path: path.clone(),
-                            source: err.into(),
-                        }
-                    })?;
-                let target = PathBuf::from(std::ffi::OsString::from_vec(target.into_bytes()));
-                let mut header = Header::new_gnu();
-                header.set_mode(0o777);
-                header.set_uid(0);
-                header.set_gid(0);
-                header.set_entry_type(EntryType::Symlink);
-                header.set_size(0);
-                builder
-                    .append_link(&mut header, &name, &target)
-                    .map_err(file_error::at("archive the link", &path))?;
+                append_link_at(&mut builder, &parent, file_name, &name, &path)?;
                 count.links += 1;
             }
             FileType::Directory => {
@@ -135,26 +118,7 @@ pub fn pack_dir(
                 )?;
             }
             FileType::RegularFile => {
-                let file = beneath::open_at(&*parent, file_name, &path.display().to_string())
-                    .map_err(|err| beneath_error("open", &path, err))?;
-                let metadata = file.metadata().map_err(file_error::at("read", &path))?;
-                if !metadata.is_file() {
-                    return Err(FileError {
-                        action: "archive",
-                        path,
-                        source: io::Error::other("it stopped being a file while it was read"),
-                    }
-                    .into());
-                }
-                let mut header = header_for(&metadata);
-                header.set_entry_type(EntryType::Regular);
-                header.set_size(metadata.len());
-                // A file that changes size while it is read would corrupt the archive: `take`
-                // stops at the size written in the header, and a short read fails below.
-                let mut limited = file.take(metadata.len());
-                builder
-                    .append_data(&mut header, &name, &mut limited)
-                    .map_err(file_error::at("archive", &path))?;
+                append_file_at(&mut builder, &parent, file_name, &name, &path)?;
                 count.files += 1;
             }
             _ => {
@@ -168,6 +132,64 @@ pub fn pack_dir(
         .and_then(|mut out| out.flush())
         .map_err(file_error::at("finish the archive of", Path::new(shown)))?;
     Ok(count)
+}
+
+/// Archives the link `file_name` of `parent` as `name`: its target text only, never followed.
+fn append_link_at<W: Write>(
+    builder: &mut tar::Builder<W>,
+    parent: &OwnedFd,
+    file_name: &std::ffi::OsStr,
+    name: &Path,
+    path: &Path,
+) -> Result<(), ArchiveError> {
+    let target =
+        rustix::fs::readlinkat(parent, file_name, Vec::new()).map_err(|err| FileError {
+            action: "read the link",
+            path: path.to_path_buf(),
+            source: err.into(),
+        })?;
+    let target = PathBuf::from(std::ffi::OsString::from_vec(target.into_bytes()));
+    let mut header = Header::new_gnu();
+    header.set_mode(0o777);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_entry_type(EntryType::Symlink);
+    header.set_size(0);
+    builder
+        .append_link(&mut header, name, &target)
+        .map_err(file_error::at("archive the link", path))?;
+    Ok(())
+}
+
+/// Archives the regular file `file_name` of `parent` as `name`, opened beneath it.
+fn append_file_at<W: Write>(
+    builder: &mut tar::Builder<W>,
+    parent: &OwnedFd,
+    file_name: &std::ffi::OsStr,
+    name: &Path,
+    path: &Path,
+) -> Result<(), ArchiveError> {
+    let file = beneath::open_at(parent, file_name, &path.display().to_string())
+        .map_err(|err| beneath_error("open", path, err))?;
+    let metadata = file.metadata().map_err(file_error::at("read", path))?;
+    if !metadata.is_file() {
+        return Err(FileError {
+            action: "archive",
+            path: path.to_path_buf(),
+            source: io::Error::other("it stopped being a file while it was read"),
+        }
+        .into());
+    }
+    let mut header = header_for(&metadata);
+    header.set_entry_type(EntryType::Regular);
+    header.set_size(metadata.len());
+    // A file that changes size while it is read would corrupt the archive: `take` stops at the
+    // size written in the header, and a short read fails below.
+    let mut limited = file.take(metadata.len());
+    builder
+        .append_data(&mut header, name, &mut limited)
+        .map_err(file_error::at("archive", path))?;
+    Ok(())
 }
 
 /// A directory's entries, to be taken in name order from the end of `pending`.

@@ -26,21 +26,7 @@ pub fn translate(source: &str, cache: &Value, migration: &mut Migration) {
         .and_then(Value::as_object)
         .unwrap_or(&empty);
     let mut extra = Vec::new();
-    for (key, value) in seed_spec {
-        match key.as_str() {
-            "image" | "deploy" | "secrets" => {}
-            "service" => notes.push(format!(
-                "spec.service: {}: not carried over: ocifit names the registry's Service itself \
-                 (`{name}-registry`) and steps reach it by its ClusterIP, with no cluster DNS or \
-                 pod subdomain",
-                compact(value)
-            )),
-            other => notes.push(format!(
-                "spec.{other}: {}: not carried over: not a field of the oras-operator's OrasCache",
-                compact(value)
-            )),
-        }
-    }
+    notes.extend(dropped_fields(seed_spec, name));
     let deploy = seed_spec.get("deploy").and_then(Value::as_bool) != Some(false);
     if !deploy {
         migration.objects.push(Output {
@@ -80,6 +66,78 @@ pub fn translate(source: &str, cache: &Value, migration: &mut Migration) {
         }
     }
     let secrets = seed_spec.get("secrets").and_then(Value::as_object);
+    let env_secrets = env_secret_refs(
+        source,
+        &what,
+        (name, namespace),
+        secrets,
+        &mut notes,
+        &mut extra,
+    );
+    if !env_secrets.is_empty() {
+        spec.insert("envSecretRefs".into(), Value::from(env_secrets));
+    }
+    let mut metadata = json!({"name": name});
+    if let Some(namespace) = namespace {
+        metadata["namespace"] = Value::from(namespace);
+    }
+    if let Some(labels) = cache.pointer("/metadata/labels") {
+        metadata["labels"] = labels.clone();
+    }
+    let opt_in = format!(
+        "{NS_OPT_IN}={NS_OPT_IN_VALUE}",
+        NS_OPT_IN = step::NAMESPACE_OPT_IN,
+        NS_OPT_IN_VALUE = step::NAMESPACE_OPT_IN_VALUE
+    );
+    let mut all_notes = vec![format!(
+        "{source}: {what} → ArtifactCache. Opt its namespace in: kubectl label namespace {} {opt_in}",
+        namespace.unwrap_or("NAMESPACE")
+    )];
+    all_notes.extend(notes);
+    migration.objects.push(Output {
+        notes: all_notes,
+        object: Some(json!({
+            "apiVersion": "ocifit.io/v1alpha1",
+            "kind": "ArtifactCache",
+            "metadata": metadata,
+            "spec": spec,
+        })),
+    });
+    migration.objects.extend(extra);
+}
+
+/// Notes for the OrasCache's `spec` fields ocifit does not carry over.
+fn dropped_fields(seed_spec: &Map<String, Value>, name: &str) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (key, value) in seed_spec {
+        match key.as_str() {
+            "image" | "deploy" | "secrets" => {}
+            "service" => notes.push(format!(
+                "spec.service: {}: not carried over: ocifit names the registry's Service itself \
+                 (`{name}-registry`) and steps reach it by its ClusterIP, with no cluster DNS or \
+                 pod subdomain",
+                compact(value)
+            )),
+            other => notes.push(format!(
+                "spec.{other}: {}: not carried over: not a field of the oras-operator's OrasCache",
+                compact(value)
+            )),
+        }
+    }
+    notes
+}
+
+/// The OrasCache's `spec.secrets` as the ArtifactCache's `envSecretRefs`: `orasEnv` named as it
+/// is, `registryHttp` as a new Secret (into `extra`) holding the registry's
+/// `REGISTRY_HTTP_SECRET`; any other key a note.
+fn env_secret_refs(
+    source: &str,
+    what: &str,
+    (name, namespace): (&str, Option<&str>),
+    secrets: Option<&Map<String, Value>>,
+    notes: &mut Vec<String>,
+    extra: &mut Vec<Output>,
+) -> Vec<Value> {
     let mut env_secrets = Vec::new();
     if let Some(secret) = secrets
         .and_then(|s| s.get("orasEnv"))
@@ -124,36 +182,7 @@ pub fn translate(source: &str, cache: &Value, migration: &mut Migration) {
             }
         }
     }
-    if !env_secrets.is_empty() {
-        spec.insert("envSecretRefs".into(), Value::from(env_secrets));
-    }
-    let mut metadata = json!({"name": name});
-    if let Some(namespace) = namespace {
-        metadata["namespace"] = Value::from(namespace);
-    }
-    if let Some(labels) = cache.pointer("/metadata/labels") {
-        metadata["labels"] = labels.clone();
-    }
-    let opt_in = format!(
-        "{NS_OPT_IN}={NS_OPT_IN_VALUE}",
-        NS_OPT_IN = step::NAMESPACE_OPT_IN,
-        NS_OPT_IN_VALUE = step::NAMESPACE_OPT_IN_VALUE
-    );
-    let mut all_notes = vec![format!(
-        "{source}: {what} → ArtifactCache. Opt its namespace in: kubectl label namespace {} {opt_in}",
-        namespace.unwrap_or("NAMESPACE")
-    )];
-    all_notes.extend(notes);
-    migration.objects.push(Output {
-        notes: all_notes,
-        object: Some(json!({
-            "apiVersion": "ocifit.io/v1alpha1",
-            "kind": "ArtifactCache",
-            "metadata": metadata,
-            "spec": spec,
-        })),
-    });
-    migration.objects.extend(extra);
+    env_secrets
 }
 
 /// A value on one line, for a note.

@@ -130,7 +130,8 @@ pub(super) async fn run(
         .kubectl(["apply", "-f", &policy.display().to_string()])
         .await?;
     // As docs/placement.md says: a policy gates the pods created once ocifit has it (READY).
-    wait_policy_ready(cluster, timeout).await?;
+    let label = format!("PlacementPolicy {POLICY}");
+    super::stage::wait_ready(cluster, ("pp", POLICY, &label), None, timeout).await?;
     let path = example.join("deployment.yaml");
     let deployment = std::fs::read_to_string(&path)
         .map_err(io("read", &path))?
@@ -197,38 +198,6 @@ pub(super) async fn run(
     }
     replicas.sort_by(|a, b| a.pod.cmp(&b.pod));
     Ok(replicas)
-}
-
-/// Waits until the example policy says Ready: ocifit has it, so the pods created next are gated.
-async fn wait_policy_ready(cluster: &Cluster, timeout: Duration) -> Result<()> {
-    let started = Instant::now();
-    loop {
-        let ready = cluster
-            .kubectl([
-                "get",
-                "pp",
-                POLICY,
-                "-o",
-                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-            ])
-            .await
-            .unwrap_or_default();
-        if ready.trim() == "True" {
-            say(&format!(
-                "PlacementPolicy {POLICY} Ready after {:.1} s",
-                started.elapsed().as_secs_f64()
-            ));
-            return Ok(());
-        }
-        if started.elapsed() > timeout {
-            return Err(Error::Timeout {
-                what: format!("PlacementPolicy {POLICY} to become Ready"),
-                timeout,
-                log_tails: String::new(),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 fn node_of(pod: &Pod) -> Option<String> {

@@ -84,7 +84,13 @@ pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
         "applied example/policy.yaml with artifact.ref {}",
         example.reference
     ));
-    wait_policy_ready(&cluster, &mut ocifit, options.timeout).await?;
+    wait_ready(
+        &cluster,
+        ("isp", "flavors", "policy flavors"),
+        Some(&mut ocifit),
+        options.timeout,
+    )
+    .await?;
     wait_webhook(&cluster, &mut ocifit, options).await?;
     for name in FLAVOR_PODS {
         let path = options
@@ -213,19 +219,25 @@ async fn start_ocifit(
     Ok(process)
 }
 
-async fn wait_policy_ready(
+/// Waits until `kind`/`name` says `Ready` True (printed as `label Ready after …`), failing early
+/// if `ocifit` (when given) has exited.
+pub(super) async fn wait_ready(
     cluster: &Cluster,
-    ocifit: &mut Process,
+    (kind, name, label): (&str, &str, &str),
+    mut ocifit: Option<&mut Process>,
     timeout: Duration,
 ) -> Result<()> {
     let started = Instant::now();
+    let what = format!("{label} to become Ready");
     loop {
-        ocifit.check_running("the policy to become Ready")?;
+        if let Some(ocifit) = ocifit.as_deref_mut() {
+            ocifit.check_running(&what)?;
+        }
         let ready = cluster
             .kubectl([
                 "get",
-                "isp",
-                "flavors",
+                kind,
+                name,
                 "-o",
                 "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
             ])
@@ -233,16 +245,18 @@ async fn wait_policy_ready(
             .unwrap_or_default();
         if ready.trim() == "True" {
             say(&format!(
-                "policy flavors Ready after {:.1} s",
+                "{label} Ready after {:.1} s",
                 started.elapsed().as_secs_f64()
             ));
             return Ok(());
         }
         if started.elapsed() > timeout {
             return Err(Error::Timeout {
-                what: "policy flavors to become Ready".into(),
+                what,
                 timeout,
-                log_tails: ocifit.log_tail(crate::process::LOG_TAIL_LINES),
+                log_tails: ocifit
+                    .map(|ocifit| ocifit.log_tail(crate::process::LOG_TAIL_LINES))
+                    .unwrap_or_default(),
             });
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -12,6 +12,7 @@
 //! `tools/demo` is its thin wrapper.
 
 mod platform_placement;
+mod ready;
 mod report;
 mod stage;
 mod table;

@@ -131,7 +131,7 @@ pub(super) async fn run(
         .await?;
     // As docs/placement.md says: a policy gates the pods created once ocifit has it (READY).
     let label = format!("PlacementPolicy {POLICY}");
-    super::stage::wait_ready(cluster, ("pp", POLICY, &label), None, timeout).await?;
+    super::ready::wait_ready(cluster, ("pp", POLICY, &label), None, timeout).await?;
     let path = example.join("deployment.yaml");
     let deployment = std::fs::read_to_string(&path)
         .map_err(io("read", &path))?

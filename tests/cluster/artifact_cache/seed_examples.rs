@@ -23,8 +23,8 @@ use ocifit_testkit::image::step_image;
 use serde_json::{Value, json};
 
 use crate::artifact_cache::workflow::{
-    NODE, P, Stage, WORKFLOW, contract, create_cache, diagnostics, files, generated_login,
-    registry_pod, run_job, sdk_pull, stage, wait_ready,
+    NODE, P, Stage, WORKFLOW, cache_address, contract, diagnostics, files, generated_login,
+    ready_cache, run_job, sdk_pull, stage,
 };
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -114,8 +114,7 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
         .await
         .expect("the step image is pushed")
         .reference;
-    let caches = create_cache(&stage.client, json!({"image": stage.cache_image})).await;
-    wait_ready(&stage.cluster, &caches).await;
+    ready_cache(&stage, json!({"image": stage.cache_image})).await;
 
     // Scatter: bare pods, default restart policy, each pushing out/.
     let scatter = |n: &str, extra: &[(&str, &str)]| {
@@ -188,12 +187,7 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
     eprintln!("the Job with annotations on its template: {took:.1} s");
 
     // Everything read back with the ORAS SDK.
-    let pod_ip = registry_pod(&stage.client)
-        .await
-        .status
-        .and_then(|s| s.pod_ip)
-        .expect("the registry pod's IP");
-    let address = format!("{pod_ip}:5000");
+    let address = cache_address(&stage.client).await;
     let (user, password) = generated_login(&stage.client, WORKFLOW).await;
     let login = Some((user.as_str(), password.as_str()));
     let pulled = tempfile::tempdir().expect("a temp dir");

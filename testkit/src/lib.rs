@@ -55,8 +55,8 @@ pub use objects::{FakeNode, create_namespace, create_node, service_account_token
 pub use pods::{wait_for_pod_log, wait_for_pod_ready};
 pub use proxy::Proxy;
 pub use registry::{
-    Credentials, Descriptor, OrasArtifact, PushedImage, Registry, RegistryBuilder, htpasswd_line,
-    oras_sdk_pull,
+    Candidates, Credentials, Descriptor, OrasArtifact, PushedImage, Registry, RegistryBuilder,
+    htpasswd_line, oras_sdk_pull,
 };
 pub use shared::{SharedCluster, SharedClusterGuard};
 pub use test_pod::{PLACEHOLDER_IMAGE, TestPod};

@@ -51,7 +51,7 @@ pub use error::{Error, Result};
 pub use kubeconform::{KindSchema, KubeconformSchemas, kinds_from_crd, kinds_from_openapi};
 pub use net::{host_ipv4, silent_server};
 pub use node::{RealNode, RunningNode};
-pub use objects::{FakeNode, create_namespace, create_node, service_account_token};
+pub use objects::{FakeNode, create_namespace, create_node, pull_secret, service_account_token};
 pub use pods::{wait_for_pod_log, wait_for_pod_ready};
 pub use proxy::Proxy;
 pub use registry::{

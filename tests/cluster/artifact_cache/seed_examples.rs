@@ -23,8 +23,8 @@ use ocifit_testkit::image::step_image;
 use serde_json::{Value, json};
 
 use crate::artifact_cache::workflow::{
-    NODE, P, Stage, WORKFLOW, cache_address, contract, diagnostics, files, generated_login,
-    ready_cache, run_job, sdk_pull, stage,
+    NODE, P, Stage, WORKFLOW, cache_access, contract, diagnostics, files, ready_cache, run_job,
+    sdk_pull, stage,
 };
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -187,9 +187,8 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
     eprintln!("the Job with annotations on its template: {took:.1} s");
 
     // Everything read back with the ORAS SDK.
-    let address = cache_address(&stage.client).await;
-    let (user, password) = generated_login(&stage.client, WORKFLOW).await;
-    let login = Some((user.as_str(), password.as_str()));
+    let access = cache_access(&stage.client).await;
+    let (address, login) = (&access.address, access.login());
     let pulled = tempfile::tempdir().expect("a temp dir");
     let read = |relative: &str| {
         std::fs::read_to_string(pulled.path().join(relative))

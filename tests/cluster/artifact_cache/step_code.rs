@@ -11,8 +11,8 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::artifact_cache::workflow::{
-    ReadyCache, WORKFLOW, cache_address, container_state, generated_login, job, job_pod,
-    ready_cache, run_job, sdk_pull, sdk_pull_fails, stage_with, wait_step_webhook,
+    ReadyCache, cache_access, container_state, job, job_pod, ready_cache, run_job, sdk_pull,
+    sdk_pull_fails, stage_with, wait_step_webhook,
 };
 
 /// A variable every container the kubelet starts has: the mark of an environment.
@@ -23,9 +23,8 @@ async fn step_code_cannot_make_the_helpers_push_an_environment() {
     let stage = stage_with(&[]).await;
     let ReadyCache { jobs, .. } = ready_cache(&stage, json!({"image": stage.cache_image})).await;
     // The cache's generated credentials: in the helpers' environment, never in the step's.
-    let (user, password) = generated_login(&stage.client, WORKFLOW).await;
-    let login = Some((user.as_str(), password.as_str()));
-    let cache = cache_address(&stage.client).await;
+    let access = cache_access(&stage.client).await;
+    let (cache, login) = (&access.address, access.login());
     let pulled = tempfile::tempdir().expect("a temp dir");
 
     // The output itself is a link to the environment: the step fails, saying so.
@@ -102,7 +101,7 @@ cat /ocifit/run/result-forged > out/answer.json"#,
         scanned += 1;
         let text = String::from_utf8_lossy(&content);
         assert!(
-            !text.contains(&password) && !text.contains(ENVIRONMENT_MARK),
+            !text.contains(&access.password) && !text.contains(ENVIRONMENT_MARK),
             "{} holds an environment: {text}",
             path.display()
         );

@@ -174,9 +174,8 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
 
     // Both artifacts, read back from the cache with the ORAS SDK from this host, with the
     // credentials ocifit generated for the cache (its steps got them by reference).
-    let cache_address = cache_address(&stage.client).await;
-    let (user, password) = generated_login(&stage.client, WORKFLOW).await;
-    let login = Some((user.as_str(), password.as_str()));
+    let access = cache_access(&stage.client).await;
+    let (cache_address, login) = (&access.address, access.login());
     let pulled = tempfile::tempdir().expect("a temp dir");
     sdk_pull(
         &cache_address,
@@ -727,6 +726,30 @@ pub(crate) async fn ready_cache(stage: &Stage, spec: Value) -> ReadyCache {
 pub(crate) async fn run_first_step(cluster: &Cluster, jobs: &Api<Job>, job: &Job) -> f64 {
     wait_step_webhook(jobs, job).await;
     run_job(cluster, jobs, job, true).await
+}
+
+/// How this host reaches the workflow namespace's cache: the registry pod's address and the
+/// login ocifit generated for the cache.
+pub(crate) struct CacheAccess {
+    pub(crate) address: String,
+    pub(crate) user: String,
+    pub(crate) password: String,
+}
+
+impl CacheAccess {
+    /// The login as the registry clients here take it.
+    pub(crate) fn login(&self) -> Option<(&str, &str)> {
+        Some((&self.user, &self.password))
+    }
+}
+
+pub(crate) async fn cache_access(client: &Client) -> CacheAccess {
+    let (user, password) = generated_login(client, WORKFLOW).await;
+    CacheAccess {
+        address: cache_address(client).await,
+        user,
+        password,
+    }
 }
 
 /// The cache's registry on the node's network (the pod's address), `ip:5000`.

@@ -17,11 +17,10 @@ use ocifit_testkit::{Tool, Tools};
 use serde_json::{Value, json};
 
 use crate::artifact_cache::workflow::{
-    ReadyCache, anonymous_status, cache_address, create_cache_in, generated_login, job,
-    ready_cache, run_first_step, stage, wait_ready,
+    ReadyCache, anonymous_status, cache_access, create_cache_in, job, ready_cache, run_first_step,
+    stage, wait_ready,
 };
 
-const A: &str = "workflow";
 const B: &str = "tenant-b";
 const RESTRICTED: &str = "restricted";
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -46,9 +45,8 @@ async fn another_namespaces_steps_and_pods_cannot_read_or_write_a_cache() {
 
     // Through the registry pod's address on the node's network (the CNI bridge here enforces no
     // NetworkPolicy): only the credentials keep others out.
-    let address = cache_address(&stage.client).await;
-    let (user, password) = generated_login(&stage.client, A).await;
-    let login = Some((user.as_str(), password.as_str()));
+    let access = cache_access(&stage.client).await;
+    let (address, login) = (&access.address, access.login());
     let (status, catalog) = get(&address, "/v2/_catalog", login);
     assert_eq!(status, 200, "{catalog}");
     assert!(catalog.contains("workflow/private"), "{catalog}");

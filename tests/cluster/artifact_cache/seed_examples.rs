@@ -18,13 +18,12 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::{Api, Client};
-use ocifit_testkit::chart::NAMESPACE;
 use ocifit_testkit::image::step_image;
 use serde_json::{Value, json};
 
 use crate::artifact_cache::workflow::{
-    NODE, P, Stage, WORKFLOW, cache_access, contract, diagnostics, files, ready_cache, run_job,
-    sdk_pull, stage,
+    NODE, P, Stage, WORKFLOW, cache_access, contract, diagnostics, files, ocifit_log, ready_cache,
+    run_job, sdk_pull, stage,
 };
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -235,17 +234,7 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
     );
 
     // debug: "true" is the oras-operator's "log the parsed settings".
-    let logs = stage
-        .cluster
-        .kubectl([
-            "logs",
-            "-n",
-            NAMESPACE,
-            "-l",
-            "app.kubernetes.io/name=ocifit",
-            "--tail",
-            "-1",
-        ])
+    let logs = ocifit_log(&stage.cluster, "-1")
         .await
         .expect("ocifit's log");
     let debug_line = logs

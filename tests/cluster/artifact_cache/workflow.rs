@@ -879,15 +879,6 @@ pub(crate) async fn diagnostics(cluster: &Cluster, namespace: &str) -> String {
         ],
         vec!["get", "pods", "-n", namespace, "-o", "yaml"],
         vec!["get", "events", "-n", namespace],
-        vec![
-            "logs",
-            "-n",
-            NAMESPACE,
-            "-l",
-            "app.kubernetes.io/name=ocifit",
-            "--tail",
-            "50",
-        ],
     ] {
         text.push_str(
             &cluster
@@ -897,7 +888,20 @@ pub(crate) async fn diagnostics(cluster: &Cluster, namespace: &str) -> String {
         );
         text.push('\n');
     }
+    text.push_str(
+        &ocifit_log(cluster, "50")
+            .await
+            .unwrap_or_else(|e| e.to_string()),
+    );
     text
+}
+
+/// The last `tail` lines (`-1`: all) of the log of every ocifit pod the chart runs.
+pub(crate) async fn ocifit_log(cluster: &Cluster, tail: &str) -> ocifit_testkit::Result<String> {
+    let selector = "app.kubernetes.io/name=ocifit";
+    cluster
+        .kubectl(["logs", "-n", NAMESPACE, "-l", selector, "--tail", tail])
+        .await
 }
 
 /// The user and password of the credentials ocifit generated for the cache `oras` of

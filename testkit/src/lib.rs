@@ -59,7 +59,7 @@ pub use registry::{
     htpasswd_line, oras_sdk_pull,
 };
 pub use shared::{SharedCluster, SharedClusterGuard};
-pub use test_pod::{PLACEHOLDER_IMAGE, TestPod};
+pub use test_pod::{PLACEHOLDER_IMAGE, TestPod, annotation, gates};
 pub use tools::{Tool, ToolError, Tools};
 pub use webhook::{PodWebhook, register_pod_webhook, wait_until_admitted};
 pub use webhook_durations::{WebhookDurations, webhook_durations};

@@ -20,6 +20,7 @@ use ocifit::api::OnUnpinned;
 use ocifit::api::pod::{
     DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_IMAGES, DECISION_POLICY, POLICY,
 };
+use ocifit_testkit::annotation;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
@@ -37,14 +38,6 @@ const WAIT: Duration = Duration::from_secs(30);
 /// A pod labelled `app=<name>`.
 fn pod(name: &str) -> TestPod {
     TestPod::named(name).label("app", name)
-}
-
-fn annotation<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
-    pod.metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
 }
 
 /// What the scenario set up: the flavor images, the two policies' statuses, the webhook.

@@ -196,7 +196,7 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
     for n in ["1", "2"] {
         let dir = format!("scatter-{n}");
         sdk_pull(
-            &address,
+            address,
             &format!("workflow/{dir}:v1"),
             &pulled.path().join(&dir),
             login,
@@ -204,7 +204,7 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
         assert_eq!(read(&format!("{dir}/out/{n}.txt")), format!("{n}\n"));
     }
     sdk_pull(
-        &address,
+        address,
         "workflow/gathered:v1",
         &pulled.path().join("gathered"),
         login,
@@ -223,7 +223,7 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
         "the whole working directory pushed"
     );
     sdk_pull(
-        &address,
+        address,
         "workflow/pancakes:v1",
         &pulled.path().join("pancakes"),
         login,

@@ -46,7 +46,7 @@ async fn step_code_cannot_make_the_helpers_push_an_environment() {
     let message = terminated.message.unwrap_or_default();
     assert_eq!(terminated.exit_code, 75, "{message}");
     assert!(message.contains("is a symbolic link"), "{message}");
-    let missing = sdk_pull_fails(&cache, "workflow/linked:v1", pulled.path(), login);
+    let missing = sdk_pull_fails(cache, "workflow/linked:v1", pulled.path(), login);
     eprintln!("an output that is a link: exit 75, {message:?}; nothing pushed ({missing})");
 
     // The output directory holds a link to the environment: pushed as a link.
@@ -58,7 +58,7 @@ async fn step_code_cannot_make_the_helpers_push_an_environment() {
     );
     run_job(&stage.cluster, &jobs, &holds, true).await;
     let holds_dir = pulled.path().join("holds");
-    sdk_pull(&cache, "workflow/holds:v1", &holds_dir, login);
+    sdk_pull(cache, "workflow/holds:v1", &holds_dir, login);
     assert_eq!(
         std::fs::read_link(holds_dir.join("out/env")).expect("out/env is a link"),
         Path::new("/proc/self/environ")
@@ -85,7 +85,7 @@ cat /ocifit/run/result-forged > out/answer.json"#,
     );
     run_job(&stage.cluster, &jobs, &forges, true).await;
     let forges_dir = pulled.path().join("forges");
-    sdk_pull(&cache, "workflow/forges:v1", &forges_dir, login);
+    sdk_pull(cache, "workflow/forges:v1", &forges_dir, login);
     let answer = std::fs::read_to_string(forges_dir.join("out/answer.json"))
         .expect("the sidecar answered the forged request");
     let answer: serde_json::Value = serde_json::from_str(&answer).expect("an answer");

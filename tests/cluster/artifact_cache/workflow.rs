@@ -178,7 +178,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     let (cache_address, login) = (&access.address, access.login());
     let pulled = tempfile::tempdir().expect("a temp dir");
     sdk_pull(
-        &cache_address,
+        cache_address,
         "workflow/step-one:v1",
         &pulled.path().join("one"),
         login,
@@ -191,7 +191,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     assert_eq!(read("one/out/nested/b.txt"), "beta\n");
     assert_eq!(read("one/out/stdout.txt"), "step one says hello\n");
     sdk_pull(
-        &cache_address,
+        cache_address,
         "workflow/step-two:v1",
         &pulled.path().join("two"),
         login,
@@ -210,8 +210,8 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
 
     // What the steps' helpers moved, in ocifit's /metrics: step two pulled step one's artifact,
     // each step pushed its own; the bytes are the layers' sizes in the cache's manifests.
-    let one_bytes = manifest_layer_bytes(&cache_address, "workflow/step-one", login).await;
-    let two_bytes = manifest_layer_bytes(&cache_address, "workflow/step-two", login).await;
+    let one_bytes = manifest_layer_bytes(cache_address, "workflow/step-one", login).await;
+    let two_bytes = manifest_layer_bytes(cache_address, "workflow/step-two", login).await;
     let metrics_address = ocifit_admin_address(&stage.client).await;
     let counted = eventually("both pushes and the pull counted", async || {
         let text = crate::support::get(&metrics_address, "/metrics").await?.1;
@@ -262,7 +262,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         .and_then(|s| s.terminated)
         .map(|t| t.exit_code);
     assert_eq!(exit, Some(3), "the step's own status");
-    let missing = sdk_pull_fails(&cache_address, "workflow/failed:v1", pulled.path(), login);
+    let missing = sdk_pull_fails(cache_address, "workflow/failed:v1", pulled.path(), login);
     eprintln!("the failed step pushed nothing: {missing}");
 
     // A missing input: the step never starts; the init container says which input.

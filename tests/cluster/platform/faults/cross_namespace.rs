@@ -47,26 +47,26 @@ async fn another_namespaces_steps_and_pods_cannot_read_or_write_a_cache() {
     // NetworkPolicy): only the credentials keep others out.
     let access = cache_access(&stage.client).await;
     let (address, login) = (&access.address, access.login());
-    let (status, catalog) = get(&address, "/v2/_catalog", login);
+    let (status, catalog) = get(address, "/v2/_catalog", login);
     assert_eq!(status, 200, "{catalog}");
     assert!(catalog.contains("workflow/private"), "{catalog}");
     let manifest_path = "/v2/workflow/private/manifests/v1";
-    let (status, manifest) = get(&address, manifest_path, login);
+    let (status, manifest) = get(address, manifest_path, login);
     assert_eq!(status, 200, "{manifest}");
     let manifest: Value = serde_json::from_str(&manifest).expect("a manifest");
     let layer = manifest["layers"][0]["digest"]
         .as_str()
         .expect("a layer digest");
     let blob_path = format!("/v2/workflow/private/blobs/{layer}");
-    assert_eq!(get(&address, &blob_path, login).0, 200);
-    let digest_before = manifest_digest(&address, manifest_path, login);
+    assert_eq!(get(address, &blob_path, login).0, 200);
+    let digest_before = manifest_digest(address, manifest_path, login);
 
     let anonymous = [
         ("catalog", "/v2/_catalog".to_owned()),
         ("manifest", manifest_path.to_owned()),
         ("blob", blob_path.clone()),
     ]
-    .map(|(what, path)| (what, anonymous_status(&address, &path)));
+    .map(|(what, path)| (what, anonymous_status(address, &path)));
     for (what, status) in anonymous {
         println!(
             "FAULT cross-namespace: {what} of A's cache without its credentials: HTTP {status}"
@@ -125,7 +125,7 @@ async fn another_namespaces_steps_and_pods_cannot_read_or_write_a_cache() {
         by_name.contains(&format!("does not exist in namespace \"{B}\"")),
         "{by_name}"
     );
-    let digest_after = manifest_digest(&address, manifest_path, login);
+    let digest_after = manifest_digest(address, manifest_path, login);
     println!(
         "FAULT cross-namespace: A's tag workflow/private:v1 before {digest_before}, after {digest_after}"
     );

@@ -7,12 +7,10 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use ocifit::api::ImageSelectionPolicySpec;
 use ocifit::cluster::inventory::node_inputs;
 use ocifit::cluster::nodes::{ClusterNode, Strings};
-use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, compute};
+use ocifit::image_selection::resolution::status::compute;
 use ocifit_cluster_tests::flavor_example::FlavorExample;
 
 const NODES: usize = 5_000;
@@ -49,38 +47,23 @@ fn nodes() -> Vec<Arc<ClusterNode>> {
 
 fn bench(c: &mut Criterion) {
     let example = FlavorExample::load().expect("the flavor example");
-    let (artifact, platforms) = (example.resolved(), example.platforms());
     let spec: ImageSelectionPolicySpec = serde_json::from_value(serde_json::json!({
         "artifact": {"ref": "registry.example.com/flavor-compat:v1"},
         "targetImage": "placeholder:latest"
     }))
     .expect("a spec");
-    let now = Time(Timestamp::UNIX_EPOCH);
     let metadata = nodes();
     let inventory = node_inputs(&metadata, &[], "node-feature-discovery", |_| true);
-    let previous = compute(&Inputs {
-        generation: Some(1),
-        spec: &spec,
-        artifact: ArtifactState::Current(artifact),
-        nodes: &inventory,
-        platforms,
-        previous: None,
-        now: &now,
-    })
-    .status;
+    let previous = compute(&example.inputs(&spec, &inventory, None)).status;
     assert_eq!(previous.class_count, 6);
 
     c.bench_function("status over 5000 nodes", |b| {
         b.iter(|| {
-            compute(black_box(&Inputs {
-                generation: Some(1),
-                spec: &spec,
-                artifact: ArtifactState::Current(artifact),
-                nodes: &inventory,
-                platforms,
-                previous: Some(&previous),
-                now: &now,
-            }))
+            compute(black_box(&example.inputs(
+                &spec,
+                &inventory,
+                Some(&previous),
+            )))
         })
     });
     c.bench_function("inventory and status over 5000 nodes", |b| {
@@ -89,15 +72,7 @@ fn bench(c: &mut Criterion) {
                 node_inputs(black_box(&metadata), &[], "node-feature-discovery", |_| {
                     true
                 });
-            compute(&Inputs {
-                generation: Some(1),
-                spec: &spec,
-                artifact: ArtifactState::Current(artifact),
-                nodes: &inventory,
-                platforms,
-                previous: Some(&previous),
-                now: &now,
-            })
+            compute(&example.inputs(&spec, &inventory, Some(&previous)))
         })
     });
 }

@@ -123,30 +123,14 @@ pub fn check(answer: &[u8], expect: Expect) -> Result<()> {
 /// The workflow example's step Jobs (`example/artifacts/workflow.yaml`), each as the
 /// AdmissionReview that creates it: ("Job NAME", body).
 pub fn step_jobs() -> Result<Vec<(String, Vec<u8>)>> {
-    let mut out = Vec::new();
-    for job in workflow()? {
-        let name = job["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        out.push((
-            format!("Job {name}"),
-            admission_review(create_request(&job, false)),
-        ));
-    }
-    Ok(out)
+    reviews("Job", |_, job| job.clone())
 }
 
 /// The pods the workflow example's Jobs create (their metadata, the template's spec), each as
 /// the AdmissionReview that creates it: ("Pod NAME", body).
 pub fn step_pods() -> Result<Vec<(String, Vec<u8>)>> {
-    let mut out = Vec::new();
-    for job in workflow()? {
-        let name = job["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let pod = json!({
+    reviews("Pod", |name, job| {
+        json!({
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
@@ -155,13 +139,21 @@ pub fn step_pods() -> Result<Vec<(String, Vec<u8>)>> {
                 "annotations": job["metadata"]["annotations"],
             },
             "spec": job["spec"]["template"]["spec"],
-        });
-        out.push((
-            format!("Pod {name}"),
-            admission_review(create_request(&pod, false)),
-        ));
-    }
-    Ok(out)
+        })
+    })
+}
+
+/// For each of the workflow's Jobs, the AdmissionReview creating `object(job name, job)`:
+/// ("KIND NAME", body).
+fn reviews(kind: &str, object: impl Fn(&str, &Value) -> Value) -> Result<Vec<(String, Vec<u8>)>> {
+    workflow()?
+        .iter()
+        .map(|job| {
+            let name = job["metadata"]["name"].as_str().unwrap_or_default();
+            let review = admission_review(create_request(&object(name, job), false));
+            Ok((format!("{kind} {name}"), review))
+        })
+        .collect()
 }
 
 /// The Jobs of `example/artifacts/workflow.yaml`, moved to `default` (the namespace the

@@ -19,9 +19,9 @@ use futures_util::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-use ocifit_cluster_tests::{Controller, Env, FLAVOR, get, is};
+use ocifit_cluster_tests::webhook::WebhookCertificate;
+use ocifit_cluster_tests::{Controller, Env, FLAVOR, free_address, get, is};
 use ocifit_testkit::flavors::{FLAVORS, realistic_flavor_node};
-use ocifit_testkit::pki::CertificateAuthority;
 use ocifit_testkit::{Tool, create_namespace, create_node};
 
 const NODES: usize = 5_000;
@@ -36,32 +36,15 @@ async fn main() {
     env.push_flavors().await;
     install_nfd(&env).await;
     // The webhook is served as in production: its index reads every node's labels too.
-    let ca = CertificateAuthority::new("memory bench CA").expect("a CA");
-    let serving = ca
-        .issue_server("ocifit-webhook", &["127.0.0.1"])
-        .expect("a serving certificate");
-    let (cert, key) = (
-        env.cluster.dir().join("tls.crt"),
-        env.cluster.dir().join("tls.key"),
-    );
-    std::fs::write(&cert, &serving.cert_pem).expect("the certificate");
-    std::fs::write(&key, &serving.key_pem).expect("the key");
-    let webhook = ocifit_cluster_tests::free_address();
-    let controller = Controller::start(
-        &env,
-        "memory",
-        &[
-            "--webhook-bind-address",
-            &webhook,
-            "--tls-cert-file",
-            &cert.display().to_string(),
-            "--tls-key-file",
-            &key.display().to_string(),
-            "--nfd-discovery-interval",
-            "1s",
-        ],
-    )
-    .await;
+    let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
+    let controller = certificate
+        .serve(
+            &env,
+            "memory",
+            &free_address(),
+            &["--nfd-discovery-interval", "1s"],
+        )
+        .await;
     report(&controller, "started, no node and no policy");
     let started = Instant::now();
     stream::iter(0..NODES)

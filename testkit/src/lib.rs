@@ -51,15 +51,15 @@ pub use error::{Error, Result};
 pub use kubeconform::{KindSchema, KubeconformSchemas, kinds_from_crd, kinds_from_openapi};
 pub use net::{host_ipv4, silent_server};
 pub use node::{RealNode, RunningNode};
-pub use objects::{FakeNode, create_namespace, create_node, service_account_token};
+pub use objects::{FakeNode, create_namespace, create_node, pull_secret, service_account_token};
 pub use pods::{wait_for_pod_log, wait_for_pod_ready};
 pub use proxy::Proxy;
 pub use registry::{
-    Credentials, Descriptor, OrasArtifact, PushedImage, Registry, RegistryBuilder, htpasswd_line,
-    oras_sdk_pull,
+    Candidates, Credentials, Descriptor, OrasArtifact, PushedImage, Registry, RegistryBuilder,
+    htpasswd_line, oras_sdk_pull,
 };
 pub use shared::{SharedCluster, SharedClusterGuard};
-pub use test_pod::{PLACEHOLDER_IMAGE, TestPod};
+pub use test_pod::{PLACEHOLDER_IMAGE, TestPod, annotation, gates};
 pub use tools::{Tool, ToolError, Tools};
 pub use webhook::{PodWebhook, register_pod_webhook, wait_until_admitted};
 pub use webhook_durations::{WebhookDurations, webhook_durations};

@@ -3,8 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use base64::Engine;
+use k8s_openapi::ByteString;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, Node, NodeCondition, NodeStatus, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, NodeCondition, NodeStatus, Secret, ServiceAccount,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
@@ -74,6 +78,25 @@ impl FakeNode {
                 ..NodeStatus::default()
             }),
         }
+    }
+}
+
+/// A pull Secret (`kubernetes.io/dockerconfigjson`) named `name` logging in to `registry` as
+/// `user` with `password`.
+pub fn pull_secret(name: &str, registry: &str, user: &str, password: &str) -> Secret {
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    let config = serde_json::json!({"auths": {registry: {"auth": auth}}}).to_string();
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        type_: Some("kubernetes.io/dockerconfigjson".into()),
+        data: Some(BTreeMap::from([(
+            ".dockerconfigjson".to_owned(),
+            ByteString(config.into_bytes()),
+        )])),
+        ..Secret::default()
     }
 }
 

@@ -138,9 +138,30 @@ impl TestPod {
     }
 }
 
+/// The pod's scheduling gates, by name.
+pub fn gates(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|spec| spec.scheduling_gates.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|gate| gate.name.clone())
+        .collect()
+}
+
+/// The pod's annotation `key`.
+pub fn annotation<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::PodSchedulingGate;
 
     #[test]
     fn a_pod_runs_the_placeholder_until_told_and_keeps_what_it_is_given() {
@@ -176,5 +197,19 @@ mod tests {
             named,
             [("web", Some("web:1")), ("sidecar", Some("proxy:2"))]
         );
+    }
+
+    #[test]
+    fn gates_and_annotations_are_read_by_name_and_absent_is_none() {
+        let mut pod = TestPod::named("p").build();
+        assert!(gates(&pod).is_empty());
+        assert_eq!(annotation(&pod, "a"), None);
+        pod.metadata.annotations = Some([("a".to_owned(), "1".to_owned())].into());
+        pod.spec.as_mut().expect("a spec").scheduling_gates = Some(vec![PodSchedulingGate {
+            name: "example.com/wait".into(),
+        }]);
+        assert_eq!(gates(&pod), ["example.com/wait"]);
+        assert_eq!(annotation(&pod, "a"), Some("1"));
+        assert_eq!(annotation(&pod, "b"), None);
     }
 }

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use ocifit_testkit::Candidates;
 use serde_json::Value;
 
 fn resolve(args: &[&str]) -> Output {
@@ -348,13 +349,6 @@ fn offline_says_the_platforms_were_not_checked() {
     );
 }
 
-const NFD_LAYER: &str = "application/vnd.nfd.image-compatibility.spec.v1alpha1+yaml";
-const NFD_ARTIFACT: &str = "application/vnd.nfd.image-compatibility.v1alpha1";
-const NEEDS_AVX512: &str = "version: v1alpha1\ncompatibilities:\n\
-    - tag: avx512\n  rules:\n  - name: avx512\n    matchFeatures:\n\
-    \x20   - feature: cpu.cpuid\n      matchExpressions:\n        AVX512F: {op: Exists}\n";
-const ANYWHERE: &str = "version: v1alpha1\ncompatibilities:\n- tag: portable\n  rules: []\n";
-
 /// A policy with candidates, read as the controller reads it: each candidate's NFD artifact from
 /// the registry (attached with regctl), the images' platforms checked there, a candidate without
 /// an artifact left out with the reason, and the policy's nodeSelector applied.
@@ -364,29 +358,14 @@ async fn a_candidates_policy_resolves_as_the_controller_does_with_platforms_chec
         .start()
         .await
         .expect("the test registry starts");
-    let fast = registry
-        .push_multi_platform("acme/app", "fast", &["linux/amd64"])
+    let Candidates {
+        fast,
+        portable,
+        bare,
+    } = registry
+        .push_candidates(&["linux/amd64", "linux/arm64"])
         .await
-        .expect("crane push");
-    let portable = registry
-        .push_multi_platform("acme/app", "portable", &["linux/amd64", "linux/arm64"])
-        .await
-        .expect("crane push");
-    let bare = registry
-        .push_image("acme/app", "bare", "linux/amd64")
-        .await
-        .expect("crane push");
-    let dir = registry.dir();
-    for (image, file, content) in [
-        (&fast, "avx512.yaml", NEEDS_AVX512),
-        (&portable, "anywhere.yaml", ANYWHERE),
-    ] {
-        std::fs::write(dir.join(file), content).expect("a file");
-        registry
-            .attach_artifact(&image.reference, NFD_ARTIFACT, &dir.join(file), NFD_LAYER)
-            .await
-            .expect("regctl artifact put --subject");
-    }
+        .expect("the candidates pushed");
     let policy = serde_json::json!({
         "apiVersion": "ocifit.io/v1alpha1", "kind": "ImageSelectionPolicy",
         "metadata": {"name": "app"},
@@ -412,8 +391,8 @@ async fn a_candidates_policy_resolves_as_the_controller_does_with_platforms_chec
         node("arm-avx", "arm64", true, "app"),
         node("elsewhere", "amd64", true, "other"),
     ]});
-    let policy_file = write(dir, "policy.json", &policy.to_string());
-    let nodes_file = write(dir, "nodes.json", &nodes.to_string());
+    let policy_file = write(registry.dir(), "policy.json", &policy.to_string());
+    let nodes_file = write(registry.dir(), "nodes.json", &nodes.to_string());
     let out = resolve(&[
         "--policy",
         &policy_file,

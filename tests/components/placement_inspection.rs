@@ -9,18 +9,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use base64::Engine as _;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
-use kube::core::ObjectMeta;
 use ocifit::placement::credentials::PullSecrets;
 use ocifit::placement::platforms::{ContainerImage, intersect};
 use ocifit::registry::{
     BackoffPolicy, Credentials, ErrorKind, ImageFacts, InspectError, Inspector, InspectorOptions,
     Lookup, Platform, Reference, RegistryOptions, RetryPolicy, parse_reference,
 };
-use ocifit_testkit::PushedImage;
 use ocifit_testkit::Registry as TestRegistry;
+use ocifit_testkit::{PushedImage, pull_secret};
 
 const LONG: Duration = Duration::from_secs(86_400);
 
@@ -250,23 +246,6 @@ async fn a_rebuilt_tag_is_seen_at_once_under_always_and_after_its_lifetime_under
     let facts = inspect(&inspector, &old, LONG, &[]).await.unwrap();
     assert_eq!(names(&facts.platforms), ["linux/amd64"]);
     assert_eq!(access_log(&registry, offset), "", "answered from memory");
-}
-
-fn pull_secret(name: &str, registry: &str, user: &str, password: &str) -> Secret {
-    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-    let config = format!(r#"{{"auths":{{"{registry}":{{"auth":"{auth}"}}}}}}"#);
-    Secret {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        type_: Some("kubernetes.io/dockerconfigjson".into()),
-        data: Some(BTreeMap::from([(
-            ".dockerconfigjson".to_owned(),
-            ByteString(config.into_bytes()),
-        )])),
-        ..Secret::default()
-    }
 }
 
 #[tokio::test]

@@ -159,16 +159,7 @@ pub(super) async fn run(
             &format!("--timeout={}s", timeout.as_secs()),
         ])
         .await?;
-    let endpoint = cluster
-        .kubectl([
-            "get",
-            "-n",
-            WORKFLOW_NAMESPACE,
-            "ac/oras",
-            "-o",
-            "jsonpath={.status.endpoint}",
-        ])
-        .await?;
+    let endpoint = cache_status(cluster, "endpoint").await?;
     say(&format!(
         "applied example/artifacts/cache.yaml: ArtifactCache oras Ready at {} after {:.1} s",
         endpoint.trim(),
@@ -281,19 +272,24 @@ async fn registry_pod_ip(client: &Client) -> Result<String> {
         .ok_or_else(|| format_error("find the cache's registry pod", "it has no IP"))
 }
 
-/// The cache's generated credentials (user, password), read from the Secret its status names:
-/// the cache answers nothing without them.
-async fn cache_login(cluster: &Cluster, client: &Client) -> Result<(String, String)> {
-    let name = cluster
+/// The field `field` of the cache's status, as kubectl prints it.
+async fn cache_status(cluster: &Cluster, field: &str) -> Result<String> {
+    cluster
         .kubectl([
             "get",
             "-n",
             WORKFLOW_NAMESPACE,
             "ac/oras",
             "-o",
-            "jsonpath={.status.credentialsSecret}",
+            &format!("jsonpath={{.status.{field}}}"),
         ])
-        .await?;
+        .await
+}
+
+/// The cache's generated credentials (user, password), read from the Secret its status names:
+/// the cache answers nothing without them.
+async fn cache_login(cluster: &Cluster, client: &Client) -> Result<(String, String)> {
+    let name = cache_status(cluster, "credentialsSecret").await?;
     let name = name.trim();
     let secret = Api::<Secret>::namespaced(client.clone(), WORKFLOW_NAMESPACE)
         .get(name)

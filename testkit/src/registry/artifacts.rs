@@ -193,7 +193,6 @@ impl Registry {
     }
 }
 
-/// `sha256:<hex>` of `bytes`.
 /// `sha256:<hex>` of `bytes`, as OCI digests are written.
 pub(crate) fn sha256_digest(bytes: &[u8]) -> String {
     let hex: String = Sha256::digest(bytes)

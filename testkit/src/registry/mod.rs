@@ -4,10 +4,12 @@
 //! real clients lives in `artifacts` and `images`.
 
 mod artifacts;
+mod candidates;
 mod images;
 
 pub(crate) use artifacts::sha256_digest;
 pub use artifacts::{Descriptor, OrasArtifact, oras_sdk_pull};
+pub use candidates::Candidates;
 pub use images::PushedImage;
 
 use std::ffi::{OsStr, OsString};

@@ -7,49 +7,32 @@
 
 use std::path::Path;
 
-use k8s_openapi::api::batch::v1::Job;
-use kube::Api;
 use serde_json::json;
 
 use crate::artifact_cache::workflow::{
-    Stage, WORKFLOW, create_cache, job, run_job, stage, wait_ready, wait_step_webhook,
+    ReadyCache, WORKFLOW, job, ready_cache, run_first_step, stage,
 };
 
 #[tokio::test]
 async fn a_steps_output_is_pulled_by_the_caches_name_through_the_apiservers_port_forward() {
-    let Stage {
-        cluster,
-        client,
-        cache_image,
-        step,
-    } = stage().await;
-    let caches = create_cache(&client, json!({"image": cache_image})).await;
-    wait_ready(&cluster, &caches).await;
-    let jobs = Api::<Job>::namespaced(client.clone(), WORKFLOW);
+    let stage = stage().await;
+    let ReadyCache { jobs, .. } = ready_cache(&stage, json!({"image": stage.cache_image})).await;
     let one = job(
         "step-one",
-        &step,
+        &stage.step,
         &[
             ("output-uri", "workflow/step-one:v1"),
             ("output-path", "out"),
         ],
         "echo alpha > out/a.txt && mkdir out/nested && echo beta > out/nested/b.txt",
     );
-    wait_step_webhook(&jobs, &one).await;
-    run_job(&cluster, &jobs, &one, true).await;
+    run_first_step(&stage.cluster, &jobs, &one).await;
 
-    let pulled = cluster.dir().join("pulled");
+    let pulled = stage.cluster.dir().join("pulled");
     let stdout = ocifit(
-        cluster.kubeconfig(),
-        &[
-            "pull",
-            "--cache",
-            "oras",
-            "-n",
-            WORKFLOW,
-            "workflow/step-one:v1",
-            "-o",
-        ],
+        stage.cluster.kubeconfig(),
+        "pull",
+        "workflow/step-one:v1",
         &pulled,
     )
     .await;
@@ -58,45 +41,37 @@ async fn a_steps_output_is_pulled_by_the_caches_name_through_the_apiservers_port
     assert_eq!(read(&pulled.join("out/nested/b.txt")), "beta\n");
 
     // The other way: a file from here into the cache, read back by name.
-    let file = cluster.dir().join("notes.txt");
+    let file = stage.cluster.dir().join("notes.txt");
     std::fs::write(&file, "from outside\n").unwrap();
     ocifit(
-        cluster.kubeconfig(),
-        &[
-            "push",
-            "--cache",
-            "oras",
-            "-n",
-            WORKFLOW,
-            "workflow/from-outside:v1",
-        ],
+        stage.cluster.kubeconfig(),
+        "push",
+        "workflow/from-outside:v1",
         &file,
     )
     .await;
-    let back = cluster.dir().join("back");
+    let back = stage.cluster.dir().join("back");
     ocifit(
-        cluster.kubeconfig(),
-        &[
-            "pull",
-            "--cache",
-            "oras",
-            "-n",
-            WORKFLOW,
-            "workflow/from-outside:v1",
-            "-o",
-        ],
+        stage.cluster.kubeconfig(),
+        "pull",
+        "workflow/from-outside:v1",
         &back,
     )
     .await;
     assert_eq!(read(&back.join("notes.txt")), "from outside\n");
 }
 
-/// Runs `ocifit artifact ARGS PATH` with the cluster's kubeconfig and no registry credentials
-/// in its environment (they come from the cache); its standard output.
-async fn ocifit(kubeconfig: &Path, args: &[&str], path: &Path) -> String {
+/// Runs `ocifit artifact pull|push --cache oras -n WORKFLOW REFERENCE PATH` (a pull with `-o`)
+/// with the cluster's kubeconfig and no registry credentials in its environment (they come from
+/// the cache); its standard output.
+async fn ocifit(kubeconfig: &Path, verb: &str, reference: &str, path: &Path) -> String {
+    let mut args = vec![verb, "--cache", "oras", "-n", WORKFLOW, reference];
+    if verb == "pull" {
+        args.push("-o");
+    }
     let output = tokio::process::Command::new(crate::support::ocifit_binary())
         .arg("artifact")
-        .args(args)
+        .args(&args)
         .arg(path)
         .arg("--kubeconfig")
         .arg(kubeconfig)

@@ -12,8 +12,8 @@ use kube::api::PostParams;
 use serde_json::{Value, json};
 
 use crate::artifact_cache::workflow::{
-    NODE, Stage, WORKFLOW, contract, create_cache, generated_login, registry_pod, run_job,
-    sdk_pull, stage_with, wait_ready, wait_step_webhook,
+    NODE, ReadyCache, WORKFLOW, cache_address, contract, generated_login, ready_cache,
+    run_first_step, run_job, sdk_pull, stage_with,
 };
 
 /// Where a step states that it is restricted: on the pod (which its helpers then inherit) or on
@@ -88,29 +88,18 @@ async fn restricted_is_enforced(client: &kube::Client, image: &str) {
 
 #[tokio::test]
 async fn a_workflow_runs_in_a_namespace_enforcing_restricted() {
-    let Stage {
-        cluster,
-        client,
-        cache_image,
-        step,
-    } = stage_with(&[
+    let stage = stage_with(&[
         ("pod-security.kubernetes.io/enforce", "restricted"),
         ("pod-security.kubernetes.io/enforce-version", "latest"),
     ])
     .await;
-    let caches = create_cache(&client, json!({"image": cache_image})).await;
-    wait_ready(&cluster, &caches).await;
-    let pod_ip = registry_pod(&client)
-        .await
-        .status
-        .and_then(|s| s.pod_ip)
-        .expect("the registry pod's IP");
+    let ReadyCache { jobs, .. } = ready_cache(&stage, json!({"image": stage.cache_image})).await;
+    let address = cache_address(&stage.client).await;
 
-    restricted_is_enforced(&client, &step).await;
-    let jobs = Api::<Job>::namespaced(client.clone(), WORKFLOW);
+    restricted_is_enforced(&stage.client, &stage.step).await;
     let pushes = restricted_job(
         "pushes",
-        &step,
+        &stage.step,
         &[
             ("output-uri", "workflow/restricted:v1"),
             ("output-path", "out"),
@@ -118,12 +107,11 @@ async fn a_workflow_runs_in_a_namespace_enforcing_restricted() {
         "echo under restricted > out/said.txt",
         Stated::OnTheContainer,
     );
-    wait_step_webhook(&jobs, &pushes).await;
-    let took = run_job(&cluster, &jobs, &pushes, true).await;
+    let took = run_first_step(&stage.cluster, &jobs, &pushes).await;
     eprintln!("a restricted step pushing: {took:.1} s");
     let pulls = restricted_job(
         "pulls",
-        &step,
+        &stage.step,
         &[
             ("input-uri", "workflow/restricted:v1"),
             // Copied in as the step's user (1000): into a directory it can write.
@@ -134,13 +122,13 @@ async fn a_workflow_runs_in_a_namespace_enforcing_restricted() {
         "cat out/in/out/said.txt",
         Stated::OnThePod,
     );
-    let took = run_job(&cluster, &jobs, &pulls, true).await;
+    let took = run_job(&stage.cluster, &jobs, &pulls, true).await;
     eprintln!("a restricted step pulling and pushing: {took:.1} s");
 
     let pulled = tempfile::tempdir().expect("a temp dir");
-    let (user, password) = generated_login(&client, WORKFLOW).await;
+    let (user, password) = generated_login(&stage.client, WORKFLOW).await;
     sdk_pull(
-        &format!("{pod_ip}:5000"),
+        &address,
         "workflow/restricted-again:v1",
         pulled.path(),
         Some((&user, &password)),

@@ -18,13 +18,12 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::{Api, Client};
-use ocifit_testkit::chart::NAMESPACE;
 use ocifit_testkit::image::step_image;
 use serde_json::{Value, json};
 
 use crate::artifact_cache::workflow::{
-    NODE, P, Stage, WORKFLOW, contract, create_cache, diagnostics, files, generated_login,
-    registry_pod, run_job, sdk_pull, stage, wait_ready,
+    NODE, P, Stage, WORKFLOW, cache_access, contract, diagnostics, files, ocifit_log, ready_cache,
+    run_job, sdk_pull, stage,
 };
 
 const WAIT: Duration = Duration::from_secs(180);
@@ -114,8 +113,7 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
         .await
         .expect("the step image is pushed")
         .reference;
-    let caches = create_cache(&stage.client, json!({"image": stage.cache_image})).await;
-    wait_ready(&stage.cluster, &caches).await;
+    ready_cache(&stage, json!({"image": stage.cache_image})).await;
 
     // Scatter: bare pods, default restart policy, each pushing out/.
     let scatter = |n: &str, extra: &[(&str, &str)]| {
@@ -188,14 +186,8 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
     eprintln!("the Job with annotations on its template: {took:.1} s");
 
     // Everything read back with the ORAS SDK.
-    let pod_ip = registry_pod(&stage.client)
-        .await
-        .status
-        .and_then(|s| s.pod_ip)
-        .expect("the registry pod's IP");
-    let address = format!("{pod_ip}:5000");
-    let (user, password) = generated_login(&stage.client, WORKFLOW).await;
-    let login = Some((user.as_str(), password.as_str()));
+    let access = cache_access(&stage.client).await;
+    let (address, login) = (&access.address, access.login());
     let pulled = tempfile::tempdir().expect("a temp dir");
     let read = |relative: &str| {
         std::fs::read_to_string(pulled.path().join(relative))
@@ -204,7 +196,7 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
     for n in ["1", "2"] {
         let dir = format!("scatter-{n}");
         sdk_pull(
-            &address,
+            address,
             &format!("workflow/{dir}:v1"),
             &pulled.path().join(&dir),
             login,
@@ -212,7 +204,7 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
         assert_eq!(read(&format!("{dir}/out/{n}.txt")), format!("{n}\n"));
     }
     sdk_pull(
-        &address,
+        address,
         "workflow/gathered:v1",
         &pulled.path().join("gathered"),
         login,
@@ -231,7 +223,7 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
         "the whole working directory pushed"
     );
     sdk_pull(
-        &address,
+        address,
         "workflow/pancakes:v1",
         &pulled.path().join("pancakes"),
         login,
@@ -242,17 +234,7 @@ async fn the_oras_operators_example_shapes_run_as_written_and_the_oras_sdk_reads
     );
 
     // debug: "true" is the oras-operator's "log the parsed settings".
-    let logs = stage
-        .cluster
-        .kubectl([
-            "logs",
-            "-n",
-            NAMESPACE,
-            "-l",
-            "app.kubernetes.io/name=ocifit",
-            "--tail",
-            "-1",
-        ])
+    let logs = ocifit_log(&stage.cluster, "-1")
         .await
         .expect("ocifit's log");
     let debug_line = logs

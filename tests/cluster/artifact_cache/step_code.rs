@@ -8,13 +8,11 @@
 
 use std::path::Path;
 
-use k8s_openapi::api::batch::v1::Job;
-use kube::Api;
 use serde_json::json;
 
 use crate::artifact_cache::workflow::{
-    Stage, WORKFLOW, container_state, create_cache, generated_login, job, job_pod, registry_pod,
-    run_job, sdk_pull, sdk_pull_fails, stage_with, wait_ready, wait_step_webhook,
+    ReadyCache, cache_access, container_state, job, job_pod, ready_cache, run_job, sdk_pull,
+    sdk_pull_fails, stage_with, wait_step_webhook,
 };
 
 /// A variable every container the kubelet starts has: the mark of an environment.
@@ -22,30 +20,17 @@ const ENVIRONMENT_MARK: &str = "KUBERNETES_SERVICE_HOST=";
 
 #[tokio::test]
 async fn step_code_cannot_make_the_helpers_push_an_environment() {
-    let Stage {
-        cluster,
-        client,
-        cache_image,
-        step,
-    } = stage_with(&[]).await;
-    let caches = create_cache(&client, json!({"image": cache_image})).await;
-    wait_ready(&cluster, &caches).await;
+    let stage = stage_with(&[]).await;
+    let ReadyCache { jobs, .. } = ready_cache(&stage, json!({"image": stage.cache_image})).await;
     // The cache's generated credentials: in the helpers' environment, never in the step's.
-    let (user, password) = generated_login(&client, WORKFLOW).await;
-    let login = Some((user.as_str(), password.as_str()));
-    let pod_ip = registry_pod(&client)
-        .await
-        .status
-        .and_then(|s| s.pod_ip)
-        .expect("the registry pod's IP");
-    let cache = format!("{pod_ip}:5000");
-    let jobs = Api::<Job>::namespaced(client.clone(), WORKFLOW);
+    let access = cache_access(&stage.client).await;
+    let (cache, login) = (&access.address, access.login());
     let pulled = tempfile::tempdir().expect("a temp dir");
 
     // The output itself is a link to the environment: the step fails, saying so.
     let linked = job(
         "output-is-a-link",
-        &step,
+        &stage.step,
         &[
             ("output-uri", "workflow/linked:v1"),
             ("output-path", "out/env"),
@@ -53,27 +38,27 @@ async fn step_code_cannot_make_the_helpers_push_an_environment() {
         "busybox ln -s /proc/self/environ out/env",
     );
     wait_step_webhook(&jobs, &linked).await;
-    run_job(&cluster, &jobs, &linked, false).await;
-    let pod = job_pod(&client, "output-is-a-link").await;
+    run_job(&stage.cluster, &jobs, &linked, false).await;
+    let pod = job_pod(&stage.client, "output-is-a-link").await;
     let terminated = container_state(&pod, "step")
         .and_then(|s| s.terminated)
         .expect("the step terminated");
     let message = terminated.message.unwrap_or_default();
     assert_eq!(terminated.exit_code, 75, "{message}");
     assert!(message.contains("is a symbolic link"), "{message}");
-    let missing = sdk_pull_fails(&cache, "workflow/linked:v1", pulled.path(), login);
+    let missing = sdk_pull_fails(cache, "workflow/linked:v1", pulled.path(), login);
     eprintln!("an output that is a link: exit 75, {message:?}; nothing pushed ({missing})");
 
     // The output directory holds a link to the environment: pushed as a link.
     let holds = job(
         "output-holds-a-link",
-        &step,
+        &stage.step,
         &[("output-uri", "workflow/holds:v1"), ("output-path", "out")],
         "echo real > out/real.txt && busybox ln -s /proc/self/environ out/env",
     );
-    run_job(&cluster, &jobs, &holds, true).await;
+    run_job(&stage.cluster, &jobs, &holds, true).await;
     let holds_dir = pulled.path().join("holds");
-    sdk_pull(&cache, "workflow/holds:v1", &holds_dir, login);
+    sdk_pull(cache, "workflow/holds:v1", &holds_dir, login);
     assert_eq!(
         std::fs::read_link(holds_dir.join("out/env")).expect("out/env is a link"),
         Path::new("/proc/self/environ")
@@ -87,7 +72,7 @@ async fn step_code_cannot_make_the_helpers_push_an_environment() {
     // environment. It keeps the sidecar's answer in its own output, which is pushed.
     let forges = job(
         "forges-the-hand-off",
-        &step,
+        &stage.step,
         &[("output-uri", "workflow/forges:v1"), ("output-path", "out")],
         r#"mkdir -p /ocifit/run/planted /ocifit/run/outputs-forged
 busybox ln -s /proc/self/environ /ocifit/run/planted/environ
@@ -98,9 +83,9 @@ i=0
 while [ ! -e /ocifit/run/result-forged ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
 cat /ocifit/run/result-forged > out/answer.json"#,
     );
-    run_job(&cluster, &jobs, &forges, true).await;
+    run_job(&stage.cluster, &jobs, &forges, true).await;
     let forges_dir = pulled.path().join("forges");
-    sdk_pull(&cache, "workflow/forges:v1", &forges_dir, login);
+    sdk_pull(cache, "workflow/forges:v1", &forges_dir, login);
     let answer = std::fs::read_to_string(forges_dir.join("out/answer.json"))
         .expect("the sidecar answered the forged request");
     let answer: serde_json::Value = serde_json::from_str(&answer).expect("an answer");
@@ -116,7 +101,7 @@ cat /ocifit/run/result-forged > out/answer.json"#,
         scanned += 1;
         let text = String::from_utf8_lossy(&content);
         assert!(
-            !text.contains(&password) && !text.contains(ENVIRONMENT_MARK),
+            !text.contains(&access.password) && !text.contains(ENVIRONMENT_MARK),
             "{} holds an environment: {text}",
             path.display()
         );

@@ -112,26 +112,24 @@ pub(crate) async fn stage_with(namespace_labels: &[(&str, &str)]) -> Stage {
 
 #[tokio::test]
 async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_reads_back() {
-    let Stage {
-        cluster,
-        client,
-        cache_image,
-        step,
-    } = stage().await;
+    let stage = stage().await;
 
     // The cache, Ready as a real pod.
     let since = Instant::now();
-    let caches = create_cache(
-        &client,
-        json!({"image": cache_image, "storage": {"emptyDir": {"sizeLimit": "1Gi"}}}),
+    let ReadyCache {
+        caches,
+        endpoint,
+        jobs,
+    } = ready_cache(
+        &stage,
+        json!({"image": stage.cache_image, "storage": {"emptyDir": {"sizeLimit": "1Gi"}}}),
     )
     .await;
-    let endpoint = wait_ready(&cluster, &caches).await;
     eprintln!(
         "ArtifactCache Ready at {endpoint}: {:.1} s",
         since.elapsed().as_secs_f64()
     );
-    let registry_pod = registry_pod(&client).await;
+    let registry_pod = registry_pod(&stage.client).await;
     assert_eq!(
         registry_pod
             .spec
@@ -139,21 +137,16 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
             .and_then(|s| s.node_name.as_deref()),
         Some(NODE)
     );
-    let pod_ip = registry_pod
-        .status
-        .and_then(|s| s.pod_ip)
-        .expect("the registry pod's IP");
-    let available = events(&client, "oras").await;
+    let available = events(&stage.client, "oras").await;
     assert!(
         available.iter().any(|(reason, _)| reason == "Available"),
         "{available:?}"
     );
 
     // Step one: files in a directory, and its standard output piped into it.
-    let jobs = Api::<Job>::namespaced(client.clone(), WORKFLOW);
     let one = job(
         "step-one",
-        &step,
+        &stage.step,
         &[
             ("output-uri", "workflow/step-one:v1"),
             ("output-path", "out"),
@@ -161,14 +154,13 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         ],
         "echo alpha > out/a.txt && mkdir out/nested && echo beta > out/nested/b.txt && echo step one says hello",
     );
-    wait_step_webhook(&jobs, &one).await;
-    let took = run_job(&cluster, &jobs, &one, true).await;
+    let took = run_first_step(&stage.cluster, &jobs, &one).await;
     eprintln!("step one: Job created → complete in {took:.1} s");
 
     // Step two: step one's artifact as its input, its own output piped.
     let two = job(
         "step-two",
-        &step,
+        &stage.step,
         &[
             ("input-uri", "workflow/step-one:v1"),
             ("input-path", "/inputs"),
@@ -177,17 +169,16 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         ],
         "cat /inputs/out/a.txt /inputs/out/nested/b.txt /inputs/out/stdout.txt | tr a-z A-Z",
     );
-    let took = run_job(&cluster, &jobs, &two, true).await;
+    let took = run_job(&stage.cluster, &jobs, &two, true).await;
     eprintln!("step two: Job created → complete in {took:.1} s");
 
     // Both artifacts, read back from the cache with the ORAS SDK from this host, with the
     // credentials ocifit generated for the cache (its steps got them by reference).
-    let cache_address = format!("{pod_ip}:5000");
-    let (user, password) = generated_login(&client, WORKFLOW).await;
-    let login = Some((user.as_str(), password.as_str()));
+    let access = cache_access(&stage.client).await;
+    let (cache_address, login) = (&access.address, access.login());
     let pulled = tempfile::tempdir().expect("a temp dir");
     sdk_pull(
-        &cache_address,
+        cache_address,
         "workflow/step-one:v1",
         &pulled.path().join("one"),
         login,
@@ -200,7 +191,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     assert_eq!(read("one/out/nested/b.txt"), "beta\n");
     assert_eq!(read("one/out/stdout.txt"), "step one says hello\n");
     sdk_pull(
-        &cache_address,
+        cache_address,
         "workflow/step-two:v1",
         &pulled.path().join("two"),
         login,
@@ -219,9 +210,9 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
 
     // What the steps' helpers moved, in ocifit's /metrics: step two pulled step one's artifact,
     // each step pushed its own; the bytes are the layers' sizes in the cache's manifests.
-    let one_bytes = manifest_layer_bytes(&cache_address, "workflow/step-one", login).await;
-    let two_bytes = manifest_layer_bytes(&cache_address, "workflow/step-two", login).await;
-    let metrics_address = ocifit_admin_address(&client).await;
+    let one_bytes = manifest_layer_bytes(cache_address, "workflow/step-one", login).await;
+    let two_bytes = manifest_layer_bytes(cache_address, "workflow/step-two", login).await;
+    let metrics_address = ocifit_admin_address(&stage.client).await;
     let counted = eventually("both pushes and the pull counted", async || {
         let text = crate::support::get(&metrics_address, "/metrics").await?.1;
         let steps = |direction: &str| {
@@ -261,24 +252,24 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     // A failing step: nothing pushed, the step's own exit status on its pod.
     let failing = job(
         "step-fails",
-        &step,
+        &stage.step,
         &[("output-uri", "workflow/failed:v1"), ("output-path", "out")],
         "echo partial > out/part.txt; exit 3",
     );
-    run_job(&cluster, &jobs, &failing, false).await;
-    let pod = job_pod(&client, "step-fails").await;
+    run_job(&stage.cluster, &jobs, &failing, false).await;
+    let pod = job_pod(&stage.client, "step-fails").await;
     let exit = container_state(&pod, "step")
         .and_then(|s| s.terminated)
         .map(|t| t.exit_code);
     assert_eq!(exit, Some(3), "the step's own status");
-    let missing = sdk_pull_fails(&cache_address, "workflow/failed:v1", pulled.path(), login);
+    let missing = sdk_pull_fails(cache_address, "workflow/failed:v1", pulled.path(), login);
     eprintln!("the failed step pushed nothing: {missing}");
 
     // A missing input: the step never starts; the init container says which input.
-    let pods = Api::<Pod>::namespaced(client.clone(), WORKFLOW);
+    let pods = Api::<Pod>::namespaced(stage.client.clone(), WORKFLOW);
     let absent = step_pod(
         "needs-absent",
-        &step,
+        &stage.step,
         &[
             ("input-uri", "workflow/absent:v1"),
             ("input-path", "/inputs"),
@@ -287,7 +278,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     pods.create(&PostParams::default(), &absent)
         .await
         .expect("the pod is admitted");
-    let message = wait_prepare_failed(&client, "needs-absent").await;
+    let message = wait_prepare_failed(&stage.client, "needs-absent").await;
     assert!(message.contains("workflow/absent:v1"), "{message}");
     let pod = pods.get("needs-absent").await.expect("the pod");
     let step_state = container_state(&pod, "step").expect("the step's state");
@@ -300,7 +291,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     // A step naming a cache that does not exist is refused, saying so.
     let nowhere = job(
         "no-cache",
-        &step,
+        &stage.step,
         &[
             ("oras-cache", "nowhere"),
             ("input-uri", "workflow/step-one:v1"),
@@ -320,7 +311,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
     );
 
     // The cache's objects are put back: a scaled-down Deployment, a deleted Service.
-    let deployments = Api::<Deployment>::namespaced(client.clone(), WORKFLOW);
+    let deployments = Api::<Deployment>::namespaced(stage.client.clone(), WORKFLOW);
     deployments
         .patch(
             "oras-registry",
@@ -329,7 +320,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         )
         .await
         .expect("the Deployment is scaled down");
-    let services = Api::<Service>::namespaced(client.clone(), WORKFLOW);
+    let services = Api::<Service>::namespaced(stage.client.clone(), WORKFLOW);
     let old = services.get("oras-registry").await.expect("the Service");
     services
         .delete("oras-registry", &DeleteParams::default())
@@ -345,7 +336,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
         (s.metadata.uid != old.metadata.uid).then_some(())
     })
     .await;
-    let endpoint = wait_ready(&cluster, &caches).await;
+    let endpoint = wait_ready(&stage.cluster, &caches).await;
     eprintln!("put back; Ready again at {endpoint}");
 
     // Deleting the cache deletes its registry; steps naming it are refused.
@@ -373,7 +364,7 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
             &PostParams::default(),
             &job(
                 "after",
-                &step,
+                &stage.step,
                 &[("output-uri", "x:v1"), ("output-pipe", "out/x")],
                 "true",
             ),
@@ -391,13 +382,8 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
 #[tokio::test]
 async fn a_cache_behind_htpasswd_serves_steps_whose_credentials_never_show() {
     const PASSWORD: &str = "s3cret-never-shown";
-    let Stage {
-        cluster,
-        client,
-        cache_image,
-        step,
-    } = stage().await;
-    let secrets = Api::<Secret>::namespaced(client.clone(), WORKFLOW);
+    let stage = stage().await;
+    let secrets = Api::<Secret>::namespaced(stage.client.clone(), WORKFLOW);
     let htpasswd = htpasswd_line("wf", PASSWORD).expect("an htpasswd line");
     for secret in [
         json!({"metadata": {"name": "cache-users"}, "stringData": {"htpasswd": htpasswd}}),
@@ -411,23 +397,16 @@ async fn a_cache_behind_htpasswd_serves_steps_whose_credentials_never_show() {
             .await
             .expect("the Secret is created");
     }
-    let caches = create_cache(
-        &client,
-        json!({"image": cache_image, "htpasswdSecretRef": {"name": "cache-users"}}),
+    let ReadyCache { jobs, .. } = ready_cache(
+        &stage,
+        json!({"image": stage.cache_image, "htpasswdSecretRef": {"name": "cache-users"}}),
     )
     .await;
-    wait_ready(&cluster, &caches).await;
-    let pod_ip = registry_pod(&client)
-        .await
-        .status
-        .and_then(|s| s.pod_ip)
-        .expect("the registry pod's IP");
-    let cache_address = format!("{pod_ip}:5000");
+    let cache_address = cache_address(&stage.client).await;
 
-    let jobs = Api::<Job>::namespaced(client.clone(), WORKFLOW);
     let writes = job(
         "writes",
-        &step,
+        &stage.step,
         &[
             ("oras-env", "oras-creds"),
             ("output-uri", "private/result:v1"),
@@ -435,12 +414,11 @@ async fn a_cache_behind_htpasswd_serves_steps_whose_credentials_never_show() {
         ],
         "echo behind basic auth",
     );
-    wait_step_webhook(&jobs, &writes).await;
-    let took = run_job(&cluster, &jobs, &writes, true).await;
+    let took = run_first_step(&stage.cluster, &jobs, &writes).await;
     eprintln!("a step pushing with credentials: {took:.1} s");
     let reads = job(
         "reads",
-        &step,
+        &stage.step,
         &[
             ("oras-env", "oras-creds"),
             ("input-uri", "private/result:v1"),
@@ -450,7 +428,7 @@ async fn a_cache_behind_htpasswd_serves_steps_whose_credentials_never_show() {
         ],
         "cat /inputs/out/said.txt",
     );
-    let took = run_job(&cluster, &jobs, &reads, true).await;
+    let took = run_job(&stage.cluster, &jobs, &reads, true).await;
     eprintln!("a step pulling and pushing with credentials: {took:.1} s");
 
     let pulled = tempfile::tempdir().expect("a temp dir");
@@ -471,7 +449,7 @@ async fn a_cache_behind_htpasswd_serves_steps_whose_credentials_never_show() {
 
     // The password is in the Secret only: not in any pod's spec, no step container gets the
     // Secret, and no log or Event says it.
-    let pods = Api::<Pod>::namespaced(client.clone(), WORKFLOW)
+    let pods = Api::<Pod>::namespaced(stage.client.clone(), WORKFLOW)
         .list(&ListParams::default())
         .await
         .expect("the pods");
@@ -483,7 +461,8 @@ async fn a_cache_behind_htpasswd_serves_steps_whose_credentials_never_show() {
             assert!(container.env_from.is_none(), "{container:?}");
         }
     }
-    let logs = cluster
+    let logs = stage
+        .cluster
         .kubectl([
             "logs",
             "-n",
@@ -497,7 +476,8 @@ async fn a_cache_behind_htpasswd_serves_steps_whose_credentials_never_show() {
         .await
         .unwrap_or_default();
     assert!(!logs.contains(PASSWORD), "{logs}");
-    let events = cluster
+    let events = stage
+        .cluster
         .kubectl(["get", "events", "-n", WORKFLOW, "-o", "json"])
         .await
         .expect("the Events");
@@ -679,6 +659,12 @@ async fn wait_prepare_failed(client: &Client, pod: &str) -> String {
 /// Creates the ArtifactCache `oras` of the workflow namespace with `spec`.
 pub(crate) async fn create_cache(client: &Client, spec: Value) -> Api<ArtifactCache> {
     let caches = Api::<ArtifactCache>::namespaced(client.clone(), WORKFLOW);
+    create_cache_in(&caches, spec).await;
+    caches
+}
+
+/// Creates the ArtifactCache `oras` with `spec` in the namespace of `caches`.
+pub(crate) async fn create_cache_in(caches: &Api<ArtifactCache>, spec: Value) {
     let cache: ArtifactCache = serde_json::from_value(json!({
         "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
         "metadata": {"name": "oras"},
@@ -689,7 +675,6 @@ pub(crate) async fn create_cache(client: &Client, spec: Value) -> Api<ArtifactCa
         .create(&PostParams::default(), &cache)
         .await
         .expect("the cache is created");
-    caches
 }
 
 /// Waits for the cache's Ready condition; its endpoint.
@@ -714,6 +699,67 @@ pub(crate) async fn wait_ready(cluster: &Cluster, caches: &Api<ArtifactCache>) -
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// The workflow namespace's cache `oras`, Ready.
+pub(crate) struct ReadyCache {
+    pub(crate) caches: Api<ArtifactCache>,
+    /// The endpoint its status names.
+    pub(crate) endpoint: String,
+    /// The namespace's Jobs.
+    pub(crate) jobs: Api<Job>,
+}
+
+/// Creates the workflow namespace's cache with `spec` and waits until it is Ready.
+pub(crate) async fn ready_cache(stage: &Stage, spec: Value) -> ReadyCache {
+    let caches = create_cache(&stage.client, spec).await;
+    let endpoint = wait_ready(&stage.cluster, &caches).await;
+    ReadyCache {
+        caches,
+        endpoint,
+        jobs: Api::namespaced(stage.client.clone(), WORKFLOW),
+    }
+}
+
+/// Runs `job`, the first step of a namespace, to success once the step webhook injects it (its
+/// configuration comes with the chart a moment before); the seconds [`run_job`] measured.
+pub(crate) async fn run_first_step(cluster: &Cluster, jobs: &Api<Job>, job: &Job) -> f64 {
+    wait_step_webhook(jobs, job).await;
+    run_job(cluster, jobs, job, true).await
+}
+
+/// How this host reaches the workflow namespace's cache: the registry pod's address and the
+/// login ocifit generated for the cache.
+pub(crate) struct CacheAccess {
+    pub(crate) address: String,
+    pub(crate) user: String,
+    pub(crate) password: String,
+}
+
+impl CacheAccess {
+    /// The login as the registry clients here take it.
+    pub(crate) fn login(&self) -> Option<(&str, &str)> {
+        Some((&self.user, &self.password))
+    }
+}
+
+pub(crate) async fn cache_access(client: &Client) -> CacheAccess {
+    let (user, password) = generated_login(client, WORKFLOW).await;
+    CacheAccess {
+        address: cache_address(client).await,
+        user,
+        password,
+    }
+}
+
+/// The cache's registry on the node's network (the pod's address), `ip:5000`.
+pub(crate) async fn cache_address(client: &Client) -> String {
+    let pod_ip = registry_pod(client)
+        .await
+        .status
+        .and_then(|s| s.pod_ip)
+        .expect("the registry pod's IP");
+    format!("{pod_ip}:5000")
 }
 
 pub(crate) async fn registry_pod(client: &Client) -> Pod {
@@ -833,15 +879,6 @@ pub(crate) async fn diagnostics(cluster: &Cluster, namespace: &str) -> String {
         ],
         vec!["get", "pods", "-n", namespace, "-o", "yaml"],
         vec!["get", "events", "-n", namespace],
-        vec![
-            "logs",
-            "-n",
-            NAMESPACE,
-            "-l",
-            "app.kubernetes.io/name=ocifit",
-            "--tail",
-            "50",
-        ],
     ] {
         text.push_str(
             &cluster
@@ -851,7 +888,20 @@ pub(crate) async fn diagnostics(cluster: &Cluster, namespace: &str) -> String {
         );
         text.push('\n');
     }
+    text.push_str(
+        &ocifit_log(cluster, "50")
+            .await
+            .unwrap_or_else(|e| e.to_string()),
+    );
     text
+}
+
+/// The last `tail` lines (`-1`: all) of the log of every ocifit pod the chart runs.
+pub(crate) async fn ocifit_log(cluster: &Cluster, tail: &str) -> ocifit_testkit::Result<String> {
+    let selector = "app.kubernetes.io/name=ocifit";
+    cluster
+        .kubectl(["logs", "-n", NAMESPACE, "-l", selector, "--tail", tail])
+        .await
 }
 
 /// The user and password of the credentials ocifit generated for the cache `oras` of

@@ -8,58 +8,25 @@
 
 use std::time::Duration;
 
-use ocifit_testkit::PushedImage;
+use ocifit_testkit::{Candidates, PushedImage};
 
 use crate::support::objects::{Policy, linux_node};
 use crate::support::{Controller, Env, condition_message, is};
 
-const NFD_LAYER: &str = "application/vnd.nfd.image-compatibility.spec.v1alpha1+yaml";
-const NFD_ARTIFACT: &str = "application/vnd.nfd.image-compatibility.v1alpha1";
 const AVX512F: &str = "feature.node.kubernetes.io/cpu-cpuid.AVX512F";
-
-const NEEDS_AVX512: &str = "version: v1alpha1\ncompatibilities:\n\
-    - tag: avx512\n  description: AVX-512 build\n  rules:\n  - name: avx512\n    matchFeatures:\n\
-    \x20   - feature: cpu.cpuid\n      matchExpressions:\n        AVX512F: {op: Exists}\n";
-const ANYWHERE: &str = "version: v1alpha1\ncompatibilities:\n- tag: portable\n  rules: []\n";
 
 #[tokio::test]
 async fn candidates_resolve_through_their_attached_nfd_artifacts() {
     let env = Env::start(crate::support::ocifit_binary()).await;
     let registry = env.registry();
-    let fast = registry
-        .push_multi_platform("acme/app", "fast", &["linux/amd64"])
+    let Candidates {
+        fast,
+        portable,
+        bare,
+    } = registry
+        .push_candidates(&["linux/amd64", "linux/arm/v7"])
         .await
-        .expect("crane push");
-    let portable = registry
-        .push_multi_platform("acme/app", "portable", &["linux/amd64", "linux/arm/v7"])
-        .await
-        .expect("crane push");
-    let bare = registry
-        .push_image("acme/app", "bare", "linux/amd64")
-        .await
-        .expect("crane push");
-
-    let dir = registry.dir();
-    std::fs::write(dir.join("avx512.yaml"), NEEDS_AVX512).expect("a file");
-    std::fs::write(dir.join("anywhere.yaml"), ANYWHERE).expect("a file");
-    registry
-        .attach_artifact(
-            &fast.reference,
-            NFD_ARTIFACT,
-            &dir.join("avx512.yaml"),
-            NFD_LAYER,
-        )
-        .await
-        .expect("regctl artifact put --subject");
-    registry
-        .attach_artifact(
-            &portable.reference,
-            NFD_ARTIFACT,
-            &dir.join("anywhere.yaml"),
-            NFD_LAYER,
-        )
-        .await
-        .expect("regctl artifact put --subject");
+        .expect("the candidates pushed");
 
     env.add_node(linux_node("avx").label(AVX512F, "true")).await;
     env.add_node(linux_node("plain")).await;

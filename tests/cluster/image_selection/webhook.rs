@@ -20,13 +20,13 @@ use ocifit::api::OnUnpinned;
 use ocifit::api::pod::{
     DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_IMAGES, DECISION_POLICY, POLICY,
 };
-use ocifit_testkit::Cluster;
+use ocifit_testkit::annotation;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use crate::support::access::handshake;
 use crate::support::objects::{OptIn, PLACEHOLDER, TestPod};
-use crate::support::webhook::{WebhookCertificate, admissions, image};
+use crate::support::webhook::{Serving, WebhookCertificate, admissions, image};
 use crate::support::{Controller, Env, FLAVOR, free_address, get};
 
 const NAMESPACE: &str = "webhook-e2e";
@@ -38,14 +38,6 @@ const WAIT: Duration = Duration::from_secs(30);
 /// A pod labelled `app=<name>`.
 fn pod(name: &str) -> TestPod {
     TestPod::named(name).label("app", name)
-}
-
-fn annotation<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
-    pod.metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
 }
 
 /// What the scenario set up: the flavor images, the two policies' statuses, the webhook.
@@ -75,17 +67,13 @@ impl Setup {
 
 #[tokio::test]
 async fn opted_in_pods_get_the_image_of_their_class_with_the_registry_frozen() {
-    let env = Env::start_with(
-        crate::support::ocifit_binary(),
-        Cluster::builder().with_all_controllers(),
-    )
-    .await;
-    let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
-    let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
-    let webhook_address = free_address();
-    let controller = certificate
-        .serve(&env, "webhook-e2e", &webhook_address, &[])
-        .await;
+    let env = Env::start_scheduling(crate::support::ocifit_binary()).await;
+    let Serving {
+        by_flavor,
+        certificate,
+        address: webhook_address,
+        controller,
+    } = env.serve_flavors(NAMESPACE, "webhook-e2e", &[]).await;
 
     env.create_policy(&env.flavor_policy("flavors")).await;
     env.create_policy(

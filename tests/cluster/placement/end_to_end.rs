@@ -20,7 +20,6 @@ use ocifit::api::PlacementPolicy;
 use ocifit::api::placement::pod::{
     MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, PLATFORMS_ANNOTATION, POLICY_LABEL, SCHEDULING_GATE,
 };
-use ocifit_testkit::Cluster;
 use serde_json::json;
 
 use crate::support::objects::linux_node;
@@ -42,11 +41,7 @@ async fn wait_event(client: &kube::Client, kind: &str, name: &str, reason: &str)
 
 #[tokio::test]
 async fn pods_land_only_where_every_container_runs_and_are_never_left_gated() {
-    let env = Env::start_with(
-        crate::support::ocifit_binary(),
-        Cluster::builder().with_all_controllers(),
-    )
-    .await;
+    let env = Env::start_scheduling(crate::support::ocifit_binary()).await;
     let client = env.client.clone();
     env.add_node(linux_node("amd-1")).await;
     env.add_node(linux_node("arm-1").label("kubernetes.io/arch", "arm64"))

@@ -6,7 +6,6 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
-use ocifit_testkit::Cluster;
 use serde_json::json;
 
 use crate::support::Env;
@@ -19,11 +18,7 @@ const IN_POOL: &str = "arm-graviton";
 
 #[tokio::test]
 async fn pods_land_only_on_nodes_carrying_their_architectures_required_labels() {
-    let env = Env::start_with(
-        crate::support::ocifit_binary(),
-        Cluster::builder().with_all_controllers(),
-    )
-    .await;
+    let env = Env::start_scheduling(crate::support::ocifit_binary()).await;
     let client = env.client.clone();
     env.add_node(linux_node("amd-1")).await;
     env.add_node(linux_node("arm-plain").label("kubernetes.io/arch", "arm64"))

@@ -9,18 +9,13 @@
 
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
 
-use std::collections::BTreeMap;
-
-use base64::Engine as _;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Container, Pod, Secret};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use kube::core::ObjectMeta;
 use ocifit::api::placement::pod::{
     DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, PLATFORMS_ANNOTATION, POLICY_LABEL,
 };
-use ocifit_testkit::Registry;
+use ocifit_testkit::{Registry, pull_secret};
 use serde_json::json;
 
 use crate::support::Env;
@@ -29,24 +24,6 @@ use crate::support::placement::{self, annotation, create_policy, gates, wait_eve
 const NAMESPACE: &str = "registry";
 /// A namespace whose Secrets ocifit may not read (not in `--pull-secret-namespaces`).
 const ELSEWHERE: &str = "registry-elsewhere";
-
-fn pull_secret(namespace: &str, registry: &str, username: &str, password: &str) -> Secret {
-    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-    let config = json!({"auths": {registry: {"auth": auth}}}).to_string();
-    Secret {
-        metadata: ObjectMeta {
-            name: Some("regcred".into()),
-            namespace: Some(namespace.into()),
-            ..ObjectMeta::default()
-        },
-        type_: Some("kubernetes.io/dockerconfigjson".into()),
-        data: Some(BTreeMap::from([(
-            ".dockerconfigjson".to_owned(),
-            ByteString(config.into_bytes()),
-        )])),
-        ..Secret::default()
-    }
-}
 
 /// How many `METHOD /v2/<repository>/manifests/` requests the registry's log holds after `offset`.
 fn manifest_requests(registry: &Registry, offset: usize, method: &str, repository: &str) -> usize {
@@ -113,7 +90,7 @@ async fn private_images_rebuilt_tags_and_500_pods_ask_the_registry_only_what_the
         Api::<Secret>::namespaced(client.clone(), namespace)
             .create(
                 &PostParams::default(),
-                &pull_secret(namespace, private.addr(), "ocifit", "s3cret"),
+                &pull_secret("regcred", private.addr(), "ocifit", "s3cret"),
             )
             .await
             .unwrap();

@@ -15,7 +15,7 @@ use kube::api::PostParams;
 use ocifit::api::PlacementPolicy;
 use ocifit::api::placement::pod::{MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, SCHEDULING_GATE};
 use ocifit::api::pod::{DECISION_IMAGES, ENABLED_LABEL};
-use ocifit_testkit::{Cluster, PodWebhook, register_pod_webhook, wait_until_admitted};
+use ocifit_testkit::{PodWebhook, register_pod_webhook, wait_until_admitted};
 use serde_json::json;
 
 use crate::support::objects::{OptIn, TestPod, linux_node};
@@ -38,11 +38,7 @@ fn with_arm_sidecar(pod: TestPod, sidecar: &str) -> Pod {
 
 #[tokio::test]
 async fn the_pinned_classes_and_the_platforms_agree_whichever_webhook_runs_first() {
-    let env = Env::start_with(
-        crate::support::ocifit_binary(),
-        Cluster::builder().with_all_controllers(),
-    )
-    .await;
+    let env = Env::start_scheduling(crate::support::ocifit_binary()).await;
     let client = env.client.clone();
     let flavors = env.push_flavors().await;
     for flavor in ["vanilla", "chocolate", "strawberry"] {

@@ -44,14 +44,7 @@ const WAIT: Duration = Duration::from_secs(180);
 #[tokio::test]
 async fn the_chart_runs_ocifits_image_on_a_real_node_and_a_rollout_restart_fails_no_admission() {
     let started = Instant::now();
-    let cluster = Cluster::builder()
-        .with_all_controllers()
-        .with_registry(Registry::builder())
-        .real_node(RealNode::new(NODE).label(FLAVOR_LABEL, "vanilla"))
-        .start()
-        .await
-        .expect("a cluster with a real node");
-    let client = cluster.client().expect("a client");
+    let (cluster, client) = vanilla_real_node().await;
     eprintln!(
         "cluster with a real node: {:.1} s",
         started.elapsed().as_secs_f64()
@@ -225,14 +218,7 @@ async fn the_chart_runs_ocifits_image_on_a_real_node_and_a_rollout_restart_fails
 
 #[tokio::test]
 async fn a_rollout_restart_on_a_machine_busy_on_every_core_fails_no_admission() {
-    let cluster = Cluster::builder()
-        .with_all_controllers()
-        .with_registry(Registry::builder())
-        .real_node(RealNode::new(NODE).label(FLAVOR_LABEL, "vanilla"))
-        .start()
-        .await
-        .expect("a cluster with a real node");
-    let client = cluster.client().expect("a client");
+    let (cluster, client) = vanilla_real_node().await;
     install_ocifit(&cluster).await;
     let example = stage_flavor_example(&cluster).await;
     policy_ready(&client).await;
@@ -577,6 +563,19 @@ async fn install_ocifit(cluster: &Cluster) -> PushedImage {
         since.elapsed().as_secs_f64()
     );
     pushed
+}
+
+/// A cluster with a real node of the vanilla flavor, and a client.
+async fn vanilla_real_node() -> (Cluster, Client) {
+    let cluster = Cluster::builder()
+        .with_all_controllers()
+        .with_registry(Registry::builder())
+        .real_node(RealNode::new(NODE).label(FLAVOR_LABEL, "vanilla"))
+        .start()
+        .await
+        .expect("a cluster with a real node");
+    let client = cluster.client().expect("a client");
+    (cluster, client)
 }
 
 /// The flavor example staged: its images and artifact pushed, kwok's flavor nodes, the policy;

@@ -18,8 +18,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::support::objects::{OptIn, TestPod};
-use crate::support::webhook::{WebhookCertificate, image};
-use crate::support::{Env, FLAVOR, free_address};
+use crate::support::webhook::{Serving, image};
+use crate::support::{Env, FLAVOR};
 
 const NAMESPACE: &str = "client-certificates";
 
@@ -67,15 +67,16 @@ async fn with_a_client_ca_only_the_apiserver_reaches_the_webhook() {
     )
     .await;
 
-    let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
-    let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
-    let address = free_address();
     let client_ca = path("clients-ca.crt");
-    let _controller = certificate
-        .serve(
-            &env,
+    let Serving {
+        by_flavor,
+        certificate,
+        address,
+        controller: _controller,
+    } = env
+        .serve_flavors(
+            NAMESPACE,
             "client-certificates",
-            &address,
             &["--webhook-client-ca", &client_ca],
         )
         .await;

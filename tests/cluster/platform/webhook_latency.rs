@@ -10,13 +10,13 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use ocifit::api::placement::pod::SCHEDULING_GATE;
-use ocifit_testkit::{Cluster, webhook_durations};
+use ocifit_testkit::webhook_durations;
 use serde_json::json;
 
 use crate::support::objects::{OptIn, TestPod};
 use crate::support::placement::{create_policy, gates};
-use crate::support::webhook::{GATE, WebhookCertificate};
-use crate::support::{Env, FLAVOR, free_address};
+use crate::support::webhook::{GATE, Serving};
+use crate::support::{Env, FLAVOR};
 
 const NAMESPACE: &str = "webhook-latency";
 /// Pods created back to back, after the warm-up ones.
@@ -31,17 +31,13 @@ const WITHIN_SECONDS: f64 = 0.025;
 
 #[tokio::test]
 async fn back_to_back_pod_creations_wait_no_delayed_ack_in_either_webhook() {
-    let env = Env::start_with(
-        crate::support::ocifit_binary(),
-        Cluster::builder().with_all_controllers(),
-    )
-    .await;
-    let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
-    let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
-    let address = free_address();
-    let controller = certificate
-        .serve(&env, "webhook-latency", &address, &[])
-        .await;
+    let env = Env::start_scheduling(crate::support::ocifit_binary()).await;
+    let Serving {
+        by_flavor,
+        certificate,
+        address,
+        controller,
+    } = env.serve_flavors(NAMESPACE, "webhook-latency", &[]).await;
     env.create_policy(&env.flavor_policy("flavors")).await;
     env.wait_ready("flavors").await;
     create_policy(&env.client, "everything", json!({})).await;

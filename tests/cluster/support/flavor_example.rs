@@ -9,7 +9,7 @@ use std::error::Error;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use ocifit::api::ImageSelectionPolicy;
+use ocifit::api::{ImageSelectionPolicy, ImageSelectionPolicySpec, ImageSelectionPolicyStatus};
 use ocifit::engine::{Artifact, Format, NodeInputs};
 use ocifit::image_selection::resolution::platform::{PlatformLookup, Platforms};
 use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, compute};
@@ -70,16 +70,28 @@ impl FlavorExample {
         mut policy: ImageSelectionPolicy,
         nodes: &[(String, NodeInputs)],
     ) -> ImageSelectionPolicy {
-        let computed = compute(&Inputs {
+        let computed = compute(&self.inputs(&policy.spec, nodes, None));
+        policy.status = Some(computed.status);
+        policy
+    }
+
+    /// What the controller hands the status computation for a policy with `spec` (generation 1,
+    /// this artifact current) over `nodes`, after `previous`, at the Unix epoch.
+    pub fn inputs<'a>(
+        &'a self,
+        spec: &'a ImageSelectionPolicySpec,
+        nodes: &'a [(String, NodeInputs)],
+        previous: Option<&'a ImageSelectionPolicyStatus>,
+    ) -> Inputs<'a> {
+        static EPOCH: Time = Time(Timestamp::UNIX_EPOCH);
+        Inputs {
             generation: Some(1),
-            spec: &policy.spec,
+            spec,
             artifact: ArtifactState::Current(&self.resolved),
             nodes,
             platforms: &self.platforms,
-            previous: None,
-            now: &Time(Timestamp::UNIX_EPOCH),
-        });
-        policy.status = Some(computed.status);
-        policy
+            previous,
+            now: &EPOCH,
+        }
     }
 }

@@ -51,6 +51,12 @@ impl Env {
         Env::start_with(ocifit, Cluster::builder()).await
     }
 
+    /// As [`Env::start`], with every controller (kube-controller-manager, kube-scheduler, kwok):
+    /// pods are scheduled, bound and run.
+    pub async fn start_scheduling(ocifit: impl Into<PathBuf>) -> Env {
+        Env::start_with(ocifit, Cluster::builder().with_all_controllers()).await
+    }
+
     /// As [`Env::start`], from `builder` (e.g. with kube-scheduler and kwok).
     pub async fn start_with(ocifit: impl Into<PathBuf>, builder: ClusterBuilder) -> Env {
         let cluster = builder

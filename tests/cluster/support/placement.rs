@@ -93,25 +93,13 @@ pub async fn create_policy(client: &Client, name: &str, spec: serde_json::Value)
         .expect("the policy created");
 }
 
-/// The pod's scheduling gates.
-pub fn gates(pod: &Pod) -> Vec<String> {
-    pod.spec
-        .as_ref()
-        .and_then(|spec| spec.scheduling_gates.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|gate| gate.name.clone())
-        .collect()
-}
+pub use ocifit_testkit::gates;
 
 /// The pod's annotation `key`, empty when absent.
 pub fn annotation(pod: &Pod, key: &str) -> String {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get(key))
-        .cloned()
+    ocifit_testkit::annotation(pod, key)
         .unwrap_or_default()
+        .to_owned()
 }
 
 /// The node the pod is bound to.

@@ -16,7 +16,7 @@ use ocifit_testkit::PodWebhook;
 use ocifit_testkit::pki::CertificateAuthority;
 
 use super::objects::{OptIn, TestPod, linux_node};
-use super::{Controller, Env, FLAVOR, get};
+use super::{Controller, Env, FLAVOR, free_address, get};
 
 /// The name of placement's gate webhook in the configurations the scenarios register: both of
 /// ocifit's configurations name their webhook `pods.ocifit.io`, and the apiserver's duration
@@ -62,6 +62,31 @@ impl Env {
             .expect("the namespace");
         by_flavor
     }
+
+    /// [`Env::flavors_with_nodes`] in `namespace`, then `ocifit run` (`identity`, given `extra`
+    /// flags) serving its webhooks on a free loopback address with a new certificate.
+    pub async fn serve_flavors(&self, namespace: &str, identity: &str, extra: &[&str]) -> Serving {
+        let by_flavor = self.flavors_with_nodes(namespace).await;
+        let certificate = WebhookCertificate::issue(self, &["127.0.0.1"]);
+        let address = free_address();
+        let controller = certificate.serve(self, identity, &address, extra).await;
+        Serving {
+            by_flavor,
+            certificate,
+            address,
+            controller,
+        }
+    }
+}
+
+/// `ocifit run` serving its webhooks over the seed's flavors ([`Env::serve_flavors`]).
+pub struct Serving {
+    /// Each flavor's image.
+    pub by_flavor: BTreeMap<&'static str, String>,
+    pub certificate: WebhookCertificate,
+    /// Where the webhooks are served.
+    pub address: String,
+    pub controller: Controller,
 }
 
 /// A CA and the serving certificate it issued, written to files `ocifit run` reads.

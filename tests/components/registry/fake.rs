@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::assert_flavor_example;
 use super::fake_server::*;
 use ocifit::engine::Format;
 use ocifit::registry::{
@@ -48,27 +49,9 @@ fn store_with_artifact(content: &[u8]) -> (Store, String) {
 #[tokio::test]
 async fn native_referrers_api_finds_the_newest_nfd_artifact() {
     let mut store = Store::default();
-    let image = store.artifact(
-        Some("app"),
-        None,
-        "application/vnd.oci.image.layer.v1.tar",
-        b"img",
-        serde_json::json!({}),
-    );
-    let old = store.artifact(
-        None,
-        Some(NFD_ARTIFACT),
-        NFD_LAYER,
-        b"version: v1alpha1 # old",
-        serde_json::json!({}),
-    );
-    let new = store.artifact(
-        None,
-        Some(NFD_ARTIFACT),
-        NFD_LAYER,
-        b"version: v1alpha1 # new",
-        serde_json::json!({}),
-    );
+    let image = store.image("app");
+    let old = store.nfd(b"version: v1alpha1 # old");
+    let new = store.nfd(b"version: v1alpha1 # new");
     let entry = |d: &str, t: &str, created: &str| {
         serde_json::json!({
         "mediaType": OCI_MANIFEST, "digest": d, "size": 1, "artifactType": t,
@@ -108,13 +91,7 @@ async fn native_referrers_api_finds_the_newest_nfd_artifact() {
 #[tokio::test]
 async fn image_without_nfd_referrers_is_not_found_naming_the_image() {
     let mut store = Store::default();
-    let image = store.artifact(
-        Some("app"),
-        None,
-        "application/vnd.oci.image.layer.v1.tar",
-        b"img",
-        serde_json::json!({}),
-    );
+    let image = store.image("app");
     let fake = FakeRegistry::start(move |r| {
         if r.path.contains("/referrers/") {
             FakeResponse::ok(OCI_INDEX, br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}"#.to_vec())
@@ -480,12 +457,7 @@ async fn resolved_artifact_is_parsed_in_the_format_its_media_type_names() {
         .resolve_artifact(&parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap())
         .await
         .unwrap();
-    assert_eq!(
-        (resolved.digest.as_str(), resolved.format),
-        (digest.as_str(), Format::Ocifit)
-    );
-    let tags: Vec<&str> = resolved.artifact.sets().iter().map(|s| s.tag()).collect();
-    assert_eq!(tags, ["debian:11", "ubuntu:24.04", "rockylinux:9"]);
+    assert_flavor_example(&resolved, &digest);
 }
 
 #[tokio::test]

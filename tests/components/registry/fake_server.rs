@@ -218,6 +218,18 @@ pub struct Store {
 }
 
 impl Store {
+    /// Adds an image `app` tagged `tag` (one tar layer); returns the manifest digest.
+    pub fn image(&mut self, tag: &str) -> String {
+        let layer = "application/vnd.oci.image.layer.v1.tar";
+        self.artifact(Some(tag), None, layer, b"img", serde_json::json!({}))
+    }
+
+    /// Adds an untagged NFD artifact with `content`; returns the manifest digest.
+    pub fn nfd(&mut self, content: &[u8]) -> String {
+        let nfd = Some(NFD_ARTIFACT);
+        self.artifact(None, nfd, NFD_LAYER, content, serde_json::json!({}))
+    }
+
     /// Adds an artifact (one layer), tagged if `tag` is given; returns the manifest digest.
     pub fn artifact(
         &mut self,

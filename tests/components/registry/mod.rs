@@ -7,3 +7,17 @@ mod fake_server;
 mod hosts;
 mod real;
 mod tls;
+
+use ocifit::engine::Format;
+use ocifit::registry::ResolvedArtifact;
+
+/// `resolved` is `example/flavor-compat.json` (read as ocifit's format) at `digest`: its three
+/// candidate sets in order.
+fn assert_flavor_example(resolved: &ResolvedArtifact, digest: &str) {
+    assert_eq!(
+        (resolved.digest.as_str(), resolved.format),
+        (digest, Format::Ocifit)
+    );
+    let tags: Vec<&str> = resolved.artifact.sets().iter().map(|s| s.tag()).collect();
+    assert_eq!(tags, ["debian:11", "ubuntu:24.04", "rockylinux:9"]);
+}

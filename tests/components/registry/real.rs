@@ -14,6 +14,8 @@ use ocifit::registry::{
 };
 use ocifit_testkit::{OrasArtifact, Registry as TestRegistry};
 
+use super::assert_flavor_example;
+
 const COMPAT: &str = r#"{"version":"v1alpha1","compatibilities":[{"tag":"debian:11","rules":[{"matchFeatures":[{"matchExpressions":[{"key":"feature.node.ocifit-k8s.flavor","op":"In","value":["vanilla"]}]}]}]}]}"#;
 const NFD_SPEC: &str = "version: v1alpha1\ncompatibilities:\n- description: needs avx\n  rules:\n  - name: cpu\n    matchFeatures:\n    - feature: cpu.cpuid\n      matchName: {op: InRegexp, value: [\"^AVX\"]}\n";
 
@@ -134,12 +136,7 @@ async fn oras_pushed_example_artifact_resolves_and_parses() {
         .resolve_artifact(&parse_reference(&reference).unwrap())
         .await
         .unwrap();
-    assert_eq!(
-        (resolved.digest.as_str(), resolved.format),
-        (digest.as_str(), Format::Ocifit)
-    );
-    let tags: Vec<&str> = resolved.artifact.sets().iter().map(|s| s.tag()).collect();
-    assert_eq!(tags, ["debian:11", "ubuntu:24.04", "rockylinux:9"]);
+    assert_flavor_example(&resolved, &digest);
 }
 
 #[tokio::test]

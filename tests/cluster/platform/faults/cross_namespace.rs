@@ -17,70 +17,56 @@ use ocifit_testkit::{Tool, Tools};
 use serde_json::{Value, json};
 
 use crate::artifact_cache::workflow::{
-    Stage, anonymous_status, generated_login, job, registry_pod, run_job, stage, wait_ready,
-    wait_step_webhook,
+    ReadyCache, anonymous_status, cache_access, create_cache_in, job, ready_cache, run_first_step,
+    stage, wait_ready,
 };
 
-const A: &str = "workflow";
 const B: &str = "tenant-b";
 const RESTRICTED: &str = "restricted";
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 
 #[tokio::test]
 async fn another_namespaces_steps_and_pods_cannot_read_or_write_a_cache() {
-    let Stage {
-        cluster,
-        client,
-        cache_image,
-        step,
-    } = stage().await;
+    let stage = stage().await;
 
-    let caches = Api::<ArtifactCache>::namespaced(client.clone(), A);
-    create_cache(&caches, &cache_image).await;
-    let endpoint = wait_ready(&cluster, &caches).await;
-    let jobs = Api::<Job>::namespaced(client.clone(), A);
+    // A is the workflow namespace the stage opted in.
+    let ReadyCache { endpoint, jobs, .. } =
+        ready_cache(&stage, json!({"image": stage.cache_image})).await;
     let writes = job(
         "private",
-        &step,
+        &stage.step,
         &[
             ("output-uri", "workflow/private:v1"),
             ("output-pipe", "out/said.txt"),
         ],
         "echo for tenant a only",
     );
-    wait_step_webhook(&jobs, &writes).await;
-    run_job(&cluster, &jobs, &writes, true).await;
+    run_first_step(&stage.cluster, &jobs, &writes).await;
 
     // Through the registry pod's address on the node's network (the CNI bridge here enforces no
     // NetworkPolicy): only the credentials keep others out.
-    let pod_ip = registry_pod(&client)
-        .await
-        .status
-        .and_then(|s| s.pod_ip)
-        .expect("the registry pod's IP");
-    let address = format!("{pod_ip}:5000");
-    let (user, password) = generated_login(&client, A).await;
-    let login = Some((user.as_str(), password.as_str()));
-    let (status, catalog) = get(&address, "/v2/_catalog", login);
+    let access = cache_access(&stage.client).await;
+    let (address, login) = (&access.address, access.login());
+    let (status, catalog) = get(address, "/v2/_catalog", login);
     assert_eq!(status, 200, "{catalog}");
     assert!(catalog.contains("workflow/private"), "{catalog}");
     let manifest_path = "/v2/workflow/private/manifests/v1";
-    let (status, manifest) = get(&address, manifest_path, login);
+    let (status, manifest) = get(address, manifest_path, login);
     assert_eq!(status, 200, "{manifest}");
     let manifest: Value = serde_json::from_str(&manifest).expect("a manifest");
     let layer = manifest["layers"][0]["digest"]
         .as_str()
         .expect("a layer digest");
     let blob_path = format!("/v2/workflow/private/blobs/{layer}");
-    assert_eq!(get(&address, &blob_path, login).0, 200);
-    let digest_before = manifest_digest(&address, manifest_path, login);
+    assert_eq!(get(address, &blob_path, login).0, 200);
+    let digest_before = manifest_digest(address, manifest_path, login);
 
     let anonymous = [
         ("catalog", "/v2/_catalog".to_owned()),
         ("manifest", manifest_path.to_owned()),
         ("blob", blob_path.clone()),
     ]
-    .map(|(what, path)| (what, anonymous_status(&address, &path)));
+    .map(|(what, path)| (what, anonymous_status(address, &path)));
     for (what, status) in anonymous {
         println!(
             "FAULT cross-namespace: {what} of A's cache without its credentials: HTTP {status}"
@@ -93,13 +79,18 @@ async fn another_namespaces_steps_and_pods_cannot_read_or_write_a_cache() {
         "metadata": {"name": B, "labels": {step::NAMESPACE_OPT_IN: step::NAMESPACE_OPT_IN_VALUE}}
     }))
     .expect("a namespace");
-    Api::<Namespace>::all(client.clone())
+    Api::<Namespace>::all(stage.client.clone())
         .create(&PostParams::default(), &namespace)
         .await
         .expect("namespace B");
-    let b_jobs = Api::<Job>::namespaced(client.clone(), B);
+    let b_jobs = Api::<Job>::namespaced(stage.client.clone(), B);
     let refusal = async |name: &str, annotations: &[(&str, &str)]| {
-        let overwrite = job(name, &step, annotations, "echo overwritten by tenant b");
+        let overwrite = job(
+            name,
+            &stage.step,
+            annotations,
+            "echo overwritten by tenant b",
+        );
         match b_jobs.create(&PostParams::default(), &overwrite).await {
             Err(kube::Error::Api(status)) => status.message,
             other => panic!("a step of B aimed at A is refused: {other:?}"),
@@ -134,7 +125,7 @@ async fn another_namespaces_steps_and_pods_cannot_read_or_write_a_cache() {
         by_name.contains(&format!("does not exist in namespace \"{B}\"")),
         "{by_name}"
     );
-    let digest_after = manifest_digest(&address, manifest_path, login);
+    let digest_after = manifest_digest(address, manifest_path, login);
     println!(
         "FAULT cross-namespace: A's tag workflow/private:v1 before {digest_before}, after {digest_after}"
     );
@@ -145,31 +136,18 @@ async fn another_namespaces_steps_and_pods_cannot_read_or_write_a_cache() {
         "metadata": {"name": RESTRICTED, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}
     }))
     .expect("a namespace");
-    Api::<Namespace>::all(client.clone())
+    Api::<Namespace>::all(stage.client.clone())
         .create(&PostParams::default(), &namespace)
         .await
         .expect("the restricted namespace");
-    let restricted = Api::<ArtifactCache>::namespaced(client.clone(), RESTRICTED);
+    let restricted = Api::<ArtifactCache>::namespaced(stage.client.clone(), RESTRICTED);
     let since = Instant::now();
-    create_cache(&restricted, &cache_image).await;
-    let at = wait_ready(&cluster, &restricted).await;
+    create_cache_in(&restricted, json!({"image": stage.cache_image})).await;
+    let at = wait_ready(&stage.cluster, &restricted).await;
     println!(
         "FAULT cross-namespace: a cache under Pod Security restricted Ready at {at} in {:.1} s",
         since.elapsed().as_secs_f64()
     );
-}
-
-async fn create_cache(caches: &Api<ArtifactCache>, image: &str) {
-    let cache: ArtifactCache = serde_json::from_value(json!({
-        "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
-        "metadata": {"name": "oras"},
-        "spec": {"image": image}
-    }))
-    .expect("a cache");
-    caches
-        .create(&PostParams::default(), &cache)
-        .await
-        .expect("the cache is created");
 }
 
 /// (HTTP status, body) of `path` at the registry `address`, with basic auth when `login` is given.

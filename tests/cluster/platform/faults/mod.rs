@@ -42,8 +42,8 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::support::objects::{OptIn, TestPod, linux_node};
-use crate::support::webhook::{WebhookCertificate, image};
-use crate::support::{Controller, Env, FLAVOR, free_address};
+use crate::support::webhook::{Serving, WebhookCertificate, image};
+use crate::support::{Controller, Env, FLAVOR};
 
 const NAMESPACE: &str = "faults";
 /// Pods created at once, as a burst of ReplicaSets would.
@@ -93,12 +93,12 @@ impl Served {
     /// As [`Served::start`], `ocifit run` given `extra` flags.
     pub async fn start_with(identity: &str, extra: &[&str]) -> Served {
         let env = Env::start(crate::support::ocifit_binary()).await;
-        let by_flavor = env.flavors_with_nodes(NAMESPACE).await;
-        let certificate = WebhookCertificate::issue(&env, &["127.0.0.1"]);
-        let webhook_address = free_address();
-        let controller = certificate
-            .serve(&env, identity, &webhook_address, extra)
-            .await;
+        let Serving {
+            by_flavor,
+            certificate,
+            address: webhook_address,
+            controller,
+        } = env.serve_flavors(NAMESPACE, identity, extra).await;
         env.create_policy(&env.flavor_policy("flavors")).await;
         env.wait_ready("flavors").await;
         certificate

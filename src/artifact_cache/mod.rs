@@ -97,7 +97,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
     let steps = Steps {
         caches: caches.store(),
         helper,
-        read_again: route::ReadAgain::from_apiserver(&cluster.client),
+        read_again: route::read_cache_again(&cluster.client),
         registries,
     };
     let routes = vec![

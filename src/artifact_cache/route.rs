@@ -4,11 +4,11 @@
 //! this file only looks the cache up and names the answer for the metrics. A cache the store does
 //! not show Ready is read again from the apiserver before a step is refused: this replica's watch
 //! may not have delivered the status the leader just wrote (a step created as soon as
-//! `kubectl wait` saw the cache Ready would otherwise be denied `CacheNotReady`).
+//! `kubectl wait` saw the cache Ready would otherwise be denied `CacheNotReady`). That read waits,
+//! so a step is planned on the connection's worker when its cache is Ready in the store (nearly
+//! always), and on the blocking pool only when it must be read again.
 
-use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
+use std::cell::Cell;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -20,6 +20,7 @@ use super::planner::{self, CacheState, Denial, Helper, StepPlan, StepRegistries}
 use super::status::cache_state;
 use crate::admission::route::{Planner, Response, Verdict};
 use crate::api::ArtifactCache;
+use crate::cluster::read_again;
 
 /// The path the Pod webhook calls.
 pub const PODS: &str = "/artifacts/pods";
@@ -39,44 +40,22 @@ pub struct Steps {
     pub registries: StepRegistries,
 }
 
-/// Reads a cache `(namespace, name)` from the apiserver, as the leader last wrote it: `None` when
-/// it is not there or cannot be read in time. Called on the blocking pool planning runs on.
-#[derive(Clone)]
-pub struct ReadAgain(pub Arc<ReadCache>);
+/// Reads a cache from the apiserver, as the leader last wrote it: `None` when it is not there or
+/// cannot be read in time. Called on the blocking pool only: a step whose cache the store shows
+/// Ready is planned on the connection's worker, any other there.
+pub type ReadAgain = read_again::ReadAgain<ObjectRef<ArtifactCache>, ArtifactCache>;
 
-/// The read behind [`ReadAgain`].
-pub type ReadCache = dyn Fn(&str, &str) -> Option<ArtifactCache> + Send + Sync;
-
-/// How long a step's admission waits to read a cache again: well inside the request's deadline.
-const READ_AGAIN_WITHIN: Duration = Duration::from_millis(500);
-
-impl ReadAgain {
-    /// A GET from the apiserver (the ClusterRole's `get` on artifactcaches); `None` outside a
-    /// Tokio runtime.
-    pub fn from_apiserver(client: &Client) -> Option<ReadAgain> {
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let client = client.clone();
-        Some(ReadAgain(Arc::new(move |namespace, name| {
-            let api = Api::<ArtifactCache>::namespaced(client.clone(), namespace);
-            // Planning runs on the blocking pool (`admission::server`), where waiting on the
-            // runtime is allowed.
-            let read = runtime.block_on(tokio::time::timeout(READ_AGAIN_WITHIN, api.get_opt(name)));
-            match read {
-                Ok(Ok(found)) => found,
-                Ok(Err(error)) => {
-                    tracing::debug!(%namespace, cache = %name, %error, "artifact cache not read again");
-                    None
-                }
-                Err(_) => None,
-            }
-        })))
-    }
-}
-
-impl fmt::Debug for ReadAgain {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ReadAgain")
-    }
+/// The step routes' read of a cache from the apiserver (the ClusterRole's `get` on
+/// artifactcaches); `None` outside a Tokio runtime.
+pub fn read_cache_again(client: &Client) -> Option<ReadAgain> {
+    ReadAgain::from_apiserver(client, |client, cache: &ObjectRef<ArtifactCache>| {
+        let caches = Api::<ArtifactCache>::namespaced(
+            client,
+            cache.namespace.as_deref().unwrap_or_default(),
+        );
+        let name = cache.name.clone();
+        async move { caches.get_opt(&name).await }
+    })
 }
 
 /// Plans Pods.
@@ -87,26 +66,60 @@ pub struct StepPods(pub Steps);
 #[derive(Clone, Debug)]
 pub struct StepJobs(pub Steps);
 
+/// What the step routes' planners are given: the object, its namespace, the caches by name,
+/// the helper image and the registries a step may name.
+type PlanStep<K> = fn(&K, &str, &dyn Fn(&str) -> CacheState, &Helper, &StepRegistries) -> StepPlan;
+
 impl Steps {
-    fn plan<K: kube::Resource<DynamicType = ()>>(
+    /// The plan on the blocking pool, where a cache the store does not show Ready is read again.
+    fn plan_waiting<K: kube::Resource<DynamicType = ()>>(
         &self,
         request: &AdmissionRequest<K>,
-        plan: impl Fn(&K, &str, &dyn Fn(&str) -> CacheState, &Helper, &StepRegistries) -> StepPlan,
+        plan: PlanStep<K>,
+    ) -> StepPlan {
+        let planned = self.decide(request, plan, None);
+        logged(request, planned)
+    }
+
+    /// The plan on the connection's worker, or `None` when a cache the step names is not Ready
+    /// in the store and must be read again (on the pool).
+    fn plan_now<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        request: &AdmissionRequest<K>,
+        plan: PlanStep<K>,
+    ) -> Option<StepPlan> {
+        let declined = Cell::new(false);
+        let planned = self.decide(request, plan, Some(&declined));
+        (!declined.get()).then(|| logged(request, planned))
+    }
+
+    /// The plan; with `declined`, no cache is read again and `declined` is set instead when one
+    /// would be.
+    fn decide<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        request: &AdmissionRequest<K>,
+        plan: PlanStep<K>,
+        declined: Option<&Cell<bool>>,
     ) -> StepPlan {
         let Some(object) = request.object.as_ref() else {
             return StepPlan::NotAStep;
         };
-        let namespace = request.namespace.clone().unwrap_or_default();
+        let namespace = request.namespace.as_deref().unwrap_or_default();
         let caches = |name: &str| {
-            let cache = self
-                .caches
-                .get(&ObjectRef::<ArtifactCache>::new(name).within(&namespace));
-            match cache_state(cache.as_deref()) {
-                ready @ CacheState::Ready { .. } => ready,
-                stale => match self.read_again.as_ref().and_then(|r| r.0(&namespace, name)) {
-                    Some(fresh) => cache_state(Some(&fresh)),
-                    None => stale,
-                },
+            let key = ObjectRef::<ArtifactCache>::new(name).within(namespace);
+            let stored = cache_state(self.caches.get(&key).as_deref());
+            let (CacheState::NotReady { .. } | CacheState::Missing, Some(read_again)) =
+                (&stored, &self.read_again)
+            else {
+                return stored;
+            };
+            if let Some(declined) = declined {
+                declined.set(true);
+                return stored;
+            }
+            match read_again.read(&key) {
+                Some(fresh) => cache_state(Some(&fresh)),
+                None => stored,
             }
         };
         // Without a helper image nothing can be injected: a step is refused, anything else
@@ -116,37 +129,56 @@ impl Steps {
             pull_policy: None,
         };
         let helper = self.helper.as_ref().unwrap_or(&unset);
-        let planned = match plan(object, &namespace, &caches, helper, &self.registries) {
+        match plan(object, namespace, &caches, helper, &self.registries) {
             StepPlan::Patch { .. } if self.helper.is_none() => {
                 StepPlan::Deny(Denial::NoHelperImage)
             }
             other => other,
-        };
-        if let Some(settings) = object
-            .meta()
-            .annotations
-            .as_ref()
-            .and_then(planner::debug_settings)
-        {
-            tracing::info!(
-                %namespace,
-                name = object.meta().name.as_deref().unwrap_or_default(),
-                kind = %K::kind(&Default::default()),
-                ?settings,
-                outcome = planned.reason(),
-                "step settings (annotation debug)"
-            );
         }
-        planned
     }
 }
 
+/// `planned`, logged with the step's settings when its `debug` annotation asks for it.
+fn logged<K: kube::Resource<DynamicType = ()>>(
+    request: &AdmissionRequest<K>,
+    planned: StepPlan,
+) -> StepPlan {
+    let Some(object) = request.object.as_ref() else {
+        return planned;
+    };
+    if let Some(settings) = object
+        .meta()
+        .annotations
+        .as_ref()
+        .and_then(planner::debug_settings)
+    {
+        tracing::info!(
+            namespace = request.namespace.as_deref().unwrap_or_default(),
+            name = object.meta().name.as_deref().unwrap_or_default(),
+            kind = %K::kind(&Default::default()),
+            ?settings,
+            outcome = planned.reason(),
+            "step settings (annotation debug)"
+        );
+    }
+    planned
+}
+
+// Bounded by the request: the annotations and the pod spec (which the host caps) against the
+// cache in memory. A step whose cache the store does not show Ready is planned on the pool,
+// where the cache is read again (`plan_now` declines).
 impl Planner for StepPods {
     type Object = Pod;
     type Plan = StepPlan;
 
+    const BOUNDED: bool = true;
+
     fn plan(&self, request: &AdmissionRequest<Pod>) -> StepPlan {
-        self.0.plan(request, planner::plan_pod)
+        self.0.plan_waiting(request, planner::plan_pod)
+    }
+
+    fn plan_now(&self, request: &AdmissionRequest<Pod>) -> Option<StepPlan> {
+        self.0.plan_now(request, planner::plan_pod)
     }
 }
 
@@ -154,8 +186,14 @@ impl Planner for StepJobs {
     type Object = Job;
     type Plan = StepPlan;
 
+    const BOUNDED: bool = true;
+
     fn plan(&self, request: &AdmissionRequest<Job>) -> StepPlan {
-        self.0.plan(request, planner::plan_job)
+        self.0.plan_waiting(request, planner::plan_job)
+    }
+
+    fn plan_now(&self, request: &AdmissionRequest<Job>) -> Option<StepPlan> {
+        self.0.plan_now(request, planner::plan_job)
     }
 }
 

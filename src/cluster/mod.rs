@@ -1,7 +1,8 @@
 //! The cluster view every feature reads: the node and NodeFeature stores with their watches and
 //! change subscriptions ([`reflected`]), leadership ([`leader`]), the node inventory the
-//! engine reads ([`inventory`]), the Event reporter ([`events`]) and the one way Secrets are
-//! read ([`secrets`]: `get` only, in the allowed namespaces).
+//! engine reads ([`inventory`]), the Event reporter ([`events`]), the one way Secrets are
+//! read ([`secrets`]: `get` only, in the allowed namespaces) and admission's one bounded read
+//! of what a store may lag ([`read_again`]).
 //!
 //! How a feature plugs in: take a [`ClusterView`] in its `run`, read `nodes` and
 //! `node_features` through their stores, [`Reflected::subscribe`] to hear changes (never poll),
@@ -16,6 +17,7 @@ pub mod inventory;
 pub mod leader;
 pub mod node_meta;
 pub mod nodes;
+pub mod read_again;
 pub mod reflected;
 pub mod secrets;
 pub mod watches;

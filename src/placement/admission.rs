@@ -88,7 +88,7 @@ impl Planner for GatePods {
             let read = self
                 .read_namespace
                 .as_ref()
-                .and_then(|read| read.0(namespace));
+                .and_then(|read| read.read(namespace));
             // Not read in time: its name label is all it is sure to carry.
             let labels = read.unwrap_or_else(|| name_only(namespace));
             self.decide(pod, namespace, &labels)

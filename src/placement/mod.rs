@@ -140,7 +140,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
             GatePods {
                 policies: usable.clone(),
                 namespaces: store.store(),
-                read_namespace: namespaces::ReadNamespace::from_apiserver(&client),
+                read_namespace: namespaces::read_namespace(&client),
                 own_namespace: own_namespace.clone(),
             },
         )

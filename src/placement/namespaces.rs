@@ -4,13 +4,12 @@
 //! Read with `list` by name (the one namespace verb ocifit has beside `watch`).
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ListParams;
 use kube::{Api, Client};
+
+use crate::cluster::read_again::ReadAgain;
 
 /// The label the apiserver puts on every namespace, naming it.
 pub const NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -39,39 +38,12 @@ pub async fn read_labels(
 
 /// Reads a namespace's labels for admission when the store does not hold it: `None` when it
 /// cannot be read in time. Called on the blocking pool (the gate plans there only then).
-#[derive(Clone)]
-pub struct ReadNamespace(pub Arc<ReadLabels>);
+pub type ReadNamespace = ReadAgain<str, BTreeMap<String, String>>;
 
-/// The read behind [`ReadNamespace`].
-pub type ReadLabels = dyn Fn(&str) -> Option<BTreeMap<String, String>> + Send + Sync;
-
-/// How long the gate waits to read a namespace: well inside the request's deadline.
-const READ_WITHIN: Duration = Duration::from_millis(500);
-
-impl ReadNamespace {
-    /// A read from the apiserver; `None` outside a Tokio runtime.
-    pub fn from_apiserver(client: &Client) -> Option<ReadNamespace> {
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let client = client.clone();
-        Some(ReadNamespace(Arc::new(move |name| {
-            // On the blocking pool (`admission::server`), where waiting on the runtime is allowed.
-            match runtime.block_on(tokio::time::timeout(
-                READ_WITHIN,
-                read_labels(&client, name),
-            )) {
-                Ok(Ok(labels)) => Some(labels),
-                Ok(Err(error)) => {
-                    tracing::debug!(namespace = %name, %error, "namespace not read for the gate");
-                    None
-                }
-                Err(_) => None,
-            }
-        })))
-    }
-}
-
-impl fmt::Debug for ReadNamespace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ReadNamespace")
-    }
+/// The gate's read of a namespace from the apiserver; `None` outside a Tokio runtime.
+pub fn read_namespace(client: &Client) -> Option<ReadNamespace> {
+    ReadAgain::from_apiserver(client, |client, name: &str| {
+        let name = name.to_owned();
+        async move { read_labels(&client, &name).await.map(Some) }
+    })
 }

@@ -197,7 +197,7 @@ pub fn plan_pod(
     helper: &Helper,
     registries: &StepRegistries,
 ) -> StepPlan {
-    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    let annotations = pod.metadata.annotations.as_ref().unwrap_or(&NO_ANNOTATIONS);
     let owner = pod
         .metadata
         .owner_references
@@ -208,8 +208,8 @@ pub fn plan_pod(
             mutation::Owner::Controller(format!("{} {}", o.kind, o.name))
         });
     plan(
-        &annotations,
-        &annotations,
+        annotations,
+        annotations,
         pod.spec.as_ref(),
         patch::Target::Pod {
             has_labels: pod.metadata.labels.is_some(),
@@ -223,6 +223,9 @@ pub fn plan_pod(
         },
     )
 }
+
+/// The annotations of an object that has none.
+static NO_ANNOTATIONS: BTreeMap<String, String> = BTreeMap::new();
 
 /// How the marker annotation of a step wired to an ArtifactCache begins (then the cache's name).
 const CACHE_MARKER: &str = "ArtifactCache ";
@@ -245,16 +248,16 @@ pub fn plan_job(
     helper: &Helper,
     registries: &StepRegistries,
 ) -> StepPlan {
-    let annotations = job.metadata.annotations.clone().unwrap_or_default();
+    let annotations = job.metadata.annotations.as_ref().unwrap_or(&NO_ANNOTATIONS);
     let template = job.spec.as_ref().map(|spec| &spec.template);
     let template_annotations = template
         .and_then(|t| t.metadata.as_ref())
-        .and_then(|m| m.annotations.clone())
-        .unwrap_or_default();
+        .and_then(|m| m.annotations.as_ref())
+        .unwrap_or(&NO_ANNOTATIONS);
     let has_template_metadata = template.is_some_and(|t| t.metadata.is_some());
     plan(
-        &annotations,
-        &template_annotations,
+        annotations,
+        template_annotations,
         template.and_then(|t| t.spec.as_ref()),
         patch::Target::Job {
             has_template_metadata,
@@ -383,6 +386,13 @@ fn plan(
 /// The settings of a step whose `debug` annotation is `"true"`, for the admission log: the
 /// oras-operator logs the settings it parsed when it admits such a step.
 pub fn debug_settings(annotations: &BTreeMap<String, String>) -> Option<StepSettings> {
+    // Read again only for a step that asks (nearly none): every step's admission asks this.
+    let asks = annotations.iter().any(|(key, value)| {
+        key.strip_prefix(step::PREFIX) == Some(step::DEBUG) && value.trim() == "true"
+    });
+    if !asks {
+        return None;
+    }
     match settings::parse(annotations) {
         Ok(Some(settings)) if settings.debug => Some(settings),
         _ => None,

@@ -156,38 +156,95 @@ fn a_cache_that_is_missing_or_not_ready_is_a_denial_naming_it() {
     );
 }
 
+/// A read again answering from `store`, as the apiserver would.
+fn read_from(store: Store<ArtifactCache>) -> ReadAgain {
+    ReadAgain::new(move |cache: &ObjectRef<ArtifactCache>| {
+        store.get(cache).map(|cache| (*cache).clone())
+    })
+}
+
 /// This replica's store still has the cache not Ready while the leader has written Ready: the
 /// cache read again decides, so a step created as soon as the cache is Ready is admitted; a
 /// cache the apiserver has not Ready either (or cannot give) is still refused.
 #[test]
 fn a_store_that_lags_the_ready_status_is_read_again_before_a_step_is_refused() {
     let pod = step_pod(json!({format!("{P}input-uri"): "data:v1"}));
-    let fresh = caches(true);
-    let written = move |namespace: &str, name: &str| {
-        fresh
-            .get(&ObjectRef::<ArtifactCache>::new(name).within(namespace))
-            .map(|cache| (*cache).clone())
-    };
     let mut lagging = steps(false, true);
-    lagging.read_again = Some(ReadAgain(Arc::new(written)));
+    lagging.read_again = Some(read_from(caches(true)));
     for job in [false, true] {
         let (outcome, reason, response) = answer(lagging.clone(), &pod, job);
         assert_eq!((outcome, reason), ("patched", "StepInjected"), "{response}");
     }
 
     let mut not_ready = steps(false, true);
-    let also_not_ready = caches(false);
-    not_ready.read_again = Some(ReadAgain(Arc::new(move |namespace, name| {
-        also_not_ready
-            .get(&ObjectRef::<ArtifactCache>::new(name).within(namespace))
-            .map(|cache| (*cache).clone())
-    })));
+    not_ready.read_again = Some(read_from(caches(false)));
     let (_, reason, _) = answer(not_ready, &pod, false);
     assert_eq!(reason, "CacheNotReady");
     let mut unreadable = steps(false, true);
-    unreadable.read_again = Some(ReadAgain(Arc::new(|_: &str, _: &str| None)));
+    unreadable.read_again = Some(ReadAgain::new(|_: &ObjectRef<ArtifactCache>| None));
     let (_, reason, _) = answer(unreadable, &pod, false);
     assert_eq!(reason, "CacheNotReady");
+}
+
+/// The request the apiserver sends for `pod`, typed.
+fn request(pod: &Pod) -> AdmissionRequest<Pod> {
+    let review: kube::core::admission::AdmissionReview<Pod> =
+        serde_json::from_value(apiserver_review(pod, false)).unwrap();
+    review.try_into().unwrap()
+}
+
+/// The request the apiserver sends for a Job running `pod`'s spec, with its annotations.
+fn job_request(pod: &Pod) -> AdmissionRequest<Job> {
+    let mut review = apiserver_review(pod, false);
+    review["request"]["object"] = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": pod.metadata,
+        "spec": {"template": {"spec": pod.spec}}
+    });
+    review["request"]["kind"] = json!({"group": "batch", "version": "v1", "kind": "Job"});
+    let review: kube::core::admission::AdmissionReview<Job> =
+        serde_json::from_value(review).unwrap();
+    review.try_into().unwrap()
+}
+
+/// A step whose cache the store shows Ready is planned on the connection's worker, with no read
+/// from the apiserver; one whose cache the store lags on declines there, so only it waits for
+/// the read, on the blocking pool.
+#[test]
+fn a_step_is_planned_without_waiting_unless_its_cache_must_be_read_again() {
+    let pod = step_pod(json!({format!("{P}input-uri"): "data:v1"}));
+    let mut ready = steps(true, true);
+    ready.read_again = Some(ReadAgain::new(|cache: &ObjectRef<ArtifactCache>| {
+        panic!("{cache} read again although Ready in the store")
+    }));
+    assert!(matches!(
+        StepPods(ready.clone()).plan_now(&request(&pod)),
+        Some(StepPlan::Patch { .. })
+    ));
+    assert!(matches!(
+        StepJobs(ready).plan_now(&job_request(&pod)),
+        Some(StepPlan::Patch { .. })
+    ));
+
+    let mut lagging = steps(false, true);
+    lagging.read_again = Some(read_from(caches(true)));
+    assert_eq!(StepPods(lagging.clone()).plan_now(&request(&pod)), None);
+    assert_eq!(StepJobs(lagging.clone()).plan_now(&job_request(&pod)), None);
+    assert!(matches!(
+        StepPods(lagging.clone()).plan(&request(&pod)),
+        StepPlan::Patch { .. }
+    ));
+    // What names no cache never waits.
+    let plain = step_pod(json!({}));
+    assert_eq!(
+        StepPods(lagging).plan_now(&request(&plain)),
+        Some(StepPlan::NotAStep)
+    );
+    // Without a read again, the store alone decides, at once.
+    assert!(matches!(
+        StepPods(steps(false, true)).plan_now(&request(&pod)),
+        Some(StepPlan::Deny(Denial::CacheNotReady { .. }))
+    ));
 }
 
 #[test]

@@ -2,8 +2,6 @@
 //! labelled by one patch, the patched pod sent again is left alone, and namespace selectors read
 //! the namespace's labels from the store.
 
-use std::sync::Arc;
-
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::api::core::v1::Namespace as NamespaceObject;
@@ -186,7 +184,7 @@ fn a_namespace_created_with_its_first_pod_is_read_so_its_labels_select_the_pod()
     ]);
     let gate = gate(
         namespaces(&[]),
-        ReadNamespace(Arc::new(move |_: &str| Some(labels.clone()))),
+        ReadNamespace::new(move |_: &str| Some(labels.clone())),
     );
     let pod = pod(&[("web", "nginx:1.27")]);
     assert_eq!(
@@ -207,7 +205,7 @@ fn a_namespace_created_with_its_first_pod_is_read_so_its_labels_select_the_pod()
 fn a_namespace_that_cannot_be_read_in_time_counts_with_its_name_label_alone() {
     let route = Route::new(
         PATH,
-        gate(namespaces(&[]), ReadNamespace(Arc::new(|_: &str| None))),
+        gate(namespaces(&[]), ReadNamespace::new(|_: &str| None)),
     );
     let (outcome, reason, _) = admit(&route, &pod(&[("web", "nginx:1.27")]));
     assert_eq!((outcome, reason), ("skipped", "NoPlacementPolicy"));
@@ -217,9 +215,7 @@ fn a_namespace_that_cannot_be_read_in_time_counts_with_its_name_label_alone() {
 fn a_namespace_in_the_store_is_never_read() {
     let gate = gate(
         namespaces(&[("default", &[("placement", "enabled")])]),
-        ReadNamespace(Arc::new(|namespace: &str| {
-            panic!("namespace {namespace} read although stored")
-        })),
+        ReadNamespace::new(|namespace: &str| panic!("namespace {namespace} read although stored")),
     );
     let pod = pod(&[("web", "nginx:1.27")]);
     assert!(matches!(

@@ -18,7 +18,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use ocifit::admission::route::Route;
 use ocifit::api::ArtifactCache;
 use ocifit::artifact_cache::planner::{Helper, StepRegistries};
-use ocifit::artifact_cache::route::{PODS, ReadAgain, StepPods, Steps};
+use ocifit::artifact_cache::route::{PODS, StepPods, Steps, read_cache_again};
 use ocifit_testkit::{Cluster, SharedCluster, SharedClusterGuard, apply_crd_dir, create_namespace};
 
 use crate::support::{Controller, Env};
@@ -426,7 +426,7 @@ async fn a_step_is_admitted_on_the_ready_status_the_apiserver_has_when_the_store
             image: "registry.local/ocifit/ocifit:test".into(),
             pull_policy: None,
         }),
-        read_again: ReadAgain::from_apiserver(&client),
+        read_again: read_cache_again(&client),
         registries: StepRegistries::default(),
     };
     let route = Route::new(PODS, StepPods(steps));

@@ -45,10 +45,15 @@ pub(crate) fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// A policy named `name` from a spec written as JSON.
-pub(crate) fn policy(name: &str, spec: serde_json::Value) -> Policy {
+/// A PlacementPolicy named `name` as stored, from a spec written as JSON.
+pub(crate) fn stored_policy(name: &str, spec: serde_json::Value) -> PlacementPolicy {
     let spec: PlacementPolicySpec = serde_json::from_value(spec).unwrap();
-    Policy::compile(&PlacementPolicy::new(name, spec)).unwrap()
+    PlacementPolicy::new(name, spec)
+}
+
+/// A policy named `name` from a spec written as JSON, compiled.
+pub(crate) fn policy(name: &str, spec: serde_json::Value) -> Policy {
+    Policy::compile(&stored_policy(name, spec)).unwrap()
 }
 
 /// `os/arch[/variant]`.

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kube::core::ObjectMeta;
 
 use super::policy::Policy;
+use super::release::{Inspected, Inspection};
 use crate::api::placement::{PlacementPolicy, PlacementPolicySpec};
 use crate::platform::Platform;
 
@@ -63,4 +64,28 @@ pub(crate) fn platform(text: &str) -> Platform {
 
 pub(crate) fn platforms(texts: &[&str]) -> Vec<Platform> {
     texts.iter().map(|t| platform(t)).collect()
+}
+
+/// The names of a pod's scheduling gates, in order.
+pub(crate) fn gate_names(pod: &Pod) -> Vec<&str> {
+    pod.spec
+        .as_ref()
+        .unwrap()
+        .scheduling_gates
+        .iter()
+        .flatten()
+        .map(|gate| gate.name.as_str())
+        .collect()
+}
+
+/// A successful inspection of `container`'s image, listing the platforms `texts`.
+pub(crate) fn inspected(container: &str, texts: &[&str]) -> Inspection {
+    Inspection {
+        container: container.into(),
+        image: format!("registry.example.com/{container}:v1"),
+        result: Ok(Inspected {
+            digest: format!("sha256:{container}"),
+            platforms: platforms(texts),
+        }),
+    }
 }

@@ -8,35 +8,29 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvFromSource, EnvVar, KeyToPath,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
-    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
-    SecretEnvSource, SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec,
-    TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
+    EmptyDirVolumeSource, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, Service, ServicePort, ServiceSpec, Volume,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sha2::{Digest as _, Sha256};
 
 use crate::api::{
-    ArtifactCache, CacheStorage, DEFAULT_REGISTRY_IMAGE, EmptyDirStorage, REGISTRY_PORT,
+    ArtifactCache, CacheStorage, ClaimStorage, DEFAULT_REGISTRY_IMAGE, EmptyDirStorage,
+    REGISTRY_PORT,
 };
+
+use deployment::{Auth, Parts};
 
 /// The emptyDir size when a cache names no storage.
 pub const DEFAULT_SIZE_LIMIT: &str = "10Gi";
-/// Where the registry keeps its content.
-const DATA_DIR: &str = "/var/lib/registry";
 /// The key of the generated credentials Secret holding the registry's htpasswd file.
 pub const HTPASSWD_KEY: &str = "htpasswd";
-/// Where the htpasswd file is mounted.
-const AUTH_DIR: &str = "/auth";
-/// The registry's user and group: distribution's official image would run as root, which Pod
-/// Security `restricted` refuses; any non-root user can serve port 5000 and write the data volume.
-const REGISTRY_USER: i64 = 65532;
 
 /// The owned objects of a deployed cache.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,20 +127,25 @@ pub fn desired(
         return Ok(None);
     }
     let owned = owned_meta(cache)?;
-    let cache_name = cache.metadata.name.as_deref().unwrap_or_default();
     let name = owned.name.clone().unwrap_or_default();
     let namespace = owned.namespace.clone();
-    let labels = labels(&name);
     let auth = match (&cache.spec.htpasswd_secret_ref, settings.credentials) {
-        (Some(secret), _) => (secret.name.clone(), secret.key.clone()),
-        (None, Some(generated)) => (generated.to_string(), HTPASSWD_KEY.to_string()),
+        (Some(secret), _) => Auth {
+            secret_name: secret.name.clone(),
+            key: secret.key.clone(),
+        },
+        (None, Some(generated)) => Auth {
+            secret_name: generated.to_string(),
+            key: HTPASSWD_KEY.to_string(),
+        },
         (None, None) => return Err(DesiredError::NoCredentials),
     };
-    let selector = selector(&name);
     let metadata = |object_name: String| ObjectMeta {
         name: Some(object_name),
         ..owned.clone()
     };
+    let labels = labels(&name);
+    let selector = selector(&name);
     let storage = cache.spec.storage.clone().unwrap_or(CacheStorage {
         empty_dir: Some(EmptyDirStorage {
             size_limit: Quantity(DEFAULT_SIZE_LIMIT.into()),
@@ -157,20 +156,51 @@ pub fn desired(
     let claim = storage
         .persistent_volume_claim
         .as_ref()
-        .map(|claim| PersistentVolumeClaim {
-            metadata: metadata(claim_name.clone()),
-            spec: Some(PersistentVolumeClaimSpec {
-                access_modes: Some(vec!["ReadWriteOnce".into()]),
-                storage_class_name: claim.storage_class_name.clone(),
-                resources: Some(VolumeResourceRequirements {
-                    requests: Some(BTreeMap::from([("storage".into(), claim.size.clone())])),
-                    limits: None,
-                }),
-                ..PersistentVolumeClaimSpec::default()
+        .map(|claim| persistent_volume_claim(metadata(claim_name.clone()), claim));
+    let deployment = deployment::deployment(
+        cache,
+        Parts {
+            metadata: metadata(name.clone()),
+            labels: &labels,
+            selector: &selector,
+            data: data_volume(&storage, claim_name),
+            auth,
+        },
+    );
+    let network_policy = network_policy::network_policy(
+        metadata(name.clone()),
+        &selector,
+        namespace.as_deref().unwrap_or_default(),
+        settings.own_namespace,
+    );
+    Ok(Some(Desired {
+        deployment,
+        service: service(metadata(name), selector),
+        network_policy,
+        claim,
+    }))
+}
+
+/// The claim a cache's `storage.persistentVolumeClaim` asks for.
+fn persistent_volume_claim(metadata: ObjectMeta, claim: &ClaimStorage) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata,
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".into()]),
+            storage_class_name: claim.storage_class_name.clone(),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([("storage".into(), claim.size.clone())])),
+                limits: None,
             }),
-            status: None,
-        });
-    let data = match &storage.empty_dir {
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The registry's `data` volume: the emptyDir the storage names, else its claim.
+fn data_volume(storage: &CacheStorage, claim_name: String) -> Volume {
+    match &storage.empty_dir {
         Some(empty_dir) => Volume {
             name: "data".into(),
             empty_dir: Some(EmptyDirVolumeSource {
@@ -187,149 +217,13 @@ pub fn desired(
             }),
             ..Volume::default()
         },
-    };
-    let mut volumes = vec![data];
-    let mut mounts = vec![VolumeMount {
-        name: "data".into(),
-        mount_path: DATA_DIR.into(),
-        ..VolumeMount::default()
-    }];
-    let mut env = vec![
-        env_var("REGISTRY_HTTP_ADDR", &format!(":{REGISTRY_PORT}")),
-        env_var("REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY", DATA_DIR),
-        // Nothing a step can reach may delete what another step wrote.
-        env_var("REGISTRY_STORAGE_DELETE_ENABLED", "false"),
-    ];
-    let (secret_name, key) = auth;
-    volumes.push(Volume {
-        name: "auth".into(),
-        secret: Some(SecretVolumeSource {
-            secret_name: Some(secret_name),
-            items: Some(vec![KeyToPath {
-                key,
-                path: "htpasswd".into(),
-                mode: None,
-            }]),
-            ..SecretVolumeSource::default()
-        }),
-        ..Volume::default()
-    });
-    mounts.push(VolumeMount {
-        name: "auth".into(),
-        mount_path: AUTH_DIR.into(),
-        read_only: Some(true),
-        ..VolumeMount::default()
-    });
-    env.push(env_var("REGISTRY_AUTH_HTPASSWD_REALM", cache_name));
-    env.push(env_var(
-        "REGISTRY_AUTH_HTPASSWD_PATH",
-        &format!("{AUTH_DIR}/htpasswd"),
-    ));
-    // A TCP probe: with htpasswd the registry answers 401, which an HTTP probe counts as down.
-    let probe = |period: i32| Probe {
-        tcp_socket: Some(TCPSocketAction {
-            port: IntOrString::Int(REGISTRY_PORT),
-            host: None,
-        }),
-        period_seconds: Some(period),
-        ..Probe::default()
-    };
-    let container = Container {
-        name: "registry".into(),
-        image: Some(image(cache)),
-        ports: Some(vec![ContainerPort {
-            name: Some("registry".into()),
-            container_port: REGISTRY_PORT,
-            protocol: Some("TCP".into()),
-            ..ContainerPort::default()
-        }]),
-        env: Some(env),
-        // The kubelet lets `env` win over `envFrom`: ocifit's own settings stay in force.
-        env_from: cache.spec.env_secret_refs.as_ref().map(|secrets| {
-            secrets
-                .iter()
-                .map(|secret| EnvFromSource {
-                    secret_ref: Some(SecretEnvSource {
-                        name: secret.name.clone(),
-                        optional: None,
-                    }),
-                    ..EnvFromSource::default()
-                })
-                .collect()
-        }),
-        volume_mounts: Some(mounts),
-        resources: Some(
-            cache
-                .spec
-                .resources
-                .clone()
-                .unwrap_or_else(default_resources),
-        ),
-        readiness_probe: Some(probe(2)),
-        liveness_probe: Some(probe(10)),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                add: None,
-            }),
-            ..SecurityContext::default()
-        }),
-        ..Container::default()
-    };
-    let deployment = Deployment {
-        metadata: metadata(name.clone()),
-        spec: Some(DeploymentSpec {
-            replicas: Some(1),
-            // One registry writes the storage at a time (a claim is ReadWriteOnce).
-            strategy: Some(DeploymentStrategy {
-                type_: Some("Recreate".into()),
-                rolling_update: None,
-            }),
-            selector: LabelSelector {
-                match_labels: Some(selector.clone()),
-                match_expressions: None,
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels.clone()),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![container],
-                    volumes: Some(volumes),
-                    automount_service_account_token: Some(false),
-                    // Pod Security `restricted`: a namespace enforcing it runs the registry.
-                    security_context: Some(PodSecurityContext {
-                        run_as_non_root: Some(true),
-                        run_as_user: Some(REGISTRY_USER),
-                        run_as_group: Some(REGISTRY_USER),
-                        // A claim's volume is writable by the registry's group.
-                        fs_group: Some(REGISTRY_USER),
-                        seccomp_profile: Some(SeccompProfile {
-                            type_: "RuntimeDefault".into(),
-                            localhost_profile: None,
-                        }),
-                        ..PodSecurityContext::default()
-                    }),
-                    enable_service_links: Some(false),
-                    node_selector: cache.spec.node_selector.clone(),
-                    tolerations: cache.spec.tolerations.clone(),
-                    ..PodSpec::default()
-                }),
-            },
-            ..DeploymentSpec::default()
-        }),
-        status: None,
-    };
-    let network_policy = network_policy::network_policy(
-        metadata(name.clone()),
-        &selector,
-        namespace.as_deref().unwrap_or_default(),
-        settings.own_namespace,
-    );
-    let service = Service {
-        metadata: metadata(name),
+    }
+}
+
+/// The ClusterIP Service steps reach the registry through.
+fn service(metadata: ObjectMeta, selector: BTreeMap<String, String>) -> Service {
+    Service {
+        metadata,
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".into()),
             selector: Some(selector),
@@ -343,13 +237,7 @@ pub fn desired(
             ..ServiceSpec::default()
         }),
         status: None,
-    };
-    Ok(Some(Desired {
-        deployment,
-        service,
-        network_policy,
-        claim,
-    }))
+    }
 }
 
 /// The labels of every owned object (and of the registry's pods).
@@ -377,22 +265,6 @@ fn selector(name: &str) -> BTreeMap<String, String> {
     ])
 }
 
-/// Requests and a memory limit when the cache names none: a namespace with a ResourceQuota can
-/// run the registry, and a runaway registry cannot take the node's memory.
-fn default_resources() -> ResourceRequirements {
-    ResourceRequirements {
-        requests: Some(BTreeMap::from([
-            ("cpu".to_string(), Quantity("50m".into())),
-            ("memory".to_string(), Quantity("64Mi".into())),
-        ])),
-        limits: Some(BTreeMap::from([(
-            "memory".to_string(),
-            Quantity("512Mi".into()),
-        )])),
-        claims: None,
-    }
-}
-
 /// The name of a cache's Deployment and Service: `<cache>-registry` when that is a valid Service
 /// name (a DNS-1035 label of at most 63 characters), else `artifact-cache-<hash of the name>`.
 pub fn object_name(cache: &str) -> String {
@@ -413,14 +285,7 @@ pub fn object_name(cache: &str) -> String {
     format!("artifact-cache-{hash}")
 }
 
-fn env_var(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: Some(value.into()),
-        value_from: None,
-    }
-}
-
+mod deployment;
 mod network_policy;
 #[cfg(test)]
 mod tests;

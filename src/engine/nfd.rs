@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::Format;
-use super::doc::{CompiledSet, SetDoc, set_label, shape};
+use super::doc::{self, CompiledSet, Tag};
 use super::error::{ArtifactError, Location, Problem};
 use super::op::Expr;
 use super::reads::Reads;
@@ -85,47 +85,32 @@ pub(crate) fn compile_set(
     index: usize,
     value: &serde_json::Value,
 ) -> Result<CompiledSet<Rule>, ArtifactError> {
-    let at = set_label(index, value);
-    let doc: SetDoc<RuleDoc> =
-        serde_path_to_error::deserialize(value).map_err(|e| shape(Format::Nfd, &at, e))?;
-    let tag = doc.tag.unwrap_or_default();
-    let base = Location::set(index, &tag);
-    let rules = doc
-        .rules
+    doc::compile_set(Format::Nfd, Tag::Optional, index, value, compile_rule)
+}
+
+/// One rule: its `matchFeatures` terms and each `matchAny` element's.
+fn compile_rule(base: &Location, r: usize, rule: RuleDoc) -> Result<Rule, ArtifactError> {
+    let name = rule.name.filter(|n| !n.is_empty());
+    let base = Location {
+        rule: Some(r),
+        rule_name: name.clone(),
+        ..base.clone()
+    };
+    let terms = compile_terms(&base, rule.match_features)?;
+    let any = rule
+        .match_any
         .unwrap_or_default()
         .into_iter()
         .enumerate()
-        .map(|(r, rule)| {
-            let name = rule.name.filter(|n| !n.is_empty());
+        .map(|(a, elem)| {
             let base = Location {
-                rule: Some(r),
-                rule_name: name.clone(),
+                match_any: Some(a),
                 ..base.clone()
             };
-            let terms = compile_terms(&base, rule.match_features)?;
-            let any = rule
-                .match_any
-                .unwrap_or_default()
-                .into_iter()
-                .enumerate()
-                .map(|(a, elem)| {
-                    let base = Location {
-                        match_any: Some(a),
-                        ..base.clone()
-                    };
-                    compile_terms(&base, elem.match_features)
-                })
-                .collect::<Result<_, _>>()?;
-            Ok(Rule { name, terms, any })
+            compile_terms(&base, elem.match_features)
         })
-        .collect::<Result<_, ArtifactError>>()?;
-    Ok(CompiledSet {
-        index,
-        tag,
-        weight: doc.weight.unwrap_or(0),
-        description: doc.description,
-        rules,
-    })
+        .collect::<Result<_, _>>()?;
+    Ok(Rule { name, terms, any })
 }
 
 fn compile_terms(base: &Location, terms: Option<Vec<TermDoc>>) -> Result<Vec<Term>, ArtifactError> {

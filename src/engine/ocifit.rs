@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::Format;
-use super::doc::{CompiledSet, SetDoc, set_label, shape};
+use super::doc::{self, CompiledSet, Tag};
 use super::error::{ArtifactError, Location, Problem};
 use super::explain::Miss;
 use super::op::{Check, Expr, Input};
@@ -56,31 +56,7 @@ pub(crate) fn compile_set(
     index: usize,
     value: &serde_json::Value,
 ) -> Result<CompiledSet<Rule>, ArtifactError> {
-    let at = set_label(index, value);
-    let doc: SetDoc<RuleDoc> =
-        serde_path_to_error::deserialize(value).map_err(|e| shape(Format::Ocifit, &at, e))?;
-    let tag = doc.tag.unwrap_or_default();
-    let base = Location::set(index, &tag);
-    if tag.is_empty() {
-        return Err(ArtifactError::Invalid {
-            at: Box::new(base),
-            problem: Problem::Empty { field: "tag" },
-        });
-    }
-    let rules = doc
-        .rules
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-        .map(|(r, rule)| compile_rule(&base, r, rule))
-        .collect::<Result<_, _>>()?;
-    Ok(CompiledSet {
-        index,
-        tag,
-        weight: doc.weight.unwrap_or(0),
-        description: doc.description,
-        rules,
-    })
+    doc::compile_set(Format::Ocifit, Tag::Required, index, value, compile_rule)
 }
 
 fn compile_rule(base: &Location, r: usize, rule: RuleDoc) -> Result<Rule, ArtifactError> {

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kube::core::ObjectMeta;
 
 use super::policy::Policy;
+use super::release::{Inspected, Inspection};
 use crate::api::placement::{PlacementPolicy, PlacementPolicySpec};
 use crate::platform::Platform;
 
@@ -45,10 +46,15 @@ pub(crate) fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// A policy named `name` from a spec written as JSON.
-pub(crate) fn policy(name: &str, spec: serde_json::Value) -> Policy {
+/// A PlacementPolicy named `name` as stored, from a spec written as JSON.
+pub(crate) fn stored_policy(name: &str, spec: serde_json::Value) -> PlacementPolicy {
     let spec: PlacementPolicySpec = serde_json::from_value(spec).unwrap();
-    Policy::compile(&PlacementPolicy::new(name, spec)).unwrap()
+    PlacementPolicy::new(name, spec)
+}
+
+/// A policy named `name` from a spec written as JSON, compiled.
+pub(crate) fn policy(name: &str, spec: serde_json::Value) -> Policy {
+    Policy::compile(&stored_policy(name, spec)).unwrap()
 }
 
 /// `os/arch[/variant]`.
@@ -58,4 +64,28 @@ pub(crate) fn platform(text: &str) -> Platform {
 
 pub(crate) fn platforms(texts: &[&str]) -> Vec<Platform> {
     texts.iter().map(|t| platform(t)).collect()
+}
+
+/// The names of a pod's scheduling gates, in order.
+pub(crate) fn gate_names(pod: &Pod) -> Vec<&str> {
+    pod.spec
+        .as_ref()
+        .unwrap()
+        .scheduling_gates
+        .iter()
+        .flatten()
+        .map(|gate| gate.name.as_str())
+        .collect()
+}
+
+/// A successful inspection of `container`'s image, listing the platforms `texts`.
+pub(crate) fn inspected(container: &str, texts: &[&str]) -> Inspection {
+    Inspection {
+        container: container.into(),
+        image: format!("registry.example.com/{container}:v1"),
+        result: Ok(Inspected {
+            digest: format!("sha256:{container}"),
+            platforms: platforms(texts),
+        }),
+    }
 }

@@ -124,6 +124,18 @@ impl Inner {
         }
     }
 
+    /// Fetches `request`, keeping its body only if it hashes to `digest`: content named by a
+    /// digest is never cached unverified.
+    async fn fetch_verified(&self, request: &Request<'_>, digest: &str) -> Result<Content> {
+        let answer = self.transport.fetch(request).await?;
+        manifest::verify_digest(digest, &answer.body)
+            .map_err(|p| Error::content(request.target, p))?;
+        Ok(Content {
+            body: answer.body,
+            content_type: answer.content_type,
+        })
+    }
+
     /// A manifest by digest, verified, through the content cache.
     pub(crate) async fn manifest(this: &Arc<Self>, pinned: &Reference) -> Result<Manifest> {
         let target = reference::target(pinned);
@@ -142,16 +154,8 @@ impl Inner {
             let target = target.clone();
             let digest = digest.clone();
             async move {
-                let answer = this
-                    .transport
-                    .fetch(&this.manifest_request(&pinned, &target, false))
-                    .await?;
-                manifest::verify_digest(&digest, &answer.body)
-                    .map_err(|p| Error::content(&target, p))?;
-                Ok(Content {
-                    body: answer.body,
-                    content_type: answer.content_type,
-                })
+                this.fetch_verified(&this.manifest_request(&pinned, &target, false), &digest)
+                    .await
             }
         };
         let counters = this.counters(|c| (&c.content_hits, &c.content_misses));
@@ -200,13 +204,7 @@ impl Inner {
                     what: "blob",
                     access: Access::Read,
                 };
-                let answer = this.transport.fetch(&request).await?;
-                manifest::verify_digest(&digest, &answer.body)
-                    .map_err(|p| Error::content(&target, p))?;
-                Ok(Content {
-                    body: answer.body,
-                    content_type: answer.content_type,
-                })
+                this.fetch_verified(&request, &digest).await
             }
         };
         let counters = this.counters(|c| (&c.content_hits, &c.content_misses));

@@ -308,20 +308,22 @@ fn shutdown_delay(text: &str) -> Result<Duration, DurationFlagError> {
     Ok(delay)
 }
 
+/// `ocifit run`'s arguments alone, parsed as its command line is: the tests' way in.
+#[cfg(test)]
+#[derive(Debug, clap::Parser)]
+pub(super) struct RunOnly {
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser;
 
-    #[derive(Debug, Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        run: RunArgs,
-    }
-
     #[test]
     fn defaults_are_the_documented_ones() {
-        let args = Wrapper::try_parse_from(["ocifit"]).unwrap().run;
+        let args = RunOnly::try_parse_from(["ocifit"]).unwrap().run;
         assert_eq!(args.admin_bind_address.to_string(), "0.0.0.0:8080");
         assert!(args.leader_elect);
         assert_eq!(args.lease_duration, Duration::from_secs(15));
@@ -332,7 +334,7 @@ mod tests {
 
     #[test]
     fn plain_http_registries_repeat_and_leader_election_turns_off() {
-        let args = Wrapper::try_parse_from([
+        let args = RunOnly::try_parse_from([
             "ocifit",
             "--plain-http-registry",
             "127.0.0.1:5000",
@@ -355,7 +357,7 @@ mod tests {
 
     #[test]
     fn without_certificate_flags_the_webhook_is_not_served() {
-        let args = Wrapper::try_parse_from(["ocifit"]).unwrap().run;
+        let args = RunOnly::try_parse_from(["ocifit"]).unwrap().run;
         assert_eq!(args.webhook_bind_address.to_string(), "0.0.0.0:8443");
         assert_eq!(args.certificate_source(), None);
         assert_eq!(args.webhook_secret, "ocifit-webhook-tls");
@@ -365,7 +367,7 @@ mod tests {
 
     #[test]
     fn certificate_files_come_in_pairs_and_exclude_the_managed_mode() {
-        let files = Wrapper::try_parse_from([
+        let files = RunOnly::try_parse_from([
             "ocifit",
             "--tls-cert-file",
             "/tls/tls.crt",
@@ -381,8 +383,8 @@ mod tests {
                 key: "/tls/tls.key".into()
             })
         );
-        assert!(Wrapper::try_parse_from(["ocifit", "--tls-cert-file", "/tls/tls.crt"]).is_err());
-        let both = Wrapper::try_parse_from([
+        assert!(RunOnly::try_parse_from(["ocifit", "--tls-cert-file", "/tls/tls.crt"]).is_err());
+        let both = RunOnly::try_parse_from([
             "ocifit",
             "--tls-cert-file",
             "a",
@@ -391,7 +393,7 @@ mod tests {
             "--manage-webhook-certificate",
         ]);
         assert!(both.is_err());
-        let managed = Wrapper::try_parse_from(["ocifit", "--manage-webhook-certificate"])
+        let managed = RunOnly::try_parse_from(["ocifit", "--manage-webhook-certificate"])
             .unwrap()
             .run;
         let Some(CertificateSource::Managed(settings)) = managed.certificate_source() else {
@@ -405,24 +407,24 @@ mod tests {
 
     #[test]
     fn a_webhook_shutdown_delay_over_a_minute_is_refused() {
-        let args = Wrapper::try_parse_from(["ocifit", "--webhook-shutdown-delay", "0s"])
+        let args = RunOnly::try_parse_from(["ocifit", "--webhook-shutdown-delay", "0s"])
             .unwrap()
             .run;
         assert_eq!(args.webhook_shutdown_delay, Duration::ZERO);
         let err =
-            Wrapper::try_parse_from(["ocifit", "--webhook-shutdown-delay", "2m"]).unwrap_err();
+            RunOnly::try_parse_from(["ocifit", "--webhook-shutdown-delay", "2m"]).unwrap_err();
         assert!(err.to_string().contains("longer than 60s"), "{err}");
     }
 
     #[test]
     fn a_duration_flag_reads_days_as_the_crds_do() {
-        let args = Wrapper::try_parse_from(["ocifit", "--max-retry-interval", "1d12h"]).unwrap();
+        let args = RunOnly::try_parse_from(["ocifit", "--max-retry-interval", "1d12h"]).unwrap();
         assert_eq!(args.run.max_retry_interval, Duration::from_secs(36 * 3600));
     }
 
     #[test]
     fn an_unknown_hold_failure_rule_is_refused_naming_both_rules() {
-        let err = Wrapper::try_parse_from(["ocifit", "--image-hold-failure", "Maybe"]).unwrap_err();
+        let err = RunOnly::try_parse_from(["ocifit", "--image-hold-failure", "Maybe"]).unwrap_err();
         assert!(
             err.to_string()
                 .contains("\"Maybe\" is neither Ignore nor Fail"),
@@ -432,7 +434,7 @@ mod tests {
 
     #[test]
     fn a_bad_duration_is_refused_with_an_example() {
-        let err = Wrapper::try_parse_from(["ocifit", "--lease-duration", "soon"]).unwrap_err();
+        let err = RunOnly::try_parse_from(["ocifit", "--lease-duration", "soon"]).unwrap_err();
         assert!(err.to_string().contains("such as 10s"), "{err}");
     }
 }

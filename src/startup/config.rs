@@ -211,17 +211,12 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-
-    #[derive(Debug, Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        run: RunArgs,
-    }
+    use crate::startup::args::RunOnly;
 
     fn config(flags: &[&str]) -> Result<Config, ConfigError> {
         let mut argv = vec!["ocifit"];
         argv.extend(flags);
-        Config::from_args(&Wrapper::try_parse_from(argv).unwrap().run)
+        Config::from_args(&RunOnly::try_parse_from(argv).unwrap().run)
     }
 
     #[test]

@@ -1,5 +1,7 @@
 use serde_json::json;
 
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+
 use super::*;
 
 fn cache(spec: serde_json::Value) -> ArtifactCache {

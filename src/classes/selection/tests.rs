@@ -42,6 +42,18 @@ pub(crate) fn exprs(requirements: Vec<NodeSelectorRequirement>) -> NodeSelectorT
     term(requirements, Vec::new())
 }
 
+/// The terms of an affinity's required node affinity.
+pub(crate) fn required_terms(affinity: &Affinity) -> &[NodeSelectorTerm] {
+    &affinity
+        .node_affinity
+        .as_ref()
+        .unwrap()
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()
+        .unwrap()
+        .node_selector_terms
+}
+
 pub(crate) fn required(terms: Vec<NodeSelectorTerm>) -> Affinity {
     Affinity {
         node_affinity: Some(NodeAffinity {

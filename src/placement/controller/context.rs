@@ -100,11 +100,10 @@ mod tests {
 
     use super::*;
     use crate::api::PlacementPolicy;
-    use crate::api::placement::PlacementPolicySpec;
+    use crate::placement::fixtures::stored_policy;
 
     fn stored(name: &str, spec: serde_json::Value) -> Arc<PlacementPolicy> {
-        let spec: PlacementPolicySpec = serde_json::from_value(spec).unwrap();
-        Arc::new(PlacementPolicy::new(name, spec))
+        Arc::new(stored_policy(name, spec))
     }
 
     #[test]

@@ -177,11 +177,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::api::placement::PlacementPolicySpec;
+    use crate::placement::fixtures::stored_policy;
 
     fn stored(name: &str, spec: serde_json::Value) -> PlacementPolicy {
-        let spec: PlacementPolicySpec = serde_json::from_value(spec).unwrap();
-        let mut policy = PlacementPolicy::new(name, spec);
+        let mut policy = stored_policy(name, spec);
         policy.metadata.generation = Some(3);
         policy
     }

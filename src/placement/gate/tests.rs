@@ -3,7 +3,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::placement::fixtures::{labelled, map, pod, policy};
+use crate::placement::fixtures::{gate_names, labelled, map, pod, policy};
 use crate::placement::policy::Policy;
 use crate::placement::select::{Exclusion, Selection};
 
@@ -11,17 +11,6 @@ fn patched(pod: &Pod, patch: &Patch) -> Pod {
     let mut value = serde_json::to_value(pod).unwrap();
     json_patch::patch(&mut value, patch).unwrap();
     serde_json::from_value(value).unwrap()
-}
-
-fn gates(pod: &Pod) -> Vec<String> {
-    pod.spec
-        .as_ref()
-        .unwrap()
-        .scheduling_gates
-        .iter()
-        .flatten()
-        .map(|gate| gate.name.clone())
-        .collect()
 }
 
 fn gate_patch(plan: GatePlan) -> Patch {
@@ -48,7 +37,7 @@ fn a_selected_pod_gets_the_gate_and_the_label_and_nothing_else() {
     };
     assert_eq!(name, "web");
     let gated = patched(&original, &patch);
-    assert_eq!(gates(&gated), ["placement.ocifit.io/platforms"]);
+    assert_eq!(gate_names(&gated), ["placement.ocifit.io/platforms"]);
     assert_eq!(
         gated.metadata.labels,
         Some(map(&[("placement.ocifit.io/policy", "web")]))
@@ -77,7 +66,7 @@ fn other_gates_and_labels_are_kept_and_the_label_key_is_escaped() {
     );
     let gated = patched(&original, &patch);
     assert_eq!(
-        gates(&gated),
+        gate_names(&gated),
         ["example.com/quota", "placement.ocifit.io/platforms"]
     );
     assert_eq!(
@@ -129,7 +118,7 @@ fn a_copied_released_pod_is_gated_again_for_the_policy_selecting_it_now() {
         &copied,
         &gate_patch(plan(&copied, Selection::Selected(&policy))),
     );
-    assert_eq!(gates(&gated), ["placement.ocifit.io/platforms"]);
+    assert_eq!(gate_names(&gated), ["placement.ocifit.io/platforms"]);
     assert_eq!(
         gated.metadata.labels.unwrap()["placement.ocifit.io/policy"],
         "web"
@@ -154,7 +143,7 @@ fn a_copy_of_a_released_pod_loses_the_released_label_so_the_controller_sees_it()
             &copied,
             &gate_patch(plan(&copied, Selection::Selected(&policy))),
         );
-        assert_eq!(gates(&gated), ["placement.ocifit.io/platforms"]);
+        assert_eq!(gate_names(&gated), ["placement.ocifit.io/platforms"]);
         let labels = gated.metadata.labels.unwrap();
         assert_eq!(
             labels.keys().collect::<Vec<_>>(),
@@ -220,11 +209,11 @@ proptest! {
             GatePlan::Leave(Leave::AlreadyGated) => pod.clone(),
             GatePlan::Leave(other) => return Err(TestCaseError::fail(format!("{other:?}"))),
         };
-        let ours = gates(&after).iter().filter(|g| *g == "placement.ocifit.io/platforms").count();
+        let ours = gate_names(&after).iter().filter(|g| **g == "placement.ocifit.io/platforms").count();
         prop_assert_eq!(ours, 1);
         prop_assert!(after.metadata.labels.as_ref().unwrap().contains_key("placement.ocifit.io/policy"));
-        for gate in gates(&pod) {
-            prop_assert!(gates(&after).contains(&gate), "kept {}", gate);
+        for gate in gate_names(&pod) {
+            prop_assert!(gate_names(&after).contains(&gate), "kept {}", gate);
         }
         prop_assert!(!after.metadata.labels.as_ref().unwrap().contains_key("placement.ocifit.io/released"));
         for (key, value) in pod.metadata.labels.iter().flatten() {

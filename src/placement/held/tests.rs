@@ -9,8 +9,8 @@ use crate::api::placement::pod::{
     ATTEMPTS_ANNOTATION, DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, Outcome,
     PLATFORMS_ANNOTATION,
 };
-use crate::placement::fixtures::{platforms, policy};
-use crate::placement::release::{self, Inspected, Inspection};
+use crate::placement::fixtures::{inspected, policy};
+use crate::placement::release;
 use kube::core::SelectorExt;
 
 /// A pod as the apiserver sends it: gated (or not), with what a pod author may pile on.
@@ -140,17 +140,6 @@ fn every_annotation_placement_reads_or_writes_is_kept() {
         ATTEMPTS_ANNOTATION,
     ] {
         assert!(key.starts_with(OWN_ANNOTATIONS), "{key}");
-    }
-}
-
-fn inspected(container: &str, texts: &[&str]) -> Inspection {
-    Inspection {
-        container: container.into(),
-        image: format!("registry.example.com/{container}:v1"),
-        result: Ok(Inspected {
-            digest: format!("sha256:{container}"),
-            platforms: platforms(texts),
-        }),
     }
 }
 

@@ -3,12 +3,10 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use crate::api::placement::PlacementPolicySpec;
-use crate::placement::fixtures::{map, policy};
+use crate::placement::fixtures::{map, policy, stored_policy};
 
 fn stored(spec: serde_json::Value) -> PlacementPolicy {
-    let spec: PlacementPolicySpec = serde_json::from_value(spec).unwrap();
-    PlacementPolicy::new("p", spec)
+    stored_policy("p", spec)
 }
 
 #[test]

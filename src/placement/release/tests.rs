@@ -10,7 +10,7 @@ use crate::api::placement::pod::{
     SCHEDULING_GATE, TAINT_KEY,
 };
 use crate::classes::selection::tests::{exprs, req, required};
-use crate::placement::fixtures::{platforms, pod, policy};
+use crate::placement::fixtures::{gate_names, inspected, pod, policy};
 
 mod labels;
 mod outcomes;
@@ -27,17 +27,6 @@ fn gated(containers: &[(&str, &str)]) -> Pod {
         },
     ]);
     pod
-}
-
-fn ok(container: &str, texts: &[&str]) -> Inspection {
-    Inspection {
-        container: container.into(),
-        image: format!("registry.example.com/{container}:v1"),
-        result: Ok(Inspected {
-            digest: format!("sha256:{container}"),
-            platforms: platforms(texts),
-        }),
-    }
 }
 
 fn failed(container: &str, summary: &str) -> Inspection {
@@ -81,17 +70,6 @@ fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-fn gate_names(pod: &Pod) -> Vec<&str> {
-    pod.spec
-        .as_ref()
-        .unwrap()
-        .scheduling_gates
-        .iter()
-        .flatten()
-        .map(|gate| gate.name.as_str())
-        .collect()
-}
-
 fn required_terms(pod: &Pod) -> Vec<k8s_openapi::api::core::v1::NodeSelectorTerm> {
     pod.spec
         .as_ref()
@@ -124,8 +102,8 @@ fn an_arm64_only_sidecar_releases_the_pod_onto_arm64_with_its_settings_in_one_up
     let plan = plan(
         &pod,
         &[
-            ok("web", &["linux/amd64", "linux/arm64"]),
-            ok("metrics", &["linux/arm64"]),
+            inspected("web", &["linux/amd64", "linux/arm64"]),
+            inspected("metrics", &["linux/arm64"]),
         ],
         context(&policy, &none, 3),
     );
@@ -211,8 +189,8 @@ fn a_pod_whose_images_list_aarch64_lands_on_arm64_nodes_with_the_arm64_settings(
     let plan = plan(
         &pod,
         &[
-            ok("web", &["linux/aarch64", "linux/s390x"]),
-            ok("metrics", &["linux/arm64/v8", "linux/x86_64"]),
+            inspected("web", &["linux/aarch64", "linux/s390x"]),
+            inspected("metrics", &["linux/arm64/v8", "linux/x86_64"]),
         ],
         context(&policy, &tainted, 3),
     );
@@ -243,7 +221,7 @@ fn each_of_the_users_terms_gets_the_platform_requirement_and_no_term_is_added() 
     ]));
     let plan = plan(
         &pod,
-        &[ok("web", &["linux/amd64", "linux/arm64"])],
+        &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &none, 3),
     );
     assert_eq!(plan.outcome, Some(Outcome::Constrained));
@@ -276,7 +254,7 @@ fn a_user_requirement_outside_every_shared_platform_holds_the_pod_with_the_reaso
     )]));
     let plan = plan(
         &pod,
-        &[ok("web", &["linux/amd64", "linux/arm64"])],
+        &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &none, 3),
     );
     assert_eq!(plan.outcome, Some(Outcome::Held));
@@ -304,7 +282,7 @@ fn tolerations_for_ocifits_taint_are_added_only_for_tainted_architectures_the_po
     let pod = gated(&[("web", "w")]);
     let plan = plan(
         &pod,
-        &[ok("web", &["linux/amd64", "linux/arm64"])],
+        &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &tainted, 3),
     );
     let ours: Vec<Toleration> = tolerations(&plan.pod)
@@ -321,7 +299,7 @@ fn a_pods_own_tolerations_and_preferences_are_kept_and_never_repeated() {
     let policy = arm_pool_policy(json!({}));
     let none = BTreeSet::new();
     let pod = gated(&[("web", "w")]);
-    let inspections = [ok("web", &["linux/arm64"])];
+    let inspections = [inspected("web", &["linux/arm64"])];
     let once = plan(&pod, &inspections, context(&policy, &none, 3)).pod;
     let mut regated = once.clone();
     regated.spec.as_mut().unwrap().scheduling_gates = Some(vec![PodSchedulingGate {

@@ -87,51 +87,43 @@ pub(super) struct FeatureGauges {
 
 impl FeatureGauges {
     pub(super) fn register(registry: &mut Registering) -> FeatureGauges {
-        let gauges = FeatureGauges {
-            placement_pods: Family::default(),
-            oldest_gated: Family::default(),
-            gate_bound: Family::default(),
-            placement_policies: Family::default(),
-            artifact_caches: Family::default(),
-            last_success: Family::default(),
-            inspection_failures: Family::default(),
-        };
-        registry.add(
-            "placement_pods",
-            "Pods a PlacementPolicy still gates, by policy and state (gated: waiting for inspection; held: gated on purpose); leader only",
-            gauges.placement_pods.clone(),
-        );
-        registry.add(
-            "placement_oldest_gated_pod_created_timestamp_seconds",
-            "Creation time of the oldest pod still waiting for inspection, by policy; leader only",
-            gauges.oldest_gated.clone(),
-        );
-        registry.add(
-            "placement_gate_bound_seconds",
-            "How long a PlacementPolicy lets a pod wait for inspection before giving up (onInspectionFailure.timeout); leader only",
-            gauges.gate_bound.clone(),
-        );
-        registry.add(
-            "placement_policies",
-            "PlacementPolicies by Ready status (True or False); leader only",
-            gauges.placement_policies.clone(),
-        );
-        registry.add(
-            "artifact_caches",
-            "ArtifactCaches by readiness (True: Ready and current; False: anything else)",
-            gauges.artifact_caches.clone(),
-        );
-        registry.add(
-            "last_successful_reconcile_timestamp_seconds",
-            "When a feature's controller last finished a reconcile that did its work, by feature",
-            gauges.last_success.clone(),
-        );
-        registry.add(
-            "placement_inspection_failures",
-            "Failed image inspections of gated pods' containers, by kind (the registry error's kind, backing_off or invalid_reference)",
-            gauges.inspection_failures.clone(),
-        );
-        gauges
+        FeatureGauges {
+            placement_pods: registry.add(
+                "placement_pods",
+                "Pods a PlacementPolicy still gates, by policy and state (gated: waiting for inspection; held: gated on purpose); leader only",
+                Family::default(),
+            ),
+            oldest_gated: registry.add(
+                "placement_oldest_gated_pod_created_timestamp_seconds",
+                "Creation time of the oldest pod still waiting for inspection, by policy; leader only",
+                Family::default(),
+            ),
+            gate_bound: registry.add(
+                "placement_gate_bound_seconds",
+                "How long a PlacementPolicy lets a pod wait for inspection before giving up (onInspectionFailure.timeout); leader only",
+                Family::default(),
+            ),
+            placement_policies: registry.add(
+                "placement_policies",
+                "PlacementPolicies by Ready status (True or False); leader only",
+                Family::default(),
+            ),
+            artifact_caches: registry.add(
+                "artifact_caches",
+                "ArtifactCaches by readiness (True: Ready and current; False: anything else)",
+                Family::default(),
+            ),
+            last_success: registry.add(
+                "last_successful_reconcile_timestamp_seconds",
+                "When a feature's controller last finished a reconcile that did its work, by feature",
+                Family::default(),
+            ),
+            inspection_failures: registry.add(
+                "placement_inspection_failures",
+                "Failed image inspections of gated pods' containers, by kind (the registry error's kind, backing_off or invalid_reference)",
+                Family::default(),
+            ),
+        }
     }
 }
 

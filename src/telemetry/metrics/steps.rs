@@ -48,27 +48,23 @@ pub(super) struct StepMetrics {
 
 impl StepMetrics {
     pub(super) fn register(registry: &mut Registering) -> StepMetrics {
-        let metrics = StepMetrics {
-            steps: Family::default(),
-            bytes: Family::default(),
-            duration: Family::new_with_constructor(duration_histogram),
-        };
-        registry.add(
-            "artifact_steps",
-            "Finished helper containers of workflow steps, by cache, direction (pull: inputs before the step; push: outputs after it) and outcome (ok or failed); leader only",
-            metrics.steps.clone(),
-        );
-        registry.add(
-            "artifact_step_bytes",
-            "Bytes of the layers workflow steps' helpers pulled or pushed, by cache and direction; leader only",
-            metrics.bytes.clone(),
-        );
-        registry.add(
-            "artifact_step_duration_seconds",
-            "Time one step's helper spent pulling or pushing, by cache and direction; leader only",
-            metrics.duration.clone(),
-        );
-        metrics
+        StepMetrics {
+            steps: registry.add(
+                "artifact_steps",
+                "Finished helper containers of workflow steps, by cache, direction (pull: inputs before the step; push: outputs after it) and outcome (ok or failed); leader only",
+                Family::default(),
+            ),
+            bytes: registry.add(
+                "artifact_step_bytes",
+                "Bytes of the layers workflow steps' helpers pulled or pushed, by cache and direction; leader only",
+                Family::default(),
+            ),
+            duration: registry.add(
+                "artifact_step_duration_seconds",
+                "Time one step's helper spent pulling or pushing, by cache and direction; leader only",
+                Family::new_with_constructor(duration_histogram),
+            ),
+        }
     }
 }
 

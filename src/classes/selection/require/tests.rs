@@ -3,7 +3,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, PodSpec, PreferredSchedulingTerm};
 
 use super::narrow;
-use crate::classes::selection::tests::{exprs, node, req, required, term};
+use crate::classes::selection::tests::{exprs, node, req, required, required_terms, term};
 use crate::classes::selection::{Placement, SelectionError};
 
 mod property;
@@ -15,23 +15,12 @@ fn arch(values: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
     )])
 }
 
-fn terms(affinity: &Affinity) -> &[k8s_openapi::api::core::v1::NodeSelectorTerm] {
-    &affinity
-        .node_affinity
-        .as_ref()
-        .unwrap()
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()
-        .unwrap()
-        .node_selector_terms
-}
-
 #[test]
 fn a_pod_without_affinity_gets_one_term_of_the_requirements() {
     let narrowed = narrow(None, None, &arch(&["arm64", "amd64"])).unwrap();
     assert!(narrowed.satisfiable);
     assert_eq!(
-        terms(&narrowed.affinity),
+        required_terms(&narrowed.affinity),
         [exprs(vec![req(
             "kubernetes.io/arch",
             "In",
@@ -48,7 +37,7 @@ fn every_existing_term_gets_the_requirement_and_no_term_is_added() {
     ]);
     let narrowed = narrow(Some(&affinity), None, &arch(&["arm64"])).unwrap();
     assert_eq!(
-        terms(&narrowed.affinity),
+        required_terms(&narrowed.affinity),
         [
             exprs(vec![
                 req("zone", "In", &["a"]),
@@ -72,7 +61,7 @@ fn a_users_own_architecture_requirement_is_kept_and_intersected() {
     let narrowed = narrow(Some(&affinity), None, &arch(&["amd64", "arm64"])).unwrap();
     assert!(narrowed.satisfiable, "amd64 is in both");
     assert_eq!(
-        terms(&narrowed.affinity),
+        required_terms(&narrowed.affinity),
         [exprs(vec![
             req("kubernetes.io/arch", "In", &["amd64", "s390x"]),
             req("kubernetes.io/arch", "In", &["amd64", "arm64"]),
@@ -114,7 +103,7 @@ fn requirements_that_exclude_every_required_value_are_unsatisfiable() {
 fn an_empty_term_stays_empty_so_nothing_excluded_becomes_possible() {
     let affinity = required(vec![exprs(Vec::new())]);
     let narrowed = narrow(Some(&affinity), None, &arch(&["amd64"])).unwrap();
-    assert_eq!(terms(&narrowed.affinity), [exprs(Vec::new())]);
+    assert_eq!(required_terms(&narrowed.affinity), [exprs(Vec::new())]);
     assert!(!narrowed.satisfiable);
 }
 

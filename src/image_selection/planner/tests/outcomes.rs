@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::fixtures::*;
 use crate::api::pod::{DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_POLICY};
+use crate::classes::selection::tests::required_terms;
 use crate::image_selection::planner::{Decision, ImagePlan};
 
 fn flavors(spec: serde_json::Value) -> crate::api::ImageSelectionPolicy {
@@ -111,14 +112,7 @@ fn a_tie_in_nodes_goes_to_the_class_with_the_higher_match_weight() {
     assert_eq!(placed_on(&after), ["n3"]);
     let affinity = after.spec.as_ref().unwrap().affinity.as_ref().unwrap();
     assert!(affinity.pod_anti_affinity.is_some(), "other affinity kept");
-    let terms = &affinity
-        .node_affinity
-        .as_ref()
-        .unwrap()
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()
-        .unwrap()
-        .node_selector_terms;
+    let terms = required_terms(affinity);
     assert_eq!(
         terms.len(),
         2,

@@ -8,7 +8,7 @@ use crate::api::{
     ClassStatus, ConditionType, ImageSelectionPolicySpec, ImageSelectionPolicyStatus, OnNoMatch,
     Reason,
 };
-use crate::image_selection::resolution::Content;
+use crate::image_selection::resolution::{Content, Resolved};
 
 /// One condition's new value, before merging with the previous one.
 struct Wanted {
@@ -24,103 +24,22 @@ pub(super) fn conditions(
     cut: Option<String>,
 ) -> Vec<Condition> {
     let serving = status.artifact.as_ref().map(|a| a.digest.as_str());
-    let (resolved, degraded, stale) = match (inputs.artifact, serving) {
-        (ArtifactState::Current(current), _) => (
-            Wanted {
-                type_: ConditionType::ArtifactResolved,
-                status: true,
-                reason: Reason::Fetched,
-                message: match &current.content {
-                    Content::Sets(artifact) => format!(
-                        "{} artifact {} with {} candidate sets",
-                        current.format,
-                        current.digest,
-                        artifact.sets().len()
-                    ),
-                    Content::Candidates(all) => format!(
-                        "{} of {} candidate images have an {} artifact (together {})",
-                        current.candidate_count(),
-                        all.len(),
-                        current.format,
-                        current.digest
-                    ),
-                },
-            },
+    let (ready, resolved, degraded) = match inputs.artifact {
+        ArtifactState::Current(current) => (
+            ready_with_artifact(inputs.spec, status),
+            fetched(current),
             Wanted {
                 type_: ConditionType::Degraded,
                 status: false,
                 reason: Reason::Current,
                 message: "the status reflects the current artifact".to_owned(),
             },
-            None,
         ),
-        (ArtifactState::Failed { failure, .. }, Some(digest)) => (
+        ArtifactState::Failed { failure, .. } => (
+            not_ready(failure, serving),
             failed(failure),
-            Wanted {
-                type_: ConditionType::Degraded,
-                status: true,
-                reason: Reason::StaleArtifact,
-                message: format!(
-                    "serving the last known good artifact {digest}: {}",
-                    failure.message
-                ),
-            },
-            Some(digest),
+            degraded(failure, serving),
         ),
-        (ArtifactState::Failed { failure, .. }, None) => (
-            failed(failure),
-            Wanted {
-                type_: ConditionType::Degraded,
-                status: false,
-                reason: failure.reason,
-                message: "no artifact was ever resolved, so there is nothing to serve".to_owned(),
-            },
-            None,
-        ),
-    };
-    let ready = match (inputs.artifact, stale) {
-        (ArtifactState::Failed { .. }, Some(digest)) => Wanted {
-            type_: ConditionType::Ready,
-            status: false,
-            reason: Reason::StaleArtifact,
-            message: format!(
-                "images are served from the last known good artifact {digest}; the current one cannot be had"
-            ),
-        },
-        (ArtifactState::Failed { failure, .. }, None) => Wanted {
-            type_: ConditionType::Ready,
-            status: false,
-            reason: failure.reason,
-            message: format!("no artifact: {}", failure.message),
-        },
-        (ArtifactState::Current(_), _) => {
-            let left_out = usize::try_from(status.class_count)
-                .unwrap_or_default()
-                .saturating_sub(status.classes.len());
-            if status.class_keys.is_none() {
-                Wanted {
-                    type_: ConditionType::Ready,
-                    status: false,
-                    reason: Reason::StatusTooLarge,
-                    message: "the labels and features the artifact's rules read (classKeys) are \
-                              too large for the status (etcd), so no class is served; every \
-                              pod is denied"
-                        .to_owned(),
-                }
-            } else if left_out > 0 {
-                Wanted {
-                    type_: ConditionType::Ready,
-                    status: false,
-                    reason: Reason::StatusTooLarge,
-                    message: format!(
-                        "{left_out} node classes are left out of the status (too large for etcd); \
-                         their pods are denied"
-                    ),
-                }
-            } else {
-                ready(inputs.spec, &status.classes)
-            }
-        }
     };
     let truncated = cut.map(|message| Wanted {
         type_: ConditionType::Truncated,
@@ -137,6 +56,104 @@ pub(super) fn conditions(
         .flatten()
         .map(|wanted| merge(previous, wanted, inputs.generation, inputs.now))
         .collect()
+}
+
+/// `ArtifactResolved` when the current artifact was had: what it holds.
+fn fetched(current: &Resolved) -> Wanted {
+    Wanted {
+        type_: ConditionType::ArtifactResolved,
+        status: true,
+        reason: Reason::Fetched,
+        message: match &current.content {
+            Content::Sets(artifact) => format!(
+                "{} artifact {} with {} candidate sets",
+                current.format,
+                current.digest,
+                artifact.sets().len()
+            ),
+            Content::Candidates(all) => format!(
+                "{} of {} candidate images have an {} artifact (together {})",
+                current.candidate_count(),
+                all.len(),
+                current.format,
+                current.digest
+            ),
+        },
+    }
+}
+
+/// `Degraded` when the current artifact cannot be had: degraded only while an older one is served.
+fn degraded(failure: &Failure, serving: Option<&str>) -> Wanted {
+    match serving {
+        Some(digest) => Wanted {
+            type_: ConditionType::Degraded,
+            status: true,
+            reason: Reason::StaleArtifact,
+            message: format!(
+                "serving the last known good artifact {digest}: {}",
+                failure.message
+            ),
+        },
+        None => Wanted {
+            type_: ConditionType::Degraded,
+            status: false,
+            reason: failure.reason,
+            message: "no artifact was ever resolved, so there is nothing to serve".to_owned(),
+        },
+    }
+}
+
+/// `Ready` when the current artifact cannot be had: never, whether or not an older one is served.
+fn not_ready(failure: &Failure, serving: Option<&str>) -> Wanted {
+    match serving {
+        Some(digest) => Wanted {
+            type_: ConditionType::Ready,
+            status: false,
+            reason: Reason::StaleArtifact,
+            message: format!(
+                "images are served from the last known good artifact {digest}; the current one cannot be had"
+            ),
+        },
+        None => Wanted {
+            type_: ConditionType::Ready,
+            status: false,
+            reason: failure.reason,
+            message: format!("no artifact: {}", failure.message),
+        },
+    }
+}
+
+/// `Ready` with the current artifact: not while the status had to leave classes out.
+fn ready_with_artifact(
+    spec: &ImageSelectionPolicySpec,
+    status: &ImageSelectionPolicyStatus,
+) -> Wanted {
+    let left_out = usize::try_from(status.class_count)
+        .unwrap_or_default()
+        .saturating_sub(status.classes.len());
+    if status.class_keys.is_none() {
+        Wanted {
+            type_: ConditionType::Ready,
+            status: false,
+            reason: Reason::StatusTooLarge,
+            message: "the labels and features the artifact's rules read (classKeys) are \
+                      too large for the status (etcd), so no class is served; every \
+                      pod is denied"
+                .to_owned(),
+        }
+    } else if left_out > 0 {
+        Wanted {
+            type_: ConditionType::Ready,
+            status: false,
+            reason: Reason::StatusTooLarge,
+            message: format!(
+                "{left_out} node classes are left out of the status (too large for etcd); \
+                 their pods are denied"
+            ),
+        }
+    } else {
+        ready(spec, &status.classes)
+    }
 }
 
 fn failed(failure: &Failure) -> Wanted {

@@ -38,7 +38,7 @@ fn labels_every_architecture_shares_are_anded_into_every_term() {
     ]));
     let plan = plan(
         &pod,
-        &[ok("web", &["linux/amd64", "linux/arm64"])],
+        &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &none, 3),
     );
     assert_eq!(plan.outcome, Some(Outcome::Constrained));
@@ -60,7 +60,7 @@ fn a_pod_without_terms_of_its_own_gets_one_term_per_set_of_labels() {
     let none = BTreeSet::new();
     let plan = plan(
         &gated(&[("web", "w")]),
-        &[ok("web", &["linux/amd64", "linux/arm64"])],
+        &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &none, 3),
     );
     assert_eq!(plan.outcome, Some(Outcome::Constrained));
@@ -92,7 +92,7 @@ fn a_pod_with_its_own_terms_is_narrowed_to_one_set_of_labels_with_a_warning() {
         Some(required(vec![exprs(vec![req("zone", "In", &["a"])])]));
     let plan = plan(
         &pod,
-        &[ok("web", &["linux/amd64", "linux/arm64"])],
+        &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &none, 3),
     );
     assert_eq!(plan.outcome, Some(Outcome::Constrained));
@@ -131,7 +131,7 @@ fn the_set_of_labels_the_pods_own_terms_allow_is_the_one_kept() {
         Some(required(vec![exprs(vec![arch(&["arm64", "s390x"])])]));
     let plan = plan(
         &pod,
-        &[ok("web", &["linux/amd64", "linux/arm64"])],
+        &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &none, 3),
     );
     assert_eq!(

@@ -9,7 +9,10 @@ fn containers_with_no_common_platform_are_held_with_a_message_naming_them() {
     let pod = gated(&[("web", "w"), ("legacy", "l")]);
     let plan = plan(
         &pod,
-        &[ok("web", &["linux/amd64"]), ok("legacy", &["linux/s390x"])],
+        &[
+            inspected("web", &["linux/amd64"]),
+            inspected("legacy", &["linux/s390x"]),
+        ],
         context(&policy, &none, 3),
     );
     assert_eq!(plan.outcome, Some(Outcome::Held));
@@ -32,7 +35,10 @@ fn with_release_chosen_no_common_platform_removes_the_gate_and_constrains_nothin
     let pod = gated(&[("web", "w"), ("legacy", "l")]);
     let plan = plan(
         &pod,
-        &[ok("web", &["linux/amd64"]), ok("legacy", &["linux/s390x"])],
+        &[
+            inspected("web", &["linux/amd64"]),
+            inspected("legacy", &["linux/s390x"]),
+        ],
         context(&policy, &none, 3),
     );
     assert_eq!(plan.outcome, Some(Outcome::Unconstrained));
@@ -54,7 +60,7 @@ fn a_failed_inspection_below_the_bound_records_the_attempt_and_retries() {
         "failed to reach the registry for registry.example.com/metrics:v1: connection refused";
     let plan = plan(
         &pod,
-        &[ok("web", &["linux/amd64"]), failed("metrics", error)],
+        &[inspected("web", &["linux/amd64"]), failed("metrics", error)],
         context(&policy, &none, 1),
     );
     assert_eq!(plan.outcome, None);
@@ -146,7 +152,10 @@ fn giving_up_with_hold_keeps_the_gate_and_keeps_trying() {
 fn platforms_across_operating_systems_narrow_to_linux_unless_the_pod_names_its_os() {
     let policy = arm_pool_policy(json!({}));
     let none = BTreeSet::new();
-    let inspections = [ok("web", &["linux/amd64", "linux/arm64", "windows/amd64"])];
+    let inspections = [inspected(
+        "web",
+        &["linux/amd64", "linux/arm64", "windows/amd64"],
+    )];
     let plan_linux = plan(
         &gated(&[("web", "w")]),
         &inspections,
@@ -174,7 +183,7 @@ fn platforms_across_operating_systems_narrow_to_linux_unless_the_pod_names_its_o
         ])]
     );
 
-    let square = [ok("web", &["linux/amd64", "windows/amd64"])];
+    let square = [inspected("web", &["linux/amd64", "windows/amd64"])];
     let plan_both = plan(&gated(&[("web", "w")]), &square, context(&policy, &none, 3));
     assert_eq!(
         annotation(&plan_both.pod, PLATFORMS_ANNOTATION),
@@ -193,7 +202,7 @@ fn a_pod_naming_an_os_its_containers_do_not_share_is_held_saying_so() {
     });
     let plan = plan(
         &windows,
-        &[ok("web", &["linux/amd64"])],
+        &[inspected("web", &["linux/amd64"])],
         context(&policy, &none, 3),
     );
     assert_eq!(plan.outcome, Some(Outcome::Held));
@@ -236,7 +245,7 @@ fn when_linux_is_excluded_by_the_pods_own_terms_another_shared_os_is_used() {
         "In",
         &["arm64"],
     )])]));
-    let inspections = [ok("web", &["linux/amd64", "windows/arm64"])];
+    let inspections = [inspected("web", &["linux/amd64", "windows/arm64"])];
     let plan = plan(&pod, &inspections, context(&policy, &none, 3));
     assert_eq!(plan.outcome, Some(Outcome::Constrained));
     assert_eq!(

@@ -56,7 +56,7 @@ proptest! {
             .enumerate()
             .map(|(index, picks)| {
                 let texts: Vec<&str> = picks.iter().map(|p| PLATFORMS[*p]).collect();
-                ok(&format!("c{index}"), &texts)
+                inspected(&format!("c{index}"), &texts)
             })
             .collect();
         let plan = plan(&pod, &inspections, context(&policy, &none, 3));

@@ -125,7 +125,7 @@ proptest! {
 
         // The apiserver's rule for gated pods: same number of terms, each only appended to.
         if let Some(old_terms) = &terms {
-            let new_terms = super::terms(&narrowed.affinity);
+            let new_terms = super::required_terms(&narrowed.affinity);
             prop_assert_eq!(old_terms.len(), new_terms.len());
             for (old, new) in old_terms.iter().zip(new_terms) {
                 let old_expressions = old.match_expressions.clone().unwrap_or_default();

@@ -1,0 +1,191 @@
+//! The size rules of CONTRIBUTING hold in `src/`: no file over 400 lines of code, no function over
+//! 100 lines, tests apart (a `tests.rs` file, a file under a `tests/` folder, a `#[cfg(test)]`
+//! module, a `#[test]` function). Lines of code are the lines that are neither blank nor only a
+//! comment; a function's lines run from its signature to its closing brace. Read with `syn`, so a
+//! brace inside a string or a comment never counts.
+
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+const MAX_FILE_LINES: usize = 400;
+const MAX_FUNCTION_LINES: usize = 100;
+
+fn is_test_file(src: &Path, file: &Path) -> bool {
+    let relative = file.strip_prefix(src).unwrap_or(file);
+    relative.file_name().is_some_and(|n| n == "tests.rs")
+        || relative.iter().any(|part| part == "tests")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.parse_args::<syn::Meta>()
+                .is_ok_and(|m| m.path().is_ident("test"))
+    })
+}
+
+fn is_test_fn(attrs: &[syn::Attribute]) -> bool {
+    attrs
+        .iter()
+        .any(|a| a.path().segments.last().is_some_and(|s| s.ident == "test"))
+}
+
+/// What one file holds: its functions' lengths and the line ranges of its test modules.
+#[derive(Default)]
+struct Sizes {
+    functions: Vec<(String, usize, usize)>,
+    test_lines: Vec<(usize, usize)>,
+}
+
+impl Sizes {
+    fn function(&mut self, sig: &syn::Signature, attrs: &[syn::Attribute], body: &syn::Block) {
+        if !is_test_fn(attrs) {
+            let start = sig.fn_token.span.start().line;
+            let end = body.brace_token.span.close().end().line;
+            self.functions
+                .push((sig.ident.to_string(), start, end - start + 1));
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Sizes {
+    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        if let (true, Some((brace, _))) = (is_cfg_test(&item.attrs), &item.content) {
+            let first = item.attrs.first().map(|a| a.pound_token.span);
+            let start = first.unwrap_or(item.mod_token.span).start().line;
+            self.test_lines.push((start, brace.span.close().end().line));
+        } else {
+            syn::visit::visit_item_mod(self, item);
+        }
+    }
+
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        self.function(&item.sig, &item.attrs, &item.block);
+        syn::visit::visit_item_fn(self, item);
+    }
+
+    fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
+        self.function(&item.sig, &item.attrs, &item.block);
+        syn::visit::visit_impl_item_fn(self, item);
+    }
+
+    fn visit_trait_item_fn(&mut self, item: &'ast syn::TraitItemFn) {
+        if let Some(body) = &item.default {
+            self.function(&item.sig, &item.attrs, body);
+        }
+        syn::visit::visit_trait_item_fn(self, item);
+    }
+}
+
+/// Lines neither blank nor only a comment, outside the given (1-based, inclusive) line ranges.
+fn lines_of_code(text: &str, skip: &[(usize, usize)]) -> usize {
+    text.lines()
+        .enumerate()
+        .filter(|(i, _)| !skip.iter().any(|(a, b)| (*a..=*b).contains(&(i + 1))))
+        .map(|(_, line)| line.trim())
+        .filter(|line| !line.is_empty() && !line.starts_with("//"))
+        .count()
+}
+
+/// Every file of `src/` outside tests, with what it holds.
+fn measured() -> Vec<(PathBuf, String, Sizes)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .filter(|file| !is_test_file(&src, file))
+        .map(|file| {
+            let text = std::fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+            let syntax = syn::parse_file(&text)
+                .unwrap_or_else(|e| panic!("parsing {}: {e}", file.display()));
+            let mut sizes = Sizes::default();
+            sizes.visit_file(&syntax);
+            let relative = file.strip_prefix(&src).unwrap_or(&file).to_path_buf();
+            (relative, text, sizes)
+        })
+        .collect()
+}
+
+#[test]
+fn no_file_in_src_has_more_than_400_lines_of_code_outside_its_tests() {
+    let files = measured();
+    assert!(files.len() > 100, "src/ was read: {} files", files.len());
+    let over: Vec<String> = files
+        .iter()
+        .map(|(file, text, sizes)| (file, lines_of_code(text, &sizes.test_lines)))
+        .filter(|(_, lines)| *lines > MAX_FILE_LINES)
+        .map(|(file, lines)| format!("src/{}: {lines} lines of code", file.display()))
+        .collect();
+    assert!(
+        over.is_empty(),
+        "split by what the parts are (CONTRIBUTING):\n{}",
+        over.join("\n")
+    );
+}
+
+#[test]
+fn no_function_in_src_is_longer_than_100_lines_outside_tests() {
+    let files = measured();
+    let counted: usize = files.iter().map(|(_, _, s)| s.functions.len()).sum();
+    assert!(counted > 1000, "functions were found: {counted}");
+    let over: Vec<String> = files
+        .iter()
+        .flat_map(|(file, _, sizes)| {
+            sizes
+                .functions
+                .iter()
+                .filter(|(_, start, _)| {
+                    !sizes
+                        .test_lines
+                        .iter()
+                        .any(|(a, b)| (*a..=*b).contains(start))
+                })
+                .filter(|(_, _, lines)| *lines > MAX_FUNCTION_LINES)
+                .map(move |(name, start, lines)| {
+                    format!("src/{}:{start} {name}: {lines} lines", file.display())
+                })
+        })
+        .collect();
+    assert!(
+        over.is_empty(),
+        "split by what the parts are (CONTRIBUTING):\n{}",
+        over.join("\n")
+    );
+}
+
+#[test]
+fn a_line_count_skips_blank_lines_comments_and_test_modules() {
+    let text =
+        "fn a() {\n\n    // why\n    let x = 1;\n}\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n";
+    assert_eq!(lines_of_code(text, &[]), 7);
+    assert_eq!(lines_of_code(text, &[(6, 9)]), 3);
+}
+
+#[test]
+fn a_long_function_and_a_test_module_are_measured_from_their_first_to_their_last_line() {
+    let body = "    let x = 1;\n".repeat(3);
+    let text = format!(
+        "fn long() {{\n{body}}}\n#[cfg(test)]\nmod tests {{\n    #[test]\n    fn t() {{}}\n}}\n"
+    );
+    let mut sizes = Sizes::default();
+    sizes.visit_file(&syn::parse_file(&text).expect("Rust"));
+    assert_eq!(sizes.functions, [("long".to_owned(), 1, 5)]);
+    assert_eq!(sizes.test_lines, [(6, 10)]);
+}

@@ -235,10 +235,10 @@ pub fn read<K>(body: &[u8]) -> Result<AdmissionRequest<K>, Box<Answer>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
-    read_scanned(body, shape::scan(body))
+    read_scanned(body, shape::check(body))
 }
 
-/// As [`read`], with the body's streaming pass already done (`scan`).
+/// As [`read`], with the body's shape already checked ([`shape::check`] or [`shape::scan`]).
 pub(crate) fn read_scanned<K>(
     body: &[u8],
     scan: shape::Scan,

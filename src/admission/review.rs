@@ -4,16 +4,15 @@
 //! not decide anything about the object (the planners do) and never fails: every input yields a
 //! review to send.
 
-use base64::engine::general_purpose::STANDARD as BASE64;
-use json_patch::Patch;
 use kube::Resource;
 use kube::core::admission::AdmissionRequest;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::verdict::{Response, Verdict};
+use encode::{Status, encode};
 use head::Lenient;
 
+mod encode;
 mod head;
 mod incoming;
 pub mod shape;
@@ -138,107 +137,16 @@ impl Answer {
     }
 }
 
-/// The review as the apiserver reads it, written in one pass. The patch goes out
-/// base64-encoded, as the apiserver documents it (kube would write an array of numbers, which
-/// Go accepts but which is four times larger).
-#[derive(Serialize)]
-struct Review<'a> {
-    #[serde(rename = "apiVersion")]
-    api_version: &'static str,
-    kind: &'static str,
-    response: ReviewResponse<'a>,
-}
-
-#[derive(Serialize)]
-struct ReviewResponse<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<Status<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<Base64Patch<'a>>,
-    #[serde(rename = "patchType", skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    warnings: &'a [String],
-}
-
-#[derive(Serialize)]
-struct Status<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<&'static str>,
-    message: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    code: Option<u16>,
-}
-
-/// A JSON patch written as base64 of its JSON, streamed: no intermediate copy of the patch.
-struct Base64Patch<'a>(&'a Patch);
-
-impl Serialize for Base64Patch<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut encoder = base64::write::EncoderStringWriter::new(&BASE64);
-        serde_json::to_writer(&mut encoder, self.0).map_err(serde::ser::Error::custom)?;
-        serializer.serialize_str(&encoder.into_inner())
-    }
-}
-
-fn encode(
-    uid: &str,
-    allowed: bool,
-    status: Option<Status<'_>>,
-    patch: Option<&Patch>,
-    warnings: &[String],
-) -> Vec<u8> {
-    let review = Review {
-        api_version: "admission.k8s.io/v1",
-        kind: "AdmissionReview",
-        response: ReviewResponse {
-            uid,
-            allowed,
-            status,
-            patch: patch.map(Base64Patch),
-            patch_type: patch.map(|_| "JSONPatch"),
-            warnings,
-        },
-    };
-    serde_json::to_vec(&review).unwrap_or_else(|err| {
-        // Not reachable (plain data; a patch is plain JSON); still an answer, never a 500.
-        let message = format!("ocifit failed to encode its answer: {err}");
-        let status = Some(Status {
-            status: Some("Failure"),
-            message: &message,
-            reason: Some("InternalError"),
-            code: None,
-        });
-        let fallback = Review {
-            api_version: "admission.k8s.io/v1",
-            kind: "AdmissionReview",
-            response: ReviewResponse {
-                uid,
-                allowed: false,
-                status,
-                patch: None,
-                patch_type: None,
-                warnings: &[],
-            },
-        };
-        serde_json::to_vec(&fallback).unwrap_or_default()
-    })
-}
-
 /// Reads a request body as the apiserver sends it, for an object of kind `K`. On error, the
 /// denial to send.
 pub fn read<K>(body: &[u8]) -> Result<AdmissionRequest<K>, Box<Answer>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
-    read_scanned(body, shape::scan(body))
+    read_scanned(body, shape::check(body))
 }
 
-/// As [`read`], with the body's streaming pass already done (`scan`).
+/// As [`read`], with the body's shape already checked ([`shape::check`] or [`shape::scan`]).
 pub(crate) fn read_scanned<K>(
     body: &[u8],
     scan: shape::Scan,

@@ -128,7 +128,7 @@ impl Route {
     /// The answer to a request body, as the server sends it (decoded, planned, encoded,
     /// `answered`): what a feature's tests call to see its route through the host.
     pub fn answer(&self, body: &[u8]) -> Answer {
-        self.handler.answer(body, shape::scan(body))
+        self.handler.answer(body, shape::check(body))
     }
 }
 

@@ -252,7 +252,7 @@ async fn answer(
         // A planner that panics is answered as one that failed on the pool is, and takes
         // neither the worker nor its other connections down with it.
         let planned = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            handler.answer_now(&body.bytes, shape::scan(&body.bytes))
+            handler.answer_now(&body.bytes, shape::check(&body.bytes))
         }));
         match planned {
             Ok(Some(answer)) => return answer,

@@ -1,5 +1,5 @@
-//! The body's shape, checked in one streaming pass before it is decoded: no array longer than
-//! [`MAX_ARRAY_ELEMENTS`]. Decoding allocates per element (a pod's container is some 4 KiB as
+//! The body's shape, checked in one streaming pass before it is decoded (where a count of its
+//! commas says it may fail, [`check`]): no array longer than [`MAX_ARRAY_ELEMENTS`]. Decoding allocates per element (a pod's container is some 4 KiB as
 //! a typed value, so a 1 MiB pod of 20,000 containers decoded to over 100 MiB), and no object
 //! the apiserver admits needs arrays that long. The same pass keeps `request.uid` where it
 //! passes it, so the host's own denials (a refused shape, a deadline, a busy host) answer the
@@ -164,5 +164,54 @@ impl Visitor<'_> for KeyIs {
 
     fn visit_str<E>(self, key: &str) -> Result<bool, E> {
         Ok(self.0 == Some(key))
+    }
+}
+
+/// The pass, where `body` may hold an array over the limit; else nothing found, unread (the
+/// uid of a request the pass would refuse is only looked for where one may be refused). An
+/// array of `n` elements is written with `n - 1` commas, so a body of fewer than
+/// [`MAX_ARRAY_ELEMENTS`] commas (in strings too) holds none over it: counting them is a tight
+/// loop over the bytes, where the pass is a parse of the whole body, and a real review (a few
+/// KiB) never has that many.
+pub(crate) fn check(body: &[u8]) -> Scan {
+    let commas = body.iter().filter(|&&byte| byte == b',').count();
+    if commas < MAX_ARRAY_ELEMENTS {
+        Scan::default()
+    } else {
+        scan(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request holding `[0,0,…]` of `elements` (at least one): no other comma in the body.
+    fn with_array(elements: usize) -> Vec<u8> {
+        let zeros = "0,".repeat(elements - 1);
+        format!(r#"{{"request":{{"object":[{zeros}0]}}}}"#).into_bytes()
+    }
+
+    #[test]
+    fn the_tightest_array_over_the_limit_is_still_refused_by_the_check() {
+        // One-digit elements and no other comma: as few commas as an array over the limit can
+        // be written with.
+        let over = check(&with_array(MAX_ARRAY_ELEMENTS + 1));
+        assert!(
+            over.refused
+                .is_some_and(|why| why.contains("over ocifit's limit"))
+        );
+        // At the limit, one comma fewer: the body is not worth the pass, and passes unread.
+        let at = check(&with_array(MAX_ARRAY_ELEMENTS));
+        assert_eq!((at.uid, at.refused), (None, None));
+        assert!(scan(&with_array(MAX_ARRAY_ELEMENTS)).refused.is_none());
+    }
+
+    #[test]
+    fn commas_in_strings_make_the_check_read_the_body_and_find_nothing_wrong() {
+        let commas = ",".repeat(MAX_ARRAY_ELEMENTS);
+        let body = format!(r#"{{"request":{{"uid":"u","name":"{commas}"}}}}"#);
+        let read = check(body.as_bytes());
+        assert_eq!((read.uid.as_deref(), read.refused), (Some("u"), None));
     }
 }

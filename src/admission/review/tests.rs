@@ -1,4 +1,5 @@
-use json_patch::{AddOperation, PatchOperation};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use json_patch::{AddOperation, Patch, PatchOperation};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};

@@ -1,0 +1,198 @@
+//! The review the apiserver reads back, written straight into the answer's bytes: the envelope
+//! as fixed text (nothing in it needs escaping), the uid, messages and warnings escaped as JSON
+//! strings, and the JSON patch serialised straight into its base64, with no copy of the patch's
+//! JSON nor of its base64 (which needs no escaping: it is never checked for it).
+
+use std::io::{self, Write};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use json_patch::Patch;
+use serde::Serialize;
+
+/// A review's `response.status`.
+#[derive(Serialize)]
+pub(super) struct Status<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) status: Option<&'static str>,
+    pub(super) message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) code: Option<u16>,
+}
+
+/// The review answering the request with `uid`. The patch goes out base64-encoded, as the
+/// apiserver documents it (kube would write an array of numbers, which Go accepts but which is
+/// four times larger).
+pub(super) fn encode(
+    uid: &str,
+    allowed: bool,
+    status: Option<Status<'_>>,
+    patch: Option<&Patch>,
+    warnings: &[String],
+) -> Vec<u8> {
+    write(uid, allowed, status, patch, warnings).unwrap_or_else(|err| {
+        // Not reachable (plain data; a patch is plain JSON); still an answer, never a 500.
+        let message = format!("ocifit failed to encode its answer: {err}");
+        let status = Status {
+            status: Some("Failure"),
+            message: &message,
+            reason: Some("InternalError"),
+            code: None,
+        };
+        write(uid, false, Some(status), None, &[]).unwrap_or_default()
+    })
+}
+
+fn write(
+    uid: &str,
+    allowed: bool,
+    status: Option<Status<'_>>,
+    patch: Option<&Patch>,
+    warnings: &[String],
+) -> io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#,
+    );
+    serde_json::to_writer(&mut out, uid)?;
+    out.extend_from_slice(if allowed {
+        br#","allowed":true"#
+    } else {
+        br#","allowed":false"#
+    });
+    if let Some(status) = status {
+        out.extend_from_slice(br#","status":"#);
+        serde_json::to_writer(&mut out, &status)?;
+    }
+    if let Some(patch) = patch {
+        out.extend_from_slice(br#","patch":""#);
+        let mut base64 = Base64Sink::new(&mut out);
+        serde_json::to_writer(&mut base64, patch)?;
+        base64.finish()?;
+        out.extend_from_slice(br#"","patchType":"JSONPatch""#);
+    }
+    if !warnings.is_empty() {
+        out.extend_from_slice(br#","warnings":"#);
+        serde_json::to_writer(&mut out, warnings)?;
+    }
+    out.extend_from_slice(b"}}");
+    Ok(out)
+}
+
+/// Bytes held before they are encoded: a multiple of 3, so only the last chunk is padded.
+const CHUNK: usize = 768;
+
+/// Appends the base64 of what is written to `out`, a chunk at a time: serde writes JSON in
+/// pieces of a few bytes, which are gathered here rather than encoded one by one.
+struct Base64Sink<'a> {
+    out: &'a mut Vec<u8>,
+    held: [u8; CHUNK],
+    len: usize,
+}
+
+impl<'a> Base64Sink<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        Base64Sink {
+            out,
+            held: [0; CHUNK],
+            len: 0,
+        }
+    }
+
+    /// Encodes what is held, padded.
+    fn finish(mut self) -> io::Result<()> {
+        self.encode_held()
+    }
+
+    fn encode_held(&mut self) -> io::Result<()> {
+        let held = &self.held[..self.len];
+        self.len = 0;
+        if held.is_empty() {
+            return Ok(());
+        }
+        let start = self.out.len();
+        let size = base64::encoded_len(held.len(), true)
+            .ok_or_else(|| io::Error::other("a base64 length past usize"))?;
+        self.out.resize(start + size, 0);
+        BASE64
+            .encode_slice(held, &mut self.out[start..])
+            .map(|_| ())
+            .map_err(io::Error::other)
+    }
+}
+
+impl Write for Base64Sink<'_> {
+    fn write(&mut self, input: &[u8]) -> io::Result<usize> {
+        let mut rest = input;
+        while !rest.is_empty() {
+            let take = (CHUNK - self.len).min(rest.len());
+            self.held[self.len..self.len + take].copy_from_slice(&rest[..take]);
+            self.len += take;
+            rest = &rest[take..];
+            if self.len == CHUNK {
+                self.encode_held()?;
+            }
+        }
+        Ok(input.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::admission::patch::add;
+
+    fn review_of(body: &[u8]) -> Value {
+        serde_json::from_slice(body).unwrap()
+    }
+
+    #[test]
+    fn a_patch_of_any_length_reads_back_whole_from_its_base64() {
+        // Its JSON ends short of, at, and past the chunks its base64 is written in.
+        let lengths = (0..8).chain(CHUNK - 96..CHUNK - 40).chain([4 * CHUNK]);
+        for length in lengths {
+            let patch = Patch(vec![add(
+                &["metadata", "annotations", "ocifit.io/a"],
+                Value::from("x".repeat(length)),
+            )]);
+            let review = review_of(&encode("u", true, None, Some(&patch), &[]));
+            let base64 = review["response"]["patch"].as_str().unwrap();
+            let json = BASE64.decode(base64).unwrap();
+            assert_eq!(json, serde_json::to_vec(&patch).unwrap(), "{length}");
+            assert_eq!(review["response"]["patchType"], "JSONPatch");
+        }
+    }
+
+    #[test]
+    fn text_from_the_request_and_the_planner_is_escaped() {
+        let status = Status {
+            status: Some("Failure"),
+            message: "no \"quotes\"\n",
+            reason: Some("InvalidRequest"),
+            code: None,
+        };
+        let body = encode("u\"\\", false, Some(status), None, &["a\u{1}".into()]);
+        assert_eq!(
+            review_of(&body),
+            json!({
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {
+                    "uid": "u\"\\",
+                    "allowed": false,
+                    "status": {"status": "Failure", "message": "no \"quotes\"\n",
+                               "reason": "InvalidRequest"},
+                    "warnings": ["a\u{1}"]
+                }
+            })
+        );
+    }
+}

@@ -6,11 +6,10 @@
 //! hold pods (placement and image selection) use it, each with its own [`Gate`].
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ListParams, Patch};
 use kube::{Api, Client, ResourceExt};
 
-/// Attempts per pod when it keeps changing under the patch.
-const ATTEMPTS: usize = 5;
+use super::guarded_patch::{ATTEMPTS, patch_as_read};
 
 /// A scheduling gate ocifit adds, and the label every pod carrying it has (the list is by label,
 /// so the apiserver never sends the cluster's other pods).
@@ -95,7 +94,11 @@ pub async fn release_all(client: Client, gate: Gate) -> Result<Released, GateErr
         let name = pod.name_any();
         let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
         let pod_name = format!("{namespace}/{name}");
-        match release_one(&api, &name, pod.clone(), gate).await {
+        // A 422 is the patch's test failing: the gates moved since the pod was read.
+        let released_one = patch_as_read(&api, &name, pod.clone(), &[409, 422], |pod| {
+            removal(pod, gate).map(Patch::<()>::Json)
+        });
+        match released_one.await {
             Ok(true) => released.pods.push(pod_name),
             Ok(false) => {}
             Err(Some(source)) => released.failed.push(GateError::Patch {
@@ -110,38 +113,6 @@ pub async fn release_all(client: Client, gate: Gate) -> Result<Released, GateErr
         }
     }
     Ok(released)
-}
-
-/// Removes the gate from one pod: `Ok(true)` released, `Ok(false)` nothing left to release (gone,
-/// or released meanwhile), `Err(None)` it changed under every attempt.
-async fn release_one(
-    api: &Api<Pod>,
-    name: &str,
-    mut current: Pod,
-    gate: Gate,
-) -> Result<bool, Option<kube::Error>> {
-    for _ in 0..ATTEMPTS {
-        let Some(patch) = removal(&current, gate) else {
-            return Ok(false);
-        };
-        match api
-            .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
-            .await
-        {
-            Ok(_) => return Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
-            // The test failed (the gates moved) or a conflict: read again.
-            Err(kube::Error::Api(status)) if status.code == 422 || status.code == 409 => {
-                match api.get_opt(name).await {
-                    Ok(Some(pod)) => current = pod,
-                    Ok(None) => return Ok(false),
-                    Err(source) => return Err(Some(source)),
-                }
-            }
-            Err(source) => return Err(Some(source)),
-        }
-    }
-    Err(None)
 }
 
 #[cfg(test)]

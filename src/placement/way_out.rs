@@ -10,15 +10,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ListParams, Patch};
 use kube::{Api, Client, ResourceExt};
 
 use super::taints;
 use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
 use crate::cluster::gates::Gate;
-
-/// Attempts per pod when it keeps changing under the patch.
-const ATTEMPTS: usize = 5;
+use crate::cluster::guarded_patch::{ATTEMPTS, patch_as_read};
 
 /// Placement's scheduling gate, on every pod it holds (each carries the tracking label).
 pub const GATE: Gate = Gate {
@@ -85,7 +83,10 @@ pub async fn untaint_all(client: Client) -> Result<Untainted, WayOutError> {
         .map(|node| (node.name_any(), node))
         .collect();
     for (name, node) in tainted {
-        match untaint_one(&api, &name, node).await {
+        let untainted_one = patch_as_read(&api, &name, node, &[409], |node| {
+            untaint_patch(node).map(Patch::Merge)
+        });
+        match untainted_one.await {
             Ok(true) => untainted.nodes.push(name),
             Ok(false) => {}
             Err(Some(source)) => untainted
@@ -97,35 +98,6 @@ pub async fn untaint_all(client: Client) -> Result<Untainted, WayOutError> {
         }
     }
     Ok(untainted)
-}
-
-/// Removes ocifit's taint from one node: `Ok(true)` removed, `Ok(false)` nothing left to remove
-/// (gone, or untainted meanwhile), `Err(None)` it changed under every attempt.
-async fn untaint_one(
-    api: &Api<Node>,
-    name: &str,
-    mut current: Node,
-) -> Result<bool, Option<kube::Error>> {
-    for _ in 0..ATTEMPTS {
-        let Some(patch) = untaint_patch(&current) else {
-            return Ok(false);
-        };
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => return Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
-            // Changed since it was read: read again.
-            Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(name).await {
-                Ok(Some(node)) => current = node,
-                Ok(None) => return Ok(false),
-                Err(source) => return Err(Some(source)),
-            },
-            Err(source) => return Err(Some(source)),
-        }
-    }
-    Err(None)
 }
 
 #[cfg(test)]

@@ -123,6 +123,14 @@ fn measured() -> Vec<(PathBuf, String, Sizes)> {
         .collect()
 }
 
+fn none_over(over: &[String]) {
+    assert!(
+        over.is_empty(),
+        "split by what the parts are (CONTRIBUTING):\n{}",
+        over.join("\n")
+    );
+}
+
 #[test]
 fn no_file_in_src_has_more_than_400_lines_of_code_outside_its_tests() {
     let files = measured();
@@ -133,11 +141,7 @@ fn no_file_in_src_has_more_than_400_lines_of_code_outside_its_tests() {
         .filter(|(_, lines)| *lines > MAX_FILE_LINES)
         .map(|(file, lines)| format!("src/{}: {lines} lines of code", file.display()))
         .collect();
-    assert!(
-        over.is_empty(),
-        "split by what the parts are (CONTRIBUTING):\n{}",
-        over.join("\n")
-    );
+    none_over(&over);
 }
 
 #[test]
@@ -163,11 +167,7 @@ fn no_function_in_src_is_longer_than_100_lines_outside_tests() {
                 })
         })
         .collect();
-    assert!(
-        over.is_empty(),
-        "split by what the parts are (CONTRIBUTING):\n{}",
-        over.join("\n")
-    );
+    none_over(&over);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use ocifit_testkit::gates;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -40,16 +41,6 @@ fn stored(pod: &Pod) -> Pod {
     let mut stored = pod.clone();
     trim(&mut stored);
     stored
-}
-
-fn gates(pod: &Pod) -> Vec<String> {
-    pod.spec
-        .as_ref()
-        .and_then(|spec| spec.scheduling_gates.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|gate| gate.name.clone())
-        .collect()
 }
 
 fn label(pod: &Pod, key: &str) -> Option<String> {

@@ -1,8 +1,10 @@
 //! Reconciles in flight per namespace: a namespace whose pods all wait on a registry that never
 //! answers holds at most its share of the controller's reconciles, so every other namespace's
-//! pods are still reconciled as they come. A pod of a namespace at its share waits in that
-//! namespace's line, without a reconcile slot, and is woken when one of its namespace's slots is
-//! given back: a burst in one namespace is released as fast as its share allows, not in rounds.
+//! pods are still reconciled as they come. While fewer than half of the controller's reconciles
+//! are in flight, a namespace past its share may borrow more (a burst in one namespace is then
+//! released as fast as the apiserver takes it); the other half is always left to namespaces
+//! within their share. A pod that may not take a slot waits in its namespace's line, without a
+//! reconcile slot, and is woken when one of its namespace's slots is given back.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -17,8 +19,16 @@ use tokio::sync::mpsc;
 #[derive(Debug)]
 pub struct NamespaceSlots {
     per_namespace: usize,
-    namespaces: Mutex<HashMap<String, Line>>,
+    borrow_below: usize,
+    state: Mutex<State>,
     wake: mpsc::UnboundedSender<ObjectRef<Pod>>,
+}
+
+/// Every namespace's line, and the slots taken in all of them.
+#[derive(Debug, Default)]
+struct State {
+    namespaces: HashMap<String, Line>,
+    taken: usize,
 }
 
 /// One namespace's reconciles in flight and its pods waiting, each once, first come first woken.
@@ -49,24 +59,28 @@ impl Wakes {
 }
 
 impl NamespaceSlots {
-    /// At most `per_namespace` reconciles of one namespace at once (at least one); the pods
-    /// woken when a slot is given back come out of the [`Wakes`].
-    pub fn new(per_namespace: usize) -> (Self, Wakes) {
+    /// At most `per_namespace` reconciles of one namespace at once (at least one), more while
+    /// fewer than `borrow_below` are taken in all namespaces; the pods woken when a slot is given
+    /// back come out of the [`Wakes`].
+    pub fn new(per_namespace: usize, borrow_below: usize) -> (Self, Wakes) {
         let (wake, wakes) = mpsc::unbounded_channel();
         let slots = NamespaceSlots {
             per_namespace: per_namespace.max(1),
-            namespaces: Mutex::default(),
+            borrow_below,
+            state: Mutex::default(),
             wake,
         };
         (slots, Wakes(wakes))
     }
 
-    /// A slot for `pod` of `namespace`, unless its namespace has all of its own in use: then
-    /// the pod waits in its namespace's line (once, however often it asks).
+    /// A slot for `pod` of `namespace`, unless its namespace has all of its own in use and
+    /// there is none to borrow: then the pod waits in its namespace's line (once, however often
+    /// it asks).
     pub fn try_take(&self, namespace: &str, pod: &ObjectRef<Pod>) -> Option<Slot<'_>> {
-        let mut namespaces = self.lock();
-        let line = namespaces.entry(namespace.to_owned()).or_default();
-        if line.taken >= self.per_namespace {
+        let mut state = self.lock();
+        let may_borrow = state.taken < self.borrow_below;
+        let line = state.namespaces.entry(namespace.to_owned()).or_default();
+        if line.taken >= self.per_namespace && !may_borrow {
             if line.queued.insert(pod.clone()) {
                 line.waiting.push_back(pod.clone());
             }
@@ -76,6 +90,7 @@ impl NamespaceSlots {
         if line.queued.remove(pod) {
             line.waiting.retain(|waiting| waiting != pod);
         }
+        state.taken += 1;
         Some(Slot {
             slots: self,
             namespace: namespace.to_owned(),
@@ -84,21 +99,20 @@ impl NamespaceSlots {
 
     /// Namespaces with a reconcile in flight or a pod waiting.
     pub fn busy(&self) -> usize {
-        self.lock().len()
+        self.lock().namespaces.len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Line>> {
-        // Every update leaves the map consistent: usable after a panic.
-        self.namespaces
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // Every update leaves the state consistent: usable after a panic.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        let mut namespaces = self.slots.lock();
-        let Entry::Occupied(mut entry) = namespaces.entry(self.namespace.clone()) else {
+        let mut state = self.slots.lock();
+        state.taken = state.taken.saturating_sub(1);
+        let Entry::Occupied(mut entry) = state.namespaces.entry(self.namespace.clone()) else {
             return;
         };
         let line = entry.get_mut();
@@ -124,7 +138,7 @@ mod tests {
 
     #[test]
     fn a_namespace_at_its_share_leaves_the_others_their_slots() {
-        let (slots, _wakes) = NamespaceSlots::new(2);
+        let (slots, _wakes) = NamespaceSlots::new(2, 0);
         let first = slots.try_take("stalled", &pod("a")).unwrap();
         let _second = slots.try_take("stalled", &pod("b")).unwrap();
         assert!(
@@ -142,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_slot_given_back_wakes_the_first_pod_waiting_in_its_namespace_once() {
-        let (slots, mut wakes) = NamespaceSlots::new(1);
+        let (slots, mut wakes) = NamespaceSlots::new(1, 0);
         let held = slots.try_take("ns", &pod("a")).unwrap();
         for _ in 0..3 {
             assert!(slots.try_take("ns", &pod("b")).is_none());
@@ -164,7 +178,7 @@ mod tests {
 
     #[test]
     fn a_pod_that_gets_a_slot_before_its_wake_leaves_the_line() {
-        let (slots, mut wakes) = NamespaceSlots::new(1);
+        let (slots, mut wakes) = NamespaceSlots::new(1, 0);
         let held = slots.try_take("ns", &pod("a")).unwrap();
         assert!(slots.try_take("ns", &pod("b")).is_none());
         assert!(slots.try_take("ns", &pod("c")).is_none());
@@ -180,8 +194,51 @@ mod tests {
     }
 
     #[test]
+    fn a_namespace_alone_borrows_past_its_share_and_the_rest_is_left_to_the_others() {
+        // Shares of 2; borrowing while fewer than 4 are taken in all.
+        let (slots, _wakes) = NamespaceSlots::new(2, 4);
+        let burst: Vec<_> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|name| slots.try_take("burst", &pod(name)).expect("borrowed"))
+            .collect();
+        assert!(
+            slots.try_take("burst", &pod("e")).is_none(),
+            "past its share with half in use: it waits"
+        );
+        let others: Vec<_> = ["f", "g"]
+            .iter()
+            .map(|name| {
+                slots
+                    .try_take("other", &pod(name))
+                    .expect("within its share")
+            })
+            .collect();
+        assert!(
+            slots.try_take("other", &pod("h")).is_none(),
+            "the other namespace does not borrow either"
+        );
+        drop(others);
+        drop(burst);
+        assert!(
+            slots.try_take("burst", &pod("e")).is_some(),
+            "borrowing again once slots are back"
+        );
+    }
+
+    #[test]
+    fn a_borrowed_slot_given_back_wakes_its_namespaces_line() {
+        let (slots, mut wakes) = NamespaceSlots::new(1, 2);
+        let first = slots.try_take("ns", &pod("a")).unwrap();
+        let _borrowed = slots.try_take("ns", &pod("b")).unwrap();
+        assert!(slots.try_take("ns", &pod("c")).is_none());
+        drop(first);
+        assert_eq!(wakes.0.try_recv().ok(), Some(pod("c")));
+        assert!(slots.try_take("ns", &pod("c")).is_some());
+    }
+
+    #[test]
     fn idle_namespaces_are_not_kept() {
-        let (slots, _wakes) = NamespaceSlots::new(1);
+        let (slots, _wakes) = NamespaceSlots::new(1, 0);
         drop(slots.try_take("a", &pod("x")).unwrap());
         drop(slots.try_take("b", &pod("y")).unwrap());
         assert_eq!(slots.busy(), 0);

@@ -147,8 +147,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         // An ungated pod is always safe (failurePolicy Ignore): admitted unchanged when busy.
         .when_undecided(crate::admission::route::Undecided::AdmitUnchanged)
     });
-    let (slots, wakes) =
-        controller::slots::NamespaceSlots::new(controller::PER_NAMESPACE, controller::BORROW_BELOW);
+    let (slots, wakes) = controller::namespace_slots();
     let context = controller::Context {
         // With the route, the namespaces it reads are in memory already.
         namespaces: gate.as_ref().map(Reflected::store),

@@ -31,10 +31,15 @@ use reconcile::{error_policy, gated, reconcile};
 const CONCURRENCY: u16 = 64;
 /// Gated pods of one namespace reconciled at once: a namespace whose registry stalls holds at
 /// most this share of [`CONCURRENCY`], or up to [`BORROW_BELOW`] while the others leave it idle.
-pub const PER_NAMESPACE: usize = 8;
+const PER_NAMESPACE: usize = 8;
 /// A namespace may reconcile past its share while fewer than this many reconciles are in flight
 /// in all: half of [`CONCURRENCY`] stays for namespaces within their share.
-pub const BORROW_BELOW: usize = CONCURRENCY as usize / 2;
+const BORROW_BELOW: usize = CONCURRENCY as usize / 2;
+
+/// The controller's reconcile slots per namespace, at the shares above, and the pods they wake.
+pub fn namespace_slots() -> (slots::NamespaceSlots, slots::Wakes) {
+    slots::NamespaceSlots::new(PER_NAMESPACE, BORROW_BELOW)
+}
 
 /// The controller over `pods`; the future runs it until `shutdown` resolves and every
 /// in-flight reconcile has finished.

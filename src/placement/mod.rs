@@ -40,6 +40,7 @@ pub use way_out::{GATE, untaint_all};
 mod fixtures;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -51,7 +52,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use crate::admission::route::Route;
 use crate::api::{PlacementPolicy, REPORTING_CONTROLLER};
 use crate::cluster::ClusterView;
-use crate::cluster::events::EventReporter;
+use crate::cluster::events::{EventReporter, queue};
 use crate::cluster::reflected::{Change, Reflected, reflect};
 use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
 use crate::process::{Feature, Readiness, Shutdown, Tasks, until};
@@ -148,6 +149,12 @@ pub fn run(parts: Parts) -> Feature<Route> {
         .when_undecided(crate::admission::route::Undecided::AdmitUnchanged)
     });
     let (slots, wakes) = controller::namespace_slots();
+    // Every notice is published (no window): each is about one pod, and repeats fold into series.
+    let (notices, publisher) = queue(
+        EventReporter::new(client, REPORTING_CONTROLLER, identity, Arc::clone(&metrics)),
+        Duration::ZERO,
+    );
+    tasks.push(("placement events", until(shutdown.clone(), publisher)));
     let context = controller::Context {
         // With the route, the namespaces it reads are in memory already.
         namespaces: gate.as_ref().map(Reflected::store),
@@ -155,7 +162,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         policies: usable.clone(),
         inspector: Inspector::new(inspector),
         own_credentials,
-        reporter: EventReporter::new(client, REPORTING_CONTROLLER, identity, Arc::clone(&metrics)),
+        notices,
         metrics,
         own_namespace,
         retries: Default::default(),

@@ -212,6 +212,11 @@ impl Metrics {
         self.controller.events.inc();
     }
 
+    /// Counts one Event dropped unpublished: its queue was full.
+    pub fn event_dropped(&self) {
+        self.controller.events_dropped.inc();
+    }
+
     /// Replaces the policies-by-condition gauges with `counts` ((type, status) → policies).
     pub fn set_policies<'a>(&self, counts: impl IntoIterator<Item = ((&'a str, &'a str), i64)>) {
         self.controller.policies.clear();

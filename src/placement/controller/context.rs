@@ -1,6 +1,6 @@
 //! What a placement reconcile reads: the cluster view, the policies as compiled once per change
 //! of the store (a reconcile compiles none), the shared
-//! inspector, ocifit's own credentials, the Event reporter and metrics, and the schedule of the
+//! inspector, ocifit's own credentials, the queue of its Events and metrics, and the schedule of the
 //! next inspection of each pod that failed one.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,7 +13,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use super::released::Releases;
 use super::slots::NamespaceSlots;
 use crate::cluster::ClusterView;
-use crate::cluster::events::EventReporter;
+use crate::cluster::events::Notices;
 use crate::placement::compiled::{PolicySet, UsablePolicies};
 use crate::placement::policy::{Policy, PolicyError};
 use crate::placement::retries::Retries;
@@ -54,8 +54,9 @@ pub struct Context {
     pub inspector: Inspector,
     /// ocifit's own registry credentials, tried after the pod's.
     pub own_credentials: DockerConfig,
-    /// Events on pods and owners.
-    pub reporter: EventReporter,
+    /// Events on pods and owners, published off the reconcile's path (a release never waits
+    /// for its Event).
+    pub notices: Notices,
     /// Metrics to count into.
     pub metrics: Arc<Metrics>,
     /// ocifit's own namespace (its pods are never placed).

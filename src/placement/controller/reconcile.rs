@@ -161,7 +161,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         ctx.metrics.reconcile_succeeded(Feature::Placement);
         tracing::info!(pod = %pod.name_any(), namespace = ?pod.namespace(), %outcome, "placement decided");
     }
-    publish(&ctx, &pod, &plan.events).await;
+    publish(&ctx, &pod, &plan.events);
     match plan.requeue {
         Some(wait) => {
             let now = Instant::now();
@@ -268,8 +268,8 @@ async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> ReleasePlan 
     plan
 }
 
-/// Each note as an Event on the pod and on its controlling owner.
-async fn publish(ctx: &Context, pod: &Pod, notes: &[Note]) {
+/// Each note queued as an Event on the pod and on its controlling owner.
+fn publish(ctx: &Context, pod: &Pod, notes: &[Note]) {
     let on_pod = pod.object_ref(&());
     let owner = pod
         .owner_references()
@@ -290,15 +290,13 @@ async fn publish(ctx: &Context, pod: &Pod, notes: &[Note]) {
             } else {
                 format!("pod {}: ", pod.name_any())
             };
-            ctx.reporter
-                .publish(Notice {
-                    on: on.clone(),
-                    warning: note.warning,
-                    reason: note.reason,
-                    action: "Place",
-                    note: format!("{prefix}{}", note.message),
-                })
-                .await;
+            ctx.notices.send(Notice {
+                on: on.clone(),
+                warning: note.warning,
+                reason: note.reason,
+                action: "Place",
+                note: format!("{prefix}{}", note.message),
+            });
         }
     }
 }

@@ -14,6 +14,7 @@ pub(super) struct ControllerMetrics {
     pub artifact_fetches: Family<FetchLabels, Counter>,
     pub status_writes: Counter,
     pub events: Counter,
+    pub events_dropped: Counter,
     pub policies: Family<ConditionLabels, Gauge>,
     pub leader: Gauge,
     pub placements: Family<PlacementLabels, Counter>,
@@ -45,6 +46,11 @@ impl ControllerMetrics {
             events: registry.add(
                 "events",
                 "Kubernetes Events published, on every object ocifit reports on (policies, gated pods and their owners, artifact caches)",
+                Counter::default(),
+            ),
+            events_dropped: registry.add(
+                "events_dropped",
+                "Kubernetes Events dropped unpublished because the queue of Events waiting for the apiserver was full (Events are best effort)",
                 Counter::default(),
             ),
             policies: registry.add(

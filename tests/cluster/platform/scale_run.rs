@@ -4,10 +4,11 @@
 //! a Deployment scaled up and down through both pod webhooks at once, and workflow steps (bare
 //! pods and Jobs) among the steady pods through the step webhooks. Every admission succeeds, every
 //! gated pod is released, every opted-in pod gets its class's image, every step pod is injected.
+//! A no-op webhook beside them, on the same pods, is the yardstick of what any webhook costs here.
 
 use std::path::Path;
 
-use crate::support::scale::{GATE, MUTATE, STEP_JOBS, STEP_PODS, Sizes, run};
+use crate::support::scale::{GATE, MUTATE, NOOP, STEP_JOBS, STEP_PODS, Sizes, run};
 
 #[tokio::test]
 async fn pods_at_a_steady_rate_in_a_burst_by_a_deployment_and_as_steps_are_all_admitted_released_and_given_their_image_or_helpers()
@@ -47,11 +48,12 @@ async fn pods_at_a_steady_rate_in_a_burst_by_a_deployment_and_as_steps_are_all_a
     );
     // Each webhook saw at least the pods created for it: the opted-in ones (the Deployment's
     // too) by image selection, every pod of the namespace by the gate, every step pod (the Jobs'
-    // too) and every step Job by the step webhooks.
+    // too) and every step Job by the step webhooks; the no-op yardstick every pod, as the gate.
     let replicas = usize::try_from(sizes.replicas).unwrap_or(0);
     let expected = [
         (MUTATE, sizes.opted_in + replicas),
         (GATE, sizes.opted_in + sizes.gated + replicas),
+        (NOOP, sizes.opted_in + sizes.gated + replicas),
         (STEP_PODS, sizes.steps),
         (STEP_JOBS, sizes.step_jobs()),
     ];

@@ -9,6 +9,7 @@
 //! apiserver's and etcd's resources from `/proc`.
 
 mod measure;
+mod noop;
 mod steps;
 
 use std::collections::{BTreeMap, HashMap};
@@ -27,6 +28,7 @@ use tokio::task::JoinSet;
 
 use measure::{Released, sample, webhooks};
 pub use measure::{Sample, Webhook, quantile};
+pub use noop::NOOP;
 use steps::Step;
 pub use steps::{STEP_JOBS, STEP_PODS};
 
@@ -103,8 +105,10 @@ pub struct Report {
     pub steady_ms: Vec<f64>,
     pub steady_rate: f64,
     pub burst_pods: usize,
-    /// Pods released per second in the burst, and plain pod updates the apiserver accepted per
-    /// second in the same run.
+    /// Pods the burst created per second (the releases cannot outrun them), pods released per
+    /// second in the burst, and plain pod updates the apiserver accepted per second in the same
+    /// run.
+    pub burst_create_rate: f64,
     pub burst_release_rate: f64,
     pub plain_update_rate: f64,
     pub unreleased: Vec<String>,
@@ -166,6 +170,8 @@ async fn arrange(
             &by_flavor["vanilla"],
         )
         .await;
+    // Before the gate: it is active once the gate is (one informer brings both to the apiserver).
+    noop::start(&env, NAMESPACE).await;
     certificate
         .register_gate(&env, "ocifit-scale-gate", &address, NAMESPACE)
         .await;
@@ -447,6 +453,7 @@ pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
         .map(|(n, p)| (n, Creation::Pod(Box::new(p))))
         .collect();
     let (_, failed) = create_all(&env.client, burst, None).await;
+    let burst_create_rate = burst_names.len() as f64 / burst_start.elapsed().as_secs_f64();
     failed_admissions += failed;
     unreleased.extend(wait_released(&released, &burst_names, within).await);
     let last = burst_names.iter().filter_map(|n| released.at(n)).max();
@@ -478,6 +485,7 @@ pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
         steady_ms,
         steady_rate,
         burst_pods: burst_names.len(),
+        burst_create_rate,
         burst_release_rate,
         plain_update_rate,
         unreleased,
@@ -513,7 +521,7 @@ impl Report {
         for (name, w) in self
             .webhooks
             .iter()
-            .filter(|(n, _)| [MUTATE, GATE, STEP_PODS, STEP_JOBS].contains(&n.as_str()))
+            .filter(|(n, _)| [MUTATE, GATE, STEP_PODS, STEP_JOBS, NOOP].contains(&n.as_str()))
         {
             rows.push(format!(
                 "| {name} (apiserver's histogram) | {} calls, mean {:.2} ms, p99 ≤ {:.0} ms |",
@@ -533,8 +541,11 @@ impl Report {
                 self.steady_rate, quantile(&self.steady_ms, 0.5), quantile(&self.steady_ms, 0.99)
             ),
             format!(
-                "| burst of {} pods: released / plain pod updates | {:.0} / {:.0} per s |",
-                self.burst_pods, self.burst_release_rate, self.plain_update_rate
+                "| burst of {} pods: created / released / plain pod updates | {:.0} / {:.0} / {:.0} per s |",
+                self.burst_pods,
+                self.burst_create_rate,
+                self.burst_release_rate,
+                self.plain_update_rate
             ),
             format!(
                 "| ocifit RSS before the pods / at the end / peak | {:.1} / {:.1} / {:.1} MiB |",

@@ -26,7 +26,10 @@ fn patch_of(plan: StepPlan) -> Value {
 fn shapes() -> Vec<(&'static str, Value)> {
     let inputs_and_outputs = pod(&[
         ("input-uri", "w/in:v1"),
-        ("input-uri_2", "w/other@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"),
+        (
+            "input-uri_2",
+            "w/other@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ),
         ("output-uri", "w/out:v1"),
         ("output-path", "/out"),
         ("output-pipe", "/out/log.txt"),
@@ -60,11 +63,26 @@ fn shapes() -> Vec<(&'static str, Value)> {
     }))
     .unwrap();
     vec![
-        ("inputs and outputs, the cache's credentials", patch_of(plan_json(&inputs_and_outputs, &ready))),
-        ("own secret, debug, no unpack, a user and a group", patch_of(plan_json(&own_secret_debug, &no_credentials))),
-        ("inputs mounted beside existing lists", patch_of(plan_json(&mounted_inputs, &ready))),
-        ("a registry named on the step", patch_of(plan_json(&registry, &ready))),
-        ("a Job", patch_of(plan_job(&job, "workflow", &ready, &helper(), &allowed()))),
+        (
+            "inputs and outputs, the cache's credentials",
+            patch_of(plan_json(&inputs_and_outputs, &ready)),
+        ),
+        (
+            "own secret, debug, no unpack, a user and a group",
+            patch_of(plan_json(&own_secret_debug, &no_credentials)),
+        ),
+        (
+            "inputs mounted beside existing lists",
+            patch_of(plan_json(&mounted_inputs, &ready)),
+        ),
+        (
+            "a registry named on the step",
+            patch_of(plan_json(&registry, &ready)),
+        ),
+        (
+            "a Job",
+            patch_of(plan_job(&job, "workflow", &ready, &helper(), &allowed())),
+        ),
     ]
 }
 
@@ -78,10 +96,19 @@ fn every_shapes_patch_is_byte_for_byte_the_one_written_before() {
     );
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(GOLDEN);
     if std::env::var_os("OCIFIT_REGENERATE").is_some() {
-        std::fs::write(&path, serde_json::to_string_pretty(&written).unwrap() + "\n").unwrap();
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&written).unwrap() + "\n",
+        )
+        .unwrap();
     }
     let golden: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    for (now, before) in written.as_array().unwrap().iter().zip(golden.as_array().unwrap()) {
+    for (now, before) in written
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(golden.as_array().unwrap())
+    {
         assert_eq!(
             serde_json::to_string(now).unwrap(),
             serde_json::to_string(before).unwrap(),
@@ -89,5 +116,8 @@ fn every_shapes_patch_is_byte_for_byte_the_one_written_before() {
             before["shape"]
         );
     }
-    assert_eq!(written.as_array().unwrap().len(), golden.as_array().unwrap().len());
+    assert_eq!(
+        written.as_array().unwrap().len(),
+        golden.as_array().unwrap().len()
+    );
 }

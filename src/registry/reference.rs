@@ -1,5 +1,7 @@
-//! OCI references: parsing (oci-spec's `Reference`, checked against the cases users write) and
-//! what a reference means on the wire. Pure: no I/O.
+//! OCI references: parsing (into oci-spec's `Reference`, by the grammar in `grammar`) and what
+//! a reference means on the wire. Pure: no I/O.
+
+mod grammar;
 
 pub use oci_spec::distribution::Reference;
 
@@ -11,16 +13,14 @@ const DOCKER_HUB_API: &str = "registry-1.docker.io";
 
 /// Parses a reference as users write it: `ubuntu`, `ghcr.io/acme/app:v1`, `127.0.0.1:5000/a/b@sha256:…`.
 /// A reference with neither tag nor digest means `:latest`. Repository names must be lowercase,
-/// as Docker and the distribution spec require (oci-spec's parser lets uppercase through).
+/// as Docker and the distribution spec require (the grammar lets an uppercase first part through
+/// as Docker Hub's).
 pub fn parse(input: &str) -> Result<Reference, Error> {
     let invalid = |reason: String| Error::InvalidReference {
         input: input.to_string(),
         reason,
     };
-    let reference: Reference = input
-        .trim()
-        .parse()
-        .map_err(|err: oci_spec::distribution::ParseError| invalid(err.to_string()))?;
+    let reference = grammar::parse(input.trim()).map_err(|err| invalid(err.to_string()))?;
     if reference
         .repository()
         .bytes()

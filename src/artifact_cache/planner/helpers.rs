@@ -1,15 +1,11 @@
-//! The containers and volumes ocifit adds to a step's pod, as typed objects: the `ocifit-prepare`
-//! init container, the `ocifit-push` native sidecar, their credentials, their lock-down and their
-//! volumes. Knows nothing of when each is needed (that is `mutation`).
+//! The containers and volumes ocifit adds to a step's pod, written straight as the JSON the patch
+//! carries (what k8s-openapi wrote for them, without building its large typed `Container` and
+//! converting it on every admission): the `ocifit-prepare` init container, the `ocifit-push`
+//! native sidecar, their credentials, their lock-down and their volumes. Knows nothing of when
+//! each is needed (that is `mutation`).
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EmptyDirVolumeSource, EnvFromSource, EnvVar, EnvVarSource, PodSpec,
-    ResourceRequirements, SeccompProfile, SecretEnvSource, SecretKeySelector, SecurityContext,
-    Volume, VolumeMount,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use serde_json::{Map, Value, json};
 
 use super::Helper;
 use super::settings::StepSettings;
@@ -48,8 +44,8 @@ pub fn prepare(
     helper: &Helper,
     inputs: &[String],
     launched: bool,
-    security: &SecurityContext,
-) -> Container {
+    security: &Value,
+) -> Value {
     let mut mounts = Vec::new();
     if !inputs.is_empty() {
         mounts.push(mount(INPUTS_VOLUME, INPUTS_DIR));
@@ -66,9 +62,9 @@ pub fn prepare(
         transfer: transfer(settings, registry),
     }
     .to_args();
-    let mut container = helper_container(PREPARE, settings, helper, args, mounts, security);
-    container.env = cache_credentials(settings, registry);
-    container
+    Value::Object(helper_container(
+        PREPARE, settings, registry, helper, args, mounts, security,
+    ))
 }
 
 pub fn pusher(
@@ -76,8 +72,8 @@ pub fn pusher(
     registry: &Registry,
     helper: &Helper,
     reference: &str,
-    security: &SecurityContext,
-) -> Container {
+    security: &Value,
+) -> Value {
     let args = Deliver {
         run: RUN_DIR.into(),
         to: reference.into(),
@@ -90,15 +86,15 @@ pub fn pusher(
     let mut container = helper_container(
         PUSH,
         settings,
+        registry,
         helper,
         args,
         vec![mount(RUN_VOLUME, RUN_DIR)],
         security,
     );
-    container.env = cache_credentials(settings, registry);
     // A native sidecar: started before the step, stopped after it.
-    container.restart_policy = Some("Always".into());
-    container
+    container.insert("restartPolicy".into(), "Always".into());
+    Value::Object(container)
 }
 
 fn transfer(settings: &StepSettings, registry: &Registry) -> Transfer {
@@ -111,59 +107,50 @@ fn transfer(settings: &StepSettings, registry: &Registry) -> Transfer {
 fn helper_container(
     name: &str,
     settings: &StepSettings,
+    registry: &Registry,
     helper: &Helper,
     args: Vec<std::ffi::OsString>,
-    mounts: Vec<VolumeMount>,
-    security: &SecurityContext,
-) -> Container {
-    Container {
-        name: name.into(),
-        image: Some(helper.image.clone()),
-        image_pull_policy: helper.pull_policy.clone(),
-        args: Some(command::strings(args)),
-        // Only the helpers see the credentials: never the step's container, never the spec.
-        env_from: settings.oras_env.as_ref().map(|secret| {
-            vec![EnvFromSource {
-                secret_ref: Some(SecretEnvSource {
-                    name: secret.clone(),
-                    optional: Some(false),
-                }),
-                ..EnvFromSource::default()
-            }]
-        }),
-        volume_mounts: Some(mounts),
-        security_context: Some(security.clone()),
-        resources: Some(helper_resources()),
-        termination_message_policy: Some("FallbackToLogsOnError".into()),
-        ..Container::default()
+    mounts: Vec<Value>,
+    security: &Value,
+) -> Map<String, Value> {
+    let mut container = Map::new();
+    container.insert("name".into(), name.into());
+    container.insert("image".into(), helper.image.as_str().into());
+    if let Some(policy) = &helper.pull_policy {
+        container.insert("imagePullPolicy".into(), policy.as_str().into());
     }
+    container.insert("args".into(), command::strings(args).into());
+    // Only the helpers see the credentials: never the step's container, never the spec.
+    if let Some(secret) = &settings.oras_env {
+        container.insert(
+            "envFrom".into(),
+            json!([{"secretRef": {"name": secret, "optional": false}}]),
+        );
+    } else if let Some(secret) = &registry.credentials {
+        container.insert("env".into(), cache_credentials(secret));
+    }
+    container.insert("volumeMounts".into(), Value::Array(mounts));
+    container.insert("securityContext".into(), security.clone());
+    container.insert("resources".into(), helper_resources());
+    container.insert(
+        "terminationMessagePolicy".into(),
+        "FallbackToLogsOnError".into(),
+    );
+    container
 }
 
 /// The cache's generated credentials, as references to its Secret (never values), for a step
 /// that names no `oras-env` of its own.
-fn cache_credentials(settings: &StepSettings, registry: &Registry) -> Option<Vec<EnvVar>> {
-    if settings.oras_env.is_some() {
-        return None;
-    }
-    let secret = registry.credentials.as_ref()?;
-    let from = |key: &str| EnvVar {
-        name: key.to_string(),
-        value: None,
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.clone(),
-                key: key.to_string(),
-                optional: Some(false),
-            }),
-            ..EnvVarSource::default()
-        }),
-    };
-    Some(
-        crate::artifact_cache::secret::STEP_KEYS
-            .iter()
-            .map(|key| from(key))
-            .collect(),
-    )
+fn cache_credentials(secret: &str) -> Value {
+    crate::artifact_cache::secret::STEP_KEYS
+        .iter()
+        .map(|key| {
+            json!({
+                "name": key,
+                "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": false}},
+            })
+        })
+        .collect()
 }
 
 /// The user the helpers run as when the step's would be root or is not named: ocifit's image's
@@ -174,7 +161,7 @@ pub const HELPER_USER: i64 = 65532;
 /// settings), and as the step's user when it names one, so what the helpers write the step can
 /// read and what the step writes they can. A step running as root gets helpers running as
 /// [`HELPER_USER`]: root may read and write what they make, and they never need root themselves.
-pub fn security_context(step: &Container, pod: &PodSpec) -> SecurityContext {
+pub fn security_context(step: &Container, pod: &PodSpec) -> Value {
     let step_security = step.security_context.as_ref();
     let pod_user = pod.security_context.as_ref().and_then(|s| s.run_as_user);
     let run_as_user = match (step_security.and_then(|s| s.run_as_user), pod_user) {
@@ -183,53 +170,36 @@ pub fn security_context(step: &Container, pod: &PodSpec) -> SecurityContext {
         // The pod's own user applies to the helpers as to the step.
         (None, Some(_)) => None,
     };
-    SecurityContext {
-        allow_privilege_escalation: Some(false),
-        read_only_root_filesystem: Some(true),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".into()]),
-            add: None,
-        }),
-        seccomp_profile: Some(SeccompProfile {
-            type_: "RuntimeDefault".into(),
-            localhost_profile: None,
-        }),
-        run_as_non_root: Some(true),
-        run_as_user,
-        run_as_group: step_security.and_then(|s| s.run_as_group),
-        ..SecurityContext::default()
+    let mut security = json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": true,
+    });
+    if let Some(user) = run_as_user {
+        security["runAsUser"] = user.into();
     }
+    if let Some(group) = step_security.and_then(|s| s.run_as_group) {
+        security["runAsGroup"] = group.into();
+    }
+    security
 }
 
 /// What each helper asks for and may use: a transfer streams through bounded buffers (peaks of
 /// 28–36 MiB measured on 1 GiB, docs/artifact-cache.md), so 256 MiB leaves room for the page
 /// cache of large files; a CPU limit keeps compression from taking the node.
-fn helper_resources() -> ResourceRequirements {
-    let quantities = |cpu: &str, memory: &str| {
-        BTreeMap::from([
-            ("cpu".to_string(), Quantity(cpu.to_string())),
-            ("memory".to_string(), Quantity(memory.to_string())),
-        ])
-    };
-    ResourceRequirements {
-        requests: Some(quantities("50m", "64Mi")),
-        limits: Some(quantities("1", "256Mi")),
-        ..ResourceRequirements::default()
-    }
+fn helper_resources() -> Value {
+    json!({
+        "requests": {"cpu": "50m", "memory": "64Mi"},
+        "limits": {"cpu": "1", "memory": "256Mi"},
+    })
 }
 
-pub fn mount(volume: &str, path: &str) -> VolumeMount {
-    VolumeMount {
-        name: volume.into(),
-        mount_path: path.into(),
-        ..VolumeMount::default()
-    }
+pub fn mount(volume: &str, path: &str) -> Value {
+    json!({"name": volume, "mountPath": path})
 }
 
-pub fn empty_dir(name: &str) -> Volume {
-    Volume {
-        name: name.into(),
-        empty_dir: Some(EmptyDirVolumeSource::default()),
-        ..Volume::default()
-    }
+pub fn empty_dir(name: &str) -> Value {
+    json!({"name": name, "emptyDir": {}})
 }

@@ -372,12 +372,12 @@ fn plan(
             }
         },
     };
-    let mutation = match mutation::build(&settings, &registry, spec, helper, &owner) {
+    let mut mutation = match mutation::build(&settings, &registry, spec, helper, &owner) {
         Ok(mutation) => mutation,
         Err(denial) => return StepPlan::Deny(denial),
     };
-    warnings.extend(mutation.warnings.iter().cloned());
-    match patch::build(&mutation, spec, pod_annotations, target) {
+    warnings.append(&mut mutation.warnings);
+    match patch::build(mutation, spec, pod_annotations, target) {
         Ok(patch) => StepPlan::Patch { patch, warnings },
         Err(err) => StepPlan::Deny(Denial::Unwritable(err.to_string())),
     }

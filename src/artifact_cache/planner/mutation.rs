@@ -9,7 +9,8 @@
 //! without `command` (whose image's ENTRYPOINT ocifit cannot wrap), or with a read-only root file
 //! system (where nothing can be copied), gets its inputs as a volume mounted at `input-path`.
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use serde_json::Value;
 
 use super::Denial;
 use super::Helper;
@@ -40,13 +41,13 @@ pub enum Owner {
 /// The mutation of the pod spec.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mutation {
-    /// Init containers to put first, in order.
-    pub init_containers: Vec<Container>,
-    pub volumes: Vec<Volume>,
+    /// Init containers to put first, in order, as the patch writes them.
+    pub init_containers: Vec<Value>,
+    pub volumes: Vec<Value>,
     /// Index of the step's container in `containers`.
     pub step: usize,
     /// Mounts the step's container gains.
-    pub mounts: Vec<VolumeMount>,
+    pub mounts: Vec<Value>,
     /// The step's new command, when it runs under the launcher.
     pub command: Option<Vec<String>>,
     /// The pod's new restart policy, when ocifit changes it.

@@ -41,12 +41,23 @@ impl Target {
     }
 }
 
+/// The patch; the mutation's containers, volumes and mounts are moved into it as written.
 pub fn build(
-    mutation: &Mutation,
+    mutation: Mutation,
     spec: &PodSpec,
     annotations: &BTreeMap<String, String>,
     target: Target,
 ) -> Result<Patch, serde_json::Error> {
+    let Mutation {
+        init_containers,
+        volumes,
+        step,
+        mounts,
+        command,
+        restart_policy,
+        marker,
+        ..
+    } = mutation;
     let mut ops = Vec::new();
     let spec_path = target.spec();
     let at = |rest: &[&str]| -> Vec<String> {
@@ -57,47 +68,36 @@ pub fn build(
             .collect()
     };
     match &spec.init_containers {
-        None => ops.push(add(
-            &at(&["initContainers"]),
-            serde_json::to_value(&mutation.init_containers)?,
-        )),
+        None => ops.push(add(&at(&["initContainers"]), Value::Array(init_containers))),
         Some(_) => {
-            for (i, container) in mutation.init_containers.iter().enumerate() {
-                ops.push(add(
-                    &at(&["initContainers", &i.to_string()]),
-                    serde_json::to_value(container)?,
-                ));
+            for (i, container) in init_containers.into_iter().enumerate() {
+                ops.push(add(&at(&["initContainers", &i.to_string()]), container));
             }
         }
     }
-    append(
-        &mut ops,
-        &at(&["volumes"]),
-        spec.volumes.is_some(),
-        &mutation.volumes,
-    )?;
-    let step = mutation.step.to_string();
+    append(&mut ops, &at(&["volumes"]), spec.volumes.is_some(), volumes);
     let has_mounts = spec
         .containers
-        .get(mutation.step)
+        .get(step)
         .is_some_and(|c| c.volume_mounts.is_some());
+    let step = step.to_string();
     append(
         &mut ops,
         &at(&["containers", &step, "volumeMounts"]),
         has_mounts,
-        &mutation.mounts,
-    )?;
-    if let Some(policy) = &mutation.restart_policy {
-        ops.push(add(&at(&["restartPolicy"]), Value::from(policy.as_str())));
+        mounts,
+    );
+    if let Some(policy) = restart_policy {
+        ops.push(add(&at(&["restartPolicy"]), Value::from(policy)));
     }
-    if let Some(command) = &mutation.command {
+    if let Some(command) = &command {
         ops.push(add(
             &at(&["containers", &step, "command"]),
             serde_json::to_value(command)?,
         ));
     }
     let metadata: Vec<String> = target.metadata().iter().map(|s| (*s).to_string()).collect();
-    let marker = Value::from(mutation.marker.as_str());
+    let marker = Value::from(marker);
     let (has_metadata, has_labels) = match target {
         Target::Pod { has_labels } => (true, has_labels),
         Target::Job {
@@ -139,23 +139,17 @@ pub fn build(
 }
 
 /// Appends items to a list, or adds the list when the object has none.
-fn append<T: serde::Serialize>(
-    ops: &mut Vec<PatchOperation>,
-    path: &[String],
-    exists: bool,
-    items: &[T],
-) -> Result<(), serde_json::Error> {
+fn append(ops: &mut Vec<PatchOperation>, path: &[String], exists: bool, items: Vec<Value>) {
     if items.is_empty() {
-        return Ok(());
+        return;
     }
     if !exists {
-        ops.push(add(path, serde_json::to_value(items)?));
-        return Ok(());
+        ops.push(add(path, Value::Array(items)));
+        return;
     }
     for item in items {
         let mut at = path.to_vec();
         at.push("-".into());
-        ops.push(add(&at, serde_json::to_value(item)?));
+        ops.push(add(&at, item));
     }
-    Ok(())
 }

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::helpers::{LAUNCHER_DIR, PREPARE, PUSH, RUN_DIR};
 use super::*;
 
+mod golden;
 mod jobs;
 mod refusals;
 mod restricted;

@@ -173,23 +173,34 @@ pub fn run(parts: Parts) -> Feature<Route> {
         "placement controller",
         controller::controller(context, &pods, wakes, shutdown.wait()),
     ));
-    let synced = (policies.clone(), pods.clone());
     Feature {
         tasks,
         routes: route.into_iter().collect(),
-        readiness: Readiness::new(
-            async move {
-                synced.0.wait_synced().await;
-                synced.1.wait_synced().await;
-            },
-            move || {
-                policies.synced()
-                    && pods.synced()
-                    && usable.stored()
-                    && gate.as_ref().is_none_or(Reflected::synced)
-            },
-        ),
+        readiness: readiness(policies, pods, usable, gate),
     }
+}
+
+/// Ready once both stores hold a first list, the policies compiled from it are stored, and
+/// the gate's namespaces (with the route) are listed.
+fn readiness(
+    policies: Reflected<PlacementPolicy>,
+    pods: Reflected<Pod>,
+    usable: UsablePolicies,
+    gate: Option<Reflected<PartialObjectMeta<Namespace>>>,
+) -> Readiness {
+    let synced = (policies.clone(), pods.clone());
+    Readiness::new(
+        async move {
+            synced.0.wait_synced().await;
+            synced.1.wait_synced().await;
+        },
+        move || {
+            policies.synced()
+                && pods.synced()
+                && usable.stored()
+                && gate.as_ref().is_none_or(Reflected::synced)
+        },
+    )
 }
 
 /// The policy watch and the labelled-pod watch, each with its store.

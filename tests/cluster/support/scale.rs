@@ -71,6 +71,12 @@ impl Sizes {
         (self.opted_in + self.gated) / 2
     }
 
+    /// How long ocifit is left alone after the last check before its resident memory is read
+    /// as at rest: a second per 1,000 pods, at most a minute (none for a few hundred).
+    pub fn settle(&self) -> Duration {
+        Duration::from_secs(((self.opted_in + self.gated) / 1000).min(60) as u64)
+    }
+
     /// Step Jobs among [`Sizes::steps`] (the odd ones).
     pub fn step_jobs(&self) -> usize {
         self.steps / 2
@@ -472,6 +478,9 @@ pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
     let plain_update_rate = plain_updates(&api, &names[..names.len().min(2000)]).await;
     let wrong_image = wrong_images(&env, &by_flavor).await;
     let (step_pods, uninjected) = steps::uninjected(&env.client, sizes.steps, within).await;
+    // The last sample is ocifit at rest with every pod in the cluster: its allocator hands the
+    // pages of the last releases back within seconds, and the last stores drain.
+    tokio::time::sleep(sizes.settle()).await;
     stop.notify_one();
     let samples = samples.lock().expect("not poisoned").clone();
     assert!(
@@ -548,7 +557,8 @@ impl Report {
                 self.plain_update_rate
             ),
             format!(
-                "| ocifit RSS before the pods / at the end / peak | {:.1} / {:.1} / {:.1} MiB |",
+                "| ocifit RSS before the pods / at rest {} s after the last / peak | {:.1} / {:.1} / {:.1} MiB |",
+                self.sizes.settle().as_secs(),
                 first.rss_bytes as f64 / 1048576.0,
                 last.rss_bytes as f64 / 1048576.0,
                 peak(|s| s.rss_bytes as f64) / 1048576.0

@@ -110,6 +110,10 @@ pub struct Report {
     /// Create sent → gate gone, steady phase, milliseconds (sorted).
     pub steady_ms: Vec<f64>,
     pub steady_rate: f64,
+    /// Steady pods still gated when the last steady pod was created, and the rate at which
+    /// they were released from then on (no creation competing): release with a backlog.
+    pub backlog: usize,
+    pub backlog_rate: f64,
     pub burst_pods: usize,
     /// Pods the burst created per second (the releases cannot outrun them), pods released per
     /// second in the burst, and plain pod updates the apiserver accepted per second in the same
@@ -444,8 +448,18 @@ pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
     let steady = interleave(steady, steps);
     let created = steady.len();
     let (sent, mut failed_admissions) = create_all(&env.client, steady, Some(sizes.rate)).await;
-    let steady_rate = created as f64 / steady_start.elapsed().as_secs_f64();
+    let steady_end = Instant::now();
+    let steady_rate = created as f64 / steady_end.duration_since(steady_start).as_secs_f64();
     let mut unreleased = wait_released(&released, &steady_names, within).await;
+    let after_end: Vec<Instant> = steady_names
+        .iter()
+        .filter_map(|n| released.at(n))
+        .filter(|at| *at > steady_end)
+        .collect();
+    let backlog = after_end.len();
+    let backlog_rate = after_end.iter().max().map_or(0.0, |last| {
+        backlog as f64 / last.duration_since(steady_end).as_secs_f64()
+    });
     let mut steady_ms: Vec<f64> = steady_names
         .iter()
         .filter_map(|n| Some(released.at(n)?.duration_since(sent[n]).as_secs_f64() * 1e3))
@@ -493,6 +507,8 @@ pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
         failed_admissions,
         steady_ms,
         steady_rate,
+        backlog,
+        backlog_rate,
         burst_pods: burst_names.len(),
         burst_create_rate,
         burst_release_rate,
@@ -548,6 +564,10 @@ impl Report {
             format!(
                 "| create → gate gone at {:.0} creations/s (steps among them) | p50 {:.1} ms, p99 {:.1} ms |",
                 self.steady_rate, quantile(&self.steady_ms, 0.5), quantile(&self.steady_ms, 0.99)
+            ),
+            format!(
+                "| steady pods still gated at the last steady create, then released (no creation beside) | {} at {:.0} per s |",
+                self.backlog, self.backlog_rate
             ),
             format!(
                 "| burst of {} pods: created / released / plain pod updates | {:.0} / {:.0} / {:.0} per s |",

@@ -17,6 +17,7 @@
 
 pub mod certificates;
 pub mod patch;
+pub mod request;
 pub mod review;
 pub mod route;
 pub mod server;

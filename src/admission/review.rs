@@ -5,9 +5,9 @@
 //! review to send.
 
 use kube::Resource;
-use kube::core::admission::AdmissionRequest;
 use serde::de::DeserializeOwned;
 
+use super::request::Request;
 use super::verdict::{Response, Verdict};
 use encode::{Status, encode};
 use head::Lenient;
@@ -139,7 +139,7 @@ impl Answer {
 
 /// Reads a request body as the apiserver sends it, for an object of kind `K`. On error, the
 /// denial to send.
-pub fn read<K>(body: &[u8]) -> Result<AdmissionRequest<K>, Box<Answer>>
+pub fn read<K>(body: &[u8]) -> Result<Request<K>, Box<Answer>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
@@ -147,10 +147,7 @@ where
 }
 
 /// As [`read`], with the body's shape already checked ([`shape::check`] or [`shape::scan`]).
-pub(crate) fn read_scanned<K>(
-    body: &[u8],
-    scan: shape::Scan,
-) -> Result<AdmissionRequest<K>, Box<Answer>>
+pub(crate) fn read_scanned<K>(body: &[u8], scan: shape::Scan) -> Result<Request<K>, Box<Answer>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
@@ -177,7 +174,7 @@ where
         && review.request.as_ref().is_some_and(|request| {
             request.kind.group == K::group(&()) && request.kind.kind == K::kind(&())
         })
-        && let Some(request) = review.into_request()
+        && let Some(request) = review.request
     {
         return Ok(request);
     }
@@ -187,7 +184,7 @@ where
 /// Reads a body the typed pass refused, naming what is wrong with it. It streams over the body
 /// twice without building a tree of it: once for the few fields it names (the rest skipped),
 /// once typed with the path of the first field that does not read.
-fn explain<K>(body: &[u8]) -> Result<AdmissionRequest<K>, Box<Answer>>
+fn explain<K>(body: &[u8]) -> Result<Request<K>, Box<Answer>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
@@ -265,7 +262,7 @@ where
             ))
         })?;
     review
-        .into_request()
+        .request
         .ok_or_else(|| malformed(&uid, "the AdmissionReview has no request".into()))
 }
 

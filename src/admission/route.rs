@@ -9,7 +9,7 @@
 //! impl Planner for GatePods {
 //!     type Object = Pod;
 //!     type Plan = GatePlan;                     // implements Verdict
-//!     fn plan(&self, request: &AdmissionRequest<Pod>) -> GatePlan { … }
+//!     fn plan(&self, request: &Request<Pod>) -> GatePlan { … }
 //! }
 //! let routes = vec![Route::new("/mutate", MutatePods::new(..)), Route::new("/gate", GatePods::new(..))];
 //! ```
@@ -17,8 +17,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::admission::request::Request;
 use kube::Resource;
-use kube::core::admission::AdmissionRequest;
 use serde::de::DeserializeOwned;
 
 use super::review::shape::{self, Scan};
@@ -47,22 +47,22 @@ pub trait Planner: Send + Sync + 'static {
     /// for it if it is slow.
     const BOUNDED: bool = false;
 
-    /// Decides one request. The host reads of it what planners read: its uid, kind, name,
-    /// namespace, operation, object and dry-run flag; the user, the resource and requested
-    /// kind, the old object and the options are skipped unread, so they are empty here.
-    fn plan(&self, request: &AdmissionRequest<Self::Object>) -> Self::Plan;
+    /// Decides one request. The host reads of it what planners read ([`Request`]): its uid,
+    /// kind, name, namespace, operation, object and dry-run flag; the user, the resource and
+    /// requested kind, the old object and the options are skipped unread.
+    fn plan(&self, request: &Request<Self::Object>) -> Self::Plan;
 
     /// For a [`Planner::BOUNDED`] planner on the connection's worker: the plan, if it can be made
     /// without waiting. `None` sends the request on to the blocking pool, where
     /// [`Planner::plan`] may take its one bounded wait; the body is read again there, which only
     /// the rare request that needs the wait pays.
-    fn plan_now(&self, request: &AdmissionRequest<Self::Object>) -> Option<Self::Plan> {
+    fn plan_now(&self, request: &Request<Self::Object>) -> Option<Self::Plan> {
         Some(self.plan(request))
     }
 
     /// Called once the answer is encoded, except for dry runs: queue Events here (without
     /// waiting on the apiserver).
-    fn answered(&self, _request: &AdmissionRequest<Self::Object>, _plan: Self::Plan) {}
+    fn answered(&self, _request: &Request<Self::Object>, _plan: Self::Plan) {}
 }
 
 /// What a route answers for a request the host could not have its planner decide: every place
@@ -171,7 +171,7 @@ impl<P: Planner> Handler for P {
 }
 
 /// The encoded answer for `plan`, then `answered` (never for a dry run).
-fn finish<P: Planner>(planner: &P, request: &AdmissionRequest<P::Object>, plan: P::Plan) -> Answer {
+fn finish<P: Planner>(planner: &P, request: &Request<P::Object>, plan: P::Plan) -> Answer {
     let answer = Answer::planned(&request.uid, &plan);
     if !request.dry_run {
         planner.answered(request, plan);

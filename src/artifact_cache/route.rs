@@ -10,9 +10,9 @@
 
 use std::cell::Cell;
 
+use crate::admission::request::Request;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::core::admission::AdmissionRequest;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 
@@ -74,7 +74,7 @@ impl Steps {
     /// The plan on the blocking pool, where a cache the store does not show Ready is read again.
     fn plan_waiting<K: kube::Resource<DynamicType = ()>>(
         &self,
-        request: &AdmissionRequest<K>,
+        request: &Request<K>,
         plan: PlanStep<K>,
     ) -> StepPlan {
         let planned = self.decide(request, plan, None);
@@ -85,7 +85,7 @@ impl Steps {
     /// in the store and must be read again (on the pool).
     fn plan_now<K: kube::Resource<DynamicType = ()>>(
         &self,
-        request: &AdmissionRequest<K>,
+        request: &Request<K>,
         plan: PlanStep<K>,
     ) -> Option<StepPlan> {
         let declined = Cell::new(false);
@@ -97,7 +97,7 @@ impl Steps {
     /// would be.
     fn decide<K: kube::Resource<DynamicType = ()>>(
         &self,
-        request: &AdmissionRequest<K>,
+        request: &Request<K>,
         plan: PlanStep<K>,
         declined: Option<&Cell<bool>>,
     ) -> StepPlan {
@@ -140,7 +140,7 @@ impl Steps {
 
 /// `planned`, logged with the step's settings when its `debug` annotation asks for it.
 fn logged<K: kube::Resource<DynamicType = ()>>(
-    request: &AdmissionRequest<K>,
+    request: &Request<K>,
     planned: StepPlan,
 ) -> StepPlan {
     let Some(object) = request.object.as_ref() else {
@@ -173,11 +173,11 @@ impl Planner for StepPods {
 
     const BOUNDED: bool = true;
 
-    fn plan(&self, request: &AdmissionRequest<Pod>) -> StepPlan {
+    fn plan(&self, request: &Request<Pod>) -> StepPlan {
         self.0.plan_waiting(request, planner::plan_pod)
     }
 
-    fn plan_now(&self, request: &AdmissionRequest<Pod>) -> Option<StepPlan> {
+    fn plan_now(&self, request: &Request<Pod>) -> Option<StepPlan> {
         self.0.plan_now(request, planner::plan_pod)
     }
 }
@@ -188,11 +188,11 @@ impl Planner for StepJobs {
 
     const BOUNDED: bool = true;
 
-    fn plan(&self, request: &AdmissionRequest<Job>) -> StepPlan {
+    fn plan(&self, request: &Request<Job>) -> StepPlan {
         self.0.plan_waiting(request, planner::plan_job)
     }
 
-    fn plan_now(&self, request: &AdmissionRequest<Job>) -> Option<StepPlan> {
+    fn plan_now(&self, request: &Request<Job>) -> Option<StepPlan> {
         self.0.plan_now(request, planner::plan_job)
     }
 }

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
+use crate::admission::request::Request;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
-use kube::core::admission::AdmissionRequest;
 
 use super::planner::{Decision, ImagePlan};
 use crate::cluster::events::Notice;
@@ -17,7 +17,7 @@ use crate::cluster::events::Notice;
 pub const WINDOW: Duration = Duration::from_secs(60);
 
 /// The Event `plan` deserves, if any: a denial under a known policy, or a pin.
-pub fn notice(request: &AdmissionRequest<Pod>, plan: &ImagePlan) -> Option<Notice> {
+pub fn notice(request: &Request<Pod>, plan: &ImagePlan) -> Option<Notice> {
     let pod = request.object.as_ref()?;
     let who = pod_name(request, pod);
     match plan {
@@ -48,7 +48,7 @@ pub fn notice(request: &AdmissionRequest<Pod>, plan: &ImagePlan) -> Option<Notic
 }
 
 /// `namespace/name`, or `namespace/generateName*` for a pod named by the apiserver later.
-fn pod_name(request: &AdmissionRequest<Pod>, pod: &Pod) -> String {
+fn pod_name(request: &Request<Pod>, pod: &Pod) -> String {
     let namespace = request
         .namespace
         .as_deref()

@@ -2,8 +2,9 @@
 //! (a pod created before the first one is built is held), and the Event the answer deserves
 //! queued once it is sent.
 
+use crate::admission::request::Request;
 use k8s_openapi::api::core::v1::Pod;
-use kube::core::admission::{AdmissionRequest, Operation};
+use kube::core::admission::Operation;
 
 use super::events::notice;
 use super::feed::SharedIndex;
@@ -32,7 +33,7 @@ impl Planner for MutatePods {
     // Event is queued without waiting.
     const BOUNDED: bool = true;
 
-    fn plan(&self, request: &AdmissionRequest<Pod>) -> ImagePlan {
+    fn plan(&self, request: &Request<Pod>) -> ImagePlan {
         match self.index.load() {
             Some(index) => index.plan(request),
             None => match &request.object {
@@ -44,7 +45,7 @@ impl Planner for MutatePods {
         }
     }
 
-    fn answered(&self, request: &AdmissionRequest<Pod>, plan: ImagePlan) {
+    fn answered(&self, request: &Request<Pod>, plan: ImagePlan) {
         if let Some(notices) = &self.notices
             && let Some(notice) = notice(request, &plan)
         {

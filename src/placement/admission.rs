@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::admission::request::Request;
 use k8s_openapi::api::core::v1::{Namespace as NamespaceObject, Pod};
 use kube::core::PartialObjectMeta;
-use kube::core::admission::AdmissionRequest;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::compiled::UsablePolicies;
@@ -36,7 +36,7 @@ pub struct GatePods {
 
 impl GatePods {
     /// The pod and its namespace's name, if the request carries a pod.
-    fn pod_of(request: &AdmissionRequest<Pod>) -> Option<(&Pod, &str)> {
+    fn pod_of(request: &Request<Pod>) -> Option<(&Pod, &str)> {
         let pod = request.object.as_ref()?;
         let namespace = request
             .namespace
@@ -80,7 +80,7 @@ impl Planner for GatePods {
     // store does not hold yet is read on the pool (`plan_now` declines).
     const BOUNDED: bool = true;
 
-    fn plan(&self, request: &AdmissionRequest<Pod>) -> GatePlan {
+    fn plan(&self, request: &Request<Pod>) -> GatePlan {
         let Some((pod, namespace)) = Self::pod_of(request) else {
             return GatePlan::Leave(Leave::Unselected);
         };
@@ -95,7 +95,7 @@ impl Planner for GatePods {
         })
     }
 
-    fn plan_now(&self, request: &AdmissionRequest<Pod>) -> Option<GatePlan> {
+    fn plan_now(&self, request: &Request<Pod>) -> Option<GatePlan> {
         let Some((pod, namespace)) = Self::pod_of(request) else {
             return Some(GatePlan::Leave(Leave::Unselected));
         };

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::core::admission::AdmissionRequest;
+use ocifit::admission::request::Request;
 use ocifit::api::ImageSelectionPolicy;
 use ocifit::api::pod::DECISION_IMAGES;
 use ocifit::engine::NodeInputs;
@@ -92,7 +92,7 @@ fn policies(nodes: &[(String, NodeInputs)]) -> Vec<ImageSelectionPolicy> {
 }
 
 /// The AdmissionRequest the apiserver sends when `pod` is created.
-fn request(pod: &Value, dry_run: bool) -> AdmissionRequest<Pod> {
+fn request(pod: &Value, dry_run: bool) -> Request<Pod> {
     serde_json::from_value(create_request(pod, dry_run)).expect("a valid AdmissionRequest")
 }
 

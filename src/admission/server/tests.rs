@@ -15,8 +15,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+use crate::admission::request::Request;
 use k8s_openapi::api::core::v1::Pod;
-use kube::core::admission::AdmissionRequest;
 
 use super::*;
 use crate::admission::review::tests::{UID, a_pod, apiserver_review, uid_first};
@@ -55,7 +55,7 @@ impl Planner for AppLabel {
     type Object = Pod;
     type Plan = Judged;
 
-    fn plan(&self, request: &AdmissionRequest<Pod>) -> Judged {
+    fn plan(&self, request: &Request<Pod>) -> Judged {
         let labelled = request
             .object
             .as_ref()

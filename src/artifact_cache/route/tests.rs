@@ -187,14 +187,12 @@ fn a_store_that_lags_the_ready_status_is_read_again_before_a_step_is_refused() {
 }
 
 /// The request the apiserver sends for `pod`, typed.
-fn request(pod: &Pod) -> AdmissionRequest<Pod> {
-    let review: kube::core::admission::AdmissionReview<Pod> =
-        serde_json::from_value(apiserver_review(pod, false)).unwrap();
-    review.try_into().unwrap()
+fn request(pod: &Pod) -> Request<Pod> {
+    serde_json::from_value(apiserver_review(pod, false)["request"].take()).unwrap()
 }
 
 /// The request the apiserver sends for a Job running `pod`'s spec, with its annotations.
-fn job_request(pod: &Pod) -> AdmissionRequest<Job> {
+fn job_request(pod: &Pod) -> Request<Job> {
     let mut review = apiserver_review(pod, false);
     review["request"]["object"] = json!({
         "apiVersion": "batch/v1", "kind": "Job",
@@ -202,9 +200,7 @@ fn job_request(pod: &Pod) -> AdmissionRequest<Job> {
         "spec": {"template": {"spec": pod.spec}}
     });
     review["request"]["kind"] = json!({"group": "batch", "version": "v1", "kind": "Job"});
-    let review: kube::core::admission::AdmissionReview<Job> =
-        serde_json::from_value(review).unwrap();
-    review.try_into().unwrap()
+    serde_json::from_value(review["request"].take()).unwrap()
 }
 
 /// A step whose cache the store shows Ready is planned on the connection's worker, with no read

@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::admission::request::Request;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
-use kube::core::admission::{AdmissionRequest, Operation};
+use kube::core::admission::Operation;
 use sha2::{Digest, Sha256};
 
 use super::best_image::{BestImage, decide};
@@ -22,7 +23,7 @@ use crate::classes::selection::{ClassSelector, Placement, required_terms};
 impl Index {
     /// Plans one admission request. Whether the request is a dry run does not change the plan
     /// (the admission host then queues no Event).
-    pub fn plan(&self, request: &AdmissionRequest<Pod>) -> ImagePlan {
+    pub fn plan(&self, request: &Request<Pod>) -> ImagePlan {
         match (&request.operation, &request.object) {
             (Operation::Create, Some(pod)) => self.plan_pod(pod),
             _ => ImagePlan::Skip(SkipReason::NotPodCreation),

@@ -168,10 +168,8 @@ fn gate(store: Store<PartialObjectMeta<NamespaceObject>>, read: ReadNamespace) -
 }
 
 /// The request the apiserver sends for `pod`.
-fn request(pod: &Pod) -> AdmissionRequest<Pod> {
-    let review: kube::core::admission::AdmissionReview<Pod> =
-        serde_json::from_value(apiserver_review(pod, false)).unwrap();
-    review.try_into().unwrap()
+fn request(pod: &Pod) -> Request<Pod> {
+    serde_json::from_value(apiserver_review(pod, false)["request"].take()).unwrap()
 }
 
 #[test]

@@ -18,7 +18,7 @@ impl Planner for Slow {
     type Object = Pod;
     type Plan = Judged;
 
-    fn plan(&self, _: &AdmissionRequest<Pod>) -> Judged {
+    fn plan(&self, _: &Request<Pod>) -> Judged {
         if self.slow.load(Ordering::SeqCst) {
             std::thread::sleep(self.delay);
         }
@@ -35,7 +35,7 @@ impl<const B: bool> Planner for Whereabouts<B> {
 
     const BOUNDED: bool = B;
 
-    fn plan(&self, _: &AdmissionRequest<Pod>) -> Judged {
+    fn plan(&self, _: &Request<Pod>) -> Judged {
         let thread = std::thread::current().name().unwrap_or_default().to_owned();
         self.0.lock().unwrap().push(thread);
         Judged(true)
@@ -52,13 +52,13 @@ impl Planner for MustWait {
 
     const BOUNDED: bool = true;
 
-    fn plan(&self, _: &AdmissionRequest<Pod>) -> Judged {
+    fn plan(&self, _: &Request<Pod>) -> Judged {
         let thread = std::thread::current().name().unwrap_or_default().to_owned();
         self.0.lock().unwrap().push(thread);
         Judged(true)
     }
 
-    fn plan_now(&self, _: &AdmissionRequest<Pod>) -> Option<Judged> {
+    fn plan_now(&self, _: &Request<Pod>) -> Option<Judged> {
         None
     }
 }
@@ -72,7 +72,7 @@ impl Planner for Panics {
 
     const BOUNDED: bool = true;
 
-    fn plan(&self, _: &AdmissionRequest<Pod>) -> Judged {
+    fn plan(&self, _: &Request<Pod>) -> Judged {
         panic!("a planner's bug");
     }
 }

@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::admission::request::Request;
 use k8s_openapi::api::core::v1::Pod;
-use kube::core::admission::AdmissionRequest;
 use serde_json::{Value, json};
 
 use crate::api::{
@@ -186,11 +186,11 @@ pub fn simple_pod(metadata: Value, spec: Value) -> Pod {
 }
 
 /// The admission request creating `pod`.
-pub fn request(pod: &Pod, dry_run: bool) -> AdmissionRequest<Pod> {
+pub fn request(pod: &Pod, dry_run: bool) -> Request<Pod> {
     request_for("CREATE", Some(pod), dry_run)
 }
 
-pub fn request_for(operation: &str, pod: Option<&Pod>, dry_run: bool) -> AdmissionRequest<Pod> {
+pub fn request_for(operation: &str, pod: Option<&Pod>, dry_run: bool) -> Request<Pod> {
     serde_json::from_value(json!({
         "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},

@@ -1,9 +1,13 @@
 //! The JSON-patch (RFC 6902) operations every feature's admission answer and pod release are
 //! built from, one definition: each takes the pointer's tokens unescaped and lets `jsonptr`
 //! escape them (`ocifit.io/policy` → `ocifit.io~1policy`), so no feature writes a pointer by hand.
+//! A patch is either operations on JSON values ([`json_patch::Patch`]), or a [`WrittenPatch`]:
+//! operations written straight as JSON text from typed values, for a planner whose values are
+//! large (a step's helper containers) and would otherwise be built as a tree, written, and dropped.
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation};
+use serde::Serialize;
 use serde_json::Value;
 
 /// The pointer made of `tokens`, each escaped.
@@ -34,9 +38,101 @@ pub fn remove<T: AsRef<str>>(tokens: &[T]) -> PatchOperation {
     })
 }
 
+/// A patch already written as JSON text: an array of `add` operations, each written from a
+/// typed value as it is added.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WrittenPatch {
+    json: Vec<u8>,
+}
+
+/// One `add` operation as written (the field order `json_patch` writes).
+#[derive(Serialize)]
+struct Add<'a, V: ?Sized> {
+    op: &'static str,
+    path: PointerBuf,
+    value: &'a V,
+}
+
+impl Default for WrittenPatch {
+    fn default() -> Self {
+        WrittenPatch {
+            json: b"[]".to_vec(),
+        }
+    }
+}
+
+impl WrittenPatch {
+    /// Adds `value` at `tokens` (a `-` last token appends to a list).
+    pub fn add<T: AsRef<str>, V: Serialize + ?Sized>(
+        &mut self,
+        tokens: &[T],
+        value: &V,
+    ) -> Result<(), serde_json::Error> {
+        // Always a whole array: the closing bracket is moved past each operation written.
+        self.json.pop();
+        if self.json.len() > 1 {
+            self.json.push(b',');
+        }
+        let written = serde_json::to_writer(
+            &mut self.json,
+            &Add {
+                op: "add",
+                path: pointer(tokens),
+                value,
+            },
+        );
+        self.json.push(b']');
+        written
+    }
+
+    /// The patch's JSON text.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.json
+    }
+}
+
+/// A patch as an answer carries it.
+#[derive(Clone, Copy, Debug)]
+pub enum Patched<'a> {
+    /// Operations on JSON values, written when the answer is.
+    Operations(&'a Patch),
+    /// Operations written already.
+    Written(&'a WrittenPatch),
+}
+
+impl<'a> From<&'a Patch> for Patched<'a> {
+    fn from(patch: &'a Patch) -> Self {
+        Patched::Operations(patch)
+    }
+}
+
+impl<'a> From<&'a WrittenPatch> for Patched<'a> {
+    fn from(patch: &'a WrittenPatch) -> Self {
+        Patched::Written(patch)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_written_patch_reads_back_as_the_operations_it_was_written_from() {
+        let mut written = WrittenPatch::default();
+        assert_eq!(written.as_bytes(), b"[]");
+        let labels = std::collections::BTreeMap::from([("a/b", "c")]);
+        written
+            .add(&["metadata", "labels"], &labels)
+            .and_then(|()| written.add(&["spec", "containers", "-"], &["x", "y"]))
+            .unwrap();
+        let read: Patch = serde_json::from_slice(written.as_bytes()).unwrap();
+        let built = Patch(vec![
+            add(&["metadata", "labels"], serde_json::json!({"a/b": "c"})),
+            add(&["spec", "containers", "-"], serde_json::json!(["x", "y"])),
+        ]);
+        assert_eq!(read, built);
+        assert_eq!(written.as_bytes(), serde_json::to_vec(&built).unwrap());
+    }
 
     #[test]
     fn tokens_are_escaped_whether_borrowed_or_owned() {

@@ -1,7 +1,7 @@
 //! A planner's answer as the host reads it: the response to send and the labels to count it
 //! under, in the planner's own vocabulary.
 
-use json_patch::Patch;
+use super::patch::Patched;
 
 /// What the host sends back for a verdict.
 #[derive(Debug)]
@@ -9,7 +9,7 @@ pub enum Response<'a> {
     /// Admit, with this patch (if any) and these warnings.
     Allow {
         /// The JSON patch against the object as sent.
-        patch: Option<&'a Patch>,
+        patch: Option<Patched<'a>>,
         /// Warnings shown to the user.
         warnings: Vec<String>,
     },

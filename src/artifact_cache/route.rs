@@ -221,7 +221,7 @@ impl Verdict for StepPlan {
     fn response(&self) -> Response<'_> {
         match self {
             StepPlan::Patch { patch, warnings } => Response::Allow {
-                patch: Some(patch),
+                patch: Some(patch.into()),
                 warnings: warnings.clone(),
             },
             StepPlan::Unchanged { warnings } => Response::Allow {

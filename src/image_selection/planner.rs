@@ -151,7 +151,7 @@ impl Verdict for ImagePlan {
             ImagePlan::Patch {
                 patch, warnings, ..
             } => Response::Allow {
-                patch: Some(patch),
+                patch: Some(patch.into()),
                 warnings: warnings.clone(),
             },
             ImagePlan::Deny { reason, .. } => Response::Deny(reason.to_string()),
@@ -160,7 +160,9 @@ impl Verdict for ImagePlan {
                 warnings: vec![reason.to_string()],
             },
             ImagePlan::Hold { patch, reason, .. } => Response::Allow {
-                patch: Some(patch).filter(|patch| !patch.0.is_empty()),
+                patch: Some(patch)
+                    .filter(|patch| !patch.0.is_empty())
+                    .map(Into::into),
                 warnings: vec![hold::warning(reason)],
             },
         }

@@ -127,7 +127,7 @@ impl Verdict for GatePlan {
     fn response(&self) -> Response<'_> {
         Response::Allow {
             patch: match self {
-                GatePlan::Gate { patch, .. } => Some(patch),
+                GatePlan::Gate { patch, .. } => Some(patch.into()),
                 GatePlan::Leave(_) => None,
             },
             warnings: Vec::new(),

@@ -3,12 +3,13 @@
 //! strings, and the JSON patch serialised straight into base64's encoder, with no copy of the
 //! patch's JSON nor of its base64 (which needs no escaping: it is never checked for it).
 
-use std::io::{self, BufWriter};
+use std::io::{self, BufWriter, Write};
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::write::EncoderWriter;
-use json_patch::Patch;
 use serde::Serialize;
+
+use crate::admission::patch::Patched;
 
 /// The patch's JSON is base64-encoded in blocks of this many bytes (whole 3-byte groups).
 const PATCH_BLOCK: usize = 3 * 1024;
@@ -32,7 +33,7 @@ pub(super) fn encode(
     uid: &str,
     allowed: bool,
     status: Option<Status<'_>>,
-    patch: Option<&Patch>,
+    patch: Option<Patched<'_>>,
     warnings: &[String],
 ) -> Vec<u8> {
     write(uid, allowed, status, patch, warnings).unwrap_or_else(|err| {
@@ -52,7 +53,7 @@ fn write(
     uid: &str,
     allowed: bool,
     status: Option<Status<'_>>,
-    patch: Option<&Patch>,
+    patch: Option<Patched<'_>>,
     warnings: &[String],
 ) -> io::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(512);
@@ -75,13 +76,21 @@ fn write(
             // base64's encoder encodes and hands on every write of 3 bytes or more at once, and
             // serde writes each token apart: the buffer gathers them into blocks of whole
             // 3-byte groups, encoded in one call each.
-            let base64 = EncoderWriter::new(&mut out, &BASE64);
-            let mut gathered = BufWriter::with_capacity(PATCH_BLOCK, base64);
-            serde_json::to_writer(&mut gathered, patch)?;
-            gathered
-                .into_inner()
-                .map_err(|err| err.into_error())?
-                .finish()?;
+            let mut base64 = EncoderWriter::new(&mut out, &BASE64);
+            match patch {
+                Patched::Operations(patch) => {
+                    let mut gathered = BufWriter::with_capacity(PATCH_BLOCK, base64);
+                    serde_json::to_writer(&mut gathered, patch)?;
+                    gathered
+                        .into_inner()
+                        .map_err(|err| err.into_error())?
+                        .finish()?;
+                }
+                Patched::Written(patch) => {
+                    base64.write_all(patch.as_bytes())?;
+                    base64.finish()?;
+                }
+            }
         }
         out.extend_from_slice(br#"","patchType":"JSONPatch""#);
     }
@@ -99,7 +108,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::admission::patch::add;
+    use crate::admission::patch::{WrittenPatch, add};
+    use json_patch::Patch;
 
     fn review_of(body: &[u8]) -> Value {
         serde_json::from_slice(body).unwrap()
@@ -114,16 +124,19 @@ mod tests {
             .chain(980..1050)
             .chain(PATCH_BLOCK - 80..PATCH_BLOCK + 20)
             .chain([4096, 3 * PATCH_BLOCK]);
+        let path = ["metadata", "annotations", "ocifit.io/a"];
         for length in lengths {
-            let patch = Patch(vec![add(
-                &["metadata", "annotations", "ocifit.io/a"],
-                Value::from("x".repeat(length)),
-            )]);
-            let review = review_of(&encode("u", true, None, Some(&patch), &[]));
-            let base64 = review["response"]["patch"].as_str().unwrap();
-            let json = BASE64.decode(base64).unwrap();
-            assert_eq!(json, serde_json::to_vec(&patch).unwrap(), "{length}");
-            assert_eq!(review["response"]["patchType"], "JSONPatch");
+            let value = "x".repeat(length);
+            let patch = Patch(vec![add(&path, Value::from(value.as_str()))]);
+            let mut written = WrittenPatch::default();
+            written.add(&path, &value).unwrap();
+            for answered in [Patched::Operations(&patch), Patched::Written(&written)] {
+                let review = review_of(&encode("u", true, None, Some(answered), &[]));
+                let base64 = review["response"]["patch"].as_str().unwrap();
+                let json = BASE64.decode(base64).unwrap();
+                assert_eq!(json, serde_json::to_vec(&patch).unwrap(), "{length}");
+                assert_eq!(review["response"]["patchType"], "JSONPatch");
+            }
         }
     }
 

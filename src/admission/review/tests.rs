@@ -241,7 +241,7 @@ fn a_verdict_becomes_a_base64_patch_a_denial_or_warnings_under_its_own_labels() 
     let patched = Answer::planned(
         UID,
         &Said(Response::Allow {
-            patch: Some(&PATCH),
+            patch: Some((&*PATCH).into()),
             warnings: Vec::new(),
         }),
     );

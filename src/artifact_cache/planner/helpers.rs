@@ -1,11 +1,13 @@
-//! The containers and volumes ocifit adds to a step's pod, written straight as the JSON the patch
-//! carries (what k8s-openapi wrote for them, without building its large typed `Container` and
-//! converting it on every admission): the `ocifit-prepare` init container, the `ocifit-push`
-//! native sidecar, their credentials, their lock-down and their volumes. Knows nothing of when
-//! each is needed (that is `mutation`).
+//! The containers and volumes ocifit adds to a step's pod, as small typed values holding what
+//! the patch writes of them, written straight into the patch's JSON text: neither k8s-openapi's
+//! large `Container` nor a tree of JSON values is built, written and dropped on every admission.
+//! The `ocifit-prepare` init container, the `ocifit-push` native sidecar, their credentials,
+//! their lock-down and their volumes. Knows nothing of when each is needed (that is
+//! `mutation`). Fields are declared in the order of their names, so the JSON reads as before,
+//! when these were JSON maps.
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
 
 use super::Helper;
 use super::settings::StepSettings;
@@ -38,14 +40,129 @@ pub struct Registry {
     pub credentials: Option<String>,
 }
 
-pub fn prepare(
-    settings: &StepSettings,
-    registry: &Registry,
-    helper: &Helper,
+/// A helper container, as the patch writes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HelperContainer<'a> {
+    args: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    env: Vec<SecretKeyEnv<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    env_from: Option<[SecretEnvFrom<'a>; 1]>,
+    image: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image_pull_policy: Option<&'a str>,
+    name: &'static str,
+    resources: &'static Resources,
+    /// `Always` for the pusher: a native sidecar.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restart_policy: Option<&'static str>,
+    security_context: SecurityContext,
+    termination_message_policy: &'static str,
+    volume_mounts: Vec<Mount>,
+}
+
+/// One of the cache's credentials, by reference to its Secret.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SecretKeyEnv<'a> {
+    name: &'static str,
+    value_from: ValueFrom<'a>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ValueFrom<'a> {
+    secret_key_ref: SecretKeyRef<'a>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct SecretKeyRef<'a> {
+    key: &'static str,
+    name: &'a str,
+    optional: bool,
+}
+
+/// Every key of the step's own Secret (`oras-env`) as variables.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SecretEnvFrom<'a> {
+    secret_ref: SecretRef<'a>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct SecretRef<'a> {
+    name: &'a str,
+    optional: bool,
+}
+
+/// A volume mount.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mount {
+    mount_path: String,
+    name: &'static str,
+}
+
+/// An `emptyDir` volume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EmptyDirVolume {
+    empty_dir: Empty,
+    name: &'static str,
+}
+
+/// `{}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct Empty {}
+
+/// A helper's lock-down ([`security_context`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecurityContext {
+    allow_privilege_escalation: bool,
+    capabilities: Capabilities,
+    read_only_root_filesystem: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run_as_group: Option<i64>,
+    run_as_non_root: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run_as_user: Option<i64>,
+    seccomp_profile: SeccompProfile,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+struct Capabilities {
+    drop: [&'static str; 1],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+struct SeccompProfile {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+/// Requests and limits.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct Resources {
+    limits: Quantities,
+    requests: Quantities,
+}
+
+#[derive(Debug, PartialEq, Eq, Serialize)]
+struct Quantities {
+    cpu: &'static str,
+    memory: &'static str,
+}
+
+pub fn prepare<'a>(
+    settings: &'a StepSettings,
+    registry: &'a Registry,
+    helper: &'a Helper,
     inputs: &[String],
     launched: bool,
-    security: &Value,
-) -> Value {
+    security: SecurityContext,
+) -> HelperContainer<'a> {
     let mut mounts = Vec::new();
     if !inputs.is_empty() {
         mounts.push(mount(INPUTS_VOLUME, INPUTS_DIR));
@@ -62,18 +179,16 @@ pub fn prepare(
         transfer: transfer(settings, registry),
     }
     .to_args();
-    Value::Object(helper_container(
-        PREPARE, settings, registry, helper, args, mounts, security,
-    ))
+    helper_container(PREPARE, settings, registry, helper, args, mounts, security)
 }
 
-pub fn pusher(
-    settings: &StepSettings,
-    registry: &Registry,
-    helper: &Helper,
+pub fn pusher<'a>(
+    settings: &'a StepSettings,
+    registry: &'a Registry,
+    helper: &'a Helper,
     reference: &str,
-    security: &Value,
-) -> Value {
+    security: SecurityContext,
+) -> HelperContainer<'a> {
     let args = Deliver {
         run: RUN_DIR.into(),
         to: reference.into(),
@@ -93,8 +208,8 @@ pub fn pusher(
         security,
     );
     // A native sidecar: started before the step, stopped after it.
-    container.insert("restartPolicy".into(), "Always".into());
-    Value::Object(container)
+    container.restart_policy = Some("Always");
+    container
 }
 
 fn transfer(settings: &StepSettings, registry: &Registry) -> Transfer {
@@ -104,51 +219,58 @@ fn transfer(settings: &StepSettings, registry: &Registry) -> Transfer {
     }
 }
 
-fn helper_container(
-    name: &str,
-    settings: &StepSettings,
-    registry: &Registry,
-    helper: &Helper,
+fn helper_container<'a>(
+    name: &'static str,
+    settings: &'a StepSettings,
+    registry: &'a Registry,
+    helper: &'a Helper,
     args: Vec<std::ffi::OsString>,
-    mounts: Vec<Value>,
-    security: &Value,
-) -> Map<String, Value> {
-    let mut container = Map::new();
-    container.insert("name".into(), name.into());
-    container.insert("image".into(), helper.image.as_str().into());
-    if let Some(policy) = &helper.pull_policy {
-        container.insert("imagePullPolicy".into(), policy.as_str().into());
-    }
-    container.insert("args".into(), command::strings(args).into());
+    volume_mounts: Vec<Mount>,
+    security_context: SecurityContext,
+) -> HelperContainer<'a> {
     // Only the helpers see the credentials: never the step's container, never the spec.
-    if let Some(secret) = &settings.oras_env {
-        container.insert(
-            "envFrom".into(),
-            json!([{"secretRef": {"name": secret, "optional": false}}]),
-        );
-    } else if let Some(secret) = &registry.credentials {
-        container.insert("env".into(), cache_credentials(secret));
+    let (env, env_from) = match (&settings.oras_env, &registry.credentials) {
+        (Some(secret), _) => (
+            Vec::new(),
+            Some([SecretEnvFrom {
+                secret_ref: SecretRef {
+                    name: secret,
+                    optional: false,
+                },
+            }]),
+        ),
+        (None, Some(secret)) => (cache_credentials(secret), None),
+        (None, None) => (Vec::new(), None),
+    };
+    HelperContainer {
+        args: command::strings(args),
+        env,
+        env_from,
+        image: &helper.image,
+        image_pull_policy: helper.pull_policy.as_deref(),
+        name,
+        resources: &HELPER_RESOURCES,
+        restart_policy: None,
+        security_context,
+        termination_message_policy: "FallbackToLogsOnError",
+        volume_mounts,
     }
-    container.insert("volumeMounts".into(), Value::Array(mounts));
-    container.insert("securityContext".into(), security.clone());
-    container.insert("resources".into(), helper_resources());
-    container.insert(
-        "terminationMessagePolicy".into(),
-        "FallbackToLogsOnError".into(),
-    );
-    container
 }
 
 /// The cache's generated credentials, as references to its Secret (never values), for a step
 /// that names no `oras-env` of its own.
-fn cache_credentials(secret: &str) -> Value {
+fn cache_credentials(secret: &str) -> Vec<SecretKeyEnv<'_>> {
     crate::artifact_cache::secret::STEP_KEYS
         .iter()
-        .map(|key| {
-            json!({
-                "name": key,
-                "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": false}},
-            })
+        .map(|key| SecretKeyEnv {
+            name: key,
+            value_from: ValueFrom {
+                secret_key_ref: SecretKeyRef {
+                    key,
+                    name: secret,
+                    optional: false,
+                },
+            },
         })
         .collect()
 }
@@ -161,7 +283,7 @@ pub const HELPER_USER: i64 = 65532;
 /// settings), and as the step's user when it names one, so what the helpers write the step can
 /// read and what the step writes they can. A step running as root gets helpers running as
 /// [`HELPER_USER`]: root may read and write what they make, and they never need root themselves.
-pub fn security_context(step: &Container, pod: &PodSpec) -> Value {
+pub fn security_context(step: &Container, pod: &PodSpec) -> SecurityContext {
     let step_security = step.security_context.as_ref();
     let pod_user = pod.security_context.as_ref().and_then(|s| s.run_as_user);
     let run_as_user = match (step_security.and_then(|s| s.run_as_user), pod_user) {
@@ -170,36 +292,43 @@ pub fn security_context(step: &Container, pod: &PodSpec) -> Value {
         // The pod's own user applies to the helpers as to the step.
         (None, Some(_)) => None,
     };
-    let mut security = json!({
-        "allowPrivilegeEscalation": false,
-        "readOnlyRootFilesystem": true,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-        "runAsNonRoot": true,
-    });
-    if let Some(user) = run_as_user {
-        security["runAsUser"] = user.into();
+    SecurityContext {
+        allow_privilege_escalation: false,
+        capabilities: Capabilities { drop: ["ALL"] },
+        read_only_root_filesystem: true,
+        run_as_group: step_security.and_then(|s| s.run_as_group),
+        run_as_non_root: true,
+        run_as_user,
+        seccomp_profile: SeccompProfile {
+            kind: "RuntimeDefault",
+        },
     }
-    if let Some(group) = step_security.and_then(|s| s.run_as_group) {
-        security["runAsGroup"] = group.into();
-    }
-    security
 }
 
 /// What each helper asks for and may use: a transfer streams through bounded buffers (peaks of
 /// 28–36 MiB measured on 1 GiB, docs/artifact-cache.md), so 256 MiB leaves room for the page
 /// cache of large files; a CPU limit keeps compression from taking the node.
-fn helper_resources() -> Value {
-    json!({
-        "requests": {"cpu": "50m", "memory": "64Mi"},
-        "limits": {"cpu": "1", "memory": "256Mi"},
-    })
+static HELPER_RESOURCES: Resources = Resources {
+    limits: Quantities {
+        cpu: "1",
+        memory: "256Mi",
+    },
+    requests: Quantities {
+        cpu: "50m",
+        memory: "64Mi",
+    },
+};
+
+pub fn mount(volume: &'static str, path: &str) -> Mount {
+    Mount {
+        mount_path: path.to_owned(),
+        name: volume,
+    }
 }
 
-pub fn mount(volume: &str, path: &str) -> Value {
-    json!({"name": volume, "mountPath": path})
-}
-
-pub fn empty_dir(name: &str) -> Value {
-    json!({"name": name, "emptyDir": {}})
+pub fn empty_dir(name: &'static str) -> EmptyDirVolume {
+    EmptyDirVolume {
+        empty_dir: Empty {},
+        name,
+    }
 }

@@ -18,7 +18,7 @@ mod settings;
 
 use std::collections::BTreeMap;
 
-use json_patch::Patch;
+use crate::admission::patch::WrittenPatch;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
@@ -94,7 +94,10 @@ pub enum StepPlan {
     /// A step with nothing to move: admit unchanged, with these warnings.
     Unchanged { warnings: Vec<String> },
     /// Admit with this patch (RFC 6902, against the object as sent) and these warnings.
-    Patch { patch: Patch, warnings: Vec<String> },
+    Patch {
+        patch: WrittenPatch,
+        warnings: Vec<String>,
+    },
     /// Refuse.
     Deny(Denial),
 }
@@ -377,7 +380,7 @@ fn plan(
         Err(denial) => return StepPlan::Deny(denial),
     };
     warnings.append(&mut mutation.warnings);
-    match patch::build(mutation, spec, pod_annotations, target) {
+    match patch::build(&mutation, spec, pod_annotations, target) {
         Ok(patch) => StepPlan::Patch { patch, warnings },
         Err(err) => StepPlan::Deny(Denial::Unwritable(err.to_string())),
     }

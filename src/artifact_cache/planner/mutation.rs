@@ -10,11 +10,13 @@
 //! system (where nothing can be copied), gets its inputs as a volume mounted at `input-path`.
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
-use serde_json::Value;
 
 use super::Denial;
 use super::Helper;
-use super::helpers::{self, INPUTS_DIR, INPUTS_VOLUME, RUN_DIR, RUN_VOLUME, TERMINATION_LOG};
+use super::helpers::{
+    self, EmptyDirVolume, HelperContainer, INPUTS_DIR, INPUTS_VOLUME, Mount, RUN_DIR, RUN_VOLUME,
+    TERMINATION_LOG,
+};
 use super::settings::StepSettings;
 use crate::api::step;
 use crate::registry;
@@ -38,16 +40,17 @@ pub enum Owner {
     JobTemplate,
 }
 
-/// The mutation of the pod spec.
+/// The mutation of the pod spec; its helpers borrow from the step's settings, its registry and
+/// the helper image.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Mutation {
-    /// Init containers to put first, in order, as the patch writes them.
-    pub init_containers: Vec<Value>,
-    pub volumes: Vec<Value>,
+pub struct Mutation<'a> {
+    /// Init containers to put first, in order.
+    pub init_containers: Vec<HelperContainer<'a>>,
+    pub volumes: Vec<EmptyDirVolume>,
     /// Index of the step's container in `containers`.
     pub step: usize,
     /// Mounts the step's container gains.
-    pub mounts: Vec<Value>,
+    pub mounts: Vec<Mount>,
     /// The step's new command, when it runs under the launcher.
     pub command: Option<Vec<String>>,
     /// The pod's new restart policy, when ocifit changes it.
@@ -64,13 +67,13 @@ pub fn is_injected(spec: Option<&PodSpec>) -> bool {
         .is_some_and(|init| init.iter().any(|c| c.name == PREPARE || c.name == PUSH))
 }
 
-pub fn build(
-    settings: &StepSettings,
-    registry: &Registry,
+pub fn build<'a>(
+    settings: &'a StepSettings,
+    registry: &'a Registry,
     spec: &PodSpec,
-    helper: &Helper,
+    helper: &'a Helper,
     owner: &Owner,
-) -> Result<Mutation, Denial> {
+) -> Result<Mutation<'a>, Denial> {
     let step_index = step_container(settings, spec)?;
     let container = &spec.containers[step_index];
     let inputs = settings
@@ -133,11 +136,11 @@ pub fn build(
     };
     let security = helpers::security_context(container, spec);
     let mut init_containers = vec![helpers::prepare(
-        settings, registry, helper, &inputs, launched, &security,
+        settings, registry, helper, &inputs, launched, security,
     )];
     if let Some((reference, _)) = &output {
         init_containers.push(helpers::pusher(
-            settings, registry, helper, reference, &security,
+            settings, registry, helper, reference, security,
         ));
     }
     Ok(Mutation {

@@ -1,16 +1,16 @@
 //! The JSON patch (RFC 6902) that applies a step's mutation to a pod, or to a Job's pod template,
 //! exactly as the apiserver sent it: helpers first among the init containers, volumes and mounts
 //! appended, the step's command replaced, the marker annotation and the step label added; a missing list or map is
-//! added whole. Knows nothing of why.
+//! added whole. Written straight as JSON text from the mutation's typed values. Knows nothing of
+//! why.
 
 use std::collections::BTreeMap;
 
-use json_patch::{Patch, PatchOperation};
 use k8s_openapi::api::core::v1::PodSpec;
-use serde_json::Value;
+use serde::Serialize;
 
 use super::mutation::Mutation;
-use crate::admission::patch::add;
+use crate::admission::patch::WrittenPatch;
 use crate::api::step;
 
 /// Where the pod spec and its annotations are in the object patched.
@@ -41,63 +41,55 @@ impl Target {
     }
 }
 
-/// The patch; the mutation's containers, volumes and mounts are moved into it as written.
+/// The patch, written from the mutation's containers, volumes and mounts.
 pub fn build(
-    mutation: Mutation,
+    mutation: &Mutation<'_>,
     spec: &PodSpec,
     annotations: &BTreeMap<String, String>,
     target: Target,
-) -> Result<Patch, serde_json::Error> {
-    let Mutation {
-        init_containers,
-        volumes,
-        step,
-        mounts,
-        command,
-        restart_policy,
-        marker,
-        ..
-    } = mutation;
-    let mut ops = Vec::new();
+) -> Result<WrittenPatch, serde_json::Error> {
+    let mut patch = WrittenPatch::default();
     let spec_path = target.spec();
     let at = |rest: &[&str]| -> Vec<String> {
         spec_path
             .iter()
+            .chain(rest)
             .map(|s| (*s).to_string())
-            .chain(rest.iter().map(|s| (*s).to_string()))
             .collect()
     };
     match &spec.init_containers {
-        None => ops.push(add(&at(&["initContainers"]), Value::Array(init_containers))),
+        None => patch.add(&at(&["initContainers"]), &mutation.init_containers)?,
         Some(_) => {
-            for (i, container) in init_containers.into_iter().enumerate() {
-                ops.push(add(&at(&["initContainers", &i.to_string()]), container));
+            for (i, container) in mutation.init_containers.iter().enumerate() {
+                patch.add(&at(&["initContainers", &i.to_string()]), container)?;
             }
         }
     }
-    append(&mut ops, &at(&["volumes"]), spec.volumes.is_some(), volumes);
+    append(
+        &mut patch,
+        &at(&["volumes"]),
+        spec.volumes.is_some(),
+        &mutation.volumes,
+    )?;
     let has_mounts = spec
         .containers
-        .get(step)
+        .get(mutation.step)
         .is_some_and(|c| c.volume_mounts.is_some());
-    let step = step.to_string();
+    let step = mutation.step.to_string();
     append(
-        &mut ops,
+        &mut patch,
         &at(&["containers", &step, "volumeMounts"]),
         has_mounts,
-        mounts,
-    );
-    if let Some(policy) = restart_policy {
-        ops.push(add(&at(&["restartPolicy"]), Value::from(policy)));
+        &mutation.mounts,
+    )?;
+    if let Some(policy) = &mutation.restart_policy {
+        patch.add(&at(&["restartPolicy"]), policy)?;
     }
-    if let Some(command) = &command {
-        ops.push(add(
-            &at(&["containers", &step, "command"]),
-            serde_json::to_value(command)?,
-        ));
+    if let Some(command) = &mutation.command {
+        patch.add(&at(&["containers", &step, "command"]), command)?;
     }
     let metadata: Vec<String> = target.metadata().iter().map(|s| (*s).to_string()).collect();
-    let marker = Value::from(marker);
+    let marker = mutation.marker.as_str();
     let (has_metadata, has_labels) = match target {
         Target::Pod { has_labels } => (true, has_labels),
         Target::Job {
@@ -105,51 +97,57 @@ pub fn build(
             has_template_labels,
         } => (has_template_metadata, has_template_labels),
     };
+    let step_label = BTreeMap::from([(step::STEP_LABEL, step::STEP_LABEL_VALUE)]);
+    let marker_annotation = BTreeMap::from([(step::INJECTED, marker)]);
     if !has_metadata {
-        ops.push(add(
-            &metadata,
-            serde_json::json!({
-                "annotations": {step::INJECTED: marker},
-                "labels": {step::STEP_LABEL: step::STEP_LABEL_VALUE},
-            }),
-        ));
-        return Ok(Patch(ops));
+        #[derive(Serialize)]
+        struct Metadata<'a> {
+            annotations: &'a BTreeMap<&'a str, &'a str>,
+            labels: &'a BTreeMap<&'a str, &'a str>,
+        }
+        let whole = Metadata {
+            annotations: &marker_annotation,
+            labels: &step_label,
+        };
+        patch.add(&metadata, &whole)?;
+        return Ok(patch);
     }
     let mut labels = metadata.clone();
     labels.push("labels".into());
     if has_labels {
         labels.push(step::STEP_LABEL.into());
-        ops.push(add(&labels, Value::from(step::STEP_LABEL_VALUE)));
+        patch.add(&labels, step::STEP_LABEL_VALUE)?;
     } else {
-        ops.push(add(
-            &labels,
-            serde_json::json!({step::STEP_LABEL: step::STEP_LABEL_VALUE}),
-        ));
+        patch.add(&labels, &step_label)?;
     }
+    let mut path = metadata;
+    path.push("annotations".into());
     if annotations.is_empty() {
-        let mut path = metadata;
-        path.push("annotations".into());
-        ops.push(add(&path, serde_json::json!({step::INJECTED: marker})));
+        patch.add(&path, &marker_annotation)?;
     } else {
-        let mut path = metadata;
-        path.extend(["annotations".into(), step::INJECTED.into()]);
-        ops.push(add(&path, marker));
+        path.push(step::INJECTED.into());
+        patch.add(&path, marker)?;
     }
-    Ok(Patch(ops))
+    Ok(patch)
 }
 
 /// Appends items to a list, or adds the list when the object has none.
-fn append(ops: &mut Vec<PatchOperation>, path: &[String], exists: bool, items: Vec<Value>) {
+fn append<T: Serialize>(
+    patch: &mut WrittenPatch,
+    path: &[String],
+    exists: bool,
+    items: &[T],
+) -> Result<(), serde_json::Error> {
     if items.is_empty() {
-        return;
+        return Ok(());
     }
     if !exists {
-        ops.push(add(path, Value::Array(items)));
-        return;
+        return patch.add(path, items);
     }
+    let mut at = path.to_vec();
+    at.push("-".into());
     for item in items {
-        let mut at = path.to_vec();
-        at.push("-".into());
-        ops.push(add(&at, item));
+        patch.add(&at, item)?;
     }
+    Ok(())
 }

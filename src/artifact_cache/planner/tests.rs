@@ -19,6 +19,11 @@ const P: &str = "oras.converged-computing.github.io/";
 const ENDPOINT: &str = "10.0.0.17:5000";
 const CREDENTIALS: &str = "oras-registry-credentials-x7k2p";
 
+/// A written patch's operations, to apply them.
+fn operations(patch: &WrittenPatch) -> json_patch::Patch {
+    serde_json::from_slice(patch.as_bytes()).unwrap()
+}
+
 fn helper() -> Helper {
     Helper {
         image: "ghcr.io/ocifit/ocifit:0.1.0".into(),
@@ -71,7 +76,7 @@ fn admitted(object: &Value) -> (Pod, Vec<String>) {
     match plan_json(object, &ready) {
         StepPlan::Patch { patch, warnings } => {
             let mut patched = object.clone();
-            json_patch::patch(&mut patched, &patch).unwrap();
+            json_patch::patch(&mut patched, &operations(&patch)).unwrap();
             (serde_json::from_value(patched).unwrap(), warnings)
         }
         other => panic!("expected a patch, got {other:?}"),
@@ -538,7 +543,7 @@ fn a_registry_on_the_step_replaces_the_cache_which_is_never_looked_up() {
         panic!("expected a patch");
     };
     let mut patched = object.clone();
-    json_patch::patch(&mut patched, &patch).unwrap();
+    json_patch::patch(&mut patched, &operations(&patch)).unwrap();
     let pod: Pod = serde_json::from_value(patched).unwrap();
     let prepare = args(init(&pod, PREPARE));
     assert!(prepare.contains(&"127.0.0.1:5000/w/in:v1"), "{prepare:?}");
@@ -826,7 +831,7 @@ fn an_injected_pod_is_left_alone() {
         panic!("expected a patch");
     };
     let mut patched = object.clone();
-    json_patch::patch(&mut patched, &patch).unwrap();
+    json_patch::patch(&mut patched, &operations(&patch)).unwrap();
     assert_eq!(plan_json(&patched, &ready), StepPlan::AlreadyInjected);
     // Even when the marker was lost, the helpers give it away.
     patched["metadata"]["annotations"]

@@ -17,7 +17,13 @@ fn no_credentials(name: &str) -> CacheState {
 
 fn patch_of(plan: StepPlan) -> Value {
     match plan {
-        StepPlan::Patch { patch, .. } => serde_json::to_value(patch).unwrap(),
+        StepPlan::Patch { patch, .. } => {
+            let value: Value = serde_json::from_slice(patch.as_bytes()).unwrap();
+            // Fields written in the order of their names, as the JSON maps wrote them: the
+            // apiserver reads the bytes it read before, not only the same JSON.
+            assert_eq!(patch.as_bytes(), serde_json::to_vec(&value).unwrap());
+            value
+        }
         other => panic!("expected a patch, got {other:?}"),
     }
 }

@@ -37,7 +37,7 @@ fn admitted_job(object: &Value) -> Job {
         panic!("expected a patch, got {:?}", plan_job_json(object));
     };
     let mut patched = object.clone();
-    json_patch::patch(&mut patched, &patch).unwrap();
+    json_patch::patch(&mut patched, &operations(&patch)).unwrap();
     serde_json::from_value(patched).unwrap()
 }
 

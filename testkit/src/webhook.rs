@@ -20,10 +20,15 @@ use crate::error::{Error, Result, kube as kube_error};
 /// How often [`wait_until_admitted`] retries.
 const RETRY_INTERVAL: Duration = Duration::from_millis(200);
 
+/// The name of the configuration's webhook unless [`PodWebhook::named`] says otherwise: the name
+/// both of ocifit's own configurations give theirs.
+const DEFAULT_WEBHOOK_NAME: &str = "pods.ocifit.io";
+
 /// A mutating webhook for `CREATE pods`, with `failurePolicy: Fail` and `sideEffects: None`.
 #[derive(Clone, Debug)]
 pub struct PodWebhook {
     name: String,
+    webhook_name: String,
     url: String,
     ca_pem: String,
     match_labels: BTreeMap<String, String>,
@@ -35,11 +40,20 @@ impl PodWebhook {
     pub fn new(name: &str, url: &str, ca_pem: &str) -> Self {
         Self {
             name: name.to_owned(),
+            webhook_name: DEFAULT_WEBHOOK_NAME.to_owned(),
             url: url.to_owned(),
             ca_pem: ca_pem.to_owned(),
             match_labels: BTreeMap::new(),
             namespaces: Vec::new(),
         }
+    }
+
+    /// Names the configuration's single webhook `webhook` (`pods.ocifit.io` otherwise): the
+    /// apiserver's admission metrics are by webhook name, so two configurations measured side by
+    /// side need names of their own.
+    pub fn named(mut self, webhook: &str) -> Self {
+        self.webhook_name = webhook.to_owned();
+        self
     }
 
     /// Only pods with this label are sent (the objectSelector).
@@ -70,7 +84,7 @@ impl PodWebhook {
                 ..ObjectMeta::default()
             },
             webhooks: Some(vec![MutatingWebhook {
-                name: "pods.ocifit.io".into(),
+                name: self.webhook_name.clone(),
                 client_config: WebhookClientConfig {
                     url: Some(self.url.clone()),
                     ca_bundle: Some(ByteString(self.ca_pem.as_bytes().to_vec())),
@@ -178,6 +192,21 @@ mod tests {
             Some(vec!["t1".to_owned()])
         );
         assert_eq!(webhook.failure_policy.as_deref(), Some("Fail"));
+    }
+
+    #[test]
+    fn the_webhook_is_named_pods_ocifit_io_unless_named_otherwise() {
+        let webhook = PodWebhook::new("w", "https://127.0.0.1:1/", "PEM");
+        let name =
+            |webhook: &PodWebhook| webhook.to_configuration().webhooks.unwrap()[0].name.clone();
+        assert_eq!(name(&webhook), "pods.ocifit.io");
+        let named = webhook.named("noop.scale.ocifit.io");
+        assert_eq!(name(&named), "noop.scale.ocifit.io");
+        assert_eq!(
+            named.to_configuration().metadata.name.as_deref(),
+            Some("w"),
+            "the configuration keeps its own name"
+        );
     }
 
     #[test]

@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -23,8 +21,8 @@ use ocifit_testkit::pki::CertificateAuthority;
 use ocifit_testkit::{
     Cluster, PodWebhook, SharedCluster, create_namespace, register_pod_webhook, wait_until_admitted,
 };
-use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
+
+use crate::support::https::serve_https;
 
 static CLUSTER: SharedCluster = SharedCluster::new(|| Cluster::builder().with_all_controllers());
 
@@ -80,36 +78,15 @@ async fn admit(request: Request<Incoming>, log: Log) -> Result<Response<Full<Byt
 /// Serves the webhook on 127.0.0.1; its URL and the CA that signed its certificate.
 async fn start_webhook(log: Log) -> (String, String) {
     let ca = CertificateAuthority::new("webhook test CA").expect("a CA");
-    let tls = TlsAcceptor::from(
-        ca.issue_server("webhook", &["127.0.0.1"])
-            .and_then(|cert| cert.server_config())
-            .expect("a TLS server configuration"),
-    );
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a loopback port");
-    let url = format!(
-        "https://{}/mutate",
-        listener.local_addr().expect("the bound address")
-    );
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
-            };
-            let (tls, log) = (tls.clone(), log.clone());
-            tokio::spawn(async move {
-                let Ok(stream) = tls.accept(tcp).await else {
-                    return;
-                };
-                let service = service_fn(move |request| admit(request, log.clone()));
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    (url, ca.cert_pem().to_owned())
+    let tls = ca
+        .issue_server("webhook", &["127.0.0.1"])
+        .and_then(|cert| cert.server_config())
+        .expect("a TLS server configuration");
+    let address = serve_https(tls, move |request| admit(request, log.clone())).await;
+    (
+        format!("https://{address}/mutate"),
+        ca.cert_pem().to_owned(),
+    )
 }
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

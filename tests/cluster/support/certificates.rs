@@ -8,8 +8,6 @@ use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, WebhookClientConfig,
@@ -28,8 +26,8 @@ use rustls::sign::CertifiedKey;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
-use super::access;
 pub use super::data;
+use super::{access, https};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 
@@ -236,26 +234,8 @@ pub async fn serve_admission(served: Arc<Served>) -> String {
     let config = rustls::ServerConfig::builder()
         .with_no_client_auth()
         .with_cert_resolver(served);
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
-    let port = listener.local_addr().expect("its address").port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
-            };
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(stream) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service_fn(annotate))
-                    .await;
-            });
-        }
-    });
-    format!("https://localhost:{port}/mutate")
+    let address = https::serve_https(Arc::new(config), annotate).await;
+    format!("https://localhost:{}/mutate", address.port())
 }
 
 pub async fn annotate(

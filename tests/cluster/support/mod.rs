@@ -5,13 +5,15 @@
 //! the binary being the one the caller built and passed to `Env::start`. Typed object builders are
 //! in `objects`, ServiceAccount kubeconfigs and the TLS client in `access`, the chart's pod in
 //! `chart_pod`, the certificate manager's harness in `certificates`, placement's served gate and
-//! pod waits in `placement`, `ocifit run` serving the pod webhook in `webhook`, the scale run in
-//! `scale`, the flavor example's resolved status (no cluster) in `flavor_example`.
+//! pod waits in `placement`, `ocifit run` serving the pod webhook in `webhook`, the HTTPS server
+//! that stands in for a webhook in `https`, the scale run in `scale`, the flavor example's
+//! resolved status (no cluster) in `flavor_example`.
 
 pub mod access;
 pub mod certificates;
 pub mod chart_pod;
 pub mod flavor_example;
+pub mod https;
 pub mod objects;
 pub mod placement;
 pub mod scale;

@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use ocifit::api::pod::ENABLED_LABEL;
-use ocifit_testkit::PodWebhook;
 use ocifit_testkit::pki::CertificateAuthority;
+use ocifit_testkit::{PodWebhook, register_pod_webhook};
 
 use super::objects::{OptIn, TestPod, linux_node};
 use super::{Controller, Env, FLAVOR, free_address, get};
@@ -167,18 +167,14 @@ impl WebhookCertificate {
     /// Registers placement's gate (`/placement` on `address`) as the configuration `name` for
     /// every pod of `namespace`, its webhook named [`GATE`].
     pub async fn register_gate(&self, env: &Env, name: &str, address: &str, namespace: &str) {
-        let mut gate = PodWebhook::new(
+        let gate = PodWebhook::new(
             name,
             &format!("https://{address}/placement"),
             self.ca.cert_pem(),
         )
-        .in_namespace(namespace)
-        .to_configuration();
-        if let Some(webhook) = gate.webhooks.as_mut().and_then(|w| w.first_mut()) {
-            webhook.name = GATE.to_owned();
-        }
-        Api::<MutatingWebhookConfiguration>::all(env.client.clone())
-            .create(&PostParams::default(), &gate)
+        .named(GATE)
+        .in_namespace(namespace);
+        register_pod_webhook(&env.client, &gate)
             .await
             .expect("the gate's configuration");
     }

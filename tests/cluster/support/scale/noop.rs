@@ -7,18 +7,12 @@ use std::convert::Infallible;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use kube::Api;
-use kube::api::PostParams;
-use ocifit_testkit::PodWebhook;
 use ocifit_testkit::pki::CertificateAuthority;
-use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
+use ocifit_testkit::{PodWebhook, register_pod_webhook};
 
 use super::super::Env;
+use super::super::https::serve_https;
 
 /// The no-op webhook's name, as the apiserver labels its histogram.
 pub const NOOP: &str = "noop.scale.ocifit.io";
@@ -26,43 +20,19 @@ pub const NOOP: &str = "noop.scale.ocifit.io";
 /// Serves the no-op webhook on a loopback port and registers it for every pod of `namespace`.
 pub async fn start(env: &Env, namespace: &str) {
     let ca = CertificateAuthority::new("no-op webhook CA").expect("a CA");
-    let tls = TlsAcceptor::from(
-        ca.issue_server("noop", &["127.0.0.1"])
-            .and_then(|cert| cert.server_config())
-            .expect("a TLS server configuration"),
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
-    let address = listener.local_addr().expect("its address");
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
-            };
-            // As ocifit's host does: an answer never waits for the previous segment's ACK.
-            let _ = tcp.set_nodelay(true);
-            let tls = tls.clone();
-            tokio::spawn(async move {
-                let Ok(stream) = tls.accept(tcp).await else {
-                    return;
-                };
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service_fn(admit))
-                    .await;
-            });
-        }
-    });
-    let mut configuration = PodWebhook::new(
+    let tls = ca
+        .issue_server("noop", &["127.0.0.1"])
+        .and_then(|cert| cert.server_config())
+        .expect("a TLS server configuration");
+    let address = serve_https(tls, admit).await;
+    let webhook = PodWebhook::new(
         "scale-noop",
         &format!("https://{address}/mutate"),
         ca.cert_pem(),
     )
-    .in_namespace(namespace)
-    .to_configuration();
-    if let Some(webhook) = configuration.webhooks.as_mut().and_then(|w| w.first_mut()) {
-        webhook.name = NOOP.to_owned();
-    }
-    Api::<MutatingWebhookConfiguration>::all(env.client.clone())
-        .create(&PostParams::default(), &configuration)
+    .named(NOOP)
+    .in_namespace(namespace);
+    register_pod_webhook(&env.client, &webhook)
         .await
         .expect("the no-op webhook's configuration");
 }

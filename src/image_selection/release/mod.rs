@@ -31,7 +31,7 @@ use super::planner::release::{HoldRules, Release, failed, release};
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::HELD_LABEL;
 use crate::cluster::ClusterView;
-use crate::cluster::events::{EventReporter, Notice};
+use crate::cluster::events::{Notice, Notices};
 use crate::cluster::reflected::{Change, Reflected, reflect};
 use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
 use crate::process::{Shutdown, Tasks, until};
@@ -68,8 +68,8 @@ pub struct ReleaseContext {
     pub cluster: ClusterView,
     /// The planner's index, the same the route plans from.
     pub index: SharedIndex,
-    /// Events on the pods.
-    pub reporter: EventReporter,
+    /// Events on the pods, queued: a release never waits for its Event.
+    pub notices: Notices,
     /// The hold bound and failure rule.
     pub rules: HoldRules,
 }
@@ -164,15 +164,13 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<ReleaseContext>) -> Result<Action, Er
     }
     if let Some(note) = done.event {
         tracing::info!(pod = %pod.name_any(), namespace = ?pod.namespace(), reason = note.reason, "held pod");
-        ctx.reporter
-            .publish(Notice {
-                on: pod.object_ref(&()),
-                warning: note.warning,
-                reason: note.reason,
-                action: "Release",
-                note: note.note,
-            })
-            .await;
+        ctx.notices.send(Notice {
+            on: pod.object_ref(&()),
+            warning: note.warning,
+            reason: note.reason,
+            action: "Release",
+            note: note.note,
+        });
     }
     Ok(done.wait.map_or_else(Action::await_change, Action::requeue))
 }
@@ -238,17 +236,15 @@ async fn adopt(
         .reference
         .as_deref()
         .unwrap_or_default();
-    ctx.reporter
-        .publish(Notice {
-            on: pod.object_ref(&()),
-            warning: false,
-            reason: "PolicyCreated",
-            action: "Release",
-            note: format!(
-                "created ImageSelectionPolicy {name} for artifact {reference} (no policy used                  it); the pod is released once it resolves"
-            ),
-        })
-        .await;
+    ctx.notices.send(Notice {
+        on: pod.object_ref(&()),
+        warning: false,
+        reason: "PolicyCreated",
+        action: "Release",
+        note: format!(
+            "created ImageSelectionPolicy {name} for artifact {reference} (no policy used it); the pod is released once it resolves"
+        ),
+    });
     Ok(())
 }
 

@@ -29,7 +29,6 @@ pub use controller::source::{Request, Source, Wanted};
 pub use planner::release::{HoldFailure, HoldRules};
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -103,22 +102,16 @@ pub fn run(parts: Parts) -> Feature<Route> {
             ),
         ),
     ));
-    // Every notice is published (no window): each is about one held pod.
-    let (notices, publisher) = queue(
-        EventReporter::new(
-            cluster.client.clone(),
-            REPORTING_CONTROLLER,
-            identity.clone(),
-            Arc::clone(&metrics),
-        ),
-        Duration::ZERO,
-    );
-    tasks.push(("held pod events", until(shutdown.clone(), publisher)));
     tasks.extend(release::run(
-        release::ReleaseContext {
+        release::Parts {
             cluster: cluster.clone(),
             index: index.clone(),
-            notices,
+            reporter: EventReporter::new(
+                cluster.client.clone(),
+                REPORTING_CONTROLLER,
+                identity.clone(),
+                Arc::clone(&metrics),
+            ),
             rules: hold,
         },
         &shutdown,

@@ -31,7 +31,7 @@ use super::planner::release::{HoldRules, Release, failed, release};
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::HELD_LABEL;
 use crate::cluster::ClusterView;
-use crate::cluster::events::{Notice, Notices};
+use crate::cluster::events::{EventReporter, Notice, Notices, queue};
 use crate::cluster::reflected::{Change, Reflected, reflect};
 use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
 use crate::process::{Shutdown, Tasks, until};
@@ -62,20 +62,37 @@ pub enum Error {
     },
 }
 
-/// Shared by every release.
-pub struct ReleaseContext {
+/// What the release needs.
+pub struct Parts {
     /// The cluster view (its leadership decides who releases).
     pub cluster: ClusterView,
     /// The planner's index, the same the route plans from.
     pub index: SharedIndex,
-    /// Events on the pods, queued: a release never waits for its Event.
-    pub notices: Notices,
+    /// Publishes the Events on the pods.
+    pub reporter: EventReporter,
     /// The hold bound and failure rule.
     pub rules: HoldRules,
 }
 
-/// The held-pod watch and the controller over it, as tasks.
-pub fn run(context: ReleaseContext, shutdown: &Shutdown) -> Tasks {
+/// Shared by every release.
+struct ReleaseContext {
+    cluster: ClusterView,
+    index: SharedIndex,
+    /// Events on the pods, queued: a release never waits for its Event.
+    notices: Notices,
+    rules: HoldRules,
+}
+
+/// The held-pod watch, the controller over it and the queue of its Events, as tasks.
+pub fn run(parts: Parts, shutdown: &Shutdown) -> Tasks {
+    // Every notice is published (no window): each is about one held pod.
+    let (notices, publisher) = queue(parts.reporter, Duration::ZERO);
+    let context = ReleaseContext {
+        cluster: parts.cluster,
+        index: parts.index,
+        notices,
+        rules: parts.rules,
+    };
     let (pods, watch) = reflect(
         watcher(
             Api::<Pod>::all(context.cluster.client.clone()),
@@ -88,6 +105,7 @@ pub fn run(context: ReleaseContext, shutdown: &Shutdown) -> Tasks {
         "held pods",
     );
     vec![
+        ("held pod events", until(shutdown.clone(), publisher)),
         ("held pod watch", until(shutdown.clone(), watch)),
         (
             "held pod release",

@@ -8,13 +8,14 @@
 use std::collections::BTreeMap;
 
 use crate::admission::request::Request;
-use k8s_openapi::api::core::v1::{Namespace as NamespaceObject, Pod};
+use k8s_openapi::api::core::v1::Namespace as NamespaceObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::compiled::UsablePolicies;
 use super::gate::{GatePlan, Leave, plan};
 use super::namespaces::{ReadNamespace, name_only};
+use super::pod_view::{GatePod, PodView};
 use super::select::{Namespace, select};
 use crate::admission::route::{Planner, Response, Verdict};
 
@@ -36,18 +37,23 @@ pub struct GatePods {
 
 impl GatePods {
     /// The pod and its namespace's name, if the request carries a pod.
-    fn pod_of(request: &Request<Pod>) -> Option<(&Pod, &str)> {
-        let pod = request.object.as_ref()?;
+    fn pod_of(request: &Request<GatePod>) -> Option<(PodView<'_>, &str)> {
+        let pod = request.object.as_deref()?;
         let namespace = request
             .namespace
             .as_deref()
             .or(pod.metadata.namespace.as_deref())
             .unwrap_or_default();
-        Some((pod, namespace))
+        Some((pod.into(), namespace))
     }
 
     /// The plan for `pod` in `namespace` labelled `labels`.
-    fn decide(&self, pod: &Pod, namespace: &str, labels: &BTreeMap<String, String>) -> GatePlan {
+    fn decide(
+        &self,
+        pod: PodView<'_>,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> GatePlan {
         let policies = self.policies.load();
         let selection = select(
             pod,
@@ -62,7 +68,7 @@ impl GatePods {
     }
 
     /// The plan for `pod` in `namespace` as the store holds it, or `None` if it does not.
-    fn decide_stored(&self, pod: &Pod, namespace: &str) -> Option<GatePlan> {
+    fn decide_stored(&self, pod: PodView<'_>, namespace: &str) -> Option<GatePlan> {
         let stored = self.namespaces.get(&ObjectRef::new(namespace))?;
         Some(match stored.metadata.labels.as_ref() {
             Some(labels) => self.decide(pod, namespace, labels),
@@ -72,7 +78,7 @@ impl GatePods {
 }
 
 impl Planner for GatePods {
-    type Object = Pod;
+    type Object = GatePod;
     type Plan = GatePlan;
 
     // Never waits on the connection's worker: the usable policies' selectors against the pod
@@ -80,7 +86,7 @@ impl Planner for GatePods {
     // store does not hold yet is read on the pool (`plan_now` declines).
     const BOUNDED: bool = true;
 
-    fn plan(&self, request: &Request<Pod>) -> GatePlan {
+    fn plan(&self, request: &Request<GatePod>) -> GatePlan {
         let Some((pod, namespace)) = Self::pod_of(request) else {
             return GatePlan::Leave(Leave::Unselected);
         };
@@ -95,7 +101,7 @@ impl Planner for GatePods {
         })
     }
 
-    fn plan_now(&self, request: &Request<Pod>) -> Option<GatePlan> {
+    fn plan_now(&self, request: &Request<GatePod>) -> Option<GatePlan> {
         let Some((pod, namespace)) = Self::pod_of(request) else {
             return Some(GatePlan::Leave(Leave::Unselected));
         };

@@ -5,9 +5,9 @@
 //! are left untouched.
 
 use json_patch::Patch;
-use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
+use super::pod_view::PodView;
 use super::select::{Exclusion, Selection};
 use crate::admission::patch::{add, remove};
 use crate::api::placement::pod::{POLICY_LABEL, RELEASED_LABEL, SCHEDULING_GATE};
@@ -33,16 +33,14 @@ pub enum Leave {
 }
 
 /// Plans admission for `pod` given its [`Selection`].
-pub fn plan(pod: &Pod, selection: Selection<'_>) -> GatePlan {
+pub fn plan<'a>(pod: impl Into<PodView<'a>>, selection: Selection<'_>) -> GatePlan {
+    let pod = pod.into();
     let policy = match selection {
         Selection::Excluded(exclusion) => return GatePlan::Leave(Leave::Excluded(exclusion)),
         Selection::Unselected => return GatePlan::Leave(Leave::Unselected),
         Selection::Selected(policy) => &policy.name,
     };
-    let gates = pod
-        .spec
-        .as_ref()
-        .and_then(|spec| spec.scheduling_gates.as_ref());
+    let gates = pod.scheduling_gates;
     let gated = gates
         .iter()
         .flat_map(|gates| gates.iter())

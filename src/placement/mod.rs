@@ -25,6 +25,7 @@ pub mod gate;
 pub mod held;
 pub mod namespaces;
 pub mod platforms;
+pub mod pod_view;
 pub mod policy;
 pub mod pull_policy;
 pub mod release;

@@ -8,8 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::Pod;
-
+use super::pod_view::PodView;
 use super::policy::Policy;
 use crate::api::placement::pod::{ENABLED_LABEL, EXCLUDED_NAMESPACES, OPT_OUT_VALUE, POLICY_LABEL};
 
@@ -65,8 +64,8 @@ pub struct Namespace<'a> {
 }
 
 /// Why `pod` in `namespace` is never selected, if it is not.
-fn exclusion(pod: &Pod, namespace: &str, own_namespace: &str) -> Option<Exclusion> {
-    let metadata = &pod.metadata;
+fn exclusion(pod: PodView<'_>, namespace: &str, own_namespace: &str) -> Option<Exclusion> {
+    let metadata = pod.metadata;
     if EXCLUDED_NAMESPACES.contains(&namespace) {
         return Some(Exclusion::SystemNamespace);
     }
@@ -81,11 +80,7 @@ fn exclusion(pod: &Pod, namespace: &str, own_namespace: &str) -> Option<Exclusio
     if owned_by_daemonset {
         return Some(Exclusion::DaemonSet);
     }
-    let bound = pod
-        .spec
-        .as_ref()
-        .and_then(|spec| spec.node_name.as_deref())
-        .is_some_and(|name| !name.is_empty());
+    let bound = pod.node_name.is_some_and(|name| !name.is_empty());
     if bound {
         return Some(Exclusion::BoundToNode);
     }
@@ -110,12 +105,13 @@ fn exclusion(pod: &Pod, namespace: &str, own_namespace: &str) -> Option<Exclusio
 /// The policy that selects `pod` in `namespace`, if any: unless the pod is excluded, among
 /// `policies` (the usable ones) whose selectors match, the highest priority, then the name that
 /// sorts first.
-pub fn select<'p>(
-    pod: &Pod,
+pub fn select<'a, 'p>(
+    pod: impl Into<PodView<'a>>,
     namespace: Namespace<'_>,
     own_namespace: &str,
     policies: &'p [Policy],
 ) -> Selection<'p> {
+    let pod = pod.into();
     if let Some(exclusion) = exclusion(pod, namespace.name, own_namespace) {
         return Selection::Excluded(exclusion);
     }
@@ -153,12 +149,13 @@ pub enum NotSelected {
 /// the exclusions and the policy's own selectors, as admission would have applied them. Priority
 /// is not asked again: the winner was chosen at admission, and later policy edits never move a
 /// gated pod.
-pub fn recheck(
-    pod: &Pod,
+pub fn recheck<'a>(
+    pod: impl Into<PodView<'a>>,
     namespace: Namespace<'_>,
     own_namespace: &str,
     policy: &Policy,
 ) -> Result<(), NotSelected> {
+    let pod = pod.into();
     if let Some(exclusion) = exclusion(pod, namespace.name, own_namespace) {
         return Err(NotSelected::Excluded(exclusion));
     }

@@ -5,6 +5,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::api::core::v1::Namespace as NamespaceObject;
+use k8s_openapi::api::core::v1::Pod;
 use kube::core::{ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
@@ -168,7 +169,7 @@ fn gate(store: Store<PartialObjectMeta<NamespaceObject>>, read: ReadNamespace) -
 }
 
 /// The request the apiserver sends for `pod`.
-fn request(pod: &Pod) -> Request<Pod> {
+fn request(pod: &Pod) -> Request<GatePod> {
     serde_json::from_value(apiserver_review(pod, false)["request"].take()).unwrap()
 }
 

@@ -1,3 +1,4 @@
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::PodSchedulingGate;
 use proptest::prelude::*;
 use serde_json::json;

@@ -1,0 +1,186 @@
+//! A pod as placement's selection and gate read it: its metadata (labels, annotations, owners,
+//! namespace), its node and its scheduling gates, and nothing else. The controller takes this
+//! view of a pod it watches ([`PodView::from`] a `Pod`); admission decodes a review's pod
+//! straight into [`GatePod`], which holds only these fields. k8s-openapi's whole `Pod` (2.4 KiB
+//! as a value, every container some 2 KiB) made the gate's read of a review cost more than all
+//! its deciding; selection and the gate read the same fields through the same functions either
+//! way.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Pod, PodSchedulingGate};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde::{Deserialize, Deserializer};
+
+/// What selection and the gate read of a pod.
+#[derive(Clone, Copy, Debug)]
+pub struct PodView<'a> {
+    /// Labels, annotations, owner references and namespace (other members may be empty).
+    pub metadata: &'a ObjectMeta,
+    /// `spec.nodeName`.
+    pub node_name: Option<&'a str>,
+    /// `spec.schedulingGates`, `None` when the pod has no list.
+    pub scheduling_gates: Option<&'a [PodSchedulingGate]>,
+}
+
+impl<'a> From<&'a Pod> for PodView<'a> {
+    fn from(pod: &'a Pod) -> Self {
+        let spec = pod.spec.as_ref();
+        PodView {
+            metadata: &pod.metadata,
+            node_name: spec.and_then(|spec| spec.node_name.as_deref()),
+            scheduling_gates: spec.and_then(|spec| spec.scheduling_gates.as_deref()),
+        }
+    }
+}
+
+impl<'a> From<&'a GatePod> for PodView<'a> {
+    fn from(pod: &'a GatePod) -> Self {
+        PodView {
+            metadata: &pod.metadata,
+            node_name: pod.spec.node_name.as_deref(),
+            scheduling_gates: pod.spec.scheduling_gates.as_deref(),
+        }
+    }
+}
+
+/// A pod as the gate decodes it from a review: the fields of [`PodView`]; everything else in the
+/// object is skipped unread (the apiserver validates the pod itself after admission).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct GatePod {
+    /// Labels, annotations, owner references and namespace only.
+    #[serde(default, deserialize_with = "view_metadata")]
+    pub metadata: ObjectMeta,
+    #[serde(default, deserialize_with = "view_spec")]
+    spec: GateSpec,
+}
+
+/// The members of the pod's metadata the view reads.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ViewMetadata {
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    owner_references: Option<Vec<OwnerReference>>,
+}
+
+fn view_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    let read = Option::<ViewMetadata>::deserialize(deserializer)?.unwrap_or_default();
+    Ok(ObjectMeta {
+        namespace: read.namespace,
+        labels: read.labels,
+        annotations: read.annotations,
+        owner_references: read.owner_references,
+        ..ObjectMeta::default()
+    })
+}
+
+/// The members of the pod's spec the view reads.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GateSpec {
+    #[serde(default)]
+    node_name: Option<String>,
+    #[serde(default)]
+    scheduling_gates: Option<Vec<PodSchedulingGate>>,
+}
+
+fn view_spec<'de, D: Deserializer<'de>>(deserializer: D) -> Result<GateSpec, D::Error> {
+    Ok(Option::<GateSpec>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+impl k8s_openapi::Resource for GatePod {
+    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for GatePod {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Every field the view reads, and more it does not.
+    fn pod() -> serde_json::Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "web-1", "namespace": "shop", "uid": "u",
+                "labels": {"app": "web"},
+                "annotations": {"kubernetes.io/config.mirror": "x"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "o"}],
+                "managedFields": [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]
+            },
+            "spec": {
+                "nodeName": "n1",
+                "schedulingGates": [{"name": "a"}, {"name": "b"}],
+                "containers": [{"name": "app", "image": "nginx", "env": [{"name": "A", "value": "1"}]}]
+            },
+            "status": {"phase": "Pending"}
+        })
+    }
+
+    #[test]
+    fn the_gate_reads_of_a_review_what_it_reads_of_a_whole_pod() {
+        let whole: Pod = serde_json::from_value(pod()).unwrap();
+        let gated: GatePod = serde_json::from_value(pod()).unwrap();
+        let (from_whole, from_gated) = (PodView::from(&whole), PodView::from(&gated));
+        assert_eq!(from_gated.metadata.labels, from_whole.metadata.labels);
+        assert_eq!(
+            from_gated.metadata.annotations,
+            from_whole.metadata.annotations
+        );
+        assert_eq!(
+            from_gated.metadata.owner_references,
+            from_whole.metadata.owner_references
+        );
+        assert_eq!(from_gated.metadata.namespace, from_whole.metadata.namespace);
+        assert_eq!(from_gated.node_name, Some("n1"));
+        assert_eq!(from_gated.scheduling_gates, from_whole.scheduling_gates);
+        // What it does not read is not kept.
+        assert_eq!(from_gated.metadata.managed_fields, None);
+        assert_eq!(from_gated.metadata.name, None);
+    }
+
+    #[test]
+    fn absent_and_null_members_read_as_absent() {
+        for pod in [
+            json!({}),
+            json!({"metadata": null, "spec": null}),
+            json!({"metadata": {"labels": null}, "spec": {"schedulingGates": null}}),
+        ] {
+            let gated: GatePod = serde_json::from_value(pod.clone()).unwrap();
+            let view = PodView::from(&gated);
+            assert_eq!(view.metadata.labels, None, "{pod}");
+            assert_eq!(view.node_name, None, "{pod}");
+            assert_eq!(view.scheduling_gates, None, "{pod}");
+        }
+    }
+
+    #[test]
+    fn a_member_of_the_wrong_type_is_an_error_naming_it() {
+        let err = serde_json::from_value::<GatePod>(json!({"spec": {"nodeName": 5}})).unwrap_err();
+        assert!(err.to_string().contains("invalid type"), "{err}");
+    }
+}

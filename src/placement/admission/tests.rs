@@ -222,3 +222,28 @@ fn a_namespace_in_the_store_is_never_read() {
         Some(GatePlan::Gate { .. })
     ));
 }
+
+#[test]
+fn the_gate_refuses_a_field_it_reads_of_the_wrong_type_by_its_path_and_leaves_the_rest_to_the_apiserver()
+ {
+    let route = route(vec![policy("default", json!({}))], namespaces(&[]));
+    let body = |mutate: &dyn Fn(&mut Value)| {
+        let mut review = apiserver_review(&pod(&[("web", "app:v1")]), false);
+        mutate(&mut review["request"]["object"]);
+        serde_json::to_vec(&review).unwrap()
+    };
+    let wrong = route.answer(&body(&|pod| pod["spec"]["nodeName"] = json!(5)));
+    assert_eq!(
+        (wrong.outcome, wrong.reason),
+        ("denied", "UnreadableObject")
+    );
+    let review: Value = serde_json::from_slice(&wrong.body).unwrap();
+    let message = review["response"]["status"]["message"].as_str().unwrap();
+    assert!(message.contains("spec.nodeName"), "{message}");
+    // A container's image is not the gate's to read: the pod is gated, and the apiserver's own
+    // validation answers for the image.
+    let unread = route.answer(&body(&|pod| {
+        pod["spec"]["containers"][0]["image"] = json!(5);
+    }));
+    assert_eq!((unread.outcome, unread.reason), ("patched", "Gated"));
+}

@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use k8s_openapi::api::core::v1::Pod;
 use ocifit::admission::request::Request;
 use ocifit::api::{ClassMatch, ClassStatus, ImageSelectionPolicy, ImageSelectionPolicyStatus};
 use ocifit::classes::grouping;
 use ocifit::engine::{NodeInputs, Reads};
+use ocifit::image_selection::planner::read_pod::SelectionPod;
 use ocifit::image_selection::planner::{ImagePlan, Index};
 use serde_json::{Value, json};
 
@@ -96,7 +96,7 @@ fn policies(nodes: &[(String, NodeInputs)], distinct: bool) -> Vec<ImageSelectio
         .collect()
 }
 
-fn request(spec: Value) -> Request<Pod> {
+fn request(spec: Value) -> Request<SelectionPod> {
     let mut full = json!({"containers": [{"name": "app", "image": "placeholder-57:latest"},
                                          {"name": "sidecar", "image": "envoy:1"}]});
     if let (Some(full), Some(spec)) = (full.as_object_mut(), spec.as_object()) {

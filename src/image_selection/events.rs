@@ -10,6 +10,7 @@ use crate::admission::request::Request;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 
+use super::planner::read_pod::SelectionPod;
 use super::planner::{Decision, ImagePlan};
 use crate::cluster::events::Notice;
 
@@ -17,8 +18,8 @@ use crate::cluster::events::Notice;
 pub const WINDOW: Duration = Duration::from_secs(60);
 
 /// The Event `plan` deserves, if any: a denial under a known policy, or a pin.
-pub fn notice(request: &Request<Pod>, plan: &ImagePlan) -> Option<Notice> {
-    let pod = request.object.as_ref()?;
+pub fn notice(request: &Request<SelectionPod>, plan: &ImagePlan) -> Option<Notice> {
+    let pod = &request.object.as_ref()?.0;
     let who = pod_name(request, pod);
     match plan {
         ImagePlan::Deny {
@@ -48,7 +49,7 @@ pub fn notice(request: &Request<Pod>, plan: &ImagePlan) -> Option<Notice> {
 }
 
 /// `namespace/name`, or `namespace/generateName*` for a pod named by the apiserver later.
-fn pod_name(request: &Request<Pod>, pod: &Pod) -> String {
+fn pod_name(request: &Request<SelectionPod>, pod: &Pod) -> String {
     let namespace = request
         .namespace
         .as_deref()

@@ -51,6 +51,7 @@ mod mutation;
 mod nodes;
 mod patch;
 mod policy_choice;
+pub mod read_pod;
 mod reasons;
 pub mod release;
 mod request;

@@ -3,12 +3,12 @@
 //! queued once it is sent.
 
 use crate::admission::request::Request;
-use k8s_openapi::api::core::v1::Pod;
 use kube::core::admission::Operation;
 
 use super::events::notice;
 use super::feed::SharedIndex;
 use super::planner::hold::hold;
+use super::planner::read_pod::SelectionPod;
 use super::planner::{DenyReason, ImagePlan, SkipReason};
 use crate::admission::route::Planner;
 use crate::cluster::events::Notices;
@@ -26,26 +26,26 @@ pub struct MutatePods {
 }
 
 impl Planner for MutatePods {
-    type Object = Pod;
+    type Object = SelectionPod;
     type Plan = ImagePlan;
 
     // A lookup in the index per container and init container, which the array limit caps; the
     // Event is queued without waiting.
     const BOUNDED: bool = true;
 
-    fn plan(&self, request: &Request<Pod>) -> ImagePlan {
+    fn plan(&self, request: &Request<SelectionPod>) -> ImagePlan {
         match self.index.load() {
             Some(index) => index.plan(request),
             None => match &request.object {
                 Some(pod) if request.operation == Operation::Create => {
-                    hold(pod, None, DenyReason::NotReady)
+                    hold(&pod.0, None, DenyReason::NotReady)
                 }
                 _ => ImagePlan::Skip(SkipReason::NotPodCreation),
             },
         }
     }
 
-    fn answered(&self, request: &Request<Pod>, plan: ImagePlan) {
+    fn answered(&self, request: &Request<SelectionPod>, plan: ImagePlan) {
         if let Some(notices) = &self.notices
             && let Some(notice) = notice(request, &plan)
         {

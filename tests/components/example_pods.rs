@@ -9,11 +9,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use ocifit::admission::request::Request;
 use ocifit::api::ImageSelectionPolicy;
 use ocifit::api::pod::DECISION_IMAGES;
 use ocifit::engine::NodeInputs;
+use ocifit::image_selection::planner::read_pod::SelectionPod;
 use ocifit::image_selection::planner::{ImagePlan, Index};
 use serde_json::Value;
 
@@ -92,7 +93,7 @@ fn policies(nodes: &[(String, NodeInputs)]) -> Vec<ImageSelectionPolicy> {
 }
 
 /// The AdmissionRequest the apiserver sends when `pod` is created.
-fn request(pod: &Value, dry_run: bool) -> Request<Pod> {
+fn request(pod: &Value, dry_run: bool) -> Request<SelectionPod> {
     serde_json::from_value(create_request(pod, dry_run)).expect("a valid AdmissionRequest")
 }
 

@@ -16,6 +16,7 @@ use super::hold::hold;
 use super::index::{Candidate, Grouping, Index, PlacementDigest};
 use super::mutation::Decided;
 use super::policy_choice::{List, choose, rewritten};
+use super::read_pod::SelectionPod;
 use super::{DenyReason, ImagePlan, SkipReason};
 use crate::api::pod::{DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL, MIRROR_ANNOTATION};
 use crate::classes::selection::{ClassSelector, Placement, required_terms};
@@ -23,9 +24,9 @@ use crate::classes::selection::{ClassSelector, Placement, required_terms};
 impl Index {
     /// Plans one admission request. Whether the request is a dry run does not change the plan
     /// (the admission host then queues no Event).
-    pub fn plan(&self, request: &Request<Pod>) -> ImagePlan {
+    pub fn plan(&self, request: &Request<SelectionPod>) -> ImagePlan {
         match (&request.operation, &request.object) {
-            (Operation::Create, Some(pod)) => self.plan_pod(pod),
+            (Operation::Create, Some(pod)) => self.plan_pod(&pod.0),
             _ => ImagePlan::Skip(SkipReason::NotPodCreation),
         }
     }

@@ -3,6 +3,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::*;

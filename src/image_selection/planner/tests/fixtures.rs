@@ -3,15 +3,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::admission::request::Request;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
+use crate::admission::request::Request;
 use crate::api::{
     ArtifactStatus, ClassMatch, ClassStatus, ImageSelectionPolicy, ImageSelectionPolicyStatus,
 };
 use crate::classes::grouping;
 use crate::engine::{Format, NodeInputs, Reads};
+use crate::image_selection::planner::read_pod::SelectionPod;
 use crate::image_selection::planner::{ImagePlan, Index};
 
 pub const PLACEHOLDER: &str = "placeholder:latest";
@@ -186,11 +187,11 @@ pub fn simple_pod(metadata: Value, spec: Value) -> Pod {
 }
 
 /// The admission request creating `pod`.
-pub fn request(pod: &Pod, dry_run: bool) -> Request<Pod> {
+pub fn request(pod: &Pod, dry_run: bool) -> Request<SelectionPod> {
     request_for("CREATE", Some(pod), dry_run)
 }
 
-pub fn request_for(operation: &str, pod: Option<&Pod>, dry_run: bool) -> Request<Pod> {
+pub fn request_for(operation: &str, pod: Option<&Pod>, dry_run: bool) -> Request<SelectionPod> {
     serde_json::from_value(json!({
         "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},

@@ -101,3 +101,30 @@ fn before_the_first_index_a_pod_is_held_as_not_ready_with_its_uid() {
     let warning = response["warnings"][0].as_str().unwrap_or_default();
     assert!(warning.contains("has not read the policies"), "{response}");
 }
+
+#[test]
+fn a_field_the_planner_reads_of_the_wrong_type_is_refused_by_its_path_and_the_rest_left_to_the_apiserver()
+ {
+    let route = route(Some(index(&[resolved(policy("app", json!({})))])));
+    let vanilla = simple_pod(json!({}), json!({"nodeSelector": {"flavor": "vanilla"}}));
+    let body = |mutate: &dyn Fn(&mut Value)| {
+        let mut review = apiserver_review(&vanilla, false);
+        mutate(&mut review["request"]["object"]["spec"]["containers"][0]);
+        serde_json::to_vec(&review).unwrap()
+    };
+    let wrong = route.answer(&body(&|container| container["image"] = json!(5)));
+    assert_eq!(
+        (wrong.outcome, wrong.reason),
+        ("denied", "UnreadableObject")
+    );
+    let review: Value = serde_json::from_slice(&wrong.body).unwrap();
+    let message = review["response"]["status"]["message"].as_str().unwrap();
+    assert!(message.contains("spec.containers[0].image"), "{message}");
+    // A container's resources are not the planner's to read: the pod gets its image, and the
+    // apiserver's own validation answers for the rest.
+    let unread = route.answer(&body(&|container| container["resources"] = json!("lots")));
+    assert_eq!(
+        (unread.outcome, unread.reason),
+        ("patched", "ImageSelected")
+    );
+}

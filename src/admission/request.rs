@@ -33,3 +33,33 @@ pub struct Request<K> {
     #[serde(default)]
     pub dry_run: bool,
 }
+
+/// Makes `$read`, a type holding the part of a `$whole` a planner reads (its metadata at
+/// `$field`), a Kubernetes resource of the same kind (k8s-openapi's `Resource` and
+/// `Metadata`), so a route may admit it: the host checks a review's kind by it.
+macro_rules! read_as {
+    ($read:ty, $whole:ty, $($field:tt).+) => {
+        impl k8s_openapi::Resource for $read {
+            const API_VERSION: &'static str = <$whole as k8s_openapi::Resource>::API_VERSION;
+            const GROUP: &'static str = <$whole as k8s_openapi::Resource>::GROUP;
+            const KIND: &'static str = <$whole as k8s_openapi::Resource>::KIND;
+            const VERSION: &'static str = <$whole as k8s_openapi::Resource>::VERSION;
+            const URL_PATH_SEGMENT: &'static str =
+                <$whole as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+            type Scope = <$whole as k8s_openapi::Resource>::Scope;
+        }
+
+        impl k8s_openapi::Metadata for $read {
+            type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+            fn metadata(&self) -> &Self::Ty {
+                &self.$($field).+
+            }
+
+            fn metadata_mut(&mut self) -> &mut Self::Ty {
+                &mut self.$($field).+
+            }
+        }
+    };
+}
+pub(crate) use read_as;

@@ -11,11 +11,10 @@
 use std::cell::Cell;
 
 use crate::admission::request::Request;
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 
+use super::planner::read_step::{StepJob, StepPod};
 use super::planner::{self, CacheState, Denial, Helper, StepPlan, StepRegistries};
 use super::status::cache_state;
 use crate::admission::route::{Planner, Response, Verdict};
@@ -168,33 +167,53 @@ fn logged<K: kube::Resource<DynamicType = ()>>(
 // cache in memory. A step whose cache the store does not show Ready is planned on the pool,
 // where the cache is read again (`plan_now` declines).
 impl Planner for StepPods {
-    type Object = Pod;
+    type Object = StepPod;
     type Plan = StepPlan;
 
     const BOUNDED: bool = true;
 
-    fn plan(&self, request: &Request<Pod>) -> StepPlan {
-        self.0.plan_waiting(request, planner::plan_pod)
+    fn plan(&self, request: &Request<StepPod>) -> StepPlan {
+        self.0.plan_waiting(request, plan_pod)
     }
 
-    fn plan_now(&self, request: &Request<Pod>) -> Option<StepPlan> {
-        self.0.plan_now(request, planner::plan_pod)
+    fn plan_now(&self, request: &Request<StepPod>) -> Option<StepPlan> {
+        self.0.plan_now(request, plan_pod)
     }
 }
 
 impl Planner for StepJobs {
-    type Object = Job;
+    type Object = StepJob;
     type Plan = StepPlan;
 
     const BOUNDED: bool = true;
 
-    fn plan(&self, request: &Request<Job>) -> StepPlan {
-        self.0.plan_waiting(request, planner::plan_job)
+    fn plan(&self, request: &Request<StepJob>) -> StepPlan {
+        self.0.plan_waiting(request, plan_job)
     }
 
-    fn plan_now(&self, request: &Request<Job>) -> Option<StepPlan> {
-        self.0.plan_now(request, planner::plan_job)
+    fn plan_now(&self, request: &Request<StepJob>) -> Option<StepPlan> {
+        self.0.plan_now(request, plan_job)
     }
+}
+
+fn plan_pod(
+    pod: &StepPod,
+    namespace: &str,
+    caches: &dyn Fn(&str) -> CacheState,
+    helper: &Helper,
+    registries: &StepRegistries,
+) -> StepPlan {
+    planner::plan_pod(&pod.0, namespace, caches, helper, registries)
+}
+
+fn plan_job(
+    job: &StepJob,
+    namespace: &str,
+    caches: &dyn Fn(&str) -> CacheState,
+    helper: &Helper,
+    registries: &StepRegistries,
+) -> StepPlan {
+    planner::plan_job(&job.0, namespace, caches, helper, registries)
 }
 
 impl Verdict for StepPlan {

@@ -12,6 +12,8 @@ use k8s_openapi::api::core::v1::{Pod, PodSchedulingGate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::{Deserialize, Deserializer};
 
+use crate::admission::request::read_as;
+
 /// What selection and the gate read of a pod.
 #[derive(Clone, Copy, Debug)]
 pub struct PodView<'a> {
@@ -94,26 +96,7 @@ fn view_spec<'de, D: Deserializer<'de>>(deserializer: D) -> Result<GateSpec, D::
     Ok(Option::<GateSpec>::deserialize(deserializer)?.unwrap_or_default())
 }
 
-impl k8s_openapi::Resource for GatePod {
-    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for GatePod {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+read_as!(GatePod, Pod, metadata);
 
 #[cfg(test)]
 mod tests {

@@ -14,6 +14,7 @@
 mod helpers;
 mod mutation;
 mod patch;
+pub mod read_step;
 mod settings;
 
 use std::collections::BTreeMap;

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::{Value, json};
 
 use super::helpers::{LAUNCHER_DIR, PREPARE, PUSH, RUN_DIR};
+use super::read_step::{StepJob, StepPod};
 use super::*;
 
 mod golden;
@@ -67,7 +68,8 @@ fn pod(pairs: &[(&str, &str)]) -> Value {
 }
 
 fn plan_json(object: &Value, caches: &dyn Fn(&str) -> CacheState) -> StepPlan {
-    let pod: Pod = serde_json::from_value(object.clone()).unwrap();
+    // Read as the step routes read a review's pod.
+    let StepPod(pod) = serde_json::from_value(object.clone()).unwrap();
     plan_pod(&pod, "workflow", caches, &helper(), &allowed())
 }
 
@@ -839,4 +841,58 @@ fn an_injected_pod_is_left_alone() {
         .unwrap()
         .remove(step::INJECTED);
     assert_eq!(plan_json(&patched, &ready), StepPlan::AlreadyInjected);
+}
+
+#[test]
+fn a_step_read_as_the_routes_read_it_is_planned_as_the_whole_object_is() {
+    // Everything the planner reads, and much it does not: the plans must be equal.
+    let mut rich = pod(&[
+        ("input-uri", "w/in:v1"),
+        ("output-uri", "w/out:v1"),
+        ("output-path", "/work/out"),
+        ("container", "step"),
+    ]);
+    rich["metadata"]["labels"] = json!({"app": "flow"});
+    rich["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u", "controller": false}]);
+    rich["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Apply"}]);
+    rich["spec"]["securityContext"] = json!({"runAsUser": 1000, "fsGroup": 2000});
+    rich["spec"]["initContainers"] =
+        json!([{"name": "setup", "image": "busybox", "command": ["true"]}]);
+    rich["spec"]["volumes"] =
+        json!([{"name": "work", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "c"}}]);
+    rich["spec"]["tolerations"] = json!([{"key": "k", "operator": "Exists"}]);
+    rich["spec"]["containers"][0]["workingDir"] = json!("/work");
+    rich["spec"]["containers"][0]["terminationMessagePath"] = json!("/tmp/end");
+    rich["spec"]["containers"][0]["securityContext"] = json!({"runAsGroup": 3000});
+    rich["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "work", "mountPath": "/work"}]);
+    rich["spec"]["containers"][0]["env"] = json!([{"name": "A", "value": "1"}]);
+    rich["spec"]["containers"][0]["resources"] = json!({"limits": {"cpu": "1"}});
+    rich["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "side", "image": "envoy", "ports": [{"containerPort": 80}]}));
+    let whole: Pod = serde_json::from_value(rich.clone()).unwrap();
+    let planned = plan_pod(&whole, "workflow", &ready, &helper(), &allowed());
+    assert!(matches!(planned, StepPlan::Patch { .. }), "{planned:?}");
+    assert_eq!(plan_json(&rich, &ready), planned);
+
+    let job = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "j", "annotations": rich["metadata"]["annotations"], "labels": {"a": "b"}},
+        "spec": {"backoffLimit": 2, "template": {
+            "metadata": {"labels": {"x": "y"}, "annotations": {"note": "n"}},
+            "spec": rich["spec"]
+        }}
+    });
+    let mut job_spec = job.clone();
+    job_spec["spec"]["template"]["spec"]["restartPolicy"] = json!("OnFailure");
+    let whole: Job = serde_json::from_value(job_spec.clone()).unwrap();
+    let StepJob(read) = serde_json::from_value(job_spec).unwrap();
+    let planned = plan_job(&whole, "workflow", &ready, &helper(), &allowed());
+    assert!(matches!(planned, StepPlan::Patch { .. }), "{planned:?}");
+    assert_eq!(
+        plan_job(&read, "workflow", &ready, &helper(), &allowed()),
+        planned
+    );
 }

@@ -1,6 +1,7 @@
 //! The step routes through the admission host's decoding and encoding: Pods and Jobs as the
 //! apiserver sends them, the cache looked up in the reflected store of the request's namespace.
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
@@ -187,12 +188,12 @@ fn a_store_that_lags_the_ready_status_is_read_again_before_a_step_is_refused() {
 }
 
 /// The request the apiserver sends for `pod`, typed.
-fn request(pod: &Pod) -> Request<Pod> {
+fn request(pod: &Pod) -> Request<StepPod> {
     serde_json::from_value(apiserver_review(pod, false)["request"].take()).unwrap()
 }
 
 /// The request the apiserver sends for a Job running `pod`'s spec, with its annotations.
-fn job_request(pod: &Pod) -> Request<Job> {
+fn job_request(pod: &Pod) -> Request<StepJob> {
     let mut review = apiserver_review(pod, false);
     review["request"]["object"] = json!({
         "apiVersion": "batch/v1", "kind": "Job",

@@ -13,6 +13,8 @@ use k8s_openapi::api::core::v1::{Affinity, Container, Pod, PodSchedulingGate, Po
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
 
+use crate::admission::request::read_as;
+
 /// A review's pod, holding only what the planner reads.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(from = "Read")]
@@ -110,26 +112,7 @@ impl From<Read> for SelectionPod {
     }
 }
 
-impl k8s_openapi::Resource for SelectionPod {
-    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::Metadata for SelectionPod {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
-    }
-}
+read_as!(SelectionPod, Pod, 0.metadata);
 
 #[cfg(test)]
 mod tests {

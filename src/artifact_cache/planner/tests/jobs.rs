@@ -22,7 +22,8 @@ fn job(pairs: &[(&str, &str)], template_metadata: Option<Value>) -> Value {
 }
 
 fn plan_job_json(object: &Value) -> StepPlan {
-    let job: Job = serde_json::from_value(object.clone()).unwrap();
+    // Read as the step routes read a review's Job.
+    let StepJob(job) = serde_json::from_value(object.clone()).unwrap();
     plan_job(
         &job,
         "workflow",

@@ -1,0 +1,183 @@
+//! A step's pod or Job as the step planner reads it from a review: what the planner reads and
+//! nothing else — the annotations (the step contract), whether there are labels, the owners, and
+//! of the pod spec the containers' names, commands, mounts, working directories, termination
+//! message paths and security contexts, the init containers' and volumes' names, the restart
+//! policy and the pod's security context. Everything else in the object is skipped unread: it is
+//! never built (k8s-openapi's `Pod` is 2.4 KiB as a value and each container some 2 KiB, with
+//! every string of the object allocated), and the apiserver validates the object after admission.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Container, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, SecurityContext, Volume,
+    VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde::Deserialize;
+
+use crate::admission::request::read_as;
+
+/// A review's pod, holding only what the step planner reads.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(from = "ReadPod")]
+pub struct StepPod(pub Pod);
+
+/// A review's Job, holding only what the step planner reads.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(from = "ReadJob")]
+pub struct StepJob(pub Job);
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct ReadPod {
+    metadata: Option<Metadata>,
+    spec: Option<Spec>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct ReadJob {
+    metadata: Option<Metadata>,
+    spec: Option<ReadJobSpec>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct ReadJobSpec {
+    template: Option<Template>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Template {
+    metadata: Option<Metadata>,
+    spec: Option<Spec>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Metadata {
+    name: Option<String>,
+    generate_name: Option<String>,
+    namespace: Option<String>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+    owner_references: Option<Vec<OwnerReference>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Spec {
+    containers: Option<Vec<ReadContainer>>,
+    init_containers: Option<Vec<Named>>,
+    volumes: Option<Vec<Named>>,
+    restart_policy: Option<String>,
+    security_context: Option<PodSecurityContext>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct ReadContainer {
+    name: String,
+    command: Option<Vec<String>>,
+    volume_mounts: Option<Vec<VolumeMount>>,
+    working_dir: Option<String>,
+    termination_message_path: Option<String>,
+    security_context: Option<SecurityContext>,
+}
+
+/// A name alone (an init container, a volume).
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Named {
+    name: String,
+}
+
+impl From<Metadata> for ObjectMeta {
+    fn from(read: Metadata) -> Self {
+        ObjectMeta {
+            name: read.name,
+            generate_name: read.generate_name,
+            namespace: read.namespace,
+            labels: read.labels,
+            annotations: read.annotations,
+            owner_references: read.owner_references,
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+impl From<Spec> for PodSpec {
+    fn from(read: Spec) -> Self {
+        PodSpec {
+            containers: read
+                .containers
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| Container {
+                    name: c.name,
+                    command: c.command,
+                    volume_mounts: c.volume_mounts,
+                    working_dir: c.working_dir,
+                    termination_message_path: c.termination_message_path,
+                    security_context: c.security_context,
+                    ..Container::default()
+                })
+                .collect(),
+            init_containers: read.init_containers.map(|named| {
+                named
+                    .into_iter()
+                    .map(|c| Container {
+                        name: c.name,
+                        ..Container::default()
+                    })
+                    .collect()
+            }),
+            volumes: read.volumes.map(|named| {
+                named
+                    .into_iter()
+                    .map(|v| Volume {
+                        name: v.name,
+                        ..Volume::default()
+                    })
+                    .collect()
+            }),
+            restart_policy: read.restart_policy,
+            security_context: read.security_context,
+            ..PodSpec::default()
+        }
+    }
+}
+
+impl From<ReadPod> for StepPod {
+    fn from(read: ReadPod) -> Self {
+        StepPod(Pod {
+            metadata: read.metadata.unwrap_or_default().into(),
+            spec: read.spec.map(PodSpec::from),
+            status: None,
+        })
+    }
+}
+
+impl From<ReadJob> for StepJob {
+    fn from(read: ReadJob) -> Self {
+        StepJob(Job {
+            metadata: read.metadata.unwrap_or_default().into(),
+            spec: read.spec.map(|spec| {
+                let template = spec.template.unwrap_or_default();
+                JobSpec {
+                    template: PodTemplateSpec {
+                        metadata: template.metadata.map(ObjectMeta::from),
+                        spec: template.spec.map(PodSpec::from),
+                    },
+                    ..JobSpec::default()
+                }
+            }),
+            status: None,
+        })
+    }
+}
+
+read_as!(StepPod, Pod, 0.metadata);
+read_as!(StepJob, Job, 0.metadata);

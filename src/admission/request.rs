@@ -5,6 +5,9 @@
 //! inside the review and handed out of it, each move a copy of all of it. Boxed, it is read once
 //! into its place; reading a pod's review took about a quarter less time.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::core::GroupVersionKind;
 use kube::core::admission::Operation;
 use serde::Deserialize;
@@ -32,6 +35,42 @@ pub struct Request<K> {
     /// Whether nothing is stored (`kubectl --dry-run=server`): no Event then.
     #[serde(default)]
     pub dry_run: bool,
+}
+
+/// The members of an object's metadata the planners read — identity, labels, annotations and
+/// owners — read from a review into k8s-openapi's `ObjectMeta`; the rest (`managedFields`, …) is
+/// skipped unread. Every feature's read of its kind ([`read_as!`]) takes its metadata through it.
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ReadMetadata {
+    name: Option<String>,
+    generate_name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+    owner_references: Option<Vec<OwnerReference>>,
+}
+
+impl From<ReadMetadata> for ObjectMeta {
+    fn from(read: ReadMetadata) -> Self {
+        ObjectMeta {
+            name: read.name,
+            generate_name: read.generate_name,
+            namespace: read.namespace,
+            uid: read.uid,
+            resource_version: read.resource_version,
+            creation_timestamp: read.creation_timestamp,
+            deletion_timestamp: read.deletion_timestamp,
+            labels: read.labels,
+            annotations: read.annotations,
+            owner_references: read.owner_references,
+            ..ObjectMeta::default()
+        }
+    }
 }
 
 /// Makes `$read`, a type holding the part of a `$whole` a planner reads (its metadata at

@@ -6,13 +6,11 @@
 //! its deciding; selection and the gate read the same fields through the same functions either
 //! way.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{Pod, PodSchedulingGate};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
-use crate::admission::request::read_as;
+use crate::admission::request::{ReadMetadata, read_as};
 
 /// What selection and the gate read of a pod.
 #[derive(Clone, Copy, Debug)]
@@ -50,36 +48,17 @@ impl<'a> From<&'a GatePod> for PodView<'a> {
 /// object is skipped unread (the apiserver validates the pod itself after admission).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct GatePod {
-    /// Labels, annotations, owner references and namespace only.
+    /// Its metadata as planners read it ([`ReadMetadata`]): identity, labels, annotations, owners.
     #[serde(default, deserialize_with = "view_metadata")]
     pub metadata: ObjectMeta,
     #[serde(default, deserialize_with = "view_spec")]
     spec: GateSpec,
 }
 
-/// The members of the pod's metadata the view reads.
-#[derive(Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ViewMetadata {
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    owner_references: Option<Vec<OwnerReference>>,
-}
-
 fn view_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
-    let read = Option::<ViewMetadata>::deserialize(deserializer)?.unwrap_or_default();
-    Ok(ObjectMeta {
-        namespace: read.namespace,
-        labels: read.labels,
-        annotations: read.annotations,
-        owner_references: read.owner_references,
-        ..ObjectMeta::default()
-    })
+    Ok(Option::<ReadMetadata>::deserialize(deserializer)?
+        .unwrap_or_default()
+        .into())
 }
 
 /// The members of the pod's spec the view reads.
@@ -109,7 +88,7 @@ mod tests {
         json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
-                "name": "web-1", "namespace": "shop", "uid": "u",
+                "name": "web-1", "namespace": "shop", "uid": "u", "finalizers": ["f"],
                 "labels": {"app": "web"},
                 "annotations": {"kubernetes.io/config.mirror": "x"},
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "o"}],
@@ -143,7 +122,7 @@ mod tests {
         assert_eq!(from_gated.scheduling_gates, from_whole.scheduling_gates);
         // What it does not read is not kept.
         assert_eq!(from_gated.metadata.managed_fields, None);
-        assert_eq!(from_gated.metadata.name, None);
+        assert_eq!(from_gated.metadata.finalizers, None);
     }
 
     #[test]

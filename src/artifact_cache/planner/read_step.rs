@@ -6,17 +6,15 @@
 //! never built (k8s-openapi's `Pod` is 2.4 KiB as a value and each container some 2 KiB, with
 //! every string of the object allocated), and the apiserver validates the object after admission.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Container, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, SecurityContext, Volume,
     VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
-use crate::admission::request::read_as;
+use crate::admission::request::{ReadMetadata, read_as};
 
 /// A review's pod, holding only what the step planner reads.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -31,14 +29,14 @@ pub struct StepJob(pub Job);
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct ReadPod {
-    metadata: Option<Metadata>,
+    metadata: Option<ReadMetadata>,
     spec: Option<Spec>,
 }
 
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct ReadJob {
-    metadata: Option<Metadata>,
+    metadata: Option<ReadMetadata>,
     spec: Option<ReadJobSpec>,
 }
 
@@ -51,19 +49,8 @@ struct ReadJobSpec {
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct Template {
-    metadata: Option<Metadata>,
+    metadata: Option<ReadMetadata>,
     spec: Option<Spec>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-struct Metadata {
-    name: Option<String>,
-    generate_name: Option<String>,
-    namespace: Option<String>,
-    labels: Option<BTreeMap<String, String>>,
-    annotations: Option<BTreeMap<String, String>>,
-    owner_references: Option<Vec<OwnerReference>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -92,20 +79,6 @@ struct ReadContainer {
 #[serde(default)]
 struct Named {
     name: String,
-}
-
-impl From<Metadata> for ObjectMeta {
-    fn from(read: Metadata) -> Self {
-        ObjectMeta {
-            name: read.name,
-            generate_name: read.generate_name,
-            namespace: read.namespace,
-            labels: read.labels,
-            annotations: read.annotations,
-            owner_references: read.owner_references,
-            ..ObjectMeta::default()
-        }
-    }
 }
 
 impl From<Spec> for PodSpec {

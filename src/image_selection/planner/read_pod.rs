@@ -10,10 +10,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Affinity, Container, Pod, PodSchedulingGate, PodSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
 
-use crate::admission::request::read_as;
+use crate::admission::request::{ReadMetadata, read_as};
 
 /// A review's pod, holding only what the planner reads.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -24,23 +23,8 @@ pub struct SelectionPod(pub Pod);
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct Read {
-    metadata: Option<Metadata>,
+    metadata: Option<ReadMetadata>,
     spec: Option<Spec>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-struct Metadata {
-    name: Option<String>,
-    generate_name: Option<String>,
-    namespace: Option<String>,
-    uid: Option<String>,
-    resource_version: Option<String>,
-    creation_timestamp: Option<Time>,
-    deletion_timestamp: Option<Time>,
-    labels: Option<BTreeMap<String, String>>,
-    annotations: Option<BTreeMap<String, String>>,
-    owner_references: Option<Vec<OwnerReference>>,
 }
 
 #[derive(Deserialize)]
@@ -81,21 +65,8 @@ impl From<ImageOnly> for Container {
 
 impl From<Read> for SelectionPod {
     fn from(read: Read) -> Self {
-        let metadata = read.metadata.unwrap_or_default();
         SelectionPod(Pod {
-            metadata: ObjectMeta {
-                name: metadata.name,
-                generate_name: metadata.generate_name,
-                namespace: metadata.namespace,
-                uid: metadata.uid,
-                resource_version: metadata.resource_version,
-                creation_timestamp: metadata.creation_timestamp,
-                deletion_timestamp: metadata.deletion_timestamp,
-                labels: metadata.labels,
-                annotations: metadata.annotations,
-                owner_references: metadata.owner_references,
-                ..ObjectMeta::default()
-            },
+            metadata: read.metadata.unwrap_or_default().into(),
             spec: read.spec.map(|spec| PodSpec {
                 containers: spec.containers.into_iter().map(Container::from).collect(),
                 init_containers: spec

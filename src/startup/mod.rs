@@ -108,10 +108,10 @@ async fn serve(config: Config) -> anyhow::Result<Ended> {
     Ok(process.supervise(wait_for_signal()).await)
 }
 
-/// Every metric `ocifit run` serves: the registered ones and `source`'s registry counters, read
-/// at scrape time.
+/// Every metric `ocifit run` serves: the registered ones, and `source`'s registry counters and
+/// the allocator's figures, read at scrape time.
 pub fn process_metrics(source: &Arc<RegistrySource>) -> Arc<Metrics> {
-    Metrics::new(Some(scrape::registry_metrics(Arc::clone(source))))
+    Metrics::new(Some(scrape::scraped(Arc::clone(source))))
 }
 
 /// Composes the process from `config`: checks the prerequisites, elects (or not), builds the

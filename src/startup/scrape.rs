@@ -1,17 +1,62 @@
-//! The registry client's counters as metrics, read at scrape time: requests by outcome, cache
-//! hits and misses, and lookups by what they were for and their outcome.
+//! What is read at scrape time: the registry client's counters (requests by outcome, cache hits
+//! and misses, lookups by what they were for and their outcome) and the allocator's figures (the
+//! bytes live allocations hold, and the pages the allocator holds for them).
 
 use std::sync::Arc;
 
-use prometheus_client::encoding::EncodeMetric;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::image_selection::RegistrySource;
 use crate::telemetry::ScrapeFn;
 
+/// The scrape function: `source`'s counters, then the allocator's figures.
+pub fn scraped(source: Arc<RegistrySource>) -> ScrapeFn {
+    let registry = registry_metrics(source);
+    Box::new(move |encoder| {
+        registry(encoder)?;
+        heap(encoder)
+    })
+}
+
+/// jemalloc's figures (it is the process's allocator, `src/main.rs`): resident memory beyond
+/// the live bytes is freed memory not yet handed back, which its background thread returns
+/// within seconds. When its statistics cannot be read the gauges are left out of the scrape
+/// rather than written as 0.
+fn heap(encoder: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
+    // The statistics are a snapshot taken when the epoch advances.
+    let read = || -> Result<(usize, usize), tikv_jemalloc_ctl::Error> {
+        tikv_jemalloc_ctl::epoch::advance()?;
+        Ok((
+            tikv_jemalloc_ctl::stats::allocated::read()?,
+            tikv_jemalloc_ctl::stats::resident::read()?,
+        ))
+    };
+    let Ok((allocated, resident)) = read() else {
+        return Ok(());
+    };
+    for (name, help, value) in [
+        (
+            "heap_allocated_bytes",
+            "Bytes held by the process's live allocations (jemalloc's stats.allocated)",
+            allocated,
+        ),
+        (
+            "heap_resident_bytes",
+            "Bytes of physical memory the allocator holds: live allocations, freed pages not yet returned to the system, its own metadata (jemalloc's stats.resident)",
+            resident,
+        ),
+    ] {
+        let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+        gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
+    }
+    Ok(())
+}
+
 /// The scrape function for `source`'s counters.
-pub fn registry_metrics(source: Arc<RegistrySource>) -> ScrapeFn {
+fn registry_metrics(source: Arc<RegistrySource>) -> ScrapeFn {
     Box::new(move |encoder| {
         let stats = source.stats();
         let mut requests = encoder.encode_descriptor(

@@ -128,6 +128,10 @@ pub struct Report {
     pub step_pods: usize,
     pub uninjected: Vec<String>,
     pub samples: Vec<Sample>,
+    /// At rest, as ocifit's own gauges said: its live allocations' bytes and the pages its
+    /// allocator held for them (the rest of the RSS is code, stacks and TLS buffers).
+    pub heap_allocated_bytes: f64,
+    pub heap_resident_bytes: f64,
     pub seconds: f64,
 }
 
@@ -495,6 +499,8 @@ pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
     // The last sample is ocifit at rest with every pod in the cluster: its allocator hands the
     // pages of the last releases back within seconds, and the last stores drain.
     tokio::time::sleep(sizes.settle()).await;
+    let heap_allocated_bytes = controller.metric("ocifit_heap_allocated_bytes").await;
+    let heap_resident_bytes = controller.metric("ocifit_heap_resident_bytes").await;
     stop.notify_one();
     let samples = samples.lock().expect("not poisoned").clone();
     assert!(
@@ -518,6 +524,8 @@ pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
         step_pods,
         uninjected,
         samples,
+        heap_allocated_bytes,
+        heap_resident_bytes,
         seconds: start.elapsed().as_secs_f64(),
     }
 }
@@ -582,6 +590,11 @@ impl Report {
                 first.rss_bytes as f64 / 1048576.0,
                 last.rss_bytes as f64 / 1048576.0,
                 peak(|s| s.rss_bytes as f64) / 1048576.0
+            ),
+            format!(
+                "| of it at rest: live allocations / the allocator's resident pages | {:.1} / {:.1} MiB |",
+                self.heap_allocated_bytes / 1048576.0,
+                self.heap_resident_bytes / 1048576.0
             ),
             format!(
                 "| CPU over {:.0} s (sampled {:.0} s): ocifit / apiserver / etcd | {:.1} / {:.1} / {:.1} s ({:.2} ms ocifit per pod) |",

@@ -8,7 +8,7 @@
 
 use k8s_openapi::api::core::v1::{Pod, PodSchedulingGate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 use crate::admission::request::{ReadMetadata, read_as};
 
@@ -47,32 +47,36 @@ impl<'a> From<&'a GatePod> for PodView<'a> {
 /// A pod as the gate decodes it from a review: the fields of [`PodView`]; everything else in the
 /// object is skipped unread (the apiserver validates the pod itself after admission).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(from = "Read")]
 pub struct GatePod {
     /// Its metadata as planners read it ([`ReadMetadata`]): identity, labels, annotations, owners.
-    #[serde(default, deserialize_with = "view_metadata")]
     pub metadata: ObjectMeta,
-    #[serde(default, deserialize_with = "view_spec")]
     spec: GateSpec,
 }
 
-fn view_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
-    Ok(Option::<ReadMetadata>::deserialize(deserializer)?
-        .unwrap_or_default()
-        .into())
+/// The pod as read.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Read {
+    metadata: Option<ReadMetadata>,
+    spec: Option<GateSpec>,
 }
 
 /// The members of the pod's spec the view reads.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase")]
 struct GateSpec {
-    #[serde(default)]
     node_name: Option<String>,
-    #[serde(default)]
     scheduling_gates: Option<Vec<PodSchedulingGate>>,
 }
 
-fn view_spec<'de, D: Deserializer<'de>>(deserializer: D) -> Result<GateSpec, D::Error> {
-    Ok(Option::<GateSpec>::deserialize(deserializer)?.unwrap_or_default())
+impl From<Read> for GatePod {
+    fn from(read: Read) -> Self {
+        GatePod {
+            metadata: read.metadata.unwrap_or_default().into(),
+            spec: read.spec.unwrap_or_default(),
+        }
+    }
 }
 
 read_as!(GatePod, Pod, metadata);

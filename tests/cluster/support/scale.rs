@@ -128,10 +128,9 @@ pub struct Report {
     pub step_pods: usize,
     pub uninjected: Vec<String>,
     pub samples: Vec<Sample>,
-    /// At rest, as ocifit's own gauges said: its live allocations' bytes and the pages its
-    /// allocator held for them (the rest of the RSS is code, stacks and TLS buffers).
-    pub heap_allocated_bytes: f64,
-    pub heap_resident_bytes: f64,
+    /// ocifit's heap before the pods and at rest after them.
+    pub heap_before: Heap,
+    pub heap_at_rest: Heap,
     pub seconds: f64,
 }
 
@@ -412,6 +411,23 @@ async fn wrong_images(env: &Env, by_flavor: &BTreeMap<&str, String>) -> Vec<Stri
         .collect()
 }
 
+/// ocifit's heap as its own gauges say: the bytes of its live allocations and the pages its
+/// allocator holds for them (the rest of its RSS is code, stacks and TLS buffers).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Heap {
+    pub allocated_bytes: f64,
+    pub resident_bytes: f64,
+}
+
+impl Heap {
+    async fn of(controller: &super::Controller) -> Heap {
+        Heap {
+            allocated_bytes: controller.metric("ocifit_heap_allocated_bytes").await,
+            resident_bytes: controller.metric("ocifit_heap_resident_bytes").await,
+        }
+    }
+}
+
 /// The whole run at `sizes`, `ocifit` being the binary to run.
 pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
     let (env, controller, by_flavor) = arrange(ocifit, sizes).await;
@@ -420,6 +436,7 @@ pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
     released.watch(api.clone());
     let (apiserver, etcd) = env.cluster.control_plane_pids();
     let (samples, stop) = sample([controller.pid(), apiserver, etcd], Duration::from_secs(1));
+    let heap_before = Heap::of(&controller).await;
     let before = webhook_durations(&env.client)
         .await
         .expect("the apiserver's webhook histograms");
@@ -499,8 +516,7 @@ pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
     // The last sample is ocifit at rest with every pod in the cluster: its allocator hands the
     // pages of the last releases back within seconds, and the last stores drain.
     tokio::time::sleep(sizes.settle()).await;
-    let heap_allocated_bytes = controller.metric("ocifit_heap_allocated_bytes").await;
-    let heap_resident_bytes = controller.metric("ocifit_heap_resident_bytes").await;
+    let heap_at_rest = Heap::of(&controller).await;
     stop.notify_one();
     let samples = samples.lock().expect("not poisoned").clone();
     assert!(
@@ -524,8 +540,8 @@ pub async fn run(ocifit: &Path, sizes: Sizes) -> Report {
         step_pods,
         uninjected,
         samples,
-        heap_allocated_bytes,
-        heap_resident_bytes,
+        heap_before,
+        heap_at_rest,
         seconds: start.elapsed().as_secs_f64(),
     }
 }
@@ -592,9 +608,11 @@ impl Report {
                 peak(|s| s.rss_bytes as f64) / 1048576.0
             ),
             format!(
-                "| of it at rest: live allocations / the allocator's resident pages | {:.1} / {:.1} MiB |",
-                self.heap_allocated_bytes / 1048576.0,
-                self.heap_resident_bytes / 1048576.0
+                "| of it, heap before the pods / at rest: live allocations, the allocator's resident pages | {:.1}, {:.1} / {:.1}, {:.1} MiB |",
+                self.heap_before.allocated_bytes / 1048576.0,
+                self.heap_before.resident_bytes / 1048576.0,
+                self.heap_at_rest.allocated_bytes / 1048576.0,
+                self.heap_at_rest.resident_bytes / 1048576.0
             ),
             format!(
                 "| CPU over {:.0} s (sampled {:.0} s): ocifit / apiserver / etcd | {:.1} / {:.1} / {:.1} s ({:.2} ms ocifit per pod) |",

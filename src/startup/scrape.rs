@@ -21,10 +21,10 @@ pub fn scraped(source: Arc<RegistrySource>) -> ScrapeFn {
     })
 }
 
-/// jemalloc's figures (it is the process's allocator, `src/main.rs`): resident memory beyond
-/// the live bytes is freed memory not yet handed back, which its background thread returns
-/// within seconds. When its statistics cannot be read the gauges are left out of the scrape
-/// rather than written as 0.
+/// jemalloc's figures (it is the process's allocator, `src/main.rs`). Resident memory beyond
+/// the live bytes is mostly pages partly used by live objects, which cannot be handed back;
+/// wholly freed pages are returned over about a second (`.cargo/config.toml`). When its statistics
+/// cannot be read the gauges are left out of the scrape rather than written as 0.
 fn heap(encoder: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
     // The statistics are a snapshot taken when the epoch advances.
     let read = || -> Result<(usize, usize), tikv_jemalloc_ctl::Error> {
@@ -45,7 +45,7 @@ fn heap(encoder: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
         ),
         (
             "heap_resident_bytes",
-            "Bytes of physical memory the allocator holds: live allocations, freed pages not yet returned to the system, its own metadata (jemalloc's stats.resident)",
+            "Bytes of physical memory the allocator holds: live allocations, the free room in pages they partly use, freed pages not yet returned, its own metadata (jemalloc's stats.resident)",
             resident,
         ),
     ] {

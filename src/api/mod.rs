@@ -44,6 +44,9 @@ pub mod pod {
     pub const IMAGE_REF_ANNOTATION: &str = "oci.image.compatibilities.selection/image-ref";
     /// Seed annotation: overrides the policy's placeholder image for this pod.
     pub const TARGET_IMAGE_ANNOTATION: &str = "oci.image.compatibilities.selection/target-image";
+    /// Seed annotation: the model ocifit-k8s's model server chose the image with. Not
+    /// supported: a pod carrying it is refused (`ModelUnsupported`), never held undecided.
+    pub const MODEL_ANNOTATION: &str = "oci.image.compatibilities.selection/model";
     /// Annotation on pods whose mirror is run by a kubelet (static pods): never patched.
     pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use crate::api::pod::{ENABLED_LABEL, IMAGE_REF_ANNOTATION, POLICY};
+use crate::api::pod::{ENABLED_LABEL, IMAGE_REF_ANNOTATION, MODEL_ANNOTATION, POLICY};
 
 /// Why a pod is denied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +33,12 @@ pub enum DenyReason {
     },
     /// The pod opted in but no policy applies to it.
     NoPolicy,
+    /// The pod asks for ocifit-k8s's model-based selection (its `…/model` annotation), which
+    /// ocifit does not do: refused at once rather than held until it ends undecided.
+    ModelUnsupported {
+        /// The model it names.
+        model: String,
+    },
     /// The policy has no resolved status yet, or a candidate node class is not in it.
     PolicyNotReady {
         /// The policy.
@@ -100,6 +106,7 @@ impl DenyReason {
             DenyReason::NoPolicyForImageRef { .. } => "NoPolicyForImageRef",
             DenyReason::AmbiguousPolicy { .. } => "AmbiguousPolicy",
             DenyReason::NoPolicy => "NoPolicy",
+            DenyReason::ModelUnsupported { .. } => "ModelUnsupported",
             DenyReason::PolicyNotReady { .. } => "PolicyNotReady",
             DenyReason::InvalidAffinity { .. } => "InvalidAffinity",
             DenyReason::NoCandidateNode { .. } => "NoCandidateNode",
@@ -147,6 +154,13 @@ impl fmt::Display for DenyReason {
                 f,
                 "the pod opted in to ocifit but names no ImageSelectionPolicy and no container \
                  image is a policy's targetImage: set label {POLICY}"
+            ),
+            DenyReason::ModelUnsupported { model } => write!(
+                f,
+                "annotation {MODEL_ANNOTATION}: {model:?} asks for ocifit-k8s's model-based \
+                 selection, which ocifit does not support: remove the annotation and select the \
+                 image with an ImageSelectionPolicy whose spec.artifact.ref is a compatibility \
+                 artifact (docs/migrating.md#from-ocifit-k8s)"
             ),
             DenyReason::PolicyNotReady {
                 policy,

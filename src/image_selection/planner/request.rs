@@ -18,7 +18,9 @@ use super::mutation::Decided;
 use super::policy_choice::{List, choose, rewritten};
 use super::read_pod::SelectionPod;
 use super::{DenyReason, ImagePlan, SkipReason};
-use crate::api::pod::{DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL, MIRROR_ANNOTATION};
+use crate::api::pod::{
+    DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL, MIRROR_ANNOTATION, MODEL_ANNOTATION,
+};
 use crate::classes::selection::{ClassSelector, Placement, required_terms};
 
 impl Index {
@@ -41,8 +43,8 @@ impl Index {
     }
 
     fn decide_pod(&self, pod: &Pod) -> ImagePlan {
-        if let Some(reason) = skipped(pod) {
-            return ImagePlan::Skip(reason);
+        if let Some(plan) = skipped_or_unsupported(pod) {
+            return plan;
         }
         let default_spec = PodSpec::default();
         let spec = pod.spec.as_ref().unwrap_or(&default_spec);
@@ -249,6 +251,21 @@ fn selector(grouping: &Grouping, class: usize) -> ClassSelector {
 }
 
 /// Pods left alone before any policy is looked at.
+/// A pod left alone, or asking for what ocifit does not do: refused before a policy is looked
+/// for, since no policy could ever decide it.
+fn skipped_or_unsupported(pod: &Pod) -> Option<ImagePlan> {
+    if let Some(reason) = skipped(pod) {
+        return Some(ImagePlan::Skip(reason));
+    }
+    let model = pod.metadata.annotations.as_ref()?.get(MODEL_ANNOTATION)?;
+    Some(ImagePlan::Deny {
+        policy: None,
+        reason: DenyReason::ModelUnsupported {
+            model: model.clone(),
+        },
+    })
+}
+
 fn skipped(pod: &Pod) -> Option<SkipReason> {
     let meta = &pod.metadata;
     let annotation = |key: &str| meta.annotations.as_ref()?.get(key);

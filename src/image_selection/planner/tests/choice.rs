@@ -189,3 +189,24 @@ fn a_named_policy_whose_placeholder_no_container_uses_leaves_the_pod_alone() {
     assert!(message.contains(PLACEHOLDER), "{message}");
     assert!(!matches!(plan, ImagePlan::Patch { .. }));
 }
+
+#[test]
+fn a_pod_asking_for_ocifit_k8s_model_selection_is_refused_not_held() {
+    let index = index(&two_policies());
+    // As ocifit-k8s's model example writes it: an artifact no policy uses, and a model.
+    let pod = simple_pod(
+        json!({"annotations": {
+            IMAGE_REF: "registry.example/ml-compatibility:v1",
+            "oci.image.compatibilities.selection/model": "lammps-fom",
+        }}),
+        zone_a(),
+    );
+    let (reason, message) = denied(&plan(&index, &pod));
+    assert_eq!(reason, "ModelUnsupported");
+    assert!(message.contains("\"lammps-fom\""), "{message}");
+    assert!(message.contains("not support"), "{message}");
+    assert!(
+        message.contains("ImageSelectionPolicy whose spec.artifact.ref"),
+        "{message}"
+    );
+}

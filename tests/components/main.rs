@@ -15,6 +15,7 @@
 //! - `docs_code`: the routes, CRDs, controllers and conditions `docs/controller.md` lists (and the
 //!   routes `docs/flags.md` names), against the code;
 //! - `docs_flags`: `docs/flags.md` against `ocifit run --help`;
+//! - `docs_links`: every relative link and `#anchor` in the documentation resolves;
 //! - `docs_metrics`: `docs/metrics.md` against the metrics `ocifit run` serves;
 //! - `example_pods`: the pod contract's example table (`docs/pod-contract.md`) against the planner;
 //! - `registry`: the registry client against the real registry, a fake for what it cannot do, and
@@ -34,6 +35,7 @@ mod code_size;
 mod docs_code;
 mod docs_denials;
 mod docs_flags;
+mod docs_links;
 mod docs_metrics;
 mod example_pods;
 mod placement_inspection;

@@ -12,9 +12,13 @@ use serde_json::{Map, Value};
 
 mod arch_webhook;
 mod archaware;
+mod ocifit_k8s;
 mod oras;
+mod stranded;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_seeds;
 
 /// `ocifit migrate`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -99,33 +103,82 @@ fn merge(target: &mut Value, patch: Value) {
     }
 }
 
-/// What the documents become: each recognised by its kind (or, for Helm values, its keys).
+/// What the documents become: each recognised by its kind (or, for Helm values, its keys). The
+/// cluster's Pods and DaemonSets, given beside archaware-controller's Deployment, are read to
+/// name the system pods its migration would strand.
 pub fn translate(documents: &[Document]) -> Migration {
     let mut migration = Migration::default();
-    for document in &flatten(documents) {
+    let documents = flatten(documents);
+    let with_archaware = documents.iter().any(|d| archaware::is_controller(&d.value));
+    let given = documents
+        .iter()
+        .any(|d| stranded::is_cluster_object(&d.value));
+    let workloads = (with_archaware && given).then(|| {
+        stranded::workloads(
+            documents
+                .iter()
+                .map(|d| &d.value)
+                .filter(|v| stranded::is_cluster_object(v)),
+        )
+    });
+    let ocifit_k8s_files: Vec<&str> = documents
+        .iter()
+        .filter(|d| ocifit_k8s::is_ocifit_k8s(&d.value, false))
+        .map(|d| file_of(&d.source))
+        .collect();
+    for document in &documents {
         let value = &document.value;
+        let source = document.source.as_str();
         let kind = value.get("kind").and_then(Value::as_str);
         let api_version = value.get("apiVersion").and_then(Value::as_str);
         if kind == Some("OrasCache")
             && api_version.is_some_and(|v| v.starts_with(oras::GROUP_PREFIX))
         {
-            oras::translate(&document.source, value, &mut migration);
+            oras::translate(source, value, &mut migration);
+        } else if with_archaware && stranded::is_cluster_object(value) {
+            // Read above, as the cluster's workloads.
         } else if archaware::is_archaware(value) {
-            archaware::translate(&document.source, value, &mut migration);
+            archaware::translate(source, value, workloads.as_deref(), &mut migration);
+        } else if ocifit_k8s::is_ocifit_k8s(value, ocifit_k8s_files.contains(&file_of(source))) {
+            ocifit_k8s::translate(source, value, &mut migration);
         } else if kind.is_none() && arch_webhook::is_values(value) {
-            arch_webhook::translate(&document.source, value, &mut migration);
+            arch_webhook::translate(source, value, &mut migration);
         } else {
+            let also = if stranded::is_cluster_object(value) {
+                " (Pods and DaemonSets are read only beside archaware-controller's Deployment, to \
+                 name the system pods its migration would strand)"
+            } else {
+                ""
+            };
             migration.objects.push(Output {
                 notes: vec![format!(
-                    "{}: {} is none of the seeds' objects or values: left out",
-                    document.source,
+                    "{source}: {} is none of the seeds' objects or values: left out{also}",
                     describe(value)
                 )],
                 object: None,
             });
         }
     }
+    let counted = workloads.as_ref().map_or(0, Vec::len);
+    if counted > 0 {
+        migration.objects.insert(
+            0,
+            Output {
+                notes: vec![format!(
+                    "the cluster's DaemonSets and kube-system pods given ({counted}) are read to \
+                     name what archaware-controller's migration would strand; nothing is made \
+                     of them"
+                )],
+                object: None,
+            },
+        );
+    }
     migration
+}
+
+/// The file part of a document's source (`FILE#N`, `FILE#N item M`).
+fn file_of(source: &str) -> &str {
+    source.rsplit_once('#').map_or(source, |(file, _)| file)
 }
 
 /// The documents with each `List` (`kubectl get … -o yaml`) replaced by its items.

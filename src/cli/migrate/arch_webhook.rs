@@ -10,13 +10,30 @@ use crate::api::parse_duration;
 
 /// The PlacementPolicy's name.
 const POLICY: &str = "kube-arch-webhook";
-/// Keys only kube-arch-webhook's values have.
-const OWN_KEYS: [&str; 4] = [
+/// Keys only kube-arch-webhook's values have (`cacheTime`: its README's first spelling of
+/// `ifNotPresentCacheTime`).
+const OWN_KEYS: [&str; 5] = [
     "architectures",
     "ifNotPresentCacheTime",
+    "cacheTime",
     "pullAlwaysCacheTime",
     "dockerConfigSecretName",
 ];
+/// The values this module translates; any other is named as not carried over.
+const CARRIED: [&str; 9] = [
+    "architectures",
+    "ifNotPresentCacheTime",
+    "cacheTime",
+    "pullAlwaysCacheTime",
+    "dockerConfigSecretName",
+    "failurePolicy",
+    "reinvocationPolicy",
+    "objectSelector",
+    "namespaceSelector",
+];
+/// The seed's chart defaults (its README's "Core Values") that differ from what ocifit does when
+/// the value is absent: carried when the input lacks them, as `helm get values` does.
+const SEED_DEFAULTS: [(&str, &str); 1] = [("ifNotPresentCacheTime", "7d")];
 const ARCH_LABEL: &str = "kubernetes.io/arch";
 const NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
@@ -45,11 +62,12 @@ pub fn translate(source: &str, values: &Value, migration: &mut Migration) {
                     spec.insert("architectures".into(), Value::from(architectures));
                 }
             }
-            "ifNotPresentCacheTime" => {
+            "ifNotPresentCacheTime" | "cacheTime" => {
                 duration(value, key, "ifNotPresent", &mut tag_cache, &mut notes)
             }
-            // null: not cached, which is ocifit's default for Always (re-resolved for every pod).
-            "pullAlwaysCacheTime" if value.is_null() => {}
+            // null (or the README's first spelling, `nil`): not cached, which is ocifit's default
+            // for Always (re-resolved for every pod).
+            "pullAlwaysCacheTime" if value.is_null() || value.as_str() == Some("nil") => {}
             "pullAlwaysCacheTime" => duration(value, key, "always", &mut tag_cache, &mut notes),
             "dockerConfigSecretName" => match value.as_str() {
                 None | Some("") => {}
@@ -83,6 +101,22 @@ pub fn translate(source: &str, values: &Value, migration: &mut Migration) {
             )),
         }
     }
+    let carried: Vec<&str> = values
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(key, _)| key.as_str())
+        .filter(|key| CARRIED.contains(key))
+        .collect();
+    notes[0].push_str(&format!(
+        " Carried over: {} (each below where part of it could not be).",
+        if carried.is_empty() {
+            "nothing".to_owned()
+        } else {
+            carried.join(", ")
+        }
+    ));
+    notes.push(seed_defaults(values, &mut tag_cache));
     if !tag_cache.is_empty() {
         spec.insert("tagCache".into(), Value::Object(tag_cache));
     }
@@ -95,6 +129,34 @@ pub fn translate(source: &str, values: &Value, migration: &mut Migration) {
             "spec": spec,
         })),
     });
+}
+
+/// Fills in the seed's chart defaults the input lacks, and says which: `helm get values` prints
+/// only what was set at install, so a value left at its default is absent there.
+fn seed_defaults(values: &Value, tag_cache: &mut Map<String, Value>) -> String {
+    let has = |key: &str| values.get(key).is_some();
+    let mut carried = Vec::new();
+    for (key, default) in SEED_DEFAULTS {
+        if !has(key) && !(key == "ifNotPresentCacheTime" && has("cacheTime")) {
+            tag_cache.insert("ifNotPresent".into(), Value::from(default));
+            carried.push(format!("{key}: {default} (as spec.tagCache.ifNotPresent)"));
+        }
+    }
+    let lead = "`helm get values` prints only the values set at install and omits the chart's \
+                defaults (`helm get values --all` prints them too)";
+    if carried.is_empty() {
+        format!(
+            "{lead}; this input sets every value whose default ocifit does not share, so it is \
+             read as written"
+        )
+    } else {
+        format!(
+            "{lead}; not in this input, so kube-arch-webhook's chart default is carried: {}. Its \
+             other defaults (failurePolicy Ignore, reinvocationPolicy IfNeeded, kube-system left \
+             out, pullAlwaysCacheTime null) are ocifit's own.",
+            carried.join(", ")
+        )
+    }
 }
 
 fn duration(
@@ -119,7 +181,9 @@ fn duration(
     }
 }
 
-/// `architectures: {arm64: {tolerations, nodeAffinitySelectorTerms}}` → the policy's list.
+/// `architectures: {arm64: {taintsToTolerate, requireNodeLabels}}` (the seed's README; its
+/// first spelling `tolerations` and `nodeAffinitySelectorTerms`, and `requireNodeLabels` as one
+/// map, read too) → the policy's list.
 fn architectures(value: &Value, notes: &mut Vec<String>) -> Vec<Value> {
     let Some(map) = value.as_object() else {
         notes.push(format!(
@@ -133,21 +197,21 @@ fn architectures(value: &Value, notes: &mut Vec<String>) -> Vec<Value> {
         let mut entry = Map::from_iter([("name".to_owned(), Value::from(arch.as_str()))]);
         for (key, setting) in settings.as_object().unwrap_or(&Map::new()) {
             match key.as_str() {
+                "taintsToTolerate" => {
+                    let tolerations = taints_to_tolerations(arch, setting, notes);
+                    extend_tolerations(&mut entry, tolerations);
+                }
                 "tolerations" => {
-                    entry.insert("tolerations".into(), setting.clone());
+                    extend_tolerations(&mut entry, setting.as_array().cloned().unwrap_or_default())
                 }
                 "nodeAffinitySelectorTerms" => {
                     let labels = affinity_terms(arch, setting, notes);
                     merge_labels(&mut entry, labels);
                 }
-                "requireNodeLabels" => match string_map(setting) {
-                    Some(labels) => merge_labels(&mut entry, labels),
-                    None => notes.push(format!(
-                        "architectures.{arch}.requireNodeLabels: {}: not carried over: not a \
-                         map of label to value",
-                        compact(setting)
-                    )),
-                },
+                "requireNodeLabels" => {
+                    let labels = required_labels(arch, setting, notes);
+                    merge_labels(&mut entry, labels);
+                }
                 other => notes.push(format!(
                     "architectures.{arch}.{other}: {}: not carried over: ocifit has no \
                      equivalent per architecture",
@@ -158,6 +222,107 @@ fn architectures(value: &Value, notes: &mut Vec<String>) -> Vec<Value> {
         out.push(Value::Object(entry));
     }
     out
+}
+
+/// The taints a pod of this architecture must tolerate, as tolerations: `Equal` to the taint's
+/// value, or `Exists` for a taint without one.
+fn taints_to_tolerations(arch: &str, taints: &Value, notes: &mut Vec<String>) -> Vec<Value> {
+    let mut out = Vec::new();
+    for taint in taints.as_array().into_iter().flatten() {
+        let text = |field: &str| taint.get(field).and_then(Value::as_str);
+        let Some(key) = text("key").filter(|key| !key.is_empty()) else {
+            notes.push(format!(
+                "architectures.{arch}.taintsToTolerate: {}: not carried over: a taint needs a key",
+                compact(taint)
+            ));
+            continue;
+        };
+        let mut toleration = json!({"key": key});
+        match text("value").filter(|value| !value.is_empty()) {
+            Some(value) => {
+                toleration["operator"] = Value::from("Equal");
+                toleration["value"] = Value::from(value);
+            }
+            None => toleration["operator"] = Value::from("Exists"),
+        }
+        if let Some(effect) = text("effect").filter(|effect| !effect.is_empty()) {
+            toleration["effect"] = Value::from(effect);
+        }
+        out.push(toleration);
+    }
+    if !taints.is_array() {
+        notes.push(format!(
+            "architectures.{arch}.taintsToTolerate: {}: not carried over: not a list of taints",
+            compact(taints)
+        ));
+    }
+    out
+}
+
+fn extend_tolerations(entry: &mut Map<String, Value>, tolerations: Vec<Value>) {
+    if tolerations.is_empty() {
+        return;
+    }
+    let slot = entry
+        .entry("tolerations")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(existing) = slot {
+        existing.extend(tolerations);
+    }
+}
+
+/// `requireNodeLabels`: the seed's list of label maps, each a node selector term ORed into the
+/// pod's required node affinity, or one map. One set of labels (once this architecture's own
+/// label is dropped: ocifit ANDs it in itself) is carried; several are an alternative a gated
+/// pod's node affinity cannot be given, named in a note.
+fn required_labels(arch: &str, value: &Value, notes: &mut Vec<String>) -> Map<String, Value> {
+    let terms: Vec<&Value> = match value {
+        Value::Array(items) => items.iter().collect(),
+        Value::Object(_) => vec![value],
+        _ => Vec::new(),
+    };
+    let mut sets: Vec<Map<String, Value>> = Vec::new();
+    let mut well_formed = !terms.is_empty();
+    for term in terms {
+        let Some(labels) = string_map(term) else {
+            well_formed = false;
+            break;
+        };
+        let own = labels.get(ARCH_LABEL).and_then(Value::as_str);
+        if own.is_some_and(|own| own != arch) {
+            // A term for another architecture never matches this one's nodes.
+            continue;
+        }
+        let rest: Map<String, Value> = labels
+            .into_iter()
+            .filter(|(key, _)| key != ARCH_LABEL)
+            .collect();
+        if !sets.contains(&rest) {
+            sets.push(rest);
+        }
+    }
+    if !well_formed {
+        notes.push(format!(
+            "architectures.{arch}.requireNodeLabels: {}: not carried over: not a list of maps of \
+             label to value",
+            compact(value)
+        ));
+        return Map::new();
+    }
+    match sets.as_slice() {
+        [] => Map::new(),
+        [one] => one.clone(),
+        _ => {
+            notes.push(format!(
+                "architectures.{arch}.requireNodeLabels: {}: not carried over: kube-arch-webhook \
+                 ORs these label sets into the pod's node selector terms; ocifit takes one set \
+                 (ANDed with {ARCH_LABEL}: {arch}) per architecture, and an alternative cannot \
+                 be added to a gated pod's node affinity (Kubernetes only accepts narrowing it)",
+                compact(value)
+            ));
+            Map::new()
+        }
+    }
 }
 
 /// kube-arch-webhook ORs these terms into the pod's required node affinity. One term of

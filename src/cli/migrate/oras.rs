@@ -26,23 +26,16 @@ pub fn translate(source: &str, cache: &Value, migration: &mut Migration) {
         .and_then(Value::as_object)
         .unwrap_or(&empty);
     let mut extra = Vec::new();
-    notes.extend(dropped_fields(seed_spec, name));
+    notes.extend(dropped_fields(seed_spec));
     let deploy = seed_spec.get("deploy").and_then(Value::as_bool) != Some(false);
+    let opt_in = format!(
+        "kubectl label namespace {} {}={}",
+        namespace.unwrap_or("NAMESPACE"),
+        step::NAMESPACE_OPT_IN,
+        step::NAMESPACE_OPT_IN_VALUE
+    );
     if !deploy {
-        migration.objects.push(Output {
-            notes: vec![format!(
-                "{source}: {what} has deploy: false: no ArtifactCache is needed. Its steps name \
-                 their registry in the `{prefix}registry` annotation, which ocifit honours for \
-                 registries on the chart's registry.allowed list: add that host there (ocifit \
-                 cannot know it from the OrasCache).",
-                prefix = step::PREFIX
-            )],
-            object: None,
-        });
-        migration.values.notes.push(format!(
-            "registry.allowed: add the registry your steps' `registry` annotation names ({what} \
-             deploys nothing)"
-        ));
+        remote(source, &what, &opt_in, notes, migration);
         return;
     }
     match seed_spec.get("image").and_then(Value::as_str) {
@@ -65,7 +58,12 @@ pub fn translate(source: &str, cache: &Value, migration: &mut Migration) {
             ));
         }
     }
-    let secrets = seed_spec.get("secrets").and_then(Value::as_object);
+    let mut carried = vec!["metadata.name", "metadata.namespace"];
+    if cache.pointer("/metadata/labels").is_some() {
+        carried.push("metadata.labels");
+    }
+    let merged = with_older_secret(seed_spec, &mut notes, &mut carried);
+    let secrets = (!merged.is_empty()).then_some(&merged);
     let env_secrets = env_secret_refs(
         source,
         &what,
@@ -84,14 +82,15 @@ pub fn translate(source: &str, cache: &Value, migration: &mut Migration) {
     if let Some(labels) = cache.pointer("/metadata/labels") {
         metadata["labels"] = labels.clone();
     }
-    let opt_in = format!(
-        "{NS_OPT_IN}={NS_OPT_IN_VALUE}",
-        NS_OPT_IN = step::NAMESPACE_OPT_IN,
-        NS_OPT_IN_VALUE = step::NAMESPACE_OPT_IN_VALUE
-    );
+    if spec.contains_key("image") {
+        carried.push("spec.image");
+    }
+    if spec.contains_key("envSecretRefs") {
+        carried.push("spec.secrets");
+    }
     let mut all_notes = vec![format!(
-        "{source}: {what} → ArtifactCache. Opt its namespace in: kubectl label namespace {} {opt_in}",
-        namespace.unwrap_or("NAMESPACE")
+        "{source}: {what} → ArtifactCache; carried over: {}. Opt its namespace in: {opt_in}",
+        carried.join(", ")
     )];
     all_notes.extend(notes);
     migration.objects.push(Output {
@@ -106,18 +105,66 @@ pub fn translate(source: &str, cache: &Value, migration: &mut Migration) {
     migration.objects.extend(extra);
 }
 
+/// An OrasCache with `deploy: false`: no ArtifactCache, only what its steps still need.
+fn remote(source: &str, what: &str, opt_in: &str, notes: Vec<String>, migration: &mut Migration) {
+    let mut all_notes = vec![format!(
+        "{source}: {what} has deploy: false: no ArtifactCache is needed. Its steps name their \
+         registry in the `{prefix}registry` annotation, which ocifit honours for registries on \
+         the chart's registry.allowed list: add that host there (ocifit cannot know it from the \
+         OrasCache). Opt the namespace in, or its steps are not injected and run without their \
+         inputs and outputs: {opt_in}",
+        prefix = step::PREFIX
+    )];
+    all_notes.extend(notes);
+    migration.objects.push(Output {
+        notes: all_notes,
+        object: None,
+    });
+    migration.values.notes.push(format!(
+        "registry.allowed: add the registry your steps' `registry` annotation names ({what} \
+         deploys nothing)"
+    ));
+}
+
+/// `spec.secrets`, with the oras-operator's first OrasCache's `spec.secret` as the value
+/// `secrets.registryHttp` later took over.
+fn with_older_secret<'a>(
+    seed_spec: &Map<String, Value>,
+    notes: &mut Vec<String>,
+    carried: &mut Vec<&'a str>,
+) -> Map<String, Value> {
+    let mut merged = seed_spec
+        .get("secrets")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let Some(older) = seed_spec.get("secret") else {
+        return merged;
+    };
+    if merged.contains_key("registryHttp") {
+        notes.push(
+            "spec.secret: not carried over: the oras-operator's first spelling of \
+             spec.secrets.registryHttp, which this OrasCache sets too"
+                .to_owned(),
+        );
+    } else {
+        notes.push(
+            "spec.secret: the oras-operator's first spelling of spec.secrets.registryHttp (the \
+             registry's REGISTRY_HTTP_SECRET), carried as that"
+                .to_owned(),
+        );
+        merged.insert("registryHttp".to_owned(), older.clone());
+        carried.push("spec.secret");
+    }
+    merged
+}
+
 /// Notes for the OrasCache's `spec` fields ocifit does not carry over.
-fn dropped_fields(seed_spec: &Map<String, Value>, name: &str) -> Vec<String> {
+fn dropped_fields(seed_spec: &Map<String, Value>) -> Vec<String> {
     let mut notes = Vec::new();
     for (key, value) in seed_spec {
         match key.as_str() {
-            "image" | "deploy" | "secrets" => {}
-            "service" => notes.push(format!(
-                "spec.service: {}: not carried over: ocifit names the registry's Service itself \
-                 (`{name}-registry`) and steps reach it by its ClusterIP, with no cluster DNS or \
-                 pod subdomain",
-                compact(value)
-            )),
+            "image" | "deploy" | "secrets" | "secret" => {}
             other => notes.push(format!(
                 "spec.{other}: {}: not carried over: not a field of the oras-operator's OrasCache",
                 compact(value)

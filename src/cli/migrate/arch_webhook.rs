@@ -137,7 +137,9 @@ fn seed_defaults(values: &Value, tag_cache: &mut Map<String, Value>) -> String {
     let has = |key: &str| values.get(key).is_some();
     let mut carried = Vec::new();
     for (key, default) in SEED_DEFAULTS {
-        if !has(key) && !(key == "ifNotPresentCacheTime" && has("cacheTime")) {
+        // `cacheTime` is the first spelling of `ifNotPresentCacheTime`.
+        let given = has(key) || (key == "ifNotPresentCacheTime" && has("cacheTime"));
+        if !given {
             tag_cache.insert("ifNotPresent".into(), Value::from(default));
             carried.push(format!("{key}: {default} (as spec.tagCache.ifNotPresent)"));
         }

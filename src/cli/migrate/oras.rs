@@ -128,10 +128,10 @@ fn remote(source: &str, what: &str, opt_in: &str, notes: Vec<String>, migration:
 
 /// `spec.secrets`, with the oras-operator's first OrasCache's `spec.secret` as the value
 /// `secrets.registryHttp` later took over.
-fn with_older_secret<'a>(
+fn with_older_secret(
     seed_spec: &Map<String, Value>,
     notes: &mut Vec<String>,
-    carried: &mut Vec<&'a str>,
+    carried: &mut Vec<&str>,
 ) -> Map<String, Value> {
     let mut merged = seed_spec
         .get("secrets")

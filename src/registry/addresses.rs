@@ -27,20 +27,20 @@ const INTERNAL_V4: [(u32, u32); 9] = [
 
 /// IPv6 ranges refused whatever they hold: `(network, prefix length)`.
 const INTERNAL_V6: [(u128, u32); 6] = [
-    (0xfc00 << 112, 7),                  // fc00::/7: unique local
-    (0xfe80 << 112, 10),                 // fe80::/10: link-local
-    (0xfec0 << 112, 10),                 // fec0::/10: site-local
-    (0xff00 << 112, 8),                  // ff00::/8: multicast
-    (0x2001_0000 << 96, 32),             // 2001::/32: Teredo (a tunnel to any IPv4 host)
+    (0xfc00 << 112, 7),                // fc00::/7: unique local
+    (0xfe80 << 112, 10),               // fe80::/10: link-local
+    (0xfec0 << 112, 10),               // fec0::/10: site-local
+    (0xff00 << 112, 8),                // ff00::/8: multicast
+    (0x2001_0000 << 96, 32),           // 2001::/32: Teredo (a tunnel to any IPv4 host)
     (0x0064_ff9b_0001_u128 << 80, 48), // 64:ff9b:1::/48: local-use NAT64 (RFC 8215)
 ];
 
 /// IPv6 ranges whose last 32 bits are an IPv4 address: `(network, prefix length)`.
 const EMBEDDING_V6: [(u128, u32); 4] = [
-    (0, 96),                         // ::/96: IPv4-compatible (:: and ::1 included)
-    (0xffff << 32, 96),              // ::ffff:0:0/96: IPv4-mapped
-    (0xffff_0000 << 32, 96),         // ::ffff:0:0:0/96: IPv4-translated
-    (0x0064_ff9b_u128 << 96, 96),    // 64:ff9b::/96: NAT64
+    (0, 96),                      // ::/96: IPv4-compatible (:: and ::1 included)
+    (0xffff << 32, 96),           // ::ffff:0:0/96: IPv4-mapped
+    (0xffff_0000 << 32, 96),      // ::ffff:0:0:0/96: IPv4-translated
+    (0x0064_ff9b_u128 << 96, 96), // 64:ff9b::/96: NAT64
 ];
 
 fn in_range(bits: u128, width: u32, (network, length): (u128, u32)) -> bool {
@@ -100,10 +100,13 @@ impl PrivateRegistries {
         for entry in entries {
             let entry = entry.as_ref().trim();
             if entry.contains('/') {
-                let network = entry.parse::<IpNet>().map_err(|err| ConfigError::AllowedPrivate {
-                    entry: entry.to_owned(),
-                    reason: format!("not a CIDR ({err})"),
-                })?;
+                let network =
+                    entry
+                        .parse::<IpNet>()
+                        .map_err(|err| ConfigError::AllowedPrivate {
+                            entry: entry.to_owned(),
+                            reason: format!("not a CIDR ({err})"),
+                        })?;
                 networks.push(network.trunc());
             } else {
                 hosts.push(entry);

@@ -144,7 +144,10 @@ mod tests {
         let cooling = backoffs.check(HOST, ANONYMOUS, start).unwrap();
         assert_eq!(cooling.retry_in, Duration::from_secs(1));
         assert!(cooling.last_error.contains("connection refused"));
-        assert_eq!(backoffs.check(HOST, ANONYMOUS, start + Duration::from_secs(1)), None);
+        assert_eq!(
+            backoffs.check(HOST, ANONYMOUS, start + Duration::from_secs(1)),
+            None
+        );
         backoffs.record((HOST, ANONYMOUS), Err(&down()), start);
         assert_eq!(
             backoffs.check(HOST, ANONYMOUS, start).unwrap().retry_in,

@@ -128,9 +128,8 @@ impl Resolve for FencedResolver {
         let private = Arc::clone(&self.private);
         let name = name.as_str().to_owned();
         Box::pin(async move {
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0))
-                .await?
-                .collect();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
             match private.admit_addresses(&name, found) {
                 Ok(admitted) => Ok(Box::new(admitted.into_iter()) as Addrs),
                 Err(why) => Err(Box::new(Refused { host: name, why }) as _),

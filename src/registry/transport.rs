@@ -14,9 +14,9 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use tokio::sync::Semaphore;
 
+use super::addresses::PrivateRegistries;
 use super::allow::{AllowList, url_host};
 use super::auth::{self, Challenge};
-use super::addresses::PrivateRegistries;
 use super::docker_config::{Credentials, DockerConfig};
 use super::error::{Access, ContentProblem, Error, Refusal, Target};
 use super::fence::{ClientSettings, FencedClient, SendError};
@@ -328,8 +328,8 @@ impl Transport {
         } else {
             "https"
         };
-        let url = Url::parse(&format!("{scheme}://{}{}", request.host, request.path))
-            .map_err(|err| {
+        let url =
+            Url::parse(&format!("{scheme}://{}{}", request.host, request.path)).map_err(|err| {
                 Error::content(
                     request.target,
                     ContentProblem::Protocol(format!("unusable request URL: {err}")),

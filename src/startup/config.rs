@@ -263,4 +263,33 @@ mod tests {
             "failed to read the CA file /nonexistent/ca.pem"
         );
     }
+
+    #[test]
+    fn the_private_registries_are_the_listed_ones_and_every_one_only_with_the_deprecated_flag() {
+        let listed = config(&[
+            "--allowed-private-registries",
+            "registry.internal:5000,10.96.0.0/12",
+        ])
+        .unwrap();
+        assert_eq!(
+            listed.registry.private,
+            PrivateRegistries::parse(&["registry.internal:5000", "10.96.0.0/12"]).unwrap()
+        );
+        assert!(!listed.every_private_registry);
+        let none = config(&[]).unwrap();
+        assert_eq!(none.registry.private, PrivateRegistries::default());
+        let every = config(&["--placement-allow-private-registries"]).unwrap();
+        assert!(every.every_private_registry);
+        assert_eq!(
+            every.registry.private,
+            PrivateRegistries::default().and(&PrivateRegistries::every())
+        );
+        let err = config(&["--allowed-private-registries", "10.0.0.0/33"]).unwrap_err();
+        assert_eq!(err.to_string(), "--allowed-private-registries");
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert!(
+            source.is_some_and(|s| s.contains("\"10.0.0.0/33\"")),
+            "{err:?}"
+        );
+    }
 }

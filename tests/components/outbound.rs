@@ -64,8 +64,7 @@ impl Finder {
                 whole.push(rename.ident.to_string());
                 let line = rename.ident.span().start().line;
                 if prefix.is_empty() && HTTP_CRATES.contains(&rename.ident.to_string().as_str()) {
-                    self.found
-                        .push(format!("{line}: {} renamed", rename.ident));
+                    self.found.push(format!("{line}: {} renamed", rename.ident));
                 }
                 self.check(whole, line);
             }
@@ -73,7 +72,8 @@ impl Finder {
                 let line = glob.star_token.spans[0].start().line;
                 self.check(prefix.clone(), line);
                 if prefix.len() == 1 && HTTP_CRATES.contains(&prefix[0].as_str()) {
-                    self.found.push(format!("{line}: {}::* imported", prefix[0]));
+                    self.found
+                        .push(format!("{line}: {}::* imported", prefix[0]));
                 }
             }
             syn::UseTree::Group(group) => {
@@ -103,7 +103,8 @@ impl<'ast> Visit<'ast> for Finder {
     fn visit_item_extern_crate(&mut self, item: &'ast syn::ItemExternCrate) {
         if HTTP_CRATES.contains(&item.ident.to_string().as_str()) && item.rename.is_some() {
             let line = item.ident.span().start().line;
-            self.found.push(format!("{line}: extern crate {} renamed", item.ident));
+            self.found
+                .push(format!("{line}: extern crate {} renamed", item.ident));
         }
     }
 
@@ -111,7 +112,13 @@ impl<'ast> Visit<'ast> for Finder {
         // Macro arguments stay tokens: read their identifiers in order.
         let mut segments = Vec::new();
         collect_idents(mac.tokens.clone(), &mut segments);
-        self.check(segments, mac.path.segments.first().map_or(0, |s| s.ident.span().start().line));
+        self.check(
+            segments,
+            mac.path
+                .segments
+                .first()
+                .map_or(0, |s| s.ident.span().start().line),
+        );
         syn::visit::visit_macro(self, mac);
     }
 
@@ -188,7 +195,11 @@ fn no_code_in_src_builds_an_http_client_but_the_fenced_constructor() {
         if relative == Path::new(FENCED_CONSTRUCTOR) {
             in_fence += found.len();
         } else {
-            outside.extend(found.into_iter().map(|f| format!("{}:{f}", relative.display())));
+            outside.extend(
+                found
+                    .into_iter()
+                    .map(|f| format!("{}:{f}", relative.display())),
+            );
         }
     }
     assert!(

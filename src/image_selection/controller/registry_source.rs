@@ -238,12 +238,8 @@ impl Source for RegistrySource {
         Box::pin(async move {
             let (registry, resolved) = self.resolved(request).await?;
             let images = resolved.images();
-            let lookups = join_all(
-                images
-                    .iter()
-                    .map(|image| self.platforms(&registry, image)),
-            )
-            .await;
+            let lookups =
+                join_all(images.iter().map(|image| self.platforms(&registry, image))).await;
             let platforms: Platforms = images.into_iter().zip(lookups).collect();
             Ok(Fetched {
                 resolved,

@@ -18,14 +18,44 @@ fn assert_range(outside_below: &str, first: &str, last: &str, outside_above: &st
 fn each_ipv4_range_is_internal_from_its_first_to_its_last_address_and_no_further() {
     assert!(internal("0.0.0.0") && internal("0.255.255.255") && !internal("1.0.0.0"));
     assert_range("9.255.255.255", "10.0.0.0", "10.255.255.255", "11.0.0.0");
-    assert_range("100.63.255.255", "100.64.0.0", "100.127.255.255", "100.128.0.0");
-    assert_range("126.255.255.255", "127.0.0.0", "127.255.255.255", "128.0.0.0");
-    assert_range("169.253.255.255", "169.254.0.0", "169.254.255.255", "169.255.0.0");
-    assert_range("172.15.255.255", "172.16.0.0", "172.31.255.255", "172.32.0.0");
-    assert_range("192.167.255.255", "192.168.0.0", "192.168.255.255", "192.169.0.0");
+    assert_range(
+        "100.63.255.255",
+        "100.64.0.0",
+        "100.127.255.255",
+        "100.128.0.0",
+    );
+    assert_range(
+        "126.255.255.255",
+        "127.0.0.0",
+        "127.255.255.255",
+        "128.0.0.0",
+    );
+    assert_range(
+        "169.253.255.255",
+        "169.254.0.0",
+        "169.254.255.255",
+        "169.255.0.0",
+    );
+    assert_range(
+        "172.15.255.255",
+        "172.16.0.0",
+        "172.31.255.255",
+        "172.32.0.0",
+    );
+    assert_range(
+        "192.167.255.255",
+        "192.168.0.0",
+        "192.168.255.255",
+        "192.169.0.0",
+    );
     // Multicast (224/4) then reserved (240/4) up to the broadcast address: the top 32nd.
     assert!(!internal("223.255.255.255"));
-    for address in ["224.0.0.0", "239.255.255.255", "240.0.0.0", "255.255.255.255"] {
+    for address in [
+        "224.0.0.0",
+        "239.255.255.255",
+        "240.0.0.0",
+        "255.255.255.255",
+    ] {
         assert!(internal(address), "{address}");
     }
     for public in ["93.184.216.34", "192.0.2.2", "8.8.8.8"] {
@@ -44,7 +74,9 @@ fn each_ipv6_range_is_internal_from_its_first_to_its_last_address_and_no_further
     );
     // Link-local (fe80::/10), site-local (fec0::/10), then multicast (ff00::/8) to the end.
     assert!(!internal("fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff"));
-    for address in ["fe80::", "febf::1", "fec0::", "feff::1", "ff00::", "ff02::1"] {
+    for address in [
+        "fe80::", "febf::1", "fec0::", "feff::1", "ff00::", "ff02::1",
+    ] {
         assert!(internal(address), "{address}");
     }
     assert_range(
@@ -78,11 +110,19 @@ fn ipv6_forms_embedding_an_internal_ipv4_address_are_internal_and_public_ones_ar
         ("2002:a9fe:a9fe::", "2002:c000:0202::"),
         ("::ffff:240.0.0.1", "::ffff:223.255.255.255"),
     ] {
-        assert!(internal(embedding), "{embedding} embeds an internal address");
+        assert!(
+            internal(embedding),
+            "{embedding} embeds an internal address"
+        );
         assert!(!internal(public), "{public} embeds a public address");
     }
     // Just outside each embedding range, the last 32 bits are not an address.
-    for outside in ["::1:0:0:0", "::fffe:a00:1", "64:ff9a:ffff:ffff:ffff:ffff:a00:1", "64:ff9b:0:0:0:1:a00:1"] {
+    for outside in [
+        "::1:0:0:0",
+        "::fffe:a00:1",
+        "64:ff9a:ffff:ffff:ffff:ffff:a00:1",
+        "64:ff9b:0:0:0:1:a00:1",
+    ] {
         assert!(!internal(outside), "{outside}");
     }
     assert!(!internal("2001:ffff::a00:1") && !internal("2003::a00:1"));
@@ -120,7 +160,10 @@ fn an_address_in_a_url_is_admitted_when_public_listed_or_in_a_listed_network() {
         Err(Refusal::PrivateAddress)
     );
     assert_eq!(listed.admits_url(&url("https://10.100.0.7/v2/")), Ok(()));
-    assert_eq!(listed.admits_url(&url("https://[::ffff:10.100.0.7]/")), Ok(()));
+    assert_eq!(
+        listed.admits_url(&url("https://[::ffff:10.100.0.7]/")),
+        Ok(())
+    );
     assert_eq!(
         listed.admits_url(&url("https://10.112.0.0/v2/")),
         Err(Refusal::PrivateAddress)
@@ -181,7 +224,12 @@ fn resolved_addresses_are_kept_when_public_in_a_listed_network_or_all_for_a_list
 
 #[test]
 fn entries_that_are_neither_a_host_nor_a_cidr_are_refused_naming_the_entry() {
-    for bad in ["10.0.0.0/33", "not-an-address/8", "https://r.example", "r.example:http"] {
+    for bad in [
+        "10.0.0.0/33",
+        "not-an-address/8",
+        "https://r.example",
+        "r.example:http",
+    ] {
         let err = PrivateRegistries::parse(&[bad]).unwrap_err();
         assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
     }

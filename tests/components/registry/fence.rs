@@ -115,7 +115,10 @@ async fn a_name_resolving_to_loopback_is_refused_at_connect_time_unless_listed()
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotAllowed, "{err}");
-    assert_eq!(refusal(&err), ("localhost".to_owned(), Refusal::PrivateAddress));
+    assert_eq!(
+        refusal(&err),
+        ("localhost".to_owned(), Refusal::PrivateAddress)
+    );
     assert_eq!(connections(&fake), 0, "nothing reached the listener");
 
     // Listed by name, or by the network its address is in: the addresses admitted are the
@@ -143,6 +146,11 @@ async fn a_managed_policy_naming_a_host_that_resolves_to_loopback_reaches_nothin
     let Err(refused) = source.resolved(&request).await else {
         panic!("a managed policy on loopback resolved");
     };
-    assert_eq!(refused.reason, Reason::RegistryNotAllowed, "{}", refused.message);
+    assert_eq!(
+        refused.reason,
+        Reason::RegistryNotAllowed,
+        "{}",
+        refused.message
+    );
     assert_eq!(connections(&fake), 0, "nothing reached the listener");
 }

@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 
 use super::fake_server::*;
 use ocifit::registry::{
-    AllowList, CacheOptions, ContentProblem, Error, ErrorKind, PrivateRegistries, Refusal, Registry,
-    RegistryOptions,
-    RetryPolicy, parse_reference,
+    AllowList, CacheOptions, ContentProblem, Error, ErrorKind, PrivateRegistries, Refusal,
+    Registry, RegistryOptions, RetryPolicy, parse_reference,
 };
 
 fn options(plain_http: &[&str], allowed: &[&str]) -> RegistryOptions {

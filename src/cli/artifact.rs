@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 
 use super::cache_access::{self, AccessError, CacheArgs, Reached};
-use crate::registry::{self, Reference, Registry, RegistryOptions};
+use crate::registry::{self, PrivateRegistries, Reference, Registry, RegistryOptions};
 use crate::step_helper::command::{Deliver, Launch, Prepare, Transfer};
 use crate::step_helper::report::{self, Report};
 use crate::step_helper::{
@@ -163,6 +163,7 @@ fn client_for(
         .iter()
         .map(|r| format!("{}/{r}", reached.host))
         .collect();
+    let references = parse(&prefixed)?;
     let options = RegistryOptions {
         plain_http: if reached.plain_http || plain_http {
             vec![reached.host.clone()]
@@ -170,10 +171,12 @@ fn client_for(
             Vec::new()
         },
         credentials: reached.credentials.clone(),
+        // The cache reached (through a port-forward, on loopback) is this command's to reach.
+        private: PrivateRegistries::registries_of(&references.iter().collect::<Vec<_>>()),
         ..RegistryOptions::default()
     };
     let registry = Registry::new(options)?;
-    Ok((parse(&prefixed)?, registry))
+    Ok((references, registry))
 }
 
 async fn pull(args: PullArgs) -> Result<(), ArtifactError> {

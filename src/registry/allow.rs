@@ -42,13 +42,29 @@ impl AllowList {
 
     /// Whether `host` (`name[:port]`, as references spell registries) may be reached.
     pub fn allows(&self, host: &str) -> bool {
-        if self.patterns.is_empty() {
-            return true;
-        }
+        self.patterns.is_empty() || self.lists(host)
+    }
+
+    /// Whether a pattern matches `host` (`name[:port]`); an empty list matches nothing.
+    pub(crate) fn lists(&self, host: &str) -> bool {
         let Some((name, port)) = split_host(host) else {
             return false;
         };
-        self.patterns.iter().any(|p| p.matches(&name, port))
+        self.patterns
+            .iter()
+            .any(|p| p.port == port && p.matches_name(&name))
+    }
+
+    /// Whether a pattern matches the name `name`, whatever port it names.
+    pub(crate) fn lists_name(&self, name: &str) -> bool {
+        let name = name.to_ascii_lowercase();
+        self.patterns.iter().any(|p| p.matches_name(&name))
+    }
+
+    /// The patterns of both lists.
+    pub(crate) fn and(mut self, other: &AllowList) -> AllowList {
+        self.patterns.extend(other.patterns.iter().cloned());
+        self
     }
 }
 
@@ -79,10 +95,7 @@ impl Pattern {
         })
     }
 
-    fn matches(&self, name: &str, port: Option<u16>) -> bool {
-        if self.port != port {
-            return false;
-        }
+    fn matches_name(&self, name: &str) -> bool {
         if self.wildcard {
             name.strip_suffix(self.host.as_str())
                 .is_some_and(|prefix| prefix.len() > 1 && prefix.ends_with('.'))

@@ -1,7 +1,9 @@
-//! Backoff per registry: after a registry fails as a whole (unreachable, timing out, 5xx, rate
-//! limiting), further lookups on it fail fast for a growing delay instead of piling requests on
-//! it; one success clears it. Failures of one image (not found, unauthorized, bad content) say
-//! nothing about the registry and do not count. Pure: the time is passed in.
+//! Backoff per registry and credentials: after a registry fails as a whole for one set of
+//! credentials (unreachable, timing out, 5xx, rate limiting), further lookups on it with those
+//! credentials fail fast for a growing delay instead of piling requests on it; one success clears
+//! it. Registries limit rates per client, so one tenant's anonymous 429s never back off another's
+//! authenticated reads. Failures of one image (not found, unauthorized, bad content) say nothing
+//! about the registry and do not count. Pure: the time is passed in.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -40,11 +42,11 @@ struct State {
     last_error: String,
 }
 
-/// Backoff state of every registry, by host.
+/// Backoff state of every registry, by host and credentials (a fingerprint; one for anonymous).
 #[derive(Debug, Default)]
 pub struct Backoffs {
     policy: BackoffPolicy,
-    hosts: HashMap<String, State>,
+    hosts: HashMap<(String, u128), State>,
 }
 
 impl Backoffs {
@@ -55,23 +57,29 @@ impl Backoffs {
         }
     }
 
-    /// Whether `host` is being left alone at `now`.
-    pub fn check(&self, host: &str, now: Instant) -> Option<Cooling> {
-        let state = self.hosts.get(host)?;
+    /// Whether `host` is being left alone for `credentials` at `now`.
+    pub fn check(&self, host: &str, credentials: u128, now: Instant) -> Option<Cooling> {
+        let state = self.hosts.get(&(host.to_owned(), credentials))?;
         (now < state.until).then(|| Cooling {
             retry_in: state.until - now,
             last_error: state.last_error.clone(),
         })
     }
 
-    /// Records the outcome of a lookup on `host` at `now`.
-    pub fn record(&mut self, host: &str, outcome: Result<(), &Error>, now: Instant) {
+    /// Records the outcome of a lookup on `host` with `credentials` at `now`.
+    pub fn record(
+        &mut self,
+        (host, credentials): (&str, u128),
+        outcome: Result<(), &Error>,
+        now: Instant,
+    ) {
+        let key = (host.to_owned(), credentials);
         match outcome {
             Ok(()) => {
-                self.hosts.remove(host);
+                self.hosts.remove(&key);
             }
             Err(error) if counts_against_registry(error.kind()) => {
-                let state = self.hosts.entry(host.to_owned()).or_insert(State {
+                let state = self.hosts.entry(key).or_insert(State {
                     failures: 0,
                     until: now,
                     last_error: String::new(),
@@ -125,22 +133,27 @@ mod tests {
     }
 
     const HOST: &str = "registry.example.com";
+    const ANONYMOUS: u128 = 0;
+    const TENANT: u128 = 42;
 
     #[test]
     fn a_failing_registry_is_left_alone_for_a_doubling_delay() {
         let mut backoffs = Backoffs::new(BackoffPolicy::default());
         let start = Instant::now();
-        backoffs.record(HOST, Err(&down()), start);
-        let cooling = backoffs.check(HOST, start).unwrap();
+        backoffs.record((HOST, ANONYMOUS), Err(&down()), start);
+        let cooling = backoffs.check(HOST, ANONYMOUS, start).unwrap();
         assert_eq!(cooling.retry_in, Duration::from_secs(1));
         assert!(cooling.last_error.contains("connection refused"));
-        assert_eq!(backoffs.check(HOST, start + Duration::from_secs(1)), None);
-        backoffs.record(HOST, Err(&down()), start);
         assert_eq!(
-            backoffs.check(HOST, start).unwrap().retry_in,
+            backoffs.check(HOST, ANONYMOUS, start + Duration::from_secs(1)),
+            None
+        );
+        backoffs.record((HOST, ANONYMOUS), Err(&down()), start);
+        assert_eq!(
+            backoffs.check(HOST, ANONYMOUS, start).unwrap().retry_in,
             Duration::from_secs(2)
         );
-        assert_eq!(backoffs.check("other.example.com", start), None);
+        assert_eq!(backoffs.check("other.example.com", ANONYMOUS, start), None);
     }
 
     #[test]
@@ -148,14 +161,14 @@ mod tests {
         let mut backoffs = Backoffs::new(BackoffPolicy::default());
         let now = Instant::now();
         for _ in 0..40 {
-            backoffs.record(HOST, Err(&down()), now);
+            backoffs.record((HOST, ANONYMOUS), Err(&down()), now);
         }
         assert_eq!(
-            backoffs.check(HOST, now).unwrap().retry_in,
+            backoffs.check(HOST, ANONYMOUS, now).unwrap().retry_in,
             Duration::from_secs(60)
         );
-        backoffs.record(HOST, Ok(()), now);
-        assert_eq!(backoffs.check(HOST, now), None);
+        backoffs.record((HOST, ANONYMOUS), Ok(()), now);
+        assert_eq!(backoffs.check(HOST, ANONYMOUS, now), None);
     }
 
     #[test]
@@ -171,9 +184,9 @@ mod tests {
             status: 401,
             access: crate::registry::Access::Read,
         };
-        backoffs.record(HOST, Err(&not_found), now);
-        backoffs.record(HOST, Err(&unauthorized), now);
-        assert_eq!(backoffs.check(HOST, now), None);
+        backoffs.record((HOST, ANONYMOUS), Err(&not_found), now);
+        backoffs.record((HOST, ANONYMOUS), Err(&unauthorized), now);
+        assert_eq!(backoffs.check(HOST, ANONYMOUS, now), None);
     }
 
     #[test]
@@ -184,10 +197,30 @@ mod tests {
             target: target(),
             retry_after: Some(Duration::from_secs(30)),
         };
-        backoffs.record(HOST, Err(&limited), now);
+        backoffs.record((HOST, ANONYMOUS), Err(&limited), now);
         assert_eq!(
-            backoffs.check(HOST, now).unwrap().retry_in,
+            backoffs.check(HOST, ANONYMOUS, now).unwrap().retry_in,
             Duration::from_secs(30)
+        );
+    }
+
+    #[test]
+    fn one_credentials_rate_limits_leave_another_credentials_reads_alone() {
+        let mut backoffs = Backoffs::new(BackoffPolicy::default());
+        let now = Instant::now();
+        let limited = Error::RateLimited {
+            target: target(),
+            retry_after: Some(Duration::from_secs(30)),
+        };
+        for _ in 0..10 {
+            backoffs.record((HOST, ANONYMOUS), Err(&limited), now);
+        }
+        assert!(backoffs.check(HOST, ANONYMOUS, now).is_some());
+        assert_eq!(backoffs.check(HOST, TENANT, now), None);
+        backoffs.record((HOST, TENANT), Ok(()), now);
+        assert!(
+            backoffs.check(HOST, ANONYMOUS, now).is_some(),
+            "another's success clears nothing"
         );
     }
 }

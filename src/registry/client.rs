@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::addresses::PrivateRegistries;
 use super::allow::AllowList;
 use super::cache::{CacheOptions, Caches};
 use super::docker_config::DockerConfig;
@@ -41,6 +42,9 @@ pub struct RegistryOptions {
     pub plain_http: Vec<String>,
     /// The registries that may be reached (`--allowed-registries`); empty allows every one.
     pub allowed: AllowList,
+    /// The hosts and networks inside a network that may be reached
+    /// (`--allowed-private-registries`); empty (the default) allows none.
+    pub private: PrivateRegistries,
     /// Credentials, matched per image as the kubelet matches them.
     pub credentials: DockerConfig,
     /// Extra trusted CA certificates (PEM bundles), added to the system roots.
@@ -67,6 +71,7 @@ impl Default for RegistryOptions {
         RegistryOptions {
             plain_http: Vec::new(),
             allowed: AllowList::default(),
+            private: PrivateRegistries::default(),
             credentials: DockerConfig::default(),
             extra_ca_pem: Vec::new(),
             request_timeout: Duration::from_secs(10),
@@ -117,6 +122,7 @@ impl Registry {
         let transport = Transport::new(TransportOptions {
             plain_http: options.plain_http,
             allowed: options.allowed,
+            private: options.private,
             credentials: options.credentials,
             extra_ca_pem: options.extra_ca_pem,
             request_timeout: options.request_timeout,

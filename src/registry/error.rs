@@ -129,8 +129,9 @@ pub enum Error {
         deadline: Duration,
         waiting_for_slot: bool,
     },
-    /// The client refused to reach a host: one not in the allowed registries, or a token realm or
-    /// redirect that would leave them or downgrade to plain HTTP. Nothing was sent to `host`.
+    /// The client refused to reach a host: one not in the allowed registries, a token realm or
+    /// redirect that would leave them or downgrade to plain HTTP, or an address inside a network
+    /// not on the private registries' list. Nothing was sent to `host`.
     #[error("refused to reach {} for {target}: {why}", clip(host))]
     NotAllowed {
         target: Target,
@@ -204,11 +205,15 @@ pub enum Refusal {
     /// A redirect to a host not in the allowed registries.
     #[error("the registry redirected to a host not in the allowed registries")]
     RedirectHost,
-    /// A registry a pod names on a private, loopback or link-local address (placement).
+    /// A host that is, or resolves only to, an address inside a network (private, loopback,
+    /// link-local, shared, reserved) and is not on the private registries' list.
     #[error(
-        "the registry's address is private, loopback or link-local (allowed only with --placement-allow-private-registries)"
+        "the host's address is private, loopback, link-local or reserved (allowed only by --allowed-private-registries)"
     )]
     PrivateAddress,
+    /// A host on the private registries' list with another port than the one requested.
+    #[error("the host is on --allowed-private-registries with another port only")]
+    PrivatePort,
     /// A redirect to plain HTTP (from HTTPS, or to a host not configured for plain HTTP).
     #[error("the registry redirected to plain HTTP, which is never followed")]
     RedirectPlainHttp,
@@ -311,6 +316,9 @@ pub enum ConfigError {
     /// An `--allowed-registries` pattern is not `HOST[:PORT]` or `*.DOMAIN[:PORT]`.
     #[error("invalid allowed-registries pattern {pattern:?}: {reason}")]
     AllowedRegistry { pattern: String, reason: String },
+    /// An `--allowed-private-registries` entry is not `HOST[:PORT]`, `*.DOMAIN[:PORT]` or a CIDR.
+    #[error("invalid allowed-private-registries entry {entry:?}: {reason}")]
+    AllowedPrivate { entry: String, reason: String },
     /// The HTTP client could not be built.
     #[error("failed to build the HTTP client: {0}")]
     Http(String),

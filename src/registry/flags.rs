@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::addresses::PrivateRegistries;
 use super::allow::AllowList;
 use super::client::RegistryOptions;
 use super::docker_config::DockerConfig;
@@ -25,10 +26,13 @@ pub struct RegistryFlags {
 }
 
 impl RegistryFlags {
-    /// Client options for fetching `reference`: plain HTTP only for its registry when asked.
+    /// Client options for fetching `reference`: plain HTTP only for its registry when asked; its
+    /// registry reached whatever it resolves to (the command line chose it), every other host
+    /// (realms, redirects, the images an artifact names elsewhere) behind the fence.
     pub fn options_for(&self, reference: &Reference) -> Result<RegistryOptions, Error> {
         let mut options = RegistryOptions {
             allowed: AllowList::parse(&self.allowed_registries)?,
+            private: PrivateRegistries::registries_of(&[reference]),
             ..RegistryOptions::default()
         };
         if self.plain_http {

@@ -56,10 +56,6 @@ pub struct InspectorOptions {
     pub max_per_namespace: usize,
     /// Longest one lookup may take, waiting for a slot included.
     pub lookup_deadline: Duration,
-    /// Whether registries on private, loopback or link-local addresses may be asked. Off: each
-    /// registry's name is resolved before the first request and refused when any of its
-    /// addresses is one.
-    pub private_addresses: bool,
     /// How long a failing registry is left alone.
     pub backoff: BackoffPolicy,
 }
@@ -74,7 +70,6 @@ impl Default for InspectorOptions {
             max_concurrent: 8,
             max_per_namespace: 4,
             lookup_deadline: Duration::from_secs(30),
-            private_addresses: false,
             backoff: BackoffPolicy::default(),
         }
     }
@@ -138,7 +133,6 @@ struct Shared {
     per_namespace: usize,
     namespaces: Mutex<HashMap<String, Arc<Semaphore>>>,
     deadline: Duration,
-    private_addresses: bool,
     backoffs: Mutex<Backoffs>,
     counters: Counters,
 }
@@ -193,7 +187,6 @@ impl Inspector {
                 per_namespace: options.max_per_namespace.max(1),
                 namespaces: Mutex::default(),
                 deadline: options.lookup_deadline,
-                private_addresses: options.private_addresses,
                 backoffs: Mutex::new(Backoffs::new(options.backoff)),
                 counters: Counters::default(),
             }),
@@ -240,7 +233,7 @@ impl Inspector {
             }
             self.shared.tags.cache.invalidate(&key).await;
         }
-        self.check_backoff(image)?;
+        self.check_backoff(image, lookup.credentials)?;
         let load = {
             let this = self.clone();
             let image = image.clone();
@@ -293,7 +286,7 @@ impl Inspector {
             counters.platform_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(platforms);
         }
-        self.check_backoff(&pinned)?;
+        self.check_backoff(&pinned, lookup.credentials)?;
         let load = {
             let this = self.clone();
             let pinned = pinned.clone();
@@ -323,9 +316,14 @@ impl Inspector {
             .await?)
     }
 
-    fn check_backoff(&self, image: &Reference) -> Result<(), InspectError> {
+    /// Whether the registry is being left alone for these credentials.
+    fn check_backoff(
+        &self,
+        image: &Reference,
+        credentials: &[Credentials],
+    ) -> Result<(), InspectError> {
         let host = reference::api_host(image);
-        let cooling = lock(&self.shared.backoffs).check(host, Instant::now());
+        let cooling = lock(&self.shared.backoffs).check(host, scope(credentials), Instant::now());
         match cooling {
             None => Ok(()),
             Some(cooling) => {

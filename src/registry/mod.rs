@@ -18,6 +18,7 @@ mod clients;
 mod docker_config;
 mod download;
 mod error;
+mod fence;
 mod fetch;
 mod flags;
 mod inspect;
@@ -34,7 +35,7 @@ mod upload;
 
 /// The platforms an image is built for are the platform model's, read here.
 pub use crate::platform::Platform;
-pub use addresses::refuse_private;
+pub use addresses::PrivateRegistries;
 pub use allow::AllowList;
 pub use backoff::BackoffPolicy;
 pub use cache::CacheOptions;

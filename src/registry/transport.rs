@@ -14,23 +14,21 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use tokio::sync::Semaphore;
 
+use super::addresses::PrivateRegistries;
 use super::allow::{AllowList, url_host};
 use super::auth::{self, Challenge};
 use super::docker_config::{Credentials, DockerConfig};
-use super::error::{Access, ConfigError, ContentProblem, Error, Refusal, Target};
+use super::error::{Access, ContentProblem, Error, Refusal, Target};
+use super::fence::{ClientSettings, FencedClient, SendError};
 use super::retry::{self, Decision, RetryPolicy};
 use super::stats::Counters;
 
-/// Redirects followed for one request, as browsers and reqwest's default policy allow.
-const MAX_REDIRECTS: usize = 10;
 mod exchange;
 mod failures;
 mod tokens;
 
 pub(crate) use exchange::Exchange;
-use failures::{
-    AttemptError, RedirectRefused, read_body, status_error, transport_error, unauthorized,
-};
+use failures::{AttemptError, read_body, status_error, transport_error, unauthorized};
 use tokens::Tokens;
 
 /// How the transport is set up.
@@ -38,6 +36,7 @@ use tokens::Tokens;
 pub(crate) struct TransportOptions {
     pub plain_http: Vec<String>,
     pub allowed: AllowList,
+    pub private: PrivateRegistries,
     pub credentials: DockerConfig,
     pub extra_ca_pem: Vec<Vec<u8>>,
     pub request_timeout: Duration,
@@ -74,7 +73,7 @@ pub(crate) struct Answer {
 /// What every client made from one root shares: connections, where requests may go, the bound on
 /// requests in flight, and the counters.
 struct Link {
-    http: reqwest::Client,
+    http: FencedClient,
     plain_http: Vec<String>,
     allowed: AllowList,
     retry: RetryPolicy,
@@ -94,37 +93,15 @@ pub(crate) struct Transport {
 
 impl Transport {
     pub(crate) fn new(options: TransportOptions) -> Result<Self, Error> {
-        // reqwest is built without a crypto provider so it shares kube's ring; make sure one is
-        // installed (a second install is refused, which is fine).
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let (plain, allowed) = (options.plain_http.clone(), options.allowed.clone());
-        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() > MAX_REDIRECTS {
-                return attempt.error("too many redirects");
-            }
-            let Some(previous) = attempt.previous().last() else {
-                return attempt.follow();
-            };
-            match auth::check_redirect(attempt.url(), previous, &plain, &allowed) {
-                Ok(()) => attempt.follow(),
-                Err(why) => {
-                    let host = url_host(attempt.url()).unwrap_or_default();
-                    attempt.error(RedirectRefused { host, why })
-                }
-            }
-        });
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(options.connect_timeout)
-            .redirect(redirects)
-            .user_agent(concat!("ocifit/", env!("CARGO_PKG_VERSION")));
-        for pem in &options.extra_ca_pem {
-            let certs = reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|err| ConfigError::Http(format!("invalid CA certificate: {err}")))?;
-            builder = builder.tls_certs_merge(certs);
-        }
-        let http = builder
-            .build()
-            .map_err(|err| ConfigError::Http(err.to_string()))?;
+        let http = FencedClient::new(ClientSettings {
+            connect_timeout: options.connect_timeout,
+            extra_ca_pem: &options.extra_ca_pem,
+            redirect: Box::new(move |next, previous| {
+                auth::check_redirect(next, previous, &plain, &allowed)
+            }),
+            private: options.private,
+        })?;
         let link = Link {
             http,
             plain_http: options.plain_http,
@@ -306,7 +283,7 @@ impl Transport {
         let mut builder = self
             .link
             .http
-            .get(realm)
+            .request(Method::GET, realm)
             .query(&query)
             .timeout(self.link.request_timeout);
         match credentials {
@@ -351,7 +328,13 @@ impl Transport {
         } else {
             "https"
         };
-        let url = format!("{scheme}://{}{}", request.host, request.path);
+        let url =
+            Url::parse(&format!("{scheme}://{}{}", request.host, request.path)).map_err(|err| {
+                Error::content(
+                    request.target,
+                    ContentProblem::Protocol(format!("unusable request URL: {err}")),
+                )
+            })?;
         let method = if request.head {
             Method::HEAD
         } else {
@@ -380,9 +363,17 @@ impl Transport {
     ) -> Result<Response, AttemptError> {
         let counters = &self.link.counters;
         counters.requests.fetch_add(1, Ordering::Relaxed);
-        let result = builder.send().await;
+        let result = self.link.http.send(builder).await;
         counters.answered(result.as_ref().ok().map(|r| r.status().as_u16()));
-        result.map_err(|err| transport_error(target, err))
+        result.map_err(|err| match err {
+            SendError::Refused(refused) => Error::NotAllowed {
+                target: target.clone(),
+                host: refused.host,
+                why: refused.why,
+            }
+            .into(),
+            SendError::Http(err) => transport_error(target, err),
+        })
     }
 
     async fn answer(

@@ -256,6 +256,8 @@ mod tests {
             .expect("the test registry");
         let client = Registry::new(crate::registry::RegistryOptions {
             plain_http: vec![registry.addr().to_owned()],
+            // The test registry is on loopback.
+            private: crate::registry::PrivateRegistries::parse(&[registry.addr()]).expect("a host"),
             ..Default::default()
         })
         .expect("a client");

@@ -80,9 +80,21 @@ pub struct RunArgs {
     #[arg(long, env = "OCIFIT_PLACEMENT_DOCKER_CONFIG", value_name = "FILE")]
     pub placement_docker_config: Option<PathBuf>,
 
-    /// Let placement ask registries that pods name on private, loopback or link-local addresses
-    /// (a registry inside the cluster's network). Off: such a registry is refused before any
-    /// request, so a pod author cannot make ocifit probe internal addresses.
+    /// Registries inside the cluster's or the node's network that ocifit may reach: `HOST[:PORT]`
+    /// or `*.DOMAIN[:PORT]` (whatever the name resolves to; on that port only) and CIDRs
+    /// (`10.96.0.0/12`: addresses that may be connected to). Every other private, loopback,
+    /// link-local, shared or reserved address is refused at connect time, for every request
+    /// (registries, token realms, redirects).
+    #[arg(
+        long = "allowed-private-registries",
+        env = "OCIFIT_ALLOWED_PRIVATE_REGISTRIES",
+        value_name = "HOST[:PORT]|CIDR",
+        value_delimiter = ','
+    )]
+    pub allowed_private_registries: Vec<String>,
+
+    /// Deprecated: allows every private, loopback and link-local address (as
+    /// `--allowed-private-registries` listing all of them). Name the registries instead.
     #[arg(long, env = "OCIFIT_PLACEMENT_ALLOW_PRIVATE_REGISTRIES", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub placement_allow_private_registries: bool,
 

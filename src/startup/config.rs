@@ -12,7 +12,7 @@ use crate::cluster;
 use crate::cluster::leader::LeaseSettings;
 use crate::cluster::secrets::SecretNamespaces;
 use crate::image_selection::{Backoff, HoldRules, Settings as ControllerSettings};
-use crate::registry::{AllowList, CacheOptions, DockerConfig, RegistryOptions};
+use crate::registry::{AllowList, CacheOptions, DockerConfig, PrivateRegistries, RegistryOptions};
 use crate::telemetry::LogFormat;
 
 /// A flag's value, or a file it names, cannot be used.
@@ -39,6 +39,9 @@ pub enum ConfigError {
     /// `--allowed-registries` has a pattern that is not a host.
     #[error("--allowed-registries")]
     AllowedRegistries(#[source] crate::registry::ConfigError),
+    /// `--allowed-private-registries` has an entry that is not a host or a CIDR.
+    #[error("--allowed-private-registries")]
+    AllowedPrivateRegistries(#[source] crate::registry::ConfigError),
 }
 
 /// Everything `ocifit run` is told.
@@ -68,8 +71,9 @@ pub struct Config {
     pub own_namespace: String,
     /// ocifit's own credentials for placement's image inspection.
     pub placement_credentials: DockerConfig,
-    /// Whether placement may ask registries on private, loopback or link-local addresses.
-    pub placement_private_registries: bool,
+    /// Whether the deprecated `--placement-allow-private-registries` opened every internal
+    /// address (a warning at start).
+    pub every_private_registry: bool,
     /// The artifact-cache step helpers' image.
     pub artifact_helper: Option<Helper>,
     /// The registries a step's `registry` annotation may name (`--allowed-registries`).
@@ -143,7 +147,7 @@ impl Config {
                 Some(path) => docker_config(path)?,
                 None => DockerConfig::default(),
             },
-            placement_private_registries: args.placement_allow_private_registries,
+            every_private_registry: args.placement_allow_private_registries,
             artifact_helper: args.artifact_helper_image.clone().map(|image| Helper {
                 image,
                 pull_policy: None,
@@ -176,6 +180,7 @@ fn registry_options(args: &RunArgs) -> Result<RegistryOptions, ConfigError> {
         plain_http: args.plain_http_registries.clone(),
         allowed: AllowList::parse(&args.allowed_registries)
             .map_err(ConfigError::AllowedRegistries)?,
+        private: private_registries(args)?,
         request_timeout: args.registry_timeout,
         max_artifact_bytes: args.max_artifact_bytes,
         cache: CacheOptions {
@@ -191,6 +196,18 @@ fn registry_options(args: &RunArgs) -> Result<RegistryOptions, ConfigError> {
         options.extra_ca_pem.push(read("the CA file", path)?);
     }
     Ok(options)
+}
+
+/// `--allowed-private-registries`, and every internal address with the deprecated
+/// `--placement-allow-private-registries`.
+fn private_registries(args: &RunArgs) -> Result<PrivateRegistries, ConfigError> {
+    let listed = PrivateRegistries::parse(&args.allowed_private_registries)
+        .map_err(ConfigError::AllowedPrivateRegistries)?;
+    Ok(if args.placement_allow_private_registries {
+        listed.and(&PrivateRegistries::every())
+    } else {
+        listed
+    })
 }
 
 fn hostname() -> String {
@@ -244,6 +261,35 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "failed to read the CA file /nonexistent/ca.pem"
+        );
+    }
+
+    #[test]
+    fn the_private_registries_are_the_listed_ones_and_every_one_only_with_the_deprecated_flag() {
+        let listed = config(&[
+            "--allowed-private-registries",
+            "registry.internal:5000,10.96.0.0/12",
+        ])
+        .unwrap();
+        assert_eq!(
+            listed.registry.private,
+            PrivateRegistries::parse(&["registry.internal:5000", "10.96.0.0/12"]).unwrap()
+        );
+        assert!(!listed.every_private_registry);
+        let none = config(&[]).unwrap();
+        assert_eq!(none.registry.private, PrivateRegistries::default());
+        let every = config(&["--placement-allow-private-registries"]).unwrap();
+        assert!(every.every_private_registry);
+        assert_eq!(
+            every.registry.private,
+            PrivateRegistries::default().and(&PrivateRegistries::every())
+        );
+        let err = config(&["--allowed-private-registries", "10.0.0.0/33"]).unwrap_err();
+        assert_eq!(err.to_string(), "--allowed-private-registries");
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert!(
+            source.is_some_and(|s| s.contains("\"10.0.0.0/33\"")),
+            "{err:?}"
         );
     }
 }

@@ -44,7 +44,6 @@ pub(super) fn run(
                     credentials: DockerConfig::default(),
                     ..config.registry.clone()
                 },
-                private_addresses: config.placement_private_registries,
                 ..InspectorOptions::default()
             },
             own_credentials: config.placement_credentials.clone(),

@@ -122,10 +122,16 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = kube_client(config.kubeconfig.as_deref()).await?;
     require_crd(&client).await?;
+    if config.every_private_registry {
+        tracing::warn!(
+            "--placement-allow-private-registries is deprecated and allows every private, \
+             loopback and link-local address; name the registries with \
+             --allowed-private-registries instead"
+        );
+    }
     let source = Arc::new(
         RegistrySource::new(config.registry.clone())
-            .context("failed to build the registry client")?
-            .with_private_addresses(config.placement_private_registries),
+            .context("failed to build the registry client")?,
     );
     let metrics = process_metrics(&source);
     let (leadership, lease) = elect(&client, config.lease.as_ref(), &metrics).await?;

@@ -40,14 +40,16 @@ pub use push::{PushError, PushRequest, Pushed, push};
 pub use steps::{PUSH_TIMEOUT, PrepareError, deliver, prepare};
 pub use unpack::UnpackCount;
 
-use crate::registry::{self, Reference, Registry, RegistryOptions};
+use crate::registry::{self, PrivateRegistries, Reference, Registry, RegistryOptions};
 
 /// The gzip level of directory layers unless told otherwise: fast, since a cache sits next to its
 /// steps and time matters more than a few percent of size.
 pub const DEFAULT_COMPRESSION: u32 = 1;
 
 /// A registry client for transfers to and from the references' registries, with the credentials
-/// of `direction` from the environment.
+/// of `direction` from the environment. Those registries (the cache's Service, an address inside
+/// the cluster by nature) are reached whatever they resolve to; redirects and token realms
+/// elsewhere stay behind the fence.
 pub fn client(
     references: &[&Reference],
     plain_http: bool,
@@ -63,6 +65,7 @@ pub fn client(
             Vec::new()
         },
         credentials: credentials::from_environment(&hosts, direction)?,
+        private: PrivateRegistries::registries_of(references),
         ..RegistryOptions::default()
     };
     Registry::new(options)

@@ -20,6 +20,7 @@
 //! - `example_pods`: the pod contract's example table (`docs/pod-contract.md`) against the planner;
 //! - `registry`: the registry client against the real registry, a fake for what it cannot do, and
 //!   TLS;
+//! - `outbound`: no code in `src/` builds an HTTP client but the one fenced constructor;
 //! - `placement_inspection`: image inspection for platform placement on the real registry;
 //! - `registry_clients`: the test kit's clients (ORAS SDK, regctl, crane) on the real registry;
 //! - `release`: the image assembled here against the `Dockerfile`, the chart against the release
@@ -38,6 +39,7 @@ mod docs_flags;
 mod docs_links;
 mod docs_metrics;
 mod example_pods;
+mod outbound;
 mod placement_inspection;
 mod registry;
 mod registry_clients;

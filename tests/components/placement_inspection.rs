@@ -13,7 +13,7 @@ use ocifit::placement::credentials::PullSecrets;
 use ocifit::placement::platforms::{ContainerImage, intersect};
 use ocifit::registry::{
     BackoffPolicy, Credentials, ErrorKind, ImageFacts, InspectError, Inspector, InspectorOptions,
-    Lookup, Platform, Reference, RegistryOptions, RetryPolicy, parse_reference,
+    Lookup, Platform, PrivateRegistries, Reference, RegistryOptions, RetryPolicy, parse_reference,
 };
 use ocifit_testkit::Registry as TestRegistry;
 use ocifit_testkit::{PushedImage, pull_secret};
@@ -24,10 +24,10 @@ fn inspector(registry: &TestRegistry) -> Inspector {
     Inspector::new(InspectorOptions {
         registry: RegistryOptions {
             plain_http: vec![registry.addr().to_string()],
+            // The test kit's registry is on loopback.
+            private: PrivateRegistries::parse(&[registry.addr()]).unwrap(),
             ..RegistryOptions::default()
         },
-        // The test kit's registry is on loopback.
-        private_addresses: true,
         ..InspectorOptions::default()
     })
 }
@@ -312,14 +312,13 @@ async fn a_registry_that_stops_answering_is_left_alone_then_used_again_once_it_i
                 max_attempts: 1,
                 ..RetryPolicy::default()
             },
+            private: PrivateRegistries::parse(&[registry.addr()]).unwrap(),
             ..RegistryOptions::default()
         },
         backoff: BackoffPolicy {
             first: Duration::from_millis(300),
             max: Duration::from_secs(1),
         },
-        // The test kit's registry is on loopback.
-        private_addresses: true,
         ..InspectorOptions::default()
     });
     let look = || inspect(&inspector, &reference, Duration::ZERO, &[]);
@@ -355,11 +354,10 @@ async fn a_silent_registry_of_one_namespace_leaves_slots_to_the_others_and_its_l
     let inspector = Inspector::new(InspectorOptions {
         registry: RegistryOptions {
             plain_http: vec![registry.addr().to_string(), silent.clone()],
+            private: PrivateRegistries::parse(&[registry.addr(), silent.as_str()]).unwrap(),
             ..RegistryOptions::default()
         },
         lookup_deadline: Duration::from_secs(10),
-        // The test kit's registry is on loopback.
-        private_addresses: true,
         ..InspectorOptions::default()
     });
     let defaults = InspectorOptions::default();
@@ -426,7 +424,7 @@ async fn a_silent_registry_of_one_namespace_leaves_slots_to_the_others_and_its_l
 }
 
 #[tokio::test]
-async fn a_registry_on_a_loopback_address_is_refused_unless_allowed_before_any_request() {
+async fn a_registry_on_a_loopback_address_is_refused_unless_listed_before_any_request() {
     let (registry, image) = registry_with_web().await;
     let reference = parse_reference(&image.reference).unwrap();
     let refusing = Inspector::new(InspectorOptions {
@@ -444,8 +442,8 @@ async fn a_registry_on_a_loopback_address_is_refused_unless_allowed_before_any_r
     );
     assert_eq!(
         refused.summary(),
-        "refused: the registry's address is private, loopback or link-local (allowed only with \
-         --placement-allow-private-registries)"
+        "refused: the host's address is private, loopback, link-local or reserved (allowed only \
+         by --allowed-private-registries)"
     );
     assert_eq!(
         access_log(&registry, offset)
@@ -464,6 +462,6 @@ async fn a_registry_on_a_loopback_address_is_refused_unless_allowed_before_any_r
     assert_eq!(
         platforms_of(&inspector(&registry), &image.reference).await,
         ["linux/amd64"],
-        "allowed explicitly"
+        "listed"
     );
 }

@@ -11,7 +11,9 @@ use crate::cli::input;
 use crate::engine::{Artifact, Format};
 use crate::image_selection::resolution::{Content, Resolved};
 use crate::image_selection::{RegistrySource, Request, Wanted};
-use crate::registry::{self, Reference, Registry, RegistryFlags, RegistryOptions, sha256_digest};
+use crate::registry::{
+    self, PrivateRegistries, Reference, Registry, RegistryFlags, RegistryOptions, sha256_digest,
+};
 
 /// What was read, ready to evaluate.
 pub struct Loaded {
@@ -185,14 +187,16 @@ fn parse(reference: &str) -> Result<Reference, ResolveError> {
     })
 }
 
-/// The client options the flags give for `first`'s registry; with `--plain-http`, `others`'
-/// registries are reached over plain HTTP too.
+/// The client options the flags give for `first`'s registry; `others`' registries are reached
+/// as the command line's too (over plain HTTP with `--plain-http`).
 fn options(
     flags: &RegistryFlags,
     first: &Reference,
     others: &[Reference],
 ) -> Result<RegistryOptions, registry::Error> {
     let mut options = flags.options_for(first)?;
+    let others_private = PrivateRegistries::registries_of(&others.iter().collect::<Vec<_>>());
+    options.private = options.private.and(&others_private);
     if flags.plain_http {
         for other in others {
             let host = other.registry().to_string();

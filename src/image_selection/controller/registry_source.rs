@@ -14,7 +14,7 @@ use crate::api::{Candidate, Reason};
 use crate::engine::Format;
 use crate::registry::{
     Clients, DockerConfig, ErrorKind, Registry, RegistryOptions, RegistryStats, ResolveError,
-    parse_reference, refuse_private,
+    parse_reference,
 };
 
 /// The name of the anonymous client managed policies are read with.
@@ -30,8 +30,6 @@ use crate::telemetry::error_chain;
 pub struct RegistrySource {
     clients: Clients,
     outcomes: Mutex<BTreeMap<(Lookup, &'static str), u64>>,
-    /// Whether managed policies may read registries on private addresses.
-    private_addresses: bool,
 }
 
 /// What a registry lookup was for (a metric label).
@@ -63,15 +61,7 @@ impl RegistrySource {
         Ok(RegistrySource {
             clients: Clients::new(options)?,
             outcomes: Mutex::default(),
-            private_addresses: false,
         })
-    }
-
-    /// Lets managed policies (what pod authors named) read registries on private, loopback or
-    /// link-local addresses, as `--placement-allow-private-registries` does for placement.
-    pub fn with_private_addresses(mut self, allowed: bool) -> RegistrySource {
-        self.private_addresses = allowed;
-        self
     }
 
     /// Lookups by what they were for and outcome (`ok` or the registry error kind).
@@ -116,17 +106,11 @@ impl RegistrySource {
             })
     }
 
-    async fn platforms(&self, registry: &Registry, image: &str, managed: bool) -> PlatformLookup {
+    async fn platforms(&self, registry: &Registry, image: &str) -> PlatformLookup {
         let reference = match parse_reference(image) {
             Ok(reference) => reference,
             Err(err) => return PlatformLookup::Failed(error_chain(&err)),
         };
-        if managed
-            && !self.private_addresses
-            && let Err(err) = refuse_private(&reference).await
-        {
-            return PlatformLookup::Failed(error_chain(&err));
-        }
         let result = registry.image_platforms_or_last_known(&reference).await;
         self.count(
             Lookup::Platforms,
@@ -143,22 +127,11 @@ impl RegistrySource {
 
 impl RegistrySource {
     /// `ref` mode: the one artifact the policy names.
-    async fn artifact(
-        &self,
-        registry: &Registry,
-        reference: &str,
-        managed: bool,
-    ) -> Result<Resolved, Failure> {
+    async fn artifact(&self, registry: &Registry, reference: &str) -> Result<Resolved, Failure> {
         let reference = parse_reference(reference).map_err(|err| Failure {
             reason: Reason::InvalidReference,
             message: error_chain(&err),
         })?;
-        if managed && !self.private_addresses {
-            refuse_private(&reference).await.map_err(|err| Failure {
-                reason: Reason::RegistryNotAllowed,
-                message: error_chain(&err),
-            })?;
-        }
         let result = registry.resolve_artifact(&reference).await;
         self.count(Lookup::Artifact, outcome_of(&result));
         let resolved = result.map_err(|err| failure_of(&err))?;
@@ -253,9 +226,7 @@ impl RegistrySource {
     pub async fn resolved(&self, request: &Request) -> Result<(Registry, Resolved), Failure> {
         let registry = self.client(request)?;
         let resolved = match &request.wanted {
-            Wanted::Reference(reference) => {
-                self.artifact(&registry, reference, request.managed).await?
-            }
+            Wanted::Reference(reference) => self.artifact(&registry, reference).await?,
             Wanted::Candidates(candidates) => self.candidates(&registry, candidates).await?,
         };
         Ok((registry, resolved))
@@ -267,12 +238,8 @@ impl Source for RegistrySource {
         Box::pin(async move {
             let (registry, resolved) = self.resolved(request).await?;
             let images = resolved.images();
-            let lookups = join_all(
-                images
-                    .iter()
-                    .map(|image| self.platforms(&registry, image, request.managed)),
-            )
-            .await;
+            let lookups =
+                join_all(images.iter().map(|image| self.platforms(&registry, image))).await;
             let platforms: Platforms = images.into_iter().zip(lookups).collect();
             Ok(Fetched {
                 resolved,
@@ -339,46 +306,43 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_managed_policy_on_a_loopback_registry_is_refused_before_any_request_unless_allowed()
-    {
+    async fn a_policy_on_a_loopback_registry_is_refused_at_connect_time_unless_listed() {
         // Nothing listens on port 1: a request would fail as unavailable, not as not allowed.
-        let request = Request {
+        let managed = Request {
             wanted: Wanted::Reference("127.0.0.1:1/app-compat:v1".into()),
             pull_secret: None,
             managed: true,
         };
-        let source = RegistrySource::new(RegistryOptions::default()).unwrap();
-        let refused = source.fetch(&request).await.unwrap_err();
-        assert_eq!(
-            refused.reason,
-            Reason::RegistryNotAllowed,
-            "{}",
-            refused.message
-        );
-        assert_eq!(source.outcomes(), Vec::new());
-        let allowed = RegistrySource::new(RegistryOptions::default())
-            .unwrap()
-            .with_private_addresses(true);
-        let tried = allowed.fetch(&request).await.unwrap_err();
-        assert_eq!(
-            tried.reason,
-            Reason::RegistryUnavailable,
-            "{}",
-            tried.message
-        );
-        // A policy an admin wrote is not a pod author's: its registry is theirs to choose.
+        // A policy an admin wrote gets no exception: the list is the one place internal
+        // addresses are opened.
         let written = Request {
             managed: false,
-            ..request
+            ..managed.clone()
         };
         let source = RegistrySource::new(RegistryOptions::default()).unwrap();
-        let tried = source.fetch(&written).await.unwrap_err();
-        assert_eq!(
-            tried.reason,
-            Reason::RegistryUnavailable,
-            "{}",
-            tried.message
-        );
+        for request in [&managed, &written] {
+            let refused = source.fetch(request).await.unwrap_err();
+            assert_eq!(
+                refused.reason,
+                Reason::RegistryNotAllowed,
+                "{}",
+                refused.message
+            );
+        }
+        let listed = RegistrySource::new(RegistryOptions {
+            private: crate::registry::PrivateRegistries::parse(&["127.0.0.1:1"]).unwrap(),
+            ..RegistryOptions::default()
+        })
+        .unwrap();
+        for request in [&managed, &written] {
+            let tried = listed.fetch(request).await.unwrap_err();
+            assert_eq!(
+                tried.reason,
+                Reason::RegistryUnavailable,
+                "{}",
+                tried.message
+            );
+        }
     }
 
     #[test]

@@ -7,8 +7,7 @@ use std::time::Instant;
 
 use tokio::sync::Semaphore;
 
-use super::{ClientKey, Inspector, lock};
-use crate::registry::addresses::refuse_private;
+use super::{ClientKey, Inspector, lock, scope};
 use crate::registry::client::Registry;
 use crate::registry::docker_config::{Credentials, DockerConfig};
 use crate::registry::error::{Error, ErrorKind};
@@ -50,9 +49,6 @@ impl Inspector {
             credentials.iter().map(Some).collect()
         };
         let calls = async {
-            if !self.shared.private_addresses {
-                refuse_private(image).await?;
-            }
             let mut result = Err(Error::NotFound {
                 target: reference::target(image),
                 what: "credentials",
@@ -77,7 +73,11 @@ impl Inspector {
                 })
             });
         let host = reference::api_host(image);
-        lock(&self.shared.backoffs).record(host, result.as_ref().map(|_| ()), Instant::now());
+        lock(&self.shared.backoffs).record(
+            (host, scope(credentials)),
+            result.as_ref().map(|_| ()),
+            Instant::now(),
+        );
         result
     }
 

@@ -8,7 +8,8 @@ use bytes::{Bytes, BytesMut};
 use reqwest::Response;
 use reqwest::header::RETRY_AFTER;
 
-use crate::registry::error::{Access, ContentProblem, Error, Refusal, Target};
+use crate::registry::error::{Access, ContentProblem, Error, Target};
+use crate::registry::fence::Refused;
 use crate::registry::retry::{self, Failure};
 
 /// A failed attempt: the error to report, and what retrying should know (None: never retry).
@@ -26,14 +27,6 @@ impl From<Error> for AttemptError {
     }
 }
 
-/// A redirect the policy refused, carried through reqwest's error back to `transport_error`.
-#[derive(Debug, thiserror::Error)]
-#[error("redirect to {host} refused: {why}")]
-pub(super) struct RedirectRefused {
-    pub(super) host: String,
-    pub(super) why: Refusal,
-}
-
 pub(super) fn unauthorized(target: &Target, status: u16, access: Access) -> Error {
     Error::Unauthorized {
         target: target.clone(),
@@ -45,7 +38,7 @@ pub(super) fn unauthorized(target: &Target, status: u16, access: Access) -> Erro
 pub(super) fn transport_error(target: &Target, err: reqwest::Error) -> AttemptError {
     let mut cause = std::error::Error::source(&err);
     while let Some(now) = cause {
-        if let Some(refused) = now.downcast_ref::<RedirectRefused>() {
+        if let Some(refused) = now.downcast_ref::<Refused>() {
             return Error::NotAllowed {
                 target: target.clone(),
                 host: refused.host.clone(),

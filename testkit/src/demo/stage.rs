@@ -169,7 +169,8 @@ async fn start_ocifit(
         "--plain-http-registry",
         &registry,
         // The demo's registry is on loopback (or this machine's own address).
-        "--placement-allow-private-registries",
+        "--allowed-private-registries",
+        &registry,
         "--lease-namespace",
         NAMESPACE,
         "--admin-bind-address",

@@ -492,6 +492,7 @@ async fn install_chart(cluster: &Cluster, registry: &Registry, image: &str, cach
         format!("image.tag={tag}"),
         "replicaCount=1".to_owned(),
         format!("registry.plainHttp={{{}}}", registry.addr()),
+        format!("registry.allowedPrivate={{{}}}", registry.addr()),
         format!("nodeSelector.kubernetes\\.io/hostname={NODE}"),
     ];
     let chart = chart_dir();

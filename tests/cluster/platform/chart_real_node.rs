@@ -538,6 +538,7 @@ async fn install_ocifit(cluster: &Cluster) -> PushedImage {
     let since = Instant::now();
     let repository = format!("image.repository={}/ocifit/ocifit", registry.addr());
     let plain_http = format!("registry.plainHttp={{{}}}", registry.addr());
+    let private = format!("registry.allowedPrivate={{{}}}", registry.addr());
     let node_selector = format!("nodeSelector.kubernetes\\.io/hostname={NODE}");
     helm_release(
         cluster,
@@ -554,7 +555,7 @@ async fn install_ocifit(cluster: &Cluster) -> PushedImage {
             &node_selector,
             // The registry is on this machine's own address.
             "--set",
-            "placement.allowPrivateRegistries=true",
+            &private,
         ],
     )
     .await;

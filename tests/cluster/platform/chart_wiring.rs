@@ -159,9 +159,10 @@ async fn a_labelled_pod_gets_its_image_through_the_charts_webhook_configuration_
         client,
         ocifit: crate::support::ocifit_binary().into(),
     };
-    // The chart's own value for the local plain-HTTP registry.
+    // The chart's own values for the local plain-HTTP registry, on loopback.
     let plain_http = format!("registry.plainHttp={{{}}}", env.registry().addr());
-    install(&env.cluster, &[&plain_http]).await;
+    let private = format!("registry.allowedPrivate={{{}}}", env.registry().addr());
+    install(&env.cluster, &[&plain_http, &private]).await;
 
     // The chart's Service, backed by this host: the apiserver dials the endpoint's address under
     // the Service's DNS name.

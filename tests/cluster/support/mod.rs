@@ -360,8 +360,10 @@ impl Controller {
             admin.clone(),
             "--plain-http-registry".into(),
             env.registry().addr().to_owned(),
-            // The test kit's registries are on loopback (or this machine's own address).
-            "--placement-allow-private-registries".into(),
+            // The test kit's registries are on loopback (or this machine's own address): the
+            // suite's registry, and the fakes some tests start beside it.
+            "--allowed-private-registries".into(),
+            format!("127.0.0.0/8,{}", env.registry().addr()),
             "--identity".into(),
             identity.into(),
             "--lease-namespace".into(),

@@ -12,8 +12,8 @@ use super::assert_flavor_example;
 use super::fake_server::*;
 use ocifit::engine::Format;
 use ocifit::registry::{
-    CacheOptions, ContentProblem, Error, ErrorKind, Registry, RegistryOptions, ResolveError,
-    RetryPolicy, parse_reference,
+    CacheOptions, ContentProblem, Error, ErrorKind, PrivateRegistries, Registry, RegistryOptions,
+    ResolveError, RetryPolicy, parse_reference,
 };
 
 fn options(host: &str) -> RegistryOptions {
@@ -26,6 +26,8 @@ fn options(host: &str) -> RegistryOptions {
             max_retry_after: Duration::from_secs(5),
         },
         request_timeout: Duration::from_secs(5),
+        // The fake is on loopback.
+        private: PrivateRegistries::parse(&[host]).unwrap(),
         ..RegistryOptions::default()
     }
 }

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -71,6 +72,8 @@ pub struct FakeRegistry {
     /// `127.0.0.1:PORT`
     pub host: String,
     pub requests: Arc<Mutex<Vec<FakeRequest>>>,
+    /// Connections accepted, whether or not a request followed.
+    pub connections: Arc<AtomicUsize>,
 }
 
 impl FakeRegistry {
@@ -96,11 +99,14 @@ impl FakeRegistry {
         let requests: Arc<Mutex<Vec<FakeRequest>>> = Arc::default();
         let handler: Arc<Handler> = Arc::new(handler);
         let log = Arc::clone(&requests);
+        let connections: Arc<AtomicUsize> = Arc::default();
+        let accepted = Arc::clone(&connections);
         tokio::spawn(async move {
             loop {
                 let Ok((socket, _)) = listener.accept().await else {
                     return;
                 };
+                accepted.fetch_add(1, Ordering::SeqCst);
                 let handler = Arc::clone(&handler);
                 let log = Arc::clone(&log);
                 let wrapped = wrap(socket);
@@ -111,7 +117,11 @@ impl FakeRegistry {
                 });
             }
         });
-        FakeRegistry { host, requests }
+        FakeRegistry {
+            host,
+            requests,
+            connections,
+        }
     }
 
     /// Accepts connections and never answers.
@@ -127,6 +137,7 @@ impl FakeRegistry {
         FakeRegistry {
             host,
             requests: Arc::default(),
+            connections: Arc::default(),
         }
     }
 

@@ -13,14 +13,17 @@ use std::time::{Duration, Instant};
 
 use super::fake_server::*;
 use ocifit::registry::{
-    AllowList, CacheOptions, ContentProblem, Error, ErrorKind, Refusal, Registry, RegistryOptions,
-    RetryPolicy, parse_reference,
+    AllowList, CacheOptions, ContentProblem, Error, ErrorKind, PrivateRegistries, Refusal,
+    Registry, RegistryOptions, RetryPolicy, parse_reference,
 };
 
 fn options(plain_http: &[&str], allowed: &[&str]) -> RegistryOptions {
     RegistryOptions {
         plain_http: plain_http.iter().map(|h| h.to_string()).collect(),
         allowed: AllowList::parse(allowed).unwrap(),
+        // Every fake is on loopback; these tests are about the other rules (`fence` is the
+        // fence's).
+        private: PrivateRegistries::parse(&["127.0.0.0/8"]).unwrap(),
         retry: RetryPolicy {
             max_attempts: 2,
             base_delay: Duration::from_millis(20),

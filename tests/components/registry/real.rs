@@ -9,8 +9,8 @@ use std::time::Duration;
 use base64::Engine as _;
 use ocifit::engine::{Format, NFD_ARTIFACT_TYPE, NFD_LAYER_MEDIA_TYPE, OCIFIT_LAYER_MEDIA_TYPE};
 use ocifit::registry::{
-    CacheOptions, DockerConfig, ErrorKind, ImagePlatforms, Platform, Registry, RegistryFlags,
-    RegistryOptions, parse_reference,
+    CacheOptions, DockerConfig, ErrorKind, ImagePlatforms, Platform, PrivateRegistries, Registry,
+    RegistryFlags, RegistryOptions, parse_reference,
 };
 use ocifit_testkit::{OrasArtifact, Registry as TestRegistry};
 
@@ -26,6 +26,8 @@ async fn start() -> TestRegistry {
 fn options(registry: &TestRegistry) -> RegistryOptions {
     RegistryOptions {
         plain_http: vec![registry.addr().to_string()],
+        // The test registry is on loopback.
+        private: PrivateRegistries::parse(&[registry.addr()]).unwrap(),
         ..RegistryOptions::default()
     }
 }

@@ -5,7 +5,8 @@
 
 use super::fake_server::*;
 use ocifit::registry::{
-    ErrorKind, Registry, RegistryFlags, RegistryOptions, RetryPolicy, parse_reference,
+    ErrorKind, PrivateRegistries, Registry, RegistryFlags, RegistryOptions, RetryPolicy,
+    parse_reference,
 };
 use ocifit_testkit::pki::CertificateAuthority;
 
@@ -44,6 +45,7 @@ async fn https_registry_with_a_private_ca_is_trusted_with_the_ca_file_and_refuse
             max_attempts: 1,
             ..RetryPolicy::default()
         },
+        private: PrivateRegistries::parse(&[&fake.host]).unwrap(),
         ..RegistryOptions::default()
     })
     .unwrap();

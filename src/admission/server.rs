@@ -10,7 +10,7 @@
 //! and the metrics of each answer; the decisions are the planners' and the review handling is
 //! [`review`](super::review)'s.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +26,9 @@ use super::review::{Answer, MAX_BODY_BYTES, Refused};
 use super::route::{Handler, Route, Undecided};
 use super::tls::{ServingCert, TlsError};
 use crate::telemetry::Metrics;
+use peers::Peers;
+
+mod peers;
 
 /// The longest a request may take from its head to its answer, body and planning included:
 /// well under the apiserver's webhook timeout (`timeoutSeconds`, 5 s in our chart, 10 s by
@@ -38,11 +41,19 @@ pub const DEADLINE: Duration = Duration::from_secs(2);
 /// far below it.
 pub const MAX_IN_FLIGHT: usize = 4;
 
+/// Requests waiting on the apiserver at once, over every route: a request its planner cannot
+/// decide without a read ([`Planner::plan_now`](super::route::Planner::plan_now) declines)
+/// gives its route's place back and waits in one of these, so reviews naming namespaces or
+/// caches that do not exist (anyone who reaches the port can send them) never take the places
+/// real reviews need. The reads themselves are budgeted
+/// ([`read_again`](crate::cluster::read_again)).
+pub const MAX_WAITING: usize = 4;
+
 /// The memory all request bodies together may hold, over every route and connection: being
 /// read, waiting for a place, being planned. Charged as a body's buffer grows, by the bytes
 /// that arrived (not those a client declares it will send), so slow bodies cost what they
 /// sent; 256 connections of 3 MiB bodies would otherwise hold 768 MiB against the chart's
-/// 256 MiB limit.
+/// 256 MiB limit. Each peer address may hold at most its share of it ([`peers::PEER_SHARE`]).
 pub const MAX_BODY_MEMORY: usize = 48 * 1024 * 1024;
 
 /// The largest body a bounded planner plans on the connection's worker. A real pod's review is
@@ -117,8 +128,12 @@ struct Served {
     deadline: Duration,
     /// The route's places.
     in_flight: Arc<Semaphore>,
+    /// The host's places for requests that wait on the apiserver.
+    waiting: Arc<Semaphore>,
     /// The host's room for bodies, in bytes.
     bodies: Arc<Semaphore>,
+    /// Each peer address's share of it.
+    peers: Arc<Peers>,
     draining: Arc<AtomicBool>,
 }
 
@@ -149,6 +164,8 @@ pub fn admission_server(
     let deadline = host.deadline;
     // Shared by every worker: places per route, room for bodies over the host.
     let bodies = Arc::new(Semaphore::new(MAX_BODY_MEMORY));
+    let waiting = Arc::new(Semaphore::new(MAX_WAITING));
+    let peers = Arc::new(Peers::default());
     let served: Vec<Served> = host
         .routes
         .iter()
@@ -159,7 +176,9 @@ pub fn admission_server(
             metrics: Arc::clone(&host.metrics),
             deadline: host.deadline,
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            waiting: Arc::clone(&waiting),
             bodies: Arc::clone(&bodies),
+            peers: Arc::clone(&peers),
             draining: Arc::clone(&host.draining),
         })
         .collect();
@@ -217,7 +236,12 @@ async fn answer(
         .headers()
         .get(actix_web::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    let body = match read_body(payload, declared, &served.bodies, &served.metrics, deadline).await {
+    // A peer without an address (not over TCP) shares the unspecified address's share.
+    let peer = http
+        .peer_addr()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |peer| peer.ip());
+    let rooms = [served.peers.share(peer), Arc::clone(&served.bodies)];
+    let body = match read_body(payload, declared, &rooms, &served.metrics, deadline).await {
         Read::Whole(body) => body,
         Read::Late(prefix) => {
             let what = format!(
@@ -228,7 +252,9 @@ async fn answer(
         }
         Read::NoRoom(prefix) => {
             let what = format!(
-                "ocifit is holding {} MiB of admission request bodies already",
+                "ocifit is holding {} MiB of admission request bodies from {peer}, or {} MiB \
+                 from all, already",
+                peers::PEER_SHARE >> 20,
                 MAX_BODY_MEMORY >> 20
             );
             return served.undecided(&uid_in(&prefix), Refused::Busy, &what);
@@ -237,7 +263,7 @@ async fn answer(
     };
     let wait = tokio::time::Instant::now() + BUSY_WAIT;
     let place = Arc::clone(&served.in_flight).acquire_owned();
-    let Ok(Ok(permit)) = tokio::time::timeout_at(wait.min(deadline), place).await else {
+    let Ok(Ok(mut permit)) = tokio::time::timeout_at(wait.min(deadline), place).await else {
         let what = format!(
             "ocifit is deciding {MAX_IN_FLIGHT} admission requests for {} already",
             served.path
@@ -256,8 +282,20 @@ async fn answer(
         }));
         match planned {
             Ok(Some(answer)) => return answer,
-            // The planner must wait for this one (a store that lags, read again): the pool.
-            Ok(None) => {}
+            // The planner must wait for this one (a store that lags, read again): the pool,
+            // in a place for waiting requests rather than the route's.
+            Ok(None) => {
+                drop(permit);
+                let place = Arc::clone(&served.waiting).acquire_owned();
+                let Ok(Ok(waiting)) = tokio::time::timeout_at(wait.min(deadline), place).await
+                else {
+                    let what = format!(
+                        "ocifit is waiting on the apiserver for {MAX_WAITING} admission requests already"
+                    );
+                    return served.undecided(&uid_in(&body.bytes), Refused::Busy, &what);
+                };
+                permit = waiting;
+            }
             Err(_) => {
                 drop(permit);
                 let what = "ocifit failed while deciding (its planner panicked)";
@@ -325,25 +363,28 @@ struct Body {
     _room: Option<Room>,
 }
 
-/// Room taken among [`MAX_BODY_MEMORY`], shown in the metrics while held (an operator sees how
-/// close the host is to answering busy).
+/// Room taken among [`MAX_BODY_MEMORY`] and in the peer's share of it, shown in the metrics
+/// while held (an operator sees how close the host is to answering busy).
 struct Room {
     permit: OwnedSemaphorePermit,
+    peer: OwnedSemaphorePermit,
     metrics: Arc<Metrics>,
 }
 
 impl Room {
-    fn new(permit: OwnedSemaphorePermit, metrics: &Arc<Metrics>) -> Self {
+    fn new([peer, permit]: [OwnedSemaphorePermit; 2], metrics: &Arc<Metrics>) -> Self {
         metrics.hold_admission_body_bytes(permits(&permit));
         Room {
             permit,
+            peer,
             metrics: Arc::clone(metrics),
         }
     }
 
-    fn grow(&mut self, more: OwnedSemaphorePermit) {
+    fn grow(&mut self, [peer, more]: [OwnedSemaphorePermit; 2]) {
         self.metrics.hold_admission_body_bytes(permits(&more));
         self.permit.merge(more);
+        self.peer.merge(peer);
     }
 }
 
@@ -371,13 +412,13 @@ enum Read {
     Failed(Box<Answer>),
 }
 
-/// Reads the body by `deadline`, charging its buffer to `room` as it grows (it waits up to
-/// [`BUSY_WAIT`] for room, reading nothing meanwhile, so the client's bytes wait in the
-/// network).
+/// Reads the body by `deadline`, charging its buffer to both `rooms` (the peer's share, the
+/// host's) as it grows (it waits up to [`BUSY_WAIT`] for room, reading nothing meanwhile, so
+/// the client's bytes wait in the network).
 async fn read_body(
     mut payload: web::Payload,
     declared: Option<usize>,
-    room: &Arc<Semaphore>,
+    rooms: &[Arc<Semaphore>; 2],
     metrics: &Arc<Metrics>,
     deadline: tokio::time::Instant,
 ) -> Read {
@@ -418,7 +459,12 @@ async fn read_body(
             }
             let more = grown - bytes.capacity();
             let permits = u32::try_from(more).unwrap_or(u32::MAX);
-            let acquired = Arc::clone(room).acquire_many_owned(permits);
+            let acquired = async {
+                let [peer, host] = rooms;
+                let peer = Arc::clone(peer).acquire_many_owned(permits).await?;
+                let host = Arc::clone(host).acquire_many_owned(permits).await?;
+                Ok::<_, tokio::sync::AcquireError>([peer, host])
+            };
             let wait = deadline.min(tokio::time::Instant::now() + BUSY_WAIT);
             let Ok(Ok(permit)) = tokio::time::timeout_at(wait, acquired).await else {
                 // The chunk in hand may hold the uid (a first chunk always does, from the

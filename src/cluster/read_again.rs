@@ -7,13 +7,26 @@
 //! (a planner on the connection's worker declines instead), and within [`READ_WITHIN`], well
 //! inside the request's deadline: a read that fails or is late is `None`, and the planner
 //! decides on what its store holds.
+//!
+//! Every read from the apiserver is taken within one [`budget::Budget`] for the process: a key
+//! read and not found is not read again for a while, all reads share a token bucket, and only a
+//! few wait at once; a read the budget does not allow is `None` at once. So reviews naming
+//! namespaces or caches that do not exist (anyone who reaches the webhook port can send them)
+//! cost the apiserver a few reads a second and hold no route's place.
+
+pub mod budget;
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
 
 use kube::Client;
+
+use budget::Budget;
+
+/// The process's budget for admission's reads.
+static BUDGET: LazyLock<Arc<Budget>> = LazyLock::new(|| Budget::new(Instant::now()));
 
 /// How long admission waits for one read again.
 pub const READ_WITHIN: Duration = Duration::from_millis(500);
@@ -39,8 +52,34 @@ impl<K: ?Sized + 'static, T: 'static> ReadAgain<K, T> {
 }
 
 impl<K: ?Sized + fmt::Display + 'static, T: 'static> ReadAgain<K, T> {
-    /// A read from the apiserver with `client`, on the current Tokio runtime; `None` outside
-    /// one. `read` starts the request for a key (`Ok(None)`: not there); a failed or late one is
+    /// `read` taken within `budget`: a key is read only when the budget allows it, and one not
+    /// found (`None`) is not read again until the budget forgets it.
+    pub fn within(
+        budget: Arc<Budget>,
+        read: impl Fn(&K) -> Option<T> + Send + Sync + 'static,
+    ) -> Self {
+        ReadAgain::new(move |key: &K| {
+            let name = key.to_string();
+            let reading = match budget.take(&name, Instant::now()) {
+                Ok(reading) => reading,
+                Err(skipped) => {
+                    tracing::debug!(key = %name, ?skipped, "not read again for admission");
+                    return None;
+                }
+            };
+            let found = read(key);
+            match found {
+                Some(_) => reading.found(),
+                None => reading.missing(Instant::now()),
+            }
+            found
+        })
+    }
+}
+
+impl<K: ?Sized + fmt::Display + 'static, T: 'static> ReadAgain<K, T> {
+    /// A read from the apiserver with `client`, on the current Tokio runtime, within the
+    /// process's [`Budget`]; `None` outside one. `read` starts the request for a key (`Ok(None)`: not there); a failed or late one is
     /// logged at debug level, naming the key.
     pub fn from_apiserver<F, R>(client: &Client, read: F) -> Option<Self>
     where
@@ -49,7 +88,7 @@ impl<K: ?Sized + fmt::Display + 'static, T: 'static> ReadAgain<K, T> {
     {
         let runtime = tokio::runtime::Handle::try_current().ok()?;
         let client = client.clone();
-        Some(ReadAgain::new(move |key: &K| {
+        Some(ReadAgain::within(Arc::clone(&BUDGET), move |key: &K| {
             // On the blocking pool, where waiting on the runtime is allowed.
             match runtime.block_on(tokio::time::timeout(READ_WITHIN, read(client.clone(), key))) {
                 Ok(Ok(found)) => found,
@@ -92,7 +131,7 @@ mod tests {
             std::future::pending::<Result<Option<String>, kube::Error>>()
         })
         .unwrap();
-        let answered = tokio::task::spawn_blocking(move || read.read("default"))
+        let answered = tokio::task::spawn_blocking(move || read.read("late"))
             .await
             .unwrap();
         assert_eq!(answered, None);
@@ -116,11 +155,36 @@ mod tests {
         })
         .unwrap();
         let (failed, found) =
-            tokio::task::spawn_blocking(move || (fails.read("default"), finds.read("default")))
+            tokio::task::spawn_blocking(move || (fails.read("fails"), finds.read("finds")))
                 .await
                 .unwrap();
         assert_eq!(failed, None);
-        assert_eq!(found.as_deref(), Some("DEFAULT"));
+        assert_eq!(found.as_deref(), Some("FINDS"));
+    }
+
+    /// Forged reviews naming namespaces that do not exist, 1,000 within a second, a tenth of
+    /// them naming the same one: the apiserver is read at most a bucket's worth, once per
+    /// name, and every read skipped answers at once.
+    #[test]
+    fn a_flood_of_unknown_keys_costs_at_most_the_budget() {
+        let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&reads);
+        let read = ReadAgain::<str, String>::within(Budget::new(Instant::now()), move |_| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            None
+        });
+        let started = Instant::now();
+        for i in 0..1000 {
+            let name = if i % 10 == 0 {
+                "ghost".to_owned()
+            } else {
+                format!("ghost-{i}")
+            };
+            assert_eq!(read.read(&name), None);
+        }
+        let reads = reads.load(std::sync::atomic::Ordering::SeqCst);
+        let allowed = budget::BURST + budget::RATE * started.elapsed().as_secs_f64() + 1.0;
+        assert!((reads as f64) <= allowed, "{reads} reads, over {allowed}");
     }
 
     #[test]

@@ -25,6 +25,16 @@ pub async fn read_labels(
     client: &Client,
     name: &str,
 ) -> Result<BTreeMap<String, String>, kube::Error> {
+    Ok(find_labels(client, name)
+        .await?
+        .unwrap_or_else(|| name_only(name)))
+}
+
+/// The labels of namespace `name` if it exists (one without labels has its name label).
+async fn find_labels(
+    client: &Client,
+    name: &str,
+) -> Result<Option<BTreeMap<String, String>>, kube::Error> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let listed = namespaces
         .list_metadata(&ListParams::default().fields(&format!("metadata.name={name}")))
@@ -32,18 +42,19 @@ pub async fn read_labels(
     Ok(listed
         .items
         .into_iter()
-        .find_map(|namespace| namespace.metadata.labels)
-        .unwrap_or_else(|| name_only(name)))
+        .next()
+        .map(|namespace| namespace.metadata.labels.unwrap_or_else(|| name_only(name))))
 }
 
 /// Reads a namespace's labels for admission when the store does not hold it: `None` when it
 /// cannot be read in time. Called on the blocking pool (the gate plans there only then).
 pub type ReadNamespace = ReadAgain<str, BTreeMap<String, String>>;
 
-/// The gate's read of a namespace from the apiserver; `None` outside a Tokio runtime.
+/// The gate's read of a namespace from the apiserver, within admission's budget of reads (a
+/// namespace not found is not read again for a while); `None` outside a Tokio runtime.
 pub fn read_namespace(client: &Client) -> Option<ReadNamespace> {
     ReadAgain::from_apiserver(client, |client, name: &str| {
         let name = name.to_owned();
-        async move { read_labels(&client, &name).await.map(Some) }
+        async move { find_labels(&client, &name).await }
     })
 }

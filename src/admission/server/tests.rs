@@ -24,6 +24,8 @@ use crate::admission::route::{Planner, Response, Verdict};
 use crate::admission::tls::CertFiles;
 
 mod bounds;
+mod peer_share;
+mod reads;
 
 /// Admits pods labelled `app`, refuses the others.
 struct AppLabel;

@@ -10,6 +10,7 @@ mod crds;
 mod demo;
 mod faults;
 mod leader;
+mod least_power;
 mod migrate_apply;
 mod monitoring_alerts;
 mod rbac;

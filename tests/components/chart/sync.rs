@@ -139,6 +139,47 @@ async fn rendered_rbac_is_config_rbac() {
     );
 }
 
+/// The admission policy that narrows ocifit's own ServiceAccount is the one the cluster test runs
+/// under (`config/rbac/admission_policy.yaml`), names that ServiceAccount and the registry images
+/// the chart allows, and can be left out (below Kubernetes 1.30).
+#[tokio::test]
+async fn rendered_admission_policy_is_config_rbacs_and_follows_the_values() {
+    let rendered = documents(&render(&[]).await.unwrap());
+    let file = file_documents("config/rbac/admission_policy.yaml");
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ] {
+        assert_eq!(
+            find(&rendered, kind, "ocifit-least-power")["spec"],
+            find(&file, kind, "ocifit-least-power")["spec"],
+            "{kind} differs from config/rbac/admission_policy.yaml"
+        );
+    }
+    let other = documents(
+        &render(&["artifactCache.registryImages={mirror.example/registry:3}"])
+            .await
+            .unwrap(),
+    );
+    let policy = serde_json::to_string(
+        &find(&other, "ValidatingAdmissionPolicy", "ocifit-least-power")["spec"],
+    )
+    .unwrap();
+    assert!(policy.contains("mirror.example/registry:3"), "{policy}");
+    assert!(!policy.contains("docker.io/library/registry"), "{policy}");
+    let without = documents(&render(&["admissionPolicy.enabled=false"]).await.unwrap());
+    assert!(!has(
+        &without,
+        "ValidatingAdmissionPolicy",
+        "ocifit-least-power"
+    ));
+    assert!(!has(
+        &without,
+        "ValidatingAdmissionPolicyBinding",
+        "ocifit-least-power"
+    ));
+}
+
 #[tokio::test]
 async fn certificate_write_access_exists_only_when_ocifit_manages_the_certificate() {
     for mode in [

@@ -70,7 +70,8 @@ pub fn run(parts: Parts) -> Feature<Route> {
     let (caches, watch) = reflect(
         watcher(
             Api::<ArtifactCache>::all(cluster.client.clone()),
-            watcher::Config::default(),
+            // Any namespace admin writes caches: a page of the largest is held whole while read.
+            watcher::Config::default().page_size(crate::cluster::watches::UNTRUSTED_LIST_PAGE),
         )
         .backoff(crate::process::watch_backoff())
         .modify(trim),

@@ -78,12 +78,14 @@ pub struct ArtifactCacheSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
 
-    /// Node labels the registry's pod must match (its `nodeSelector`).
+    /// Node labels the registry's pod must match (its `nodeSelector`), at most 16.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxProperties" = 16))]
     pub node_selector: Option<BTreeMap<String, String>>,
 
-    /// Taints the registry's pod tolerates.
+    /// Taints the registry's pod tolerates, at most 16.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16))]
     pub tolerations: Option<Vec<Toleration>>,
 
     /// A Secret in this namespace holding an htpasswd file (bcrypt entries) under `key`, used

@@ -25,6 +25,7 @@ use kube::runtime::controller::{Action, Config};
 use kube::{Api, Resource, ResourceExt};
 
 use super::desired::{self, Desired};
+use super::owned::Trimmed;
 use super::secret::{self, Generated};
 use super::status::{self, Observed};
 use crate::api::{ArtifactCache, ArtifactCacheStatus, CacheReason, FIELD_MANAGER};
@@ -44,13 +45,14 @@ const NOT_READY_RECHECK: Duration = Duration::from_secs(30);
 /// The longest wait before retrying a reconcile that failed against the apiserver.
 const RETRY: Duration = Duration::from_secs(10);
 
-/// The kinds a cache owns, as their label-selected watches reflect them: what the controller is
-/// about to put back, and its triggers.
+/// The kinds a cache owns, as their watches reflect them (trimmed, only what ocifit made for a
+/// cache in the store: [`super::owned`]): what the controller is about to put back, and its
+/// triggers.
 #[derive(Clone)]
 pub struct Owned {
-    pub deployments: Reflected<Deployment>,
-    pub services: Reflected<Service>,
-    pub claims: Reflected<PersistentVolumeClaim>,
+    pub deployments: Reflected<Trimmed<Deployment>>,
+    pub services: Reflected<Trimmed<Service>>,
+    pub claims: Reflected<Trimmed<PersistentVolumeClaim>>,
 }
 
 /// What the controller is told at start.

@@ -70,10 +70,11 @@ pub fn run(parts: Parts) -> Feature<Route> {
     let (caches, watch) = reflect(
         watcher(
             Api::<ArtifactCache>::all(cluster.client.clone()),
-            watcher::Config::default(),
+            // Any namespace admin writes caches: a page of the largest is held whole while read.
+            watcher::Config::default().page_size(crate::cluster::watches::UNTRUSTED_LIST_PAGE),
         )
         .backoff(crate::process::watch_backoff())
-        .modify(|cache| cache.metadata.managed_fields = None),
+        .modify(trim),
         "artifactcaches",
     );
     let reporter = EventReporter::new(
@@ -86,13 +87,19 @@ pub fn run(parts: Parts) -> Feature<Route> {
         shutdown.clone(),
         count_readiness(caches.clone(), Arc::clone(&metrics)),
     );
+    // Without a helper image no step moves anything, so there is nothing to count.
     let transfers = until(
         shutdown.clone(),
-        transfers::count(
-            cluster.client.clone(),
-            cluster.leadership.clone(),
-            Arc::clone(&metrics),
-        ),
+        match helper.as_ref().map(|helper| helper.image.clone()) {
+            Some(image) => transfers::count(
+                cluster.client.clone(),
+                cluster.leadership.clone(),
+                Arc::clone(&metrics),
+                caches.store(),
+                image,
+            ),
+            None => Box::pin(futures_util::future::pending()),
+        },
     );
     let steps = Steps {
         caches: caches.store(),
@@ -104,9 +111,9 @@ pub fn run(parts: Parts) -> Feature<Route> {
         Route::new(route::PODS, StepPods(steps.clone())),
         Route::new(route::JOBS, StepJobs(steps)),
     ];
-    let (deployments, deployments_watch) = owned(&cluster, "artifact cache deployments");
-    let (services, services_watch) = owned(&cluster, "artifact cache services");
-    let (claims, claims_watch) = owned(&cluster, "artifact cache claims");
+    let (deployments, deployments_watch) = owned(&cluster, &caches, "artifact cache deployments");
+    let (services, services_watch) = owned(&cluster, &caches, "artifact cache services");
+    let (claims, claims_watch) = owned(&cluster, &caches, "artifact cache claims");
     let owned = controller::Owned {
         deployments,
         services,
@@ -145,8 +152,26 @@ pub fn run(parts: Parts) -> Feature<Route> {
     }
 }
 
+/// Keeps of a cache what ocifit reads: its identity, generation, spec and status (its spec and
+/// strings bounded by the CRD's schema), not the labels, annotations and managed fields anyone
+/// who edits it can make megabytes of.
+pub fn trim(cache: &mut ArtifactCache) {
+    let metadata = std::mem::take(&mut cache.metadata);
+    cache.metadata = kube::core::ObjectMeta {
+        name: metadata.name,
+        namespace: metadata.namespace,
+        uid: metadata.uid,
+        resource_version: metadata.resource_version,
+        generation: metadata.generation,
+        creation_timestamp: metadata.creation_timestamp,
+        deletion_timestamp: metadata.deletion_timestamp,
+        ..kube::core::ObjectMeta::default()
+    };
+}
+
 /// Keeps the caches-by-readiness gauges: recounted from the store after every change (each
-/// replica reflects the same caches, so each reports them).
+/// replica reflects the same caches, so each reports them); and the step metrics of the caches
+/// there only, so a deleted cache's series go.
 fn count_readiness(
     caches: Reflected<ArtifactCache>,
     metrics: Arc<Metrics>,
@@ -160,6 +185,8 @@ fn count_readiness(
                 let state = caches.store().state();
                 let (ready, not_ready) = status::count_ready(state.iter().map(AsRef::as_ref));
                 metrics.set_artifact_caches(ready, not_ready);
+                let live = state.iter().filter_map(|cache| transfers::label(cache));
+                metrics.keep_step_caches(&live.collect());
             }
             std::future::ready(())
         })
@@ -167,28 +194,45 @@ fn count_readiness(
 }
 
 /// One kind the caches own, watched by the owned objects' labels and reflected: only the objects
-/// a cache controls, trimmed ([`owned`]).
+/// ocifit made for a cache in the store, trimmed ([`owned`]). The watch starts once the caches
+/// are listed, so no object of a cache is taken for a stranger's for want of its cache.
 fn owned<K>(
     cluster: &ClusterView,
+    caches: &Reflected<ArtifactCache>,
     what: &'static str,
-) -> (Reflected<K>, futures_util::future::BoxFuture<'static, ()>)
+) -> (
+    Reflected<owned::Trimmed<K>>,
+    futures_util::future::BoxFuture<'static, ()>,
+)
 where
     K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
         + serde::de::DeserializeOwned
+        + serde::Serialize
         + std::fmt::Debug
         + Send
         + Sync
         + 'static,
 {
+    use futures_util::FutureExt;
     let config = watcher::Config::default()
         .labels(controller::OWNED)
         .page_size(crate::cluster::watches::UNTRUSTED_LIST_PAGE);
-    reflect(
-        owned::controlled_only(
+    let (reflected, watch) = reflect(
+        owned::made_only(
             watcher(Api::<K>::all(cluster.client.clone()), config)
                 .backoff(crate::process::watch_backoff()),
+            caches.store(),
         ),
         what,
-    )
+    );
+    let listed = caches.clone();
+    let watch = async move {
+        listed.wait_synced().await;
+        watch.await;
+    };
+    (reflected, watch.boxed())
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,48 +1,139 @@
 //! The watch of one kind the caches own (Deployments, Services, claims): selected by the owned
-//! objects' labels, which anyone who can create such an object can set too, so an object is kept
-//! only when an ArtifactCache is its controlling owner, and without what the controller never
-//! reads (managed fields, annotations). Anything else that carries the labels is dropped before
-//! the store; an object that stops being controlled by a cache leaves it.
+//! objects' labels, which anyone who can create such an object can set too, and an ownerReference
+//! anyone can point at their own cache, so an object is kept only when it is one ocifit made for a
+//! cache in the store: its controlling owner is an ArtifactCache whose UID is that of the cache of
+//! that name in the store, and its name is the one ocifit derives from the cache's
+//! ([`desired::object_name`]). One object per kind and cache, then, whatever a namespace creates.
+//! And of it only what the controller reads ([`Trimmed`]): its identity, that owner, and a digest
+//! of the parts the controller puts back ([`restored::Ours`]), not the parts themselves, so an
+//! owned Deployment someone made fat costs the store no more than a lean one. Anything else that
+//! carries the labels is dropped before the store; an object that stops being one leaves it.
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
 
 use futures_util::{Stream, TryStreamExt};
 use kube::Resource;
+use kube::core::ObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
+use serde::Serialize;
 
+use super::desired;
+use super::restored::{self, Ours};
 use crate::api::ArtifactCache;
 
-/// Whether an ArtifactCache is `object`'s controlling owner.
-pub fn controlled_by_a_cache<K: Resource>(object: &K) -> bool {
-    let group = format!("{}/", ArtifactCache::group(&()));
-    object
-        .meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|owner| {
-            owner.controller == Some(true)
-                && owner.kind == ArtifactCache::kind(&())
-                && owner.api_version.starts_with(&group)
-        })
+/// What the owned watches keep of an object of kind `K`.
+#[derive(Debug)]
+pub struct Trimmed<K> {
+    /// Name, namespace, UID, resourceVersion and the controlling owner.
+    pub metadata: ObjectMeta,
+    /// The digest of the parts the controller sets.
+    pub ours: Ours,
+    kind: PhantomData<fn() -> K>,
 }
 
-/// `events` with only the objects a cache controls, trimmed: another object's listing is
-/// skipped, and its change announced as a deletion (so one that lost its cache leaves the
-/// store).
-pub fn controlled_only<K, S>(events: S) -> impl Stream<Item = watcher::Result<watcher::Event<K>>>
+impl<K> Clone for Trimmed<K> {
+    fn clone(&self) -> Self {
+        Trimmed {
+            metadata: self.metadata.clone(),
+            ours: self.ours.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> Resource for Trimmed<K> {
+    type DynamicType = ();
+    type Scope = K::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        K::version(dt)
+    }
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        K::api_version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Keeps of `object` what the controller reads.
+pub fn trim<K: Resource + Serialize>(object: &K) -> Trimmed<K> {
+    let meta = object.meta();
+    Trimmed {
+        metadata: ObjectMeta {
+            name: meta.name.clone(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            owner_references: controlling_cache(meta).map(|owner| vec![owner.clone()]),
+            ..ObjectMeta::default()
+        },
+        ours: restored::ours(object),
+        kind: PhantomData,
+    }
+}
+
+fn controlling_cache(
+    meta: &ObjectMeta,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    let group = format!("{}/", ArtifactCache::group(&()));
+    meta.owner_references.iter().flatten().find(|owner| {
+        owner.controller == Some(true)
+            && owner.kind == ArtifactCache::kind(&())
+            && owner.api_version.starts_with(&group)
+    })
+}
+
+/// Whether `meta` is that of an object ocifit made for a cache in `caches` (see the module's
+/// summary).
+pub fn made_for_a_cache(meta: &ObjectMeta, caches: &Store<ArtifactCache>) -> bool {
+    let (Some(owner), Some(namespace)) = (controlling_cache(meta), meta.namespace.as_deref())
+    else {
+        return false;
+    };
+    let named = meta.name.as_deref() == Some(desired::object_name(&owner.name).as_str());
+    named
+        && caches
+            .get(&ObjectRef::new(&owner.name).within(namespace))
+            .is_some_and(|cache| cache.metadata.uid.as_deref() == Some(owner.uid.as_str()))
+}
+
+/// `events` with only the objects ocifit made for a cache in `caches`, trimmed: another object's
+/// listing is skipped, and its change announced as a deletion (so one that lost its cache leaves
+/// the store).
+pub fn made_only<K, S>(
+    events: S,
+    caches: Store<ArtifactCache>,
+) -> impl Stream<Item = watcher::Result<watcher::Event<Trimmed<K>>>>
 where
-    K: Resource,
+    K: Resource<DynamicType = ()> + Serialize,
     S: Stream<Item = watcher::Result<watcher::Event<K>>>,
 {
-    events.try_filter_map(|event| {
+    events.try_filter_map(move |event| {
+        let ours = |object: &K| made_for_a_cache(object.meta(), &caches);
         std::future::ready(Ok(match event {
             watcher::Event::InitApply(object) => {
-                controlled_by_a_cache(&object).then(|| watcher::Event::InitApply(trim(object)))
+                ours(&object).then(|| watcher::Event::InitApply(trim(&object)))
             }
-            watcher::Event::Apply(object) if controlled_by_a_cache(&object) => {
-                Some(watcher::Event::Apply(trim(object)))
+            watcher::Event::Apply(object) if ours(&object) => {
+                Some(watcher::Event::Apply(trim(&object)))
             }
             watcher::Event::Apply(object) | watcher::Event::Delete(object) => {
-                Some(watcher::Event::Delete(trim(object)))
+                Some(watcher::Event::Delete(trim(&object)))
             }
             watcher::Event::Init => Some(watcher::Event::Init),
             watcher::Event::InitDone => Some(watcher::Event::InitDone),
@@ -50,92 +141,5 @@ where
     })
 }
 
-fn trim<K: Resource>(mut object: K) -> K {
-    let metadata = object.meta_mut();
-    metadata.managed_fields = None;
-    metadata.annotations = None;
-    object
-}
-
 #[cfg(test)]
-mod tests {
-    use k8s_openapi::api::apps::v1::Deployment;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-    use kube::core::ObjectMeta;
-    use kube::runtime::reflector::ObjectRef;
-
-    use super::*;
-    use crate::cluster::reflected::reflect;
-
-    fn deployment(name: &str, owner: Option<(&str, &str, bool)>) -> Deployment {
-        Deployment {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("team-a".into()),
-                labels: Some(
-                    [
-                        ("app.kubernetes.io/name", "artifact-cache"),
-                        ("app.kubernetes.io/managed-by", "ocifit"),
-                    ]
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .into(),
-                ),
-                annotations: Some([("note".to_owned(), "x".repeat(4096))].into()),
-                owner_references: owner.map(|(api_version, kind, controller)| {
-                    vec![OwnerReference {
-                        api_version: api_version.into(),
-                        kind: kind.into(),
-                        name: "cache".into(),
-                        uid: "c-1".into(),
-                        controller: Some(controller),
-                        block_owner_deletion: None,
-                    }]
-                }),
-                ..ObjectMeta::default()
-            },
-            ..Deployment::default()
-        }
-    }
-
-    #[tokio::test]
-    async fn only_objects_a_cache_controls_reach_the_store_and_without_annotations() {
-        let cache = Some(("ocifit.io/v1alpha1", "ArtifactCache", true));
-        let events = futures_util::stream::iter([
-            Ok(watcher::Event::Init),
-            Ok(watcher::Event::InitApply(deployment(
-                "cache-registry",
-                cache,
-            ))),
-            Ok(watcher::Event::InitApply(deployment("labelled", None))),
-            Ok(watcher::Event::InitApply(deployment(
-                "other-owner",
-                Some(("apps/v1", "ReplicaSet", true)),
-            ))),
-            Ok(watcher::Event::InitApply(deployment(
-                "not-controller",
-                Some(("ocifit.io/v1alpha1", "ArtifactCache", false)),
-            ))),
-            Ok(watcher::Event::InitDone),
-            Ok(watcher::Event::Apply(deployment("later", None))),
-            Ok(watcher::Event::Apply(deployment("second", cache))),
-            // Its cache let go of it.
-            Ok(watcher::Event::Apply(deployment("second", None))),
-        ]);
-        let (reflected, task) = reflect(controlled_only(events), "test");
-        task.await;
-        let store = reflected.store();
-        let mut names: Vec<String> = store
-            .state()
-            .iter()
-            .filter_map(|d| d.metadata.name.clone())
-            .collect();
-        names.sort();
-        assert_eq!(names, ["cache-registry"]);
-        let kept = store
-            .get(&ObjectRef::new("cache-registry").within("team-a"))
-            .unwrap();
-        assert_eq!(kept.metadata.annotations, None);
-        assert!(kept.metadata.labels.is_some(), "labels are compared");
-        assert!(kept.metadata.owner_references.is_some());
-    }
-}
+mod tests;

@@ -1,9 +1,10 @@
 //! Whether applying a cache's objects put back something someone else changed or deleted, and
-//! the note of the Event that says so. Pure: the controller passes what its watch last saw of
-//! the object and what the apply returned.
+//! the note of the Event that says so. Pure: the controller passes a digest of what its watch
+//! last saw of the object and of what the apply returned ([`ours`]).
 
 use serde::Serialize;
 use serde_json::Value;
+use sha2::{Digest as _, Sha256};
 
 /// The reason of the Event on the cache when one of its objects was put back.
 pub const REASON: &str = "ObjectRestored";
@@ -11,6 +12,20 @@ pub const REASON: &str = "ObjectRestored";
 /// The parts of an owned object the controller sets and compares: the rest (status, fields
 /// others added) is not ours to put back.
 const OURS: [(&str, &[&str]); 2] = [("spec", &["spec"]), ("labels", &["metadata", "labels"])];
+
+/// The SHA-256 of each of an object's parts in [`OURS`] (of `null` when absent): what the owned
+/// watches keep of those parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ours([[u8; 32]; OURS.len()]);
+
+/// The digest of `object`'s parts the controller sets.
+pub fn ours<K: Serialize>(object: &K) -> Ours {
+    let value = serde_json::to_value(object).unwrap_or(Value::Null);
+    Ours(OURS.map(|(_, path)| {
+        let part = at(&value, path).map(Value::to_string).unwrap_or_default();
+        Sha256::digest(part.as_bytes()).into()
+    }))
+}
 
 /// What the controller did to an owned object someone else changed or deleted: the Event's
 /// action (`Recreate`, `Restore`: an object put back twice stays two Events) and its note.
@@ -21,15 +36,15 @@ pub struct Restored {
 }
 
 /// The Event when the apply put back `what` (e.g. "its Deployment") named `name`, or `None`
-/// when it changed nothing someone else did. `before` is the object as the watch last saw it
-/// (`None`: not there), `after` as the apply returned it. `applied_before`: the cache's objects
+/// when it changed nothing someone else did. `before` is the digest of the object as the watch
+/// last saw it (`None`: not there), `after` of the object the apply returned. `applied_before`: the cache's objects
 /// were applied for its current generation and the watch holds a full list, so a difference is
 /// someone else's doing, not a new spec or a first creation.
-pub fn restored<K: Serialize>(
+pub fn restored(
     what: &str,
     name: &str,
-    before: Option<&K>,
-    after: &K,
+    before: Option<&Ours>,
+    after: &Ours,
     applied_before: bool,
 ) -> Option<Restored> {
     if !applied_before {
@@ -41,14 +56,11 @@ pub fn restored<K: Serialize>(
             note: format!("{what} {name} was deleted; created again"),
         });
     };
-    let (before, after) = (
-        serde_json::to_value(before).ok()?,
-        serde_json::to_value(after).ok()?,
-    );
     let changed: Vec<&str> = OURS
         .iter()
-        .filter(|(_, path)| at(&before, path) != at(&after, path))
-        .map(|(part, _)| *part)
+        .zip(before.0.iter().zip(&after.0))
+        .filter(|(_, (before, after))| before != after)
+        .map(|((part, _), _)| *part)
         .collect();
     (!changed.is_empty()).then(|| Restored {
         action: "Restore",

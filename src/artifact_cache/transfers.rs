@@ -2,6 +2,12 @@
 //! label the planner sets) are watched, each helper's termination message read as the step
 //! helper's report, and the leader counts it in the metrics.
 //!
+//! Only ocifit's own facts are counted: the label, the marker annotation and a terminated
+//! `ocifit-prepare` status are all a pod author can write, so a run counts only when its pod's
+//! helper containers run ocifit's helper image and the cache its marker names is an ArtifactCache
+//! in the store with the endpoint the marker was written with; the `cache` label is then that
+//! cache's own `namespace/name`, read from the cache object. A forged pod adds no series.
+//!
 //! Once means: a container run is known by its container ID, remembered until its pod is gone, so
 //! a resync or a relist never counts it again. What had already finished when ocifit started is
 //! marked, never counted: a restart of ocifit (or its leader's move to another replica, which
@@ -12,12 +18,14 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
-use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
+use k8s_openapi::api::core::v1::{Container, ContainerStateTerminated, Pod, PodSpec};
+use kube::core::ObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
 use super::planner::{self, PREPARE, PUSH};
-use crate::api::step;
+use crate::api::{ArtifactCache, step};
 use crate::cluster::leader::Leadership;
 use crate::step_helper::report::Report;
 use crate::telemetry::{Metrics, StepTransfer};
@@ -27,28 +35,72 @@ use crate::telemetry::{Metrics, StepTransfer};
 pub struct Finished {
     /// The run's container ID (a restarted container is a new run).
     pub id: String,
-    /// The ArtifactCache as `namespace/name`; empty for a step naming its own registry.
+    /// The ArtifactCache as `namespace/name`, from the cache object; empty for a step naming its
+    /// own registry.
     pub cache: String,
     pub report: Report,
 }
 
+/// What a step pod is checked against: ocifit's helper image and the caches in the store.
+pub struct Facts<'a> {
+    /// The image ocifit injects its helpers with.
+    pub helper_image: &'a str,
+    /// The ArtifactCache of a namespace and name, as the store holds it.
+    pub cache: &'a dyn Fn(&str, &str) -> Option<Arc<ArtifactCache>>,
+}
+
+/// The cache label of a pod whose steps ocifit injected (`Some("")` for a step naming its own
+/// registry), or `None` when the pod is not one: a marker naming no cache in the store, or
+/// another endpoint than the cache's; a helper container on another image than ocifit's.
+fn injected_cache(pod: &Pod, facts: &Facts<'_>) -> Option<String> {
+    let marker = pod.metadata.annotations.as_ref()?.get(step::INJECTED)?;
+    let helpers_are_ours = pod
+        .spec
+        .iter()
+        .flat_map(|spec| spec.init_containers.iter().flatten())
+        .filter(|c| c.name == PREPARE || c.name == PUSH)
+        .all(|c| c.image.as_deref() == Some(facts.helper_image));
+    if !helpers_are_ours {
+        return None;
+    }
+    let Some(name) = planner::cache_of(marker) else {
+        return Some(String::new());
+    };
+    let namespace = pod.metadata.namespace.as_deref()?;
+    let endpoint = marker.rsplit_once(" at ").map(|(_, endpoint)| endpoint);
+    let cache = (facts.cache)(namespace, name)?;
+    let status = cache.status.as_ref()?;
+    (status.endpoint.as_deref() == endpoint).then(|| label(&cache))?
+}
+
+/// A cache's `namespace/name` from its own object.
+pub fn label(cache: &ArtifactCache) -> Option<String> {
+    let metadata = &cache.metadata;
+    Some(format!(
+        "{}/{}",
+        metadata.namespace.as_deref()?,
+        metadata.name.as_deref()?
+    ))
+}
+
 /// The finished helper runs a pod's status shows (the current and the last state of each), with
-/// a report in their termination message.
-pub fn finished(pod: &Pod) -> Vec<Finished> {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    let cache = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(step::INJECTED))
-        .and_then(|marker| planner::cache_of(marker))
-        .map(|name| format!("{namespace}/{name}"))
-        .unwrap_or_default();
+/// a report in their termination message; none for a pod whose steps ocifit did not inject.
+pub fn finished(pod: &Pod, facts: &Facts<'_>) -> Vec<Finished> {
+    let Some(cache) = injected_cache(pod, facts) else {
+        return Vec::new();
+    };
+    let injected: BTreeSet<&str> = pod
+        .spec
+        .iter()
+        .flat_map(|spec| spec.init_containers.iter().flatten())
+        .map(|c| c.name.as_str())
+        .filter(|name| *name == PREPARE || *name == PUSH)
+        .collect();
     let statuses = pod
         .status
         .iter()
         .flat_map(|s| s.init_container_statuses.iter().flatten())
-        .filter(|c| c.name == PREPARE || c.name == PUSH);
+        .filter(|c| injected.contains(c.name.as_str()));
     let runs = statuses.flat_map(|c| {
         let last = c.last_state.as_ref().and_then(|s| s.terminated.as_ref());
         let now = c.state.as_ref().and_then(|s| s.terminated.as_ref());
@@ -65,6 +117,44 @@ fn read(run: &ContainerStateTerminated, cache: &str) -> Option<Finished> {
     })
 }
 
+/// Keeps of a step pod what the counting reads: identity, the marker, its helper containers'
+/// names and images, and its status.
+pub fn trim(pod: &mut Pod) {
+    let Pod {
+        metadata,
+        spec,
+        status,
+    } = std::mem::take(pod);
+    let marker = metadata
+        .annotations
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| key == step::INJECTED)
+        .collect();
+    pod.metadata = ObjectMeta {
+        name: metadata.name,
+        namespace: metadata.namespace,
+        uid: metadata.uid,
+        annotations: Some(marker),
+        ..ObjectMeta::default()
+    };
+    pod.spec = spec.map(|spec| PodSpec {
+        init_containers: spec.init_containers.map(|containers| {
+            containers
+                .into_iter()
+                .filter(|c| c.name == PREPARE || c.name == PUSH)
+                .map(|c| Container {
+                    name: c.name,
+                    image: c.image,
+                    ..Container::default()
+                })
+                .collect()
+        }),
+        ..PodSpec::default()
+    });
+    pod.status = status;
+}
+
 /// The runs already seen, by pod.
 #[derive(Debug, Default)]
 pub struct Tally {
@@ -73,11 +163,15 @@ pub struct Tally {
 
 impl Tally {
     /// The runs of `pod` not seen before, now marked seen.
-    pub fn new_runs(&mut self, pod: &Pod) -> Vec<Finished> {
+    /// A pod whose steps ocifit did not inject is not remembered.
+    pub fn new_runs(&mut self, pod: &Pod, facts: &Facts<'_>) -> Vec<Finished> {
+        let runs = finished(pod, facts);
+        if runs.is_empty() {
+            return runs;
+        }
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let seen = self.seen.entry(uid).or_default();
-        finished(pod)
-            .into_iter()
+        runs.into_iter()
             .filter(|run| seen.insert(run.id.clone()))
             .collect()
     }
@@ -95,30 +189,36 @@ impl Tally {
     }
 }
 
-/// Watches the step pods and counts each new finished helper run while leading; what is there
-/// at the first list is marked, not counted.
+/// Watches the step pods and counts each new finished helper run of `helper_image` while
+/// leading; what is there at the first list is marked, not counted.
 pub fn count(
     client: Client,
     leadership: Leadership,
     metrics: Arc<Metrics>,
+    caches: Store<ArtifactCache>,
+    helper_image: String,
 ) -> BoxFuture<'static, ()> {
     let config = watcher::Config::default()
         .labels(&format!("{}={}", step::STEP_LABEL, step::STEP_LABEL_VALUE))
         .page_size(crate::cluster::watches::UNTRUSTED_LIST_PAGE);
     let events = watcher(Api::<Pod>::all(client), config)
         .backoff(crate::process::watch_backoff())
-        .modify(|pod| {
-            pod.metadata.managed_fields = None;
-            pod.spec = None;
-        });
+        .modify(trim);
+    let cache = move |namespace: &str, name: &str| {
+        caches.get(&ObjectRef::new(name).within(namespace))
+    };
     let mut tally = Tally::default();
     let mut started = false;
     let mut listed = BTreeSet::new();
     Box::pin(events.for_each(move |event| {
+        let facts = Facts {
+            helper_image: &helper_image,
+            cache: &cache,
+        };
         match event {
             Ok(watcher::Event::InitApply(pod)) => {
                 listed.extend(pod.metadata.uid.clone());
-                let runs = tally.new_runs(&pod);
+                let runs = tally.new_runs(&pod, &facts);
                 if started {
                     record(&metrics, &leadership, runs);
                 }
@@ -128,10 +228,10 @@ pub fn count(
                 started = true;
             }
             Ok(watcher::Event::Apply(pod)) => {
-                record(&metrics, &leadership, tally.new_runs(&pod));
+                record(&metrics, &leadership, tally.new_runs(&pod, &facts));
             }
             Ok(watcher::Event::Delete(pod)) => {
-                record(&metrics, &leadership, tally.new_runs(&pod));
+                record(&metrics, &leadership, tally.new_runs(&pod, &facts));
                 tally.forget(&pod);
             }
             Ok(watcher::Event::Init) => listed.clear(),
@@ -157,100 +257,4 @@ fn record(metrics: &Metrics, leadership: &Leadership, runs: Vec<Finished>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::step_helper::report::Direction;
-
-    fn report(direction: Direction, bytes: u64) -> String {
-        let mut report = Report::new(direction);
-        report.moved([bytes], std::time::Duration::from_millis(250));
-        report.message()
-    }
-
-    fn pod(statuses: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {
-                "name": "step-1", "namespace": "workflow", "uid": "u1",
-                "annotations": {step::INJECTED: "ArtifactCache oras at 10.0.0.1:5000"}
-            },
-            "status": {"initContainerStatuses": statuses}
-        }))
-        .unwrap()
-    }
-
-    fn terminated(id: &str, message: &str) -> serde_json::Value {
-        json!({"terminated": {"exitCode": 0, "containerID": id, "message": message}})
-    }
-
-    #[test]
-    fn each_helper_run_is_counted_once_across_resyncs_and_restarts() {
-        let running = pod(json!([
-            {"name": PREPARE, "image": "o", "imageID": "", "ready": false, "restartCount": 0,
-             "state": terminated("c://1", &report(Direction::Pull, 42))},
-            {"name": PUSH, "image": "o", "imageID": "", "ready": true, "restartCount": 0,
-             "state": {"running": {}}}
-        ]));
-        let mut tally = Tally::default();
-        let first = tally.new_runs(&running);
-        assert_eq!(first.len(), 1);
-        assert_eq!(first[0].cache, "workflow/oras");
-        assert_eq!(first[0].report.bytes, 42);
-        assert_eq!(
-            tally.new_runs(&running),
-            [],
-            "a resync counts nothing again"
-        );
-        let restarted_pusher = pod(json!([
-            {"name": PREPARE, "image": "o", "imageID": "", "ready": false, "restartCount": 0,
-             "state": terminated("c://1", &report(Direction::Pull, 42))},
-            {"name": PUSH, "image": "o", "imageID": "", "ready": false, "restartCount": 1,
-             "lastState": terminated("c://2", &report(Direction::Push, 7)),
-             "state": terminated("c://3", &report(Direction::Push, 9))}
-        ]));
-        let pushes: Vec<u64> = tally
-            .new_runs(&restarted_pusher)
-            .iter()
-            .map(|run| run.report.bytes)
-            .collect();
-        assert_eq!(pushes, [7, 9], "each run of a restarted container, once");
-        assert_eq!(tally.new_runs(&restarted_pusher), []);
-        tally.keep_only(&BTreeSet::from(["u1".to_string()]));
-        assert_eq!(
-            tally.new_runs(&restarted_pusher),
-            [],
-            "still listed, still seen"
-        );
-        tally.keep_only(&BTreeSet::new());
-        assert!(
-            tally.seen.is_empty(),
-            "a pod a relist no longer returns is forgotten"
-        );
-        tally.new_runs(&restarted_pusher);
-        tally.forget(&restarted_pusher);
-        assert!(tally.seen.is_empty(), "a pod gone is forgotten");
-    }
-
-    #[test]
-    fn a_message_that_is_no_report_and_a_registry_step_are_read_as_such() {
-        let mut plain = pod(json!([
-            {"name": PREPARE, "image": "o", "imageID": "", "ready": false, "restartCount": 0,
-             "state": terminated("c://1", "failed to pull input a:1")}
-        ]));
-        assert_eq!(finished(&plain), []);
-        plain.metadata.annotations = Some(
-            [(
-                step::INJECTED.to_string(),
-                "registry 10.0.0.9:5000".to_string(),
-            )]
-            .into(),
-        );
-        plain.status = pod(json!([
-            {"name": PREPARE, "image": "o", "imageID": "", "ready": false, "restartCount": 0,
-             "state": terminated("c://1", &report(Direction::Pull, 1))}
-        ]))
-        .status;
-        assert_eq!(finished(&plain)[0].cache, "");
-    }
-}
+mod tests;

@@ -1,9 +1,11 @@
 //! `ocifit crd`: the CustomResourceDefinitions as YAML, generated from the Rust types. `crds/`
 //! holds one file per CRD with the same text; a test keeps them equal. Descriptions are reflowed
-//! into paragraphs ([`reflow`]) so `kubectl explain` reads them as prose.
+//! into paragraphs ([`reflow`]) so `kubectl explain` reads them as prose, and every string, list
+//! and map a tenant writes gets a bound ([`bounds`]).
 
 use kube::CustomResourceExt;
 
+mod bounds;
 mod reflow;
 
 use crate::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy};
@@ -19,6 +21,7 @@ pub fn crd_documents() -> Result<Vec<(String, String)>, serde_saphyr::SerializeE
         .into_iter()
         .map(|mut crd| {
             reflow::reflow_crd(&mut crd);
+            bounds::bound_crd(&mut crd);
             let name = crd.metadata.name.clone().unwrap_or_default();
             let yaml = serde_saphyr::to_string(&crd)?;
             let header = format!(

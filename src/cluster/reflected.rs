@@ -202,7 +202,9 @@ where
                 watcher::Event::Delete(object) => hub.publish(Change::Deleted(Arc::new(object))),
                 watcher::Event::InitDone => {
                     synced.send_replace(true);
-                    for object in hub.store.state() {
+                    let listed = hub.store.state();
+                    tracing::debug!(watch = what, objects = listed.len(), "watch listed");
+                    for object in listed {
                         hub.publish(Change::Applied(object));
                     }
                     hub.publish(Change::Synced);

@@ -12,7 +12,8 @@ use serde::de::DeserializeOwned;
 
 use crate::api::{ArtifactCache, FIELD_MANAGER};
 use crate::artifact_cache::desired::{self, Desired};
-use crate::artifact_cache::restored::{self, restored};
+use crate::artifact_cache::owned::Trimmed;
+use crate::artifact_cache::restored::{self, ours, restored};
 use crate::artifact_cache::secret;
 use crate::cluster::events::{EventReporter, Notice};
 use crate::cluster::reflected::Reflected;
@@ -98,14 +99,15 @@ where
 
 /// Server-side apply of one owned object, forced: whatever someone changed in the fields we own
 /// goes back; fields others added and we do not set stay theirs. When that put back what
-/// someone else changed or deleted (against what `owned` last saw), an Event on the cache says so.
+/// someone else changed or deleted (against the digest `owned` last saw), an Event on the cache
+/// says so.
 pub(super) async fn apply<K>(
     client: &Client,
     reporter: &EventReporter,
     cache: &ArtifactCache,
     what: &'static str,
     object: &K,
-    owned: Option<&Reflected<K>>,
+    owned: Option<&Reflected<Trimmed<K>>>,
 ) -> Result<K, Error>
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
@@ -121,7 +123,7 @@ where
     let name = object.name_any();
     let before = owned.and_then(|o| {
         o.store()
-            .get(&ObjectRef::<K>::new(&name).within(&namespace))
+            .get(&ObjectRef::<Trimmed<K>>::new(&name).within(&namespace))
     });
     // k8s-openapi's objects serialize their apiVersion and kind, as an apply body needs.
     let after = Api::<K>::namespaced(client.clone(), &namespace)
@@ -145,7 +147,8 @@ where
             .status
             .as_ref()
             .is_some_and(|s| s.observed_generation == cache.metadata.generation);
-    if let Some(put_back) = restored(what, &name, before.as_deref(), &after, applied_before) {
+    let before = before.as_ref().map(|before| &before.ours);
+    if let Some(put_back) = restored(what, &name, before, &ours(&after), applied_before) {
         let notice = Notice {
             on: cache.object_ref(&()),
             warning: true,

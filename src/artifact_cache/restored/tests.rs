@@ -19,7 +19,8 @@ fn deployment(replicas: i32, label: &str) -> Deployment {
 }
 
 fn restored_deployment(before: Option<&Deployment>, after: &Deployment) -> Option<Restored> {
-    restored("its Deployment", "oras-registry", before, after, true)
+    let before = before.map(ours);
+    restored("its Deployment", "oras-registry", before.as_ref(), &ours(after), true)
 }
 
 fn restore(action: &'static str, note: &str) -> Option<Restored> {
@@ -73,11 +74,11 @@ fn an_apply_that_changed_nothing_but_status_is_no_news() {
 
 #[test]
 fn a_first_creation_or_a_new_spec_is_not_a_put_back() {
-    let ours = deployment(1, "artifact-cache");
-    let before = deployment(0, "artifact-cache");
+    let after = ours(&deployment(1, "artifact-cache"));
+    let before = ours(&deployment(0, "artifact-cache"));
     for before in [None, Some(&before)] {
         assert_eq!(
-            restored("its Deployment", "oras-registry", before, &ours, false),
+            restored("its Deployment", "oras-registry", before, &after, false),
             None
         );
     }

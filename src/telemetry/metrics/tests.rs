@@ -137,3 +137,66 @@ fn caches_by_readiness_inspection_failures_and_last_successful_reconciles_appear
     }
     assert!(!text.contains("feature=\"artifact_cache\""), "{text}");
 }
+
+fn transfer(cache: &str) -> StepTransfer<'_> {
+    StepTransfer {
+        cache,
+        direction: "pull",
+        ok: true,
+        bytes: 42,
+        seconds: 0.25,
+    }
+}
+
+#[test]
+fn a_quote_and_a_newline_in_a_label_value_are_escaped_in_the_scrape() {
+    let metrics = Metrics::new(None);
+    metrics.step_transferred(&transfer("team\"a/ca\nche"));
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.contains(
+            "ocifit_artifact_steps_total{cache=\"team\\\"a/ca\\nche\",direction=\"pull\",outcome=\"ok\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.lines().all(|line| !line.starts_with("che")),
+        "no label value breaks a line: {text}"
+    );
+}
+
+#[test]
+fn step_series_are_capped_by_cache_and_go_with_their_cache() {
+    let metrics = Metrics::new(None);
+    let caches: Vec<String> = (0..=steps::STEP_CACHE_SERIES)
+        .map(|n| format!("ns/cache-{n}"))
+        .collect();
+    for cache in &caches {
+        metrics.step_transferred(&transfer(cache));
+    }
+    let text = metrics.encode().unwrap();
+    let series = |text: &str| {
+        text.lines()
+            .filter(|line| line.starts_with("ocifit_artifact_steps_total{"))
+            .count()
+    };
+    assert_eq!(series(&text), steps::STEP_CACHE_SERIES + 1, "{text}");
+    let last = &caches[steps::STEP_CACHE_SERIES];
+    assert!(!text.contains(&format!("cache=\"{last}\"")), "{text}");
+    assert!(
+        text.contains("ocifit_artifact_steps_total{cache=\"(other)\",direction=\"pull\",outcome=\"ok\"} 1"),
+        "{text}"
+    );
+    let live = std::collections::BTreeSet::from([caches[1].clone()]);
+    metrics.keep_step_caches(&live);
+    let text = metrics.encode().unwrap();
+    assert!(!text.contains("cache=\"ns/cache-0\""), "a deleted cache's series go: {text}");
+    assert!(!text.contains("cache=\"ns/cache-2\""), "{text}");
+    assert!(text.contains("cache=\"ns/cache-1\""), "{text}");
+    metrics.step_transferred(&transfer(last));
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.contains(&format!("ocifit_artifact_step_bytes_total{{cache=\"{last}\",direction=\"pull\"}} 42")),
+        "room made by the removal is used: {text}"
+    );
+}

@@ -1,6 +1,7 @@
 //! The ArtifactCache CRD in `crds/` on a real kube-apiserver: the example cache is stored with its
 //! defaults and reads back as ocifit's Rust type, the workflow example's Jobs pass validation,
-//! the CEL rules refuse contradictory specs with their messages, and `kubectl get ac` prints the
+//! the CEL rules refuse contradictory specs with their messages, the schema's bounds an over-long
+//! string, an over-full list or map and an over-long map key naming the field, and `kubectl get ac` prints the
 //! printer columns. With `ocifit run` as its controller, a deleted or changed owned object is put
 //! back and an Event on the cache says what and why. A step's admission on a replica whose store
 //! lags reads the cache again from the apiserver.
@@ -153,6 +154,54 @@ async fn contradictory_specs_are_refused_by_the_cel_rules() {
     )
     .await;
     assert!(err.contains("spec.endpoint"), "{err}");
+}
+
+#[tokio::test]
+async fn an_over_long_or_over_full_spec_is_refused_naming_the_field() {
+    let cluster = cluster().await;
+    let labels: String = (0..17).map(|n| format!("    l{n}: v\n")).collect();
+    let err = refused(
+        &cluster,
+        &cache("many-labels", &format!("  nodeSelector:\n{labels}")),
+    )
+    .await;
+    assert!(err.contains("spec.nodeSelector"), "{err}");
+    assert!(err.contains("must have at most 16 items"), "{err}");
+    let key = "k".repeat(318);
+    let err = refused(
+        &cluster,
+        &cache(
+            "long-toleration",
+            &format!("  tolerations:\n  - key: {key}\n    operator: Exists\n"),
+        ),
+    )
+    .await;
+    assert!(err.contains("spec.tolerations[0].key"), "{err}");
+    assert!(err.contains("may not be more than 317 bytes"), "{err}");
+    let err = refused(
+        &cluster,
+        &cache("long-label-key", &format!("  nodeSelector:\n    {key}: v\n")),
+    )
+    .await;
+    assert!(err.contains("keys must be at most 317 characters"), "{err}");
+    let quantity = "1".repeat(65);
+    let err = refused(
+        &cluster,
+        &cache(
+            "long-quantity",
+            &format!("  resources:\n    limits:\n      memory: \"{quantity}\"\n"),
+        ),
+    )
+    .await;
+    assert!(err.contains("spec.resources.limits.memory"), "{err}");
+    // Within the bounds, stored.
+    cluster
+        .kubectl_with_input(
+            ["apply", "-f", "-"],
+            &cache("bounded", &format!("  nodeSelector:\n    {}: v\n", "k".repeat(317))),
+        )
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

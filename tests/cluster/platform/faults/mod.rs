@@ -14,10 +14,14 @@
 //! limit); placement between tenants (a pod naming a foreign policy released untouched, a
 //! stalling registry of one namespace not holding back another's pods) and a missing image
 //! inspected only as often as docs/placement.md says; one namespace's artifact cache against
-//! another's steps and pods (refused, 401).
+//! another's steps and pods (refused, 401); 1,000 fat ArtifactCaches and 200 fat Deployments
+//! (every replica, watching or starting, under the chart's memory limit); 100 forged step pods with long names (no step series
+//! added, the scrape's size unchanged).
 
 mod apiserver_restart;
+mod cache_flood;
 mod cross_namespace;
+mod forged_steps;
 mod held_pods;
 mod host_denials;
 mod hostile;

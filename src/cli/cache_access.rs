@@ -21,8 +21,8 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::api::{ArtifactCache, REGISTRY_PORT};
+use crate::artifact_cache::PUSH_USER_KEY;
 use crate::artifact_cache::object_name;
-use crate::artifact_cache::secret::PUSH_USER_KEY;
 use crate::registry::DockerConfig;
 use crate::step_helper::credentials::{self, Direction};
 

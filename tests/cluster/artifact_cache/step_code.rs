@@ -225,6 +225,7 @@ async fn step_code_cannot_read_the_sidecars_credentials_even_after_it_restarts()
 /// What the step runs: wait for the go (written once the sidecar restarted), then every process
 /// it can see (its command line, environment, memory; a sidecar's is killed), every file of the
 /// run volume but the launcher, its own environment: all into `out/probe.txt`, which is pushed.
+/// The pattern is escaped so that its own command line (the script) does not match it.
 const PROBE: &str = r#"i=0
 while [ ! -e /ocifit/run/probe-go ] && [ $i -lt 1500 ]; do sleep 0.1; i=$((i+1)); done
 {
@@ -232,7 +233,7 @@ echo "go: $(cat /ocifit/run/probe-go)"
 for d in /proc/[0-9]*; do
   line=$(tr '\0' ' ' < $d/cmdline 2>&1)
   echo "== $d: $line"
-  case "$line" in *deliver*) busybox kill -9 "${d#/proc/}" 2>&1;; esac
+  case "$line" in *artifact\ deliver*) echo "a sidecar: killing it"; busybox kill -9 "${d#/proc/}" 2>&1;; esac
   echo "-- environ:"; tr '\0' '\n' < $d/environ 2>&1
   echo "-- mem:"; busybox head -c 64 $d/mem 2>&1 | tr -cd '[:print:]\n'
 done

@@ -3,7 +3,21 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    ocifit::cli::run(ocifit::cli::Cli::parse()).await
+fn main() -> std::process::ExitCode {
+    // First, before the arguments, the environment or a thread (`make_non_dumpable` says why).
+    if let Err(err) = ocifit::cli::make_non_dumpable() {
+        eprintln!("ocifit: cannot make the process non-dumpable: {err}");
+        return std::process::ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("ocifit: cannot start the runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(ocifit::cli::run(ocifit::cli::Cli::parse()))
 }

@@ -21,6 +21,7 @@ mod transfers;
 pub use controller::Settings;
 pub use desired::object_name;
 pub use planner::{Helper, StepRegistries};
+pub use secret::PUSH_USER_KEY;
 
 use std::sync::Arc;
 

@@ -12,6 +12,7 @@ use clap::{Args, Subcommand};
 use super::cache_access::{self, AccessError, CacheArgs, Reached};
 use crate::registry::{self, PrivateRegistries, Reference, Registry, RegistryOptions};
 use crate::step_helper::command::{Deliver, Launch, Prepare, Transfer};
+use crate::step_helper::limits::{Budget, Limits};
 use crate::step_helper::report::{self, Report};
 use crate::step_helper::{
     self, PrepareError, PullError, PushError, PushRequest, credentials::Direction,
@@ -51,6 +52,8 @@ pub struct PullArgs {
     pub output: PathBuf,
     #[command(flatten)]
     pub transfer: Transfer,
+    #[command(flatten)]
+    pub limits: Limits,
     #[command(flatten)]
     pub cache: CacheArgs,
 }
@@ -187,14 +190,15 @@ async fn pull(args: PullArgs) -> Result<(), ArtifactError> {
         args.transfer.plain_http,
         Direction::Pull,
     )?;
+    let budget = std::sync::Arc::new(Budget::new(args.limits));
     for reference in &references {
-        let pulled =
-            step_helper::pull(&registry, reference, &args.output, !args.transfer.no_unpack)
-                .await
-                .map_err(|source| ArtifactError::Pull {
-                    reference: reference.to_string(),
-                    source: Box::new(source),
-                })?;
+        let unpack = !args.transfer.no_unpack;
+        let pulled = step_helper::pull(&registry, reference, &args.output, unpack, &budget)
+            .await
+            .map_err(|source| ArtifactError::Pull {
+                reference: reference.to_string(),
+                source: Box::new(source),
+            })?;
         let layers: Vec<String> = pulled
             .layers
             .iter()
@@ -254,7 +258,7 @@ async fn prepare(args: Prepare) -> Result<(), ArtifactError> {
             &registry,
             &references,
             &args.inputs_dir,
-            !args.transfer.no_unpack,
+            (!args.transfer.no_unpack, args.limits),
             args.launcher.as_deref(),
             &mut report,
         )

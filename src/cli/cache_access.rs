@@ -2,20 +2,26 @@
 //! as a workflow's users fetch its results from a laptop. A deployed cache's endpoint is a
 //! ClusterIP, so ocifit forwards a loopback port to the registry's pod through the apiserver (the
 //! same port-forward `kubectl port-forward` uses); a cache with `deploy: false` is reached at its
-//! endpoint directly. Credentials: `ORAS_USER` and the direction's password from the environment
-//! when set, else the cache's generated Secret (read with `get`).
+//! endpoint directly. The pod forwarded to is found through the cache's own objects, never by
+//! labels alone (anyone who can create pods in the namespace can copy the labels, and would then
+//! receive the credentials sent): the Deployment the cache owns (by the cache's UID), its current
+//! ReplicaSet (owned by the Deployment's UID, of its revision), a Ready pod that ReplicaSet owns.
+//! Credentials: `ORAS_USER` and the direction's password from the environment when set, else the
+//! cache's generated Secret (read with `get`): for a push its push user (`ORAS_PUSH_USER`).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::ListParams;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::api::{ArtifactCache, REGISTRY_PORT};
+use crate::artifact_cache::PUSH_USER_KEY;
 use crate::artifact_cache::object_name;
 use crate::registry::DockerConfig;
 use crate::step_helper::credentials::{self, Direction};
@@ -58,11 +64,14 @@ pub enum AccessError {
         name: String,
         why: NotReady,
     },
-    #[error("ArtifactCache {namespace}/{name} has no Ready registry pod (Deployment {deployment})")]
+    #[error(
+        "ArtifactCache {namespace}/{name} has no Ready registry pod (Deployment {deployment}): {why}"
+    )]
     NoPod {
         namespace: String,
         name: String,
         deployment: String,
+        why: NoPod,
     },
     #[error("failed to find the registry pod of ArtifactCache {namespace}/{name}")]
     Pods {
@@ -140,17 +149,89 @@ pub fn route(cache: &ArtifactCache) -> Result<Route, NotReady> {
     }
 }
 
-/// The user and the direction's password in the cache's credentials Secret. Pure.
+/// The direction's user and password in the cache's credentials Secret: for a push its push
+/// user, or `ORAS_USER` in a Secret generated before pushes had a user of their own. Pure.
 pub fn login(secret: &Secret, direction: Direction) -> Option<(String, String)> {
     let data = secret.data.as_ref()?;
     let text = |key: &str| {
         data.get(key)
             .and_then(|v| String::from_utf8(v.0.clone()).ok())
     };
-    Some((
-        text(credentials::USER)?,
-        text(direction.password_variable())?,
-    ))
+    let user = match direction {
+        Direction::Push => text(PUSH_USER_KEY).or_else(|| text(credentials::USER)),
+        Direction::Pull => text(credentials::USER),
+    };
+    Some((user?, text(direction.password_variable())?))
+}
+
+/// Why the cache's objects lead to no pod to forward to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoPod {
+    #[error("it does not exist")]
+    NoDeployment,
+    #[error("it is not owned by the ArtifactCache (ocifit forwards only to the cache's own)")]
+    NotOwned,
+    #[error("it has no current ReplicaSet")]
+    NoReplicaSet,
+    #[error("no pod of its current ReplicaSet {0} is Ready")]
+    NotReady(String),
+}
+
+/// The pod to forward to: a Ready pod of `deployment`'s current ReplicaSet, each link checked by
+/// the controller's UID in the ownerReferences, from the cache down. Pure.
+pub fn registry_pod(
+    cache: &ArtifactCache,
+    deployment: Option<&Deployment>,
+    replica_sets: &[ReplicaSet],
+    pods: &[Pod],
+) -> Result<String, NoPod> {
+    let deployment = deployment.ok_or(NoPod::NoDeployment)?;
+    let cache_uid = cache.metadata.uid.as_deref().ok_or(NoPod::NotOwned)?;
+    if !controlled_by(&deployment.metadata, cache_uid) {
+        return Err(NoPod::NotOwned);
+    }
+    let deployment_uid = deployment.metadata.uid.as_deref().ok_or(NoPod::NotOwned)?;
+    let revision = |meta: &ObjectMeta| {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(REVISION))
+            .and_then(|r| r.parse::<u64>().ok())
+    };
+    let current = revision(&deployment.metadata);
+    let replica_set = replica_sets
+        .iter()
+        .filter(|rs| controlled_by(&rs.metadata, deployment_uid))
+        .filter(|rs| current.is_none() || revision(&rs.metadata) == current)
+        .max_by_key(|rs| revision(&rs.metadata))
+        .ok_or(NoPod::NoReplicaSet)?;
+    let replica_set_name = replica_set.metadata.name.clone().unwrap_or_default();
+    let replica_set_uid = replica_set
+        .metadata
+        .uid
+        .as_deref()
+        .ok_or(NoPod::NoReplicaSet)?;
+    pods.iter()
+        .filter(|pod| controlled_by(&pod.metadata, replica_set_uid))
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .find(|pod| {
+            pod.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .and_then(|pod| pod.metadata.name.clone())
+        .ok_or(NoPod::NotReady(replica_set_name))
+}
+
+/// The annotation the Deployment controller writes on a Deployment and its ReplicaSets.
+const REVISION: &str = "deployment.kubernetes.io/revision";
+
+/// Whether `meta`'s controlling owner has this UID.
+fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
 /// A cache reached from here: its registry's `host:port`, and what to use with it.
@@ -196,7 +277,7 @@ pub async fn reach(
         } => (endpoint, plain_http, None),
         Route::Forward { deployment } => {
             let pods = Api::<Pod>::namespaced(client.clone(), &namespace);
-            let pod = ready_pod(&client, &pods, &namespace, name, &deployment).await?;
+            let pod = ready_pod(&client, &cache, &namespace, &deployment).await?;
             let forward = Forward::open(pods, &namespace, pod).await?;
             (forward.addr.to_string(), true, Some(forward))
         }
@@ -232,47 +313,56 @@ pub async fn reach(
     })
 }
 
+/// Reads the cache's Deployment, its ReplicaSets and pods (the selector narrows the lists; the
+/// owners decide), and picks the pod with [`registry_pod`].
 async fn ready_pod(
     client: &kube::Client,
-    pods: &Api<Pod>,
+    cache: &ArtifactCache,
     namespace: &str,
-    name: &str,
     deployment: &str,
 ) -> Result<String, AccessError> {
-    let no_pod = || AccessError::NoPod {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        deployment: deployment.to_owned(),
-    };
+    let name = cache.metadata.name.clone().unwrap_or_default();
     let pods_error = |source| AccessError::Pods {
         namespace: namespace.to_owned(),
-        name: name.to_owned(),
+        name: name.clone(),
         source,
     };
-    let selector = Api::<Deployment>::namespaced(client.clone(), namespace)
+    let found = Api::<Deployment>::namespaced(client.clone(), namespace)
         .get_opt(deployment)
         .await
-        .map_err(pods_error)?
-        .and_then(|d| d.spec)
-        .and_then(|s| s.selector.match_labels)
-        .ok_or_else(no_pod)?;
-    let selector: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let listed = pods
-        .list(&ListParams::default().labels(&selector.join(",")))
-        .await
         .map_err(pods_error)?;
-    listed
-        .items
-        .into_iter()
-        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-        .find(|pod| {
-            pod.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    let selector = found
+        .as_ref()
+        .and_then(|d| d.spec.as_ref())
+        .and_then(|s| s.selector.match_labels.as_ref())
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
         })
-        .and_then(|pod| pod.metadata.name)
-        .ok_or_else(no_pod)
+        .unwrap_or_default();
+    let (replica_sets, pods) = if selector.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        let params = ListParams::default().labels(&selector);
+        let replica_sets = Api::<ReplicaSet>::namespaced(client.clone(), namespace)
+            .list(&params)
+            .await
+            .map_err(pods_error)?;
+        let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+            .list(&params)
+            .await
+            .map_err(pods_error)?;
+        (replica_sets.items, pods.items)
+    };
+    registry_pod(cache, found.as_ref(), &replica_sets, &pods).map_err(|why| AccessError::NoPod {
+        namespace: namespace.to_owned(),
+        name: name.clone(),
+        deployment: deployment.to_owned(),
+        why,
+    })
 }
 
 /// A loopback port whose every connection is forwarded to the registry port of one pod.
@@ -413,5 +503,112 @@ mod tests {
             Some(("steps".into(), "push".into()))
         );
         assert_eq!(login(&Secret::default(), Direction::Pull), None);
+    }
+
+    #[test]
+    fn a_push_logs_in_as_the_push_user_when_the_secret_has_one() {
+        let secret = Secret {
+            data: Some(BTreeMap::from([
+                ("ORAS_USER".into(), ByteString(b"steps-pull".to_vec())),
+                ("ORAS_PULL_PASS".into(), ByteString(b"pull".to_vec())),
+                ("ORAS_PUSH_USER".into(), ByteString(b"steps-push".to_vec())),
+                ("ORAS_PUSH_PASS".into(), ByteString(b"push".to_vec())),
+            ])),
+            ..Secret::default()
+        };
+        assert_eq!(
+            login(&secret, Direction::Push),
+            Some(("steps-push".into(), "push".into()))
+        );
+        assert_eq!(
+            login(&secret, Direction::Pull),
+            Some(("steps-pull".into(), "pull".into()))
+        );
+    }
+
+    /// An object's metadata: its name, UID, controlling owner's UID and revision.
+    fn meta(
+        name: &str,
+        uid: &str,
+        owner: Option<&str>,
+        revision: Option<&str>,
+    ) -> serde_json::Value {
+        let mut meta = json!({"name": name, "namespace": "workflow", "uid": uid,
+            "labels": {"app.kubernetes.io/instance": "oras"}});
+        if let Some(owner) = owner {
+            meta["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "K", "name": "o",
+                "uid": owner, "controller": true}]);
+        }
+        if let Some(revision) = revision {
+            meta["annotations"] = json!({"deployment.kubernetes.io/revision": revision});
+        }
+        meta
+    }
+
+    fn ready_pod(name: &str, uid: &str, owner: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": meta(name, uid, Some(owner), None),
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
+        .unwrap()
+    }
+
+    fn replica_set(name: &str, uid: &str, owner: &str, revision: &str) -> ReplicaSet {
+        serde_json::from_value(json!({"metadata": meta(name, uid, Some(owner), Some(revision))}))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_pod_forwarded_to_is_found_through_the_caches_own_objects_not_its_labels() {
+        let mut owned = cache(json!({}), json!({}));
+        owned.metadata.uid = Some("cache-uid".into());
+        let deployment: Deployment = serde_json::from_value(json!({
+            "metadata": meta("oras-registry", "deploy-uid", Some("cache-uid"), Some("2"))
+        }))
+        .unwrap();
+        let replica_sets = [
+            replica_set("oras-registry-old", "rs-1", "deploy-uid", "1"),
+            replica_set("oras-registry-new", "rs-2", "deploy-uid", "2"),
+            // A ReplicaSet with the labels and a newer revision, owned by someone else's object.
+            replica_set("impostor-rs", "rs-x", "other-uid", "3"),
+        ];
+        // Listed first, with the cache's labels: a tenant's pod, an old revision's, a pod of the
+        // impostor's ReplicaSet.
+        let mut pods = vec![
+            ready_pod("tenants-own", "p-0", "tenant-rs"),
+            ready_pod("old-revision", "p-1", "rs-1"),
+            ready_pod("impostors", "p-x", "rs-x"),
+        ];
+        assert_eq!(
+            registry_pod(&owned, Some(&deployment), &replica_sets, &pods),
+            Err(NoPod::NotReady("oras-registry-new".into()))
+        );
+        pods.push(ready_pod("the-registry", "p-2", "rs-2"));
+        assert_eq!(
+            registry_pod(&owned, Some(&deployment), &replica_sets, &pods),
+            Ok("the-registry".into())
+        );
+
+        // A Deployment of that name the cache does not own leads nowhere.
+        let mut foreign = deployment.clone();
+        foreign.metadata.owner_references = None;
+        assert_eq!(
+            registry_pod(&owned, Some(&foreign), &replica_sets, &pods),
+            Err(NoPod::NotOwned)
+        );
+        assert_eq!(
+            registry_pod(&owned, None, &replica_sets, &pods),
+            Err(NoPod::NoDeployment)
+        );
+        let err = AccessError::NoPod {
+            namespace: "workflow".into(),
+            name: "oras".into(),
+            deployment: "oras-registry".into(),
+            why: NoPod::NotOwned,
+        };
+        assert!(
+            err.to_string().ends_with(
+                "it is not owned by the ArtifactCache (ocifit forwards only to the cache's own)"
+            ),
+            "{err}"
+        );
     }
 }

@@ -72,6 +72,16 @@ pub enum Command {
     ReleaseGates(gates::ReleaseGatesArgs),
 }
 
+/// Makes this process non-dumpable: its `/proc/<pid>/environ`, `mem` and the like become
+/// root's, and no process of its user may trace it. `main` calls it before anything is read or a
+/// thread started: every ocifit process holds a credential (the operator its token, a step's
+/// helpers the registry's passwords in their environment), and a restarted helper is a new
+/// process, so this runs on every start.
+pub fn make_non_dumpable() -> std::io::Result<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(std::io::Error::from)
+}
+
 pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => crate::startup::run(*args).await,

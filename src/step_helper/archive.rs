@@ -37,6 +37,8 @@ pub enum ArchiveError {
     Symlink { path: PathBuf },
     #[error("the uncompressed archive's digest is {actual}, the artifact says {expected}")]
     TarDigest { expected: String, actual: String },
+    #[error(transparent)]
+    Limit(#[from] super::limits::Exceeded),
 }
 
 /// What a pack wrote.

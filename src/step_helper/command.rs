@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::limits::Limits;
 use super::{DEFAULT_COMPRESSION, PUSH_TIMEOUT};
 
 /// The `ocifit` subcommand every helper command sits under.
@@ -54,6 +55,8 @@ pub struct Prepare {
     pub debug: bool,
     #[command(flatten)]
     pub transfer: Transfer,
+    #[command(flatten)]
+    pub limits: Limits,
 }
 
 impl Prepare {
@@ -66,6 +69,17 @@ impl Prepare {
         args.extend(["--into".into(), self.inputs_dir.clone().into()]);
         option(&mut args, "--launcher", self.launcher.as_ref());
         self.transfer.push_args(&mut args);
+        let defaults = Limits::default();
+        if self.limits.max_bytes != defaults.max_bytes {
+            args.extend([
+                "--max-bytes".into(),
+                self.limits.max_bytes.to_string().into(),
+            ]);
+        }
+        if self.limits.max_entries != defaults.max_entries {
+            let entries = self.limits.max_entries.to_string();
+            args.extend(["--max-entries".into(), entries.into()]);
+        }
         flag(&mut args, "--debug", self.debug);
         option(
             &mut args,
@@ -261,6 +275,10 @@ mod tests {
                 plain_http: true,
                 no_unpack: true,
             },
+            limits: Limits {
+                max_bytes: 1024,
+                max_entries: 3,
+            },
         };
         assert_eq!(parsed(prepare.to_args()), Command::Prepare(prepare.clone()));
         let bare = Prepare {
@@ -269,6 +287,7 @@ mod tests {
             termination_log: None,
             debug: false,
             transfer: Transfer::default(),
+            limits: Limits::default(),
             ..prepare
         };
         assert_eq!(parsed(bare.to_args()), Command::Prepare(bare));

@@ -319,7 +319,28 @@ mod tests {
         assert_eq!(fs::read(&outside).unwrap(), br#"{"id":"planted"}"#);
         assert_eq!(read(&run, "result-1").unwrap(), Some(outcome));
 
-        fs::write(run.join("big"), vec![b' '; 65 * 1024]).unwrap();
-        assert!(read::<Outcome>(&run, "big").is_err(), "no bound on a read");
+        // Valid JSON, so only the bound can refuse it; the same answer at the bound is read.
+        let answer = |len: usize| {
+            let json = serde_json::to_vec(&Outcome::Failed {
+                message: "x".repeat(len),
+            })
+            .unwrap();
+            json.len()
+        };
+        let overhead = answer(0);
+        let big = Outcome::Failed {
+            message: "x".repeat(MAX_FILE as usize + 1 - overhead),
+        };
+        write(&run, "big", &big).unwrap();
+        let err = read::<Outcome>(&run, "big").unwrap_err().to_string();
+        assert!(
+            err.contains("at most 65536 bytes"),
+            "no bound on a read: {err}"
+        );
+        let fits = Outcome::Failed {
+            message: "x".repeat(MAX_FILE as usize - overhead),
+        };
+        write(&run, "fits", &fits).unwrap();
+        assert_eq!(read(&run, "fits").unwrap(), Some(fits));
     }
 }

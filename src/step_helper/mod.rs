@@ -7,7 +7,7 @@
 //!
 //! Its command line is defined once (`command`): the artifact cache's step planner writes the
 //! containers' arguments with it and `ocifit artifact` parses them with it. Pure parts: `layout`
-//! (the ORAS layout both ways), `command`, `report`. Adapters: `archive` (packing), `unpack`, `channel`, `pull`,
+//! (the ORAS layout both ways), `command`, `report`, `limits` (what one pull may write). Adapters: `archive` (packing), `unpack`, `channel`, `pull`,
 //! `push` (bytes between disk and registry), `install`, `launcher`, `handoff`, `steps`. Built on
 //! the registry client and telemetry; knows nothing of the cluster.
 
@@ -22,6 +22,7 @@ mod inputs;
 mod install;
 mod launcher;
 mod layout;
+pub mod limits;
 mod pull;
 mod push;
 pub mod report;

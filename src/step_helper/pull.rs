@@ -3,11 +3,13 @@
 //! writes the file or unpacks the archive into a hidden staging path beside its destination; only
 //! once the blob's digest and size (and the archive's own digest, when the pusher recorded it)
 //! have matched is it renamed into place. A failed pull leaves no partial file behind, and a pull
-//! never replaces something that is already there.
+//! never replaces something that is already there. What it writes is taken from a [`Budget`]: a
+//! file layer's size before it is downloaded, an archive's entries as they are unpacked.
 
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use flate2::read::GzDecoder;
@@ -17,6 +19,7 @@ use super::archive::ArchiveError;
 use super::channel::{self, ChannelReader, HashingReader};
 use super::file_error::{self, FileError};
 use super::layout::{self, LayerAction, LayoutError};
+use super::limits::{Budget, Exceeded};
 use super::unpack;
 use crate::registry::{self, Reference, Registry};
 
@@ -47,6 +50,13 @@ pub enum PullError {
     Io(#[from] FileError),
     #[error("a transfer thread stopped unexpectedly")]
     Task(#[from] tokio::task::JoinError),
+    #[error("layer {title:?} of {reference}")]
+    Limit {
+        reference: String,
+        title: String,
+        #[source]
+        source: Exceeded,
+    },
 }
 
 /// One layer written.
@@ -70,12 +80,14 @@ pub struct Pulled {
 }
 
 /// Pulls `reference` into `output` (created if missing). With `unpack` false, directory layers
-/// are written as their `.tar.gz`.
+/// are written as their `.tar.gz`. What it writes is taken from `budget`, which may be shared by
+/// several pulls.
 pub async fn pull(
     registry: &Registry,
     reference: &Reference,
     output: &Path,
     unpack: bool,
+    budget: &Arc<Budget>,
 ) -> Result<Pulled, PullError> {
     let (digest, manifest) = registry.image_manifest(reference).await?;
     let actions = layout::plan_pull(&manifest, unpack).map_err(|source| PullError::Layout {
@@ -87,7 +99,7 @@ pub async fn pull(
         destination_is_free(output, action)?;
     }
     let layers = futures_util::stream::iter(actions)
-        .map(|action| pull_layer(registry, reference, output, action))
+        .map(|action| pull_layer(registry, reference, output, action, budget))
         .buffered(PARALLEL_LAYERS)
         .try_collect()
         .await?;
@@ -103,18 +115,29 @@ async fn pull_layer(
     reference: &Reference,
     output: &Path,
     action: LayerAction,
+    budget: &Arc<Budget>,
 ) -> Result<PulledLayer, PullError> {
     let (layer, unpacked) = match &action {
         LayerAction::File { layer, .. } => (layer.clone(), false),
         LayerAction::Unpack { layer, .. } => (layer.clone(), true),
     };
+    if !unpacked {
+        // The registry sends no more than the descriptor's size (`blob_stream` checks).
+        let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
+        budget.take(size).map_err(|source| PullError::Limit {
+            reference: reference.whole(),
+            title: action.path().display().to_string(),
+            source,
+        })?;
+    }
     let mut stream = registry.blob_stream(reference, &layer).await?;
     let staging = Staging::new(output);
     let (sender, receiver) = channel::channel();
     let write = {
         let staging = staging.path.clone();
         let action = action.clone();
-        tokio::task::spawn_blocking(move || write_layer(receiver, &action, &staging))
+        let budget = Arc::clone(budget);
+        tokio::task::spawn_blocking(move || write_layer(receiver, &action, &staging, &budget))
     };
     let mut fed = Ok(());
     loop {
@@ -167,6 +190,7 @@ fn write_layer(
     receiver: tokio::sync::mpsc::Receiver<channel::Chunk>,
     action: &LayerAction,
     staging: &Path,
+    budget: &Budget,
 ) -> Result<(), WriteError> {
     match action {
         LayerAction::File { .. } => {
@@ -185,7 +209,7 @@ fn write_layer(
             fs::create_dir(staging).map_err(WriteError::Io)?;
             let reader = ChannelReader::new(receiver);
             let mut tar = HashingReader::new(GzDecoder::new(reader));
-            unpack::unpack(&mut tar, path, staging).map_err(WriteError::Archive)?;
+            unpack::unpack(&mut tar, path, staging, budget).map_err(WriteError::Archive)?;
             let actual = tar.digest();
             match tar_digest {
                 Some(expected) if *expected != actual => {

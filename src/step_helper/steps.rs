@@ -14,6 +14,7 @@ use super::file_error::{self, FileError};
 use super::handoff::{self, BadId, Outcome, Request};
 use super::inputs::{MergeError, Merged};
 use super::install::{self, InstallError};
+use super::limits::{Budget, Limits};
 use super::push::{PushError, Source, push_sources};
 use super::report::Report;
 use super::{PullError, PushRequest, pull};
@@ -39,12 +40,13 @@ pub enum PrepareError {
 
 /// Installs the launcher into `launcher` (when given) and pulls each input, in order, merged into
 /// `into`: each is pulled on its own beside the others (same volume, so moving it in is a rename),
-/// then merged, a file in two inputs an error naming both. What was pulled is added to `report`.
+/// then merged, a file in two inputs an error naming both. All inputs together write within
+/// `limits`. What was pulled is added to `report`.
 pub async fn prepare(
     registry: &Registry,
     inputs: &[Reference],
     into: &Path,
-    unpack: bool,
+    (unpack, limits): (bool, Limits),
     launcher: Option<&Path>,
     report: &mut Report,
 ) -> Result<(), PrepareError> {
@@ -53,10 +55,11 @@ pub async fn prepare(
         tracing::info!(dir = %dir.display(), "launcher installed");
     }
     let mut merged = Merged::default();
+    let budget = std::sync::Arc::new(Budget::new(limits));
     for (n, reference) in inputs.iter().enumerate() {
         let alone = into.join(format!(".ocifit-input-{n}"));
         let started = std::time::Instant::now();
-        let pulled = pull(registry, reference, &alone, unpack)
+        let pulled = pull(registry, reference, &alone, unpack, &budget)
             .await
             .map_err(|source| PrepareError::Pull {
                 reference: reference.whole(),
@@ -78,11 +81,10 @@ pub async fn prepare(
 
 /// Serves the launcher's requests from `run` until SIGTERM: each pushed to `to` and answered. A
 /// request that cannot be served (a forged or broken one: the step's code can write `run`) is
-/// logged and left; the launcher's own request replaces it. The process first makes itself
-/// non-dumpable: it holds the push credentials in its environment while the step runs, and a
-/// step in a pod sharing its process namespace, as the same user, could otherwise read them from
-/// `/proc/<pid>/environ`. What it pushed is added to `report` (left untouched when nothing was
-/// asked of it).
+/// logged and left; the launcher's own request replaces it. The process holds the push
+/// credentials while the step runs: `main` made it non-dumpable before reading anything, on every
+/// start, and the planner refuses a shared process namespace to a step with credentials. What it
+/// pushed is added to `report` (left untouched when nothing was asked of it).
 pub async fn deliver(
     registry: &Registry,
     run: &Path,
@@ -91,7 +93,6 @@ pub async fn deliver(
     compression: u32,
     report: &mut Report,
 ) -> std::io::Result<()> {
-    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut refused = None;

@@ -1,6 +1,7 @@
 //! A tar stream unpacked into a directory, as the ORAS clients write them (see `archive`): never
 //! outside its root, nothing made, timed or chmodded through a symbolic link, a hard link only to
-//! a file unpacked before it. Blocking code, run on a blocking thread by the transfers.
+//! a file unpacked before it; every entry, and every file's size, taken from the pull's budget
+//! before it is written. Blocking code, run on a blocking thread by the transfers.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -15,6 +16,7 @@ use tar::EntryType;
 use super::beneath::{self, BeneathError};
 use super::file_error::{self, FileError};
 use super::layout::safe_relative;
+use super::limits::Budget;
 
 use super::archive::{ArchiveError, beneath_error};
 
@@ -34,12 +36,19 @@ pub struct UnpackCount {
 /// under `prefix` (the layer's title; empty for `.`) and writing them without it. The stream is
 /// read to its end, so a digest computed over it covers every byte. Every entry is made from the
 /// handle of its directory, each opened from `root` with `O_NOFOLLOW`: a link an earlier entry
-/// made is never followed, whatever later entries, times or modes name it.
-pub fn unpack(input: impl Read, prefix: &Path, root: &Path) -> Result<UnpackCount, ArchiveError> {
+/// made is never followed, whatever later entries, times or modes name it. An entry that would
+/// pass the `budget` stops the unpack before it is written.
+pub fn unpack(
+    input: impl Read,
+    prefix: &Path,
+    root: &Path,
+    budget: &Budget,
+) -> Result<UnpackCount, ArchiveError> {
     let mut unpacker = Unpacker {
         root_fd: beneath::open_dir(root).map_err(|err| beneath_error("open", root, err))?,
         root,
         prefix,
+        budget,
         count: UnpackCount::default(),
         directory_modes: BTreeMap::new(),
         buffer: vec![0u8; COPY_BUFFER],
@@ -62,6 +71,7 @@ struct Unpacker<'a> {
     root_fd: OwnedFd,
     root: &'a Path,
     prefix: &'a Path,
+    budget: &'a Budget,
     count: UnpackCount,
     /// Relative paths of the directories made, with their modes, applied last.
     directory_modes: BTreeMap<PathBuf, u32>,
@@ -105,6 +115,11 @@ impl Unpacker<'_> {
         let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
         let kind = entry.header().entry_type();
+        let content = match kind {
+            EntryType::Regular | EntryType::Continuous => entry.size(),
+            _ => 0,
+        };
+        self.budget.take(content)?;
         let Some(place) = self.place(&name)? else {
             return self.layer_directory(&name, kind, mode);
         };

@@ -9,9 +9,12 @@
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use serde::Serialize;
 
-use super::Helper;
 use super::settings::StepSettings;
+use super::{Denial, Helper};
+use crate::artifact_cache::secret;
 use crate::step_helper::command::{self, Deliver, Prepare, Transfer};
+use crate::step_helper::credentials::{self, Direction};
+use crate::step_helper::limits::Limits;
 
 /// The init container that pulls the inputs and installs the launcher.
 pub const PREPARE: &str = "ocifit-prepare";
@@ -47,8 +50,6 @@ pub struct HelperContainer<'a> {
     args: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     env: Vec<SecretKeyEnv<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    env_from: Option<[SecretEnvFrom<'a>; 1]>,
     image: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     image_pull_policy: Option<&'a str>,
@@ -83,19 +84,6 @@ struct SecretKeyRef<'a> {
     optional: bool,
 }
 
-/// Every key of the step's own Secret (`oras-env`) as variables.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SecretEnvFrom<'a> {
-    secret_ref: SecretRef<'a>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-struct SecretRef<'a> {
-    name: &'a str,
-    optional: bool,
-}
-
 /// A volume mount.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -108,13 +96,22 @@ pub struct Mount {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EmptyDirVolume {
-    empty_dir: Empty,
+    empty_dir: SizeLimit,
     name: &'static str,
 }
 
-/// `{}`.
+/// `{"sizeLimit": …}`: the kubelet evicts a pod whose volume grows past it, before the node's
+/// disk fills and DiskPressure evicts other tenants' pods.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-struct Empty {}
+#[serde(rename_all = "camelCase")]
+struct SizeLimit {
+    size_limit: &'static str,
+}
+
+/// Each injected volume's `sizeLimit`: the inputs one pull may write
+/// ([`crate::step_helper::limits::DEFAULT_MAX_BYTES`]); the run volume holds the launcher and a copy of the outputs,
+/// which a pull of them must fit in as well.
+pub const VOLUME_SIZE_LIMIT: &str = "10Gi";
 
 /// A helper's lock-down ([`security_context`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -177,9 +174,13 @@ pub fn prepare<'a>(
         termination_log: Some(TERMINATION_LOG.into()),
         debug: settings.debug,
         transfer: transfer(settings, registry),
+        // The default bytes are the inputs volume's `sizeLimit`: a pull stops before the kubelet
+        // would evict the pod.
+        limits: Limits::default(),
     }
     .to_args();
-    helper_container(PREPARE, settings, registry, helper, args, mounts, security)
+    let env = credentials(settings, registry, Direction::Pull);
+    helper_container(PREPARE, helper, args, env, mounts, security)
 }
 
 pub fn pusher<'a>(
@@ -198,15 +199,9 @@ pub fn pusher<'a>(
         transfer: transfer(settings, registry),
     }
     .to_args();
-    let mut container = helper_container(
-        PUSH,
-        settings,
-        registry,
-        helper,
-        args,
-        vec![mount(RUN_VOLUME, RUN_DIR)],
-        security,
-    );
+    let env = credentials(settings, registry, Direction::Push);
+    let mounts = vec![mount(RUN_VOLUME, RUN_DIR)];
+    let mut container = helper_container(PUSH, helper, args, env, mounts, security);
     // A native sidecar: started before the step, stopped after it.
     container.restart_policy = Some("Always");
     container
@@ -221,31 +216,15 @@ fn transfer(settings: &StepSettings, registry: &Registry) -> Transfer {
 
 fn helper_container<'a>(
     name: &'static str,
-    settings: &'a StepSettings,
-    registry: &'a Registry,
     helper: &'a Helper,
     args: Vec<std::ffi::OsString>,
+    env: Vec<SecretKeyEnv<'a>>,
     volume_mounts: Vec<Mount>,
     security_context: SecurityContext,
 ) -> HelperContainer<'a> {
-    // Only the helpers see the credentials: never the step's container, never the spec.
-    let (env, env_from) = match (&settings.oras_env, &registry.credentials) {
-        (Some(secret), _) => (
-            Vec::new(),
-            Some([SecretEnvFrom {
-                secret_ref: SecretRef {
-                    name: secret,
-                    optional: false,
-                },
-            }]),
-        ),
-        (None, Some(secret)) => (cache_credentials(secret), None),
-        (None, None) => (Vec::new(), None),
-    };
     HelperContainer {
         args: command::strings(args),
         env,
-        env_from,
         image: &helper.image,
         image_pull_policy: helper.pull_policy.as_deref(),
         name,
@@ -257,22 +236,71 @@ fn helper_container<'a>(
     }
 }
 
-/// The cache's generated credentials, as references to its Secret (never values), for a step
-/// that names no `oras-env` of its own.
-fn cache_credentials(secret: &str) -> Vec<SecretKeyEnv<'_>> {
-    crate::artifact_cache::secret::STEP_KEYS
-        .iter()
-        .map(|key| SecretKeyEnv {
-            name: key,
-            value_from: ValueFrom {
-                secret_key_ref: SecretKeyRef {
-                    key,
-                    name: secret,
-                    optional: false,
-                },
+/// A helper's credentials for its one direction, as references to a Secret (never values): the
+/// user and that direction's password, never the other's. Only the helpers get them: never the
+/// step's container, never the spec. From the step's own Secret (`oras-env`), which must name the
+/// user, the password optional as the contract has it; else from the cache's generated Secret,
+/// whose pull and push users differ ([`crate::artifact_cache::secret`]).
+fn credentials<'a>(
+    settings: &'a StepSettings,
+    registry: &'a Registry,
+    direction: Direction,
+) -> Vec<SecretKeyEnv<'a>> {
+    let password = direction.password_variable();
+    let (secret, user_key, password_optional) = match (&settings.oras_env, &registry.credentials) {
+        (Some(secret), _) => (secret, credentials::USER, true),
+        (None, Some(secret)) => {
+            let user = match direction {
+                Direction::Pull => credentials::USER,
+                Direction::Push => secret::PUSH_USER_KEY,
+            };
+            (secret, user, false)
+        }
+        (None, None) => return Vec::new(),
+    };
+    let variable = |name: &'static str, key: &'static str, optional: bool| SecretKeyEnv {
+        name,
+        value_from: ValueFrom {
+            secret_key_ref: SecretKeyRef {
+                key,
+                name: secret,
+                optional,
             },
-        })
-        .collect()
+        },
+    };
+    vec![
+        variable(credentials::USER, user_key, false),
+        variable(password, password, password_optional),
+    ]
+}
+
+/// Whether the helper that runs beside the step (the pusher) holds credentials.
+pub fn pusher_holds_credentials(settings: &StepSettings, registry: &Registry) -> bool {
+    settings.output_uri.is_some() && (settings.oras_env.is_some() || registry.credentials.is_some())
+}
+
+/// Refuses a pod whose containers could see the pusher's process while it holds credentials: a
+/// shared process namespace (or the host's) lets step code signal the sidecar (the kubelet then
+/// starts it again) and reach its `/proc/<pid>`. Its files are shared through volumes, so a step
+/// needs neither.
+pub fn check_process_isolation(
+    settings: &StepSettings,
+    registry: &Registry,
+    spec: &PodSpec,
+) -> Result<(), Denial> {
+    if !pusher_holds_credentials(settings, registry) {
+        return Ok(());
+    }
+    let field = if spec.share_process_namespace == Some(true) {
+        "shareProcessNamespace"
+    } else if spec.host_pid == Some(true) {
+        "hostPID"
+    } else {
+        return Ok(());
+    };
+    Err(Denial::SharedProcesses {
+        field: field.to_string(),
+    })
 }
 
 /// The user the helpers run as when the step's would be root or is not named: ocifit's image's
@@ -328,7 +356,22 @@ pub fn mount(volume: &'static str, path: &str) -> Mount {
 
 pub fn empty_dir(name: &'static str) -> EmptyDirVolume {
     EmptyDirVolume {
-        empty_dir: Empty {},
+        empty_dir: SizeLimit {
+            size_limit: VOLUME_SIZE_LIMIT,
+        },
         name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_volumes_size_limit_is_what_one_pull_may_write() {
+        assert_eq!(
+            VOLUME_SIZE_LIMIT.strip_suffix("Gi").map(str::parse::<u64>),
+            Some(Ok(crate::step_helper::limits::DEFAULT_MAX_BYTES >> 30))
+        );
     }
 }

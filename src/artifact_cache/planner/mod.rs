@@ -164,6 +164,12 @@ pub enum Denial {
     )]
     RestartsForever { what: String },
     #[error(
+        "the pod sets {field}: true, which lets its containers see the process of the sidecar holding the push credentials ({push}); a step that pushes with credentials (its cache's, or annotation {prefix}oras-env) needs its own process namespace: remove {field}",
+        push = helpers::PUSH,
+        prefix = step::PREFIX
+    )]
+    SharedProcesses { field: String },
+    #[error(
         "ocifit was started without a helper image (--artifact-helper-image, the chart's artifactCache.helperImage), so it cannot run this step's inputs and outputs"
     )]
     NoHelperImage,
@@ -187,6 +193,7 @@ impl Denial {
             Denial::MountTaken { .. } => "MountTaken",
             Denial::Unwritable(_) => "Unwritable",
             Denial::RestartsForever { .. } => "RestartsForever",
+            Denial::SharedProcesses { .. } => "SharedProcesses",
             Denial::NoHelperImage => "NoHelperImage",
         }
     }

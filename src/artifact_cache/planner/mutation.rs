@@ -82,6 +82,7 @@ pub fn build<'a>(
         .map(|uri| reference(registry, step::INPUT_URI, uri))
         .collect::<Result<Vec<_>, _>>()?;
     let output = output(settings, registry)?;
+    helpers::check_process_isolation(settings, registry, spec)?;
     let mut warnings = Vec::new();
     let restart_policy = match &output {
         Some(_) => run_once(spec, owner, &mut warnings)?,

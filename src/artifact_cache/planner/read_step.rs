@@ -2,7 +2,7 @@
 //! nothing else — the annotations (the step contract), whether there are labels, the owners, and
 //! of the pod spec the containers' names, commands, mounts, working directories, termination
 //! message paths and security contexts, the init containers' and volumes' names, the restart
-//! policy and the pod's security context. Everything else in the object is skipped unread: it is
+//! policy, the pod's security context and whether it shares a process namespace. Everything else in the object is skipped unread: it is
 //! never built (k8s-openapi's `Pod` is 2.4 KiB as a value and each container some 2 KiB, with
 //! every string of the object allocated), and the apiserver validates the object after admission.
 
@@ -61,6 +61,9 @@ struct Spec {
     volumes: Option<Vec<Named>>,
     restart_policy: Option<String>,
     security_context: Option<PodSecurityContext>,
+    share_process_namespace: Option<bool>,
+    #[serde(rename = "hostPID")]
+    host_pid: Option<bool>,
 }
 
 #[derive(Default, Deserialize)]
@@ -118,6 +121,8 @@ impl From<Spec> for PodSpec {
             }),
             restart_policy: read.restart_policy,
             security_context: read.security_context,
+            share_process_namespace: read.share_process_namespace,
+            host_pid: read.host_pid,
             ..PodSpec::default()
         }
     }

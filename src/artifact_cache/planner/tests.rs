@@ -431,8 +431,46 @@ fn without_output_path_the_working_directory_is_pushed() {
     );
 }
 
+/// Each variable of a helper: its name, the Secret and key it comes from, whether optional.
+fn wired(pod: &Pod, name: &str) -> Vec<(String, String, String, Option<bool>)> {
+    assert!(
+        init(pod, name).env_from.is_none(),
+        "{name} gets a whole Secret"
+    );
+    init(pod, name)
+        .env
+        .iter()
+        .flatten()
+        .map(|e| {
+            assert_eq!(e.value, None, "no value in the spec");
+            let from = e
+                .value_from
+                .as_ref()
+                .unwrap()
+                .secret_key_ref
+                .as_ref()
+                .unwrap();
+            (
+                e.name.clone(),
+                from.name.clone(),
+                from.key.clone(),
+                from.optional,
+            )
+        })
+        .collect()
+}
+
+fn variable(
+    name: &str,
+    secret: &str,
+    key: &str,
+    optional: bool,
+) -> (String, String, String, Option<bool>) {
+    (name.into(), secret.into(), key.into(), Some(optional))
+}
+
 #[test]
-fn credentials_reach_the_helpers_by_reference_and_never_the_step() {
+fn credentials_reach_the_helpers_by_reference_each_only_its_direction_and_never_the_step() {
     let (pod, _) = admitted(&pod(&[
         ("input-uri", "w/in:v1"),
         ("input-path", "/data"),
@@ -440,52 +478,76 @@ fn credentials_reach_the_helpers_by_reference_and_never_the_step() {
         ("output-path", "/out"),
         ("oras-env", "oras-creds"),
     ]));
-    for name in [PREPARE, PUSH] {
-        let env_from = init(&pod, name).env_from.clone().unwrap();
-        assert_eq!(env_from.len(), 1);
-        assert_eq!(env_from[0].secret_ref.as_ref().unwrap().name, "oras-creds");
-        assert!(init(&pod, name).env.is_none());
-    }
+    // The puller never holds the push password, the sidecar beside the step never the pull one.
+    assert_eq!(
+        wired(&pod, PREPARE),
+        [
+            variable("ORAS_USER", "oras-creds", "ORAS_USER", false),
+            variable("ORAS_PULL_PASS", "oras-creds", "ORAS_PULL_PASS", true),
+        ]
+    );
+    assert_eq!(
+        wired(&pod, PUSH),
+        [
+            variable("ORAS_USER", "oras-creds", "ORAS_USER", false),
+            variable("ORAS_PUSH_PASS", "oras-creds", "ORAS_PUSH_PASS", true),
+        ]
+    );
     assert!(step(&pod).env.is_none() && step(&pod).env_from.is_none());
-    let stored = serde_json::to_string(&pod).unwrap();
+    let stored = serde_json::to_string(&pod.spec.as_ref().unwrap().containers).unwrap();
     assert!(
         !stored.contains("ORAS_"),
-        "no credential variable is written into the spec"
+        "no credential variable is written into the step's container"
     );
 }
 
 #[test]
-fn the_caches_generated_credentials_reach_the_helpers_by_secret_reference() {
+fn the_caches_generated_credentials_reach_the_helpers_as_a_user_per_direction() {
     let (pod, _) = admitted(&pod(&[
         ("input-uri", "w/in:v1"),
         ("input-path", "/data"),
         ("output-uri", "w/out:v1"),
         ("output-path", "out"),
     ]));
-    for name in [PREPARE, PUSH] {
-        let env = init(&pod, name).env.clone().unwrap();
-        let wired: Vec<(String, String, String)> = env
-            .iter()
-            .map(|e| {
-                assert_eq!(e.value, None, "no value in the spec");
-                let from = e
-                    .value_from
-                    .as_ref()
-                    .unwrap()
-                    .secret_key_ref
-                    .as_ref()
-                    .unwrap();
-                (e.name.clone(), from.name.clone(), from.key.clone())
-            })
-            .collect();
-        let expected: Vec<(String, String, String)> =
-            ["ORAS_USER", "ORAS_PULL_PASS", "ORAS_PUSH_PASS"]
-                .iter()
-                .map(|k| (k.to_string(), CREDENTIALS.to_string(), k.to_string()))
-                .collect();
-        assert_eq!(wired, expected, "{name}");
-    }
+    assert_eq!(
+        wired(&pod, PREPARE),
+        [
+            variable("ORAS_USER", CREDENTIALS, "ORAS_USER", false),
+            variable("ORAS_PULL_PASS", CREDENTIALS, "ORAS_PULL_PASS", false),
+        ]
+    );
+    assert_eq!(
+        wired(&pod, PUSH),
+        [
+            variable("ORAS_USER", CREDENTIALS, "ORAS_PUSH_USER", false),
+            variable("ORAS_PUSH_PASS", CREDENTIALS, "ORAS_PUSH_PASS", false),
+        ]
+    );
     assert!(step(&pod).env.is_none() && step(&pod).env_from.is_none());
+}
+
+#[test]
+fn every_injected_volume_has_a_size_limit() {
+    let (pod, _) = admitted(&pod(&[
+        ("input-uri", "w/in:v1"),
+        ("output-uri", "w/out:v1"),
+        ("output-path", "out"),
+    ]));
+    let volumes = pod.spec.unwrap().volumes.unwrap();
+    let limits: Vec<(String, Option<String>)> = volumes
+        .into_iter()
+        .map(|v| {
+            let limit = v.empty_dir.unwrap().size_limit.map(|q| q.0);
+            (v.name, limit)
+        })
+        .collect();
+    assert_eq!(
+        limits,
+        [
+            ("ocifit-inputs".to_string(), Some("10Gi".to_string())),
+            ("ocifit-run".to_string(), Some("10Gi".to_string())),
+        ]
+    );
 }
 
 #[test]

@@ -1,4 +1,5 @@
 use super::*;
+use crate::step_helper::limits::{Budget, Exceeded, Limits};
 use crate::step_helper::unpack::{UnpackCount, unpack};
 
 /// Packs the directory at `dir`, refusing a link there as the pusher does.
@@ -29,13 +30,24 @@ fn raw_tar(entries: &[(&str, EntryType, &str, &[u8])]) -> Vec<u8> {
     builder.into_inner().unwrap()
 }
 
+/// The default limits, which no test archive but the bombs comes near.
+fn unbounded() -> Budget {
+    Budget::new(Limits::default())
+}
+
 fn unpack_raw(
     entries: &[(&str, EntryType, &str, &[u8])],
 ) -> (tempfile::TempDir, Result<UnpackCount, ArchiveError>) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     fs::create_dir(&root).unwrap();
-    let result = unpack(raw_tar(entries).as_slice(), Path::new("out"), &root);
+    let budget = Budget::new(Limits::default());
+    let result = unpack(
+        raw_tar(entries).as_slice(),
+        Path::new("out"),
+        &root,
+        &budget,
+    );
     (dir, result)
 }
 
@@ -65,7 +77,7 @@ fn a_packed_tree_unpacks_to_the_same_tree() {
 
     let root = dir.path().join("pulled");
     fs::create_dir(&root).unwrap();
-    let unpacked = unpack(tar.as_slice(), Path::new("results"), &root).unwrap();
+    let unpacked = unpack(tar.as_slice(), Path::new("results"), &root, &unbounded()).unwrap();
     assert_eq!(unpacked.files, 4);
     assert_eq!(unpacked.bytes, 5 + 100_000 + 10 + 5);
     assert_eq!(fs::read(root.join("a.txt")).unwrap(), b"alpha");
@@ -223,7 +235,7 @@ fn a_read_only_directory_still_receives_its_content() {
     fs::set_permissions(source.join("ro"), fs::Permissions::from_mode(0o755)).unwrap();
     let root = dir.path().join("pulled");
     fs::create_dir(&root).unwrap();
-    unpack(tar.as_slice(), Path::new("t"), &root).unwrap();
+    unpack(tar.as_slice(), Path::new("t"), &root, &unbounded()).unwrap();
     assert_eq!(fs::read(root.join("ro/a")).unwrap(), b"a");
 }
 
@@ -257,7 +269,7 @@ fn a_directory_replaced_by_a_link_is_never_chmodded_through_it() {
         ("out/d/", EntryType::Directory, "", 0o777),
         ("out/d", EntryType::Symlink, victim.to_str().unwrap(), 0o777),
     ]);
-    unpack(tar.as_slice(), Path::new("out"), &root).unwrap();
+    unpack(tar.as_slice(), Path::new("out"), &root, &unbounded()).unwrap();
     assert!(root.join("d").symlink_metadata().unwrap().is_symlink());
     let mode = fs::metadata(&victim).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700, "the link's target was chmodded to {mode:o}");
@@ -301,4 +313,104 @@ fn packing_never_follows_a_link_at_the_top() {
     let err = pack(&link, "link", &mut tar).unwrap_err();
     assert!(matches!(err, ArchiveError::Symlink { .. }), "{err}");
     assert!(err.to_string().contains("symbolic link"), "{err}");
+}
+
+/// Every file under `root`, and their bytes.
+fn written(root: &Path) -> (u64, u64) {
+    let mut pending = vec![root.to_path_buf()];
+    let (mut entries, mut bytes) = (0, 0);
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            entries += 1;
+            let metadata = entry.metadata().unwrap();
+            bytes += metadata.len();
+            if metadata.is_dir() {
+                pending.push(entry.path());
+            }
+        }
+    }
+    (entries, bytes)
+}
+
+#[test]
+fn a_gzip_bomb_is_refused_before_its_content_is_written() {
+    // 16 MiB of zeros in one file: some 16 KiB of gzip.
+    const CONTENT: u64 = 16 * 1024 * 1024;
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::default(),
+    ));
+    let mut header = Header::new_gnu();
+    header.set_entry_type(EntryType::Regular);
+    header.set_mode(0o644);
+    header.set_size(CONTENT);
+    builder
+        .append_data(&mut header, "out/zeros", io::repeat(0).take(CONTENT))
+        .unwrap();
+    let bomb = builder.into_inner().unwrap().finish().unwrap();
+    assert!(bomb.len() < 64 * 1024, "{} bytes of gzip", bomb.len());
+
+    let dir = tempfile::tempdir().unwrap();
+    let budget = Budget::new(Limits {
+        max_bytes: 1024 * 1024,
+        max_entries: 10,
+    });
+    let gunzipped = flate2::read::GzDecoder::new(bomb.as_slice());
+    let err = unpack(gunzipped, Path::new("out"), dir.path(), &budget).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ArchiveError::Limit(Exceeded::Bytes { limit: 1_048_576 })
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("more than 1048576 bytes")
+            && err.to_string().contains("--max-bytes"),
+        "{err}"
+    );
+    assert_eq!(written(dir.path()), (0, 0), "the bomb's file was made");
+}
+
+#[test]
+fn an_archive_of_more_entries_than_the_limit_stops_at_the_limit() {
+    let names: Vec<String> = (0..25).map(|n| format!("out/{n:02}.txt")).collect();
+    let entries: Vec<(&str, EntryType, &str, &[u8])> = names
+        .iter()
+        .map(|name| (name.as_str(), EntryType::Regular, "", &b"x"[..]))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let budget = Budget::new(Limits {
+        max_bytes: 1024,
+        max_entries: 10,
+    });
+    let err = unpack(
+        raw_tar(&entries).as_slice(),
+        Path::new("out"),
+        dir.path(),
+        &budget,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, ArchiveError::Limit(Exceeded::Entries { limit: 10 })),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("--max-entries"), "{err}");
+    assert_eq!(written(dir.path()), (10, 10));
+
+    // The same archive within its limits unpacks whole.
+    let dir = tempfile::tempdir().unwrap();
+    let budget = Budget::new(Limits {
+        max_bytes: 25,
+        max_entries: 25,
+    });
+    unpack(
+        raw_tar(&entries).as_slice(),
+        Path::new("out"),
+        dir.path(),
+        &budget,
+    )
+    .unwrap();
+    assert_eq!(written(dir.path()), (25, 25));
 }

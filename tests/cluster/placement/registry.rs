@@ -2,7 +2,8 @@
 //! (images pushed by crane; the registry's access log counts every request): a private
 //! repository read with the pod's pull Secret (and refused, naming the image, without it; a pull
 //! Secret in a namespace outside `--pull-secret-namespaces` is not read, and an Event says how to
-//! allow it); a
+//! allow it; ocifit's own `--placement-docker-config` credentials read it only for a policy with
+//! `operatorCredentials: true`, never for another policy's pod); a
 //! tag rebuilt for another architecture not re-read for an `IfNotPresent` pod (the digest it
 //! read stands, as the image a node pulled does) and re-read for an `Always` pod; an image of
 //! an `imagePullPolicy: Never` container never asked for; 500 pods of 10 images released with one manifest request per image digest.
@@ -54,6 +55,14 @@ async fn private_images_rebuilt_tags_and_500_pods_ask_the_registry_only_what_the
             .await
             .unwrap();
     }
+    // ocifit's own credentials for the private registry: used only where a policy opts in.
+    let operator_config = tempfile::NamedTempFile::new().unwrap();
+    let auth = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "ocifit:s3cret");
+    std::fs::write(
+        operator_config.path(),
+        json!({"auths": {private.addr(): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
     let registry = env.registry();
     let web = registry
         .push_multi_platform("shop/web", "v1", &["linux/amd64", "linux/arm64"])
@@ -69,10 +78,19 @@ async fn private_images_rebuilt_tags_and_500_pods_ask_the_registry_only_what_the
             "2s",
             "--pull-secret-namespaces",
             NAMESPACE,
+            "--placement-docker-config",
+            operator_config.path().to_str().unwrap(),
         ],
     )
     .await;
     create_policy(&client, "default", json!({})).await;
+    create_policy(
+        &client,
+        "trusting",
+        json!({"priority": 10, "operatorCredentials": true,
+               "podSelector": {"matchLabels": {"trust": "operator"}}}),
+    )
+    .await;
     served
         .gate(&client, "ocifit-placement", NAMESPACE, &web.reference)
         .await;
@@ -118,6 +136,8 @@ async fn private_images_rebuilt_tags_and_500_pods_ask_the_registry_only_what_the
     .await;
     let released = wait_pod(&pods, "with-secret", "released", |p| gates(p).is_empty()).await;
     assert_eq!(annotation(&released, PLATFORMS_ANNOTATION), "linux/arm64");
+    // Without a pull Secret, under the default policy: ocifit holds credentials that read it, and
+    // does not use them.
     let note = wait_event(
         &client,
         NAMESPACE,
@@ -128,6 +148,19 @@ async fn private_images_rebuilt_tags_and_500_pods_ask_the_registry_only_what_the
     .await;
     assert!(note.contains(&secret_image.reference), "{note}");
     assert!(note.to_lowercase().contains("unauthorized"), "{note}");
+    // The same pod under the policy with `operatorCredentials: true`: read with ocifit's own.
+    create(placement::pod(
+        "operator-credentials",
+        NAMESPACE,
+        json!({"trust": "operator"}),
+        &[("app", &secret_image.reference)],
+    ))
+    .await;
+    let trusted = wait_pod(&pods, "operator-credentials", "released", |p| {
+        gates(p).is_empty()
+    })
+    .await;
+    assert_eq!(annotation(&trusted, PLATFORMS_ANNOTATION), "linux/arm64");
 
     // The same Secret in a namespace ocifit may not read Secrets in: not read, and the pod's Event
     // names the Secret and both ways to allow it; the image is then refused like one without.

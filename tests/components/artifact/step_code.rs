@@ -2,7 +2,9 @@
 //! volume it shares with it: a forged request naming another directory, a request whose id climbs
 //! out, staged outputs that are, or hold, a symbolic link to the sidecar's own
 //! `/proc/self/environ`. The sidecar holds the push credentials in its environment; whatever the
-//! step writes, nothing it pushes carries them, and it writes nowhere but its run volume.
+//! step writes, nothing it pushes carries them, and it writes nowhere but its run volume. Every
+//! helper is non-dumpable from its start, before it reads its credentials: its environment cannot
+//! be read by another process of its user.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -297,4 +299,36 @@ async fn the_sidecars_environment_is_unreadable_to_a_process_of_the_same_user() 
         "the same user read the sidecar's environment"
     );
     assert!(!contains(&read.stdout, SECRET));
+}
+
+#[tokio::test]
+async fn a_helper_is_non_dumpable_from_its_start_before_it_reaches_the_registry() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    // A registry that accepts and never answers: the pull waits there, its credentials read.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = silent.local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let pull = as_shared_user()
+        .arg(env!("CARGO_BIN_EXE_ocifit"))
+        .args(["artifact", "pull", "--plain-http", "-o"])
+        .arg(dir.path().join("out"))
+        .arg(format!("{address}/w/any:v1"))
+        .env("ORAS_USER", USER)
+        .env("ORAS_PULL_PASS", SECRET)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pull = Stopped(pull);
+    let (_connection, _) = silent.accept().unwrap();
+    // It has read its credentials and connected: no ocifit code ran before it was non-dumpable.
+    let environ = PathBuf::from(format!("/proc/{}/environ", pull.0.id()));
+    assert_eq!(
+        std::fs::metadata(&environ).unwrap().uid(),
+        0,
+        "the pulling helper's environment is its user's"
+    );
+    let read = as_shared_user().arg("cat").arg(&environ).output().unwrap();
+    drop(pull);
+    assert!(!read.status.success() && !contains(&read.stdout, SECRET));
 }

@@ -183,3 +183,48 @@ fn a_pod_without_containers_is_refused() {
         StepPlan::Deny(Denial::NoContainers)
     );
 }
+
+#[test]
+fn a_step_pushing_with_credentials_never_shares_its_process_namespace() {
+    let pushes = [("output-uri", "w/out:v1"), ("output-path", "out")];
+    for (field, set) in [
+        ("shareProcessNamespace", "shareProcessNamespace"),
+        ("hostPID", "hostPID"),
+    ] {
+        // With the cache's credentials, and with its own (`oras-env`).
+        for object in [
+            pod(&pushes),
+            pod(&[pushes[0], pushes[1], ("oras-env", "creds")]),
+        ] {
+            let mut object = object;
+            object["spec"][set] = json!(true);
+            let message = denied(&object);
+            assert!(
+                message.starts_with(&format!("the pod sets {field}: true"))
+                    && message.contains("ocifit-push")
+                    && message.ends_with(&format!("remove {field}")),
+                "{message}"
+            );
+        }
+    }
+    // Set false, it is admitted.
+    let mut object = pod(&pushes);
+    object["spec"]["shareProcessNamespace"] = json!(false);
+    admitted(&object);
+}
+
+#[test]
+fn a_shared_process_namespace_is_admitted_where_no_helper_beside_the_step_holds_credentials() {
+    // Inputs only: the puller is an init container, done before the step's containers start.
+    let mut object = pod(&[("input-uri", "w/in:v1")]);
+    object["spec"]["shareProcessNamespace"] = json!(true);
+    admitted(&object);
+    // A registry without credentials: the sidecar holds none.
+    let mut object = pod(&[
+        ("registry", "127.0.0.1:5000"),
+        ("output-uri", "w/out:v1"),
+        ("output-path", "out"),
+    ]);
+    object["spec"]["shareProcessNamespace"] = json!(true);
+    admitted(&object);
+}

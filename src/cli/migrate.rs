@@ -1,8 +1,9 @@
 //! `ocifit migrate`: reads what users of the seeds wrote (an oras-operator `OrasCache`,
-//! kube-arch-webhook's Helm values, archaware-controller's install manifests) and prints the
-//! ocifit objects and chart values that do the same. Every setting that cannot be carried over is
-//! named in a `#` comment saying why, never dropped silently. The translation is pure
-//! ([`translate`]); only [`run`] reads and writes.
+//! kube-arch-webhook's Helm values, archaware-controller's install manifests with the cluster's
+//! Pods and DaemonSets, ocifit-k8s's install) and prints the ocifit objects and chart values that
+//! do the same. Each input says in `#` comments what was carried over, and names every setting
+//! that was not with why, never dropping one silently. The translation is pure ([`translate`]);
+//! only [`run`] reads and writes.
 
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};

@@ -275,7 +275,7 @@ fn credentials<'a>(
 }
 
 /// Whether the helper that runs beside the step (the pusher) holds credentials.
-pub fn pusher_holds_credentials(settings: &StepSettings, registry: &Registry) -> bool {
+fn pusher_holds_credentials(settings: &StepSettings, registry: &Registry) -> bool {
     settings.output_uri.is_some() && (settings.oras_env.is_some() || registry.credentials.is_some())
 }
 

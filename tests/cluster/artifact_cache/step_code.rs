@@ -235,7 +235,7 @@ for d in /proc/[0-9]*; do
   echo "== $d: $line"
   case "$line" in *artifact\ deliver*) echo "a sidecar: killing it"; busybox kill -9 "${d#/proc/}" 2>&1;; esac
   echo "-- environ:"; tr '\0' '\n' < $d/environ 2>&1
-  echo "-- mem:"; busybox head -c 64 $d/mem 2>&1 | tr -cd '[:print:]\n'
+  echo "-- mem:"; busybox head -c 64 $d/mem 2>&1 | tr -cd 'A-Za-z0-9 :/._=-'; echo
 done
 echo "== the run volume:"
 for f in $(busybox find /ocifit/run -path /ocifit/run/bin -prune -o -type f -print); do

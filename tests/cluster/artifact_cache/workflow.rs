@@ -137,11 +137,9 @@ async fn a_two_step_workflow_runs_on_a_real_node_through_a_cache_the_oras_sdk_re
             .and_then(|s| s.node_name.as_deref()),
         Some(NODE)
     );
-    let available = events(&stage.client, "oras").await;
-    assert!(
-        available.iter().any(|(reason, _)| reason == "Available"),
-        "{available:?}"
-    );
+    // The Event follows the status that made the cache Ready: wait for it, not for any Event
+    // (the first one listed may be the Deploying before it).
+    events(&stage.client, "oras", "Available").await;
 
     // Step one: files in a directory, and its standard output piped into it.
     let one = job(
@@ -774,9 +772,9 @@ pub(crate) async fn registry_pod(client: &Client) -> Pod {
         .expect("the registry's pod")
 }
 
-/// (reason, note) of the Events about ArtifactCache `name`.
-async fn events(client: &Client, name: &str) -> Vec<(String, String)> {
-    eventually("an Event on the cache", async || {
+/// Waits for an Event with `reason` about ArtifactCache `name`; (reason, note) of all its Events.
+async fn events(client: &Client, name: &str, reason: &str) -> Vec<(String, String)> {
+    eventually("the Event on the cache", async || {
         let list = Api::<Event>::namespaced(client.clone(), WORKFLOW)
             .list(&ListParams::default())
             .await
@@ -791,7 +789,7 @@ async fn events(client: &Client, name: &str) -> Vec<(String, String)> {
             })
             .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
             .collect();
-        (!found.is_empty()).then_some(found)
+        found.iter().any(|(r, _)| r == reason).then_some(found)
     })
     .await
 }

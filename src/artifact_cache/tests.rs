@@ -35,6 +35,9 @@ fn a_cache_is_held_without_its_labels_annotations_and_managed_fields() {
             ..ObjectMeta::default()
         }
     );
-    assert_eq!(cache.spec, spec, "the controller and the step routes read all of it");
+    assert_eq!(
+        cache.spec, spec,
+        "the controller and the step routes read all of it"
+    );
     assert_eq!(cache.status, status);
 }

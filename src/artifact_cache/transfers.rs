@@ -204,9 +204,8 @@ pub fn count(
     let events = watcher(Api::<Pod>::all(client), config)
         .backoff(crate::process::watch_backoff())
         .modify(trim);
-    let cache = move |namespace: &str, name: &str| {
-        caches.get(&ObjectRef::new(name).within(namespace))
-    };
+    let cache =
+        move |namespace: &str, name: &str| caches.get(&ObjectRef::new(name).within(namespace));
     let mut tally = Tally::default();
     let mut started = false;
     let mut listed = BTreeSet::new();

@@ -54,7 +54,10 @@ async fn only_objects_ocifit_made_for_a_cache_in_the_store_are_kept() {
     let ours = Some((CACHE, "ArtifactCache", "c-1", true));
     let events = futures_util::stream::iter([
         Ok(watcher::Event::Init),
-        Ok(watcher::Event::InitApply(deployment("cache-registry", ours))),
+        Ok(watcher::Event::InitApply(deployment(
+            "cache-registry",
+            ours,
+        ))),
         Ok(watcher::Event::InitApply(deployment("labelled", None))),
         Ok(watcher::Event::InitApply(deployment(
             "cache-registry",
@@ -65,7 +68,10 @@ async fn only_objects_ocifit_made_for_a_cache_in_the_store_are_kept() {
             Some((CACHE, "ArtifactCache", "c-1", false)),
         ))),
         // The cache's own UID, under a name ocifit never gives an object of it.
-        Ok(watcher::Event::InitApply(deployment("second-registry", ours))),
+        Ok(watcher::Event::InitApply(deployment(
+            "second-registry",
+            ours,
+        ))),
         Ok(watcher::Event::InitDone),
         Ok(watcher::Event::Apply(deployment("later", None))),
         Ok(watcher::Event::Apply(deployment("other-registry", ours))),
@@ -88,7 +94,10 @@ fn an_owner_reference_to_another_uid_or_an_absent_cache_is_not_ours() {
     assert!(made(Some((CACHE, "ArtifactCache", "c-1", true))));
     // The tenant's own cache of that name was deleted and made again: its old UID.
     assert!(!made(Some((CACHE, "ArtifactCache", "c-0", true))));
-    let mut elsewhere = deployment("cache-registry", Some((CACHE, "ArtifactCache", "c-1", true)));
+    let mut elsewhere = deployment(
+        "cache-registry",
+        Some((CACHE, "ArtifactCache", "c-1", true)),
+    );
     elsewhere.metadata.namespace = Some("team-b".into());
     assert!(!made_for_a_cache(&elsewhere.metadata, &caches));
 }
@@ -130,9 +139,11 @@ async fn a_fat_owned_object_is_kept_as_its_identity_and_a_digest() {
         .unwrap();
     assert_eq!(kept.metadata.annotations, None);
     assert_eq!(kept.metadata.labels, None);
-    assert_eq!(kept.metadata.owner_references.as_ref().map(Vec::len), Some(1));
+    assert_eq!(
+        kept.metadata.owner_references.as_ref().map(Vec::len),
+        Some(1)
+    );
     assert_eq!(kept.ours, restored::ours(&fat), "what put-backs compare");
-    let held = std::mem::size_of_val(&*kept)
-        + serde_json::to_string(&kept.metadata).unwrap().len();
+    let held = std::mem::size_of_val(&*kept) + serde_json::to_string(&kept.metadata).unwrap().len();
     assert!(held < 1024, "{held} bytes held");
 }

@@ -20,7 +20,13 @@ fn deployment(replicas: i32, label: &str) -> Deployment {
 
 fn restored_deployment(before: Option<&Deployment>, after: &Deployment) -> Option<Restored> {
     let before = before.map(ours);
-    restored("its Deployment", "oras-registry", before.as_ref(), &ours(after), true)
+    restored(
+        "its Deployment",
+        "oras-registry",
+        before.as_ref(),
+        &ours(after),
+        true,
+    )
 }
 
 fn restore(action: &'static str, note: &str) -> Option<Restored> {

@@ -133,15 +133,27 @@ fn pulled() -> Pod {
 
 #[test]
 fn a_forged_step_pod_is_not_counted_nor_remembered() {
-    assert_eq!(finished(&pulled(), &facts()).len(), 1, "the genuine pod counts");
+    assert_eq!(
+        finished(&pulled(), &facts()).len(),
+        1,
+        "the genuine pod counts"
+    );
     let mut no_cache = pulled();
     let long = "x".repeat(250);
     no_cache.metadata.annotations = Some(
-        [(step::INJECTED.into(), format!("ArtifactCache {long} at 10.0.0.1:5000"))].into(),
+        [(
+            step::INJECTED.into(),
+            format!("ArtifactCache {long} at 10.0.0.1:5000"),
+        )]
+        .into(),
     );
     let mut other_endpoint = pulled();
     other_endpoint.metadata.annotations = Some(
-        [(step::INJECTED.into(), "ArtifactCache oras at 10.6.6.6:5000".into())].into(),
+        [(
+            step::INJECTED.into(),
+            "ArtifactCache oras at 10.6.6.6:5000".into(),
+        )]
+        .into(),
     );
     let mut other_image = pulled();
     if let Some(spec) = other_image.spec.as_mut() {
@@ -168,7 +180,10 @@ fn a_forged_step_pod_is_not_counted_nor_remembered() {
         assert_eq!(finished(&forged, &facts()), [], "{what}");
         assert_eq!(tally.new_runs(&forged, &facts()), [], "{what}");
     }
-    assert!(tally.seen.is_empty(), "nothing of a forged pod is remembered");
+    assert!(
+        tally.seen.is_empty(),
+        "nothing of a forged pod is remembered"
+    );
 }
 
 #[test]

@@ -43,7 +43,12 @@ fn bound_schema(schema: &mut JSONSchemaProps) {
         Some("array") => {
             schema.max_items.get_or_insert(ITEMS);
         }
-        Some("object") if matches!(schema.additional_properties, Some(JSONSchemaPropsOrBool::Schema(_))) => {
+        Some("object")
+            if matches!(
+                schema.additional_properties,
+                Some(JSONSchemaPropsOrBool::Schema(_))
+            ) =>
+        {
             if schema.max_properties.is_none() {
                 schema.max_properties = Some(PROPERTIES);
             }
@@ -95,8 +100,10 @@ mod tests {
             Some("string") => schema.max_length.is_none() && schema.enum_.is_none(),
             Some("array") => schema.max_items.is_none(),
             Some("object") => {
-                matches!(schema.additional_properties, Some(JSONSchemaPropsOrBool::Schema(_)))
-                    && schema.max_properties.is_none()
+                matches!(
+                    schema.additional_properties,
+                    Some(JSONSchemaPropsOrBool::Schema(_))
+                ) && schema.max_properties.is_none()
             }
             _ => schema.x_kubernetes_int_or_string == Some(true) && schema.max_length.is_none(),
         };

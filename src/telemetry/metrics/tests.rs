@@ -184,19 +184,26 @@ fn step_series_are_capped_by_cache_and_go_with_their_cache() {
     let last = &caches[steps::STEP_CACHE_SERIES];
     assert!(!text.contains(&format!("cache=\"{last}\"")), "{text}");
     assert!(
-        text.contains("ocifit_artifact_steps_total{cache=\"(other)\",direction=\"pull\",outcome=\"ok\"} 1"),
+        text.contains(
+            "ocifit_artifact_steps_total{cache=\"(other)\",direction=\"pull\",outcome=\"ok\"} 1"
+        ),
         "{text}"
     );
     let live = std::collections::BTreeSet::from([caches[1].clone()]);
     metrics.keep_step_caches(&live);
     let text = metrics.encode().unwrap();
-    assert!(!text.contains("cache=\"ns/cache-0\""), "a deleted cache's series go: {text}");
+    assert!(
+        !text.contains("cache=\"ns/cache-0\""),
+        "a deleted cache's series go: {text}"
+    );
     assert!(!text.contains("cache=\"ns/cache-2\""), "{text}");
     assert!(text.contains("cache=\"ns/cache-1\""), "{text}");
     metrics.step_transferred(&transfer(last));
     let text = metrics.encode().unwrap();
     assert!(
-        text.contains(&format!("ocifit_artifact_step_bytes_total{{cache=\"{last}\",direction=\"pull\"}} 42")),
+        text.contains(&format!(
+            "ocifit_artifact_step_bytes_total{{cache=\"{last}\",direction=\"pull\"}} 42"
+        )),
         "room made by the removal is used: {text}"
     );
 }

@@ -180,7 +180,10 @@ async fn an_over_long_or_over_full_spec_is_refused_naming_the_field() {
     assert!(err.contains("may not be more than 317 bytes"), "{err}");
     let err = refused(
         &cluster,
-        &cache("long-label-key", &format!("  nodeSelector:\n    {key}: v\n")),
+        &cache(
+            "long-label-key",
+            &format!("  nodeSelector:\n    {key}: v\n"),
+        ),
     )
     .await;
     assert!(err.contains("keys must be at most 317 characters"), "{err}");
@@ -198,7 +201,10 @@ async fn an_over_long_or_over_full_spec_is_refused_naming_the_field() {
     cluster
         .kubectl_with_input(
             ["apply", "-f", "-"],
-            &cache("bounded", &format!("  nodeSelector:\n    {}: v\n", "k".repeat(317))),
+            &cache(
+                "bounded",
+                &format!("  nodeSelector:\n    {}: v\n", "k".repeat(317)),
+            ),
         )
         .await
         .unwrap();

@@ -36,8 +36,7 @@ const NOT_READY: &str = "ocifit_artifact_caches{ready=\"False\"}";
 /// nothing for it and says why).
 fn fat_cache(index: usize, fat: &str) -> Value {
     let key = |n: usize| format!("{}/k{n}", "d".repeat(250));
-    let selector: serde_json::Map<String, Value> =
-        (0..16).map(|n| (key(n), json!("v"))).collect();
+    let selector: serde_json::Map<String, Value> = (0..16).map(|n| (key(n), json!("v"))).collect();
     let tolerations: Vec<Value> = (0..16)
         .map(|n| json!({"key": key(n), "operator": "Exists", "effect": "NoSchedule"}))
         .collect();
@@ -128,9 +127,9 @@ async fn holds_everything(replica: &Controller, caches: bool) {
     let start = Instant::now();
     loop {
         let log = replica.log_text();
-        let listed = log
-            .lines()
-            .any(|line| line.contains("watch listed") && line.contains("artifact cache deployments"));
+        let listed = log.lines().any(|line| {
+            line.contains("watch listed") && line.contains("artifact cache deployments")
+        });
         let held = !caches || replica.metric(NOT_READY).await >= CACHES as f64;
         if listed && held {
             return;
@@ -158,8 +157,8 @@ async fn fat_caches_and_deployments_keep_every_replica_under_the_chart_limit() {
     let took = created.elapsed();
     holds_everything(&leader, true).await;
     let (rss, peak) = rss_kib(leader.pid());
-    let through = (CACHES * ANNOTATION_BYTES + DEPLOYMENTS * (ANNOTATION_BYTES + ARGS_BYTES))
-        / (1024 * 1024);
+    let through =
+        (CACHES * ANNOTATION_BYTES + DEPLOYMENTS * (ANNOTATION_BYTES + ARGS_BYTES)) / (1024 * 1024);
     eprintln!(
         "FAULT cache-flood: {CACHES} fat ArtifactCaches and {DEPLOYMENTS} fat Deployments ({through} MiB) \
          created in {took:?}; leading replica RSS {} MiB before, {} MiB after, peak {} MiB (limit {} MiB)",

@@ -104,7 +104,10 @@ async fn real_cache(client: &Client) {
         .and_then(|s| s.endpoint)
         .is_none()
     {
-        assert!(start.elapsed() < COUNTED_WITHIN, "the cache has no endpoint");
+        assert!(
+            start.elapsed() < COUNTED_WITHIN,
+            "the cache has no endpoint"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -135,7 +138,12 @@ async fn forged_step_pods_with_long_names_add_no_series_and_leave_the_scrape_as_
         pods.create(&PostParams::default(), &step_pod(&name, &marker))
             .await
             .expect("a forged pod");
-        finish(&pods, &name, &format!("containerd://{}-{index}", "f".repeat(200))).await;
+        finish(
+            &pods,
+            &name,
+            &format!("containerd://{}-{index}", "f".repeat(200)),
+        )
+        .await;
     }
     // The watch delivers one stream in order: once the real step's second run is counted, every
     // forged status before it was seen.

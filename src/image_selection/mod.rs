@@ -121,24 +121,12 @@ pub fn run(parts: Parts) -> Feature<Route> {
                 Arc::clone(&metrics),
             ),
             rules: hold,
-            adopter: release::adopt::Adopter::new(policies.store(), hold.quota),
-            coverage: release::coverage::Coverage::new(
-                cluster.client.clone(),
-                webhook_configuration,
-                own_namespace,
-            ),
+            policies: policies.clone(),
+            webhook_configuration,
+            own_namespace,
         },
         &shutdown,
     ));
-    if hold.take_charge {
-        tasks.push((
-            "managed policy collection",
-            until(
-                shutdown.clone(),
-                release::collect::collect(cluster.clone(), policies.clone(), hold.collect_after),
-            ),
-        ));
-    }
     let route = admission.then(|| {
         let reporter = EventReporter::new(
             cluster.client.clone(),

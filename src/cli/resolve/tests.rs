@@ -13,8 +13,7 @@ use super::inputs::Loaded;
 use super::report::Report;
 use crate::api::ImageSelectionPolicySpec;
 use crate::engine::{Artifact, Format, NodeInputs};
-use crate::image_selection::resolution::status::bound::Limits;
-use crate::image_selection::resolution::status::{ArtifactState, Inputs, compute};
+use crate::image_selection::resolution::status::{ArtifactState, Inputs, Limits, compute};
 use crate::image_selection::resolution::{
     AttachedArtifact, CandidateArtifact, Content, PlatformLookup, Platforms, Resolved,
 };

@@ -32,6 +32,7 @@ use kube::{Api, Resource, ResourceExt};
 use super::feed::SharedIndex;
 use super::planner::hold::gate_at;
 use super::planner::release::{HoldRules, Release, failed, release};
+use crate::api::ImageSelectionPolicy;
 use crate::api::pod::HELD_LABEL;
 use crate::cluster::ClusterView;
 use crate::cluster::events::{EventReporter, Notice, Notices, queue};
@@ -77,10 +78,12 @@ pub struct Parts {
     pub reporter: EventReporter,
     /// The hold bound and failure rule.
     pub rules: HoldRules,
-    /// Creates managed policies within their quotas.
-    pub adopter: Adopter,
-    /// Which namespaces the webhook covers.
-    pub coverage: Coverage,
+    /// The policies (managed ones are counted, and collected once unused).
+    pub policies: Reflected<ImageSelectionPolicy>,
+    /// The MutatingWebhookConfiguration whose `pods.ocifit.io` webhook decides where to act.
+    pub webhook_configuration: String,
+    /// ocifit's own namespace (never acted in).
+    pub own_namespace: String,
 }
 
 /// Shared by every release.
@@ -94,17 +97,29 @@ struct ReleaseContext {
     coverage: Coverage,
 }
 
-/// The held-pod watch, the controller over it and the queue of its Events, as tasks.
+/// The held-pod watch, the controller over it, the queue of its Events and, when ocifit takes
+/// charge of policies, their collection, as tasks.
 pub fn run(parts: Parts, shutdown: &Shutdown) -> Tasks {
     // Every notice is published (no window): each is about one held pod.
     let (notices, publisher) = queue(parts.reporter, Duration::ZERO);
+    let collection = parts.rules.take_charge.then(|| {
+        collect::collect(
+            parts.cluster.clone(),
+            parts.policies.clone(),
+            parts.rules.collect_after,
+        )
+    });
     let context = ReleaseContext {
+        coverage: Coverage::new(
+            parts.cluster.client.clone(),
+            parts.webhook_configuration,
+            parts.own_namespace,
+        ),
         cluster: parts.cluster,
         index: parts.index,
         notices,
         rules: parts.rules,
-        adopter: parts.adopter,
-        coverage: parts.coverage,
+        adopter: Adopter::new(parts.policies.store(), parts.rules.quota),
     };
     let (pods, watch) = reflect(
         watcher(
@@ -117,14 +132,21 @@ pub fn run(parts: Parts, shutdown: &Shutdown) -> Tasks {
         .modify(held::trim),
         "held pods",
     );
-    vec![
+    let mut tasks: Tasks = vec![
         ("held pod events", until(shutdown.clone(), publisher)),
         ("held pod watch", until(shutdown.clone(), watch)),
         (
             "held pod release",
             controller(context, &pods, shutdown.clone().wait()),
         ),
-    ]
+    ];
+    if let Some(collection) = collection {
+        tasks.push((
+            "managed policy collection",
+            until(shutdown.clone(), collection),
+        ));
+    }
+    tasks
 }
 
 fn controller(

@@ -10,6 +10,8 @@ pub mod bound;
 mod conditions;
 mod events;
 
+pub use bound::Limits;
+
 use super::classes;
 use super::platform::Platforms;
 use super::resolved::Resolved;

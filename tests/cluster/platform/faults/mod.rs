@@ -14,7 +14,7 @@
 //! limit); placement between tenants (a pod naming a foreign policy released untouched, a
 //! stalling registry of one namespace not holding back another's pods) and a missing image
 //! inspected only as often as docs/placement.md says; one namespace's artifact cache against
-//! another's steps and pods (refused, 401); 300 distinct `image-ref`s from one namespace (no
+//! another's steps and pods (refused, 401); 1,000 distinct `image-ref`s from one namespace (no
 //! more managed policies than its quota, another namespace's held pod still released) and a
 //! silent registry behind four managed policies (an admin's policy still resolves at once).
 

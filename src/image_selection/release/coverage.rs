@@ -3,11 +3,12 @@
 //! (kube-system, ocifit's own, or one its namespaceSelector leaves out); such a pod is left
 //! alone. The source of truth is the webhook configuration itself (`--webhook-configuration`,
 //! its `pods.ocifit.io` webhook's namespaceSelector, as the apiserver applies it), read again
-//! at most every [`READ_EVERY`]; the two namespaces the chart always excludes are excluded
+//! at most every [`READ_EVERY`], as is each namespace's answer (a namespace's many held pods,
+//! looked at on every index change, cost one read); the two namespaces the chart always excludes are excluded
 //! whatever it says. A configuration that does not exist (a webhook registered by hand under
 //! another name) leaves only those two excluded, with a warning in the log.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -22,8 +23,10 @@ use crate::telemetry::error_chain;
 
 /// The webhook of the configuration whose namespaceSelector counts (the chart's name).
 pub const WEBHOOK: &str = "pods.ocifit.io";
-/// How long a read of the configuration is used.
+/// How long a read of the configuration, or a namespace's answer, is used.
 const READ_EVERY: Duration = Duration::from_secs(30);
+/// Most namespaces' answers kept (beyond, all are forgotten and read again).
+const NAMESPACES_KEPT: usize = 4096;
 
 /// What the webhook covers, as read from its configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +61,7 @@ pub struct Coverage {
     configuration: String,
     own_namespace: String,
     read: Mutex<Option<(Instant, Covers)>>,
+    answers: Mutex<HashMap<String, (Instant, bool)>>,
 }
 
 impl Coverage {
@@ -68,21 +72,35 @@ impl Coverage {
             configuration,
             own_namespace,
             read: Mutex::new(None),
+            answers: Mutex::default(),
         }
     }
 
     /// Whether the webhook covers `namespace`; `false` when that cannot be read now.
     pub async fn covers(&self, namespace: &str) -> bool {
+        if let Some((at, answer)) = lock(&self.answers).get(namespace)
+            && at.elapsed() < READ_EVERY
+        {
+            return *answer;
+        }
         let Some(covers) = self.configuration().await else {
             return false;
         };
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         let by_name = ListParams::default().fields(&format!("metadata.name={namespace}"));
         match namespaces.list_metadata(&by_name).await {
-            Ok(listed) => listed.items.first().is_some_and(|found| {
-                let labels = found.metadata.labels.clone().unwrap_or_default();
-                covered(&covers, namespace, &labels, &self.own_namespace)
-            }),
+            Ok(listed) => {
+                let answer = listed.items.first().is_some_and(|found| {
+                    let labels = found.metadata.labels.clone().unwrap_or_default();
+                    covered(&covers, namespace, &labels, &self.own_namespace)
+                });
+                let mut answers = lock(&self.answers);
+                if answers.len() >= NAMESPACES_KEPT {
+                    answers.clear();
+                }
+                answers.insert(namespace.to_owned(), (Instant::now(), answer));
+                answer
+            }
             Err(err) => {
                 tracing::warn!(%namespace, error = %error_chain(&err), "namespace not read: its held pods wait");
                 false

@@ -75,4 +75,7 @@ pub mod pod {
     /// Label on a pod given its image by a managed policy: that policy's name, so the leader can
     /// tell a managed policy still in use (a label selector) from one to collect.
     pub const MANAGED_POLICY_LABEL: &str = "selection.ocifit.io/managed-policy";
+    /// Label on a managed ImageSelectionPolicy: the namespace of the pod it was created for,
+    /// which it counts against (`--image-ref-policies-per-namespace`).
+    pub const MANAGED_NAMESPACE_LABEL: &str = "selection.ocifit.io/managed-for";
 }

@@ -22,10 +22,11 @@ pub mod route;
 
 // The face `startup` and the CLI use: the artifact source and its settings, how held pods are
 // treated; the decision itself is `resolution`.
-pub use controller::context::Settings;
+pub use controller::context::{ManagedShare, Settings};
 pub use controller::registry_source::RegistrySource;
 pub use controller::schedule::Backoff;
 pub use controller::source::{Request, Source, Wanted};
+pub use planner::managed::Quota;
 pub use planner::release::{HoldFailure, HoldRules};
 
 use std::sync::Arc;
@@ -60,6 +61,11 @@ pub struct Parts {
     pub identity: String,
     /// Whether the `/mutate` route is served.
     pub admission: bool,
+    /// The MutatingWebhookConfiguration whose `pods.ocifit.io` webhook decides which
+    /// namespaces' held pods are released.
+    pub webhook_configuration: String,
+    /// ocifit's own namespace (never released in).
+    pub own_namespace: String,
     /// Resolves once shutdown begins.
     pub shutdown: Shutdown,
 }
@@ -76,6 +82,8 @@ pub fn run(parts: Parts) -> Feature<Route> {
         hold,
         identity,
         admission,
+        webhook_configuration,
+        own_namespace,
         shutdown,
     } = parts;
     let (policies, policy_watch) = reflect(
@@ -113,18 +121,12 @@ pub fn run(parts: Parts) -> Feature<Route> {
                 Arc::clone(&metrics),
             ),
             rules: hold,
+            policies: policies.clone(),
+            webhook_configuration,
+            own_namespace,
         },
         &shutdown,
     ));
-    if hold.take_charge {
-        tasks.push((
-            "managed policy collection",
-            until(
-                shutdown.clone(),
-                release::collect::collect(cluster.clone(), policies.clone(), hold.collect_after),
-            ),
-        ));
-    }
     let route = admission.then(|| {
         let reporter = EventReporter::new(
             cluster.client.clone(),

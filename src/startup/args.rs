@@ -183,6 +183,26 @@ pub struct RunArgs {
     #[arg(long, env = "OCIFIT_IMAGE_REF_POLICY_TTL", value_parser = duration, default_value = "24h")]
     pub image_ref_policy_ttl: Duration,
 
+    /// Most policies ocifit takes charge of for the pods of one namespace (counted by the label
+    /// selection.ocifit.io/managed-for); beyond it the pod stays held, saying so, until its
+    /// hold bound.
+    #[arg(long, env = "OCIFIT_IMAGE_REF_POLICIES_PER_NAMESPACE", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub image_ref_policies_per_namespace: u32,
+
+    /// Most policies ocifit takes charge of in the whole cluster.
+    #[arg(long, env = "OCIFIT_IMAGE_REF_POLICIES_MAX", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub image_ref_policies_max: u32,
+
+    /// Policies ocifit took charge of resolved at once, apart from --concurrency's (a registry
+    /// a pod author names never takes an admin policy's turn).
+    #[arg(long, env = "OCIFIT_IMAGE_REF_CONCURRENCY", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    pub image_ref_concurrency: u16,
+
+    /// Longest one resolution of a policy ocifit took charge of may take (the artifact and every
+    /// image it names); then it fails as RegistryUnavailable and is retried with backoff.
+    #[arg(long, env = "OCIFIT_IMAGE_REF_DEADLINE", value_parser = duration, default_value = "60s")]
+    pub image_ref_deadline: Duration,
+
     /// Image of the artifact-cache step helpers (ocifit's own image; the chart sets it): the init
     /// container and sidecar injected into workflow steps. Unset: steps that move artifacts are
     /// refused, saying so.
@@ -264,7 +284,9 @@ pub struct RunArgs {
     #[arg(long, env = "OCIFIT_WEBHOOK_SERVICE", default_value = "ocifit-webhook")]
     pub webhook_service: String,
 
-    /// MutatingWebhookConfiguration whose caBundle the managed mode keeps current.
+    /// MutatingWebhookConfiguration of ocifit's webhooks: its `pods.ocifit.io` namespaceSelector
+    /// decides in which namespaces held pods are released; the managed mode keeps its caBundle
+    /// current.
     #[arg(long, env = "OCIFIT_WEBHOOK_CONFIGURATION", default_value = "ocifit")]
     pub webhook_configuration: String,
 }

@@ -11,7 +11,9 @@ use crate::artifact_cache::{Helper, StepRegistries};
 use crate::cluster;
 use crate::cluster::leader::LeaseSettings;
 use crate::cluster::secrets::SecretNamespaces;
-use crate::image_selection::{Backoff, HoldRules, Settings as ControllerSettings};
+use crate::image_selection::{
+    Backoff, HoldRules, ManagedShare, Quota, Settings as ControllerSettings,
+};
 use crate::registry::{AllowList, CacheOptions, DockerConfig, PrivateRegistries, RegistryOptions};
 use crate::telemetry::LogFormat;
 
@@ -69,6 +71,8 @@ pub struct Config {
     pub admission: Option<admission::Settings>,
     /// ocifit's own namespace (placement never gates its pods).
     pub own_namespace: String,
+    /// The MutatingWebhookConfiguration of ocifit's webhooks.
+    pub webhook_configuration: String,
     /// ocifit's own credentials for placement's image inspection.
     pub placement_credentials: DockerConfig,
     /// Whether the deprecated `--placement-allow-private-registries` opened every internal
@@ -134,15 +138,25 @@ impl Config {
                 },
                 debounce: args.debounce,
                 concurrency: args.concurrency,
+                managed: ManagedShare {
+                    concurrency: args.image_ref_concurrency,
+                    deadline: args.image_ref_deadline,
+                },
             },
             hold: HoldRules {
                 bound: args.image_hold_timeout,
                 failure: args.image_hold_failure,
                 take_charge: args.image_ref_policies,
                 collect_after: args.image_ref_policy_ttl,
+                quota: Quota {
+                    per_namespace: usize::try_from(args.image_ref_policies_per_namespace)
+                        .unwrap_or(usize::MAX),
+                    global: usize::try_from(args.image_ref_policies_max).unwrap_or(usize::MAX),
+                },
             },
             admission,
             own_namespace: args.lease_namespace.clone(),
+            webhook_configuration: args.webhook_configuration.clone(),
             placement_credentials: match &args.placement_docker_config {
                 Some(path) => docker_config(path)?,
                 None => DockerConfig::default(),

@@ -31,6 +31,8 @@ pub(super) fn run(
             hold: config.hold,
             identity: config.identity.clone(),
             admission: config.admission.is_some(),
+            webhook_configuration: config.webhook_configuration.clone(),
+            own_namespace: config.own_namespace.clone(),
             shutdown: shutdown.clone(),
         }),
         placement::run(placement::Parts {

@@ -13,7 +13,7 @@ use super::inputs::Loaded;
 use super::report::Report;
 use crate::api::ImageSelectionPolicySpec;
 use crate::engine::{Artifact, Format, NodeInputs};
-use crate::image_selection::resolution::status::{ArtifactState, Inputs, compute};
+use crate::image_selection::resolution::status::{ArtifactState, Inputs, Limits, compute};
 use crate::image_selection::resolution::{
     AttachedArtifact, CandidateArtifact, Content, PlatformLookup, Platforms, Resolved,
 };
@@ -186,6 +186,7 @@ proptest! {
             platforms: &platforms,
             previous: None,
             now: &now,
+            limits: Limits::WRITTEN,
         })
         .status;
         let loaded = Loaded {

@@ -3,7 +3,12 @@
 //! every pass (nothing watches Secrets): its resourceVersion is part of the request, so a changed
 //! Secret is resolved with at the next pass (the next retry while failing, the next refresh
 //! while working). A missing, malformed or not-allowed Secret is a condition, not an error.
+//! A policy ocifit took charge of resolves within its share: one of its few places (none free:
+//! looked at again shortly, holding no reconcile meanwhile), within its deadline, and what went
+//! wrong goes to ocifit's log, its status saying only that (every tenant reads the policy: the
+//! registry's words, or how a host answered, would let a pod author probe other hosts).
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
@@ -22,13 +27,14 @@ use crate::image_selection::resolution::status::Failure;
 const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
 /// The type of a dockerconfigjson Secret.
 const DOCKER_CONFIG_TYPE: &str = "kubernetes.io/dockerconfigjson";
-/// The policy's artifact: from the memo while it is fresh, else resolved again.
+/// The policy's artifact: from the memo while it is fresh, else resolved again; `None` when it
+/// is a managed policy's turn to resolve and its share has no place free.
 pub(super) async fn resolve(
     policy: &ImageSelectionPolicy,
     name: &str,
     ctx: &Context,
     refresh: Duration,
-) -> Result<Memo, Error> {
+) -> Result<Option<Memo>, Error> {
     let previous = ctx.memo(name);
     let prepared = match wanted(policy) {
         Some(wanted) => prepare(policy, wanted, ctx).await?,
@@ -49,16 +55,28 @@ pub(super) async fn resolve(
         Ok(request) => request,
         // Problems found before the registry (Secret, spec) are checked on every pass: cheap.
         Err((request, failure)) => {
-            return Ok(Memo::after(previous.as_ref(), request, Err(failure), now));
+            return Ok(Some(Memo::after(
+                previous.as_ref(),
+                request,
+                Err(failure),
+                now,
+            )));
         }
     };
     if let Some(memo) = previous
         .as_ref()
         .filter(|m| !m.stale_for(&request, refresh, &ctx.settings.backoff, now))
     {
-        return Ok(memo.clone());
+        return Ok(Some(memo.clone()));
     }
-    let result = ctx.source.fetch(&request).await;
+    let result = if request.managed {
+        let Ok(_place) = ctx.managed_places.try_acquire() else {
+            return Ok(None);
+        };
+        within(ctx.settings.managed.deadline, ctx.source.fetch(&request)).await
+    } else {
+        ctx.source.fetch(&request).await
+    };
     ctx.metrics.artifact_fetched(match &result {
         Ok(_) => "Ok",
         Err(failure) => failure.reason.as_str(),
@@ -66,12 +84,60 @@ pub(super) async fn resolve(
     if let Err(failure) = &result {
         tracing::info!(policy = %name, artifact = %request.wanted, reason = %failure.reason, message = %failure.message, "artifact not resolved");
     }
-    Ok(Memo::after(
+    let result = match result {
+        Err(failure) if request.managed => Err(told(&failure)),
+        other => other,
+    };
+    Ok(Some(Memo::after(
         previous.as_ref(),
         request,
         result,
         Instant::now(),
-    ))
+    )))
+}
+
+/// `fetch`, or a failure once `deadline` has passed.
+async fn within<T>(
+    deadline: Duration,
+    fetch: impl Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
+    tokio::time::timeout(deadline, fetch)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Failure {
+                reason: Reason::RegistryUnavailable,
+                message: format!(
+                    "the resolution did not finish within {}s",
+                    deadline.as_secs()
+                ),
+            })
+        })
+}
+
+/// What a managed policy's status says of `failure`: the same words whatever a host answered
+/// (refused, silent, an error page, not found), so no reader learns how another host answers;
+/// only what is decided before any connection (the reference, the address fence) keeps its
+/// reason.
+fn told(failure: &Failure) -> Failure {
+    let (reason, message) = match failure.reason {
+        Reason::InvalidReference => (
+            Reason::InvalidReference,
+            "the image-ref is not a valid image reference",
+        ),
+        Reason::RegistryNotAllowed => (
+            Reason::RegistryNotAllowed,
+            "the registry is not one pod-named artifacts may be read from",
+        ),
+        _ => (
+            Reason::RegistryUnavailable,
+            "the artifact could not be read anonymously (the cause is in ocifit's log, not \
+             here: every tenant reads this policy)",
+        ),
+    };
+    Failure {
+        reason,
+        message: message.to_owned(),
+    }
 }
 
 /// What the policy's compatibility information is read from (the schema makes `ref` and
@@ -224,5 +290,41 @@ mod tests {
             docker_config_of(&empty).unwrap_err().to_string(),
             "has no .dockerconfigjson key"
         );
+    }
+
+    #[tokio::test]
+    async fn a_resolution_past_its_deadline_fails_as_unavailable() {
+        let silent = std::future::pending::<Result<(), Failure>>();
+        let failure = within(Duration::from_millis(20), silent).await.unwrap_err();
+        assert_eq!(failure.reason, Reason::RegistryUnavailable);
+        assert_eq!(failure.message, "the resolution did not finish within 0s");
+        let answered = within(Duration::from_secs(60), async { Ok::<_, Failure>(7) }).await;
+        assert_eq!(answered, Ok(7));
+    }
+
+    #[test]
+    fn a_managed_policy_tells_the_same_whatever_a_host_answered() {
+        let failure = |reason, message: &str| Failure {
+            reason,
+            message: message.to_owned(),
+        };
+        let refused = told(&failure(
+            Reason::RegistryUnavailable,
+            "tcp connect error: 10.0.0.7:6379: Connection refused",
+        ));
+        let answered = told(&failure(Reason::NotFound, "10.0.0.7:8080 said 404: <html>"));
+        let spoke = told(&failure(
+            Reason::InvalidArtifact,
+            "10.0.0.7:22 SSH-2.0-OpenSSH",
+        ));
+        assert_eq!(refused, answered);
+        assert_eq!(refused, spoke);
+        assert!(!refused.message.contains("10.0.0.7"), "{}", refused.message);
+        let fenced = told(&failure(
+            Reason::RegistryNotAllowed,
+            "internal.example resolves to 10.0.0.7",
+        ));
+        assert_eq!(fenced.reason, Reason::RegistryNotAllowed);
+        assert!(!fenced.message.contains("10.0.0.7"), "{}", fenced.message);
     }
 }

@@ -27,8 +27,30 @@ pub struct Settings {
     pub backoff: Backoff,
     /// How long node triggers are held to coalesce a burst into one reconcile.
     pub debounce: Duration,
-    /// How many policies are reconciled at once.
+    /// How many policies are reconciled at once, besides the managed ones' share.
     pub concurrency: u16,
+    /// The share of the policies ocifit took charge of for pods' `image-ref`s.
+    pub managed: ManagedShare,
+}
+
+/// What the policies ocifit took charge of may use: their own reconciles, apart from the ones
+/// admins' policies get, and a deadline on each resolution, so a registry any pod author names
+/// never holds back an admin's policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ManagedShare {
+    /// Managed policies resolved at once.
+    pub concurrency: u16,
+    /// Longest one resolution (the artifact and every image it names) may take.
+    pub deadline: Duration,
+}
+
+impl Default for ManagedShare {
+    fn default() -> Self {
+        ManagedShare {
+            concurrency: 2,
+            deadline: Duration::from_secs(60),
+        }
+    }
 }
 
 impl Default for Settings {
@@ -37,6 +59,7 @@ impl Default for Settings {
             backoff: Backoff::default(),
             debounce: Duration::from_millis(200),
             concurrency: 4,
+            managed: ManagedShare::default(),
         }
     }
 }
@@ -52,6 +75,8 @@ pub struct Context {
     version: InventoryVersion,
     inventories: Mutex<HashMap<Shape, (u64, Inventory)>>,
     pub(super) settings: Settings,
+    /// Places for managed policies' resolutions ([`ManagedShare::concurrency`]).
+    pub(super) managed_places: Arc<tokio::sync::Semaphore>,
     memos: Mutex<HashMap<String, Memo>>,
     written: Mutex<HashMap<String, ImageSelectionPolicyStatus>>,
     api_failures: Mutex<HashMap<String, u32>>,
@@ -77,6 +102,9 @@ impl Context {
             interests: tracked.interests,
             version: tracked.version,
             inventories: Mutex::default(),
+            managed_places: Arc::new(tokio::sync::Semaphore::new(usize::from(
+                settings.managed.concurrency,
+            ))),
             settings,
             memos: Mutex::default(),
             written: Mutex::default(),

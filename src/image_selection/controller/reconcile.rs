@@ -20,9 +20,14 @@ use super::status_write::{publish, update_policy_gauges, write_status};
 use super::triggers::Interest;
 use crate::api::ImageSelectionPolicy;
 use crate::api::parse_duration;
+use crate::image_selection::planner::managed::is_managed;
 use crate::image_selection::resolution::platform::Platforms;
+use crate::image_selection::resolution::status::bound::Limits;
 use crate::image_selection::resolution::status::{ArtifactState, Inputs, compute};
 use crate::telemetry::{ReconcileResult, error_chain};
+
+/// How soon a managed policy whose share is busy is looked at again.
+const SHARE_BUSY: Duration = Duration::from_secs(2);
 
 /// Reconciles one policy (the kube-runtime entry point).
 pub async fn reconcile(
@@ -67,6 +72,7 @@ async fn reconcile_policy(
     name: &str,
     ctx: &Context,
 ) -> Result<(Action, bool), Error> {
+    let managed = is_managed(policy);
     let existing: Vec<String> = ctx.policies.state().iter().map(|p| p.name_any()).collect();
     ctx.forget_except(&existing);
 
@@ -77,7 +83,10 @@ async fn reconcile_policy(
         .as_deref()
         .and_then(parse_duration)
         .unwrap_or(DEFAULT_REFRESH);
-    let memo = resolve(policy, name, ctx, refresh).await?;
+    let Some(memo) = resolve(policy, name, ctx, refresh).await? else {
+        // A managed policy whose share is busy: no place held meanwhile.
+        return Ok((Action::requeue(SHARE_BUSY), true));
+    };
     let artifact_ok = matches!(memo.outcome, Outcome::Current(_));
     let serving = match &memo.outcome {
         Outcome::Current(fetched) => Some(fetched),
@@ -116,6 +125,11 @@ async fn reconcile_policy(
         platforms,
         previous: policy.status.as_ref(),
         now: &now,
+        limits: if managed {
+            Limits::MANAGED
+        } else {
+            Limits::WRITTEN
+        },
     });
     let current = policy.status.as_ref() == Some(&computed.status)
         || ctx.written(name).as_ref() == Some(&computed.status);

@@ -2,7 +2,9 @@
 //! anonymous access and the `--docker-config` credentials, one per pull Secret, sharing caches);
 //! errors classified into condition reasons with the registry's whole message. A candidate image
 //! whose platforms cannot be read during an outage keeps the platforms last read for it (the
-//! registry room remembers them).
+//! registry room remembers them). Policies ocifit took charge of for pods' `image-ref`s are read
+//! by a client of their own: no credentials at all, and its own request bound, cache and
+//! connections, so what a pod author names never takes an admin policy's requests.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
@@ -17,8 +19,10 @@ use crate::registry::{
     parse_reference,
 };
 
-/// The name of the anonymous client managed policies are read with.
-const ANONYMOUS: &str = "(managed policies: anonymous)";
+/// Registry requests managed policies may have in flight at once (their own bound).
+const MANAGED_REQUESTS: usize = 4;
+/// Content managed policies' client keeps (their own cache).
+const MANAGED_CACHE_BYTES: u64 = 8 * 1024 * 1024;
 use crate::image_selection::resolution::platform::{PlatformLookup, Platforms};
 use crate::image_selection::resolution::status::Failure;
 use crate::image_selection::resolution::{
@@ -29,6 +33,8 @@ use crate::telemetry::error_chain;
 /// Resolves artifacts through registry clients built from one set of options.
 pub struct RegistrySource {
     clients: Clients,
+    /// Managed policies' client: anonymous, with its own request bound and cache.
+    managed: Registry,
     outcomes: Mutex<BTreeMap<(Lookup, &'static str), u64>>,
 }
 
@@ -58,7 +64,17 @@ impl RegistrySource {
     /// A source whose default client uses `options` (its credentials serve policies without a
     /// pull Secret); pull Secrets get clients with the same options and their own credentials.
     pub fn new(options: RegistryOptions) -> Result<RegistrySource, crate::registry::Error> {
+        let mut managed = RegistryOptions {
+            credentials: DockerConfig::default(),
+            max_concurrent_requests: MANAGED_REQUESTS,
+            ..options.clone()
+        };
+        managed.cache.content_capacity_bytes = managed
+            .cache
+            .content_capacity_bytes
+            .min(MANAGED_CACHE_BYTES);
         Ok(RegistrySource {
+            managed: Registry::new(managed)?,
             clients: Clients::new(options)?,
             outcomes: Mutex::default(),
         })
@@ -81,13 +97,7 @@ impl RegistrySource {
     fn client(&self, request: &Request) -> Result<Registry, Failure> {
         if request.managed {
             // Anonymous: a pod author borrows none of ocifit's credentials.
-            return self
-                .clients
-                .named(ANONYMOUS, "", || Ok(DockerConfig::default()))
-                .map_err(|err| Failure {
-                    reason: Reason::RegistryUnavailable,
-                    message: error_chain(&err),
-                });
+            return Ok(self.managed.clone());
         }
         let Some(secret) = request.pull_secret.as_ref() else {
             return Ok(self.clients.default_client());
@@ -363,5 +373,94 @@ mod tests {
             "{}",
             failure.message
         );
+    }
+
+    /// A registry on loopback answering every request with a Basic challenge; the requests'
+    /// heads as received.
+    async fn challenging_registry() -> (String, std::sync::Arc<Mutex<Vec<String>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        let heads = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let seen = std::sync::Arc::clone(&heads);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut head = vec![0; 8192];
+                let n = stream.read(&mut head).await.unwrap_or(0);
+                lock(&seen).push(String::from_utf8_lossy(&head[..n]).to_lowercase());
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Basic realm=\"r\"\r\n\
+                          content-length: 0\r\nconnection: close\r\n\r\n",
+                    )
+                    .await;
+            }
+        });
+        (host, heads)
+    }
+
+    #[tokio::test]
+    async fn a_managed_policy_is_read_without_ocifits_credentials() {
+        let (host, heads) = challenging_registry().await;
+        let config =
+            format!(r#"{{"auths":{{"{host}":{{"username":"ocifit","password":"own"}}}}}}"#);
+        let options = RegistryOptions {
+            plain_http: vec![host.clone()],
+            credentials: DockerConfig::from_json(config.as_bytes()).unwrap(),
+            ..RegistryOptions::default()
+        };
+        let source = RegistrySource::new(options)
+            .unwrap()
+            .with_private_addresses(true);
+        let request = |managed| Request {
+            wanted: Wanted::Reference(format!("{host}/app-compat:v1")),
+            pull_secret: None,
+            managed,
+        };
+        source.fetch(&request(true)).await.unwrap_err();
+        let sent = lock(&heads).clone();
+        assert!(!sent.is_empty());
+        assert!(
+            sent.iter().all(|head| !head.contains("authorization:")),
+            "{sent:?}"
+        );
+        // An admin's policy on the same registry is read with ocifit's credentials.
+        source.fetch(&request(false)).await.unwrap_err();
+        assert!(
+            lock(&heads)
+                .iter()
+                .any(|head| head.contains("authorization: basic")),
+            "{:?}",
+            lock(&heads)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_managed_policy_names_no_private_image_even_by_a_name_that_resolves_to_one() {
+        let source = RegistrySource::new(RegistryOptions::default()).unwrap();
+        // The artifact by a name, not an address: refused once the name resolves to loopback.
+        let request = Request {
+            wanted: Wanted::Reference("localhost:1/app-compat:v1".into()),
+            pull_secret: None,
+            managed: true,
+        };
+        let refused = source.fetch(&request).await.unwrap_err();
+        assert_eq!(
+            refused.reason,
+            Reason::RegistryNotAllowed,
+            "{}",
+            refused.message
+        );
+        // Every image the artifact names is checked too, each before any request.
+        let registry = source.client(&request).unwrap();
+        for image in ["localhost:1/app:v1", "127.0.0.1:1/app:v1"] {
+            match source.platforms(&registry, image, true).await {
+                PlatformLookup::Failed(why) => {
+                    assert!(why.starts_with("refused to reach"), "{image}: {why}");
+                }
+                other => panic!("{image}: {other:?}"),
+            }
+        }
+        assert_eq!(source.outcomes(), Vec::new(), "no request was made");
     }
 }

@@ -76,7 +76,12 @@ pub fn controller(
     );
     let config = Config::default()
         .debounce(settings.debounce)
-        .concurrency(settings.concurrency);
+        // Managed policies take at most their share's places, never one of the others'.
+        .concurrency(
+            settings
+                .concurrency
+                .saturating_add(settings.managed.concurrency),
+        );
     let gained = cluster.leadership.gained();
     let context = Arc::new(Context::new(
         cluster,

@@ -7,7 +7,7 @@ use kube::core::ObjectMeta;
 
 use super::DenyReason;
 use super::index::{Entry, Index};
-use super::managed::is_managed;
+use super::managed::{is_managed, pod_placeholder};
 use crate::api::pod::{IMAGE_REF_ANNOTATION, POLICY, TARGET_IMAGE_ANNOTATION};
 
 /// How the pod named its policy.
@@ -39,7 +39,8 @@ impl Via {
 pub(super) struct Choice<'i> {
     pub(super) entry: &'i Entry,
     pub(super) via: Via,
-    /// The image to replace: the pod's target-image override, else the policy's targetImage.
+    /// The image to replace: the pod's target-image override, else the policy's targetImage
+    /// (a managed policy's: the pod's first container's image).
     pub(super) placeholder: String,
 }
 
@@ -52,7 +53,12 @@ pub(super) fn choose<'i>(
     let label = |key: &str| meta.labels.as_ref()?.get(key).map(String::as_str);
     let annotation = |key: &str| meta.annotations.as_ref()?.get(key).map(String::as_str);
     let override_ = annotation(TARGET_IMAGE_ANNOTATION).filter(|image| !image.is_empty());
+    // A managed policy's targetImage came from the first pod that named its artifact: every
+    // pod has its own placeholder replaced, never the one another tenant's pod chose.
     let placeholder = |entry: &Entry| {
+        if is_managed(&entry.policy) {
+            return pod_placeholder(meta, spec).cloned().unwrap_or_default();
+        }
         override_
             .unwrap_or(&entry.policy.spec.target_image)
             .to_owned()

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::hold::gate_at;
-use super::managed::managed_policy;
+use super::managed::{Quota, managed_policy};
 use super::{DenyReason, ImagePlan, Index};
 use crate::admission::patch::{add, remove, replace};
 use crate::api::ImageSelectionPolicy;
@@ -68,6 +68,8 @@ pub struct HoldRules {
     pub take_charge: bool,
     /// How long such a policy stays once no pod uses it.
     pub collect_after: Duration,
+    /// How many such policies may exist.
+    pub quota: Quota,
 }
 
 /// An Event on the pod.

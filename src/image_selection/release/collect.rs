@@ -3,7 +3,7 @@
 //! label `selection.ocifit.io/managed-policy` naming it, so use is a label selector away; a
 //! policy first seen (created, or on becoming leader) counts as used then, so a new leader
 //! never deletes at once what the last one kept. Policies without the managed label are never
-//! touched.
+//! touched. Use is read with one label-selected list of pods per pass (not one per policy).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -16,6 +16,7 @@ use crate::api::ImageSelectionPolicy;
 use crate::api::pod::MANAGED_POLICY_LABEL;
 use crate::cluster::ClusterView;
 use crate::cluster::reflected::Reflected;
+use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
 use crate::image_selection::planner::managed::is_managed;
 use crate::telemetry::error_chain;
 
@@ -43,6 +44,34 @@ pub fn unused(
     collect
 }
 
+/// The managed policies some pod uses: one label-selected list of pods' metadata (in pages),
+/// whatever the number of policies; `None` when it cannot be read.
+async fn in_use(client: &kube::Client) -> Option<BTreeSet<String>> {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let mut params = ListParams::default()
+        .labels(MANAGED_POLICY_LABEL)
+        .limit(UNTRUSTED_LIST_PAGE);
+    let mut used = BTreeSet::new();
+    loop {
+        let page = match pods.list_metadata(&params).await {
+            Ok(page) => page,
+            Err(err) => {
+                tracing::warn!(error = %error_chain(&err), "pods using managed policies not listed: none deleted this pass");
+                return None;
+            }
+        };
+        used.extend(page.items.into_iter().filter_map(|pod| {
+            pod.metadata
+                .labels
+                .and_then(|mut labels| labels.remove(MANAGED_POLICY_LABEL))
+        }));
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Some(used),
+        }
+    }
+}
+
 /// Deletes unused managed policies, looking every quarter of `ttl` (1 s to 5 min), until the
 /// process stops.
 pub async fn collect(
@@ -67,20 +96,10 @@ pub async fn collect(
             .filter(|policy| is_managed(policy))
             .collect();
         let names: Vec<String> = managed.iter().map(|p| p.name_any()).collect();
-        let mut in_use = BTreeSet::new();
-        let pods: Api<Pod> = Api::all(cluster.client.clone());
-        for name in &names {
-            let using = ListParams::default()
-                .labels(&format!("{MANAGED_POLICY_LABEL}={name}"))
-                .limit(1);
-            match pods.list_metadata(&using).await {
-                Ok(listed) if listed.items.is_empty() => {}
-                // Unknown counts as used: never delete on a failed read.
-                Ok(_) | Err(_) => {
-                    in_use.insert(name.clone());
-                }
-            }
-        }
+        // Unknown counts as used: never delete on a failed read.
+        let Some(in_use) = in_use(&cluster.client).await else {
+            continue;
+        };
         let api: Api<ImageSelectionPolicy> = Api::all(cluster.client.clone());
         for name in unused(&mut seen, &names, &in_use, Instant::now(), ttl) {
             let uid = managed

@@ -6,9 +6,13 @@
 //! sent as one JSON patch carrying the resourceVersion it was planned from; a patch the
 //! apiserver refuses as invalid (pinning a gated pod beyond what Kubernetes allows) follows the
 //! hold failure rule. Each outcome is an Event on the pod. A pod waiting for an `image-ref` no
-//! policy uses gets one created for it (labelled managed), unless that is turned off.
+//! policy uses gets one created for it (labelled managed), within the quotas ([`adopt`]),
+//! unless that is turned off. Only pods in namespaces the webhook covers are acted on
+//! ([`coverage`]): elsewhere the gate and label are the pod author's own.
 
+pub mod adopt;
 pub mod collect;
+pub mod coverage;
 pub mod held;
 
 use std::future::Future;
@@ -19,7 +23,7 @@ use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -36,6 +40,8 @@ use crate::cluster::reflected::{Change, Reflected, reflect};
 use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
 use crate::process::{Shutdown, Tasks, until};
 use crate::telemetry::error_chain;
+use adopt::{Adopter, adopt};
+use coverage::Coverage;
 
 /// Held pods released at once (each is one patch and one Event).
 const CONCURRENCY: u16 = 16;
@@ -72,6 +78,12 @@ pub struct Parts {
     pub reporter: EventReporter,
     /// The hold bound and failure rule.
     pub rules: HoldRules,
+    /// The policies (managed ones are counted, and collected once unused).
+    pub policies: Reflected<ImageSelectionPolicy>,
+    /// The MutatingWebhookConfiguration whose `pods.ocifit.io` webhook decides where to act.
+    pub webhook_configuration: String,
+    /// ocifit's own namespace (never acted in).
+    pub own_namespace: String,
 }
 
 /// Shared by every release.
@@ -81,17 +93,33 @@ struct ReleaseContext {
     /// Events on the pods, queued: a release never waits for its Event.
     notices: Notices,
     rules: HoldRules,
+    adopter: Adopter,
+    coverage: Coverage,
 }
 
-/// The held-pod watch, the controller over it and the queue of its Events, as tasks.
+/// The held-pod watch, the controller over it, the queue of its Events and, when ocifit takes
+/// charge of policies, their collection, as tasks.
 pub fn run(parts: Parts, shutdown: &Shutdown) -> Tasks {
     // Every notice is published (no window): each is about one held pod.
     let (notices, publisher) = queue(parts.reporter, Duration::ZERO);
+    let collection = parts.rules.take_charge.then(|| {
+        collect::collect(
+            parts.cluster.clone(),
+            parts.policies.clone(),
+            parts.rules.collect_after,
+        )
+    });
     let context = ReleaseContext {
+        coverage: Coverage::new(
+            parts.cluster.client.clone(),
+            parts.webhook_configuration,
+            parts.own_namespace,
+        ),
         cluster: parts.cluster,
         index: parts.index,
         notices,
         rules: parts.rules,
+        adopter: Adopter::new(parts.policies.store(), parts.rules.quota),
     };
     let (pods, watch) = reflect(
         watcher(
@@ -104,14 +132,21 @@ pub fn run(parts: Parts, shutdown: &Shutdown) -> Tasks {
         .modify(held::trim),
         "held pods",
     );
-    vec![
+    let mut tasks: Tasks = vec![
         ("held pod events", until(shutdown.clone(), publisher)),
         ("held pod watch", until(shutdown.clone(), watch)),
         (
             "held pod release",
             controller(context, &pods, shutdown.clone().wait()),
         ),
-    ]
+    ];
+    if let Some(collection) = collection {
+        tasks.push((
+            "managed policy collection",
+            until(shutdown.clone(), collection),
+        ));
+    }
+    tasks
 }
 
 fn controller(
@@ -148,6 +183,11 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<ReleaseContext>) -> Result<Action, Er
     {
         return Ok(Action::await_change());
     }
+    let namespace = pod.namespace().unwrap_or_default();
+    if !ctx.coverage.covers(&namespace).await {
+        tracing::debug!(pod = %pod.name_any(), %namespace, "held pod in a namespace the webhook does not cover: left alone");
+        return Ok(Action::await_change());
+    }
     let created = pod
         .metadata
         .creation_timestamp
@@ -178,7 +218,14 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<ReleaseContext>) -> Result<Action, Er
         }
     };
     if let Some(policy) = &done.adopt {
-        adopt(&ctx, &pod, policy).await?;
+        adopt(
+            &ctx.cluster.client,
+            &ctx.adopter,
+            &ctx.notices,
+            &pod,
+            policy,
+        )
+        .await?;
     }
     if let Some(note) = done.event {
         tracing::info!(pod = %pod.name_any(), namespace = ?pod.namespace(), reason = note.reason, "held pod");
@@ -231,39 +278,6 @@ async fn send(ctx: &ReleaseContext, pod: &Pod, release: &Release) -> Result<Sent
             source,
         }),
     }
-}
-
-/// Creates the policy ocifit takes charge of for `pod`'s artifact (one that exists already, made
-/// for another pod or by another leader, is fine), with an Event on the pod.
-async fn adopt(
-    ctx: &ReleaseContext,
-    pod: &Pod,
-    policy: &ImageSelectionPolicy,
-) -> Result<(), Error> {
-    let name = policy.name_any();
-    let api: Api<ImageSelectionPolicy> = Api::all(ctx.cluster.client.clone());
-    match api.create(&PostParams::default(), policy).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 => return Ok(()),
-        Err(source) => return Err(Error::CreatePolicy { name, source }),
-    }
-    tracing::info!(policy = %name, pod = %pod.name_any(), "managed policy created");
-    let reference = policy
-        .spec
-        .artifact
-        .reference
-        .as_deref()
-        .unwrap_or_default();
-    ctx.notices.send(Notice {
-        on: pod.object_ref(&()),
-        warning: false,
-        reason: "PolicyCreated",
-        action: "Release",
-        note: format!(
-            "created ImageSelectionPolicy {name} for artifact {reference} (no policy used it); the pod is released once it resolves"
-        ),
-    });
-    Ok(())
 }
 
 fn error_policy(_pod: Arc<Pod>, error: &Error, _ctx: Arc<ReleaseContext>) -> Action {

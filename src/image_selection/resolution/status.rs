@@ -10,6 +10,8 @@ pub mod bound;
 mod conditions;
 mod events;
 
+pub use bound::Limits;
+
 use super::classes;
 use super::platform::Platforms;
 use super::resolved::Resolved;
@@ -58,6 +60,9 @@ pub struct Inputs<'a> {
     pub previous: Option<&'a ImageSelectionPolicyStatus>,
     /// The time written where something changes.
     pub now: &'a Time,
+    /// How much the classes and `classKeys` may take ([`bound::Limits::MANAGED`] for a policy
+    /// ocifit took charge of).
+    pub limits: bound::Limits,
 }
 
 /// Whether an Event reports something normal or something to look at.
@@ -120,7 +125,7 @@ pub fn compute(inputs: &Inputs<'_>) -> Computed {
     };
     status.classes = classes.unwrap_or_default();
     status.class_count = i32::try_from(status.classes.len()).unwrap_or(i32::MAX);
-    let cut = bound::status(&mut status);
+    let cut = bound::status(&mut status, inputs.limits);
     status.conditions = conditions::conditions(inputs, &status, cut);
     let events = events::events(previous, &status);
     Computed { status, events }

@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use ocifit::api::{ImageSelectionPolicy, ImageSelectionPolicySpec, ImageSelectionPolicyStatus};
 use ocifit::engine::{Artifact, Format, NodeInputs};
 use ocifit::image_selection::resolution::platform::{PlatformLookup, Platforms};
-use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, compute};
+use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, Limits, compute};
 use ocifit::image_selection::resolution::{Content, Resolved};
 use ocifit::registry::Platform;
 
@@ -92,6 +92,7 @@ impl FlavorExample {
             platforms: &self.platforms,
             previous,
             now: &EPOCH,
+            limits: Limits::WRITTEN,
         }
     }
 }

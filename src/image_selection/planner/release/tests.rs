@@ -20,6 +20,10 @@ const RULES: HoldRules = HoldRules {
     failure: HoldFailure::Fail,
     take_charge: true,
     collect_after: Duration::from_secs(86_400),
+    quota: crate::image_selection::planner::managed::Quota {
+        per_namespace: 10,
+        global: 100,
+    },
 };
 
 fn apply(pod: &Pod, patch: &Patch) -> Pod {
@@ -168,6 +172,51 @@ fn an_image_ref_no_policy_uses_gets_a_managed_policy_and_one_an_admin_wrote_wins
         }
         other => panic!("expected a patch, got {other:?}"),
     }
+}
+
+#[test]
+fn each_pod_naming_a_managed_policys_artifact_has_its_own_placeholder_replaced() {
+    let reference = "registry.example/app-compat:v1";
+    let by_ref = |namespace: &str, spec: Value| {
+        let mut pod = simple_pod(
+            json!({"namespace": namespace, "annotations":
+                {"oci.image.compatibilities.selection/image-ref": reference}}),
+            spec,
+        );
+        pod.metadata.resource_version = Some("7".into());
+        pod
+    };
+    let first = by_ref("team-a", json!({"nodeSelector": {"flavor": "vanilla"}}));
+    let none = index(&[]);
+    let mut managed = release(
+        Some(&none),
+        &stored(&held(&first, &none)),
+        RULES,
+        Duration::ZERO,
+    )
+    .adopt
+    .unwrap();
+    assert_eq!(managed.spec.target_image, PLACEHOLDER);
+    managed.status = resolved(policy("x", json!({}))).status;
+    let with_managed = index(&[managed]);
+    // Another tenant's pod: its placeholder is its first container's image; a container that
+    // happens to run the first pod's placeholder is not its to have replaced.
+    let other = by_ref(
+        "team-b",
+        json!({"nodeSelector": {"flavor": "vanilla"}, "containers": [
+            {"name": "app", "image": "team-b/placeholder:1"},
+            {"name": "tool", "image": PLACEHOLDER}]}),
+    );
+    let held_other = held(&other, &none);
+    let released = release(
+        Some(&with_managed),
+        &stored(&held_other),
+        RULES,
+        Duration::ZERO,
+    );
+    let after = apply(&held_other, released.patch.as_ref().unwrap());
+    assert_eq!(image_of(&after, "app"), "debian:11");
+    assert_eq!(image_of(&after, "tool"), PLACEHOLDER);
 }
 
 #[test]

@@ -8,7 +8,9 @@
 //! what the keys leave: first every reason is cut to [`MAX_REASON_BYTES`], then, if still too
 //! large, reasons and set descriptions go altogether, and last the classes beyond the bound. Pods
 //! of a class left out are denied as not ready rather than given a guess. What was cut is said
-//! in a `Truncated` condition.
+//! in a `Truncated` condition. A policy ocifit took charge of for a pod's `image-ref` holds what
+//! an artifact any pod author names decides, in an object every replica and etcd keep: its
+//! bounds ([`Limits::MANAGED`]) are a few classes' worth.
 
 use crate::api::{ClassStatus, ImageSelectionPolicyStatus};
 
@@ -19,29 +21,55 @@ pub const MAX_CLASSES_BYTES: usize = 1024 * 1024;
 /// The most `classKeys` takes, as JSON.
 pub const MAX_CLASS_KEYS_BYTES: usize = 256 * 1024;
 
-/// Cuts the classes and `classKeys` of `status` to the bounds; what was cut, if anything, for
-/// the `Truncated` condition.
-pub(super) fn status(status: &mut ImageSelectionPolicyStatus) -> Option<String> {
+/// How much of a status the classes and `classKeys` may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The classes and `classKeys` together, as JSON.
+    pub classes_bytes: usize,
+    /// `classKeys` alone, as JSON.
+    pub class_keys_bytes: usize,
+}
+
+impl Limits {
+    /// A policy an admin wrote: what etcd stores, with room for the rest.
+    pub const WRITTEN: Limits = Limits {
+        classes_bytes: MAX_CLASSES_BYTES,
+        class_keys_bytes: MAX_CLASS_KEYS_BYTES,
+    };
+    /// A policy ocifit took charge of: a few classes' worth, whatever the artifact says.
+    pub const MANAGED: Limits = Limits {
+        classes_bytes: 16 * 1024,
+        class_keys_bytes: 2 * 1024,
+    };
+}
+
+/// Cuts the classes and `classKeys` of `status` to `limits`; what was cut, if anything, for the
+/// `Truncated` condition.
+pub(super) fn status(status: &mut ImageSelectionPolicyStatus, limits: Limits) -> Option<String> {
     let keys = status.class_keys.as_ref().map_or(0, |keys| {
         serde_json::to_vec(keys).map_or(usize::MAX, |json| json.len())
     });
-    if keys > MAX_CLASS_KEYS_BYTES {
+    if keys > limits.class_keys_bytes {
         status.class_keys = None;
         let left_out = status.classes.len();
         status.classes.clear();
         return Some(format!(
-            "the status would exceed what etcd stores: classKeys (the labels and features the \
-             artifact's rules read, {keys} bytes) is over its limit of {MAX_CLASS_KEYS_BYTES} \
-             bytes, so it is left out, and with it all {left_out} classes (their pods are denied \
-             as not ready)"
+            "the status would exceed its bound: classKeys (the labels and features the \
+             artifact's rules read, {keys} bytes) is over its limit of {} bytes, so it is \
+             left out, and with it all {left_out} classes (their pods are denied as not ready)",
+            limits.class_keys_bytes
         ));
     }
-    classes(&mut status.classes, MAX_CLASSES_BYTES - keys)
+    classes(
+        &mut status.classes,
+        limits.classes_bytes.saturating_sub(keys),
+        limits.classes_bytes,
+    )
 }
 
-/// Cuts `classes` to `bound` bytes of JSON (and each reason to [`MAX_REASON_BYTES`]); what was
-/// cut, if anything.
-fn classes(classes: &mut Vec<ClassStatus>, bound: usize) -> Option<String> {
+/// Cuts `classes` to `bound` bytes of JSON (and each reason to [`MAX_REASON_BYTES`]), `whole`
+/// less what `classKeys` takes; what was cut, if anything.
+fn classes(classes: &mut Vec<ClassStatus>, bound: usize, whole: usize) -> Option<String> {
     let mut cut = Vec::new();
     let mut long = 0;
     for reason in classes.iter_mut().filter_map(|class| class.reason.as_mut()) {
@@ -81,8 +109,8 @@ fn classes(classes: &mut Vec<ClassStatus>, bound: usize) -> Option<String> {
     }
     (!cut.is_empty()).then(|| {
         format!(
-            "the status would exceed what etcd stores: {} (classes bounded to {bound} bytes, \
-             {MAX_CLASSES_BYTES} less what classKeys takes)",
+            "the status would exceed its bound: {} (classes bounded to {bound} bytes, {whole} \
+             less what classKeys takes)",
             cut.join("; ")
         )
     })
@@ -136,14 +164,17 @@ mod tests {
     fn small_classes_are_left_as_they_are() {
         let mut classes = vec![class(0, 100, 2), class(1, 100, 2)];
         let before = classes.clone();
-        assert_eq!(super::classes(&mut classes, MAX_CLASSES_BYTES), None);
+        assert_eq!(
+            super::classes(&mut classes, MAX_CLASSES_BYTES, MAX_CLASSES_BYTES),
+            None
+        );
         assert_eq!(classes, before);
     }
 
     #[test]
     fn long_reasons_are_cut_on_a_character_boundary_and_said() {
         let mut classes = vec![class(0, 10_000, 2), class(1, 100, 2)];
-        let said = super::classes(&mut classes, MAX_CLASSES_BYTES).unwrap();
+        let said = super::classes(&mut classes, MAX_CLASSES_BYTES, MAX_CLASSES_BYTES).unwrap();
         let reason = classes[0].reason.as_deref().unwrap();
         assert!(reason.len() <= MAX_REASON_BYTES && reason.ends_with("…(cut)"));
         assert_eq!(classes[1].reason.as_deref().unwrap().len(), 100);
@@ -157,7 +188,7 @@ mod tests {
     fn many_classes_lose_reasons_then_rows_and_stay_under_the_bound() {
         // 5,000 kinds of node with reasons of a large artifact: some 6 MiB as computed.
         let mut classes: Vec<_> = (0..5_000).map(|i| class(i, 1_000, 4)).collect();
-        let said = super::classes(&mut classes, MAX_CLASSES_BYTES).unwrap();
+        let said = super::classes(&mut classes, MAX_CLASSES_BYTES, MAX_CLASSES_BYTES).unwrap();
         assert!(size(&classes) <= MAX_CLASSES_BYTES);
         assert!(classes.iter().all(|c| c.reason.is_none()));
         assert!(said.contains("every class's reason and set description left out"));
@@ -188,7 +219,7 @@ mod tests {
     fn class_keys_over_their_bound_are_left_out_with_every_class_and_said() {
         // 10,000 label keys of 100 bytes: an artifact within the engine's limits, some 1 MiB.
         let mut status = status_with(vec![class(0, 100, 2), class(1, 100, 2)], 10_000);
-        let said = super::status(&mut status).unwrap();
+        let said = super::status(&mut status, Limits::WRITTEN).unwrap();
         assert_eq!(status.class_keys, None);
         assert!(status.classes.is_empty());
         assert_eq!(status.class_count, 2, "the count says how many are missing");
@@ -206,7 +237,7 @@ mod tests {
         let keys = serde_json::to_vec(&status.class_keys).unwrap().len();
         assert!(size(&status.classes) < MAX_CLASSES_BYTES);
         assert!(size(&status.classes) + keys > MAX_CLASSES_BYTES);
-        let said = super::status(&mut status).unwrap();
+        let said = super::status(&mut status, Limits::WRITTEN).unwrap();
         assert!(status.class_keys.is_some());
         assert!(size(&status.classes) + keys <= MAX_CLASSES_BYTES);
         assert!(
@@ -215,6 +246,25 @@ mod tests {
         );
         assert!(said.contains("less what classKeys takes"), "{said}");
         let mut small = status_with(vec![class(0, 100, 2)], 10);
-        assert_eq!(super::status(&mut small), None);
+        assert_eq!(super::status(&mut small, Limits::WRITTEN), None);
+    }
+
+    #[test]
+    fn a_managed_policy_keeps_a_few_classes_and_no_large_class_keys() {
+        // 600 classes and 100 keys of 100 bytes: fits an admin's policy whole.
+        let written = || status_with((0..600).map(|i| class(i, 100, 2)).collect(), 10);
+        let mut whole = written();
+        assert_eq!(super::status(&mut whole, Limits::WRITTEN), None);
+        let mut managed = written();
+        let said = super::status(&mut managed, Limits::MANAGED).unwrap();
+        let keys = serde_json::to_vec(&managed.class_keys).unwrap().len();
+        assert!(size(&managed.classes) + keys <= Limits::MANAGED.classes_bytes);
+        assert!(!managed.classes.is_empty() && managed.classes.len() < 100);
+        assert!(said.contains("classes left out"), "{said}");
+        let mut keyed = status_with(vec![class(0, 100, 2)], 100);
+        assert!(super::status(&mut keyed.clone(), Limits::WRITTEN).is_none());
+        let said = super::status(&mut keyed, Limits::MANAGED).unwrap();
+        assert_eq!(keyed.class_keys, None);
+        assert!(said.contains("over its limit of 2048 bytes"), "{said}");
     }
 }

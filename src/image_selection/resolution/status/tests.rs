@@ -124,6 +124,7 @@ impl Case {
             platforms: &self.platforms,
             previous,
             now,
+            limits: super::bound::Limits::WRITTEN,
         })
     }
 

@@ -1,0 +1,318 @@
+//! What a pod author can make ocifit do by naming artifacts no policy uses (the `image-ref`
+//! annotation alone): many distinct references from one namespace create no more managed
+//! policies than its quota, and another namespace's held pod is still released within its
+//! bound; a registry that accepts connections and never answers, behind four managed policies,
+//! does not hold back an admin's policy. Each prints its figures (`FAULT managed-…` lines).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, PodSchedulingGate};
+use kube::Api;
+use kube::api::ListParams;
+use ocifit::api::pod::{
+    HELD_ANNOTATION, HELD_LABEL, IMAGE_REF_ANNOTATION, MANAGED_LABEL, MANAGED_NAMESPACE_LABEL,
+    SCHEDULING_GATE,
+};
+use ocifit_testkit::{create_namespace, silent_server};
+
+use super::{NAMESPACE, Served, create_in_bursts};
+use crate::support::objects::{OptIn, TestPod};
+use crate::support::placement::gates;
+use crate::support::webhook::image;
+use crate::support::{FLAVOR, flavor_set};
+
+/// Distinct `image-ref`s from one namespace.
+const FLOOD: usize = 1_000;
+/// The default per-namespace quota (`--image-ref-policies-per-namespace`).
+const PER_NAMESPACE: usize = 10;
+/// The hold bound the scenario runs with.
+const BOUND: Duration = Duration::from_secs(120);
+
+/// An opted-in pod in `namespace` naming `reference` by `image-ref` alone (the webhook holds
+/// it in [`NAMESPACE`]).
+fn by_ref(name: &str, namespace: &str, reference: &str, flavor: &str) -> Pod {
+    let mut pod = TestPod::named(name)
+        .in_namespace(namespace)
+        .opted_in()
+        .image("placeholder:ref")
+        .node_selector(FLAVOR, flavor)
+        .build();
+    pod.metadata.annotations = Some(BTreeMap::from([(
+        IMAGE_REF_ANNOTATION.to_owned(),
+        reference.to_owned(),
+    )]));
+    pod
+}
+
+/// As [`by_ref`], held as admission holds it, the gate and label written by hand: the suite's
+/// webhook covers [`NAMESPACE`] only, and ocifit's release every namespace but kube-system and
+/// its own when no `--webhook-configuration` names the suite's.
+fn held_by_hand(name: &str, namespace: &str, reference: &str, flavor: &str) -> Pod {
+    let mut pod = by_ref(name, namespace, reference, flavor);
+    pod.metadata
+        .labels
+        .get_or_insert_default()
+        .insert(HELD_LABEL.to_owned(), "true".to_owned());
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.scheduling_gates = Some(vec![PodSchedulingGate {
+            name: SCHEDULING_GATE.to_owned(),
+        }]);
+    }
+    pod
+}
+
+async fn managed_policies(served: &Served) -> Vec<(String, String)> {
+    served
+        .env
+        .policies()
+        .list(&ListParams::default().labels(&format!("{MANAGED_LABEL}=true")))
+        .await
+        .expect("the policies")
+        .items
+        .into_iter()
+        .map(|p| {
+            let against = p
+                .metadata
+                .labels
+                .unwrap_or_default()
+                .remove(MANAGED_NAMESPACE_LABEL)
+                .unwrap_or_default();
+            (p.metadata.name.unwrap_or_default(), against)
+        })
+        .collect()
+}
+
+/// Waits for `name` in `namespace` to lose its gate (within `within`); the pod and how long.
+async fn released(
+    served: &Served,
+    namespace: &str,
+    name: &str,
+    within: Duration,
+) -> (Pod, Duration) {
+    let pods = Api::<Pod>::namespaced(served.env.client.clone(), namespace);
+    let start = Instant::now();
+    loop {
+        let now = pods.get(name).await.expect("the pod");
+        if gates(&now).is_empty() {
+            return (now, start.elapsed());
+        }
+        assert!(
+            start.elapsed() < within,
+            "{namespace}/{name} not released within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn many_image_refs_from_one_namespace_stop_at_its_quota_and_others_are_still_served() {
+    let bound = format!("{}s", BOUND.as_secs());
+    let served =
+        Served::start_with("faults-managed-quota", &["--image-hold-timeout", &bound]).await;
+    let registry = served.env.registry();
+    let started = Instant::now();
+    let created = create_in_bursts(FLOOD, |i, _| {
+        let pod = by_ref(
+            &format!("flood-{i}"),
+            NAMESPACE,
+            &registry.reference(&format!("ocifit/flood-compat:x{i}")),
+            "vanilla",
+        );
+        let client = served.env.client.clone();
+        async move {
+            Api::<Pod>::namespaced(client, NAMESPACE)
+                .create(&Default::default(), &pod)
+                .await
+                .is_ok()
+        }
+    })
+    .await;
+    assert!(created.iter().all(|ok| *ok), "every flood pod created");
+    // Another namespace's pod names a real artifact.
+    let other = "faults-other";
+    create_namespace(&served.env.client, other)
+        .await
+        .expect("the namespace");
+    let sets: Vec<String> = ["vanilla", "chocolate", "strawberry"]
+        .iter()
+        .map(|flavor| flavor_set(&served.by_flavor[flavor], flavor))
+        .collect();
+    served
+        .env
+        .push_artifact(
+            "ocifit/other-compat:v1",
+            &format!(
+                r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
+                sets.join(",")
+            ),
+        )
+        .await;
+    let reference = registry.reference("ocifit/other-compat:v1");
+    Api::<Pod>::namespaced(served.env.client.clone(), other)
+        .create(
+            &Default::default(),
+            &held_by_hand("other", other, &reference, "chocolate"),
+        )
+        .await
+        .expect("the other namespace's pod");
+    let (pod, took) = released(&served, other, "other", BOUND).await;
+    assert_eq!(image(&pod), served.by_flavor["chocolate"]);
+    let policies = managed_policies(&served).await;
+    let flooding = policies.iter().filter(|(_, ns)| ns == NAMESPACE).count();
+    let (rss, peak) = served.rss_kib();
+    println!(
+        "FAULT managed-quota: {FLOOD} distinct image-refs from {NAMESPACE} in {:?}: {flooding} \
+         managed policies for it (quota {PER_NAMESPACE}), {} in all; {other}'s held pod released \
+         with its class image in {took:?} (bound {BOUND:?}); ocifit RSS {rss} KiB, peak {peak} KiB",
+        started.elapsed(),
+        policies.len()
+    );
+    assert_eq!(flooding, PER_NAMESPACE, "{policies:?}");
+    assert!(policies.iter().any(|(_, ns)| ns == other));
+    // The pods beyond the quota say why they wait.
+    let pods = Api::<Pod>::namespaced(served.env.client.clone(), NAMESPACE);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let told = loop {
+        let listed = pods
+            .list(&ListParams::default().labels(&format!("{HELD_LABEL}=true")))
+            .await
+            .expect("the held pods");
+        let told = listed
+            .items
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(HELD_ANNOTATION))
+                    .is_some_and(|why| why.contains("its quota"))
+            })
+            .count();
+        if told >= FLOOD - PER_NAMESPACE || Instant::now() > deadline {
+            break told;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    println!("FAULT managed-quota: {told} pods held saying the quota is reached");
+    assert_eq!(told, FLOOD - PER_NAMESPACE);
+}
+
+#[tokio::test]
+async fn a_silent_registry_behind_four_managed_policies_does_not_hold_back_an_admins_policy() {
+    let served = Served::start("faults-managed-silent").await;
+    let (silent, open) = silent_server().await.expect("a silent registry");
+    let pods = Api::<Pod>::namespaced(served.env.client.clone(), NAMESPACE);
+    for i in 0..4 {
+        let pod = by_ref(
+            &format!("silent-{i}"),
+            NAMESPACE,
+            &format!("{silent}/silent-compat:v{i}"),
+            "vanilla",
+        );
+        pods.create(&Default::default(), &pod)
+            .await
+            .expect("a pod naming the silent registry");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while managed_policies(&served).await.len() < 4 || *open.borrow() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the managed policies never reached the registry"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reaching = *open.borrow();
+    let sets: Vec<String> = ["vanilla", "chocolate", "strawberry"]
+        .iter()
+        .map(|flavor| flavor_set(&served.by_flavor[flavor], flavor))
+        .collect();
+    served
+        .env
+        .push_artifact(
+            "ocifit/admin-compat:v1",
+            &format!(
+                r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
+                sets.join(",")
+            ),
+        )
+        .await;
+    let start = Instant::now();
+    served
+        .env
+        .create_policy(&served.env.policy_on("admin", "ocifit/admin-compat:v1"))
+        .await;
+    // A policy's resolution against a registry that answers takes well under a second; one
+    // held behind the four silent ones waits for their requests' timeouts (some 20 s).
+    served
+        .env
+        .wait_status("admin", Duration::from_secs(10), "Ready", |s| {
+            crate::support::is(s, "Ready", "True", "Resolved")
+        })
+        .await;
+    println!(
+        "FAULT managed-silent: 4 managed policies on a registry that never answers ({reaching} \
+         connections open to it); an admin's policy Ready in {:?}",
+        start.elapsed()
+    );
+}
+
+/// A pod that sets ocifit's gate and held label itself, in a namespace the webhook does not
+/// cover, is left alone: no policy is created for it and it is not released; a pod the webhook
+/// held after it, in the namespace it covers, is.
+#[tokio::test]
+async fn a_pod_held_by_hand_where_the_webhook_does_not_look_is_left_alone() {
+    let served = Served::start_with(
+        "faults-managed-excluded",
+        &["--webhook-configuration", "ocifit-faults"],
+    )
+    .await;
+    let registry = served.env.registry();
+    let excluded = "faults-excluded";
+    create_namespace(&served.env.client, excluded)
+        .await
+        .expect("the namespace");
+    let mine = registry.reference("ocifit/excluded-compat:v1");
+    Api::<Pod>::namespaced(served.env.client.clone(), excluded)
+        .create(
+            &Default::default(),
+            &held_by_hand("mine", excluded, &mine, "vanilla"),
+        )
+        .await
+        .expect("a pod held by hand");
+    let covered = registry.reference("ocifit/covered-compat:v1");
+    Api::<Pod>::namespaced(served.env.client.clone(), NAMESPACE)
+        .create(
+            &Default::default(),
+            &by_ref("covered", NAMESPACE, &covered, "vanilla"),
+        )
+        .await
+        .expect("a pod the webhook holds");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !managed_policies(&served)
+        .await
+        .iter()
+        .any(|(_, ns)| ns == NAMESPACE)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no managed policy for the covered pod"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let policies = managed_policies(&served).await;
+    let still = Api::<Pod>::namespaced(served.env.client.clone(), excluded)
+        .get("mine")
+        .await
+        .expect("the pod");
+    println!(
+        "FAULT managed-excluded: managed policies {policies:?}; the pod held by hand in \
+         {excluded} keeps gates {:?}",
+        gates(&still)
+    );
+    assert!(
+        policies.iter().all(|(_, ns)| ns != excluded),
+        "{policies:?}"
+    );
+    assert_eq!(gates(&still), [SCHEDULING_GATE]);
+}

@@ -232,34 +232,9 @@ async fn answer(
     deadline: Instant,
 ) -> Answer {
     let deadline = tokio::time::Instant::from_std(deadline);
-    let declared = http
-        .headers()
-        .get(actix_web::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    // A peer without an address (not over TCP) shares the unspecified address's share.
-    let peer = http
-        .peer_addr()
-        .map_or(IpAddr::from([0, 0, 0, 0]), |peer| peer.ip());
-    let rooms = [served.peers.share(peer), Arc::clone(&served.bodies)];
-    let body = match read_body(payload, declared, &rooms, &served.metrics, deadline).await {
-        Read::Whole(body) => body,
-        Read::Late(prefix) => {
-            let what = format!(
-                "the request body did not arrive within ocifit's deadline of {:?}",
-                served.deadline
-            );
-            return served.undecided(&uid_in(&prefix), Refused::Timeout, &what);
-        }
-        Read::NoRoom(prefix) => {
-            let what = format!(
-                "ocifit is holding {} MiB of admission request bodies from {peer}, or {} MiB \
-                 from all, already",
-                peers::PEER_SHARE >> 20,
-                MAX_BODY_MEMORY >> 20
-            );
-            return served.undecided(&uid_in(&prefix), Refused::Busy, &what);
-        }
-        Read::Failed(answer) => return *answer,
+    let body = match whole_body(served, http, payload, deadline).await {
+        Ok(body) => body,
+        Err(answer) => return *answer,
     };
     let wait = tokio::time::Instant::now() + BUSY_WAIT;
     let place = Arc::clone(&served.in_flight).acquire_owned();
@@ -326,6 +301,53 @@ async fn answer(
         Ok(Err(failed)) => format!("ocifit failed while deciding ({failed})"),
     };
     served.undecided(&late_uid(&body, uid).await, Refused::Timeout, &what)
+}
+
+/// The request's body, read within the caps and charged to its peer's share and the host's
+/// room; else the answer saying why not.
+async fn whole_body(
+    served: &Served,
+    http: &HttpRequest,
+    payload: web::Payload,
+    deadline: tokio::time::Instant,
+) -> Result<Body, Box<Answer>> {
+    let declared = http
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    // A peer without an address (not over TCP) shares the unspecified address's share.
+    let peer = http
+        .peer_addr()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |peer| peer.ip());
+    let rooms = [served.peers.share(peer), Arc::clone(&served.bodies)];
+    match read_body(payload, declared, &rooms, &served.metrics, deadline).await {
+        Read::Whole(body) => Ok(body),
+        Read::Late(prefix) => {
+            let what = format!(
+                "the request body did not arrive within ocifit's deadline of {:?}",
+                served.deadline
+            );
+            Err(Box::new(served.undecided(
+                &uid_in(&prefix),
+                Refused::Timeout,
+                &what,
+            )))
+        }
+        Read::NoRoom(prefix) => {
+            let what = format!(
+                "ocifit is holding {} MiB of admission request bodies from {peer}, or {} MiB \
+                 from all, already",
+                peers::PEER_SHARE >> 20,
+                MAX_BODY_MEMORY >> 20
+            );
+            Err(Box::new(served.undecided(
+                &uid_in(&prefix),
+                Refused::Busy,
+                &what,
+            )))
+        }
+        Read::Failed(answer) => Err(answer),
+    }
 }
 
 /// The uid for the undecided answer to a request whose planning did not end: the streaming

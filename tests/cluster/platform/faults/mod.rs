@@ -9,7 +9,9 @@
 //! two replicas behind one Service, one stopped
 //! (no admission fails) and one killed (the failures bounded, the Lease taken over); 64
 //! slow-body connections held open to the webhook port while 400 pods are created in two
-//! namespaces (none refused); a flood of 1,000 pods carrying placement's tracking label with
+//! namespaces (none refused); 24 connections from another loopback address sending ~2.8 MiB
+//! bodies and stalling, re-opened for a minute, while 400 pods are created (none refused, every
+//! plain pod planned by the gate); a flood of 1,000 pods carrying placement's tracking label with
 //! 512 KiB of `args` each (every replica, watching or starting, under the chart's memory
 //! limit); placement between tenants (a pod naming a foreign policy released untouched, a
 //! stalling registry of one namespace not holding back another's pods) and a missing image
@@ -22,6 +24,7 @@
 //! at once).
 
 mod apiserver_restart;
+mod body_share;
 mod cache_flood;
 mod cross_namespace;
 mod forged_steps;

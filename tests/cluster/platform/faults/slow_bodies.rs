@@ -34,8 +34,8 @@ const PODS: usize = 200;
 /// Workers creating pods, one after the other each.
 const WORKERS: usize = 8;
 /// The namespace no PlacementPolicy selects, gated by `/placement`.
-const UNSELECTED: &str = "unselected";
-const NO_POLICY: &str = "ocifit_admissions_total{route=\"/placement\",outcome=\"skipped\",reason=\"NoPlacementPolicy\"}";
+pub(super) const UNSELECTED: &str = "unselected";
+pub(super) const NO_POLICY: &str = "ocifit_admissions_total{route=\"/placement\",outcome=\"skipped\",reason=\"NoPlacementPolicy\"}";
 const ACTIVE_WITHIN: Duration = Duration::from_secs(30);
 
 #[tokio::test]
@@ -133,7 +133,7 @@ async fn slow_bodies_on_the_webhook_port_refuse_no_pod_of_any_namespace() {
 
 /// Registers `/placement` for pods of [`UNSELECTED`] (created here) and waits until the host
 /// answers a dry run there.
-async fn gate_unselected(served: &Served) {
+pub(super) async fn gate_unselected(served: &Served) {
     let client = &served.env.client;
     create_namespace(client, UNSELECTED)
         .await

@@ -6,7 +6,8 @@
 //! The mechanism (see `docs/artifact-cache.md`): an init container (`ocifit-prepare`, ocifit's
 //! image) pulls the inputs, merged into one tree, into a volume and puts ocifit's launcher (the
 //! binary with its loader and libraries) in a shared volume; the step's command runs under that
-//! launcher, which copies the inputs into `input-path` (the working directory by default), writes
+//! launcher, which copies the inputs where `cp -R` puts them (`inputs/` in the working directory
+//! by default), writes
 //! `output-pipe`, and on success hands the outputs to a native sidecar (`ocifit-push`) that holds
 //! the credentials and pushes them; the launcher exits with the push's outcome, so a failed push
 //! fails the step.
@@ -70,8 +71,19 @@ pub enum CacheState {
         plain_http: bool,
         credentials: Option<String>,
     },
-    /// It exists but is not Ready, for this reason (the condition's message).
-    NotReady { reason: String },
+    /// It exists and is not Ready yet, but its status already names where steps will reach it
+    /// (its Service's address, its generated credentials): a step is injected now and held by a
+    /// scheduling gate until the cache is Ready. `reason` is the condition's.
+    Starting {
+        endpoint: String,
+        plain_http: bool,
+        credentials: Option<String>,
+        reason: String,
+    },
+    /// It exists but is not Ready, for this reason (the condition's message), and names no
+    /// endpoint yet; `stuck` when its condition says it cannot become Ready as it is (`Conflict`,
+    /// `ImageNotAllowed`).
+    NotReady { reason: String, stuck: bool },
     /// No ArtifactCache of that name in the namespace.
     Missing,
 }
@@ -96,6 +108,17 @@ pub enum StepPlan {
     Unchanged { warnings: Vec<String> },
     /// Admit with this patch (RFC 6902, against the object as sent) and these warnings.
     Patch {
+        patch: WrittenPatch,
+        warnings: Vec<String>,
+    },
+    /// Admit injected and held by the cache's scheduling gate until the cache is Ready.
+    Held {
+        patch: WrittenPatch,
+        warnings: Vec<String>,
+    },
+    /// A Job whose cache names no endpoint yet: admit it with its contract copied onto its pod
+    /// template, so each of its pods is planned when the Job creates it.
+    Deferred {
         patch: WrittenPatch,
         warnings: Vec<String>,
     },
@@ -149,7 +172,7 @@ pub enum Denial {
     )]
     NoCommand { container: String },
     #[error(
-        "{what} for container {container:?}, which has no command: ocifit copies the inputs into the working directory when it runs the step's command, and an image's ENTRYPOINT and WORKDIR cannot be read at admission; set command (and args), or set annotation {prefix}input-path to an absolute path (or the container's workingDir) where the inputs are mounted",
+        "{what} for container {container:?}, which has no command: ocifit copies the inputs into inputs/ in the working directory when it runs the step's command, and an image's ENTRYPOINT and WORKDIR cannot be read at admission; set command (and args), or set annotation {prefix}input-path to an absolute path (or the container's workingDir) where the inputs are mounted",
         prefix = step::PREFIX
     )]
     NoInputPath { what: String, container: String },
@@ -237,10 +260,14 @@ const CACHE_MARKER: &str = "ArtifactCache ";
 /// The ArtifactCache a step pod was wired to, read back from its marker annotation's value;
 /// `None` for a step that named its own `registry`.
 pub fn cache_of(marker: &str) -> Option<&str> {
+    wiring_of(marker).map(|(name, _)| name)
+}
+
+/// The ArtifactCache a step pod was wired to and the endpoint it was given, from its marker.
+pub fn wiring_of(marker: &str) -> Option<(&str, &str)> {
     marker
         .strip_prefix(CACHE_MARKER)
         .and_then(|rest| rest.split_once(" at "))
-        .map(|(name, _)| name)
 }
 
 /// Plans a Job: its own annotations are the contract, its pod template is mutated (and marked, so
@@ -338,6 +365,7 @@ fn plan(
     let Some(spec) = spec else {
         return StepPlan::Deny(Denial::NoContainers);
     };
+    let mut held = false;
     let registry = match &settings.source {
         settings::Source::Registry { host, .. } if !registries.allows(host) => {
             return StepPlan::Deny(Denial::RegistryNotAllowed {
@@ -362,11 +390,34 @@ fn plan(
                 plain_http,
                 credentials,
             },
-            CacheState::NotReady { reason } => {
-                return StepPlan::Deny(Denial::CacheNotReady {
-                    name: name.clone(),
+            CacheState::Starting {
+                endpoint,
+                plain_http,
+                credentials,
+                reason,
+            } => {
+                warnings.push(format!(
+                    "ArtifactCache {name:?} is not Ready yet ({reason}): the step is held by scheduling gate {gate} until it is",
+                    gate = step::CACHE_GATE
+                ));
+                held = true;
+                mutation::Registry {
+                    marker: format!("{CACHE_MARKER}{name} at {endpoint}"),
+                    host: endpoint,
+                    plain_http,
+                    credentials,
+                }
+            }
+            CacheState::NotReady { reason, stuck } => {
+                return not_ready(
+                    name,
                     reason,
-                });
+                    stuck,
+                    annotations,
+                    pod_annotations,
+                    target,
+                    warnings,
+                );
             }
             CacheState::Missing => {
                 return StepPlan::Deny(Denial::CacheMissing {
@@ -381,8 +432,49 @@ fn plan(
         Err(denial) => return StepPlan::Deny(denial),
     };
     warnings.append(&mut mutation.warnings);
-    match patch::build(&mutation, spec, pod_annotations, target) {
+    match patch::build(&mutation, spec, pod_annotations, target, held) {
+        Ok(patch) if held => StepPlan::Held { patch, warnings },
         Ok(patch) => StepPlan::Patch { patch, warnings },
+        Err(err) => StepPlan::Deny(Denial::Unwritable(err.to_string())),
+    }
+}
+
+/// A step whose cache exists but names no endpoint yet. A Job is admitted with its contract
+/// copied onto its pod template (its pods are planned as they are created: the Job controller
+/// creates one again if it is refused meanwhile); a pod, which nobody would create again, is
+/// refused saying why, as is any step of a cache that cannot become Ready as it is.
+fn not_ready(
+    name: &str,
+    reason: String,
+    stuck: bool,
+    annotations: &BTreeMap<String, String>,
+    template_annotations: &BTreeMap<String, String>,
+    target: patch::Target,
+    mut warnings: Vec<String>,
+) -> StepPlan {
+    let patch::Target::Job {
+        has_template_metadata,
+        ..
+    } = target
+    else {
+        return StepPlan::Deny(Denial::CacheNotReady {
+            name: name.to_owned(),
+            reason,
+        });
+    };
+    if stuck {
+        return StepPlan::Deny(Denial::CacheNotReady {
+            name: name.to_owned(),
+            reason,
+        });
+    }
+    match patch::defer(annotations, template_annotations, has_template_metadata) {
+        Ok(patch) => {
+            warnings.push(format!(
+                "ArtifactCache {name:?} is not Ready yet ({reason}): the Job's pods are injected as they are created, and held until it is Ready"
+            ));
+            StepPlan::Deferred { patch, warnings }
+        }
         Err(err) => StepPlan::Deny(Denial::Unwritable(err.to_string())),
     }
 }

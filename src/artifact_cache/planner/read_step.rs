@@ -2,14 +2,14 @@
 //! nothing else — the annotations (the step contract), whether there are labels, the owners, and
 //! of the pod spec the containers' names, commands, mounts, working directories, termination
 //! message paths and security contexts, the init containers' and volumes' names, the restart
-//! policy and the pod's security context. Everything else in the object is skipped unread: it is
+//! policy, the pod's security context and its scheduling gates. Everything else in the object is skipped unread: it is
 //! never built (k8s-openapi's `Pod` is 2.4 KiB as a value and each container some 2 KiB, with
 //! every string of the object allocated), and the apiserver validates the object after admission.
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, SecurityContext, Volume,
-    VolumeMount,
+    Container, Pod, PodSchedulingGate, PodSecurityContext, PodSpec, PodTemplateSpec,
+    SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
@@ -61,6 +61,7 @@ struct Spec {
     volumes: Option<Vec<Named>>,
     restart_policy: Option<String>,
     security_context: Option<PodSecurityContext>,
+    scheduling_gates: Option<Vec<PodSchedulingGate>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -118,6 +119,7 @@ impl From<Spec> for PodSpec {
             }),
             restart_policy: read.restart_policy,
             security_context: read.security_context,
+            scheduling_gates: read.scheduling_gates,
             ..PodSpec::default()
         }
     }

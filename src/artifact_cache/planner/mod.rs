@@ -12,6 +12,7 @@
 //! the credentials and pushes them; the launcher exits with the push's outcome, so a failed push
 //! fails the step.
 
+mod cache;
 mod helpers;
 mod mutation;
 mod patch;
@@ -379,53 +380,21 @@ fn plan(
             marker: format!("registry {host}"),
             credentials: None,
         },
-        settings::Source::Cache(name) => match caches(name) {
-            CacheState::Ready {
-                endpoint,
-                plain_http,
-                credentials,
-            } => mutation::Registry {
-                marker: format!("{CACHE_MARKER}{name} at {endpoint}"),
-                host: endpoint,
-                plain_http,
-                credentials,
-            },
-            CacheState::Starting {
-                endpoint,
-                plain_http,
-                credentials,
-                reason,
-            } => {
-                warnings.push(format!(
-                    "ArtifactCache {name:?} is not Ready yet ({reason}): the step is held by scheduling gate {gate} until it is",
-                    gate = step::CACHE_GATE
-                ));
-                held = true;
-                mutation::Registry {
-                    marker: format!("{CACHE_MARKER}{name} at {endpoint}"),
-                    host: endpoint,
-                    plain_http,
-                    credentials,
+        settings::Source::Cache(name) => {
+            let context = cache::Context {
+                namespace,
+                annotations,
+                template_annotations: pod_annotations,
+                target,
+            };
+            match cache::wire(name, caches(name), &context, &mut warnings) {
+                Ok((registry, is_held)) => {
+                    held = is_held;
+                    registry
                 }
+                Err(plan) => return *plan,
             }
-            CacheState::NotReady { reason, stuck } => {
-                return not_ready(
-                    name,
-                    reason,
-                    stuck,
-                    annotations,
-                    pod_annotations,
-                    target,
-                    warnings,
-                );
-            }
-            CacheState::Missing => {
-                return StepPlan::Deny(Denial::CacheMissing {
-                    name: name.clone(),
-                    namespace: namespace.to_string(),
-                });
-            }
-        },
+        }
     };
     let mut mutation = match mutation::build(&settings, &registry, spec, helper, &owner) {
         Ok(mutation) => mutation,
@@ -435,46 +404,6 @@ fn plan(
     match patch::build(&mutation, spec, pod_annotations, target, held) {
         Ok(patch) if held => StepPlan::Held { patch, warnings },
         Ok(patch) => StepPlan::Patch { patch, warnings },
-        Err(err) => StepPlan::Deny(Denial::Unwritable(err.to_string())),
-    }
-}
-
-/// A step whose cache exists but names no endpoint yet. A Job is admitted with its contract
-/// copied onto its pod template (its pods are planned as they are created: the Job controller
-/// creates one again if it is refused meanwhile); a pod, which nobody would create again, is
-/// refused saying why, as is any step of a cache that cannot become Ready as it is.
-fn not_ready(
-    name: &str,
-    reason: String,
-    stuck: bool,
-    annotations: &BTreeMap<String, String>,
-    template_annotations: &BTreeMap<String, String>,
-    target: patch::Target,
-    mut warnings: Vec<String>,
-) -> StepPlan {
-    let patch::Target::Job {
-        has_template_metadata,
-        ..
-    } = target
-    else {
-        return StepPlan::Deny(Denial::CacheNotReady {
-            name: name.to_owned(),
-            reason,
-        });
-    };
-    if stuck {
-        return StepPlan::Deny(Denial::CacheNotReady {
-            name: name.to_owned(),
-            reason,
-        });
-    }
-    match patch::defer(annotations, template_annotations, has_template_metadata) {
-        Ok(patch) => {
-            warnings.push(format!(
-                "ArtifactCache {name:?} is not Ready yet ({reason}): the Job's pods are injected as they are created, and held until it is Ready"
-            ));
-            StepPlan::Deferred { patch, warnings }
-        }
         Err(err) => StepPlan::Deny(Denial::Unwritable(err.to_string())),
     }
 }

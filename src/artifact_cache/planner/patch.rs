@@ -105,8 +105,20 @@ pub fn build(
             &[gate],
         )?;
     }
+    mark(&mut patch, &mutation.marker, annotations, target, held)?;
+    Ok(patch)
+}
+
+/// Adds the marker annotation and the step label (and, held, the held label) to the pod's (or
+/// the template's) metadata, adding the maps the object lacks.
+fn mark(
+    patch: &mut WrittenPatch,
+    marker: &str,
+    annotations: &BTreeMap<String, String>,
+    target: Target,
+    held: bool,
+) -> Result<(), serde_json::Error> {
     let metadata: Vec<String> = target.metadata().iter().map(|s| (*s).to_string()).collect();
-    let marker = mutation.marker.as_str();
     let (has_metadata, has_labels) = match target {
         Target::Pod { has_labels } => (true, has_labels),
         Target::Job {
@@ -129,8 +141,7 @@ pub fn build(
             annotations: &marker_annotation,
             labels: &step_label,
         };
-        patch.add(&metadata, &whole)?;
-        return Ok(patch);
+        return patch.add(&metadata, &whole);
     }
     let mut labels = metadata.clone();
     labels.push("labels".into());
@@ -151,7 +162,7 @@ pub fn build(
         path.push(step::INJECTED.into());
         patch.add(&path, marker)?;
     }
-    Ok(patch)
+    Ok(())
 }
 
 /// The patch that defers a Job's injection to its pods: the Job's contract annotations copied

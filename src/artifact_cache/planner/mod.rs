@@ -7,10 +7,9 @@
 //! image) pulls the inputs, merged into one tree, into a volume and puts ocifit's launcher (the
 //! binary with its loader and libraries) in a shared volume; the step's command runs under that
 //! launcher, which copies the inputs where `cp -R` puts them (`inputs/` in the working directory
-//! by default), writes
-//! `output-pipe`, and on success hands the outputs to a native sidecar (`ocifit-push`) that holds
-//! the credentials and pushes them; the launcher exits with the push's outcome, so a failed push
-//! fails the step.
+//! by default), writes `output-pipe`, and on success hands the outputs to a native sidecar
+//! (`ocifit-push`) that holds the credentials and pushes them; the launcher exits with the push's
+//! outcome, so a failed push fails the step.
 
 mod cache;
 mod helpers;
@@ -392,7 +391,7 @@ fn plan(
                     held = is_held;
                     registry
                 }
-                Err(plan) => return *plan,
+                Err(plan) => return checked(*plan, &settings, spec, helper, &owner),
             }
         }
     };
@@ -405,6 +404,30 @@ fn plan(
         Ok(patch) if held => StepPlan::Held { patch, warnings },
         Ok(patch) => StepPlan::Patch { patch, warnings },
         Err(err) => StepPlan::Deny(Denial::Unwritable(err.to_string())),
+    }
+}
+
+/// A Job whose injection is left to its pods is refused now for what would refuse every one of
+/// them (the containers, the command, the URIs): checked against a stand-in for the cache.
+fn checked(
+    plan: StepPlan,
+    settings: &StepSettings,
+    spec: &PodSpec,
+    helper: &Helper,
+    owner: &mutation::Owner,
+) -> StepPlan {
+    if !matches!(plan, StepPlan::Deferred { .. }) {
+        return plan;
+    }
+    let stand_in = mutation::Registry {
+        host: "cache.invalid:5000".to_owned(),
+        plain_http: true,
+        marker: String::new(),
+        credentials: None,
+    };
+    match mutation::build(settings, &stand_in, spec, helper, owner) {
+        Ok(_) => plan,
+        Err(denial) => StepPlan::Deny(denial),
     }
 }
 

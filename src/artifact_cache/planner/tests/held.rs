@@ -189,3 +189,19 @@ fn a_cache_that_cannot_become_ready_or_does_not_exist_refuses_a_job_too() {
         StepPlan::Deny(Denial::CacheMissing { .. })
     ));
 }
+
+#[test]
+fn a_job_left_to_its_pods_is_still_refused_for_what_would_refuse_every_one_of_them() {
+    let mut object = job(&SEED_JOB, None);
+    object["spec"]["template"]["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("command");
+    let StepPlan::Deny(denial) = planned_job(&object, &unwired) else {
+        panic!("expected a denial");
+    };
+    assert!(
+        denial.to_string().contains("\"breakfast\" has no command"),
+        "{denial}"
+    );
+}

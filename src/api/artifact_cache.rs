@@ -299,6 +299,15 @@ pub mod step {
     /// The value of [`STEP_LABEL`].
     pub const STEP_LABEL_VALUE: &str = "injected";
 
+    /// The scheduling gate on a step's pod while its ArtifactCache is not Ready yet: the step is
+    /// injected at admission, held, and released once the cache is Ready.
+    pub const CACHE_GATE: &str = "artifacts.ocifit.io/cache";
+    /// The label (value `true`) on a pod (or a Job's pod template) held by [`CACHE_GATE`]: the
+    /// release watches held steps by it.
+    pub const HELD_LABEL: &str = "artifacts.ocifit.io/held";
+    /// Why a held step stays held past its bound (hold failure rule `Fail`).
+    pub const HELD_ANNOTATION: &str = "artifacts.ocifit.io/held";
+
     /// The namespace label (value [`NAMESPACE_OPT_IN_VALUE`]) that sends the namespace's Pods and
     /// Jobs to the step webhooks; no other namespace's objects ever reach them.
     pub const NAMESPACE_OPT_IN: &str = "artifacts.ocifit.io/steps";

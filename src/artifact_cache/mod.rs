@@ -5,13 +5,16 @@
 //! imports no other feature.
 //!
 //! Pure parts: `planner` (annotations → patch or denial), `desired` (a cache's Deployment,
-//! Service, NetworkPolicy and claim), `status` (a cache's status from its objects). Adapters:
-//! `controller`, `route`, `transfers` (what the steps' helpers moved, counted).
+//! Service, NetworkPolicy and claim), `status` (a cache's status from its objects), `held` (a
+//! step held while its cache starts: released, kept or failed). Adapters: `controller`, `route`,
+//! `release` (held steps), `transfers` (what the steps' helpers moved, counted).
 
 pub mod controller;
 pub mod desired;
+pub mod held;
 pub mod owned;
 pub mod planner;
+mod release;
 pub mod restored;
 pub mod route;
 pub mod secret;
@@ -20,6 +23,7 @@ mod transfers;
 
 pub use controller::Settings;
 pub use desired::object_name;
+pub use held::{GATE, HoldRules};
 pub use planner::{Helper, StepRegistries};
 pub use secret::PUSH_USER_KEY;
 
@@ -51,6 +55,8 @@ pub struct Parts {
     pub registries: StepRegistries,
     /// The controller's settings.
     pub settings: controller::Settings,
+    /// How long a step is held while its cache is not Ready, and what follows.
+    pub hold: HoldRules,
     /// Resolves once shutdown begins.
     pub shutdown: Shutdown,
 }
@@ -66,6 +72,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         helper,
         registries,
         settings,
+        hold,
         shutdown,
     } = parts;
     let (caches, watch) = reflect(
@@ -120,6 +127,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         services,
         claims,
     };
+    let released = release::run(cluster.clone(), &caches, reporter.clone(), hold, &shutdown);
     let controller = controller::controller(
         cluster,
         reporter,
@@ -130,22 +138,24 @@ pub fn run(parts: Parts) -> Feature<Route> {
         shutdown.clone().wait(),
     );
     let synced = caches.clone();
+    let mut tasks = vec![
+        ("artifact cache watch", until(shutdown.clone(), watch)),
+        (
+            "artifact cache deployments watch",
+            until(shutdown.clone(), deployments_watch),
+        ),
+        (
+            "artifact cache services watch",
+            until(shutdown.clone(), services_watch),
+        ),
+        ("artifact cache claims watch", until(shutdown, claims_watch)),
+        ("artifact cache controller", controller),
+        ("artifact cache readiness", counted),
+        ("artifact cache step transfers", transfers),
+    ];
+    tasks.extend(released);
     Feature {
-        tasks: vec![
-            ("artifact cache watch", until(shutdown.clone(), watch)),
-            (
-                "artifact cache deployments watch",
-                until(shutdown.clone(), deployments_watch),
-            ),
-            (
-                "artifact cache services watch",
-                until(shutdown.clone(), services_watch),
-            ),
-            ("artifact cache claims watch", until(shutdown, claims_watch)),
-            ("artifact cache controller", controller),
-            ("artifact cache readiness", counted),
-            ("artifact cache step transfers", transfers),
-        ],
+        tasks,
         routes,
         readiness: Readiness::new(async move { synced.wait_synced().await }, move || {
             caches.synced()

@@ -4,7 +4,7 @@
 //! this file only looks the cache up and names the answer for the metrics. A cache the store does
 //! not show Ready is read again from the apiserver before a step is refused: this replica's watch
 //! may not have delivered the status the leader just wrote (a step created as soon as
-//! `kubectl wait` saw the cache Ready would otherwise be denied `CacheNotReady`). That read waits,
+//! `kubectl wait` saw the cache Ready would otherwise be held or denied `CacheNotReady`). That read waits,
 //! so a step is planned on the connection's worker when its cache is Ready in the store (nearly
 //! always), and on the blocking pool only when it must be read again.
 
@@ -107,8 +107,10 @@ impl Steps {
         let caches = |name: &str| {
             let key = ObjectRef::<ArtifactCache>::new(name).within(namespace);
             let stored = cache_state(self.caches.get(&key).as_deref());
-            let (CacheState::NotReady { .. } | CacheState::Missing, Some(read_again)) =
-                (&stored, &self.read_again)
+            let (
+                CacheState::Starting { .. } | CacheState::NotReady { .. } | CacheState::Missing,
+                Some(read_again),
+            ) = (&stored, &self.read_again)
             else {
                 return stored;
             };
@@ -129,7 +131,9 @@ impl Steps {
         };
         let helper = self.helper.as_ref().unwrap_or(&unset);
         match plan(object, namespace, &caches, helper, &self.registries) {
-            StepPlan::Patch { .. } if self.helper.is_none() => {
+            StepPlan::Patch { .. } | StepPlan::Held { .. } | StepPlan::Deferred { .. }
+                if self.helper.is_none() =>
+            {
                 StepPlan::Deny(Denial::NoHelperImage)
             }
             other => other,
@@ -219,7 +223,8 @@ fn plan_job(
 impl Verdict for StepPlan {
     fn outcome(&self) -> &'static str {
         match self {
-            StepPlan::Patch { .. } => "patched",
+            StepPlan::Patch { .. } | StepPlan::Deferred { .. } => "patched",
+            StepPlan::Held { .. } => "held",
             StepPlan::Deny(_) => "denied",
             StepPlan::NotAStep | StepPlan::AlreadyInjected | StepPlan::Unchanged { .. } => {
                 "skipped"
@@ -233,13 +238,17 @@ impl Verdict for StepPlan {
             StepPlan::AlreadyInjected => "AlreadyInjected",
             StepPlan::Unchanged { .. } => "NothingToMove",
             StepPlan::Patch { .. } => "StepInjected",
+            StepPlan::Held { .. } => "StepHeld",
+            StepPlan::Deferred { .. } => "StepDeferred",
             StepPlan::Deny(denial) => denial.name(),
         }
     }
 
     fn response(&self) -> Response<'_> {
         match self {
-            StepPlan::Patch { patch, warnings } => Response::Allow {
+            StepPlan::Patch { patch, warnings }
+            | StepPlan::Held { patch, warnings }
+            | StepPlan::Deferred { patch, warnings } => Response::Allow {
                 patch: Some(patch.into()),
                 warnings: warnings.clone(),
             },

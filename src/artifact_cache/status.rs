@@ -140,8 +140,10 @@ pub fn count_ready<'a>(caches: impl IntoIterator<Item = &'a ArtifactCache>) -> (
         })
 }
 
-/// What steps' admission knows of a cache: Ready (its status is current and says so), not Ready
-/// (with the condition's message), or missing.
+/// What steps' admission knows of a cache: Ready (its status is current and says so), starting
+/// (not Ready, but its current status names its endpoint and, when it generates them, its
+/// credentials: steps can be wired to it now and held), not Ready (with the condition's
+/// message; stuck when its reason says it cannot become Ready as it is), or missing.
 pub fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {
     let Some(cache) = cache else {
         return CacheState::Missing;
@@ -149,23 +151,44 @@ pub fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {
     let Some(status) = cache.status.as_ref() else {
         return CacheState::NotReady {
             reason: "it has no status yet (is ocifit's controller running?)".to_owned(),
+            stuck: false,
         };
     };
     let condition = status.conditions.iter().find(|c| c.type_ == READY);
     let current = status.observed_generation == cache.metadata.generation;
+    let generates_credentials = cache.spec.deploy && cache.spec.htpasswd_secret_ref.is_none();
+    let wired = generates_credentials <= status.credentials_secret.is_some();
     match (condition, &status.endpoint) {
         (Some(c), Some(endpoint)) if c.status == "True" && current => CacheState::Ready {
             endpoint: endpoint.clone(),
             plain_http: status.plain_http,
             credentials: status.credentials_secret.clone(),
         },
+        (Some(c), Some(endpoint)) if current && wired && !stuck(&c.reason) => {
+            CacheState::Starting {
+                endpoint: endpoint.clone(),
+                plain_http: status.plain_http,
+                credentials: status.credentials_secret.clone(),
+                reason: format!("{}: {}", c.reason, c.message),
+            }
+        }
         (Some(c), _) if current => CacheState::NotReady {
             reason: format!("{}: {}", c.reason, c.message),
+            stuck: stuck(&c.reason),
         },
         _ => CacheState::NotReady {
             reason: "its spec changed and the controller has not caught up yet".to_owned(),
+            stuck: false,
         },
     }
+}
+
+/// Whether a Ready condition's reason says the cache cannot become Ready until someone changes
+/// something (the controller wrote nothing).
+fn stuck(reason: &str) -> bool {
+    [CacheReason::Conflict, CacheReason::ImageNotAllowed]
+        .iter()
+        .any(|r| r.as_str() == reason)
 }
 
 /// Whether the Deployment has a ready replica of its current template: a replica counts once the

@@ -1,5 +1,5 @@
-//! `ocifit release-gates`: removes every scheduling gate ocifit adds (placement's and image
-//! selection's) from every pod still holding one, leaving any other gate alone — what the
+//! `ocifit release-gates`: removes every scheduling gate ocifit adds (placement's, image
+//! selection's and the artifact cache's) from every pod still holding one, leaving any other gate alone — what the
 //! chart's uninstall hook runs, so no pod waits on a gate only ocifit would remove. Runnable with
 //! nothing but a kubeconfig, whether ocifit runs or not.
 
@@ -27,7 +27,17 @@ pub struct ReleaseGatesArgs {
 pub async fn run(args: &ReleaseGatesArgs) -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     match crate::startup::kube_client(args.kubeconfig.as_deref()).await {
-        Ok(client) => release(client, &[crate::placement::GATE, IMAGE_SELECTION]).await,
+        Ok(client) => {
+            release(
+                client,
+                &[
+                    crate::placement::GATE,
+                    IMAGE_SELECTION,
+                    crate::artifact_cache::GATE,
+                ],
+            )
+            .await
+        }
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::from(1)

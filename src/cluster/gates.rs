@@ -2,14 +2,52 @@
 //! an uninstall, or while every replica is down), leaving any other gate alone. Each pod is
 //! patched by a JSON patch that first tests the gate is still at the index it was read at, so a
 //! pod changed meanwhile is read again, never stripped of another gate. A pod that cannot be
-//! released does not stop the others: every failure is reported at the end. Both features that
-//! hold pods (placement and image selection) use it, each with its own [`Gate`].
+//! released does not stop the others: every failure is reported at the end. Every feature that
+//! holds pods (placement, image selection, the artifact cache's steps) uses it, each with its own
+//! [`Gate`], and the holds share one failure rule ([`HoldFailure`]).
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch};
 use kube::{Api, Client, ResourceExt};
 
 use super::guarded_patch::{ATTEMPTS, patch_as_read};
+
+/// What follows a hold that cannot end as it should (no decision within the bound, a decision
+/// that would have refused the pod, a cache that cannot become Ready): one rule for every hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldFailure {
+    /// Released unchanged (the placeholder image), as `failurePolicy: Ignore` admits a pod.
+    Ignore,
+    /// Kept held, with a Warning Event and the held annotation saying why, as
+    /// `failurePolicy: Fail` refuses a pod; released if the decision comes later.
+    Fail,
+}
+
+/// A hold failure rule other than `Ignore` or `Fail`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is neither Ignore nor Fail")]
+pub struct UnknownHoldFailure(String);
+
+impl std::str::FromStr for HoldFailure {
+    type Err = UnknownHoldFailure;
+
+    fn from_str(value: &str) -> Result<Self, UnknownHoldFailure> {
+        match value {
+            "Ignore" => Ok(HoldFailure::Ignore),
+            "Fail" => Ok(HoldFailure::Fail),
+            other => Err(UnknownHoldFailure(other.to_owned())),
+        }
+    }
+}
+
+impl std::fmt::Display for HoldFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HoldFailure::Ignore => "Ignore",
+            HoldFailure::Fail => "Fail",
+        })
+    }
+}
 
 /// A scheduling gate ocifit adds, and the label every pod carrying it has (the list is by label,
 /// so the apiserver never sends the cluster's other pods).

@@ -160,13 +160,15 @@ pub struct RunArgs {
     pub max_retry_interval: Duration,
 
     /// Longest an opted-in pod is held (admitted with ocifit's scheduling gate) waiting for its
-    /// image to be decidable, from its creation; then --image-hold-failure applies.
+    /// image to be decidable, or a workflow step waiting for its ArtifactCache to be Ready, from
+    /// its creation; then --image-hold-failure applies.
     #[arg(long, env = "OCIFIT_IMAGE_HOLD_TIMEOUT", value_parser = duration, default_value = "5m")]
     pub image_hold_timeout: Duration,
 
     /// What follows a hold past --image-hold-timeout, or a decision that would have refused the
-    /// held pod: `Ignore` releases it unchanged, `Fail` keeps it held (a Warning Event and the
-    /// annotation selection.ocifit.io/held say why). Both with an Event. The chart passes
+    /// held pod (or a cache that cannot become Ready): `Ignore` releases it unchanged, `Fail`
+    /// keeps it held (a Warning Event and the annotation selection.ocifit.io/held, or
+    /// artifacts.ocifit.io/held for a step, say why). Both with an Event. The chart passes
     /// webhook.failurePolicy.
     #[arg(long, env = "OCIFIT_IMAGE_HOLD_FAILURE", default_value = "Fail")]
     pub image_hold_failure: HoldFailure,

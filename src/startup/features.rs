@@ -62,6 +62,11 @@ pub(super) fn run(
                 own_namespace: config.own_namespace.clone(),
                 images: config.artifact_cache_images.clone(),
             },
+            // The hold bound and failure rule every ocifit hold shares.
+            hold: artifact_cache::HoldRules {
+                bound: config.hold.bound,
+                failure: config.hold.failure,
+            },
             shutdown: shutdown.clone(),
         }),
     ]

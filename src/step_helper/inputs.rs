@@ -2,9 +2,9 @@
 //! then merged into one tree, directories of the same name merged (two scattered steps that each
 //! pushed `out/` give one `out/`); a file (or link) present in two inputs is the only conflict,
 //! an error naming it and both inputs, never a silent overwrite. Then the launcher, in the step's
-//! own container, copies that tree into `input-path` (the working directory by default) as
-//! `cp -R` would: directories merged into what the image has there, files put in place, nothing
-//! of the image hidden.
+//! own container, puts that tree where the oras-operator's `cp -R /mnt/oras/inputs/ <input-path>`
+//! puts it ([`destination`]) and copies it there as `cp -R` would: directories merged into what
+//! the image has there, files put in place, nothing of the image hidden.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -95,6 +95,28 @@ impl Merged {
 /// Whether `path` is a directory itself, not a link to one.
 fn is_real_dir(path: &Path) -> io::Result<bool> {
     Ok(path.symlink_metadata()?.is_dir())
+}
+
+/// The directory `cp -R` names after its source, the oras-operator's `/mnt/oras/inputs`.
+pub const INPUTS_NAME: &str = "inputs";
+
+/// Where GNU `cp -R /mnt/oras/inputs/ <dest>` puts the inputs (the trailing `/` changes nothing):
+/// inside `dest` as `inputs/` when `dest` is a directory (or a link to one), as `dest` itself when
+/// nothing is there. A file at `dest` is an error, as `cp` cannot put a directory over a file.
+pub fn destination(dest: &Path) -> Result<PathBuf, FileError> {
+    match fs::metadata(dest) {
+        Ok(meta) if meta.is_dir() => Ok(dest.join(INPUTS_NAME)),
+        Ok(_) => Err(FileError {
+            action: "copy the inputs to",
+            path: dest.to_path_buf(),
+            source: io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "a file is there and the inputs are a directory",
+            ),
+        }),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(dest.to_path_buf()),
+        Err(err) => Err(file_error::at("read", dest)(err)),
+    }
 }
 
 /// Copies the tree at `from` into `to` as `cp -R from/. to` does: directories merged with what is
@@ -310,6 +332,52 @@ mod tests {
         // Again (a restarted step): the same result.
         copy_into(&inputs, &work).unwrap();
         assert_eq!(read(&work, "out/link"), "from input");
+    }
+
+    #[test]
+    fn an_existing_directory_gets_the_inputs_as_an_inputs_directory_inside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        fs::create_dir(&work).unwrap();
+        assert_eq!(destination(&work).unwrap(), work.join("inputs"));
+        // `.` (no input-path: the working directory) is a directory too.
+        assert_eq!(
+            destination(&work.join(".")).unwrap(),
+            work.join(".").join("inputs")
+        );
+    }
+
+    #[test]
+    fn a_link_to_a_directory_is_followed_as_cp_follows_its_destination() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        fs::create_dir(&data).unwrap();
+        std::os::unix::fs::symlink(&data, dir.path().join("link")).unwrap();
+        assert_eq!(
+            destination(&dir.path().join("link")).unwrap(),
+            dir.path().join("link/inputs")
+        );
+    }
+
+    #[test]
+    fn a_path_that_does_not_exist_becomes_the_inputs_themselves() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("data");
+        assert_eq!(destination(&missing).unwrap(), missing);
+    }
+
+    #[test]
+    fn a_file_where_the_inputs_would_go_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("data");
+        fs::write(&file, "x").unwrap();
+        let err = destination(&file).unwrap_err();
+        assert_eq!(err.path, file);
+        assert!(
+            err.source.to_string().contains("a file is there"),
+            "{}",
+            err.source
+        );
     }
 
     #[test]

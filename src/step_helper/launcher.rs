@@ -1,7 +1,7 @@
 //! `ocifit artifact launch`: runs a step's command in its own container (through the loader the
-//! init container installed), first copying the step's inputs into `input-path` (its working
-//! directory by default, which only the running container knows: the pod's `workingDir` or the
-//! image's WORKDIR), writes its standard output to `output-pipe` when asked, forwards
+//! init container installed), first copying the step's inputs where the oras-operator's `cp -R`
+//! puts them (`inputs/` in its working directory by default, which only the running container
+//! knows: the pod's `workingDir` or the image's WORKDIR; see [`inputs::destination`]), writes its standard output to `output-pipe` when asked, forwards
 //! SIGTERM and SIGINT to it, and when it succeeds hands its outputs to the pusher and waits for the
 //! push. The container's exit status is the step's: the command's own when it fails (nothing is
 //! pushed), 0 when it succeeded and its outputs were pushed, [`EXIT_PUSH_FAILED`] when they could
@@ -39,8 +39,8 @@ pub struct Launch {
     pub working_dir: PathBuf,
     /// The inputs the init container pulled, to copy into place before the command runs.
     pub inputs: Option<PathBuf>,
-    /// Where the inputs go (relative to the working directory); the working directory itself
-    /// when unset.
+    /// Where the inputs are copied to as by `cp -R` (relative to the working directory); the
+    /// working directory itself when unset.
     pub input_path: Option<PathBuf>,
     /// The file or directory to push when the step succeeds (relative to the working directory);
     /// `.` pushes each entry of the working directory.
@@ -60,21 +60,10 @@ pub async fn launch(launch: &Launch) -> u8 {
     let Some((program, args)) = launch.command.split_first() else {
         return fail(launch, EXIT_CANNOT_RUN, "no command to run".to_string());
     };
-    if let Some(from) = &launch.inputs {
-        let to = launch
-            .working_dir
-            .join(launch.input_path.as_deref().unwrap_or(Path::new(".")));
-        if let Err(err) = inputs::copy_into(from, &to) {
-            return fail(
-                launch,
-                EXIT_CANNOT_RUN,
-                format!(
-                    "cannot put the inputs in {}: {} (input-path must be a directory the step's user can write: its working directory, or a volume it mounts)",
-                    to.display(),
-                    error_chain(&err)
-                ),
-            );
-        }
+    if let Some(from) = &launch.inputs
+        && let Err(message) = place_inputs(launch, from)
+    {
+        return fail(launch, EXIT_CANNOT_RUN, message);
     }
     let mut command = Command::new(program);
     command.args(args).current_dir(&launch.working_dir);
@@ -142,6 +131,37 @@ pub async fn launch(launch: &Launch) -> u8 {
             format!("the step succeeded but its outputs were not pushed: {message}"),
         ),
     }
+}
+
+/// The run volume's record of where the pod's inputs went: a restarted step finds them where its
+/// first run put them, though that run created `input-path` (on a volume that outlives it).
+const INPUTS_PLACED: &str = "inputs-placed";
+
+/// Copies the inputs where `cp -R <inputs>/ <input-path>` puts them, or where a first run of
+/// this pod put them.
+fn place_inputs(launch: &Launch, from: &Path) -> Result<(), String> {
+    let dest = match &launch.input_path {
+        Some(path) => launch.working_dir.join(path),
+        None => launch.working_dir.clone(),
+    };
+    let cannot = |to: &Path, why: String| {
+        format!(
+            "cannot put the inputs in {}: {why} (input-path must be a directory the step's user can write: its working directory, or a volume it mounts)",
+            to.display()
+        )
+    };
+    let placed = handoff::read::<PathBuf>(&launch.run, INPUTS_PLACED)
+        .map_err(|err| cannot(&dest, format!("cannot read {INPUTS_PLACED}: {err}")))?;
+    let to = match placed {
+        Some(to) => to,
+        None => {
+            let to = inputs::destination(&dest).map_err(|err| cannot(&dest, error_chain(&err)))?;
+            handoff::write(&launch.run, INPUTS_PLACED, &to)
+                .map_err(|err| cannot(&to, format!("cannot write {INPUTS_PLACED}: {err}")))?;
+            to
+        }
+    };
+    inputs::copy_into(from, &to).map_err(|err| cannot(&to, error_chain(&err)))
 }
 
 fn open_pipe(pipe: &Path) -> io::Result<fs::File> {

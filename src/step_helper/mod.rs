@@ -30,6 +30,7 @@ mod steps;
 mod unpack;
 
 pub use archive::{ArchiveError, PackCount};
+pub use inputs::INPUTS_NAME;
 pub use install::InstallError;
 pub use launcher::{EXIT_CANNOT_RUN, EXIT_NOT_FOUND, EXIT_PUSH_FAILED, Launch, launch};
 pub use layout::{

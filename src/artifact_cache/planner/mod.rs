@@ -6,11 +6,12 @@
 //! The mechanism (see `docs/artifact-cache.md`): an init container (`ocifit-prepare`, ocifit's
 //! image) pulls the inputs, merged into one tree, into a volume and puts ocifit's launcher (the
 //! binary with its loader and libraries) in a shared volume; the step's command runs under that
-//! launcher, which copies the inputs into `input-path` (the working directory by default), writes
-//! `output-pipe`, and on success hands the outputs to a native sidecar (`ocifit-push`) that holds
-//! the credentials and pushes them; the launcher exits with the push's outcome, so a failed push
-//! fails the step.
+//! launcher, which copies the inputs where `cp -R` puts them (`inputs/` in the working directory
+//! by default), writes `output-pipe`, and on success hands the outputs to a native sidecar
+//! (`ocifit-push`) that holds the credentials and pushes them; the launcher exits with the push's
+//! outcome, so a failed push fails the step.
 
+mod cache;
 mod helpers;
 mod mutation;
 mod patch;
@@ -70,8 +71,19 @@ pub enum CacheState {
         plain_http: bool,
         credentials: Option<String>,
     },
-    /// It exists but is not Ready, for this reason (the condition's message).
-    NotReady { reason: String },
+    /// It exists and is not Ready yet, but its status already names where steps will reach it
+    /// (its Service's address, its generated credentials): a step is injected now and held by a
+    /// scheduling gate until the cache is Ready. `reason` is the condition's.
+    Starting {
+        endpoint: String,
+        plain_http: bool,
+        credentials: Option<String>,
+        reason: String,
+    },
+    /// It exists but is not Ready, for this reason (the condition's message), and names no
+    /// endpoint yet; `stuck` when its condition says it cannot become Ready as it is (`Conflict`,
+    /// `ImageNotAllowed`).
+    NotReady { reason: String, stuck: bool },
     /// No ArtifactCache of that name in the namespace.
     Missing,
 }
@@ -96,6 +108,17 @@ pub enum StepPlan {
     Unchanged { warnings: Vec<String> },
     /// Admit with this patch (RFC 6902, against the object as sent) and these warnings.
     Patch {
+        patch: WrittenPatch,
+        warnings: Vec<String>,
+    },
+    /// Admit injected and held by the cache's scheduling gate until the cache is Ready.
+    Held {
+        patch: WrittenPatch,
+        warnings: Vec<String>,
+    },
+    /// A Job whose cache names no endpoint yet: admit it with its contract copied onto its pod
+    /// template, so each of its pods is planned when the Job creates it.
+    Deferred {
         patch: WrittenPatch,
         warnings: Vec<String>,
     },
@@ -149,7 +172,7 @@ pub enum Denial {
     )]
     NoCommand { container: String },
     #[error(
-        "{what} for container {container:?}, which has no command: ocifit copies the inputs into the working directory when it runs the step's command, and an image's ENTRYPOINT and WORKDIR cannot be read at admission; set command (and args), or set annotation {prefix}input-path to an absolute path (or the container's workingDir) where the inputs are mounted",
+        "{what} for container {container:?}, which has no command: ocifit copies the inputs into inputs/ in the working directory when it runs the step's command, and an image's ENTRYPOINT and WORKDIR cannot be read at admission; set command (and args), or set annotation {prefix}input-path to an absolute path (or the container's workingDir) where the inputs are mounted",
         prefix = step::PREFIX
     )]
     NoInputPath { what: String, container: String },
@@ -244,10 +267,14 @@ const CACHE_MARKER: &str = "ArtifactCache ";
 /// The ArtifactCache a step pod was wired to, read back from its marker annotation's value;
 /// `None` for a step that named its own `registry`.
 pub fn cache_of(marker: &str) -> Option<&str> {
+    wiring_of(marker).map(|(name, _)| name)
+}
+
+/// The ArtifactCache a step pod was wired to and the endpoint it was given, from its marker.
+pub fn wiring_of(marker: &str) -> Option<(&str, &str)> {
     marker
         .strip_prefix(CACHE_MARKER)
         .and_then(|rest| rest.split_once(" at "))
-        .map(|(name, _)| name)
 }
 
 /// Plans a Job: its own annotations are the contract, its pod template is mutated (and marked, so
@@ -345,6 +372,7 @@ fn plan(
     let Some(spec) = spec else {
         return StepPlan::Deny(Denial::NoContainers);
     };
+    let mut held = false;
     let registry = match &settings.source {
         settings::Source::Registry { host, .. } if !registries.allows(host) => {
             return StepPlan::Deny(Denial::RegistryNotAllowed {
@@ -358,39 +386,55 @@ fn plan(
             marker: format!("registry {host}"),
             credentials: None,
         },
-        settings::Source::Cache(name) => match caches(name) {
-            CacheState::Ready {
-                endpoint,
-                plain_http,
-                credentials,
-            } => mutation::Registry {
-                marker: format!("{CACHE_MARKER}{name} at {endpoint}"),
-                host: endpoint,
-                plain_http,
-                credentials,
-            },
-            CacheState::NotReady { reason } => {
-                return StepPlan::Deny(Denial::CacheNotReady {
-                    name: name.clone(),
-                    reason,
-                });
+        settings::Source::Cache(name) => {
+            let context = cache::Context {
+                namespace,
+                annotations,
+                template_annotations: pod_annotations,
+                target,
+            };
+            match cache::wire(name, caches(name), &context, &mut warnings) {
+                Ok((registry, is_held)) => {
+                    held = is_held;
+                    registry
+                }
+                Err(plan) => return checked(*plan, &settings, spec, helper, &owner),
             }
-            CacheState::Missing => {
-                return StepPlan::Deny(Denial::CacheMissing {
-                    name: name.clone(),
-                    namespace: namespace.to_string(),
-                });
-            }
-        },
+        }
     };
     let mut mutation = match mutation::build(&settings, &registry, spec, helper, &owner) {
         Ok(mutation) => mutation,
         Err(denial) => return StepPlan::Deny(denial),
     };
     warnings.append(&mut mutation.warnings);
-    match patch::build(&mutation, spec, pod_annotations, target) {
+    match patch::build(&mutation, spec, pod_annotations, target, held) {
+        Ok(patch) if held => StepPlan::Held { patch, warnings },
         Ok(patch) => StepPlan::Patch { patch, warnings },
         Err(err) => StepPlan::Deny(Denial::Unwritable(err.to_string())),
+    }
+}
+
+/// A Job whose injection is left to its pods is refused now for what would refuse every one of
+/// them (the containers, the command, the URIs): checked against a stand-in for the cache.
+fn checked(
+    plan: StepPlan,
+    settings: &StepSettings,
+    spec: &PodSpec,
+    helper: &Helper,
+    owner: &mutation::Owner,
+) -> StepPlan {
+    if !matches!(plan, StepPlan::Deferred { .. }) {
+        return plan;
+    }
+    let stand_in = mutation::Registry {
+        host: "cache.invalid:5000".to_owned(),
+        plain_http: true,
+        marker: String::new(),
+        credentials: None,
+    };
+    match mutation::build(settings, &stand_in, spec, helper, owner) {
+        Ok(_) => plan,
+        Err(denial) => StepPlan::Deny(denial),
     }
 }
 

@@ -4,10 +4,11 @@
 //! restart policy); the containers themselves are `helpers`.
 //!
 //! Inputs are copied into place by the launcher, as the oras-operator's script copies them, so
-//! they appear in the container's working directory (the image's WORKDIR when the pod names none,
+//! they appear as `inputs/` in the container's working directory (the image's WORKDIR when the pod names none,
 //! which only the running container knows) and nothing of the image there is hidden. Only a step
 //! without `command` (whose image's ENTRYPOINT ocifit cannot wrap), or with a read-only root file
-//! system (where nothing can be copied), gets its inputs as a volume mounted at `input-path`.
+//! system (where nothing can be copied), gets its inputs as a volume mounted at `input-path` (or
+//! `inputs/` in its `workingDir`).
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 
@@ -20,8 +21,8 @@ use super::helpers::{
 use super::settings::StepSettings;
 use crate::api::step;
 use crate::registry;
-use crate::step_helper::PUSH_TIMEOUT;
 use crate::step_helper::command::{self, Launch};
+use crate::step_helper::{INPUTS_NAME, PUSH_TIMEOUT};
 
 pub use super::helpers::{LAUNCHER_DIR, PREPARE, PUSH, Registry};
 
@@ -245,7 +246,9 @@ fn reference(registry: &Registry, field: &str, uri: &str) -> Result<String, Deni
 }
 
 /// Where the inputs volume is mounted for a step without `command`: an absolute directory, not
-/// one the container already mounts.
+/// one the container already mounts. Without `input-path`, `inputs/` in the working directory, as
+/// `cp -R` puts them; an `input-path` is the mount itself (what `cp -R` does when it is not there:
+/// the image's files at admission are unknown).
 fn mounted_inputs(settings: &StepSettings, container: &Container) -> Result<String, Denial> {
     let working_dir = container
         .working_dir
@@ -254,7 +257,7 @@ fn mounted_inputs(settings: &StepSettings, container: &Container) -> Result<Stri
     let path = match (&settings.input_path, working_dir) {
         (Some(path), _) if path.starts_with('/') => path.clone(),
         (Some(path), Some(dir)) => format!("{}/{path}", dir.trim_end_matches('/')),
-        (None, Some(dir)) => dir.to_string(),
+        (None, Some(dir)) => format!("{}/{INPUTS_NAME}", dir.trim_end_matches('/')),
         (Some(path), None) => {
             return Err(Denial::NoInputPath {
                 what: format!("input-path {path:?} is relative and there is no workingDir"),

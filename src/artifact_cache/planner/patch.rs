@@ -41,12 +41,14 @@ impl Target {
     }
 }
 
-/// The patch, written from the mutation's containers, volumes and mounts.
+/// The patch, written from the mutation's containers, volumes and mounts; `held` adds the cache's
+/// scheduling gate and the held label (the cache is not Ready yet).
 pub fn build(
     mutation: &Mutation<'_>,
     spec: &PodSpec,
     annotations: &BTreeMap<String, String>,
     target: Target,
+    held: bool,
 ) -> Result<WrittenPatch, serde_json::Error> {
     let mut patch = WrittenPatch::default();
     let spec_path = target.spec();
@@ -88,8 +90,35 @@ pub fn build(
     if let Some(command) = &mutation.command {
         patch.add(&at(&["containers", &step, "command"]), command)?;
     }
+    if held {
+        #[derive(Serialize)]
+        struct SchedulingGate {
+            name: &'static str,
+        }
+        let gate = SchedulingGate {
+            name: step::CACHE_GATE,
+        };
+        append(
+            &mut patch,
+            &at(&["schedulingGates"]),
+            spec.scheduling_gates.is_some(),
+            &[gate],
+        )?;
+    }
+    mark(&mut patch, &mutation.marker, annotations, target, held)?;
+    Ok(patch)
+}
+
+/// Adds the marker annotation and the step label (and, held, the held label) to the pod's (or
+/// the template's) metadata, adding the maps the object lacks.
+fn mark(
+    patch: &mut WrittenPatch,
+    marker: &str,
+    annotations: &BTreeMap<String, String>,
+    target: Target,
+    held: bool,
+) -> Result<(), serde_json::Error> {
     let metadata: Vec<String> = target.metadata().iter().map(|s| (*s).to_string()).collect();
-    let marker = mutation.marker.as_str();
     let (has_metadata, has_labels) = match target {
         Target::Pod { has_labels } => (true, has_labels),
         Target::Job {
@@ -97,7 +126,10 @@ pub fn build(
             has_template_labels,
         } => (has_template_metadata, has_template_labels),
     };
-    let step_label = BTreeMap::from([(step::STEP_LABEL, step::STEP_LABEL_VALUE)]);
+    let mut step_label = BTreeMap::from([(step::STEP_LABEL, step::STEP_LABEL_VALUE)]);
+    if held {
+        step_label.insert(step::HELD_LABEL, "true");
+    }
     let marker_annotation = BTreeMap::from([(step::INJECTED, marker)]);
     if !has_metadata {
         #[derive(Serialize)]
@@ -109,14 +141,16 @@ pub fn build(
             annotations: &marker_annotation,
             labels: &step_label,
         };
-        patch.add(&metadata, &whole)?;
-        return Ok(patch);
+        return patch.add(&metadata, &whole);
     }
     let mut labels = metadata.clone();
     labels.push("labels".into());
     if has_labels {
-        labels.push(step::STEP_LABEL.into());
-        patch.add(&labels, step::STEP_LABEL_VALUE)?;
+        for (key, value) in &step_label {
+            let mut label = labels.clone();
+            label.push((*key).into());
+            patch.add(&label, value)?;
+        }
     } else {
         patch.add(&labels, &step_label)?;
     }
@@ -127,6 +161,41 @@ pub fn build(
     } else {
         path.push(step::INJECTED.into());
         patch.add(&path, marker)?;
+    }
+    Ok(())
+}
+
+/// The patch that defers a Job's injection to its pods: the Job's contract annotations copied
+/// onto its pod template, so each pod the Job makes is a step of its own, planned when it is
+/// created (its cache may be Ready by then, or wired and the pod held).
+pub fn defer(
+    contract: &BTreeMap<String, String>,
+    template_annotations: &BTreeMap<String, String>,
+    has_template_metadata: bool,
+) -> Result<WrittenPatch, serde_json::Error> {
+    let mut patch = WrittenPatch::default();
+    let copied: BTreeMap<&str, &str> = contract
+        .iter()
+        .filter(|(key, _)| key.starts_with(step::PREFIX))
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
+    if !has_template_metadata {
+        #[derive(Serialize)]
+        struct Metadata<'a> {
+            annotations: &'a BTreeMap<&'a str, &'a str>,
+        }
+        patch.add(
+            &["spec", "template", "metadata"],
+            &Metadata {
+                annotations: &copied,
+            },
+        )?;
+    } else if template_annotations.is_empty() {
+        patch.add(&["spec", "template", "metadata", "annotations"], &copied)?;
+    } else {
+        for (key, value) in &copied {
+            patch.add(&["spec", "template", "metadata", "annotations", key], value)?;
+        }
     }
     Ok(patch)
 }

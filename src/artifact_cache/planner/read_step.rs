@@ -2,14 +2,15 @@
 //! nothing else — the annotations (the step contract), whether there are labels, the owners, and
 //! of the pod spec the containers' names, commands, mounts, working directories, termination
 //! message paths and security contexts, the init containers' and volumes' names, the restart
-//! policy, the pod's security context and whether it shares a process namespace. Everything else in the object is skipped unread: it is
+//! policy, the pod's security context, whether it shares a process namespace and its scheduling gates.
+//! Everything else in the object is skipped unread: it is
 //! never built (k8s-openapi's `Pod` is 2.4 KiB as a value and each container some 2 KiB, with
 //! every string of the object allocated), and the apiserver validates the object after admission.
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, SecurityContext, Volume,
-    VolumeMount,
+    Container, Pod, PodSchedulingGate, PodSecurityContext, PodSpec, PodTemplateSpec,
+    SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
@@ -64,6 +65,7 @@ struct Spec {
     share_process_namespace: Option<bool>,
     #[serde(rename = "hostPID")]
     host_pid: Option<bool>,
+    scheduling_gates: Option<Vec<PodSchedulingGate>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -123,6 +125,7 @@ impl From<Spec> for PodSpec {
             security_context: read.security_context,
             share_process_namespace: read.share_process_namespace,
             host_pid: read.host_pid,
+            scheduling_gates: read.scheduling_gates,
             ..PodSpec::default()
         }
     }

@@ -12,6 +12,7 @@ use super::read_step::{StepJob, StepPod};
 use super::*;
 
 mod golden;
+mod held;
 mod jobs;
 mod refusals;
 mod restricted;
@@ -805,7 +806,11 @@ fn without_command_relative_input_paths_are_mounted_under_the_containers_working
     let mut defaulted = without_command(pod(&[("input-uri", "w/in:v1")]));
     defaulted["spec"]["containers"][0]["workingDir"] = json!("/work");
     let (at_working_dir, _) = admitted(&defaulted);
-    assert_eq!(mounts(step(&at_working_dir))["ocifit-inputs"], "/work");
+    assert_eq!(
+        mounts(step(&at_working_dir))["ocifit-inputs"],
+        "/work/inputs",
+        "as the oras-operator's `cp -R /mnt/oras/inputs/ .` puts them"
+    );
 }
 
 #[test]

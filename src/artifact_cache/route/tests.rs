@@ -43,6 +43,19 @@ fn caches(ready: bool) -> Store<ArtifactCache> {
     writer.as_reader()
 }
 
+/// The cache `oras` in `default` as created, before ocifit's controller wrote a status.
+fn unwired() -> Store<ArtifactCache> {
+    let cache: ArtifactCache = serde_json::from_value(json!({
+        "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
+        "metadata": {"name": "oras", "namespace": "default", "uid": "u", "generation": 1},
+        "spec": {}
+    }))
+    .unwrap();
+    let mut writer = Writer::default();
+    writer.apply_watcher_event(&watcher::Event::Apply(cache));
+    writer.as_reader()
+}
+
 fn steps(ready: bool, helper: bool) -> Steps {
     Steps {
         caches: caches(ready),
@@ -134,17 +147,52 @@ fn the_old_mechanisms_annotations_are_warned_about_and_nothing_else_changes() {
     );
 }
 
+/// The patch of an answer, as text.
+fn patch_text(response: &Value) -> String {
+    String::from_utf8(
+        base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            response["patch"].as_str().unwrap(),
+        )
+        .unwrap(),
+    )
+    .unwrap()
+}
+
 #[test]
-fn a_cache_that_is_missing_or_not_ready_is_a_denial_naming_it() {
+fn a_step_whose_cache_is_starting_is_admitted_held_behind_the_caches_gate() {
     let pod = step_pod(json!({format!("{P}input-uri"): "data:v1"}));
-    let (outcome, reason, response) = answer(steps(false, true), &pod, false);
+    for job in [false, true] {
+        let (outcome, reason, response) = answer(steps(false, true), &pod, job);
+        assert_eq!((outcome, reason), ("held", "StepHeld"), "{response}");
+        assert_eq!(response["allowed"], json!(true));
+        let patch = patch_text(&response);
+        assert!(patch.contains("10.0.0.9:5000/data:v1"), "{patch}");
+        assert!(
+            patch.contains(r#""value":[{"name":"artifacts.ocifit.io/cache"}]"#),
+            "{patch}"
+        );
+    }
+}
+
+#[test]
+fn a_cache_that_is_missing_or_names_no_endpoint_yet_is_a_denial_naming_it() {
+    let pod = step_pod(json!({format!("{P}input-uri"): "data:v1"}));
+    let mut fresh = steps(false, true);
+    fresh.caches = unwired();
+    let (outcome, reason, response) = answer(fresh.clone(), &pod, false);
     assert_eq!((outcome, reason), ("denied", "CacheNotReady"));
     assert_eq!(response["allowed"], json!(false));
     let message = response["status"]["message"].as_str().unwrap();
     assert!(
-        message.contains("ArtifactCache \"oras\" is not Ready: Deploying"),
+        message.contains("ArtifactCache \"oras\" is not Ready: it has no status yet"),
         "{message}"
     );
+    // A Job is admitted, its contract left for its pods.
+    let (outcome, reason, response) = answer(fresh, &pod, true);
+    assert_eq!((outcome, reason), ("patched", "StepDeferred"), "{response}");
+    let patch = patch_text(&response);
+    assert!(patch.contains("/spec/template/metadata"), "{patch}");
     let other = step_pod(
         json!({format!("{P}input-uri"): "data:v1", format!("{P}oras-cache"): "elsewhere"}),
     );
@@ -165,8 +213,8 @@ fn read_from(store: Store<ArtifactCache>) -> ReadAgain {
 }
 
 /// This replica's store still has the cache not Ready while the leader has written Ready: the
-/// cache read again decides, so a step created as soon as the cache is Ready is admitted; a
-/// cache the apiserver has not Ready either (or cannot give) is still refused.
+/// cache read again decides, so a step created as soon as the cache is Ready is admitted
+/// unheld; a cache the apiserver has not Ready either (or cannot give) holds it.
 #[test]
 fn a_store_that_lags_the_ready_status_is_read_again_before_a_step_is_refused() {
     let pod = step_pod(json!({format!("{P}input-uri"): "data:v1"}));
@@ -180,11 +228,11 @@ fn a_store_that_lags_the_ready_status_is_read_again_before_a_step_is_refused() {
     let mut not_ready = steps(false, true);
     not_ready.read_again = Some(read_from(caches(false)));
     let (_, reason, _) = answer(not_ready, &pod, false);
-    assert_eq!(reason, "CacheNotReady");
+    assert_eq!(reason, "StepHeld");
     let mut unreadable = steps(false, true);
     unreadable.read_again = Some(ReadAgain::new(|_: &ObjectRef<ArtifactCache>| None));
     let (_, reason, _) = answer(unreadable, &pod, false);
-    assert_eq!(reason, "CacheNotReady");
+    assert_eq!(reason, "StepHeld");
 }
 
 /// The request the apiserver sends for `pod`, typed.
@@ -240,7 +288,7 @@ fn a_step_is_planned_without_waiting_unless_its_cache_must_be_read_again() {
     // Without a read again, the store alone decides, at once.
     assert!(matches!(
         StepPods(steps(false, true)).plan_now(&request(&pod)),
-        Some(StepPlan::Deny(Denial::CacheNotReady { .. }))
+        Some(StepPlan::Held { .. })
     ));
 }
 

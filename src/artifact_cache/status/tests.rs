@@ -190,7 +190,7 @@ fn admission_sees_only_a_current_ready_status_as_ready() {
     let mut stored = cache(json!({}), None);
     assert!(matches!(
         cache_state(Some(&stored)),
-        CacheState::NotReady { reason } if reason.contains("no status yet")
+        CacheState::NotReady { reason, stuck: false } if reason.contains("no status yet")
     ));
     stored.status = Some(deployed(&stored, &d, &s));
     assert_eq!(
@@ -204,14 +204,37 @@ fn admission_sees_only_a_current_ready_status_as_ready() {
     stored.metadata.generation = Some(4);
     assert!(matches!(
         cache_state(Some(&stored)),
-        CacheState::NotReady { reason } if reason.contains("not caught up")
+        CacheState::NotReady { reason, stuck: false } if reason.contains("not caught up")
     ));
     stored.metadata.generation = Some(3);
     let d = deployment(0, 2, None);
     stored.status = Some(deployed(&stored, &d, &s));
+    // Deploying, its Service addressed and its credentials made: steps are wired and held.
     assert!(matches!(
         cache_state(Some(&stored)),
-        CacheState::NotReady { reason } if reason.starts_with("Deploying: the registry's Deployment oras-registry")
+        CacheState::Starting { endpoint, credentials: Some(credentials), reason, .. }
+            if endpoint == "10.0.0.7:5000" && credentials == CREDENTIALS
+                && reason.starts_with("Deploying: the registry's Deployment oras-registry")
+    ));
+}
+
+#[test]
+fn a_cache_whose_status_names_no_endpoint_or_credentials_yet_cannot_be_wired() {
+    let (d, s) = (deployment(0, 2, None), service(Some("10.0.0.7")));
+    let mut stored = cache(json!({}), None);
+    let mut status = deployed(&stored, &d, &s);
+    status.credentials_secret = None;
+    stored.status = Some(status);
+    assert!(matches!(
+        cache_state(Some(&stored)),
+        CacheState::NotReady { reason, stuck: false } if reason.starts_with("Deploying")
+    ));
+    let mut status = deployed(&stored, &d, &service(None));
+    status.credentials_secret = Some(CREDENTIALS.into());
+    stored.status = Some(status);
+    assert!(matches!(
+        cache_state(Some(&stored)),
+        CacheState::NotReady { reason, stuck: false } if reason.starts_with("ServicePending")
     ));
 }
 
@@ -273,7 +296,7 @@ fn a_refused_cache_is_not_ready_has_no_endpoint_and_warns() {
     stored.status = Some(conflict);
     assert!(matches!(
         cache_state(Some(&stored)),
-        CacheState::NotReady { reason } if reason.starts_with("Conflict: the Service")
+        CacheState::NotReady { reason, stuck: true } if reason.starts_with("Conflict: the Service")
     ));
 }
 

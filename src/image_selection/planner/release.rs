@@ -6,8 +6,6 @@
 //! the hold failure rule; a decision that would have refused it follows that rule at once (an
 //! admitted pod cannot be refused). Pure: time passed in.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use json_patch::{Patch, PatchOperation};
@@ -21,41 +19,7 @@ use crate::admission::patch::{add, remove, replace};
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{HELD_ANNOTATION, HELD_LABEL, SCHEDULING_GATE};
 
-/// What happens to a pod no decision reaches within the bound, or whose decision is a refusal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HoldFailure {
-    /// Released unchanged (the placeholder image), as `failurePolicy: Ignore` admits a pod.
-    Ignore,
-    /// Kept held, with a Warning Event and the held annotation saying why, as
-    /// `failurePolicy: Fail` refuses a pod; released if the decision comes later.
-    Fail,
-}
-
-/// A hold failure rule other than `Ignore` or `Fail`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is neither Ignore nor Fail")]
-pub struct UnknownHoldFailure(String);
-
-impl FromStr for HoldFailure {
-    type Err = UnknownHoldFailure;
-
-    fn from_str(value: &str) -> Result<Self, UnknownHoldFailure> {
-        match value {
-            "Ignore" => Ok(HoldFailure::Ignore),
-            "Fail" => Ok(HoldFailure::Fail),
-            other => Err(UnknownHoldFailure(other.to_owned())),
-        }
-    }
-}
-
-impl fmt::Display for HoldFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            HoldFailure::Ignore => "Ignore",
-            HoldFailure::Fail => "Fail",
-        })
-    }
-}
+pub use crate::cluster::gates::HoldFailure;
 
 /// How long a pod may be held, and what follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -185,38 +185,92 @@ fn in_work(dir: &Path, script: &str) -> Launch {
     launch
 }
 
-#[tokio::test]
-async fn inputs_are_copied_into_the_working_directory_before_the_command_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let inputs = dir.path().join("inputs");
+/// The pulled inputs of a pod: `out/a.txt`.
+fn pulled_inputs(dir: &Path) -> PathBuf {
+    let inputs = dir.join("pulled");
     fs::create_dir_all(inputs.join("out")).unwrap();
     fs::write(inputs.join("out/a.txt"), "from an input").unwrap();
-    // The command runs in the working directory and finds both its image's file and the input.
-    let mut launch = in_work(dir.path(), "cat out/image.txt out/a.txt > seen.txt");
-    launch.inputs = Some(inputs.clone());
+    inputs
+}
+
+#[tokio::test]
+async fn without_input_path_the_inputs_are_an_inputs_directory_in_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    // As the oras-operator's `cp -R /mnt/oras/inputs/ .`: `ls inputs` lists them, and the image's
+    // own files are where they were.
+    let mut launch = in_work(
+        dir.path(),
+        "ls inputs > seen.txt && cat out/image.txt inputs/out/a.txt >> seen.txt",
+    );
+    launch.inputs = Some(pulled_inputs(dir.path()));
     assert_eq!(super::launch(&launch).await, 0);
     assert_eq!(
         fs::read_to_string(launch.working_dir.join("seen.txt")).unwrap(),
-        "the image'sfrom an input"
+        "out\nthe image'sfrom an input"
     );
-    // A relative input-path is under the working directory.
-    let mut elsewhere = in_work(dir.path(), "cat data/out/a.txt > seen2.txt");
-    elsewhere.inputs = Some(inputs);
-    elsewhere.input_path = Some(PathBuf::from("data"));
-    assert_eq!(super::launch(&elsewhere).await, 0);
+}
+
+#[tokio::test]
+async fn an_input_path_that_is_a_directory_gets_the_inputs_directory_inside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // `out` is a directory of the image: `cp -R /mnt/oras/inputs/ out` gives `out/inputs/`.
+    let mut launch = in_work(
+        dir.path(),
+        "cat out/inputs/out/a.txt out/image.txt > seen.txt",
+    );
+    launch.inputs = Some(pulled_inputs(dir.path()));
+    launch.input_path = Some(PathBuf::from("out"));
+    assert_eq!(super::launch(&launch).await, 0);
     assert_eq!(
-        fs::read_to_string(elsewhere.working_dir.join("seen2.txt")).unwrap(),
+        fs::read_to_string(launch.working_dir.join("seen.txt")).unwrap(),
+        "from an inputthe image's"
+    );
+}
+
+#[tokio::test]
+async fn an_input_path_that_does_not_exist_becomes_the_inputs_and_stays_so_on_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    // A relative input-path is under the working directory; not there, it is the inputs.
+    let mut launch = in_work(dir.path(), "cat data/out/a.txt > seen.txt");
+    launch.inputs = Some(pulled_inputs(dir.path()));
+    launch.input_path = Some(PathBuf::from("data"));
+    assert_eq!(super::launch(&launch).await, 0);
+    assert_eq!(
+        fs::read_to_string(launch.working_dir.join("seen.txt")).unwrap(),
+        "from an input"
+    );
+    // The same pod's step restarted, `data` now there (a volume keeps it): still `data` itself,
+    // not `data/inputs`.
+    assert_eq!(super::launch(&launch).await, 0);
+    assert!(!launch.working_dir.join("data/inputs").exists());
+    assert_eq!(
+        fs::read_to_string(launch.working_dir.join("seen.txt")).unwrap(),
         "from an input"
     );
 }
 
 #[tokio::test]
+async fn an_input_path_that_is_a_file_stops_the_step_before_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut launch = in_work(dir.path(), "touch ran");
+    fs::write(launch.working_dir.join("data"), "a file").unwrap();
+    launch.inputs = Some(pulled_inputs(dir.path()));
+    launch.input_path = Some(PathBuf::from("data"));
+    assert_eq!(super::launch(&launch).await, EXIT_CANNOT_RUN);
+    assert!(!launch.working_dir.join("ran").exists());
+    let message = termination_message(dir.path());
+    assert!(message.contains("a file is there"), "{message}");
+}
+
+#[tokio::test]
 async fn inputs_that_cannot_be_put_in_place_stop_the_step_before_it_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let inputs = dir.path().join("inputs");
+    let inputs = dir.path().join("pulled");
     fs::create_dir_all(&inputs).unwrap();
     fs::write(inputs.join("out"), "a file where the image has a directory").unwrap();
     let mut launch = in_work(dir.path(), "touch ran");
+    // The image has a directory inputs/out, where the inputs have a file.
+    fs::create_dir_all(launch.working_dir.join("inputs/out")).unwrap();
     launch.inputs = Some(inputs);
     assert_eq!(super::launch(&launch).await, EXIT_CANNOT_RUN);
     assert!(!launch.working_dir.join("ran").exists());

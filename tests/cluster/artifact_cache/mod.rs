@@ -2,6 +2,7 @@
 
 mod crd;
 mod from_outside;
+mod held;
 mod restricted;
 mod seed_examples;
 mod step_code;

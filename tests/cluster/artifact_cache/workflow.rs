@@ -577,9 +577,21 @@ pub(crate) async fn run_job(cluster: &Cluster, jobs: &Api<Job>, job: &Job, succe
     jobs.create(&PostParams::default(), job)
         .await
         .unwrap_or_else(|e| panic!("the Job {name} is admitted: {e}"));
+    wait_job(cluster, jobs, &name, created, succeed).await
+}
+
+/// Waits until the Job `name` (created at `created`) completes (`succeed`) or fails; the seconds
+/// from its creation until this test saw it finish.
+pub(crate) async fn wait_job(
+    cluster: &Cluster,
+    jobs: &Api<Job>,
+    name: &str,
+    created: Instant,
+    succeed: bool,
+) -> f64 {
     let deadline = created + WAIT;
     loop {
-        let status = jobs.get(&name).await.ok().and_then(|j| j.status);
+        let status = jobs.get(name).await.ok().and_then(|j| j.status);
         let succeeded = status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
         let failed = status.as_ref().and_then(|s| s.failed).unwrap_or(0);
         if succeeded > 0 || failed > 0 {
@@ -678,9 +690,18 @@ pub(crate) async fn create_cache_in(caches: &Api<ArtifactCache>, spec: Value) {
 
 /// Waits for the cache's Ready condition; its endpoint.
 pub(crate) async fn wait_ready(cluster: &Cluster, caches: &Api<ArtifactCache>) -> String {
+    wait_ready_named(cluster, caches, "oras").await
+}
+
+/// Waits for the Ready condition of the cache `name`; its endpoint.
+pub(crate) async fn wait_ready_named(
+    cluster: &Cluster,
+    caches: &Api<ArtifactCache>,
+    name: &str,
+) -> String {
     let deadline = Instant::now() + WAIT;
     loop {
-        let cache = caches.get("oras").await.expect("the cache");
+        let cache = caches.get(name).await.expect("the cache");
         let status = cache.status.unwrap_or_default();
         let ready = status
             .conditions
@@ -743,9 +764,14 @@ impl CacheAccess {
 }
 
 pub(crate) async fn cache_access(client: &Client) -> CacheAccess {
-    let (user, password) = generated_login(client, WORKFLOW).await;
+    cache_access_of(client, "oras").await
+}
+
+/// How this host reaches the workflow namespace's cache `cache`.
+pub(crate) async fn cache_access_of(client: &Client, cache: &str) -> CacheAccess {
+    let (user, password) = generated_login_of(client, WORKFLOW, cache).await;
     CacheAccess {
-        address: cache_address(client).await,
+        address: cache_address_of(client, cache).await,
         user,
         password,
     }
@@ -753,7 +779,12 @@ pub(crate) async fn cache_access(client: &Client) -> CacheAccess {
 
 /// The cache's registry on the node's network (the pod's address), `ip:5000`.
 pub(crate) async fn cache_address(client: &Client) -> String {
-    let pod_ip = registry_pod(client)
+    cache_address_of(client, "oras").await
+}
+
+/// The registry of the cache `cache` on the node's network, `ip:5000`.
+async fn cache_address_of(client: &Client, cache: &str) -> String {
+    let pod_ip = registry_pod_of(client, cache)
         .await
         .status
         .and_then(|s| s.pod_ip)
@@ -762,8 +793,14 @@ pub(crate) async fn cache_address(client: &Client) -> String {
 }
 
 pub(crate) async fn registry_pod(client: &Client) -> Pod {
+    registry_pod_of(client, "oras").await
+}
+
+async fn registry_pod_of(client: &Client, cache: &str) -> Pod {
     let pods = Api::<Pod>::namespaced(client.clone(), WORKFLOW)
-        .list(&ListParams::default().labels("app.kubernetes.io/instance=oras-registry"))
+        .list(
+            &ListParams::default().labels(&format!("app.kubernetes.io/instance={cache}-registry")),
+        )
         .await
         .expect("the registry's pods");
     pods.items
@@ -794,7 +831,7 @@ async fn events(client: &Client, name: &str, reason: &str) -> Vec<(String, Strin
     .await
 }
 
-async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+pub(crate) async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + WAIT;
     loop {
         if let Some(value) = check().await {
@@ -906,8 +943,13 @@ pub(crate) async fn ocifit_log(cluster: &Cluster, tail: &str) -> ocifit_testkit:
 /// The user and password of the credentials ocifit generated for the cache `oras` of
 /// `namespace`, from the Secret its status names.
 pub(crate) async fn generated_login(client: &Client, namespace: &str) -> (String, String) {
+    generated_login_of(client, namespace, "oras").await
+}
+
+/// The login ocifit generated for the cache `cache` of `namespace`.
+async fn generated_login_of(client: &Client, namespace: &str, cache: &str) -> (String, String) {
     let cache = Api::<ArtifactCache>::namespaced(client.clone(), namespace)
-        .get("oras")
+        .get(cache)
         .await
         .expect("the cache");
     let name = cache

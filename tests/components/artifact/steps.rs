@@ -182,7 +182,8 @@ async fn a_step_reads_its_inputs_and_its_outputs_and_piped_output_are_pushed() {
 }
 
 #[tokio::test]
-async fn scattered_outputs_are_gathered_into_one_out_beside_the_images_files_and_pushed_whole() {
+async fn scattered_outputs_are_gathered_into_one_inputs_out_beside_the_images_files_and_pushed_whole()
+ {
     let registry = Registry::builder().start().await.unwrap();
     pushed(&registry, "w/scatter-1:v1", "out/a.txt", "a\n");
     pushed(&registry, "w/scatter-2:v1", "out/b.txt", "b\n");
@@ -190,8 +191,8 @@ async fn scattered_outputs_are_gathered_into_one_out_beside_the_images_files_and
     std::fs::write(pod.path("work/image.txt"), "the image's\n").unwrap();
     pod.prepared(&registry, &["w/scatter-1:v1", "w/scatter-2:v1"]);
 
-    // The oras-operator's fan-in: no input-path (the working directory), no output-path (the
-    // working directory pushed).
+    // The oras-operator's fan-in: no input-path (the inputs at inputs/ in the working directory,
+    // as its `cp -R` puts them), no output-path (the working directory pushed).
     let deliver = pod.deliver(&registry, "w/gathered:v1");
     let inputs = pod.path("inputs");
     let status = pod
@@ -200,7 +201,7 @@ async fn scattered_outputs_are_gathered_into_one_out_beside_the_images_files_and
             &[
                 "/bin/sh",
                 "-c",
-                "ls out > listing.txt && cat image.txt >> listing.txt",
+                "ls inputs/out > listing.txt && cat image.txt >> listing.txt",
             ],
         )
         .status()
@@ -213,12 +214,12 @@ async fn scattered_outputs_are_gathered_into_one_out_beside_the_images_files_and
         tree(&out),
         [
             ("image.txt".to_string(), b"the image's\n".to_vec()),
+            ("inputs/out/a.txt".to_string(), b"a\n".to_vec()),
+            ("inputs/out/b.txt".to_string(), b"b\n".to_vec()),
             (
                 "listing.txt".to_string(),
                 b"a.txt\nb.txt\nthe image's\n".to_vec()
             ),
-            ("out/a.txt".to_string(), b"a\n".to_vec()),
-            ("out/b.txt".to_string(), b"b\n".to_vec()),
         ]
     );
 }

@@ -3,7 +3,7 @@
 
 use super::*;
 
-fn job(pairs: &[(&str, &str)], template_metadata: Option<Value>) -> Value {
+pub(super) fn job(pairs: &[(&str, &str)], template_metadata: Option<Value>) -> Value {
     let mut template = json!({
         "spec": {
             "restartPolicy": "Never",
@@ -43,7 +43,7 @@ fn admitted_job(object: &Value) -> Job {
 }
 
 /// The pod the Job controller makes from a template: its metadata and spec, nothing of the Job's.
-fn pod_of(job: &Job) -> Value {
+pub(super) fn pod_of(job: &Job) -> Value {
     let template = &job.spec.as_ref().unwrap().template;
     json!({
         "apiVersion": "v1",
@@ -53,7 +53,7 @@ fn pod_of(job: &Job) -> Value {
     })
 }
 
-const SEED_JOB: [(&str, &str); 4] = [
+pub(super) const SEED_JOB: [(&str, &str); 4] = [
     ("oras-cache", "oras"),
     ("output-uri", "dinosaur/hello-world:pancakes"),
     ("output-path", "pancakes.txt"),

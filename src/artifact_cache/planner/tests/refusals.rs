@@ -73,6 +73,7 @@ fn a_missing_or_unready_cache_is_named() {
     );
     let StepPlan::Deny(unready) = plan_json(&object, &|_| CacheState::NotReady {
         reason: "the registry has no ready replica".into(),
+        stuck: false,
     }) else {
         panic!("expected a denial");
     };

@@ -1,6 +1,6 @@
 //! Schema bounds on everything a tenant writes into ocifit's CRDs: in every `spec`, a string
 //! without a `maxLength` (and no `enum`) gets [`STRING`], a list without `maxItems` [`ITEMS`], a
-//! map without `maxProperties` [`PROPERTIES`] and a rule bounding its keys to [`STRING`], a
+//! map without `maxProperties` [`PROPERTIES`] and a rule bounding its keys to [`KEY`], a
 //! quantity (int-or-string) [`QUANTITY`]. The apiserver then refuses an object past them, naming
 //! the field, before ocifit's watches (every replica) hold it. Bounds the types set themselves
 //! stay; the status is ocifit's own writing and is left as it is.
@@ -10,9 +10,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     ValidationRule,
 };
 
-/// The longest string: a qualified label key (a 253-byte DNS prefix, `/`, a 63-byte name), the
-/// longest name a spec here holds.
-pub const STRING: i64 = 317;
+/// The longest string: an image reference with a tag and a digest (a 255-byte name, a 128-byte
+/// tag, a sha512 digest) fits.
+pub const STRING: i64 = 1024;
+/// The longest map key: a qualified label key (a 253-byte DNS prefix, `/`, a 63-byte name).
+pub const KEY: i64 = 317;
 /// The longest quantity (`resources`, sizes).
 pub const QUANTITY: i64 = 64;
 /// The most items in a list.
@@ -56,8 +58,8 @@ fn bound_schema(schema: &mut JSONSchemaProps) {
                 .x_kubernetes_validations
                 .get_or_insert_default()
                 .push(ValidationRule {
-                    rule: format!("self.all(k, size(k) <= {STRING})"),
-                    message: Some(format!("keys must be at most {STRING} characters")),
+                    rule: format!("self.all(k, size(k) <= {KEY})"),
+                    message: Some(format!("keys must be at most {KEY} characters")),
                     ..ValidationRule::default()
                 });
         }

@@ -131,7 +131,10 @@ mod tests {
         assert_eq!(user(Push, Some("wf"), None), Some("wf"));
         assert_eq!(user(Push, None, None), None);
         // Pulls read `ORAS_USER` alone.
-        assert_eq!(user(Pull, Some("steps-pull"), Some("x")), Some("steps-pull"));
+        assert_eq!(
+            user(Pull, Some("steps-pull"), Some("x")),
+            Some("steps-pull")
+        );
         assert_eq!(user(Pull, None, Some("steps")), None);
     }
 

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::helpers::{LAUNCHER_DIR, PREPARE, PUSH, RUN_DIR};
 use super::read_step::{StepJob, StepPod};
-use crate::step_helper::credentials::{self, Direction};
 use super::*;
+use crate::step_helper::credentials::{self, Direction};
 
 mod golden;
 mod jobs;
@@ -557,11 +557,7 @@ fn login(name: &str, environment: &[(String, String)]) -> (Option<String>, Optio
             .find(|(name, _)| name == variable)
             .map(|(_, value)| value.as_str())
     };
-    let user = credentials::user(
-        direction,
-        get("ORAS_USER"),
-        get("OCIFIT_PRE_SPLIT_USER"),
-    );
+    let user = credentials::user(direction, get("ORAS_USER"), get("OCIFIT_PRE_SPLIT_USER"));
     let password = get(direction.password_variable());
     (user.map(str::to_owned), password.map(str::to_owned))
 }
@@ -599,8 +595,14 @@ fn steps_of_a_cache_whose_secret_predates_the_split_still_push_and_new_ones_keep
     ]);
     assert_eq!(pull, pair("steps-pull", "pull-pw"));
     assert_eq!(push, pair("steps-push", "push-pw"));
-    assert!(!pulled_with.contains(&"push-pw".to_owned()), "{pulled_with:?}");
-    assert!(!pushed_with.contains(&"pull-pw".to_owned()), "{pushed_with:?}");
+    assert!(
+        !pulled_with.contains(&"push-pw".to_owned()),
+        "{pulled_with:?}"
+    );
+    assert!(
+        !pushed_with.contains(&"pull-pw".to_owned()),
+        "{pushed_with:?}"
+    );
 }
 
 #[test]

@@ -5,4 +5,5 @@ mod from_outside;
 mod restricted;
 mod seed_examples;
 mod step_code;
+mod upgrade;
 pub(crate) mod workflow;

@@ -793,7 +793,7 @@ async fn events(client: &Client, name: &str, reason: &str) -> Vec<(String, Strin
     .await
 }
 
-async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+pub(crate) async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + WAIT;
     loop {
         if let Some(value) = check().await {

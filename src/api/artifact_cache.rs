@@ -198,8 +198,9 @@ pub struct ArtifactCacheStatus {
     pub plain_http: bool,
 
     /// The Secret ocifit generated for a deployed cache without `htpasswdSecretRef`: the
-    /// registry's htpasswd and the credentials (`ORAS_USER`, `ORAS_PULL_PASS`, `ORAS_PUSH_PASS`)
-    /// the cache's steps get by reference.
+    /// registry's htpasswd and the credentials the cache's steps get by reference (`ORAS_USER` and
+    /// `ORAS_PULL_PASS` for pulls, `ORAS_PUSH_USER` and `ORAS_PUSH_PASS` for pushes; one generated
+    /// before ocifit split the users has no `ORAS_PUSH_USER`, and its one user pushes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret: Option<String>,
 

@@ -11,6 +11,10 @@ pub const USER: &str = "ORAS_USER";
 pub const PULL_PASS: &str = "ORAS_PULL_PASS";
 /// The password for pushes.
 pub const PUSH_PASS: &str = "ORAS_PUSH_PASS";
+/// The pusher's user when `ORAS_USER` is absent: the webhook sets it from an ArtifactCache's
+/// generated Secret's `ORAS_USER`, and `ORAS_USER` from its optional `ORAS_PUSH_USER`, so a Secret
+/// from before the pull/push split (one user, no `ORAS_PUSH_USER`) still pushes as its one user.
+pub const PRE_SPLIT_USER: &str = "OCIFIT_PRE_SPLIT_USER";
 
 /// Which password a transfer uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,14 +54,30 @@ pub fn docker_config(
     }
 }
 
+/// The user a transfer logs in as: `ORAS_USER` when given (and not empty); for a push only, else
+/// [`PRE_SPLIT_USER`] (a pull's `ORAS_USER` is required wherever it comes from).
+pub fn user<'a>(
+    direction: Direction,
+    user: Option<&'a str>,
+    pre_split: Option<&'a str>,
+) -> Option<&'a str> {
+    match (user, direction) {
+        (Some(user), _) if !user.is_empty() => Some(user),
+        (_, Direction::Push) => pre_split,
+        (_, Direction::Pull) => None,
+    }
+}
+
 /// [`docker_config`] from this process's environment.
 pub fn from_environment(
     registries: &[&str],
     direction: Direction,
 ) -> Result<DockerConfig, ConfigError> {
-    let user = std::env::var(USER).ok();
+    let given = std::env::var(USER).ok();
+    let pre_split = std::env::var(PRE_SPLIT_USER).ok();
+    let user = user(direction, given.as_deref(), pre_split.as_deref());
     let password = std::env::var(direction.password_variable()).ok();
-    docker_config(registries, user.as_deref(), password.as_deref())
+    docker_config(registries, user, password.as_deref())
 }
 
 #[cfg(test)]
@@ -94,6 +114,28 @@ mod tests {
                 "{user:?} {password:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_push_without_oras_user_logs_in_as_the_pre_split_user() {
+        use Direction::{Pull, Push};
+        // A generated Secret with `ORAS_PUSH_USER`: its push user, whatever the fallback holds.
+        assert_eq!(
+            user(Push, Some("steps-push"), Some("steps-pull")),
+            Some("steps-push")
+        );
+        // One from before the split: the kubelet leaves the optional `ORAS_USER` unset.
+        assert_eq!(user(Push, None, Some("steps")), Some("steps"));
+        assert_eq!(user(Push, Some(""), Some("steps")), Some("steps"));
+        // A step's own `oras-env` Secret gives no fallback.
+        assert_eq!(user(Push, Some("wf"), None), Some("wf"));
+        assert_eq!(user(Push, None, None), None);
+        // Pulls read `ORAS_USER` alone.
+        assert_eq!(
+            user(Pull, Some("steps-pull"), Some("x")),
+            Some("steps-pull")
+        );
+        assert_eq!(user(Pull, None, Some("steps")), None);
     }
 
     #[test]

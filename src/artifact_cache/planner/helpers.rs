@@ -240,22 +240,20 @@ fn helper_container<'a>(
 /// user and that direction's password, never the other's. Only the helpers get them: never the
 /// step's container, never the spec. From the step's own Secret (`oras-env`), which must name the
 /// user, the password optional as the contract has it; else from the cache's generated Secret,
-/// whose pull and push users differ ([`crate::artifact_cache::secret`]).
+/// whose pull and push users differ ([`crate::artifact_cache::secret`]). The pusher's user comes
+/// from its optional `ORAS_PUSH_USER`, else from `ORAS_USER` through
+/// [`credentials::PRE_SPLIT_USER`]: a Secret generated before the split holds one user, whose
+/// password is both `ORAS_PULL_PASS` and `ORAS_PUSH_PASS`, and its steps keep pushing after an
+/// upgrade; a user name is no secret, and the pusher still gets no pull password.
 fn credentials<'a>(
     settings: &'a StepSettings,
     registry: &'a Registry,
     direction: Direction,
 ) -> Vec<SecretKeyEnv<'a>> {
     let password = direction.password_variable();
-    let (secret, user_key, password_optional) = match (&settings.oras_env, &registry.credentials) {
-        (Some(secret), _) => (secret, credentials::USER, true),
-        (None, Some(secret)) => {
-            let user = match direction {
-                Direction::Pull => credentials::USER,
-                Direction::Push => secret::PUSH_USER_KEY,
-            };
-            (secret, user, false)
-        }
+    let (secret, generated) = match (&settings.oras_env, &registry.credentials) {
+        (Some(secret), _) => (secret, false),
+        (None, Some(secret)) => (secret, true),
         (None, None) => return Vec::new(),
     };
     let variable = |name: &'static str, key: &'static str, optional: bool| SecretKeyEnv {
@@ -268,10 +266,21 @@ fn credentials<'a>(
             },
         },
     };
-    vec![
-        variable(credentials::USER, user_key, false),
-        variable(password, password, password_optional),
-    ]
+    match (generated, direction) {
+        (false, _) => vec![
+            variable(credentials::USER, credentials::USER, false),
+            variable(password, password, true),
+        ],
+        (true, Direction::Pull) => vec![
+            variable(credentials::USER, credentials::USER, false),
+            variable(password, password, false),
+        ],
+        (true, Direction::Push) => vec![
+            variable(credentials::USER, secret::PUSH_USER_KEY, true),
+            variable(credentials::PRE_SPLIT_USER, credentials::USER, false),
+            variable(password, password, false),
+        ],
+    }
 }
 
 /// Whether the helper that runs beside the step (the pusher) holds credentials.

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::helpers::{LAUNCHER_DIR, PREPARE, PUSH, RUN_DIR};
 use super::read_step::{StepJob, StepPod};
 use super::*;
+use crate::step_helper::credentials::{self, Direction};
 
 mod golden;
 mod held;
@@ -520,11 +521,89 @@ fn the_caches_generated_credentials_reach_the_helpers_as_a_user_per_direction() 
     assert_eq!(
         wired(&pod, PUSH),
         [
-            variable("ORAS_USER", CREDENTIALS, "ORAS_PUSH_USER", false),
+            variable("ORAS_USER", CREDENTIALS, "ORAS_PUSH_USER", true),
+            variable("OCIFIT_PRE_SPLIT_USER", CREDENTIALS, "ORAS_USER", false),
             variable("ORAS_PUSH_PASS", CREDENTIALS, "ORAS_PUSH_PASS", false),
         ]
     );
     assert!(step(&pod).env.is_none() && step(&pod).env_from.is_none());
+}
+
+/// The environment the kubelet gives helper `name` from a Secret holding `data`: a missing key
+/// leaves an optional variable unset and keeps the container from starting otherwise.
+fn resolved(pod: &Pod, name: &str, data: &[(&str, &str)]) -> Result<Vec<(String, String)>, String> {
+    let data: BTreeMap<&str, &str> = data.iter().copied().collect();
+    let mut environment = Vec::new();
+    for (variable, secret, key, optional) in wired(pod, name) {
+        assert_eq!(secret, CREDENTIALS);
+        match (data.get(key.as_str()), optional) {
+            (Some(value), _) => environment.push((variable, value.to_string())),
+            (None, Some(true)) => {}
+            (None, _) => return Err(format!("{name}: couldn't find key {key} in Secret")),
+        }
+    }
+    Ok(environment)
+}
+
+/// The user and password helper `name` logs in with, as it reads them from `environment`.
+fn login(name: &str, environment: &[(String, String)]) -> (Option<String>, Option<String>) {
+    let direction = if name == PUSH {
+        Direction::Push
+    } else {
+        Direction::Pull
+    };
+    let get = |variable: &str| {
+        environment
+            .iter()
+            .find(|(name, _)| name == variable)
+            .map(|(_, value)| value.as_str())
+    };
+    let user = credentials::user(direction, get("ORAS_USER"), get("OCIFIT_PRE_SPLIT_USER"));
+    let password = get(direction.password_variable());
+    (user.map(str::to_owned), password.map(str::to_owned))
+}
+
+#[test]
+fn steps_of_a_cache_whose_secret_predates_the_split_still_push_and_new_ones_keep_it() {
+    let (pod, _) = admitted(&pod(&[
+        ("input-uri", "w/in:v1"),
+        ("input-path", "/data"),
+        ("output-uri", "w/out:v1"),
+        ("output-path", "out"),
+    ]));
+    let both = |data: &[(&str, &str)]| {
+        [PREPARE, PUSH].map(|name| {
+            let environment = resolved(&pod, name, data).unwrap();
+            let values: Vec<String> = environment.iter().map(|(_, v)| v.clone()).collect();
+            (login(name, &environment), values)
+        })
+    };
+    let pair = |user: &str, password: &str| (Some(user.to_owned()), Some(password.to_owned()));
+    // What ocifit generated before the split: one user, one password under both keys.
+    let [(pull, _), (push, _)] = both(&[
+        ("ORAS_USER", "steps"),
+        ("ORAS_PULL_PASS", "one-pw"),
+        ("ORAS_PUSH_PASS", "one-pw"),
+    ]);
+    assert_eq!(pull, pair("steps", "one-pw"));
+    assert_eq!(push, pair("steps", "one-pw"));
+    // What it generates now: each helper its own user and password, never the other's.
+    let [(pull, pulled_with), (push, pushed_with)] = both(&[
+        ("ORAS_USER", "steps-pull"),
+        ("ORAS_PULL_PASS", "pull-pw"),
+        ("ORAS_PUSH_USER", "steps-push"),
+        ("ORAS_PUSH_PASS", "push-pw"),
+    ]);
+    assert_eq!(pull, pair("steps-pull", "pull-pw"));
+    assert_eq!(push, pair("steps-push", "push-pw"));
+    assert!(
+        !pulled_with.contains(&"push-pw".to_owned()),
+        "{pulled_with:?}"
+    );
+    assert!(
+        !pushed_with.contains(&"pull-pw".to_owned()),
+        "{pushed_with:?}"
+    );
 }
 
 #[test]

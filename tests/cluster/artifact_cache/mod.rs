@@ -6,4 +6,5 @@ mod held;
 mod restricted;
 mod seed_examples;
 mod step_code;
+mod upgrade;
 pub(crate) mod workflow;

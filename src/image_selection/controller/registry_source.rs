@@ -455,7 +455,10 @@ mod tests {
         for image in ["localhost:1/app:v1", "127.0.0.1:1/app:v1"] {
             match source.platforms(&registry, image).await {
                 PlatformLookup::Failed(why) => {
-                    assert!(why.contains("--allowed-private-registries"), "{image}: {why}");
+                    assert!(
+                        why.contains("--allowed-private-registries"),
+                        "{image}: {why}"
+                    );
                 }
                 other => panic!("{image}: {other:?}"),
             }

@@ -128,13 +128,16 @@ impl<'ast> Visit<'ast> for Finder {
             syn::Pat::Type(typed) => (typed.pat.as_ref(), type_api_kind(&typed.ty)),
             pat => (
                 pat,
-                local.init.as_ref().and_then(|init| match init.expr.as_ref() {
-                    syn::Expr::Call(call) => match call.func.as_ref() {
-                        syn::Expr::Path(func) => api_kind(&func.path),
+                local
+                    .init
+                    .as_ref()
+                    .and_then(|init| match init.expr.as_ref() {
+                        syn::Expr::Call(call) => match call.func.as_ref() {
+                            syn::Expr::Path(func) => api_kind(&func.path),
+                            _ => None,
+                        },
                         _ => None,
-                    },
-                    _ => None,
-                }),
+                    }),
             ),
         };
         if let (syn::Pat::Ident(name), Some(kind)) = (name, kind) {

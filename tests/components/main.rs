@@ -24,7 +24,9 @@
 //! - `placement_inspection`: image inspection for platform placement on the real registry;
 //! - `registry_clients`: the test kit's clients (ORAS SDK, regctl, crane) on the real registry;
 //! - `release`: the image assembled here against the `Dockerfile`, the chart against the release
-//!   workflow.
+//!   workflow;
+//! - `watches`: every kube watch in `src/` has its row in `docs/security.md`'s table of what each
+//!   watch holds.
 
 mod admission_memory;
 mod architecture;
@@ -44,3 +46,4 @@ mod placement_inspection;
 mod registry;
 mod registry_clients;
 mod release;
+mod watches;

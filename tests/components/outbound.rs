@@ -123,16 +123,20 @@ impl<'ast> Visit<'ast> for Finder {
     }
 
     fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
-        let test_only = module.attrs.iter().any(|attr| {
-            attr.path().is_ident("cfg")
-                && attr
-                    .parse_args::<syn::Path>()
-                    .is_ok_and(|cfg| cfg.is_ident("test"))
-        });
-        if !test_only {
+        if !test_only(&module.attrs) {
             syn::visit::visit_item_mod(self, module);
         }
     }
+}
+
+/// Whether an item is compiled for tests only (`#[cfg(test)]`).
+pub(crate) fn test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|attr| {
+        attr.path().is_ident("cfg")
+            && attr
+                .parse_args::<syn::Path>()
+                .is_ok_and(|cfg| cfg.is_ident("test"))
+    })
 }
 
 /// The identifiers of a token stream, with `::` kept adjacent so paths read as paths.
@@ -161,7 +165,8 @@ fn clients_in(source: &str) -> Vec<String> {
     finder.found
 }
 
-fn production_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// The Rust files of `dir` that are not test code (`tests.rs` files, `tests/` directories), sorted.
+pub(crate) fn production_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("a readable source directory")
         .map(|e| e.expect("a directory entry").path())

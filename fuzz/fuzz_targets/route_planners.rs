@@ -18,7 +18,7 @@ use ocifit::engine::{Artifact, Format, NodeInputs};
 use ocifit::image_selection::feed::SharedIndex;
 use ocifit::image_selection::planner::Index;
 use ocifit::image_selection::resolution::platform::PlatformLookup;
-use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, compute};
+use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, Limits, compute};
 use ocifit::image_selection::resolution::{Content, Resolved};
 use ocifit::image_selection::route::MutatePods;
 use ocifit::placement::admission::GatePods;
@@ -127,6 +127,7 @@ fn selection() -> MutatePods {
         platforms: &platforms,
         previous: None,
         now: &epoch,
+        limits: Limits::WRITTEN,
     });
     policy.status = Some(computed.status);
     let index = SharedIndex::default();

@@ -113,7 +113,11 @@ impl Drop for Slot {
             return;
         };
         let _ = std::fs::remove_file(lock_path(self.index));
-        drop(self.lock.take());
+        if let Some(lock) = self.lock.take() {
+            // Unlocked before it is closed: a child forked meanwhile by another thread shares the
+            // lock until it execs, and would keep the slot looking held.
+            let _ = lock.unlock();
+        }
         restore_sysctls_if_last(Path::new(STATE_DIR), Path::new(PROC_SYS));
     }
 }
@@ -236,6 +240,12 @@ mod tests {
         file
     }
 
+    /// Frees a slot as the kernel does when its node ends. Not by closing alone: another test of
+    /// this process forking at that moment shares the lock until its child execs.
+    fn release(slot: File) {
+        slot.unlock().unwrap();
+    }
+
     #[test]
     fn only_locked_slots_count_as_running_nodes() {
         let (state, _proc) = machine("0");
@@ -255,14 +265,14 @@ mod tests {
         save_sysctls_if_first(state.path(), proc_sys.path()).unwrap();
         set_all(proc_sys.path(), "1"); // what the kubelets set
 
-        drop(first);
+        release(first);
         restore_sysctls_if_last(state.path(), proc_sys.path());
         assert!(
             values(proc_sys.path()).iter().all(|v| v == "1"),
             "another node runs"
         );
 
-        drop(second);
+        release(second);
         restore_sysctls_if_last(state.path(), proc_sys.path());
         assert!(values(proc_sys.path()).iter().all(|v| v == "0"));
         assert!(!state.path().join(SAVED_SYSCTLS).exists());
@@ -274,7 +284,7 @@ mod tests {
         let dead = hold(state.path(), 1);
         save_sysctls_if_first(state.path(), proc_sys.path()).unwrap();
         set_all(proc_sys.path(), "1");
-        drop(dead); // killed: nothing restored
+        release(dead); // killed: nothing restored
 
         let _next = hold(state.path(), 2);
         save_sysctls_if_first(state.path(), proc_sys.path()).unwrap();

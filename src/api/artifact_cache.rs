@@ -3,7 +3,6 @@
 //! workflow tools that write them work unchanged. Types and constants only.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -11,6 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::conditions::names;
 
 /// The registry image deployed when `spec.image` is not set: distribution's official image.
 pub const DEFAULT_REGISTRY_IMAGE: &str = "docker.io/library/registry:3.0.0";
@@ -210,49 +211,21 @@ pub struct ArtifactCacheStatus {
     pub conditions: Vec<Condition>,
 }
 
-/// The `reason` of an ArtifactCache's `Ready` condition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CacheReason {
-    /// The registry answers and its Service has a ClusterIP: steps can use it.
-    Available,
-    /// The registry's Deployment has no ready replica yet.
-    Deploying,
-    /// The registry's Service has no ClusterIP yet.
-    ServicePending,
-    /// `deploy: false`: steps use `spec.endpoint` as it is.
-    External,
-    /// An object the cache would own exists and is not owned by it: nothing is written.
-    Conflict,
-    /// `spec.image` is not on ocifit's registry image allow-list: nothing is deployed.
-    ImageNotAllowed,
-}
-
-impl CacheReason {
-    /// Every reason.
-    pub const ALL: [CacheReason; 6] = [
-        Self::Available,
-        Self::Deploying,
-        Self::ServicePending,
-        Self::External,
-        Self::Conflict,
-        Self::ImageNotAllowed,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Available => "Available",
-            Self::Deploying => "Deploying",
-            Self::ServicePending => "ServicePending",
-            Self::External => "External",
-            Self::Conflict => "Conflict",
-            Self::ImageNotAllowed => "ImageNotAllowed",
-        }
-    }
-}
-
-impl fmt::Display for CacheReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+names! {
+    /// The `reason` of an ArtifactCache's `Ready` condition.
+    pub enum CacheReason {
+        /// The registry answers and its Service has a ClusterIP: steps can use it.
+        Available,
+        /// The registry's Deployment has no ready replica yet.
+        Deploying,
+        /// The registry's Service has no ClusterIP yet.
+        ServicePending,
+        /// `deploy: false`: steps use `spec.endpoint` as it is.
+        External,
+        /// An object the cache would own exists and is not owned by it: nothing is written.
+        Conflict,
+        /// `spec.image` is not on ocifit's registry image allow-list: nothing is deployed.
+        ImageNotAllowed,
     }
 }
 

@@ -13,7 +13,7 @@ pub use artifact_cache::{
     DEFAULT_REGISTRY_IMAGE, EmptyDirStorage, LocalSecretReference, REGISTRY_PORT,
     SecretKeyReference, step,
 };
-pub use conditions::{ConditionType, Reason};
+pub use conditions::{ConditionType, Reason, WantedCondition, merge_condition};
 pub use duration::{DURATION_PATTERN, parse_duration};
 pub use placement::{PlacementPolicy, PlacementPolicySpec, PlacementPolicyStatus};
 pub use policy::{

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::duration::DURATION_PATTERN;
 
-pub use conditions::{PlacementConditionType, PlacementReason};
+pub use conditions::PlacementReason;
 
 /// What the user asks: which pods, what each architecture brings, and what to do when images
 /// cannot be inspected or have no platform in common.

@@ -5,13 +5,16 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::planner::CacheState;
-use crate::api::{ArtifactCache, ArtifactCacheStatus, CacheReason, REGISTRY_PORT};
+use crate::api::{
+    ArtifactCache, ArtifactCacheStatus, CacheReason, ConditionType, REGISTRY_PORT, WantedCondition,
+    merge_condition,
+};
 
 /// The condition type steps' admission reads.
-pub const READY: &str = "Ready";
+const READY: &str = ConditionType::Ready.as_str();
 
 /// What the controller saw of a deployed cache's objects (as applied, so current).
 #[derive(Debug, Clone, Copy)]
@@ -73,29 +76,25 @@ fn build(
     now: &Time,
 ) -> ArtifactCacheStatus {
     let ready = reason == CacheReason::Available || reason == CacheReason::External;
-    let previous = cache
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == READY));
-    let status_text = if ready { "True" } else { "False" };
-    let generation = cache.metadata.generation;
-    let since = match previous {
-        Some(p) if p.status == status_text => p.last_transition_time.clone(),
-        _ => now.clone(),
+    let previous = cache.status.as_ref().map(|s| s.conditions.as_slice());
+    let wanted = WantedCondition {
+        type_: ConditionType::Ready,
+        status: ready,
+        reason: reason.as_str(),
+        message,
     };
+    let generation = cache.metadata.generation;
     ArtifactCacheStatus {
         observed_generation: generation,
         endpoint,
         plain_http,
         credentials_secret: credentials,
-        conditions: vec![Condition {
-            type_: READY.to_owned(),
-            status: status_text.to_owned(),
-            reason: reason.as_str().to_owned(),
-            message,
-            observed_generation: generation,
-            last_transition_time: since,
-        }],
+        conditions: vec![merge_condition(
+            previous.unwrap_or_default(),
+            wanted,
+            generation,
+            now,
+        )],
     }
 }
 

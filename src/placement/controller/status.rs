@@ -11,16 +11,14 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
 use super::released::{Releases, Totals};
-use crate::api::placement::{
-    PlacementConditionType, PlacementPolicyStatus, PlacementReason, PodCounts,
-};
-use crate::api::{FIELD_MANAGER, PlacementPolicy};
+use crate::api::placement::{PlacementPolicyStatus, PlacementReason, PodCounts};
+use crate::api::{ConditionType, FIELD_MANAGER, PlacementPolicy, WantedCondition, merge_condition};
 use crate::cluster::ClusterView;
 use crate::cluster::reflected::Reflected;
 use crate::placement::compiled::{Compiled, PolicySet, UsablePolicies};
@@ -41,38 +39,31 @@ pub fn desired(
     let policy = &compiled.stored;
     let (status, reason, message) = match &compiled.policy {
         Ok(_) => (
-            "True",
+            true,
             PlacementReason::Valid,
             "the policy gates the pods it selects".to_owned(),
         ),
-        Err(err) => ("False", err.reason(), err.to_string()),
+        Err(err) => (false, err.reason(), err.to_string()),
     };
-    let stored = policy.status.as_ref();
-    let previous = stored.and_then(|status| {
-        status
-            .conditions
-            .iter()
-            .find(|condition| condition.type_ == PlacementConditionType::Ready.as_str())
-    });
-    let transition = previous
-        .filter(|condition| condition.status == status)
-        .map_or(Time(now), |condition| {
-            condition.last_transition_time.clone()
-        });
+    let previous = policy.status.as_ref().map(|s| s.conditions.as_slice());
+    let wanted = WantedCondition {
+        type_: ConditionType::Ready,
+        status,
+        reason: reason.as_str(),
+        message,
+    };
     PlacementPolicyStatus {
         observed_generation: policy.metadata.generation,
         pods: PodCounts {
             released,
             ..counts.get(&policy.name_any()).cloned().unwrap_or_default()
         },
-        conditions: vec![Condition {
-            type_: PlacementConditionType::Ready.as_str().to_owned(),
-            status: status.to_owned(),
-            reason: reason.as_str().to_owned(),
-            message,
-            observed_generation: policy.metadata.generation,
-            last_transition_time: transition,
-        }],
+        conditions: vec![merge_condition(
+            previous.unwrap_or_default(),
+            wanted,
+            policy.metadata.generation,
+            &Time(now),
+        )],
     }
 }
 

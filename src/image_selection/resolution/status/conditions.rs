@@ -1,22 +1,14 @@
 //! The status conditions (`Ready`, `ArtifactResolved`, `Degraded`) from the inputs and the new
 //! rows, merged with the previous ones so `lastTransitionTime` moves only when a status flips.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::{ArtifactState, Failure, Inputs};
 use crate::api::{
     ClassStatus, ConditionType, ImageSelectionPolicySpec, ImageSelectionPolicyStatus, OnNoMatch,
-    Reason,
+    Reason, WantedCondition as Wanted, merge_condition,
 };
 use crate::image_selection::resolution::{Content, Resolved};
-
-/// One condition's new value, before merging with the previous one.
-struct Wanted {
-    type_: ConditionType,
-    status: bool,
-    reason: Reason,
-    message: String,
-}
 
 pub(super) fn conditions(
     inputs: &Inputs<'_>,
@@ -31,7 +23,7 @@ pub(super) fn conditions(
             Wanted {
                 type_: ConditionType::Degraded,
                 status: false,
-                reason: Reason::Current,
+                reason: Reason::Current.as_str(),
                 message: "the status reflects the current artifact".to_owned(),
             },
         ),
@@ -44,7 +36,7 @@ pub(super) fn conditions(
     let truncated = cut.map(|message| Wanted {
         type_: ConditionType::Truncated,
         status: true,
-        reason: Reason::StatusTooLarge,
+        reason: Reason::StatusTooLarge.as_str(),
         message,
     });
     let previous = inputs
@@ -54,7 +46,7 @@ pub(super) fn conditions(
     [Some(ready), Some(resolved), Some(degraded), truncated]
         .into_iter()
         .flatten()
-        .map(|wanted| merge(previous, wanted, inputs.generation, inputs.now))
+        .map(|wanted| merge_condition(previous, wanted, inputs.generation, inputs.now))
         .collect()
 }
 
@@ -63,7 +55,7 @@ fn fetched(current: &Resolved) -> Wanted {
     Wanted {
         type_: ConditionType::ArtifactResolved,
         status: true,
-        reason: Reason::Fetched,
+        reason: Reason::Fetched.as_str(),
         message: match &current.content {
             Content::Sets(artifact) => format!(
                 "{} artifact {} with {} candidate sets",
@@ -88,7 +80,7 @@ fn degraded(failure: &Failure, serving: Option<&str>) -> Wanted {
         Some(digest) => Wanted {
             type_: ConditionType::Degraded,
             status: true,
-            reason: Reason::StaleArtifact,
+            reason: Reason::StaleArtifact.as_str(),
             message: format!(
                 "serving the last known good artifact {digest}: {}",
                 failure.message
@@ -97,7 +89,7 @@ fn degraded(failure: &Failure, serving: Option<&str>) -> Wanted {
         None => Wanted {
             type_: ConditionType::Degraded,
             status: false,
-            reason: failure.reason,
+            reason: failure.reason.as_str(),
             message: "no artifact was ever resolved, so there is nothing to serve".to_owned(),
         },
     }
@@ -109,7 +101,7 @@ fn not_ready(failure: &Failure, serving: Option<&str>) -> Wanted {
         Some(digest) => Wanted {
             type_: ConditionType::Ready,
             status: false,
-            reason: Reason::StaleArtifact,
+            reason: Reason::StaleArtifact.as_str(),
             message: format!(
                 "images are served from the last known good artifact {digest}; the current one cannot be had"
             ),
@@ -117,7 +109,7 @@ fn not_ready(failure: &Failure, serving: Option<&str>) -> Wanted {
         None => Wanted {
             type_: ConditionType::Ready,
             status: false,
-            reason: failure.reason,
+            reason: failure.reason.as_str(),
             message: format!("no artifact: {}", failure.message),
         },
     }
@@ -135,7 +127,7 @@ fn ready_with_artifact(
         Wanted {
             type_: ConditionType::Ready,
             status: false,
-            reason: Reason::StatusTooLarge,
+            reason: Reason::StatusTooLarge.as_str(),
             message: "the labels and features the artifact's rules read (classKeys) are \
                       too large for the status (etcd), so no class is served; every \
                       pod is denied"
@@ -145,7 +137,7 @@ fn ready_with_artifact(
         Wanted {
             type_: ConditionType::Ready,
             status: false,
-            reason: Reason::StatusTooLarge,
+            reason: Reason::StatusTooLarge.as_str(),
             message: format!(
                 "{left_out} node classes are left out of the status (too large for etcd); \
                  their pods are denied"
@@ -160,16 +152,16 @@ fn failed(failure: &Failure) -> Wanted {
     Wanted {
         type_: ConditionType::ArtifactResolved,
         status: false,
-        reason: failure.reason,
+        reason: failure.reason.as_str(),
         message: failure.message.clone(),
     }
 }
 
 fn ready(spec: &ImageSelectionPolicySpec, classes: &[ClassStatus]) -> Wanted {
-    let wanted = |status, reason, message| Wanted {
+    let wanted = |status, reason: Reason, message| Wanted {
         type_: ConditionType::Ready,
         status,
-        reason,
+        reason: reason.as_str(),
         message,
     };
     if classes.is_empty() {
@@ -234,21 +226,3 @@ fn listed(names: &[&str]) -> String {
 
 /// Names listed in a condition message.
 const LISTED: usize = 8;
-
-/// The condition with `lastTransitionTime` kept unless its status flips.
-fn merge(previous: &[Condition], wanted: Wanted, generation: Option<i64>, now: &Time) -> Condition {
-    let status = if wanted.status { "True" } else { "False" };
-    let earlier = previous.iter().find(|c| c.type_ == wanted.type_.as_str());
-    let last_transition_time = match earlier {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => now.clone(),
-    };
-    Condition {
-        type_: wanted.type_.as_str().to_owned(),
-        status: status.to_owned(),
-        reason: wanted.reason.as_str().to_owned(),
-        message: wanted.message,
-        observed_generation: generation,
-        last_transition_time,
-    }
-}

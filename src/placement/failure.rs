@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use super::policy::{FailureBound, GiveUp};
+use crate::process::growing_delay;
 
 /// The delay after the first failure; doubled after each further one.
 pub const FIRST_RETRY: Duration = Duration::from_secs(1);
@@ -30,10 +31,7 @@ pub fn after_failure(bound: &FailureBound, failed: u32, since_creation: Duration
     if attempts_used && time_used {
         return Step::GiveUp(bound.action.clone());
     }
-    let doublings = failed.saturating_sub(1).min(16);
-    let backoff = FIRST_RETRY
-        .saturating_mul(1 << doublings)
-        .min(LONGEST_RETRY);
+    let backoff = growing_delay(FIRST_RETRY, LONGEST_RETRY, failed);
     // Attempts used up early: the next look is when the timeout is reached, not later.
     let wait = if attempts_used {
         backoff.min(bound.timeout.saturating_sub(since_creation))

@@ -2,8 +2,8 @@
 //! [`Tasks`], the one [`Shutdown`] signal, [`until`] for tasks with nothing to finish, and the
 //! [`Feature`] face every feature's `run` returns (its tasks, its admission routes, its
 //! [`Readiness`]). The cluster view, the admission host and `startup` all speak it, so none
-//! rewrites another's shutdown wait or task list. Every watch retries on the one
-//! [`watch_backoff`].
+//! rewrites another's shutdown wait or task list. Every retry waits by the one [`growing_delay`],
+//! every watch on [`watch_backoff`] over it.
 
 mod backoff;
 
@@ -13,7 +13,7 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
 use tokio::sync::watch;
 
-pub use backoff::watch_backoff;
+pub use backoff::{growing_delay, watch_backoff};
 
 /// Long-lived tasks by name, for the supervisor. Each ends once shutdown begins (after
 /// finishing what it has in flight); any other end is a failure.

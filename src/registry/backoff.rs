@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::error::{Error, ErrorKind};
+use crate::process::growing_delay;
 
 /// How long a failing registry is left alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,12 +86,7 @@ impl Backoffs {
                     last_error: String::new(),
                 });
                 state.failures = state.failures.saturating_add(1);
-                let doublings = state.failures.saturating_sub(1).min(16);
-                let wait = self
-                    .policy
-                    .first
-                    .saturating_mul(1 << doublings)
-                    .min(self.policy.max);
+                let wait = growing_delay(self.policy.first, self.policy.max, state.failures);
                 // A rate limit with a longer Retry-After is honoured.
                 let wait = match error {
                     Error::RateLimited {

@@ -6,6 +6,8 @@ use std::time::{Duration, SystemTime};
 
 use jiff::Timestamp;
 
+use crate::process::growing_delay;
+
 /// How hard to try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -57,13 +59,7 @@ pub fn decide(policy: &RetryPolicy, attempt: u32, failure: Failure) -> Decision 
     if attempt >= policy.max_attempts {
         return Decision::GiveUp;
     }
-    let backoff = || {
-        let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
-        policy
-            .base_delay
-            .saturating_mul(factor)
-            .min(policy.max_delay)
-    };
+    let backoff = || growing_delay(policy.base_delay, policy.max_delay, attempt);
     match failure {
         Failure::Connection | Failure::Timeout => Decision::RetryIn(backoff()),
         Failure::Status { code, retry_after } if code == 429 || is_transient_status(code) => {

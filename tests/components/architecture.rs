@@ -13,14 +13,12 @@ use std::path::{Path, PathBuf};
 use syn::visit::Visit;
 
 /// The floors, lowest first. A room may use rooms of lower floors only. `engine` and `platform`
-/// are the ground's footing (the API types, node classes and the registry read their types);
+/// are the ground's footing (the API types, node classes and the registry read their types), and
+/// `process` (the registry reads its growing delay as every feature does);
 /// `cli` is the edge of the binary, over `startup`.
 const FLOORS: &[(&str, &[&str])] = &[
-    ("footing", &["engine", "platform"]),
-    (
-        "ground",
-        &["api", "classes", "process", "registry", "telemetry"],
-    ),
+    ("footing", &["engine", "platform", "process"]),
+    ("ground", &["api", "classes", "registry", "telemetry"]),
     ("shared", &["cluster", "admission", "step_helper"]),
     (
         "features",

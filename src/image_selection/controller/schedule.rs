@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::process::growing_delay;
+
 /// `spec.artifact.refreshInterval` when the policy gives none.
 pub const DEFAULT_REFRESH: Duration = Duration::from_secs(600);
 
@@ -27,11 +29,7 @@ impl Default for Backoff {
 impl Backoff {
     /// The wait after `failures` consecutive failures (1 or more), capped by `refresh` too.
     pub fn after(&self, failures: u32, refresh: Duration) -> Duration {
-        let doublings = failures.saturating_sub(1).min(30);
-        self.first
-            .saturating_mul(1 << doublings)
-            .min(self.max)
-            .min(refresh)
+        growing_delay(self.first, self.max, failures).min(refresh)
     }
 }
 

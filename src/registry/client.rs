@@ -3,22 +3,19 @@
 //! layer, which referrer, which platforms) to the pure modules beside it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::addresses::PrivateRegistries;
-use super::allow::AllowList;
-use super::cache::{CacheOptions, Caches};
+use super::cache::Caches;
 use super::docker_config::DockerConfig;
 use super::error::{ContentProblem, Error, ErrorKind, Result};
 use super::fetch::Inner;
 use super::layers::choose_layer;
 use super::manifest::{Descriptor, ImageManifest, Manifest, is_index_media_type};
+use super::options::RegistryOptions;
 use super::platforms::{self, ImagePlatforms};
 use super::reference::{self, Reference};
 use super::referrers::newest_nfd_referrer;
-use super::retry::RetryPolicy;
 use super::stats::RegistryStats;
-use super::transport::{Transport, TransportOptions};
+use super::transport::Transport;
 use crate::engine::Format;
 use crate::platform::Platform;
 
@@ -33,57 +30,6 @@ const IMAGE_CONFIG_TYPES: [&str; 2] = [
     "application/vnd.oci.image.config.v1+json",
     "application/vnd.docker.container.image.v1+json",
 ];
-
-/// Everything the client can be told. `Default` is anonymous HTTPS with the documented limits.
-#[derive(Debug, Clone)]
-pub struct RegistryOptions {
-    /// Registries (`host[:port]`, exactly as in references) reached over plain HTTP. Only
-    /// registries named here; every other one is HTTPS.
-    pub plain_http: Vec<String>,
-    /// The registries that may be reached (`--allowed-registries`); empty allows every one.
-    pub allowed: AllowList,
-    /// The hosts and networks inside a network that may be reached
-    /// (`--allowed-private-registries`); empty (the default) allows none.
-    pub private: PrivateRegistries,
-    /// Credentials, matched per image as the kubelet matches them.
-    pub credentials: DockerConfig,
-    /// Extra trusted CA certificates (PEM bundles), added to the system roots.
-    pub extra_ca_pem: Vec<Vec<u8>>,
-    /// Limit for one whole request (connect, headers and body).
-    pub request_timeout: Duration,
-    /// Limit for establishing a connection.
-    pub connect_timeout: Duration,
-    /// Retries of transient failures.
-    pub retry: RetryPolicy,
-    /// Most registry requests in flight at once, over every client made from this one (a policy
-    /// naming many images waits for permits rather than opening as many connections).
-    pub max_concurrent_requests: usize,
-    /// Largest compatibility artifact layer read.
-    pub max_artifact_bytes: u64,
-    /// Largest manifest, index or image config read.
-    pub max_manifest_bytes: u64,
-    /// Cache lifetimes and size.
-    pub cache: CacheOptions,
-}
-
-impl Default for RegistryOptions {
-    fn default() -> Self {
-        RegistryOptions {
-            plain_http: Vec::new(),
-            allowed: AllowList::default(),
-            private: PrivateRegistries::default(),
-            credentials: DockerConfig::default(),
-            extra_ca_pem: Vec::new(),
-            request_timeout: Duration::from_secs(10),
-            connect_timeout: Duration::from_secs(5),
-            retry: RetryPolicy::default(),
-            max_concurrent_requests: 16,
-            max_artifact_bytes: 1024 * 1024,
-            max_manifest_bytes: 4 * 1024 * 1024,
-            cache: CacheOptions::default(),
-        }
-    }
-}
 
 /// A compatibility artifact's verified bytes, before parsing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,17 +65,7 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     /// Builds a client; fails only on unusable TLS configuration.
     pub fn new(options: RegistryOptions) -> Result<Self> {
-        let transport = Transport::new(TransportOptions {
-            plain_http: options.plain_http,
-            allowed: options.allowed,
-            private: options.private,
-            credentials: options.credentials,
-            extra_ca_pem: options.extra_ca_pem,
-            request_timeout: options.request_timeout,
-            connect_timeout: options.connect_timeout,
-            retry: options.retry,
-            max_concurrent_requests: options.max_concurrent_requests,
-        })?;
+        let transport = Transport::new(&options)?;
         Ok(Registry {
             inner: Arc::new(Inner {
                 counters: transport.counters(),

@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::client::{Registry, RegistryOptions};
+use super::client::Registry;
 use super::docker_config::DockerConfig;
 use super::error::{ConfigError, Result};
+use super::options::RegistryOptions;
 use super::stats::RegistryStats;
 
 /// The clients of one process.

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use super::addresses::PrivateRegistries;
 use super::allow::AllowList;
-use super::client::RegistryOptions;
 use super::docker_config::DockerConfig;
 use super::error::{ConfigError, Error};
+use super::options::RegistryOptions;
 use super::reference::Reference;
 
 /// The registry flags of `ocifit resolve`, spelled as ORAS spells them.

@@ -27,8 +27,9 @@ use tokio::sync::Semaphore;
 
 use super::backoff::{BackoffPolicy, Backoffs};
 use super::cache::{CacheOptions, Coalescing, Key};
-use super::client::{Registry, RegistryOptions};
+use super::client::Registry;
 use super::docker_config::{Credentials, DockerConfig};
+use super::options::RegistryOptions;
 use super::reference::{self, Reference};
 use crate::platform::Platform;
 

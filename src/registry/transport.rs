@@ -14,12 +14,12 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use tokio::sync::Semaphore;
 
-use super::addresses::PrivateRegistries;
 use super::allow::{AllowList, url_host};
 use super::auth::{self, Challenge};
 use super::docker_config::{Credentials, DockerConfig};
 use super::error::{Access, ContentProblem, Error, Refusal, Target};
 use super::fence::{ClientSettings, FencedClient, SendError};
+use super::options::RegistryOptions;
 use super::retry::{self, Decision, RetryPolicy};
 use super::stats::Counters;
 
@@ -30,20 +30,6 @@ mod tokens;
 pub(crate) use exchange::Exchange;
 use failures::{AttemptError, read_body, status_error, transport_error, unauthorized};
 use tokens::Tokens;
-
-/// How the transport is set up.
-#[derive(Debug, Clone)]
-pub(crate) struct TransportOptions {
-    pub plain_http: Vec<String>,
-    pub allowed: AllowList,
-    pub private: PrivateRegistries,
-    pub credentials: DockerConfig,
-    pub extra_ca_pem: Vec<Vec<u8>>,
-    pub request_timeout: Duration,
-    pub connect_timeout: Duration,
-    pub retry: RetryPolicy,
-    pub max_concurrent_requests: usize,
-}
 
 /// One request: where, what, and how much may come back.
 pub(crate) struct Request<'a> {
@@ -92,7 +78,8 @@ pub(crate) struct Transport {
 }
 
 impl Transport {
-    pub(crate) fn new(options: TransportOptions) -> Result<Self, Error> {
+    /// The transport the client's `options` describe (the caches and read limits are the client's).
+    pub(crate) fn new(options: &RegistryOptions) -> Result<Self, Error> {
         let (plain, allowed) = (options.plain_http.clone(), options.allowed.clone());
         let http = FencedClient::new(ClientSettings {
             connect_timeout: options.connect_timeout,
@@ -100,18 +87,18 @@ impl Transport {
             redirect: Box::new(move |next, previous| {
                 auth::check_redirect(next, previous, &plain, &allowed)
             }),
-            private: options.private,
+            private: options.private.clone(),
         })?;
         let link = Link {
             http,
-            plain_http: options.plain_http,
-            allowed: options.allowed,
+            plain_http: options.plain_http.clone(),
+            allowed: options.allowed.clone(),
             retry: options.retry,
             request_timeout: options.request_timeout,
             permits: Semaphore::new(options.max_concurrent_requests.max(1)),
             counters: Arc::default(),
         };
-        Ok(Transport::over(Arc::new(link), options.credentials))
+        Ok(Transport::over(Arc::new(link), options.credentials.clone()))
     }
 
     fn over(link: Arc<Link>, credentials: DockerConfig) -> Self {

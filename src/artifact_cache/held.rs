@@ -9,17 +9,15 @@
 
 use std::time::Duration;
 
-use json_patch::{Patch, PatchOperation};
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{Pod, PodSpec};
-use kube::core::ObjectMeta;
+use json_patch::Patch;
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::planner::{CacheState, wiring_of};
-use crate::admission::patch::{add, remove};
+use crate::admission::patch::add;
 use crate::api::step;
-use crate::cluster::gates::{Gate, HoldFailure, removal};
+use crate::cluster::gates::{self, Gate, HoldFailure, Mark, held_at};
+use crate::cluster::held::{Kept, Keys, Spec, guarded};
 
 /// The cache's scheduling gate, on every step it holds (each carries the held label).
 pub const GATE: Gate = Gate {
@@ -62,37 +60,17 @@ pub fn wired_to(pod: &Pod) -> Option<(&str, &str)> {
         .and_then(|marker| wiring_of(marker))
 }
 
-/// Keeps of a held pod what the decision reads: identity, ocifit's labels and annotations, the
-/// scheduling gates (anyone who creates pods can set the label, with anything else beside it).
-pub fn trim(pod: &mut Pod) {
-    let Pod { metadata, spec, .. } = std::mem::take(pod);
-    let ours = |map: Option<BTreeMap<String, String>>| {
-        map.map(|map| {
-            map.into_iter()
-                .filter(|(key, _)| key.starts_with("artifacts.ocifit.io/"))
-                .collect::<BTreeMap<_, _>>()
-        })
-    };
-    pod.metadata = ObjectMeta {
-        name: metadata.name,
-        namespace: metadata.namespace,
-        uid: metadata.uid,
-        resource_version: metadata.resource_version,
-        creation_timestamp: metadata.creation_timestamp,
-        deletion_timestamp: metadata.deletion_timestamp,
-        labels: ours(metadata.labels),
-        annotations: ours(metadata.annotations),
-        ..ObjectMeta::default()
-    };
-    pod.spec = spec.map(|spec| PodSpec {
-        scheduling_gates: spec.scheduling_gates,
-        ..PodSpec::default()
-    });
-}
+/// What the held-step watch keeps of a pod besides its identity: ocifit's labels and
+/// annotations and the scheduling gates.
+pub const KEPT: Kept = Kept {
+    labels: Keys::Prefixed(&["artifacts.ocifit.io/"]),
+    annotations: Keys::Prefixed(&["artifacts.ocifit.io/"]),
+    spec: Spec::Gates,
+};
 
 /// Decides the release of `pod` (held by [`GATE`]) whose cache is now `cache`, held for `waited`.
 pub fn release(pod: &Pod, cache: &CacheState, rules: HoldRules, waited: Duration) -> Release {
-    if removal(pod, GATE).is_none() {
+    if held_at(pod, GATE).is_none() {
         return Release::default();
     }
     let Some((name, wired)) = wired_to(pod) else {
@@ -181,7 +159,7 @@ pub fn failed(pod: &Pod, rules: HoldRules, why: String) -> Release {
                 ),
             };
             Release {
-                patch: Some(Patch(vec![op])),
+                patch: Some(guarded(pod, [op])),
                 event: Some(Note {
                     warning: true,
                     reason: "HeldCacheNotReady",
@@ -196,19 +174,14 @@ pub fn failed(pod: &Pod, rules: HoldRules, why: String) -> Release {
     }
 }
 
-/// Removes the gate (testing it is still where it was read), the held label and annotation.
+/// Removes the gate (testing it is still where it was read), the held label and annotation, if
+/// the pod is still as read.
 fn unhold(pod: &Pod) -> Patch {
-    let mut ops: Vec<PatchOperation> = removal(pod, GATE).map(|p| p.0).unwrap_or_default();
-    let has = |map: &Option<BTreeMap<String, String>>, key: &str| {
-        map.as_ref().is_some_and(|map| map.contains_key(key))
-    };
-    if has(&pod.metadata.labels, step::HELD_LABEL) {
-        ops.push(remove(&["metadata", "labels", step::HELD_LABEL]));
-    }
-    if has(&pod.metadata.annotations, step::HELD_ANNOTATION) {
-        ops.push(remove(&["metadata", "annotations", step::HELD_ANNOTATION]));
-    }
-    Patch(ops)
+    let marks = [
+        Mark::Label(step::HELD_LABEL),
+        Mark::Annotation(step::HELD_ANNOTATION),
+    ];
+    guarded(pod, gates::unhold(pod, GATE, &marks))
 }
 
 #[cfg(test)]

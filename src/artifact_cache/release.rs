@@ -1,8 +1,9 @@
 //! The release of held steps (leader only): every pod carrying the held label is watched (a label
 //! selector, trimmed to what the decision reads), and decided ([`held::release`]) when it
 //! appears, whenever a cache changes, when its hold bound passes, and all of them on becoming
-//! leader. The decision is sent as one JSON patch that tests the gate is where it was read;
-//! each outcome is an Event on the pod.
+//! leader. The decision is sent as the one guarded release patch (it tests the gate is where it
+//! was read and carries the resourceVersion it was decided from); each outcome is an Event on the
+//! pod.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,7 +24,8 @@ use super::status::cache_state;
 use crate::api::{ArtifactCache, step};
 use crate::cluster::ClusterView;
 use crate::cluster::events::{EventReporter, Notice, Notices, queue};
-use crate::cluster::gates::removal;
+use crate::cluster::gates::held_at;
+use crate::cluster::held::trim;
 use crate::cluster::reflected::{Change, Reflected, reflect};
 use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
 use crate::process::{Shutdown, Tasks, until};
@@ -68,7 +70,7 @@ pub fn run(
                 .page_size(UNTRUSTED_LIST_PAGE),
         )
         .backoff(crate::process::watch_backoff())
-        .modify(held::trim),
+        .modify(|pod| trim(pod, &held::KEPT)),
         "held steps",
     );
     let context = Context {
@@ -99,7 +101,7 @@ fn controller(
 ) -> BoxFuture<'static, ()> {
     let held = pods.subscribe().filter_map(|change| {
         std::future::ready(match change {
-            Change::Applied(pod) if removal(&pod, held::GATE).is_some() => Some(pod),
+            Change::Applied(pod) if held_at(&pod, held::GATE).is_some() => Some(pod),
             _ => None,
         })
     });

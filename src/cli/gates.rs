@@ -6,14 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::api::pod::{HELD_LABEL, SCHEDULING_GATE};
 use crate::cluster::gates::{Gate, release_all};
-
-/// Image selection's scheduling gate, on every pod it holds (each carries the held label).
-const IMAGE_SELECTION: Gate = Gate {
-    name: SCHEDULING_GATE,
-    label: HELD_LABEL,
-};
 
 /// `ocifit release-gates`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -32,7 +25,7 @@ pub async fn run(args: &ReleaseGatesArgs) -> ExitCode {
                 client,
                 &[
                     crate::placement::GATE,
-                    IMAGE_SELECTION,
+                    crate::image_selection::GATE,
                     crate::artifact_cache::GATE,
                 ],
             )

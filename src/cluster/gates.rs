@@ -1,14 +1,20 @@
-//! The way out of a scheduling gate: remove one gate from every pod that still carries it (after
-//! an uninstall, or while every replica is down), leaving any other gate alone. Each pod is
-//! patched by a JSON patch that first tests the gate is still at the index it was read at, so a
-//! pod changed meanwhile is read again, never stripped of another gate. A pod that cannot be
-//! released does not stop the others: every failure is reported at the end. Every feature that
-//! holds pods (placement, image selection, the artifact cache's steps) uses it, each with its own
-//! [`Gate`], and the holds share one failure rule ([`HoldFailure`]).
+//! The way out of a scheduling gate: the one removal every release uses ([`unhold`]), and
+//! removing one gate from every pod that still carries it (after an uninstall, or while every
+//! replica is down), leaving any other gate alone. The removal first tests the gate is still at
+//! the index it was read at, so a pod changed meanwhile is read again, never stripped of another
+//! gate. A pod that cannot be released does not stop the others: every failure is reported at
+//! the end. Every feature that holds pods (placement, image selection, the artifact cache's
+//! steps) uses it, each with its own [`Gate`], and the holds share one failure rule
+//! ([`HoldFailure`]).
 
+use std::collections::BTreeMap;
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{PatchOperation, RemoveOperation, TestOperation};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch};
 use kube::{Api, Client, ResourceExt};
+use serde_json::Value;
 
 use super::guarded_patch::{ATTEMPTS, patch_as_read};
 
@@ -93,21 +99,56 @@ pub enum GateError {
     KeptChanging { gate: &'static str, pod: String },
 }
 
-/// The JSON patch removing `gate` from `pod`, if it carries it.
-pub fn removal(pod: &Pod, gate: Gate) -> Option<json_patch::Patch> {
-    let index = pod
-        .spec
+/// Where `pod` carries `gate` in its scheduling gates, if it does.
+pub fn held_at(pod: &Pod, gate: Gate) -> Option<usize> {
+    pod.spec
         .as_ref()?
         .scheduling_gates
         .as_ref()?
         .iter()
-        .position(|held| held.name == gate.name)?;
-    let path = format!("/spec/schedulingGates/{index}");
-    serde_json::from_value(serde_json::json!([
-        {"op": "test", "path": format!("{path}/name"), "value": gate.name},
-        {"op": "remove", "path": path},
-    ]))
-    .ok()
+        .position(|held| held.name == gate.name)
+}
+
+/// A label or annotation a feature puts on the pods it holds, removed with its gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark<'a> {
+    Label(&'a str),
+    Annotation(&'a str),
+}
+
+/// The one way a gate is removed: the operations taking `gate` from `pod` (first testing it is
+/// still at the index it was read at, so a pod whose gates moved meanwhile is refused, never
+/// stripped of another gate) and the `marks` it has. Empty when the pod carries none of them.
+pub fn unhold(pod: &Pod, gate: Gate, marks: &[Mark<'_>]) -> Vec<PatchOperation> {
+    let mut ops = Vec::new();
+    if let Some(index) = held_at(pod, gate) {
+        let path = pointer(&["spec", "schedulingGates", &index.to_string()]);
+        ops.push(PatchOperation::Test(TestOperation {
+            path: pointer(&["spec", "schedulingGates", &index.to_string(), "name"]),
+            value: Value::from(gate.name),
+        }));
+        ops.push(PatchOperation::Remove(RemoveOperation { path }));
+    }
+    let has = |map: &Option<BTreeMap<String, String>>, key: &str| {
+        map.as_ref().is_some_and(|map| map.contains_key(key))
+    };
+    for mark in marks {
+        let path = match *mark {
+            Mark::Label(key) if has(&pod.metadata.labels, key) => {
+                pointer(&["metadata", "labels", key])
+            }
+            Mark::Annotation(key) if has(&pod.metadata.annotations, key) => {
+                pointer(&["metadata", "annotations", key])
+            }
+            _ => continue,
+        };
+        ops.push(PatchOperation::Remove(RemoveOperation { path }));
+    }
+    ops
+}
+
+fn pointer(tokens: &[&str]) -> PointerBuf {
+    PointerBuf::from_tokens(tokens.iter().copied())
 }
 
 /// Removes `gate` from every pod in the cluster that carries it; a pod that cannot be released
@@ -126,7 +167,7 @@ pub async fn release_all(client: Client, gate: Gate) -> Result<Released, GateErr
     for pod in listed
         .items
         .iter()
-        .filter(|pod| removal(pod, gate).is_some())
+        .filter(|pod| held_at(pod, gate).is_some())
     {
         let namespace = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
@@ -134,7 +175,8 @@ pub async fn release_all(client: Client, gate: Gate) -> Result<Released, GateErr
         let pod_name = format!("{namespace}/{name}");
         // A 422 is the patch's test failing: the gates moved since the pod was read.
         let released_one = patch_as_read(&api, &name, pod.clone(), &[409, 422], |pod| {
-            removal(pod, gate).map(Patch::<()>::Json)
+            let ops = unhold(pod, gate, &[]);
+            (!ops.is_empty()).then_some(Patch::<()>::Json(json_patch::Patch(ops)))
         });
         match released_one.await {
             Ok(true) => released.pods.push(pod_name),
@@ -185,9 +227,13 @@ mod tests {
         }
     }
 
-    fn gates_after(pod: &Pod, patch: &json_patch::Patch) -> Result<Vec<String>, String> {
+    fn removal(pod: &Pod, gate: Gate) -> Option<Vec<PatchOperation>> {
+        Some(unhold(pod, gate, &[])).filter(|ops| !ops.is_empty())
+    }
+
+    fn gates_after(pod: &Pod, ops: &[PatchOperation]) -> Result<Vec<String>, String> {
         let mut object = serde_json::to_value(pod).unwrap();
-        json_patch::patch(&mut object, patch).map_err(|err| err.to_string())?;
+        json_patch::patch(&mut object, ops).map_err(|err| err.to_string())?;
         let released: Pod = serde_json::from_value(object).unwrap();
         Ok(released
             .spec
@@ -228,5 +274,26 @@ mod tests {
         );
         assert!(removal(&with_gates(&[]), OURS).is_none());
         assert!(removal(&Pod::default(), OURS).is_none());
+    }
+
+    #[test]
+    fn the_marks_go_with_the_gate_and_only_the_ones_present() {
+        let mut pod = with_gates(&[OURS.name]);
+        pod.metadata.labels = Some(BTreeMap::from([
+            ("example.com/held".to_owned(), "true".to_owned()),
+            ("app".to_owned(), "web".to_owned()),
+        ]));
+        let marks = [
+            Mark::Label("example.com/held"),
+            Mark::Annotation("example.com/why"),
+        ];
+        let ops = unhold(&pod, OURS, &marks);
+        let mut object = serde_json::to_value(&pod).unwrap();
+        json_patch::patch(&mut object, &ops).unwrap();
+        assert_eq!(
+            object["metadata"]["labels"],
+            serde_json::json!({"app": "web"})
+        );
+        assert_eq!(object["spec"]["schedulingGates"], serde_json::json!([]));
     }
 }

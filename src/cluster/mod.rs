@@ -14,6 +14,7 @@
 pub mod events;
 pub mod gates;
 pub mod guarded_patch;
+pub mod held;
 pub mod inventory;
 pub mod leader;
 pub mod node_meta;

@@ -26,6 +26,7 @@ pub use controller::context::{ManagedShare, Settings};
 pub use controller::registry_source::RegistrySource;
 pub use controller::schedule::Backoff;
 pub use controller::source::{Request, Source, Wanted};
+pub use planner::hold::GATE;
 pub use planner::managed::Quota;
 pub use planner::release::{HoldFailure, HoldRules};
 

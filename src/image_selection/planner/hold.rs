@@ -12,6 +12,13 @@ use super::{DenyReason, ImagePlan};
 use crate::admission::patch::add;
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{HELD_LABEL, SCHEDULING_GATE};
+use crate::cluster::gates::{Gate, held_at};
+
+/// Image selection's scheduling gate, on every pod it holds (each carries the held label).
+pub const GATE: Gate = Gate {
+    name: SCHEDULING_GATE,
+    label: HELD_LABEL,
+};
 
 /// The plan holding `pod` because of `reason` (one that waits).
 pub fn hold(pod: &Pod, policy: Option<Arc<ImageSelectionPolicy>>, reason: DenyReason) -> ImagePlan {
@@ -52,10 +59,5 @@ pub fn warning(reason: &DenyReason) -> String {
 
 /// Where ocifit's gate is in the pod's scheduling gates, if there.
 pub fn gate_at(pod: &Pod) -> Option<usize> {
-    pod.spec
-        .as_ref()?
-        .scheduling_gates
-        .as_ref()?
-        .iter()
-        .position(|gate| gate.name == SCHEDULING_GATE)
+    held_at(pod, GATE)
 }

@@ -1,8 +1,8 @@
 //! Releasing a held pod: the planner's decision for the pod as it is now ([`Index::plan_pod`],
 //! the very function admission calls), written as one JSON patch against the live pod that
 //! applies the decision (images, pinning, decision annotations), removes ocifit's gate and the
-//! held label, and carries the resourceVersion it was planned from (the apiserver answers 409
-//! if the pod changed since). A pod still undecidable waits until the hold bound, then follows
+//! held label: the one guarded release patch, carrying the resourceVersion it was planned from
+//! (the apiserver answers 409 if the pod changed since). A pod still undecidable waits until the hold bound, then follows
 //! the hold failure rule; a decision that would have refused it follows that rule at once (an
 //! admitted pod cannot be refused). Pure: time passed in.
 
@@ -12,12 +12,15 @@ use json_patch::{Patch, PatchOperation};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use super::hold::gate_at;
+use super::hold::GATE;
 use super::managed::{Quota, managed_policy};
 use super::{DenyReason, ImagePlan, Index};
-use crate::admission::patch::{add, remove, replace};
+use crate::admission::patch::add;
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{HELD_ANNOTATION, HELD_LABEL, SCHEDULING_GATE};
+
+use crate::cluster::gates::{self, Mark};
+use crate::cluster::held::guarded;
 
 pub use crate::cluster::gates::HoldFailure;
 
@@ -77,35 +80,26 @@ pub fn release(index: Option<&Index>, pod: &Pod, rules: HoldRules, waited: Durat
             event,
             decision,
             ..
-        } => {
-            let mut ops = pinned_version(pod);
-            ops.extend(patch.0);
-            ops.extend(unhold(pod));
-            Release {
-                patch: Some(Patch(ops)),
-                event: Some(Note {
-                    warning: false,
-                    reason: decision.as_str(),
-                    note: format!("released from scheduling gate {SCHEDULING_GATE}: {event}"),
-                }),
-                wait: None,
-                adopt: None,
-            }
-        }
-        ImagePlan::Skip(reason) => {
-            let mut ops = pinned_version(pod);
-            ops.extend(unhold(pod));
-            Release {
-                patch: Some(Patch(ops)),
-                event: Some(Note {
-                    warning: false,
-                    reason: "ReleasedUnchanged",
-                    note: format!("released from scheduling gate {SCHEDULING_GATE}: {reason}"),
-                }),
-                wait: None,
-                adopt: None,
-            }
-        }
+        } => Release {
+            patch: Some(guarded(pod, patch.0.into_iter().chain(unhold(pod)))),
+            event: Some(Note {
+                warning: false,
+                reason: decision.as_str(),
+                note: format!("released from scheduling gate {SCHEDULING_GATE}: {event}"),
+            }),
+            wait: None,
+            adopt: None,
+        },
+        ImagePlan::Skip(reason) => Release {
+            patch: Some(guarded(pod, unhold(pod))),
+            event: Some(Note {
+                warning: false,
+                reason: "ReleasedUnchanged",
+                note: format!("released from scheduling gate {SCHEDULING_GATE}: {reason}"),
+            }),
+            wait: None,
+            adopt: None,
+        },
         ImagePlan::Deny { reason, .. } => failed(pod, rules, &reason.to_string()),
         ImagePlan::Hold { reason, .. } => match rules.bound.checked_sub(waited) {
             Some(left) if !left.is_zero() => Release {
@@ -131,22 +125,18 @@ pub fn release(index: Option<&Index>, pod: &Pod, rules: HoldRules, waited: Durat
 /// `pod` follows the failure rule because of `why` (also when the apiserver refused a release).
 pub fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
     match rules.failure {
-        HoldFailure::Ignore => {
-            let mut ops = pinned_version(pod);
-            ops.extend(unhold(pod));
-            Release {
-                patch: Some(Patch(ops)),
-                event: Some(Note {
-                    warning: true,
-                    reason: "ReleasedUndecided",
-                    note: format!(
-                        "no image chosen: {why}; released unchanged (hold failure rule Ignore)"
-                    ),
-                }),
-                wait: None,
-                adopt: None,
-            }
-        }
+        HoldFailure::Ignore => Release {
+            patch: Some(guarded(pod, unhold(pod))),
+            event: Some(Note {
+                warning: true,
+                reason: "ReleasedUndecided",
+                note: format!(
+                    "no image chosen: {why}; released unchanged (hold failure rule Ignore)"
+                ),
+            }),
+            wait: None,
+            adopt: None,
+        },
         HoldFailure::Fail => {
             let annotations = pod.metadata.annotations.as_ref();
             if annotations
@@ -161,8 +151,7 @@ pub fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
                     adopt: None,
                 };
             }
-            let mut ops = pinned_version(pod);
-            ops.push(match annotations {
+            let op = match annotations {
                 None => add(
                     &["metadata", "annotations"],
                     json!({ HELD_ANNOTATION: why }),
@@ -171,9 +160,9 @@ pub fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
                     &["metadata", "annotations", HELD_ANNOTATION],
                     Value::from(why),
                 ),
-            });
+            };
             Release {
-                patch: Some(Patch(ops)),
+                patch: Some(guarded(pod, [op])),
                 event: Some(Note {
                     warning: true,
                     reason: "HeldUndecided",
@@ -190,37 +179,11 @@ pub fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
     }
 }
 
-/// The resourceVersion the plan was made from, written back: the apiserver refuses the patch
-/// (409) if the pod changed since.
-fn pinned_version(pod: &Pod) -> Vec<PatchOperation> {
-    pod.metadata
-        .resource_version
-        .iter()
-        .map(|version| {
-            replace(
-                &["metadata", "resourceVersion"],
-                Value::from(version.as_str()),
-            )
-        })
-        .collect()
-}
-
-/// Removes ocifit's gate, the held label and the held annotation, where present.
+/// Removes ocifit's gate (testing it is still where it was read), the held label and the held
+/// annotation, where present.
 fn unhold(pod: &Pod) -> Vec<PatchOperation> {
-    let mut ops = Vec::new();
-    if let Some(at) = gate_at(pod) {
-        ops.push(remove(&["spec", "schedulingGates", &at.to_string()]));
-    }
-    let has = |map: &Option<std::collections::BTreeMap<String, String>>, key: &str| {
-        map.as_ref().is_some_and(|map| map.contains_key(key))
-    };
-    if has(&pod.metadata.labels, HELD_LABEL) {
-        ops.push(remove(&["metadata", "labels", HELD_LABEL]));
-    }
-    if has(&pod.metadata.annotations, HELD_ANNOTATION) {
-        ops.push(remove(&["metadata", "annotations", HELD_ANNOTATION]));
-    }
-    ops
+    let marks = [Mark::Label(HELD_LABEL), Mark::Annotation(HELD_ANNOTATION)];
+    gates::unhold(pod, GATE, &marks)
 }
 
 #[cfg(test)]

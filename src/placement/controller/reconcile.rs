@@ -132,7 +132,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
             .patch(
                 &pod.name_any(),
                 &PatchParams::default(),
-                &Patch::Merge(&patch),
+                &Patch::Json::<()>(patch),
             )
             .await
         {

@@ -1,5 +1,5 @@
-//! Every relative link in the documentation resolves: README.md, CONTRIBUTING.md, docs/*.md and
-//! the chart's README. A link's file must exist, and its `#anchor` must name a heading of the
+//! Every relative link in the documentation resolves: README.md, CONTRIBUTING.md, docs/*.md,
+//! docs/decisions/*.md and the chart's README. A link's file must exist, and its `#anchor` must name a heading of the
 //! target (or of the page itself) as GitHub spells heading anchors: lowercase, spaces to `-`,
 //! punctuation dropped, a repeated heading's anchor suffixed `-1`, `-2`, …; or an HTML `id`/`name`.
 //! Links with a scheme (`https:`, `mailto:`) are not followed.
@@ -19,11 +19,13 @@ fn documents() -> BTreeMap<PathBuf, String> {
         .iter()
         .map(PathBuf::from)
         .collect();
-    for entry in std::fs::read_dir(root().join("docs")).expect("docs/") {
-        let path = entry.expect("a docs/ entry").path();
-        if path.extension().is_some_and(|e| e == "md") {
-            let name = path.file_name().expect("a file name");
-            paths.push(Path::new("docs").join(name));
+    for folder in ["docs", "docs/decisions"] {
+        for entry in std::fs::read_dir(root().join(folder)).expect("a docs folder") {
+            let path = entry.expect("a docs entry").path();
+            if path.extension().is_some_and(|e| e == "md") {
+                let name = path.file_name().expect("a file name");
+                paths.push(Path::new(folder).join(name));
+            }
         }
     }
     paths

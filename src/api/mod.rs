@@ -1,6 +1,6 @@
 //! The `ImageSelectionPolicy`, `PlacementPolicy` and `ArtifactCache` APIs (group `ocifit.io`, version
-//! `v1alpha1`) and the names of their pod contracts (labels and annotations). Types and constants
-//! only: no client, no decisions.
+//! `v1alpha1`) and the names of their pod contracts (labels and annotations). Types and constants,
+//! and the one merge of a status condition every controller writes with: no client, no decisions.
 
 mod artifact_cache;
 mod conditions;

@@ -87,6 +87,9 @@ async fn the_chart_runs_ocifits_image_on_a_real_node_and_a_rollout_restart_fails
     );
     assert_eq!(hook.client_config.url, None);
 
+    helm_test_passes(&cluster).await;
+    a_namespace_editor_creates_an_artifact_cache_and_a_viewer_only_reads_it(&cluster).await;
+
     // The flavor example over kwok's flavor nodes and the real node.
     let example = stage_flavor_example(&cluster).await;
     let policy = policy_ready(&client).await;
@@ -272,6 +275,88 @@ impl Drop for CpuHog {
             let _ = child.wait();
         }
     }
+}
+
+/// `helm test`: the chart's test pod (ocifit's own image, `ocifit selftest`) finds the CRDs served
+/// and a dry run through each of the four webhooks denied or changed by it.
+async fn helm_test_passes(cluster: &Cluster) {
+    let output = helm(
+        &[
+            "test", RELEASE, "--namespace", NAMESPACE, "--logs", "--timeout", "50s",
+        ],
+        Some(cluster.kubeconfig()),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("helm test failed: {e}"));
+    eprintln!("helm test:\n{output}");
+    assert!(output.contains("every check passed"), "{output}");
+    for check in [
+        "ok    CRD imageselectionpolicies served",
+        "ok    CRD placementpolicies served",
+        "ok    CRD artifactcaches served",
+        "ok    webhook pods.ocifit.io: denied by pods.ocifit.io",
+        "ok    webhook placement.ocifit.io: gated by placement.ocifit.io",
+        "ok    webhook pods.steps.artifacts.ocifit.io: denied",
+        "ok    webhook jobs.steps.artifacts.ocifit.io: denied",
+    ] {
+        assert!(output.contains(check), "{check}\n{output}");
+    }
+}
+
+/// The chart's aggregated ClusterRoles: a user bound to the default `edit` role in one namespace
+/// creates an ArtifactCache there (no RBAC of the admin's own), and one bound to `view` reads it
+/// but may not create one. Both through the real apiserver, impersonated.
+async fn a_namespace_editor_creates_an_artifact_cache_and_a_viewer_only_reads_it(cluster: &Cluster) {
+    let client = cluster.client().expect("a client");
+    create_namespace(&client, "team").await.expect("a namespace");
+    for (user, role) in [("jane", "edit"), ("bob", "view")] {
+        cluster
+            .kubectl([
+                "create", "rolebinding", user, "-n", "team", "--clusterrole", role, "--user", user,
+            ])
+            .await
+            .expect("a RoleBinding");
+    }
+    // The clusterrole-aggregation controller folds the chart's roles into edit a moment later.
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let edit = roles.get("edit").await.expect("the edit role");
+        let aggregated = edit.rules.unwrap_or_default().iter().any(|r| {
+            r.resources
+                .as_ref()
+                .is_some_and(|rs| rs.contains(&"artifactcaches".to_owned()))
+                && r.verbs.contains(&"create".to_owned())
+        });
+        if aggregated {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "edit never aggregated the chart's ArtifactCache role"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // An external cache (nothing deployed), at the test kit's own registry.
+    let registry = cluster.registry().expect("a registry").addr();
+    let cache = format!(
+        "apiVersion: ocifit.io/v1alpha1\nkind: ArtifactCache\nmetadata:\n  name: oras\n  \
+         namespace: team\nspec:\n  deploy: false\n  endpoint: {registry}\n  plainHTTP: true\n"
+    );
+    let created = cluster
+        .kubectl_with_input(["--as", "bob", "create", "-f", "-"], &cache)
+        .await;
+    let refused = created.expect_err("a viewer may not create a cache").to_string();
+    assert!(refused.contains("forbidden"), "{refused}");
+    cluster
+        .kubectl_with_input(["--as", "jane", "create", "-f", "-"], &cache)
+        .await
+        .expect("an editor creates a cache");
+    let read = cluster
+        .kubectl(["--as", "bob", "get", "artifactcaches", "-n", "team", "-o", "name"])
+        .await
+        .expect("a viewer reads caches");
+    assert_eq!(read.trim(), "artifactcache.ocifit.io/oras");
 }
 
 /// A pod the chart's placement gate gated and the controller keeps holding: its image's registry

@@ -5,10 +5,13 @@
 //! --strict` and checks bad values are refused by `values.schema.json` with a message naming the
 //! value; `monitoring` checks the alerting rules with promtool and the dashboard's queries. Against the real cluster: the cluster tests' `platform::chart_cluster` and `platform::chart_wiring`.
 
+mod conventions;
 mod generated;
+mod metadata;
 mod monitoring;
 mod pull_secrets;
 mod render;
+mod selftest;
 mod sync;
 mod values;
 

@@ -114,7 +114,7 @@ fn chart_yaml_carries_helms_and_artifact_hubs_metadata_equal_to_what_it_describe
 }
 
 /// NOTES.txt as `helm install --dry-run` prints it.
-async fn notes(sets: &[&str]) -> String {
+async fn install_notes(sets: &[&str]) -> String {
     let chart = chart_dir();
     let mut args = vec![
         "install",
@@ -136,7 +136,7 @@ async fn notes(sets: &[&str]) -> String {
 
 #[tokio::test]
 async fn notes_cover_all_three_features_the_oci_reference_and_removing_every_crd() {
-    let notes = notes(&[]).await;
+    let notes = install_notes(&[]).await;
     assert!(notes.contains(&oci_reference()), "{notes}");
     for feature in ["Image selection:", "Placement:", "Artifact cache:"] {
         assert!(notes.contains(feature), "{feature}\n{notes}");
@@ -151,7 +151,7 @@ async fn notes_cover_all_three_features_the_oci_reference_and_removing_every_crd
     );
     assert!(!notes.contains("DEPRECATED"), "{notes}");
 
-    let off = notes(&[
+    let off = install_notes(&[
         "placement.enabled=false",
         "artifactCache.enabled=false",
         "crds.install=false",

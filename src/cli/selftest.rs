@@ -151,7 +151,9 @@ impl Probe {
     pub fn judge(self, answer: Result<&Value, &str>) -> Result<String, String> {
         let webhook = self.webhook();
         let object = match answer {
-            Err(message) if message.contains(&format!("admission webhook \"{webhook}\" denied")) => {
+            Err(message)
+                if message.contains(&format!("admission webhook \"{webhook}\" denied")) =>
+            {
                 return Ok(format!("denied by {webhook}: {message}"));
             }
             Err(message) => return Err(format!("the dry run failed: {message}")),

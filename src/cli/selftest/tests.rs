@@ -29,20 +29,24 @@ fn each_probe_is_an_object_its_webhook_must_act_on_carrying_the_given_labels() {
         "true"
     );
     assert_eq!(selection["metadata"]["labels"]["team"], "a");
-    assert_eq!(
-        selection["spec"]["containers"][0]["image"],
-        NO_POLICY_IMAGE
-    );
+    assert_eq!(selection["spec"]["containers"][0]["image"], NO_POLICY_IMAGE);
 
     let placement = Probe::Placement.object(&labels());
-    assert_eq!(placement["metadata"]["labels"][PROBE_LABEL], PLACEMENT_PROBE);
+    assert_eq!(
+        placement["metadata"]["labels"][PROBE_LABEL],
+        PLACEMENT_PROBE
+    );
     assert!(
         placement["metadata"]["labels"]
             .get(crate::api::pod::ENABLED_LABEL)
             .is_none()
     );
 
-    let cache = format!("{}{}", crate::api::step::PREFIX, crate::api::step::ORAS_CACHE);
+    let cache = format!(
+        "{}{}",
+        crate::api::step::PREFIX,
+        crate::api::step::ORAS_CACHE
+    );
     let step = Probe::StepPod.object(&labels());
     assert_eq!(step["metadata"]["annotations"][&cache], MISSING_CACHE);
     let job = Probe::StepJob.object(&labels());
@@ -104,7 +108,9 @@ fn an_admitted_object_counts_only_with_its_webhooks_mark() {
     );
     assert!(
         Probe::StepJob
-            .judge(Ok(&json!({"spec": {"template": {"metadata": {"annotations": injected}}}})))
+            .judge(Ok(
+                &json!({"spec": {"template": {"metadata": {"annotations": injected}}}})
+            ))
             .is_ok()
     );
 }

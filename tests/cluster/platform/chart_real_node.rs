@@ -3,7 +3,10 @@
 //! runs as pods on a real node (kubelet, containerd): both replicas become Ready, one holds the
 //! Lease, and the apiserver calls the webhook through the chart's Service. The flavor example's
 //! policy over kwok's flavor nodes and the real node becomes Ready, and an opted-in pod on the real
-//! node gets its class's image, which runs (its log says which flavor it is). A `kubectl rollout
+//! node gets its class's image, which runs (its log says which flavor it is). `helm test` passes
+//! (the chart's test pod, ocifit's own image running `ocifit selftest`: the CRDs served, a dry run
+//! through each of the four webhooks), and the chart's aggregated roles let a namespace's `edit`
+//! user create an ArtifactCache and its `view` user only read it (impersonated). A `kubectl rollout
 //! restart` of the operator under a steady stream of opted-in pod creations fails no admission.
 //! `helm upgrade` with changed values rolls out; `helm uninstall` keeps the CRD and the policy,
 //! leaves nothing of ours running, and its hook Job releases the pod placement was holding. The
@@ -280,14 +283,29 @@ impl Drop for CpuHog {
 /// `helm test`: the chart's test pod (ocifit's own image, `ocifit selftest`) finds the CRDs served
 /// and a dry run through each of the four webhooks denied or changed by it.
 async fn helm_test_passes(cluster: &Cluster) {
-    let output = helm(
+    let output = match helm(
         &[
-            "test", RELEASE, "--namespace", NAMESPACE, "--logs", "--timeout", "50s",
+            "test",
+            RELEASE,
+            "--namespace",
+            NAMESPACE,
+            "--logs",
+            "--timeout",
+            "50s",
         ],
         Some(cluster.kubeconfig()),
     )
     .await
-    .unwrap_or_else(|e| panic!("helm test failed: {e}"));
+    {
+        Ok(output) => output,
+        Err(e) => {
+            let logs = cluster
+                .kubectl(["logs", "-n", NAMESPACE, "ocifit-test"])
+                .await
+                .unwrap_or_default();
+            panic!("helm test failed: {e}\nits pod's log:\n{logs}");
+        }
+    };
     eprintln!("helm test:\n{output}");
     assert!(output.contains("every check passed"), "{output}");
     for check in [
@@ -306,13 +324,25 @@ async fn helm_test_passes(cluster: &Cluster) {
 /// The chart's aggregated ClusterRoles: a user bound to the default `edit` role in one namespace
 /// creates an ArtifactCache there (no RBAC of the admin's own), and one bound to `view` reads it
 /// but may not create one. Both through the real apiserver, impersonated.
-async fn a_namespace_editor_creates_an_artifact_cache_and_a_viewer_only_reads_it(cluster: &Cluster) {
+async fn a_namespace_editor_creates_an_artifact_cache_and_a_viewer_only_reads_it(
+    cluster: &Cluster,
+) {
     let client = cluster.client().expect("a client");
-    create_namespace(&client, "team").await.expect("a namespace");
+    create_namespace(&client, "team")
+        .await
+        .expect("a namespace");
     for (user, role) in [("jane", "edit"), ("bob", "view")] {
         cluster
             .kubectl([
-                "create", "rolebinding", user, "-n", "team", "--clusterrole", role, "--user", user,
+                "create",
+                "rolebinding",
+                user,
+                "-n",
+                "team",
+                "--clusterrole",
+                role,
+                "--user",
+                user,
             ])
             .await
             .expect("a RoleBinding");
@@ -346,14 +376,25 @@ async fn a_namespace_editor_creates_an_artifact_cache_and_a_viewer_only_reads_it
     let created = cluster
         .kubectl_with_input(["--as", "bob", "create", "-f", "-"], &cache)
         .await;
-    let refused = created.expect_err("a viewer may not create a cache").to_string();
+    let refused = created
+        .expect_err("a viewer may not create a cache")
+        .to_string();
     assert!(refused.contains("forbidden"), "{refused}");
     cluster
         .kubectl_with_input(["--as", "jane", "create", "-f", "-"], &cache)
         .await
         .expect("an editor creates a cache");
     let read = cluster
-        .kubectl(["--as", "bob", "get", "artifactcaches", "-n", "team", "-o", "name"])
+        .kubectl([
+            "--as",
+            "bob",
+            "get",
+            "artifactcaches",
+            "-n",
+            "team",
+            "-o",
+            "name",
+        ])
         .await
         .expect("a viewer reads caches");
     assert_eq!(read.trim(), "artifactcache.ocifit.io/oras");

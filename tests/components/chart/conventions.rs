@@ -119,9 +119,11 @@ async fn another_release_name_prefixes_every_name_and_name_override_renames_the_
 #[tokio::test]
 async fn the_service_account_block_creates_annotates_or_names_an_existing_one() {
     let annotated = documents(
-        &render(&["serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/r"])
-            .await
-            .unwrap(),
+        &render(&[
+            "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/r",
+        ])
+        .await
+        .unwrap(),
     );
     assert_eq!(
         find(&annotated, "ServiceAccount", "ocifit-controller")["metadata"]["annotations"],
@@ -129,9 +131,12 @@ async fn the_service_account_block_creates_annotates_or_names_an_existing_one() 
     );
 
     let existing = documents(
-        &render(&["serviceAccount.create=false", "serviceAccount.name=platform-ocifit"])
-            .await
-            .unwrap(),
+        &render(&[
+            "serviceAccount.create=false",
+            "serviceAccount.name=platform-ocifit",
+        ])
+        .await
+        .unwrap(),
     );
     assert!(!has(&existing, "ServiceAccount", "ocifit-controller"));
     assert_eq!(
@@ -140,7 +145,8 @@ async fn the_service_account_block_creates_annotates_or_names_an_existing_one() 
     );
     for document in existing.iter().filter(|d| {
         d.get("subjects").is_some()
-            && !["ocifit-release-gates", "ocifit-test"].contains(&d["metadata"]["name"].as_str().unwrap())
+            && !["ocifit-release-gates", "ocifit-test"]
+                .contains(&d["metadata"]["name"].as_str().unwrap())
     }) {
         assert_eq!(
             document["subjects"][0]["name"], "platform-ocifit",
@@ -261,7 +267,11 @@ async fn the_service_monitor_lives_under_monitoring_with_its_scrape_settings() {
         json!([{"targetLabel": "cluster", "replacement": "east"}])
     );
     assert_eq!(endpoint["metricRelabelings"][0]["action"], "drop");
-    assert!(!has(&documents(&render(&[]).await.unwrap()), "ServiceMonitor", "ocifit"));
+    assert!(!has(
+        &documents(&render(&[]).await.unwrap()),
+        "ServiceMonitor",
+        "ocifit"
+    ));
 }
 
 #[tokio::test]
@@ -289,8 +299,14 @@ async fn artifact_cache_rights_are_aggregated_into_the_default_roles() {
     let rendered = documents(&render(&[]).await.unwrap());
     let edit = find(&rendered, "ClusterRole", "ocifit-artifactcaches-edit");
     let labels = &edit["metadata"]["labels"];
-    assert_eq!(labels["rbac.authorization.k8s.io/aggregate-to-edit"], "true");
-    assert_eq!(labels["rbac.authorization.k8s.io/aggregate-to-admin"], "true");
+    assert_eq!(
+        labels["rbac.authorization.k8s.io/aggregate-to-edit"],
+        "true"
+    );
+    assert_eq!(
+        labels["rbac.authorization.k8s.io/aggregate-to-admin"],
+        "true"
+    );
     assert_eq!(
         edit["rules"],
         json!([{"apiGroups": ["ocifit.io"], "resources": ["artifactcaches"],
@@ -306,7 +322,11 @@ async fn artifact_cache_rights_are_aggregated_into_the_default_roles() {
         json!([{"apiGroups": ["ocifit.io"], "resources": ["artifactcaches", "artifactcaches/status"],
                 "verbs": ["get", "list", "watch"]}])
     );
-    let off = documents(&render(&["artifactCache.aggregateRoles=false"]).await.unwrap());
+    let off = documents(
+        &render(&["artifactCache.aggregateRoles=false"])
+            .await
+            .unwrap(),
+    );
     assert!(!has(&off, "ClusterRole", "ocifit-artifactcaches-edit"));
     assert!(!has(&off, "ClusterRole", "ocifit-artifactcaches-view"));
 }

@@ -35,7 +35,9 @@ fn chart_yaml_carries_helms_and_artifact_hubs_metadata_equal_to_what_it_describe
     let chart = yaml("charts/ocifit/Chart.yaml");
     for key in ["home", "icon"] {
         assert!(
-            chart[key].as_str().is_some_and(|u| u.starts_with("https://")),
+            chart[key]
+                .as_str()
+                .is_some_and(|u| u.starts_with("https://")),
             "{key}: {}",
             chart[key]
         );
@@ -44,7 +46,10 @@ fn chart_yaml_carries_helms_and_artifact_hubs_metadata_equal_to_what_it_describe
     assert!(chart["maintainers"][0]["name"].as_str().is_some());
     // The icon is the repository's own file, at the path its URL names.
     let icon = chart["icon"].as_str().unwrap();
-    let path = icon.split("/main/").nth(1).expect("an icon on the main branch");
+    let path = icon
+        .split("/main/")
+        .nth(1)
+        .expect("an icon on the main branch");
     assert!(repo_root().join(path).is_file(), "{path}");
 
     assert_eq!(
@@ -57,7 +62,11 @@ fn chart_yaml_carries_helms_and_artifact_hubs_metadata_equal_to_what_it_describe
         .expect("a list")
         .iter()
         .map(|c| {
-            let field = |k: &str| c[k].as_str().unwrap_or_else(|| panic!("{k}: {c}")).to_owned();
+            let field = |k: &str| {
+                c[k].as_str()
+                    .unwrap_or_else(|| panic!("{k}: {c}"))
+                    .to_owned()
+            };
             assert!(!field("description").is_empty());
             (field("name"), field("kind"), field("version"))
         })
@@ -102,7 +111,10 @@ fn chart_yaml_carries_helms_and_artifact_hubs_metadata_equal_to_what_it_describe
     );
     assert_eq!(images, expected);
 
-    for link in annotation(&chart, "artifacthub.io/links").as_array().unwrap() {
+    for link in annotation(&chart, "artifacthub.io/links")
+        .as_array()
+        .unwrap()
+    {
         let url = link["url"].as_str().expect("a url");
         let home = chart["home"].as_str().unwrap();
         let file = url
@@ -141,7 +153,10 @@ async fn notes_cover_all_three_features_the_oci_reference_and_removing_every_crd
     for feature in ["Image selection:", "Placement:", "Artifact cache:"] {
         assert!(notes.contains(feature), "{feature}\n{notes}");
     }
-    assert!(notes.contains("helm test ocifit -n ocifit-system"), "{notes}");
+    assert!(
+        notes.contains("helm test ocifit -n ocifit-system"),
+        "{notes}"
+    );
     assert!(
         notes.contains(
             "kubectl delete crd imageselectionpolicies.ocifit.io placementpolicies.ocifit.io \
@@ -162,7 +177,8 @@ async fn notes_cover_all_three_features_the_oci_reference_and_removing_every_crd
     assert!(off.contains("step webhooks are off"), "{off}");
     assert!(!off.contains("kubectl delete crd"), "{off}");
     assert!(
-        off.contains("DEPRECATED: metrics.serviceMonitor") && off.contains("monitoring.serviceMonitor"),
+        off.contains("DEPRECATED: metrics.serviceMonitor")
+            && off.contains("monitoring.serviceMonitor"),
         "{off}"
     );
 }
@@ -173,9 +189,18 @@ fn the_install_docs_lead_with_the_published_chart() {
     for doc in ["docs/install.md", "README.md", "charts/ocifit/README.md"] {
         let text = std::fs::read_to_string(repo_root().join(doc)).unwrap();
         // A pinned version is the chart's current one.
-        let version = format!("--version {}", yaml("charts/ocifit/Chart.yaml")["version"].as_str().unwrap());
+        let version = format!(
+            "--version {}",
+            yaml("charts/ocifit/Chart.yaml")["version"]
+                .as_str()
+                .unwrap()
+        );
         for (at, _) in text.match_indices("--version ") {
-            assert!(text[at..].starts_with(&version), "{doc}: {}", &text[at..at + 20]);
+            assert!(
+                text[at..].starts_with(&version),
+                "{doc}: {}",
+                &text[at..at + 20]
+            );
         }
         let published = text.find(&command);
         let local = text.find("helm install ocifit charts/ocifit");

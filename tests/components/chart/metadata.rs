@@ -131,7 +131,7 @@ async fn install_notes(sets: &[&str]) -> String {
     let mut args = vec![
         "install",
         "ocifit",
-        chart.to_str().unwrap(),
+        chart.to_str().expect("a UTF-8 path"),
         "--namespace",
         "ocifit-system",
         "--dry-run=client",
@@ -139,7 +139,7 @@ async fn install_notes(sets: &[&str]) -> String {
     for set in sets {
         args.extend(["--set", set]);
     }
-    let output = helm(&args, None).await.unwrap();
+    let output = helm(&args, None).await.expect("helm install --dry-run");
     output
         .split_once("NOTES:\n")
         .map(|(_, notes)| notes.to_owned())

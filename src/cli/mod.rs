@@ -1,5 +1,5 @@
 //! The command line: `ocifit run`, `ocifit resolve`, `ocifit crd`, `ocifit artifact` and
-//! `ocifit placement` and `ocifit migrate`.
+//! `ocifit placement`, `ocifit migrate`, `ocifit release-gates` and `ocifit selftest`.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -14,6 +14,7 @@ mod input;
 mod migrate;
 mod placement;
 mod resolve;
+mod selftest;
 
 pub use crate::startup::RunArgs;
 pub use artifact::ArtifactArgs;
@@ -21,6 +22,7 @@ pub use crd::{CrdError, crd_documents, crd_yaml};
 pub use migrate::MigrateArgs;
 pub use placement::{PlacementArgs, PlacementCommand};
 pub use resolve::{EXIT_INVALID_INPUT, EXIT_NO_MATCH, ResolveArgs};
+pub use selftest::{PLACEMENT_PROBE, PROBE_LABEL};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,6 +72,11 @@ pub enum Command {
     ///
     /// Exit status: 0 when every held pod was released, 1 otherwise (the others still are).
     ReleaseGates(gates::ReleaseGatesArgs),
+    /// Check an install from inside the cluster (the chart's `helm test` runs it): the CRDs are
+    /// served, and an object dry-run through each `--webhook` is denied or changed by it.
+    ///
+    /// Exit status: 0 when every check passed, 1 otherwise (each failed check says why).
+    Selftest(selftest::SelftestArgs),
 }
 
 /// Makes this process non-dumpable: its `/proc/<pid>/environ`, `mem` and the like become
@@ -101,5 +108,6 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Placement(args) => placement::run(&args).await,
         Command::Migrate(args) => migrate::run(&args),
         Command::ReleaseGates(args) => gates::run(&args).await,
+        Command::Selftest(args) => selftest::run(&args).await,
     }
 }

@@ -45,6 +45,7 @@ async fn every_value_set_renders_past_kubeconform_strict_with_local_schemas_only
     let crds = [
         repo_root().join("crds/imageselectionpolicies.ocifit.io.yaml"),
         repo_root().join("crds/artifactcaches.ocifit.io.yaml"),
+        repo_root().join("crds/placementpolicies.ocifit.io.yaml"),
         tools.path(Tool::CertManagerCrds).unwrap(),
         tools.path(Tool::ServiceMonitorCrd).unwrap(),
         tools.path(Tool::PrometheusRuleCrd).unwrap(),

@@ -3,7 +3,10 @@
 //! runs as pods on a real node (kubelet, containerd): both replicas become Ready, one holds the
 //! Lease, and the apiserver calls the webhook through the chart's Service. The flavor example's
 //! policy over kwok's flavor nodes and the real node becomes Ready, and an opted-in pod on the real
-//! node gets its class's image, which runs (its log says which flavor it is). A `kubectl rollout
+//! node gets its class's image, which runs (its log says which flavor it is). `helm test` passes
+//! (the chart's test pod, ocifit's own image running `ocifit selftest`: the CRDs served, a dry run
+//! through each of the four webhooks), and the chart's aggregated roles let a namespace's `edit`
+//! user create an ArtifactCache and its `view` user only read it (impersonated). A `kubectl rollout
 //! restart` of the operator under a steady stream of opted-in pod creations fails no admission.
 //! `helm upgrade` with changed values rolls out; `helm uninstall` keeps the CRD and the policy,
 //! leaves nothing of ours running, and its hook Job releases the pod placement was holding. The
@@ -86,6 +89,9 @@ async fn the_chart_runs_ocifits_image_on_a_real_node_and_a_rollout_restart_fails
         (NAMESPACE, "ocifit-webhook")
     );
     assert_eq!(hook.client_config.url, None);
+
+    helm_test_passes(&cluster).await;
+    a_namespace_editor_creates_an_artifact_cache_and_a_viewer_only_reads_it(&cluster).await;
 
     // The flavor example over kwok's flavor nodes and the real node.
     let example = stage_flavor_example(&cluster).await;
@@ -272,6 +278,126 @@ impl Drop for CpuHog {
             let _ = child.wait();
         }
     }
+}
+
+/// `helm test`: the chart's test pod (ocifit's own image, `ocifit selftest`) finds the CRDs served
+/// and a dry run through each of the four webhooks denied or changed by it.
+async fn helm_test_passes(cluster: &Cluster) {
+    let output = match helm(
+        &[
+            "test",
+            RELEASE,
+            "--namespace",
+            NAMESPACE,
+            "--logs",
+            "--timeout",
+            "50s",
+        ],
+        Some(cluster.kubeconfig()),
+    )
+    .await
+    {
+        Ok(output) => output,
+        Err(e) => {
+            let logs = cluster
+                .kubectl(["logs", "-n", NAMESPACE, "ocifit-test"])
+                .await
+                .unwrap_or_default();
+            panic!("helm test failed: {e}\nits pod's log:\n{logs}");
+        }
+    };
+    eprintln!("helm test:\n{output}");
+    assert!(output.contains("every check passed"), "{output}");
+    for check in [
+        "ok    CRD imageselectionpolicies served",
+        "ok    CRD placementpolicies served",
+        "ok    CRD artifactcaches served",
+        "ok    webhook pods.ocifit.io: denied by pods.ocifit.io",
+        "ok    webhook placement.ocifit.io: gated by placement.ocifit.io",
+        "ok    webhook pods.steps.artifacts.ocifit.io: denied",
+        "ok    webhook jobs.steps.artifacts.ocifit.io: denied",
+    ] {
+        assert!(output.contains(check), "{check}\n{output}");
+    }
+}
+
+/// The chart's aggregated ClusterRoles: a user bound to the default `edit` role in one namespace
+/// creates an ArtifactCache there (no RBAC of the admin's own), and one bound to `view` reads it
+/// but may not create one. Both through the real apiserver, impersonated.
+async fn a_namespace_editor_creates_an_artifact_cache_and_a_viewer_only_reads_it(
+    cluster: &Cluster,
+) {
+    let client = cluster.client().expect("a client");
+    create_namespace(&client, "team")
+        .await
+        .expect("a namespace");
+    for (user, role) in [("jane", "edit"), ("bob", "view")] {
+        cluster
+            .kubectl([
+                "create",
+                "rolebinding",
+                user,
+                "-n",
+                "team",
+                "--clusterrole",
+                role,
+                "--user",
+                user,
+            ])
+            .await
+            .expect("a RoleBinding");
+    }
+    // The clusterrole-aggregation controller folds the chart's roles into edit a moment later.
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let edit = roles.get("edit").await.expect("the edit role");
+        let aggregated = edit.rules.unwrap_or_default().iter().any(|r| {
+            r.resources
+                .as_ref()
+                .is_some_and(|rs| rs.contains(&"artifactcaches".to_owned()))
+                && r.verbs.contains(&"create".to_owned())
+        });
+        if aggregated {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "edit never aggregated the chart's ArtifactCache role"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // An external cache (nothing deployed), at the test kit's own registry.
+    let registry = cluster.registry().expect("a registry").addr();
+    let cache = format!(
+        "apiVersion: ocifit.io/v1alpha1\nkind: ArtifactCache\nmetadata:\n  name: oras\n  \
+         namespace: team\nspec:\n  deploy: false\n  endpoint: {registry}\n  plainHTTP: true\n"
+    );
+    let created = cluster
+        .kubectl_with_input(["--as", "bob", "create", "-f", "-"], &cache)
+        .await;
+    let refused = created
+        .expect_err("a viewer may not create a cache")
+        .to_string();
+    assert!(refused.contains("forbidden"), "{refused}");
+    cluster
+        .kubectl_with_input(["--as", "jane", "create", "-f", "-"], &cache)
+        .await
+        .expect("an editor creates a cache");
+    let read = cluster
+        .kubectl([
+            "--as",
+            "bob",
+            "get",
+            "artifactcaches",
+            "-n",
+            "team",
+            "-o",
+            "name",
+        ])
+        .await
+        .expect("a viewer reads caches");
+    assert_eq!(read.trim(), "artifactcache.ocifit.io/oras");
 }
 
 /// A pod the chart's placement gate gated and the controller keeps holding: its image's registry

@@ -3,12 +3,18 @@
 //! README's values table); `render` checks what an install deploys (HA, hardening, probes, the webhook's
 //! selectors and policies) and what each TLS mode and value changes; `values` runs `helm lint
 //! --strict` and checks bad values are refused by `values.schema.json` with a message naming the
-//! value; `monitoring` checks the alerting rules with promtool and the dashboard's queries. Against the real cluster: the cluster tests' `platform::chart_cluster` and `platform::chart_wiring`.
+//! value, and an unknown key at every level the chart owns; `conventions` checks Helm's conventions
+//! (names after the overrides, the ServiceAccount, security contexts, extras, the ServiceMonitor,
+//! aggregated roles); `selftest` the `helm test` hook; `metadata` Chart.yaml's Artifact Hub metadata,
+//! NOTES.txt and the install docs; `monitoring` checks the alerting rules with promtool and the dashboard's queries. Against the real cluster: the cluster tests' `platform::chart_cluster` and `platform::chart_wiring`.
 
+mod conventions;
 mod generated;
+mod metadata;
 mod monitoring;
 mod pull_secrets;
 mod render;
+mod selftest;
 mod sync;
 mod values;
 

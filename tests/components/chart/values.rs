@@ -88,3 +88,66 @@ fn the_charts_durations_are_spelled_as_the_crds_and_the_flags_read_them() {
         ocifit::api::DURATION_PATTERN
     );
 }
+
+/// Objects of values.yaml whose keys are Kubernetes' or the user's, not the chart's: a key the
+/// chart does not know is theirs to add.
+const FREE_FORM: &[&str] = &[
+    "podSecurityContext",
+    "securityContext",
+    "resources",
+    "monitoring.dashboard.labels",
+];
+
+/// Every object of `values` the chart owns (its keys are the chart's), as dotted paths.
+fn owned_objects(values: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+    let Some(map) = values.as_object() else {
+        return;
+    };
+    if FREE_FORM
+        .iter()
+        .any(|free| path == *free || path.starts_with(&format!("{free}.")))
+        || (map.is_empty() && !path.is_empty())
+    {
+        return;
+    }
+    out.push(path.to_owned());
+    for (key, value) in map {
+        let child = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        owned_objects(value, &child, out);
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_key_at_any_level_the_chart_owns_is_refused_naming_it() {
+    let values: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(chart().join("values.yaml")).expect("values.yaml"),
+    )
+    .expect("values.yaml is YAML");
+    let mut objects = Vec::new();
+    owned_objects(&values, "", &mut objects);
+    assert!(objects.len() > 20, "{objects:?}");
+    for object in objects {
+        let typo = if object.is_empty() {
+            "typo=1".to_owned()
+        } else {
+            format!("{object}.typo=1")
+        };
+        let err = render(&[&typo])
+            .await
+            .expect_err(&format!("{typo} is refused"));
+        assert!(
+            err.contains("values don't meet the specifications of the schema")
+                && err.contains("'typo' not allowed"),
+            "{typo}: {err}"
+        );
+        let at = format!("at '/{}'", object.replace('.', "/"));
+        assert!(
+            err.contains(if object.is_empty() { "at ''" } else { &at }),
+            "{typo} names where: {err}"
+        );
+    }
+}

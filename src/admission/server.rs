@@ -199,8 +199,7 @@ pub fn admission_server(
             bodies: Arc::clone(&bodies),
             peers: Arc::clone(&peers),
             draining: Arc::clone(&host.draining),
-            uncertified_events: host.client_ca.is_none()
-                || host.uncertified == Uncertified::Refuse,
+            uncertified_events: host.client_ca.is_none() || host.uncertified == Uncertified::Refuse,
         })
         .collect();
     let server = HttpServer::new(move || {
@@ -270,7 +269,9 @@ async fn answer(
     let handler = Arc::clone(&served.handler);
     // Events only from reviews of a client ocifit knows, when it is told to tell.
     let events = served.uncertified_events
-        || http.conn_data::<Certified>().is_some_and(|certified| certified.0);
+        || http
+            .conn_data::<Certified>()
+            .is_some_and(|certified| certified.0);
     if handler.bounded() && body.bytes.len() <= INLINE_MAX_BYTES {
         // The request bounds the work and is small: planned here, on the connection's worker,
         // rather than handed to the blocking pool and back (two thread hand-offs cost more than

@@ -187,7 +187,10 @@ impl Notices {
             .allow(namespace, Instant::now());
         if !allowed {
             self.metrics.event_over_quota();
-            tracing::debug!(namespace, "namespace past its share of Events; event dropped");
+            tracing::debug!(
+                namespace,
+                "namespace past its share of Events; event dropped"
+            );
             return;
         }
         if self.sender.try_send(notice).is_err() {

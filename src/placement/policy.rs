@@ -11,8 +11,8 @@ use kube::ResourceExt as _;
 use kube::core::{Selector, SelectorExt as _};
 
 use crate::api::parse_duration;
-use crate::cluster::trim::identity_and_labels;
 use crate::api::placement::{FailureAction, NoCommonPlatform, PlacementPolicy, PlacementReason};
+use crate::cluster::trim::identity_and_labels;
 use crate::platform::architecture_name;
 
 /// A policy ready for decisions.

@@ -470,8 +470,11 @@ async fn without_a_client_ca_any_client_is_answered() {
 
 #[test]
 fn a_client_ca_file_without_a_certificate_is_refused_at_start() {
-    let err =
-        ServingCert::server_config_for_clients(ServingCert::new(), Some(b"not a PEM"), Uncertified::Refuse)
-            .unwrap_err();
+    let err = ServingCert::server_config_for_clients(
+        ServingCert::new(),
+        Some(b"not a PEM"),
+        Uncertified::Refuse,
+    )
+    .unwrap_err();
     assert!(matches!(err, TlsError::NoClientCa), "{err:?}");
 }

@@ -106,7 +106,10 @@ mod tests {
                     ("app", &pile),
                 ])),
                 annotations: Some(map(&[
-                    ("oci.image.compatibilities.selection/image-ref", "r.example/a:1"),
+                    (
+                        "oci.image.compatibilities.selection/image-ref",
+                        "r.example/a:1",
+                    ),
                     ("ocifit.io/note", "kept"),
                     (MIRROR_ANNOTATION, "m"),
                     ("kubectl.kubernetes.io/last-applied-configuration", &pile),

@@ -21,8 +21,9 @@
 //! 1,000 fat claims with the cache's labels in ten namespaces (the same); 100 forged step pods with
 //! long names (no step series added, the scrape's size unchanged); 1,000 distinct `image-ref`s from
 //! one namespace (no more managed policies than its quota, another namespace's held pod still
-//! released) and a silent registry behind four managed policies (an admin's policy still resolves
-//! at once).
+//! released; the memory of every replica) and a silent registry behind four managed policies (an
+//! admin's policy still resolves at once), and the collection of managed policies listing pods once
+//! per pass (the apiserver's own request count).
 
 mod apiserver_restart;
 mod body_share;

@@ -104,6 +104,7 @@ pub fn start(
         deadline: DEADLINE,
         draining: Default::default(),
         client_ca: None,
+        uncertified: Default::default(),
     };
     let (server, address) = admission_server(([127, 0, 0, 1], 0).into(), cert, host)?;
     let handle = server.handle();

@@ -73,6 +73,8 @@ pub struct Settings {
     /// PEM CA certificates a client must present a certificate signed by (the apiserver's,
     /// from its admission configuration); `None`: any client that reaches the port is served.
     pub client_ca: Option<Vec<u8>>,
+    /// With a client CA, what a client without a certificate gets.
+    pub uncertified: tls::Uncertified,
 }
 
 /// The host, serving.
@@ -137,6 +139,7 @@ pub fn serve(
             deadline: settings.deadline,
             draining,
             client_ca: settings.client_ca,
+            uncertified: settings.uncertified,
         },
     )?;
     let handle = server.handle();

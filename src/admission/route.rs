@@ -60,8 +60,9 @@ pub trait Planner: Send + Sync + 'static {
         Some(self.plan(request))
     }
 
-    /// Called once the answer is encoded, except for dry runs: queue Events here (without
-    /// waiting on the apiserver).
+    /// Called once the answer is encoded, except for dry runs and reviews from a client without
+    /// a certificate when the host is told so: queue Events here (without waiting on the
+    /// apiserver).
     fn answered(&self, _request: &Request<Self::Object>, _plan: Self::Plan) {}
 }
 
@@ -128,41 +129,42 @@ impl Route {
     /// The answer to a request body, as the server sends it (decoded, planned, encoded,
     /// `answered`): what a feature's tests call to see its route through the host.
     pub fn answer(&self, body: &[u8]) -> Answer {
-        self.handler.answer(body, shape::check(body))
+        self.handler.answer(body, shape::check(body), true)
     }
 }
 
 /// A planner with its kind erased, as the server calls it.
 pub(super) trait Handler: Send + Sync {
     /// The answer to a whole request body (already read within the caps) whose streaming pass
-    /// found `scan`.
-    fn answer(&self, body: &[u8], scan: Scan) -> Answer;
+    /// found `scan`; `events`: whether [`Planner::answered`] may be told (Events are written
+    /// only for reviews from a client the host trusts with them).
+    fn answer(&self, body: &[u8], scan: Scan, events: bool) -> Answer;
 
     /// The answer without waiting ([`Planner::plan_now`]); `None` if only [`Handler::answer`]
     /// can give it.
-    fn answer_now(&self, body: &[u8], scan: Scan) -> Option<Answer>;
+    fn answer_now(&self, body: &[u8], scan: Scan, events: bool) -> Option<Answer>;
 
     /// [`Planner::BOUNDED`].
     fn bounded(&self) -> bool;
 }
 
 impl<P: Planner> Handler for P {
-    fn answer(&self, body: &[u8], scan: Scan) -> Answer {
+    fn answer(&self, body: &[u8], scan: Scan, events: bool) -> Answer {
         let request = match review::read_scanned::<P::Object>(body, scan) {
             Ok(request) => request,
             Err(answer) => return *answer,
         };
         let plan = self.plan(&request);
-        finish(self, &request, plan)
+        finish(self, &request, plan, events)
     }
 
-    fn answer_now(&self, body: &[u8], scan: Scan) -> Option<Answer> {
+    fn answer_now(&self, body: &[u8], scan: Scan, events: bool) -> Option<Answer> {
         let request = match review::read_scanned::<P::Object>(body, scan) {
             Ok(request) => request,
             Err(answer) => return Some(*answer),
         };
         let plan = self.plan_now(&request)?;
-        Some(finish(self, &request, plan))
+        Some(finish(self, &request, plan, events))
     }
 
     fn bounded(&self) -> bool {
@@ -170,10 +172,15 @@ impl<P: Planner> Handler for P {
     }
 }
 
-/// The encoded answer for `plan`, then `answered` (never for a dry run).
-fn finish<P: Planner>(planner: &P, request: &Request<P::Object>, plan: P::Plan) -> Answer {
+/// The encoded answer for `plan`, then `answered` (never for a dry run, nor without `events`).
+fn finish<P: Planner>(
+    planner: &P,
+    request: &Request<P::Object>,
+    plan: P::Plan,
+    events: bool,
+) -> Answer {
     let answer = Answer::planned(&request.uid, &plan);
-    if !request.dry_run {
+    if events && !request.dry_run {
         planner.answered(request, plan);
     }
     answer

@@ -24,7 +24,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::review::shape;
 use super::review::{Answer, MAX_BODY_BYTES, Refused};
 use super::route::{Handler, Route, Undecided};
-use super::tls::{ServingCert, TlsError};
+use super::tls::{ServingCert, TlsError, Uncertified};
 use crate::telemetry::Metrics;
 use peers::Peers;
 
@@ -100,6 +100,8 @@ pub struct Host {
     pub draining: Arc<AtomicBool>,
     /// PEM CA certificates a client's certificate must be signed by; `None`: any client.
     pub client_ca: Option<Vec<u8>>,
+    /// With a client CA, what a client without a certificate gets.
+    pub uncertified: Uncertified,
 }
 
 /// Why the server could not start.
@@ -135,6 +137,22 @@ struct Served {
     /// Each peer address's share of it.
     peers: Arc<Peers>,
     draining: Arc<AtomicBool>,
+    /// Whether a review from a client without a certificate may write Events.
+    uncertified_events: bool,
+}
+
+/// Whether the connection's client presented a certificate (verified at the handshake: with a
+/// client CA, any certificate not from it is refused there).
+#[derive(Clone, Copy)]
+struct Certified(bool);
+
+/// Notes on each connection whether its client presented a certificate.
+fn note_certificate(connection: &dyn std::any::Any, data: &mut actix_web::dev::Extensions) {
+    type Tls = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;
+    let certified = connection
+        .downcast_ref::<Tls>()
+        .is_some_and(|tls| tls.get_ref().1.peer_certificates().is_some());
+    data.insert(Certified(certified));
 }
 
 impl Served {
@@ -156,8 +174,9 @@ pub fn admission_server(
     cert: Arc<ServingCert>,
     host: Host,
 ) -> Result<(Server, SocketAddr), ServerError> {
-    let tls = ServingCert::server_config_for_clients(cert, host.client_ca.as_deref())
-        .map_err(ServerError::Tls)?;
+    let tls =
+        ServingCert::server_config_for_clients(cert, host.client_ca.as_deref(), host.uncertified)
+            .map_err(ServerError::Tls)?;
     let bind = |source| ServerError::Bind { address, source };
     let listener = std::net::TcpListener::bind(address).map_err(bind)?;
     let bound = listener.local_addr().map_err(bind)?;
@@ -180,6 +199,7 @@ pub fn admission_server(
             bodies: Arc::clone(&bodies),
             peers: Arc::clone(&peers),
             draining: Arc::clone(&host.draining),
+            uncertified_events: host.client_ca.is_none() || host.uncertified == Uncertified::Refuse,
         })
         .collect();
     let server = HttpServer::new(move || {
@@ -191,6 +211,7 @@ pub fn admission_server(
             )
         })
     })
+    .on_connect(note_certificate)
     // Our deadline answers first; actix's own 408 is only for a request head that never ends.
     .client_request_timeout(deadline + Duration::from_secs(1))
     .keep_alive(KEEP_ALIVE)
@@ -246,6 +267,11 @@ async fn answer(
         return served.undecided(&uid_in(&body.bytes), Refused::Busy, &what);
     };
     let handler = Arc::clone(&served.handler);
+    // Events only from reviews of a client ocifit knows, when it is told to tell.
+    let events = served.uncertified_events
+        || http
+            .conn_data::<Certified>()
+            .is_some_and(|certified| certified.0);
     if handler.bounded() && body.bytes.len() <= INLINE_MAX_BYTES {
         // The request bounds the work and is small: planned here, on the connection's worker,
         // rather than handed to the blocking pool and back (two thread hand-offs cost more than
@@ -253,7 +279,7 @@ async fn answer(
         // A planner that panics is answered as one that failed on the pool is, and takes
         // neither the worker nor its other connections down with it.
         let planned = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            handler.answer_now(&body.bytes, shape::check(&body.bytes))
+            handler.answer_now(&body.bytes, shape::check(&body.bytes), events)
         }));
         match planned {
             Ok(Some(answer)) => return answer,
@@ -287,7 +313,7 @@ async fn answer(
     let planned = tokio::task::spawn_blocking(move || {
         let scan = shape::scan(&planning.bytes);
         let _ = uid_sender.send(scan.uid.clone());
-        let answer = handler.answer(&planning.bytes, scan);
+        let answer = handler.answer(&planning.bytes, scan, events);
         drop(permit);
         drop(planning);
         answer

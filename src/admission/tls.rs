@@ -116,18 +116,21 @@ impl ServingCert {
     /// that asks `cert` for the certificate of every handshake; see
     /// [`ServingCert::server_config_for_clients`].
     pub fn server_config(cert: Arc<ServingCert>) -> Result<rustls::ServerConfig, TlsError> {
-        ServingCert::server_config_for_clients(cert, None)
+        ServingCert::server_config_for_clients(cert, None, Uncertified::Refuse)
     }
 
     /// As [`ServingCert::server_config`], and with `client_ca` (PEM, one or more CA
     /// certificates) a client must present a certificate signed by one of them: one without is
-    /// refused at the handshake, before it can send a byte of HTTP. HTTP/1.1 only: the
+    /// refused at the handshake, before it can send a byte of HTTP (answered, with
+    /// [`Uncertified::AnswerWithoutEvents`]; one with a certificate from another CA is refused
+    /// either way). HTTP/1.1 only: the
     /// apiserver calls webhooks over it (HTTP/2 only for a loopback URL), and a stopping
     /// replica tells each client to stop reusing a connection with `Connection: close`, which
     /// HTTP/2 would need a GOAWAY for that the server cannot send on demand.
     pub fn server_config_for_clients(
         cert: Arc<ServingCert>,
         client_ca: Option<&[u8]>,
+        uncertified: Uncertified,
     ) -> Result<rustls::ServerConfig, TlsError> {
         let provider = Arc::clone(&cert.provider);
         let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
@@ -144,12 +147,14 @@ impl ServingCert {
                 if roots.is_empty() {
                     return Err(TlsError::NoClientCa);
                 }
-                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                let mut verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
                     Arc::new(roots),
                     provider,
-                )
-                .build()
-                .map_err(TlsError::ClientCa)?;
+                );
+                if uncertified == Uncertified::AnswerWithoutEvents {
+                    verifier = verifier.allow_unauthenticated();
+                }
+                let verifier = verifier.build().map_err(TlsError::ClientCa)?;
                 builder.with_client_cert_verifier(verifier)
             }
         };
@@ -157,6 +162,19 @@ impl ServingCert {
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(config)
     }
+}
+
+/// What the webhook does with a client that presents no certificate when it has a client CA.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Uncertified {
+    /// Refused at the TLS handshake.
+    #[default]
+    Refuse,
+    /// Answered as any client, but its reviews write no Event: the apiserver's reviews (with
+    /// its certificate) still do, and a review from anyone else who reaches the port names
+    /// nothing in an Event. For a cluster where the apiserver may not present a certificate
+    /// yet: refusing it would deny every pod of the `Fail` routes.
+    AnswerWithoutEvents,
 }
 
 impl ResolvesServerCert for ServingCert {

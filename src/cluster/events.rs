@@ -3,7 +3,8 @@
 //! of a few objects call it); [`queue`] hands request handlers and per-pod reconcilers a
 //! [`Notices`] that never waits, publishing from one task, a few at once, optionally at most one
 //! Event per object and reason per window (the next one saying how many were held back); a full
-//! queue drops and counts. Decides nothing about what deserves an Event.
+//! queue drops and counts, and so does a namespace past its share of the queue ([`quota`]).
+//! Decides nothing about what deserves an Event.
 //!
 //! kube's recorder folds a repeated Event into a series by remembering each Event it published
 //! for 6 minutes, and sweeps that memory on every publish: at a pod per Event, 200 pods/s held
@@ -23,6 +24,9 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::mpsc;
 
 use crate::telemetry::Metrics;
+use quota::Quota;
+
+pub mod quota;
 
 /// Kubernetes caps an Event's note at 1 kB.
 const MAX_NOTE: usize = 1024;
@@ -161,11 +165,34 @@ impl EventReporter {
 pub struct Notices {
     sender: mpsc::Sender<Notice>,
     metrics: Arc<Metrics>,
+    quota: Arc<Mutex<Quota>>,
 }
 
 impl Notices {
-    /// Queues `notice` without waiting; a full queue drops it, counted (Events are best effort).
+    /// Queues `notice`, caused by its object's namespace, without waiting (see
+    /// [`Notices::send_caused_by`]).
     pub fn send(&self, notice: Notice) {
+        let namespace = notice.on.namespace.clone().unwrap_or_default();
+        self.send_caused_by(&namespace, notice);
+    }
+
+    /// Queues `notice`, caused by something in `namespace` (the pod a policy's Event names),
+    /// without waiting; a namespace past its share ([`quota`]) or a full queue drops it, counted
+    /// (Events are best effort).
+    pub fn send_caused_by(&self, namespace: &str, notice: Notice) {
+        let allowed = self
+            .quota
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .allow(namespace, Instant::now());
+        if !allowed {
+            self.metrics.event_over_quota();
+            tracing::debug!(
+                namespace,
+                "namespace past its share of Events; event dropped"
+            );
+            return;
+        }
         if self.sender.try_send(notice).is_err() {
             self.metrics.event_dropped();
             tracing::debug!("event queue full; event dropped");
@@ -181,6 +208,7 @@ pub fn queue(reporter: EventReporter, window: Duration) -> (Notices, BoxFuture<'
     let notices = Notices {
         sender,
         metrics: Arc::clone(&reporter.metrics),
+        quota: Arc::new(Mutex::new(Quota::new(Instant::now()))),
     };
     let mut throttle = Throttle::new(window);
     let task = stream::poll_fn(move |cx| queue.poll_recv(cx))
@@ -341,6 +369,38 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(throttle.allow(&notice("a", "Placed"), t0), Some(0));
         }
+    }
+
+    /// One namespace sending more than the queue holds fills only its share: another
+    /// namespace's Event is still queued, and the flood's overflow is counted.
+    #[test]
+    fn a_namespace_flooding_the_queue_leaves_room_for_another_namespaces_event() {
+        let (sender, mut queued) = mpsc::channel(QUEUE);
+        let metrics = Metrics::new(None);
+        let notices = Notices {
+            sender,
+            metrics: Arc::clone(&metrics),
+            quota: Arc::new(Mutex::new(Quota::new(Instant::now()))),
+        };
+        let on = |namespace: &str| Notice {
+            on: ObjectReference {
+                kind: Some("Pod".into()),
+                namespace: Some(namespace.into()),
+                name: Some("p".into()),
+                ..ObjectReference::default()
+            },
+            ..notice("p", "Placed")
+        };
+        for _ in 0..2 * QUEUE {
+            notices.send(on("flood"));
+        }
+        notices.send(on("quiet"));
+        let mut quiet = 0;
+        while let Ok(notice) = queued.try_recv() {
+            quiet += usize::from(notice.on.namespace.as_deref() == Some("quiet"));
+        }
+        assert_eq!(quiet, 1, "the quiet namespace's Event was dropped");
+        assert!(metrics.events_over_quota() >= (2 * QUEUE - quota::BURST as usize) as u64);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! change subscriptions ([`reflected`]), leadership ([`leader`]), the node inventory the
 //! engine reads ([`inventory`]), the Event reporter ([`events`]), the one way Secrets are
 //! read ([`secrets`]: `get` only, in the allowed namespaces) and admission's one bounded read
-//! of what a store may lag ([`read_again`]).
+//! of what a store may lag ([`read_again`]); the metadata trim watches share ([`trim`]).
 //!
 //! How a feature plugs in: take a [`ClusterView`] in its `run`, read `nodes` and
 //! `node_features` through their stores, [`Reflected::subscribe`] to hear changes (never poll),
@@ -22,6 +22,7 @@ pub mod nodes;
 pub mod read_again;
 pub mod reflected;
 pub mod secrets;
+pub mod trim;
 pub mod watches;
 
 use std::time::Duration;

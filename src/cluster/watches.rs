@@ -17,7 +17,8 @@ use kube::{Api, Client};
 
 use super::node_meta::NodeMeta;
 use super::nodes::{ClusterNode, Strings};
-use crate::engine::{Features, NodeFeature};
+use super::trim::identity_and_labels;
+use crate::engine::{Features, NODE_NAME_LABEL, NodeFeature};
 use crate::process::watch_backoff;
 
 /// The API group and version of NFD's NodeFeature.
@@ -64,12 +65,17 @@ pub fn node_features(
         watcher(Api::<NodeFeature>::all(client), watcher::Config::default())
             .backoff(watch_backoff())
             .modify(move |object| {
-                object.metadata.managed_fields = None;
-                object.metadata.annotations = None;
+                trim_feature(object);
                 shared.share(&mut object.spec.features);
             })
     })
     .flatten()
+}
+
+/// What the watch keeps of a NodeFeature: its identity, the label naming its node and the
+/// features; NFD writes these, but whoever may write NodeFeatures could pile on the rest.
+fn trim_feature(object: &mut NodeFeature) {
+    identity_and_labels(&mut object.metadata, &[NODE_NAME_LABEL]);
 }
 
 /// One copy of each distinct set of features, by hash; copies no object holds any longer are
@@ -125,6 +131,32 @@ mod tests {
             flags: [("cpu.cpuid".to_owned(), BTreeSet::from([flag.to_owned()]))].into(),
             ..Features::default()
         })
+    }
+
+    #[test]
+    fn a_node_feature_is_held_with_its_node_name_label_and_features_only() {
+        let mut object: NodeFeature = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "n1",
+                "namespace": "node-feature-discovery",
+                "labels": {NODE_NAME_LABEL: "n1", "other": "x".repeat(60_000)},
+                "annotations": {"note": "x".repeat(60_000)},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "o"}],
+            },
+            "spec": {"features": {"flags": {"cpu.cpuid": {"elements": {"AVX512F": {}}}}}},
+        }))
+        .unwrap();
+        let features = Arc::clone(&object.spec.features);
+        trim_feature(&mut object);
+        assert_eq!(
+            serde_json::to_value(&object.metadata).unwrap(),
+            serde_json::json!({
+                "name": "n1",
+                "namespace": "node-feature-discovery",
+                "labels": {NODE_NAME_LABEL: "n1"},
+            })
+        );
+        assert_eq!(object.spec.features, features);
     }
 
     #[test]

@@ -40,6 +40,7 @@ use crate::api::{ImageSelectionPolicy, REPORTING_ADMISSION, REPORTING_CONTROLLER
 use crate::cluster::ClusterView;
 use crate::cluster::events::{EventReporter, queue};
 use crate::cluster::reflected::reflect;
+use crate::cluster::trim::identity_and_labels;
 use crate::process::{Feature, Readiness, Shutdown, Tasks, until};
 use crate::telemetry::Metrics;
 use controller::runner::{self, controller};
@@ -93,7 +94,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
             watcher::Config::default(),
         )
         .backoff(crate::process::watch_backoff())
-        .modify(|policy| policy.metadata.managed_fields = None),
+        .modify(trim),
         "imageselectionpolicies",
     );
     let mut tasks: Tasks = vec![("policy watch", until(shutdown.clone(), policy_watch))];
@@ -166,5 +167,52 @@ pub fn run(parts: Parts) -> Feature<Route> {
         readiness: Readiness::new(async move { synced.wait_synced().await }, move || {
             policies.synced() && index.as_ref().is_none_or(SharedIndex::is_built)
         }),
+    }
+}
+
+/// What the watch keeps of a policy: the spec and status (bounded by the CRD schema), its
+/// identity, and only ocifit's own labels (the managed policies' quotas read them); a policy
+/// author's other labels, annotations, owners and finalizers are dropped.
+pub fn trim(policy: &mut ImageSelectionPolicy) {
+    identity_and_labels(&mut policy.metadata, &["selection.ocifit.io/"]);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn a_policy_is_held_with_ocifits_labels_only() {
+        let mut policy: ImageSelectionPolicy = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ocifit.io/v1alpha1",
+            "kind": "ImageSelectionPolicy",
+            "metadata": {
+                "name": "p",
+                "uid": "u",
+                "generation": 3,
+                "labels": {"selection.ocifit.io/managed-for": "team", "app": "x".repeat(60_000)},
+                "annotations": {"note": "x".repeat(60_000)},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "o"}],
+                "finalizers": ["example.com/keep"],
+            },
+            "spec": {"artifact": {"reference": "registry.example/a:1"}, "targetImage": "placeholder:1"},
+        }))
+        .unwrap();
+        let spec = serde_json::to_value(&policy.spec).unwrap();
+        trim(&mut policy);
+        assert_eq!(
+            policy.metadata.labels,
+            Some(BTreeMap::from([(
+                "selection.ocifit.io/managed-for".to_owned(),
+                "team".to_owned()
+            )]))
+        );
+        assert_eq!(policy.metadata.annotations, None);
+        assert_eq!(policy.metadata.owner_references, None);
+        assert_eq!(policy.metadata.finalizers, None);
+        assert_eq!(policy.metadata.generation, Some(3));
+        assert_eq!(serde_json::to_value(&policy.spec).unwrap(), spec);
     }
 }

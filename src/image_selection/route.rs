@@ -49,7 +49,8 @@ impl Planner for MutatePods {
         if let Some(notices) = &self.notices
             && let Some(notice) = notice(request, &plan)
         {
-            notices.send(notice);
+            // The policy's Event is charged to the pod's namespace, which caused it.
+            notices.send_caused_by(request.namespace.as_deref().unwrap_or_default(), notice);
         }
     }
 }

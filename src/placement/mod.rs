@@ -219,7 +219,7 @@ fn watches(
             watcher::Config::default(),
         )
         .backoff(crate::process::watch_backoff())
-        .modify(|policy| policy.metadata.managed_fields = None),
+        .modify(policy::trim),
         "placementpolicies",
     );
     // Only the pods carrying the tracking label and not yet released (the store never holds

@@ -12,6 +12,7 @@ use kube::core::{Selector, SelectorExt as _};
 
 use crate::api::parse_duration;
 use crate::api::placement::{FailureAction, NoCommonPlatform, PlacementPolicy, PlacementReason};
+use crate::cluster::trim::identity_and_labels;
 use crate::platform::architecture_name;
 
 /// A policy ready for decisions.
@@ -229,6 +230,12 @@ fn selector(
             message: err.0,
         },
     )
+}
+
+/// What the watch keeps of a PlacementPolicy: the spec and status (bounded by the CRD schema)
+/// and its identity; no label, annotation, owner or finalizer is read.
+pub fn trim(policy: &mut PlacementPolicy) {
+    identity_and_labels(&mut policy.metadata, &[]);
 }
 
 #[cfg(test)]

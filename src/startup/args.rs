@@ -8,6 +8,7 @@ use clap::Args;
 
 use crate::admission::CertificateSource;
 use crate::admission::certificates;
+use crate::admission::tls::Uncertified;
 use crate::api::parse_duration;
 use crate::image_selection::HoldFailure;
 use crate::telemetry::LogFormat;
@@ -248,6 +249,18 @@ pub struct RunArgs {
     /// one is refused at the TLS handshake. Unset: any client that reaches the port is served.
     #[arg(long, env = "OCIFIT_WEBHOOK_CLIENT_CA", value_name = "FILE")]
     pub webhook_client_ca: Option<PathBuf>,
+
+    /// With --webhook-client-ca, what a client presenting no certificate gets: `refuse` at the
+    /// TLS handshake, or `answer-without-events`: answered as any client, but its reviews
+    /// write no Event (only the apiserver's, with its certificate, do).
+    #[arg(
+        long,
+        env = "OCIFIT_WEBHOOK_UNCERTIFIED_CLIENTS",
+        value_enum,
+        default_value_t = Uncertified::Refuse,
+        requires = "webhook_client_ca"
+    )]
+    pub webhook_uncertified_clients: Uncertified,
 
     /// PEM serving certificate (chain, leaf first) of the webhook; re-read when it changes.
     #[arg(

@@ -108,6 +108,7 @@ impl Config {
                 deadline: DEADLINE,
                 shutdown_delay: args.webhook_shutdown_delay,
                 client_ca,
+                uncertified: args.webhook_uncertified_clients,
             }
         });
         Ok(Config {

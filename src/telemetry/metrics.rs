@@ -217,6 +217,16 @@ impl Metrics {
         self.controller.events_dropped.inc();
     }
 
+    /// Counts one Event dropped unqueued: the namespace that caused it was past its share.
+    pub fn event_over_quota(&self) {
+        self.controller.events_over_quota.inc();
+    }
+
+    /// How many Events were dropped for a namespace past its share.
+    pub fn events_over_quota(&self) -> u64 {
+        self.controller.events_over_quota.get()
+    }
+
     /// Replaces the policies-by-condition gauges with `counts` ((type, status) → policies).
     pub fn set_policies<'a>(&self, counts: impl IntoIterator<Item = ((&'a str, &'a str), i64)>) {
         self.controller.policies.clear();

@@ -24,6 +24,7 @@ use crate::admission::route::{Planner, Response, Verdict};
 use crate::admission::tls::CertFiles;
 
 mod bounds;
+mod events;
 mod peer_share;
 mod reads;
 
@@ -95,6 +96,16 @@ async fn serve_routes(deadline: Duration, routes: Vec<Route>) -> Served {
 /// The host with these routes and deadline, requiring client certificates from `client_ca`
 /// when given.
 async fn serve_host(deadline: Duration, routes: Vec<Route>, client_ca: Option<Vec<u8>>) -> Served {
+    serve_clients(deadline, routes, client_ca, Uncertified::Refuse).await
+}
+
+/// As [`serve_host`], a client without a certificate getting `uncertified`.
+async fn serve_clients(
+    deadline: Duration,
+    routes: Vec<Route>,
+    client_ca: Option<Vec<u8>>,
+    uncertified: Uncertified,
+) -> Served {
     ocifit_testkit::pki::install_crypto_provider();
     let ca = CertificateAuthority::new("webhook test CA").unwrap();
     let issued = ca.issue_server("webhook", &["127.0.0.1"]).unwrap();
@@ -112,6 +123,7 @@ async fn serve_host(deadline: Duration, routes: Vec<Route>, client_ca: Option<Ve
             deadline,
             draining: Arc::clone(&draining),
             client_ca,
+            uncertified,
         },
     )
     .unwrap();
@@ -458,7 +470,11 @@ async fn without_a_client_ca_any_client_is_answered() {
 
 #[test]
 fn a_client_ca_file_without_a_certificate_is_refused_at_start() {
-    let err =
-        ServingCert::server_config_for_clients(ServingCert::new(), Some(b"not a PEM")).unwrap_err();
+    let err = ServingCert::server_config_for_clients(
+        ServingCert::new(),
+        Some(b"not a PEM"),
+        Uncertified::Refuse,
+    )
+    .unwrap_err();
     assert!(matches!(err, TlsError::NoClientCa), "{err:?}");
 }

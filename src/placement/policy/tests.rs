@@ -143,3 +143,30 @@ fn architectures_spelled_as_runtimes_spell_them_are_read_as_nodes_label_them() {
     );
     assert_eq!(policy.failure.action, GiveUp::Fallback("amd64".into()));
 }
+
+#[test]
+fn the_watch_holds_a_policy_without_its_labels_annotations_owners_and_finalizers() {
+    let pile = "x".repeat(60_000);
+    let mut held: PlacementPolicy = serde_json::from_value(json!({
+        "apiVersion": "ocifit.io/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {
+            "name": "p",
+            "uid": "u",
+            "generation": 2,
+            "labels": {"app": pile},
+            "annotations": {"note": pile},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "o"}],
+            "finalizers": ["example.com/keep"],
+        },
+        "spec": {},
+    }))
+    .unwrap();
+    let spec = serde_json::to_value(&held.spec).unwrap();
+    trim(&mut held);
+    assert_eq!(
+        serde_json::to_value(&held.metadata).unwrap(),
+        json!({"name": "p", "uid": "u", "generation": 2, "labels": {}})
+    );
+    assert_eq!(serde_json::to_value(&held.spec).unwrap(), spec);
+}

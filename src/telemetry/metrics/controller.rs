@@ -15,6 +15,7 @@ pub(super) struct ControllerMetrics {
     pub status_writes: Counter,
     pub events: Counter,
     pub events_dropped: Counter,
+    pub events_over_quota: Counter,
     pub policies: Family<ConditionLabels, Gauge>,
     pub leader: Gauge,
     pub placements: Family<PlacementLabels, Counter>,
@@ -51,6 +52,11 @@ impl ControllerMetrics {
             events_dropped: registry.add(
                 "events_dropped",
                 "Kubernetes Events dropped unpublished because the queue of Events waiting for the apiserver was full (Events are best effort)",
+                Counter::default(),
+            ),
+            events_over_quota: registry.add(
+                "events_over_quota",
+                "Kubernetes Events dropped unqueued because the namespace that caused them was past its share of the queue (25 at once, 2 a second)",
                 Counter::default(),
             ),
             policies: registry.add(

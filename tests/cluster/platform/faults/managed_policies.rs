@@ -2,7 +2,9 @@
 //! annotation alone): many distinct references from one namespace create no more managed
 //! policies than its quota, and another namespace's held pod is still released within its
 //! bound; a registry that accepts connections and never answers, behind four managed policies,
-//! does not hold back an admin's policy. Each prints its figures (`FAULT managed-…` lines).
+//! does not hold back an admin's policy; the collection of unused ones lists pods once per pass
+//! (in pages), however many managed policies there are. Each prints its figures (`FAULT
+//! managed-…` lines), the resident memory of every replica among them.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -12,15 +14,16 @@ use kube::Api;
 use kube::api::ListParams;
 use ocifit::api::pod::{
     HELD_ANNOTATION, HELD_LABEL, IMAGE_REF_ANNOTATION, MANAGED_LABEL, MANAGED_NAMESPACE_LABEL,
-    SCHEDULING_GATE,
+    MANAGED_POLICY_LABEL, SCHEDULING_GATE,
 };
+use ocifit::image_selection::planner::managed::managed_name;
 use ocifit_testkit::{create_namespace, silent_server};
 
-use super::{NAMESPACE, Served, create_in_bursts};
+use super::{NAMESPACE, Served, create_in_bursts, rss_kib};
 use crate::support::objects::{OptIn, TestPod};
 use crate::support::placement::gates;
 use crate::support::webhook::image;
-use crate::support::{FLAVOR, flavor_set};
+use crate::support::{Controller, FLAVOR, flavor_set};
 
 /// Distinct `image-ref`s from one namespace.
 const FLOOD: usize = 1_000;
@@ -108,8 +111,10 @@ async fn released(
 #[tokio::test]
 async fn many_image_refs_from_one_namespace_stop_at_its_quota_and_others_are_still_served() {
     let bound = format!("{}s", BOUND.as_secs());
-    let served =
-        Served::start_with("faults-managed-quota", &["--image-hold-timeout", &bound]).await;
+    let flags = ["--image-hold-timeout", &bound];
+    let served = Served::start_with("faults-managed-quota", &flags).await;
+    // A second replica, following: it holds every policy too.
+    let follower = Controller::start(&served.env, "faults-managed-quota-b", &flags).await;
     let registry = served.env.registry();
     let started = Instant::now();
     let created = create_in_bursts(FLOOD, |i, _| {
@@ -161,12 +166,18 @@ async fn many_image_refs_from_one_namespace_stop_at_its_quota_and_others_are_sti
     let policies = managed_policies(&served).await;
     let flooding = policies.iter().filter(|(_, ns)| ns == NAMESPACE).count();
     let (rss, peak) = served.rss_kib();
+    let (follower_rss, follower_peak) = rss_kib(follower.pid());
     println!(
         "FAULT managed-quota: {FLOOD} distinct image-refs from {NAMESPACE} in {:?}: {flooding} \
          managed policies for it (quota {PER_NAMESPACE}), {} in all; {other}'s held pod released \
-         with its class image in {took:?} (bound {BOUND:?}); ocifit RSS {rss} KiB, peak {peak} KiB",
+         with its class image in {took:?} (bound {BOUND:?}); RSS of the leading replica {} MiB \
+         (peak {} MiB), of the following one {} MiB (peak {} MiB)",
         started.elapsed(),
-        policies.len()
+        policies.len(),
+        rss / 1024,
+        peak / 1024,
+        follower_rss / 1024,
+        follower_peak / 1024
     );
     assert_eq!(flooding, PER_NAMESPACE, "{policies:?}");
     assert!(policies.iter().any(|(_, ns)| ns == other));
@@ -315,4 +326,106 @@ async fn a_pod_held_by_hand_where_the_webhook_does_not_look_is_left_alone() {
         "{policies:?}"
     );
     assert_eq!(gates(&still), [SCHEDULING_GATE]);
+}
+
+/// Pod lists (`LIST` of pods across the cluster) the apiserver has served so far, as its own
+/// `apiserver_request_total` counts them.
+async fn pod_lists(client: &kube::Client) -> u64 {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("a request");
+    let text = client
+        .request_text(request)
+        .await
+        .expect("the apiserver's metrics");
+    let total: f64 = text
+        .lines()
+        .filter(|line| {
+            line.starts_with("apiserver_request_total{")
+                && line.contains("resource=\"pods\"")
+                && line.contains("verb=\"LIST\"")
+                && line.contains("scope=\"cluster\"")
+        })
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    total as u64
+}
+
+/// Managed policies in use, and one collection pass a second: the apiserver serves one pod list
+/// per pass (its pages), not one per policy.
+#[tokio::test]
+async fn the_collection_lists_pods_once_per_pass_however_many_managed_policies() {
+    const POLICIES: usize = 30;
+    const PAGE: usize = 20;
+    let served = Served::start_with(
+        "faults-managed-lists",
+        &[
+            "--image-ref-policy-ttl",
+            "4s",
+            "--image-ref-policies-per-namespace",
+            &POLICIES.to_string(),
+        ],
+    )
+    .await;
+    let registry = served.env.registry();
+    let references: Vec<String> = (0..POLICIES)
+        .map(|i| registry.reference(&format!("ocifit/lists-compat:x{i}")))
+        .collect();
+    // Each policy in use from the start (a pod carries its name), so none is collected.
+    let users = "faults-users";
+    create_namespace(&served.env.client, users)
+        .await
+        .expect("the namespace");
+    for (i, reference) in references.iter().enumerate() {
+        let mut pod = TestPod::named(&format!("user-{i}"))
+            .in_namespace(users)
+            .build();
+        pod.metadata
+            .labels
+            .get_or_insert_default()
+            .insert(MANAGED_POLICY_LABEL.to_owned(), managed_name(reference));
+        Api::<Pod>::namespaced(served.env.client.clone(), users)
+            .create(&Default::default(), &pod)
+            .await
+            .expect("a pod using a managed policy");
+    }
+    for (i, reference) in references.iter().enumerate() {
+        Api::<Pod>::namespaced(served.env.client.clone(), NAMESPACE)
+            .create(
+                &Default::default(),
+                &by_ref(&format!("lists-{i}"), NAMESPACE, reference, "vanilla"),
+            )
+            .await
+            .expect("a pod naming an artifact");
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while managed_policies(&served).await.len() < POLICIES {
+        assert!(
+            Instant::now() < deadline,
+            "{POLICIES} managed policies not created"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A pass a second (a quarter of the TTL, at least 1 s); nothing else lists pods meanwhile.
+    let window = Duration::from_secs(20);
+    let before = pod_lists(&served.env.client).await;
+    tokio::time::sleep(window).await;
+    let lists = pod_lists(&served.env.client).await - before;
+    let passes = window.as_secs();
+    let pages = POLICIES.div_ceil(PAGE) as u64;
+    let (rss, peak) = served.rss_kib();
+    println!(
+        "FAULT managed-lists: {POLICIES} managed policies in use: {lists} pod LISTs in {window:?} \
+         (a collection pass a second: {:.1} per pass, {pages} pages of the one list of {POLICIES} \
+         pods using them); still {} managed policies; RSS {} MiB (peak {} MiB)",
+        lists as f64 / passes as f64,
+        managed_policies(&served).await.len(),
+        rss / 1024,
+        peak / 1024
+    );
+    assert!(
+        lists <= (passes + 1) * pages,
+        "{lists} pod lists in {passes} passes: more than one list per pass"
+    );
+    assert_eq!(managed_policies(&served).await.len(), POLICIES);
 }

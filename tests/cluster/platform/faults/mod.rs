@@ -17,11 +17,13 @@
 //! stalling registry of one namespace not holding back another's pods) and a missing image
 //! inspected only as often as docs/placement.md says; one namespace's artifact cache against
 //! another's steps and pods (refused, 401); 1,000 fat ArtifactCaches and 200 fat Deployments
-//! (every replica, watching or starting, under the chart's memory limit); 100 forged step pods with
+//! (every replica, watching or starting, under the chart's memory limit); 1,000 fat Services and
+//! 1,000 fat claims with the cache's labels in ten namespaces (the same); 100 forged step pods with
 //! long names (no step series added, the scrape's size unchanged); 1,000 distinct `image-ref`s from
 //! one namespace (no more managed policies than its quota, another namespace's held pod still
-//! released) and a silent registry behind four managed policies (an admin's policy still resolves
-//! at once).
+//! released; the memory of every replica) and a silent registry behind four managed policies (an
+//! admin's policy still resolves at once), and the collection of managed policies listing pods once
+//! per pass (the apiserver's own request count).
 
 mod apiserver_restart;
 mod body_share;
@@ -33,6 +35,7 @@ mod host_denials;
 mod hostile;
 mod managed_policies;
 mod memory_flood;
+mod owned_flood;
 mod placement_retries;
 mod placement_tenants;
 mod registry_down;

@@ -28,7 +28,12 @@ pub fn trim(pod: &mut Pod) {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{EnvVar, PodSchedulingGate, PodStatus, Volume};
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::core::v1::{
+        Container, EnvVar, PodSchedulingGate, PodSpec, PodStatus, Volume,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
 
     use super::*;

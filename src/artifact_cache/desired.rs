@@ -171,7 +171,7 @@ pub fn desired(
         .flatten();
     let store = match &storage.s3 {
         Some(s3) => Store::S3(s3, generated),
-        None => Store::Volume(data_volume(&storage, claim_name)),
+        None => Store::Volume(Box::new(data_volume(&storage, claim_name))),
     };
     let deployment = deployment::deployment(
         cache,

@@ -130,7 +130,7 @@ impl ObjectStoreBuilder {
         ];
         args.extend(ports.flags());
         if !self.buckets.is_empty() {
-            args.push(flag("bucket", &self.buckets.join(",")));
+            args.push(flag("bucket", self.buckets.join(",")));
         }
         let mut process = Process::spawn("weed", &program, args, workdir.path())?;
         let filer = format!("http://{address}:{}", ports.filer);
@@ -211,7 +211,7 @@ impl Ports {
             ("admin.port.grpc", self.admin_grpc),
         ]
         .into_iter()
-        .map(|(name, port)| flag(name, &port.to_string()))
+        .map(|(name, port)| flag(name, port.to_string()))
         .collect()
     }
 }

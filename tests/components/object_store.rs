@@ -4,6 +4,8 @@
 //! in, the htpasswd mounted at another path, the address on loopback), over a configuration file
 //! with no storage health check of its own, so what is checked is ocifit's settings.
 
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -44,7 +44,7 @@ pub(super) struct Parts<'a> {
 /// Where the registry keeps its content.
 pub(super) enum Store<'a> {
     /// A volume (an emptyDir or the cache's claim), named `data`.
-    Volume(Volume),
+    Volume(Box<Volume>),
     /// A bucket; the generated Secret holding the HTTP secret, if any.
     S3(&'a S3Storage, Option<String>),
 }
@@ -143,7 +143,7 @@ fn container(cache: &ArtifactCache, realm: &str, store: Store<'_>) -> (Container
                     ..VolumeMount::default()
                 },
             );
-            (Some(data), probe(2))
+            (Some(*data), probe(2))
         }
         Store::S3(s3, http_secret) => {
             env.extend(object_store::env(s3, http_secret.as_deref()));

@@ -177,11 +177,23 @@ async fn a_missing_bucket_refused_keys_and_an_unreachable_store_are_each_named_o
     drop(closed);
     let caches = Api::<ArtifactCache>::namespaced(client.clone(), WORKFLOW);
     let cases = [
-        ("no-bucket", s3("absent", &store.endpoint(), "store-keys")),
-        ("bad-keys", s3("artifacts", &store.endpoint(), "wrong-keys")),
-        ("no-store", s3("artifacts", &nowhere, "store-keys")),
+        (
+            "no-bucket",
+            s3("absent", &store.endpoint(), "store-keys"),
+            "NoSuchBucket",
+        ),
+        (
+            "bad-keys",
+            s3("artifacts", &store.endpoint(), "wrong-keys"),
+            "SignatureDoesNotMatch",
+        ),
+        (
+            "no-store",
+            s3("artifacts", &nowhere, "store-keys"),
+            "connection refused",
+        ),
     ];
-    for (name, s3) in &cases {
+    for (name, s3, _) in &cases {
         let cache: ArtifactCache = serde_json::from_value(json!({
             "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
             "metadata": {"name": name},
@@ -193,7 +205,8 @@ async fn a_missing_bucket_refused_keys_and_an_unreachable_store_are_each_named_o
             .await
             .expect("the cache is created");
     }
-    for (name, s3) in &cases {
+    let pods = Api::<Pod>::namespaced(client.clone(), WORKFLOW);
+    for (name, s3, why) in &cases {
         let message = unavailable(&caches, name).await;
         let (bucket, endpoint) = (s3["bucket"].as_str(), s3["endpoint"].as_str());
         let named = format!(
@@ -203,6 +216,21 @@ async fn a_missing_bucket_refused_keys_and_an_unreachable_store_are_each_named_o
         );
         assert!(message.contains(&named), "{name}: {message}");
         eprintln!("{name}: {message}");
+        // Where the message points: the pod's log, with the store's own answer.
+        let pod = message
+            .split("its pod ")
+            .nth(1)
+            .and_then(|rest| rest.split('\'').next())
+            .expect("the message names a pod");
+        let log = pods
+            .logs(pod, &Default::default())
+            .await
+            .expect("the pod's log");
+        let line = log
+            .lines()
+            .find(|l| l.contains("storage driver health check"))
+            .unwrap_or_else(|| panic!("{name}: no health check line in\n{log}"));
+        assert!(line.contains(why), "{name}: {why} in {line}");
     }
 }
 

@@ -127,9 +127,20 @@ async fn a_workflow_runs_through_two_registry_replicas_sharing_a_bucket() {
     eprintln!("step two pulled it back and pushed its check: {took:.1} s");
 
     // Every replica serves every artifact, whichever replica took the upload.
-    let CacheAccess { user, password, .. } = cache_access(&stage.client).await;
+    read_back_from_each(&stage.client, &both).await;
+    let deployment = Api::<Deployment>::namespaced(stage.client.clone(), WORKFLOW)
+        .get("oras-registry")
+        .await
+        .expect("the Deployment");
+    assert_eq!(deployment.spec.and_then(|s| s.replicas), Some(2));
+}
+
+/// Reads both steps' artifacts back with the ORAS SDK from each of `replicas`: the large file byte
+/// for byte (its digest is the one step one wrote beside it and step two computed from its input).
+async fn read_back_from_each(client: &Client, replicas: &[String]) {
+    let CacheAccess { user, password, .. } = cache_access(client).await;
     let pulled = tempfile::tempdir().expect("a temp dir");
-    for (n, replica) in both.iter().enumerate() {
+    for (n, replica) in replicas.iter().enumerate() {
         let login = Some((user.as_str(), password.as_str()));
         let dir = pulled.path().join(format!("replica-{n}"));
         sdk_pull(replica, "workflow/large:v1", &dir.join("large"), login);
@@ -141,11 +152,6 @@ async fn a_workflow_runs_through_two_registry_replicas_sharing_a_bucket() {
         assert_eq!(read("large/out/large.sha256"), digest, "step one's own sum");
         assert_eq!(read("checked/out/check.txt"), digest, "step two's sum");
     }
-    let deployment = Api::<Deployment>::namespaced(stage.client.clone(), WORKFLOW)
-        .get("oras-registry")
-        .await
-        .expect("the Deployment");
-    assert_eq!(deployment.spec.and_then(|s| s.replicas), Some(2));
 }
 
 /// The `Ready` condition of the cache `name` once its reason is `StorageUnavailable`.

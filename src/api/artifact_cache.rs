@@ -57,6 +57,8 @@ pub const REGISTRY_PORT: i32 = 5000;
     .message("set endpoint exactly when deploy is false: it names the existing registry to use instead of deploying one"))]
 #[x_kube(validation = Rule::new("self.deploy || (!has(self.image) && !has(self.storage) && !has(self.resources) && !has(self.htpasswdSecretRef) && !has(self.nodeSelector) && !has(self.tolerations) && !has(self.envSecretRefs))")
     .message("image, storage, resources, htpasswdSecretRef, nodeSelector, tolerations and envSecretRefs describe the deployed registry; they cannot be set with deploy: false"))]
+#[x_kube(validation = Rule::new("self.replicas == 1 || (has(self.storage) && has(self.storage.s3))")
+    .message("replicas above 1 need storage.s3: registry replicas share their content only through object storage (an emptyDir is each pod's own, a claim is ReadWriteOnce)"))]
 #[serde(rename_all = "camelCase")]
 pub struct ArtifactCacheSpec {
     /// Deploy a registry for this cache (the default), or use an existing one at `endpoint`.
@@ -74,6 +76,12 @@ pub struct ArtifactCacheSpec {
     /// lives as long as the registry's pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<CacheStorage>,
+
+    /// How many registry pods serve the cache, spread across nodes behind its Service (default 1).
+    /// More than one only with `storage.s3`, where every replica reads and writes the same bucket.
+    #[serde(default = "replicas_default")]
+    #[schemars(range(min = 1, max = 16))]
+    pub replicas: i32,
 
     /// CPU and memory for the registry container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,10 +128,14 @@ fn deploy_default() -> bool {
     true
 }
 
-/// Where a deployed registry keeps its content: exactly one of the two.
+fn replicas_default() -> i32 {
+    1
+}
+
+/// Where a deployed registry keeps its content: exactly one of the three.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[x_kube(validation = Rule::new("has(self.emptyDir) != has(self.persistentVolumeClaim)")
-    .message("set exactly one of storage.emptyDir and storage.persistentVolumeClaim"))]
+#[x_kube(validation = Rule::new("[has(self.emptyDir), has(self.persistentVolumeClaim), has(self.s3)].filter(x, x).size() == 1")
+    .message("set exactly one of storage.emptyDir, storage.persistentVolumeClaim and storage.s3"))]
 #[serde(rename_all = "camelCase")]
 pub struct CacheStorage {
     /// Node-local scratch space, lost when the registry's pod goes away.
@@ -133,6 +145,109 @@ pub struct CacheStorage {
     /// pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_volume_claim: Option<ClaimStorage>,
+    /// An S3-compatible bucket (distribution's `s3` storage driver): content survives every
+    /// registry pod, and several replicas can serve it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Storage>,
+}
+
+/// An S3-compatible bucket for the registry's content. ocifit never connects to it: the registry
+/// does, with the credentials from the user's Secret.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct S3Storage {
+    /// The bucket, which must exist (the registry does not create it).
+    #[schemars(
+        length(min = 3, max = 63),
+        regex(pattern = r"^[a-z0-9][a-z0-9.\-]*[a-z0-9]$")
+    )]
+    pub bucket: String,
+    /// A key prefix inside the bucket the registry keeps everything under (distribution's
+    /// `rootdirectory`), e.g. `/caches/team-a`, so several caches can share one bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 512),
+        regex(pattern = r"^/?[A-Za-z0-9._\-]+(/[A-Za-z0-9._\-]+)*$")
+    )]
+    pub prefix: Option<String>,
+    /// The object store's URL, `https://host[:port]` or `http://host[:port]` (no path); the
+    /// cache's NetworkPolicy lets the registry reach this port and nothing else new.
+    #[schemars(
+        length(min = 8, max = 270),
+        regex(
+            pattern = r"^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$"
+        )
+    )]
+    pub endpoint: String,
+    /// The bucket's region (default `us-east-1`, which most S3-compatible stores accept).
+    #[serde(default = "region_default")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9\-]+$"))]
+    pub region: String,
+    /// Address the bucket in the path (`endpoint/bucket/key`) rather than as a host name
+    /// (`bucket.endpoint/key`); most self-hosted stores need it.
+    #[serde(default)]
+    pub force_path_style: bool,
+    /// The Secret in this namespace holding the access key and the secret key.
+    pub credentials_secret_ref: S3CredentialsReference,
+    /// A CA bundle (PEM) the registry trusts for an `https` endpoint, from a Secret's or a
+    /// ConfigMap's key in this namespace; the image's own CAs when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<CaReference>,
+}
+
+fn region_default() -> String {
+    "us-east-1".to_string()
+}
+
+/// The keys of a Secret in the cache's namespace holding S3 credentials.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct S3CredentialsReference {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key holding the access key ID. Default `accessKey`.
+    #[serde(default = "access_key_default")]
+    #[schemars(length(min = 1, max = 253))]
+    pub access_key: String,
+    /// The key holding the secret access key. Default `secretKey`.
+    #[serde(default = "secret_key_default")]
+    #[schemars(length(min = 1, max = 253))]
+    pub secret_key: String,
+}
+
+fn access_key_default() -> String {
+    "accessKey".to_string()
+}
+
+fn secret_key_default() -> String {
+    "secretKey".to_string()
+}
+
+/// Where a CA bundle is: exactly one of a Secret's key and a ConfigMap's key.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(validation = Rule::new("has(self.secretKeyRef) != has(self.configMapKeyRef)")
+    .message("set exactly one of ca.secretKeyRef and ca.configMapKeyRef"))]
+#[serde(rename_all = "camelCase")]
+pub struct CaReference {
+    /// A Secret's key in this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<KeyReference>,
+    /// A ConfigMap's key in this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<KeyReference>,
+}
+
+/// One key of a Secret or ConfigMap in the cache's namespace.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyReference {
+    /// Name of the object.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    pub key: String,
 }
 
 /// An emptyDir for the registry's content.
@@ -205,6 +320,11 @@ pub struct ArtifactCacheStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret: Option<String>,
 
+    /// Where the deployed registry keeps its content: `emptyDir`, `persistentVolumeClaim`, or
+    /// `s3` (its `Ready` condition then says whether the bucket answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<String>,
+
     /// Standard conditions: `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
@@ -226,6 +346,9 @@ names! {
         Conflict,
         /// `spec.image` is not on ocifit's registry image allow-list: nothing is deployed.
         ImageNotAllowed,
+        /// The registry's pods run, but none passes distribution's storage health check: the bucket
+        /// does not answer (no such bucket, wrong credentials, endpoint unreachable).
+        StorageUnavailable,
     }
 }
 
@@ -331,6 +454,7 @@ mod tests {
             endpoint: Some("10.0.0.17:5000".into()),
             plain_http: true,
             credentials_secret: None,
+            storage: None,
             conditions: Vec::new(),
         };
         let json = serde_json::to_value(&status).unwrap();

@@ -9,9 +9,9 @@ pub mod placement;
 mod policy;
 
 pub use artifact_cache::{
-    ArtifactCache, ArtifactCacheSpec, ArtifactCacheStatus, CacheReason, CacheStorage, ClaimStorage,
-    DEFAULT_REGISTRY_IMAGE, EmptyDirStorage, LocalSecretReference, REGISTRY_PORT,
-    SecretKeyReference, step,
+    ArtifactCache, ArtifactCacheSpec, ArtifactCacheStatus, CaReference, CacheReason, CacheStorage,
+    ClaimStorage, DEFAULT_REGISTRY_IMAGE, EmptyDirStorage, KeyReference, LocalSecretReference,
+    REGISTRY_PORT, S3CredentialsReference, S3Storage, SecretKeyReference, step,
 };
 pub use conditions::{ConditionType, Reason, WantedCondition, merge_condition};
 pub use duration::{DURATION_PATTERN, parse_duration};

@@ -203,11 +203,33 @@ async fn deploy(
         let reason = CacheReason::Conflict;
         return Ok(status::refused(cache, reason, message, credentials, now));
     }
+    let (deployment, service) = apply_all(ctx, cache, desired).await?;
+    let pods = if status::has_ready_replica(&deployment) {
+        Vec::new()
+    } else {
+        registry_pods(ctx, cache, &deployment).await?
+    };
+    let observed = Observed {
+        deployment: &deployment,
+        service: &service,
+        pods: &pods,
+    };
+    Ok(status::status(cache, Some(observed), credentials, now))
+}
+
+/// Applies the cache's objects, the Deployment last as before; the Deployment and the Service
+/// as applied.
+async fn apply_all(
+    ctx: &Context,
+    cache: &ArtifactCache,
+    desired: Desired,
+) -> Result<(Deployment, Service), Error> {
     let Desired {
         deployment,
         service,
         network_policy,
         claim,
+        disruption_budget,
     } = desired;
     if let Some(claim) = claim {
         let what = "its PersistentVolumeClaim";
@@ -241,6 +263,18 @@ async fn deploy(
         None,
     )
     .await?;
+    if let Some(budget) = disruption_budget {
+        let what = "its PodDisruptionBudget";
+        objects::apply(
+            &ctx.cluster.client,
+            &ctx.reporter,
+            cache,
+            what,
+            &budget,
+            None,
+        )
+        .await?;
+    }
     let deployments = Some(&ctx.owned.deployments);
     let deployment = objects::apply(
         &ctx.cluster.client,
@@ -251,17 +285,7 @@ async fn deploy(
         deployments,
     )
     .await?;
-    let pods = if status::has_ready_replica(&deployment) {
-        Vec::new()
-    } else {
-        registry_pods(ctx, cache, &deployment).await?
-    };
-    let observed = Observed {
-        deployment: &deployment,
-        service: &service,
-        pods: &pods,
-    };
-    Ok(status::status(cache, Some(observed), credentials, now))
+    Ok((deployment, service))
 }
 
 /// The Secret of generated credentials the registry serves with: none when the cache names its

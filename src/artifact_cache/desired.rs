@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
     VolumeResourceRequirements,
 };
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -25,7 +26,9 @@ use crate::api::{
     REGISTRY_PORT,
 };
 
-use deployment::{Auth, Parts};
+use deployment::{Auth, Parts, Store};
+
+pub use object_store::{Endpoint, HTTP_SECRET_KEY, endpoint};
 
 /// The emptyDir size when a cache names no storage.
 pub const DEFAULT_SIZE_LIMIT: &str = "10Gi";
@@ -39,6 +42,8 @@ pub struct Desired {
     pub service: Service,
     pub network_policy: NetworkPolicy,
     pub claim: Option<PersistentVolumeClaim>,
+    /// For a cache on `storage.s3`, whose replicas can serve for each other.
+    pub disruption_budget: Option<PodDisruptionBudget>,
 }
 
 /// What the objects depend on besides the cache.
@@ -151,33 +156,53 @@ pub fn desired(
             size_limit: Quantity(DEFAULT_SIZE_LIMIT.into()),
         }),
         persistent_volume_claim: None,
+        s3: None,
     });
     let claim_name = format!("{name}-data");
     let claim = storage
         .persistent_volume_claim
         .as_ref()
         .map(|claim| persistent_volume_claim(metadata(claim_name.clone()), claim));
+    let generated = cache
+        .spec
+        .htpasswd_secret_ref
+        .is_none()
+        .then(|| settings.credentials.map(str::to_string))
+        .flatten();
+    let store = match &storage.s3 {
+        Some(s3) => Store::S3(s3, generated),
+        None => Store::Volume(Box::new(data_volume(&storage, claim_name))),
+    };
     let deployment = deployment::deployment(
         cache,
         Parts {
             metadata: metadata(name.clone()),
             labels: &labels,
             selector: &selector,
-            data: data_volume(&storage, claim_name),
+            store,
             auth,
         },
     );
+    let egress = storage.s3.as_ref().map(object_store::egress);
     let network_policy = network_policy::network_policy(
         metadata(name.clone()),
         &selector,
-        namespace.as_deref().unwrap_or_default(),
-        settings.own_namespace,
+        network_policy::Peers {
+            namespace: namespace.as_deref().unwrap_or_default(),
+            own_namespace: settings.own_namespace,
+            egress,
+        },
     );
+    let disruption_budget = storage
+        .s3
+        .as_ref()
+        .map(|_| object_store::disruption_budget(metadata(name.clone()), &selector));
     Ok(Some(Desired {
         deployment,
         service: service(metadata(name), selector),
         network_policy,
         claim,
+        disruption_budget,
     }))
 }
 
@@ -198,7 +223,7 @@ fn persistent_volume_claim(metadata: ObjectMeta, claim: &ClaimStorage) -> Persis
     }
 }
 
-/// The registry's `data` volume: the emptyDir the storage names, else its claim.
+/// The registry's `data` volume: the emptyDir the storage names, else its claim (`s3` has none).
 fn data_volume(storage: &CacheStorage, claim_name: String) -> Volume {
     match &storage.empty_dir {
         Some(empty_dir) => Volume {
@@ -287,5 +312,6 @@ pub fn object_name(cache: &str) -> String {
 
 mod deployment;
 mod network_policy;
+mod object_store;
 #[cfg(test)]
 mod tests;

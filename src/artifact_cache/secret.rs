@@ -16,7 +16,7 @@ use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::desired::{self, DesiredError, HTPASSWD_KEY};
+use super::desired::{self, DesiredError, HTPASSWD_KEY, HTTP_SECRET_KEY};
 use crate::api::ArtifactCache;
 use crate::step_helper::credentials::{PULL_PASS, PUSH_PASS, USER};
 
@@ -47,6 +47,8 @@ pub struct Generated {
     pull: String,
     push: String,
     htpasswd: String,
+    /// The registry's HTTP secret, shared by its replicas (used on object storage).
+    http_secret: String,
 }
 
 // The password never reaches a log.
@@ -59,11 +61,15 @@ impl fmt::Debug for Generated {
 impl Generated {
     /// Two random passwords from the operating system, hashed for the htpasswd file.
     pub fn new() -> Result<Generated, SecretError> {
-        Generated::from_passwords(random_password()?, random_password()?)
+        Generated::from_passwords(random_password()?, random_password()?, random_password()?)
     }
 
-    /// The pull and the push password, hashed for the htpasswd file.
-    pub fn from_passwords(pull: String, push: String) -> Result<Generated, SecretError> {
+    /// The pull and the push password, hashed for the htpasswd file, and the HTTP secret.
+    pub fn from_passwords(
+        pull: String,
+        push: String,
+        http_secret: String,
+    ) -> Result<Generated, SecretError> {
         let hash = |password: &str| bcrypt::hash(password, BCRYPT_COST).map_err(SecretError::Hash);
         Ok(Generated {
             htpasswd: format!(
@@ -73,6 +79,7 @@ impl Generated {
             ),
             pull,
             push,
+            http_secret,
         })
     }
 }
@@ -101,6 +108,7 @@ pub fn secret(cache: &ArtifactCache, generated: &Generated) -> Result<Secret, De
             (PULL_PASS.to_owned(), generated.pull.clone()),
             (PUSH_USER_KEY.to_owned(), PUSH_USER.to_owned()),
             (PUSH_PASS.to_owned(), generated.push.clone()),
+            (HTTP_SECRET_KEY.to_owned(), generated.http_secret.clone()),
         ])),
         ..Secret::default()
     })
@@ -145,14 +153,20 @@ mod tests {
         let two = Generated::new().unwrap();
         assert_ne!(one.pull, two.pull);
         assert_ne!(one.pull, one.push);
+        assert_ne!(one.http_secret, two.http_secret);
+        assert_ne!(one.http_secret, one.push);
         assert!(one.pull.len() >= 43, "256 bits: {}", one.pull);
+        assert!(one.http_secret.len() >= 43, "256 bits");
         let shown = format!("{one:?}");
         assert!(!shown.contains(&one.pull) && !shown.contains(&one.push));
+        assert!(!shown.contains(&one.http_secret));
     }
 
     #[test]
     fn the_secret_has_a_generated_name_the_cache_as_owner_and_the_step_keys() {
-        let generated = Generated::from_passwords("pull-pw".into(), "push-pw".into()).unwrap();
+        let generated =
+            Generated::from_passwords("pull-pw".into(), "push-pw".into(), "http-pw".into())
+                .unwrap();
         let secret = secret(&cache(), &generated).unwrap();
         assert_eq!(secret.metadata.name, None);
         assert_eq!(
@@ -171,9 +185,11 @@ mod tests {
                 "ORAS_PUSH_PASS",
                 "ORAS_PUSH_USER",
                 "ORAS_USER",
-                "htpasswd"
+                "htpasswd",
+                "httpSecret"
             ]
         );
+        assert_eq!(data["httpSecret"], "http-pw");
         assert_eq!(data["ORAS_USER"], "steps-pull");
         assert_eq!(data["ORAS_PULL_PASS"], "pull-pw");
         assert_eq!(data["ORAS_PUSH_USER"], "steps-push");

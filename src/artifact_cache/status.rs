@@ -89,6 +89,7 @@ fn build(
         endpoint,
         plain_http,
         credentials_secret: credentials,
+        storage: storage_kind(cache).map(str::to_owned),
         conditions: vec![merge_condition(
             previous.unwrap_or_default(),
             wanted,
@@ -188,6 +189,44 @@ fn stuck(reason: &str) -> bool {
     [CacheReason::Conflict, CacheReason::ImageNotAllowed]
         .iter()
         .any(|r| r.as_str() == reason)
+}
+
+/// Where a deployed cache keeps its content (the status' `storage`).
+fn storage_kind(cache: &ArtifactCache) -> Option<&'static str> {
+    if !cache.spec.deploy {
+        return None;
+    }
+    let storage = cache.spec.storage.as_ref();
+    Some(match storage {
+        Some(s) if s.s3.is_some() => "s3",
+        Some(s) if s.persistent_volume_claim.is_some() => "persistentVolumeClaim",
+        _ => "emptyDir",
+    })
+}
+
+/// Whether a registry pod runs and is not Ready: on object storage, its readiness is
+/// distribution's storage health check, so its bucket does not answer.
+fn runs_unready(pod: &Pod) -> bool {
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref());
+    statuses.into_iter().flatten().any(|c| {
+        let running = c.state.as_ref().is_some_and(|s| s.running.is_some());
+        running && !c.ready
+    })
+}
+
+/// The `StorageUnavailable` message of a cache on `storage.s3` whose replicas run unready, or
+/// `None` when none does.
+fn storage_unavailable(cache: &ArtifactCache, pods: &[Pod]) -> Option<String> {
+    let s3 = cache.spec.storage.as_ref()?.s3.as_ref()?;
+    let pod = pods.iter().find(|pod| runs_unready(pod))?;
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    Some(format!(
+        "the registry runs but its bucket {} at {} does not answer distribution's storage health check (no such bucket, credentials the store refuses, or an endpoint the registry cannot reach): its pod {name}'s log says which, on the line 'storage driver health check'",
+        s3.bucket, s3.endpoint
+    ))
 }
 
 /// Whether the Deployment has a ready replica of its current template: a replica counts once the
@@ -291,6 +330,8 @@ fn readiness(
         };
         if let Some(stuck) = pods.iter().find_map(waiting) {
             message.push_str(&format!("; {stuck}"));
+        } else if let Some(store) = storage_unavailable(cache, pods) {
+            return (Some(endpoint), true, CacheReason::StorageUnavailable, store);
         }
         // ocifit does not read the user's Secret; the kubelet waits for it before the registry
         // can start, and says so on the registry's pod.

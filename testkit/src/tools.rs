@@ -63,11 +63,13 @@ pub enum Tool {
     Promtool,
     /// Prometheus itself.
     Prometheus,
+    /// SeaweedFS's `weed`, an S3-compatible object store for the artifact cache's `storage.s3`.
+    Weed,
 }
 
 impl Tool {
     /// Every tool, in the installer's order of importance for the cluster.
-    pub const ALL: [Tool; 22] = [
+    pub const ALL: [Tool; 23] = [
         Tool::Etcd,
         Tool::KubeApiserver,
         Tool::KubeControllerManager,
@@ -90,6 +92,7 @@ impl Tool {
         Tool::PrometheusRuleCrd,
         Tool::Promtool,
         Tool::Prometheus,
+        Tool::Weed,
     ];
 
     /// The name a user knows the tool by.
@@ -117,6 +120,7 @@ impl Tool {
             Tool::PrometheusRuleCrd => "PrometheusRule CRD",
             Tool::Promtool => "promtool",
             Tool::Prometheus => "prometheus",
+            Tool::Weed => "weed (SeaweedFS)",
         }
     }
 
@@ -143,6 +147,7 @@ impl Tool {
             Tool::Actionlint => ("actionlint", "ACTIONLINT_VERSION"),
             Tool::PrometheusRuleCrd => ("prometheus-rule-crd", "PROMETHEUS_OPERATOR_VERSION"),
             Tool::Promtool | Tool::Prometheus => ("prometheus", "PROMETHEUS_VERSION"),
+            Tool::Weed => ("seaweedfs", "SEAWEEDFS_VERSION"),
         }
     }
 
@@ -171,6 +176,7 @@ impl Tool {
             Tool::PrometheusRuleCrd => "monitoring.coreos.com_prometheusrules.yaml",
             Tool::Promtool => "bin/promtool",
             Tool::Prometheus => "bin/prometheus",
+            Tool::Weed => "bin/weed",
         }
     }
 

@@ -20,6 +20,8 @@
 //! - `example_pods`: the pod contract's example table (`docs/pod-contract.md`) against the planner;
 //! - `registry`: the registry client against the real registry, a fake for what it cannot do, and
 //!   TLS;
+//! - `object_store`: a cache's registry settings for `storage.s3` on the real registry and a real
+//!   S3 store (SeaweedFS): an upload moves between replicas, a store's refusal keeps it unready;
 //! - `outbound`: no code in `src/` builds an HTTP client but the one fenced constructor;
 //! - `placement_inspection`: image inspection for platform placement on the real registry;
 //! - `registry_clients`: the test kit's clients (ORAS SDK, regctl, crane) on the real registry;
@@ -41,6 +43,7 @@ mod docs_flags;
 mod docs_links;
 mod docs_metrics;
 mod example_pods;
+mod object_store;
 mod outbound;
 mod placement_inspection;
 mod registry;

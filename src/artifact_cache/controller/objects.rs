@@ -4,6 +4,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -59,6 +60,13 @@ pub(super) async fn conflict(
             Some(claim) => {
                 let what = "its PersistentVolumeClaim";
                 foreign::<PersistentVolumeClaim>(client, cache, what, claim).await?
+            }
+            None => None,
+        },
+        match &desired.disruption_budget {
+            Some(budget) => {
+                let what = "its PodDisruptionBudget";
+                foreign::<PodDisruptionBudget>(client, cache, what, budget).await?
             }
             None => None,
         },

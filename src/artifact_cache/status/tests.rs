@@ -345,3 +345,71 @@ fn a_registry_pod_that_cannot_start_says_why_on_the_cache() {
         status.conditions[0].message
     );
 }
+
+fn running_unready_pod() -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "oras-registry-7d9-abcde"},
+        "status": {"phase": "Running", "containerStatuses": [{
+            "name": "registry", "image": "registry", "imageID": "", "restartCount": 0,
+            "ready": false, "state": {"running": {}}
+        }]}
+    }))
+    .unwrap()
+}
+
+fn s3_spec() -> serde_json::Value {
+    json!({"storage": {"s3": {
+        "bucket": "artifacts", "endpoint": "http://10.1.2.3:8333",
+        "credentialsSecretRef": {"name": "store-keys"}
+    }}})
+}
+
+fn with_pods(cache: &ArtifactCache, pods: &[Pod]) -> ArtifactCacheStatus {
+    let (d, s) = (deployment(0, 2, None), service(Some("10.0.0.7")));
+    let observed = Observed {
+        deployment: &d,
+        service: &s,
+        pods,
+    };
+    status(cache, Some(observed), Some(CREDENTIALS.into()), &now())
+}
+
+#[test]
+fn an_s3_registry_running_unready_says_its_bucket_does_not_answer() {
+    let status = with_pods(&cache(s3_spec(), None), &[running_unready_pod()]);
+    assert_eq!(ready(&status), ("Ready", "False", "StorageUnavailable"));
+    let message = &status.conditions[0].message;
+    assert!(
+        message.contains("bucket artifacts at http://10.1.2.3:8333 does not answer"),
+        "{message}"
+    );
+    assert!(message.contains("oras-registry-7d9-abcde"), "{message}");
+    // Not stuck: steps are held until the store answers, not refused.
+    let mut cache = cache(s3_spec(), Some(serde_json::to_value(&status).unwrap()));
+    cache.metadata.generation = Some(3);
+    assert!(matches!(
+        cache_state(Some(&cache)),
+        CacheState::Starting { .. }
+    ));
+}
+
+#[test]
+fn a_volume_registry_running_unready_is_only_deploying() {
+    let status = with_pods(&cache(json!({}), None), &[running_unready_pod()]);
+    assert_eq!(ready(&status), ("Ready", "False", "Deploying"));
+}
+
+#[test]
+fn the_status_names_the_storage_in_use() {
+    let (d, s) = (deployment(1, 2, None), service(Some("10.0.0.7")));
+    let claim = json!({"storage": {"persistentVolumeClaim": {"size": "1Gi"}}});
+    for (spec, storage) in [
+        (json!({}), Some("emptyDir")),
+        (claim, Some("persistentVolumeClaim")),
+        (s3_spec(), Some("s3")),
+        (json!({"deploy": false, "endpoint": "r.example.com"}), None),
+    ] {
+        let status = deployed(&cache(spec, None), &d, &s);
+        assert_eq!(status.storage.as_deref(), storage);
+    }
+}

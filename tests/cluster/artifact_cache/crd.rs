@@ -1,6 +1,7 @@
 //! The ArtifactCache CRD in `crds/` on a real kube-apiserver: the example cache is stored with its
 //! defaults and reads back as ocifit's Rust type, the workflow example's Jobs pass validation,
-//! the CEL rules refuse contradictory specs with their messages, the schema's bounds an over-long
+//! the CEL rules refuse contradictory specs with their messages (replicas above 1 without a bucket among
+//! them), the schema's bounds an over-long
 //! string, an over-full list or map and an over-long map key naming the field, and `kubectl get ac` prints the
 //! printer columns. With `ocifit run` as its controller, a deleted or changed owned object is put
 //! back and an Event on the cache says what and why. A step's admission on a replica whose store
@@ -141,8 +142,62 @@ async fn contradictory_specs_are_refused_by_the_cel_rules() {
         ),
     )
     .await;
+    let one_store =
+        "set exactly one of storage.emptyDir, storage.persistentVolumeClaim and storage.s3";
+    assert!(err.contains(one_store), "{err}");
+    let s3 = "    s3: {bucket: artifacts, endpoint: \"http://10.0.0.9:8333\", credentialsSecretRef: {name: keys}}\n";
+    let err = refused(
+        &cluster,
+        &cache(
+            "disk-and-bucket",
+            &format!("  storage:\n    emptyDir: {{sizeLimit: 1Gi}}\n{s3}"),
+        ),
+    )
+    .await;
+    assert!(err.contains(one_store), "{err}");
+    // Replicas share content only through a bucket.
+    for (name, storage) in [
+        ("replicas-default", String::new()),
+        (
+            "replicas-disk",
+            "  storage:\n    emptyDir: {sizeLimit: 1Gi}\n".to_string(),
+        ),
+    ] {
+        let err = refused(&cluster, &cache(name, &format!("  replicas: 2\n{storage}"))).await;
+        assert!(
+            err.contains("replicas above 1 need storage.s3"),
+            "{name}: {err}"
+        );
+    }
+    cluster
+        .kubectl_with_input(
+            ["apply", "-f", "-"],
+            &cache(
+                "replicas-bucket",
+                &format!("  replicas: 2\n  storage:\n{s3}"),
+            ),
+        )
+        .await
+        .unwrap();
+    let err = refused(
+        &cluster,
+        &cache(
+            "bucket-path",
+            "  storage:\n    s3: {bucket: artifacts, endpoint: \"http://h/p\", credentialsSecretRef: {name: keys}}\n",
+        ),
+    )
+    .await;
+    assert!(err.contains("spec.storage.s3.endpoint"), "{err}");
+    let err = refused(
+        &cluster,
+        &cache(
+            "two-cas",
+            "  storage:\n    s3: {bucket: artifacts, endpoint: \"https://h\", credentialsSecretRef: {name: keys}, ca: {secretKeyRef: {name: a, key: b}, configMapKeyRef: {name: a, key: b}}}\n",
+        ),
+    )
+    .await;
     assert!(
-        err.contains("set exactly one of storage.emptyDir and storage.persistentVolumeClaim"),
+        err.contains("set exactly one of ca.secretKeyRef and ca.configMapKeyRef"),
         "{err}"
     );
     let err = refused(

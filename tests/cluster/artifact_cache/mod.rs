@@ -3,6 +3,7 @@
 mod crd;
 mod from_outside;
 mod held;
+mod object_store;
 mod restricted;
 mod seed_examples;
 mod step_code;

@@ -1,9 +1,10 @@
 //! ocifit's own ServiceAccount under `config/rbac/` (its ClusterRole and the
 //! ValidatingAdmissionPolicy the chart ships) against the real apiserver: the objects ocifit
-//! writes for an ArtifactCache (made by its own `desired` and `secret`) are allowed, and what a
-//! stolen token would write with the same RBAC is refused: a Deployment of another image, with
+//! writes for an ArtifactCache (made by its own `desired` and `secret`, on a volume and on object
+//! storage with two replicas, a CA from a ConfigMap and a PodDisruptionBudget) are allowed, and what
+//! a stolen token would write with the same RBAC is refused: a Deployment of another image, with
 //! another ServiceAccount, a hostPath volume, or owned by no cache; a Secret of another kind; a
-//! NodePort Service.
+//! NodePort Service; a PodDisruptionBudget owned by no cache.
 
 use std::time::{Duration, Instant};
 
@@ -50,20 +51,37 @@ async fn ocifits_token_writes_only_what_ocifit_writes() {
     let ocifit = client_from(&kubeconfig).await;
 
     let credentials = secret(&cache, &Generated::new().expect("credentials")).expect("a Secret");
+    let settings = Settings {
+        own_namespace: OWN_NAMESPACE,
+        credentials: Some("cache-credentials-x"),
+    };
     let Desired {
         deployment,
         service,
         network_policy,
-        claim: _,
-    } = desired(
-        &cache,
-        Settings {
-            own_namespace: OWN_NAMESPACE,
-            credentials: Some("cache-credentials-x"),
-        },
-    )
-    .expect("the cache's objects")
-    .expect("a deployed cache");
+        ..
+    } = desired(&cache, settings)
+        .expect("the cache's objects")
+        .expect("a deployed cache");
+    let mut on_bucket = cache.clone();
+    on_bucket.spec = serde_json::from_value(serde_json::json!({
+        "replicas": 2,
+        "storage": {"s3": {
+            "bucket": "artifacts", "endpoint": "https://s3.example.com",
+            "credentialsSecretRef": {"name": "store-keys"},
+            "ca": {"configMapKeyRef": {"name": "store-ca", "key": "ca.crt"}}
+        }}
+    }))
+    .expect("a spec on object storage");
+    let Desired {
+        deployment: replicated,
+        network_policy: closed_egress,
+        disruption_budget,
+        ..
+    } = desired(&on_bucket, settings)
+        .expect("the cache's objects")
+        .expect("a deployed cache");
+    let budget = disruption_budget.expect("a PodDisruptionBudget on object storage");
 
     let mut other_image = deployment.clone();
     pod_spec(&mut other_image).containers[0].image = Some("docker.io/library/busybox:1".into());
@@ -86,6 +104,15 @@ async fn ocifits_token_writes_only_what_ocifit_writes() {
     create(&ocifit, &credentials, &dry_run)
         .await
         .expect("ocifit's own credentials Secret");
+    create(&ocifit, &replicated, &dry_run)
+        .await
+        .expect("ocifit's own Deployment on object storage");
+    create(&ocifit, &closed_egress, &dry_run)
+        .await
+        .expect("ocifit's own NetworkPolicy with its egress");
+    create(&ocifit, &budget, &dry_run)
+        .await
+        .expect("ocifit's own PodDisruptionBudget");
 
     // What a stolen token would write is refused.
     let mut service_account = deployment.clone();
@@ -118,6 +145,8 @@ async fn ocifits_token_writes_only_what_ocifit_writes() {
         )]
         .into(),
     );
+    let mut unowned_budget = budget.clone();
+    unowned_budget.metadata.owner_references = None;
     let mut node_port = service.clone();
     node_port.spec.get_or_insert_default().type_ = Some("NodePort".into());
     let refusals = [
@@ -149,6 +178,10 @@ async fn ocifits_token_writes_only_what_ocifit_writes() {
         (
             "a NodePort Service",
             create(&ocifit, &node_port, &dry_run).await,
+        ),
+        (
+            "a PodDisruptionBudget of no cache",
+            create(&ocifit, &unowned_budget, &dry_run).await,
         ),
     ];
     for (what, result) in refusals {

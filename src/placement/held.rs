@@ -32,6 +32,15 @@ pub fn watched() -> Selector {
     ])
 }
 
+/// The label selector of the pods the controller released: the exec format error watch reads
+/// their container statuses (and holds none of them).
+pub fn released() -> Selector {
+    Selector::from_iter([
+        Expression::Exists(POLICY_LABEL.to_owned()),
+        Expression::Exists(RELEASED_LABEL.to_owned()),
+    ])
+}
+
 /// Keeps of `pod` only what placement reads (see the module's summary).
 pub fn trim(pod: &mut Pod) {
     let Pod { metadata, spec, .. } = std::mem::take(pod);

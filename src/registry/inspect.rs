@@ -33,6 +33,7 @@ use super::reference::{self, Reference};
 use crate::platform::Platform;
 
 mod failure;
+mod known;
 mod requests;
 
 pub use failure::InspectError;

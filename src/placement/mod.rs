@@ -138,20 +138,10 @@ pub fn run(parts: Parts) -> Feature<Route> {
     ];
     let mut gate = None;
     let route = admission.then(|| {
-        let (store, namespace_watch) = namespaces(&client);
+        let (route, store, namespace_watch) = gate_route(&client, &usable, &own_namespace);
         tasks.push(("namespace watch", until(shutdown.clone(), namespace_watch)));
-        gate = Some(store.clone());
-        Route::new(
-            admission::PATH,
-            GatePods {
-                policies: usable.clone(),
-                namespaces: store.store(),
-                read_namespace: namespaces::read_namespace(&client),
-                own_namespace: own_namespace.clone(),
-            },
-        )
-        // An ungated pod is always safe (failurePolicy Ignore): admitted unchanged when busy.
-        .when_undecided(crate::admission::route::Undecided::AdmitUnchanged)
+        gate = Some(store);
+        route
     });
     let (slots, wakes) = controller::namespace_slots();
     // Every notice is published (no window): each is about one pod, and repeats fold into series.
@@ -161,18 +151,16 @@ pub fn run(parts: Parts) -> Feature<Route> {
     );
     tasks.push(("placement events", until(shutdown.clone(), publisher)));
     let inspector = Inspector::new(inspector);
+    let reporter = controller::exec_errors::Reporter {
+        cluster: cluster.clone(),
+        inspector: inspector.clone(),
+        notices: notices.clone(),
+        metrics: Arc::clone(&metrics),
+        tally: exec_errors,
+    };
     tasks.push((
         "placement exec format errors",
-        until(
-            shutdown.clone(),
-            controller::exec_errors::watch_released(controller::exec_errors::Reporter {
-                cluster: cluster.clone(),
-                inspector: inspector.clone(),
-                notices: notices.clone(),
-                metrics: Arc::clone(&metrics),
-                tally: exec_errors,
-            }),
-        ),
+        until(shutdown.clone(), reporter.watch_released()),
     ));
     let context = controller::Context {
         // With the route, the namespaces it reads are in memory already.
@@ -197,6 +185,32 @@ pub fn run(parts: Parts) -> Feature<Route> {
         routes: route.into_iter().collect(),
         readiness: readiness(policies, pods, usable, gate),
     }
+}
+
+/// The `/placement` route over the usable policies, with the namespace watch it reads and its
+/// store.
+fn gate_route(
+    client: &kube::Client,
+    usable: &UsablePolicies,
+    own_namespace: &str,
+) -> (
+    Route,
+    Reflected<PartialObjectMeta<Namespace>>,
+    BoxFuture<'static, ()>,
+) {
+    let (store, namespace_watch) = namespaces(client);
+    let route = Route::new(
+        admission::PATH,
+        GatePods {
+            policies: usable.clone(),
+            namespaces: store.store(),
+            read_namespace: namespaces::read_namespace(client),
+            own_namespace: own_namespace.to_owned(),
+        },
+    )
+    // An ungated pod is always safe (failurePolicy Ignore): admitted unchanged when busy.
+    .when_undecided(crate::admission::route::Undecided::AdmitUnchanged);
+    (route, store, namespace_watch)
 }
 
 /// Ready once both stores hold a first list, the policies compiled from it are stored, and

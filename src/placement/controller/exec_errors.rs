@@ -44,35 +44,35 @@ pub struct Reporter {
     pub tally: Arc<Tally>,
 }
 
-/// Watches the released pods until the stream ends.
-pub async fn watch_released(reporter: Reporter) {
-    let events = watcher(
-        Api::<Pod>::all(reporter.cluster.client.clone()),
-        watcher::Config::default()
-            .labels(&held::released().to_string())
-            .page_size(UNTRUSTED_LIST_PAGE),
-    )
-    .backoff(crate::process::watch_backoff());
-    let mut events = std::pin::pin!(events);
-    let mut seen = Seen::default();
-    // The pods a relist showed: what `seen` keeps of any other was deleted meanwhile.
-    let mut relisted: HashSet<String> = HashSet::new();
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(Event::Apply(pod)) => reporter.look(&mut seen, &pod).await,
-            Ok(Event::InitApply(pod)) => {
-                relisted.insert(pod.uid().unwrap_or_default());
-                reporter.look(&mut seen, &pod).await;
+impl Reporter {
+    /// Watches the released pods until the stream ends.
+    pub async fn watch_released(self) {
+        let events = watcher(
+            Api::<Pod>::all(self.cluster.client.clone()),
+            watcher::Config::default()
+                .labels(&held::released().to_string())
+                .page_size(UNTRUSTED_LIST_PAGE),
+        )
+        .backoff(crate::process::watch_backoff());
+        let mut events = std::pin::pin!(events);
+        let mut seen = Seen::default();
+        // The pods a relist showed: what `seen` keeps of any other was deleted meanwhile.
+        let mut relisted: HashSet<String> = HashSet::new();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Event::Apply(pod)) => self.look(&mut seen, &pod).await,
+                Ok(Event::InitApply(pod)) => {
+                    relisted.insert(pod.uid().unwrap_or_default());
+                    self.look(&mut seen, &pod).await;
+                }
+                Ok(Event::Delete(pod)) => seen.forget(&pod.uid().unwrap_or_default()),
+                Ok(Event::Init) => relisted.clear(),
+                Ok(Event::InitDone) => seen.retain(|uid| relisted.contains(uid)),
+                Err(err) => tracing::debug!(error = %err, "released pod watch"),
             }
-            Ok(Event::Delete(pod)) => seen.forget(&pod.uid().unwrap_or_default()),
-            Ok(Event::Init) => relisted.clear(),
-            Ok(Event::InitDone) => seen.retain(|uid| relisted.contains(uid)),
-            Err(err) => tracing::debug!(error = %err, "released pod watch"),
         }
     }
-}
 
-impl Reporter {
     /// Reports what `pod`'s status shows for the first time (on the leader).
     async fn look(&self, seen: &mut Seen, pod: &Pod) {
         let fresh = seen.fresh(&pod.uid().unwrap_or_default(), failures(pod));

@@ -312,6 +312,10 @@ pub struct PodCounts {
     /// does not lower it).
     #[serde(default)]
     pub released: i32,
+    /// Containers of pods it released that failed with `exec format error` (their node's CPU
+    /// cannot run their image) since the policy was created, each failed restart once.
+    #[serde(default)]
+    pub exec_format_errors: i32,
 }
 
 #[cfg(test)]

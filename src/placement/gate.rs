@@ -1,6 +1,8 @@
 //! The gate planner: what admission does to a pod. A selected pod gets the scheduling gate and
-//! the tracking label naming its policy, loses the released label if it came with one, and
-//! nothing else, as a JSON patch against the pod as the
+//! the tracking label naming its policy, loses the released label if it came with one, and its
+//! containers left at the `File` termination message policy get `FallbackToLogsOnError` (so an
+//! `exec format error`, which runc writes only to the log, reaches the container's status where
+//! the controller reads it), and nothing else, as a JSON patch against the pod as the
 //! apiserver sent it. Reinvoked on its own output it plans nothing; excluded and unselected pods
 //! are left untouched.
 
@@ -11,6 +13,9 @@ use super::pod_view::PodView;
 use super::select::{Exclusion, Selection};
 use crate::admission::patch::{add, remove};
 use crate::api::placement::pod::{POLICY_LABEL, RELEASED_LABEL, SCHEDULING_GATE};
+
+/// The termination message policy the gate gives containers left at `File`.
+pub const LOG_FALLBACK: &str = "FallbackToLogsOnError";
 
 /// What admission does with a pod.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +82,13 @@ pub fn plan<'a>(pod: impl Into<PodView<'a>>, selection: Selection<'_>) -> GatePl
     // of the controller's watch, and the pod never released.
     if labels.is_some_and(|labels| labels.contains_key(RELEASED_LABEL)) {
         ops.push(remove(&["metadata", "labels", RELEASED_LABEL]));
+    }
+    for (list, index) in pod.containers.leaving_file() {
+        let index = index.to_string();
+        ops.push(add(
+            &["spec", list, index.as_str(), "terminationMessagePolicy"],
+            Value::from(LOG_FALLBACK),
+        ));
     }
     if ops.is_empty() {
         return GatePlan::Leave(Leave::AlreadyGated);

@@ -47,6 +47,15 @@ const UNGATED: Kept = Kept {
     spec: Spec::Dropped,
 };
 
+/// The label selector of the pods the controller released: the exec format error watch reads
+/// their container statuses (and holds none of them).
+pub fn released() -> Selector {
+    Selector::from_iter([
+        Expression::Exists(POLICY_LABEL.to_owned()),
+        Expression::Exists(RELEASED_LABEL.to_owned()),
+    ])
+}
+
 /// Keeps of `pod` only what placement reads (see the module's summary).
 pub fn trim(pod: &mut Pod) {
     let gated = pod

@@ -12,7 +12,8 @@
 //! of a labelled pod and how a decision is written back; [`namespaces`] reads a namespace's
 //! labels when the gate's store does not hold it yet. [`controller`] and [`admission`]
 //! are the thin adapters; [`way_out`] releases every gate by
-//! hand; [`run`] starts it all over the cluster view. Imports no other feature.
+//! hand; [`exec_format`] finds containers of released pods that failed with `exec format
+//! error`; [`run`] starts it all over the cluster view. Imports no other feature.
 //!
 //! The decision modules are pure: no I/O, time passed in.
 
@@ -20,6 +21,7 @@ pub mod admission;
 pub mod compiled;
 pub mod controller;
 pub mod credentials;
+pub mod exec_format;
 pub mod failure;
 pub mod gate;
 pub mod held;
@@ -100,7 +102,8 @@ pub fn run(parts: Parts) -> Feature<Route> {
     let client = cluster.client.clone();
     let (policies, policy_watch, pods, pod_watch) = watches(&client);
     let usable = UsablePolicies::default();
-    let releases = Arc::new(controller::released::Releases::default());
+    let releases = Arc::new(controller::released::Tally::default());
+    let exec_errors = Arc::new(controller::released::Tally::default());
     let mut tasks: Tasks = vec![
         (
             "placement policy watch",
@@ -122,32 +125,23 @@ pub fn run(parts: Parts) -> Feature<Route> {
             "placement status",
             until(
                 shutdown.clone(),
-                controller::status::keep(
-                    cluster.clone(),
-                    usable.clone(),
-                    pods.clone(),
-                    Arc::clone(&releases),
-                    Arc::clone(&metrics),
-                ),
+                controller::status::keep(controller::status::Keeper {
+                    cluster: cluster.clone(),
+                    policies: usable.clone(),
+                    pods: pods.clone(),
+                    releases: Arc::clone(&releases),
+                    exec_errors: Arc::clone(&exec_errors),
+                    metrics: Arc::clone(&metrics),
+                }),
             ),
         ),
     ];
     let mut gate = None;
     let route = admission.then(|| {
-        let (store, namespace_watch) = namespaces(&client);
+        let (route, store, namespace_watch) = gate_route(&client, &usable, &own_namespace);
         tasks.push(("namespace watch", until(shutdown.clone(), namespace_watch)));
-        gate = Some(store.clone());
-        Route::new(
-            admission::PATH,
-            GatePods {
-                policies: usable.clone(),
-                namespaces: store.store(),
-                read_namespace: namespaces::read_namespace(&client),
-                own_namespace: own_namespace.clone(),
-            },
-        )
-        // An ungated pod is always safe (failurePolicy Ignore): admitted unchanged when busy.
-        .when_undecided(crate::admission::route::Undecided::AdmitUnchanged)
+        gate = Some(store);
+        route
     });
     let (slots, wakes) = controller::namespace_slots();
     // Every notice is published (no window): each is about one pod, and repeats fold into series.
@@ -156,12 +150,24 @@ pub fn run(parts: Parts) -> Feature<Route> {
         Duration::ZERO,
     );
     tasks.push(("placement events", until(shutdown.clone(), publisher)));
+    let inspector = Inspector::new(inspector);
+    let reporter = controller::exec_errors::Reporter {
+        cluster: cluster.clone(),
+        inspector: inspector.clone(),
+        notices: notices.clone(),
+        metrics: Arc::clone(&metrics),
+        tally: exec_errors,
+    };
+    tasks.push((
+        "placement exec format errors",
+        until(shutdown.clone(), reporter.watch_released()),
+    ));
     let context = controller::Context {
         // With the route, the namespaces it reads are in memory already.
         namespaces: gate.as_ref().map(Reflected::store),
         cluster: cluster.clone(),
         policies: usable.clone(),
-        inspector: Inspector::new(inspector),
+        inspector,
         own_credentials,
         notices,
         metrics,
@@ -179,6 +185,32 @@ pub fn run(parts: Parts) -> Feature<Route> {
         routes: route.into_iter().collect(),
         readiness: readiness(policies, pods, usable, gate),
     }
+}
+
+/// The `/placement` route over the usable policies, with the namespace watch it reads and its
+/// store.
+fn gate_route(
+    client: &kube::Client,
+    usable: &UsablePolicies,
+    own_namespace: &str,
+) -> (
+    Route,
+    Reflected<PartialObjectMeta<Namespace>>,
+    BoxFuture<'static, ()>,
+) {
+    let (store, namespace_watch) = namespaces(client);
+    let route = Route::new(
+        admission::PATH,
+        GatePods {
+            policies: usable.clone(),
+            namespaces: store.store(),
+            read_namespace: namespaces::read_namespace(client),
+            own_namespace: own_namespace.to_owned(),
+        },
+    )
+    // An ungated pod is always safe (failurePolicy Ignore): admitted unchanged when busy.
+    .when_undecided(crate::admission::route::Undecided::AdmitUnchanged);
+    (route, store, namespace_watch)
 }
 
 /// Ready once both stores hold a first list, the policies compiled from it are stored, and

@@ -1,12 +1,13 @@
 //! A pod as placement's selection and gate read it: its metadata (labels, annotations, owners,
-//! namespace), its node and its scheduling gates, and nothing else. The controller takes this
+//! namespace), its node, its scheduling gates and each container's `terminationMessagePolicy`,
+//! and nothing else. The controller takes this
 //! view of a pod it watches ([`PodView::from`] a `Pod`); admission decodes a review's pod
 //! straight into [`GatePod`], which holds only these fields. k8s-openapi's whole `Pod` (2.4 KiB
 //! as a value, every container some 2 KiB) made the gate's read of a review cost more than all
 //! its deciding; selection and the gate read the same fields through the same functions either
 //! way.
 
-use k8s_openapi::api::core::v1::{Pod, PodSchedulingGate};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSchedulingGate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
@@ -21,6 +22,65 @@ pub struct PodView<'a> {
     pub node_name: Option<&'a str>,
     /// `spec.schedulingGates`, `None` when the pod has no list.
     pub scheduling_gates: Option<&'a [PodSchedulingGate]>,
+    /// Each container's and init container's termination message policy.
+    pub containers: Containers<'a>,
+}
+
+/// The containers of a pod, as whichever read of it holds them.
+#[derive(Clone, Copy, Debug)]
+pub enum Containers<'a> {
+    /// A whole pod's (the controller's, the tests').
+    Whole {
+        init: &'a [Container],
+        main: &'a [Container],
+    },
+    /// A review's pod as the gate decodes it.
+    Read {
+        init: &'a [ReadContainer],
+        main: &'a [ReadContainer],
+    },
+}
+
+/// The containers' list in the pod spec: `initContainers` or `containers`.
+pub type ListName = &'static str;
+
+impl Containers<'_> {
+    /// Where a container keeps the default `File` termination message policy (or none), as
+    /// (list, index): the containers whose failure says nothing in their status unless they
+    /// wrote a termination message.
+    pub fn leaving_file(&self) -> Vec<(ListName, usize)> {
+        fn file(policy: Option<&str>) -> bool {
+            policy.is_none_or(|policy| policy == "File")
+        }
+        let (init, main): (Vec<bool>, Vec<bool>) = match self {
+            Containers::Whole { init, main } => (
+                init.iter()
+                    .map(|c| file(c.termination_message_policy.as_deref()))
+                    .collect(),
+                main.iter()
+                    .map(|c| file(c.termination_message_policy.as_deref()))
+                    .collect(),
+            ),
+            Containers::Read { init, main } => (
+                init.iter()
+                    .map(|c| file(c.termination_message_policy.as_deref()))
+                    .collect(),
+                main.iter()
+                    .map(|c| file(c.termination_message_policy.as_deref()))
+                    .collect(),
+            ),
+        };
+        let listed = |name: ListName, files: Vec<bool>| {
+            files
+                .into_iter()
+                .enumerate()
+                .filter(|(_, file)| *file)
+                .map(move |(index, _)| (name, index))
+        };
+        listed("initContainers", init)
+            .chain(listed("containers", main))
+            .collect()
+    }
 }
 
 impl<'a> From<&'a Pod> for PodView<'a> {
@@ -30,6 +90,14 @@ impl<'a> From<&'a Pod> for PodView<'a> {
             metadata: &pod.metadata,
             node_name: spec.and_then(|spec| spec.node_name.as_deref()),
             scheduling_gates: spec.and_then(|spec| spec.scheduling_gates.as_deref()),
+            containers: Containers::Whole {
+                init: spec
+                    .and_then(|spec| spec.init_containers.as_deref())
+                    .unwrap_or_default(),
+                main: spec
+                    .map(|spec| spec.containers.as_slice())
+                    .unwrap_or_default(),
+            },
         }
     }
 }
@@ -40,6 +108,10 @@ impl<'a> From<&'a GatePod> for PodView<'a> {
             metadata: &pod.metadata,
             node_name: pod.spec.node_name.as_deref(),
             scheduling_gates: pod.spec.scheduling_gates.as_deref(),
+            containers: Containers::Read {
+                init: pod.spec.init_containers.as_deref().unwrap_or_default(),
+                main: pod.spec.containers.as_deref().unwrap_or_default(),
+            },
         }
     }
 }
@@ -68,6 +140,15 @@ struct Read {
 struct GateSpec {
     node_name: Option<String>,
     scheduling_gates: Option<Vec<PodSchedulingGate>>,
+    init_containers: Option<Vec<ReadContainer>>,
+    containers: Option<Vec<ReadContainer>>,
+}
+
+/// What the gate reads of a container: its termination message policy (the rest is skipped).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ReadContainer {
+    termination_message_policy: Option<String>,
 }
 
 impl From<Read> for GatePod {

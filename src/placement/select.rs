@@ -30,6 +30,8 @@ pub enum Exclusion {
     Mirror,
     /// Labelled `placement.ocifit.io/enabled: "false"`.
     OptedOut,
+    /// In a namespace labelled `placement.ocifit.io/enabled: "false"`.
+    NamespaceOptedOut,
 }
 
 impl fmt::Display for Exclusion {
@@ -41,6 +43,9 @@ impl fmt::Display for Exclusion {
             Self::BoundToNode => "the pod is already bound to a node (spec.nodeName)",
             Self::Mirror => "mirror pods are never placed",
             Self::OptedOut => "the pod opted out (placement.ocifit.io/enabled: \"false\")",
+            Self::NamespaceOptedOut => {
+                "the pod's namespace opted out (placement.ocifit.io/enabled: \"false\")"
+            }
         })
     }
 }
@@ -64,13 +69,16 @@ pub struct Namespace<'a> {
 }
 
 /// Why `pod` in `namespace` is never selected, if it is not.
-fn exclusion(pod: PodView<'_>, namespace: &str, own_namespace: &str) -> Option<Exclusion> {
+fn exclusion(pod: PodView<'_>, namespace: Namespace<'_>, own_namespace: &str) -> Option<Exclusion> {
     let metadata = pod.metadata;
-    if EXCLUDED_NAMESPACES.contains(&namespace) {
+    if EXCLUDED_NAMESPACES.contains(&namespace.name) {
         return Some(Exclusion::SystemNamespace);
     }
-    if namespace == own_namespace {
+    if namespace.name == own_namespace {
         return Some(Exclusion::OwnNamespace);
+    }
+    if opted_out(Some(namespace.labels)) {
+        return Some(Exclusion::NamespaceOptedOut);
     }
     let owned_by_daemonset = metadata
         .owner_references
@@ -91,15 +99,17 @@ fn exclusion(pod: PodView<'_>, namespace: &str, own_namespace: &str) -> Option<E
     {
         return Some(Exclusion::Mirror);
     }
-    if metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get(ENABLED_LABEL))
-        .is_some_and(|value| value == OPT_OUT_VALUE)
-    {
+    if opted_out(metadata.labels.as_ref()) {
         return Some(Exclusion::OptedOut);
     }
     None
+}
+
+/// Whether `labels` opt their pod or namespace out.
+fn opted_out(labels: Option<&BTreeMap<String, String>>) -> bool {
+    labels
+        .and_then(|labels| labels.get(ENABLED_LABEL))
+        .is_some_and(|value| value == OPT_OUT_VALUE)
 }
 
 /// The policy that selects `pod` in `namespace`, if any: unless the pod is excluded, among
@@ -112,7 +122,7 @@ pub fn select<'a, 'p>(
     policies: &'p [Policy],
 ) -> Selection<'p> {
     let pod = pod.into();
-    if let Some(exclusion) = exclusion(pod, namespace.name, own_namespace) {
+    if let Some(exclusion) = exclusion(pod, namespace, own_namespace) {
         return Selection::Excluded(exclusion);
     }
     let empty = BTreeMap::new();
@@ -156,7 +166,7 @@ pub fn recheck<'a>(
     policy: &Policy,
 ) -> Result<(), NotSelected> {
     let pod = pod.into();
-    if let Some(exclusion) = exclusion(pod, namespace.name, own_namespace) {
+    if let Some(exclusion) = exclusion(pod, namespace, own_namespace) {
         return Err(NotSelected::Excluded(exclusion));
     }
     let foreign = |selector| NotSelected::Foreign {

@@ -120,7 +120,8 @@ mod tests {
             PodCounts {
                 gated: 1,
                 held: 1,
-                released: 2
+                released: 2,
+                ..PodCounts::default()
             }
         );
         assert_eq!(
@@ -128,7 +129,8 @@ mod tests {
             PodCounts {
                 gated: 1,
                 held: 0,
-                released: 0
+                released: 0,
+                ..PodCounts::default()
             }
         );
         assert_eq!(counts.len(), 2, "unlabelled pods are not counted");

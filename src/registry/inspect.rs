@@ -34,6 +34,7 @@ use super::reference::{self, Reference};
 use crate::platform::Platform;
 
 mod failure;
+mod known;
 mod requests;
 
 pub use failure::InspectError;

@@ -172,6 +172,11 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts one container of a placed pod that failed with exec format error.
+    pub fn exec_format_error(&self) {
+        self.controller.exec_format_errors.inc();
+    }
+
     /// Counts one reconcile of an ImageSelectionPolicy and its duration; an `Ok` one is image
     /// selection's last successful reconcile.
     pub fn reconciled(&self, result: ReconcileResult, seconds: f64) {

@@ -249,6 +249,48 @@ async fn a_rebuilt_tag_is_seen_at_once_under_always_and_after_its_lifetime_under
 }
 
 #[tokio::test]
+async fn an_image_forgotten_after_an_exec_format_error_is_inspected_afresh_for_the_next_pod() {
+    let (registry, first) = registry_with_web().await;
+    let inspector = inspector(&registry);
+    let reference = parse_reference(&first.reference).unwrap();
+    assert_eq!(
+        inspect(&inspector, &reference, LONG, &[])
+            .await
+            .unwrap()
+            .digest,
+        first.digest
+    );
+    let cached = inspector.cached_platforms(&reference, &first.digest).await;
+    assert_eq!(names(&cached.unwrap()), ["linux/amd64"], "what ocifit knew");
+    let moved = registry
+        .push_image("shop/web", "v1", "linux/arm64")
+        .await
+        .unwrap();
+    assert_eq!(
+        inspect(&inspector, &reference, LONG, &[])
+            .await
+            .unwrap()
+            .digest,
+        first.digest,
+        "IfNotPresent trusts the cached tag"
+    );
+
+    assert_eq!(inspector.forget(&reference, &[&first.digest]).await, 2);
+    assert!(
+        inspector
+            .cached_platforms(&reference, &first.digest)
+            .await
+            .is_none()
+    );
+    let offset = log_len(&registry);
+    let fresh = inspect(&inspector, &reference, LONG, &[]).await.unwrap();
+    assert_eq!(fresh.digest, moved.digest, "the tag is resolved again");
+    assert_eq!(names(&fresh.platforms), ["linux/arm64"]);
+    let log = access_log(&registry, offset);
+    assert_eq!(requests(&log, "HEAD", "shop/web", "manifests"), 1, "{log}");
+}
+
+#[tokio::test]
 async fn a_private_image_is_read_with_the_pods_pull_secret_after_a_wrong_one_is_refused() {
     let password = "s3cret-placement";
     let registry = TestRegistry::builder()

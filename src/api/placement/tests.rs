@@ -48,6 +48,7 @@ fn status_counts_serialize_where_the_printer_columns_read_them() {
             gated: 3,
             held: 1,
             released: 40,
+            ..PodCounts::default()
         },
         conditions: Vec::new(),
     };

@@ -88,9 +88,17 @@ fn a_selected_pod_is_gated_and_labelled_once_and_its_reinvocation_changes_nothin
         gated.metadata.labels.as_ref().unwrap()[POLICY_LABEL],
         "default"
     );
-    // Nothing else changed.
+    // Nothing else changed but the container's termination message policy.
     let mut without = gated.clone();
-    without.spec.as_mut().unwrap().scheduling_gates = None;
+    let spec = without.spec.as_mut().unwrap();
+    spec.scheduling_gates = None;
+    assert_eq!(
+        spec.containers[0]
+            .termination_message_policy
+            .take()
+            .as_deref(),
+        Some("FallbackToLogsOnError")
+    );
     without.metadata.labels = None;
     assert_eq!(without, pod(&[("web", "nginx:1.27")]));
 

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::released::Releases;
+use super::released::Tally;
 use super::slots::NamespaceSlots;
 use crate::cluster::ClusterView;
 use crate::cluster::events::Notices;
@@ -68,7 +68,7 @@ pub struct Context {
     /// Namespace metadata, when the gate's route keeps it in memory (else read when needed).
     pub namespaces: Option<Store<PartialObjectMeta<Namespace>>>,
     /// The releases written, for the status keeper's released counts.
-    pub releases: Arc<Releases>,
+    pub releases: Arc<Tally>,
 }
 
 impl Context {

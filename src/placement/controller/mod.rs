@@ -3,9 +3,11 @@
 //! reconciled ([`reconcile`]) as they appear and again when their retry is due, all of them on
 //! becoming leader; the policies' status counts and `Ready` condition are kept by [`status`]
 //! (with the releases tallied by [`released`]: a released pod leaves the watch), node tainting
-//! by [`taints`].
+//! by [`taints`]; released pods whose containers fail with `exec format error` are reported by
+//! [`exec_errors`].
 
 pub mod context;
+pub mod exec_errors;
 pub mod pod_inputs;
 pub mod reconcile;
 pub mod released;

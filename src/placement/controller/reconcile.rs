@@ -22,7 +22,7 @@ use super::context::{Context, Unusable};
 use super::pod_inputs::{inspections, pull_secrets};
 use crate::api::PlacementPolicy;
 use crate::api::placement::pod::{Outcome, POLICY_LABEL, SCHEDULING_GATE};
-use crate::cluster::events::Notice;
+use crate::cluster::events::{Notice, Notices};
 use crate::placement::held::release_patch;
 use crate::placement::namespaces::read_labels;
 use crate::placement::policy::Policy;
@@ -161,7 +161,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         ctx.metrics.reconcile_succeeded(Feature::Placement);
         tracing::info!(pod = %pod.name_any(), namespace = ?pod.namespace(), %outcome, "placement decided");
     }
-    publish(&ctx, &pod, &plan.events);
+    publish(&ctx.notices, &pod, &plan.events, "Place");
     match plan.requeue {
         Some(wait) => {
             let now = Instant::now();
@@ -268,8 +268,9 @@ async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> ReleasePlan 
     plan
 }
 
-/// Each note queued as an Event on the pod and on its controlling owner.
-fn publish(ctx: &Context, pod: &Pod, notes: &[Note]) {
+/// Each note queued as an Event on the pod and on its controlling owner (its note naming the
+/// pod), for `action`.
+pub(super) fn publish(notices: &Notices, pod: &Pod, notes: &[Note], action: &'static str) {
     let on_pod = pod.object_ref(&());
     let owner = pod
         .owner_references()
@@ -290,11 +291,11 @@ fn publish(ctx: &Context, pod: &Pod, notes: &[Note]) {
             } else {
                 format!("pod {}: ", pod.name_any())
             };
-            ctx.notices.send(Notice {
+            notices.send(Notice {
                 on: on.clone(),
                 warning: note.warning,
                 reason: note.reason,
-                action: "Place",
+                action,
                 note: format!("{prefix}{}", note.message),
             });
         }

@@ -1,8 +1,9 @@
-//! The pods the controller released, per policy. A released pod leaves every replica's watch
-//! (see `placement::held`), so `status.pods.released` cannot be counted from the store: each
-//! release written is tallied here ([`Releases`]), and the status keeper adds the tally to the
-//! policy's running total ([`Totals`]) when it writes the status, so its work does not grow
-//! with the pods released either.
+//! The pods the controller released, and the exec format errors of released pods, per policy. A
+//! released pod leaves every replica's pod store (see `placement::held`), so
+//! `status.pods.released` and `status.pods.execFormatErrors` cannot be counted from it: each
+//! release written, and each failure reported, is tallied here ([`Tally`]), and the status keeper
+//! adds the tally to the policy's running total ([`Totals`]) when it writes the status, so its
+//! work does not grow with the pods released either.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -11,15 +12,16 @@ use kube::ResourceExt;
 use tokio::sync::Notify;
 
 use crate::api::PlacementPolicy;
+use crate::api::placement::PodCounts;
 
-/// Releases written since the status keeper last took them, by policy name.
+/// Tally written since the status keeper last took them, by policy name.
 #[derive(Debug, Default)]
-pub struct Releases {
+pub struct Tally {
     fresh: Mutex<BTreeMap<String, i32>>,
     added: Notify,
 }
 
-impl Releases {
+impl Tally {
     fn fresh(&self) -> MutexGuard<'_, BTreeMap<String, i32>> {
         // The map stays whole whatever panicked while holding it.
         self.fresh.lock().unwrap_or_else(PoisonError::into_inner)
@@ -39,26 +41,43 @@ impl Releases {
         std::mem::take(&mut *self.fresh())
     }
 
-    /// Resolves after the next [`Releases::add`] (or at once if one came since the last wait).
+    /// Resolves after the next [`Tally::add`] (or at once if one came since the last wait).
     pub async fn added(&self) {
         self.added.notified().await;
     }
 }
 
-/// The released total last written for each policy, by uid: the stored status can lag behind
+/// One running total last written for each policy, by uid: the stored status can lag behind
 /// the keeper's own last write, and a policy deleted and created again under its name starts
 /// from zero.
-#[derive(Debug, Default)]
-pub struct Totals(HashMap<String, i32>);
+#[derive(Debug)]
+pub struct Totals {
+    /// Which count of the stored status the total is.
+    stored: fn(&PodCounts) -> i32,
+    written: HashMap<String, i32>,
+}
 
 impl Totals {
+    /// The totals of the count `stored` reads from a policy's status.
+    pub fn of(stored: fn(&PodCounts) -> i32) -> Self {
+        Totals {
+            stored,
+            written: HashMap::new(),
+        }
+    }
+
     /// The total to write for `policy` with `fresh` more releases: what this keeper last
     /// wrote for it, else what its stored status says (written by an earlier leader).
     pub fn total(&self, policy: &PlacementPolicy, fresh: i32) -> i32 {
         let base = policy
             .uid()
-            .and_then(|uid| self.0.get(&uid).copied())
-            .or_else(|| policy.status.as_ref().map(|status| status.pods.released))
+            .and_then(|uid| self.written.get(&uid).copied())
+            .or_else(|| {
+                policy
+                    .status
+                    .as_ref()
+                    .map(|status| (self.stored)(&status.pods))
+            })
             .unwrap_or_default();
         base.saturating_add(fresh)
     }
@@ -66,13 +85,13 @@ impl Totals {
     /// Records that `total` was written for `policy`.
     pub fn written(&mut self, policy: &PlacementPolicy, total: i32) {
         if let Some(uid) = policy.uid() {
-            self.0.insert(uid, total);
+            self.written.insert(uid, total);
         }
     }
 
     /// Forgets every total (leadership lost: the next leader's writes may follow).
     pub fn clear(&mut self) {
-        self.0.clear();
+        self.written.clear();
     }
 
     /// Forgets the policies no longer stored.
@@ -81,14 +100,14 @@ impl Totals {
             .into_iter()
             .filter_map(|policy| policy.uid())
             .collect();
-        self.0.retain(|uid, _| stored.contains(uid));
+        self.written.retain(|uid, _| stored.contains(uid));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::placement::{PlacementPolicyStatus, PodCounts};
+    use crate::api::placement::PlacementPolicyStatus;
 
     fn policy(uid: &str, stored_released: Option<i32>) -> PlacementPolicy {
         let spec = serde_json::from_value(serde_json::json!({})).unwrap();
@@ -106,7 +125,7 @@ mod tests {
 
     #[test]
     fn releases_are_taken_once_by_policy() {
-        let releases = Releases::default();
+        let releases = Tally::default();
         releases.add("web", 1);
         releases.add("web", 1);
         releases.add("batch", 1);
@@ -119,7 +138,7 @@ mod tests {
 
     #[test]
     fn the_total_adds_to_the_last_write_even_before_the_store_shows_it() {
-        let mut totals = Totals::default();
+        let mut totals = Totals::of(|pods| pods.released);
         let stale = policy("u-1", Some(10));
         assert_eq!(
             totals.total(&stale, 3),

@@ -1,9 +1,10 @@
 //! Every PlacementPolicy's status (leader only): `observedGeneration`, the counts of the pods it
 //! gated by state, and `Ready` (its selectors and durations read, or why not). The gated and held
 //! counts are recomputed from the compiled policies and the pod store (which holds no released
-//! pod) when the policies are compiled anew, a watched pod changes or a release is written, at
-//! most once per [`PAUSE`]; the released count is a running total the releases add to
-//! ([`super::released`]). Written only when it differs from what is stored.
+//! pod) when the policies are compiled anew, a watched pod changes, a release is written or an
+//! exec format error reported, at most once per [`PAUSE`]; the released and exec format error
+//! counts are running totals those add to ([`super::released`]). Written only when it differs
+//! from what is stored.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
-use super::released::{Releases, Totals};
+use super::released::{Tally, Totals};
 use crate::api::placement::{PlacementPolicyStatus, PlacementReason, PodCounts};
 use crate::api::{ConditionType, FIELD_MANAGER, PlacementPolicy, WantedCondition, merge_condition};
 use crate::cluster::ClusterView;
@@ -28,12 +29,21 @@ use crate::telemetry::Metrics;
 /// Least time between two passes (a burst of pod changes makes one pass).
 pub const PAUSE: Duration = Duration::from_millis(500);
 
-/// The status a compiled policy should have, given every watched pod's counts and its released
-/// total; the stored condition's transition time is kept while its status is unchanged.
+/// The running totals of a policy's status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Running {
+    /// Pods released.
+    pub released: i32,
+    /// Exec format errors reported.
+    pub exec_format_errors: i32,
+}
+
+/// The status a compiled policy should have, given every watched pod's counts and its running
+/// totals; the stored condition's transition time is kept while its status is unchanged.
 pub fn desired(
     compiled: &Compiled,
     counts: &BTreeMap<String, PodCounts>,
-    released: i32,
+    running: Running,
     now: Timestamp,
 ) -> PlacementPolicyStatus {
     let policy = &compiled.stored;
@@ -55,7 +65,8 @@ pub fn desired(
     PlacementPolicyStatus {
         observed_generation: policy.metadata.generation,
         pods: PodCounts {
-            released,
+            released: running.released,
+            exec_format_errors: running.exec_format_errors,
             ..counts.get(&policy.name_any()).cloned().unwrap_or_default()
         },
         conditions: vec![merge_condition(
@@ -67,26 +78,48 @@ pub fn desired(
     }
 }
 
+/// Wakes each time `tally` counts something.
+fn added(tally: Arc<Tally>) -> impl futures_util::Stream<Item = ()> {
+    futures_util::stream::unfold(tally, |tally| async move {
+        tally.added().await;
+        Some(((), tally))
+    })
+}
+
+/// What the status keeper reads.
+pub struct Keeper {
+    pub cluster: ClusterView,
+    pub policies: UsablePolicies,
+    pub pods: Reflected<Pod>,
+    /// Releases written.
+    pub releases: Arc<Tally>,
+    /// Exec format errors reported.
+    pub exec_errors: Arc<Tally>,
+    pub metrics: Arc<Metrics>,
+}
+
 /// Keeps the status of every policy until the streams end.
-pub async fn keep(
-    cluster: ClusterView,
-    policies: UsablePolicies,
-    pods: Reflected<Pod>,
-    releases: Arc<Releases>,
-    metrics: Arc<Metrics>,
-) {
-    let released = futures_util::stream::unfold(Arc::clone(&releases), |releases| async move {
-        releases.added().await;
-        Some(((), releases))
-    });
+pub async fn keep(keeper: Keeper) {
+    let Keeper {
+        cluster,
+        policies,
+        pods,
+        releases,
+        exec_errors,
+        metrics,
+    } = keeper;
     let changes = futures_util::stream::select(
         futures_util::stream::select(policies.changes(), pods.subscribe().map(|_| ())),
-        released,
+        futures_util::stream::select(
+            added(Arc::clone(&releases)),
+            added(Arc::clone(&exec_errors)),
+        ),
     )
     .ready_chunks(1024);
     let mut changes = std::pin::pin!(changes);
     let api: Api<PlacementPolicy> = Api::all(cluster.client.clone());
-    let mut totals = Totals::default();
+    let mut totals = Totals::of(|pods| pods.released);
+    let mut failures = Totals::of(|pods| pods.exec_format_errors);
     while changes.next().await.is_some() {
         // Every replica holds the same pods (what its memory grows with): shown on each.
         if pods.synced() {
@@ -95,7 +128,9 @@ pub async fn keep(
         if !cluster.leadership.is_leader() {
             metrics.clear_placement();
             totals.clear();
+            failures.clear();
             releases.take();
+            exec_errors.take();
             continue;
         }
         if !policies.stored() || !pods.synced() {
@@ -106,16 +141,23 @@ pub async fn keep(
         let set = policies.set();
         record(&metrics, &set, &pod_state);
         totals.retain(set.all.iter().map(|compiled| compiled.stored.as_ref()));
-        // Releases of policies no longer stored are dropped with them.
+        failures.retain(set.all.iter().map(|compiled| compiled.stored.as_ref()));
+        // Counts of policies no longer stored are dropped with them.
         let mut fresh = releases.take();
+        let mut failed = exec_errors.take();
         for compiled in &set.all {
             let policy = &compiled.stored;
             let name = policy.name_any();
             let added = fresh.remove(&name).unwrap_or_default();
-            let total = totals.total(policy, added);
-            let status = desired(compiled, &counted, total, Timestamp::now());
+            let added_failures = failed.remove(&name).unwrap_or_default();
+            let running = Running {
+                released: totals.total(policy, added),
+                exec_format_errors: failures.total(policy, added_failures),
+            };
+            let status = desired(compiled, &counted, running, Timestamp::now());
             if policy.status.as_ref() == Some(&status) {
-                totals.written(policy, total);
+                totals.written(policy, running.released);
+                failures.written(policy, running.exec_format_errors);
                 continue;
             }
             let patch = serde_json::json!({
@@ -133,12 +175,16 @@ pub async fn keep(
             {
                 Ok(_) => {
                     metrics.status_written();
-                    totals.written(policy, total);
+                    totals.written(policy, running.released);
+                    failures.written(policy, running.exec_format_errors);
                 }
                 Err(err) => {
                     // Counted again on the next pass.
                     if added > 0 {
                         releases.add(&name, added);
+                    }
+                    if added_failures > 0 {
+                        exec_errors.add(&name, added_failures);
                     }
                     tracing::warn!(policy = %name, error = %err, "failed to write the placement policy's status")
                 }
@@ -189,16 +235,22 @@ mod tests {
                 gated: 2,
                 held: 1,
                 released: 0,
+                ..PodCounts::default()
             },
         )]);
         let mut policy = stored("arm", json!({}));
-        let first = desired(&compiled(&policy), &counted, 7, Timestamp::UNIX_EPOCH);
+        let running = Running {
+            released: 7,
+            exec_format_errors: 2,
+        };
+        let first = desired(&compiled(&policy), &counted, running, Timestamp::UNIX_EPOCH);
         assert_eq!(
             first.pods,
             PodCounts {
                 gated: 2,
                 held: 1,
-                released: 7
+                released: 7,
+                exec_format_errors: 2,
             }
         );
         assert_eq!(first.observed_generation, Some(3));
@@ -210,7 +262,7 @@ mod tests {
             ("True", "Valid")
         );
         policy.status = Some(first.clone());
-        let again = desired(&compiled(&policy), &counted, 7, Timestamp::now());
+        let again = desired(&compiled(&policy), &counted, running, Timestamp::now());
         assert_eq!(again, first, "nothing changed: nothing to write");
     }
 
@@ -223,7 +275,7 @@ mod tests {
         let status = desired(
             &compiled(&policy),
             &BTreeMap::new(),
-            0,
+            Running::default(),
             Timestamp::UNIX_EPOCH,
         );
         let ready = &status.conditions[0];

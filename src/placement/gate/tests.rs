@@ -45,10 +45,56 @@ fn a_selected_pod_gets_the_gate_and_the_label_and_nothing_else() {
     );
     let mut expected = gated.clone();
     expected.metadata.labels = None;
-    expected.spec.as_mut().unwrap().scheduling_gates = None;
+    let spec = expected.spec.as_mut().unwrap();
+    spec.scheduling_gates = None;
+    assert_eq!(
+        spec.containers[0]
+            .termination_message_policy
+            .take()
+            .as_deref(),
+        Some("FallbackToLogsOnError")
+    );
     assert_eq!(
         expected, original,
-        "nothing but the gate and the label changed"
+        "nothing but the gate, the label and the termination message policy changed"
+    );
+}
+
+#[test]
+fn containers_left_at_file_report_their_log_tail_and_a_chosen_policy_is_kept() {
+    let policy = web();
+    let mut original = pod(&[("unset", "a:1"), ("file", "b:1"), ("chosen", "c:1")]);
+    let spec = original.spec.as_mut().unwrap();
+    spec.containers[1].termination_message_policy = Some("File".into());
+    spec.containers[2].termination_message_policy = Some("FallbackToLogsOnError".into());
+    spec.init_containers = Some(vec![k8s_openapi::api::core::v1::Container {
+        name: "setup".into(),
+        image: Some("d:1".into()),
+        ..Default::default()
+    }]);
+    let patch = gate_patch(plan(&original, Selection::Selected(&policy)));
+    let text = serde_json::to_string(&patch).unwrap();
+    assert!(
+        !text.contains("/spec/containers/2/"),
+        "the chosen policy is not written again: {text}"
+    );
+    let gated = patched(&original, &patch);
+    let spec = gated.spec.unwrap();
+    let policies: Vec<_> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .map(|c| (c.name.as_str(), c.termination_message_policy.as_deref()))
+        .collect();
+    assert_eq!(
+        policies,
+        [
+            ("setup", Some("FallbackToLogsOnError")),
+            ("unset", Some("FallbackToLogsOnError")),
+            ("file", Some("FallbackToLogsOnError")),
+            ("chosen", Some("FallbackToLogsOnError")),
+        ]
     );
 }
 
@@ -223,6 +269,11 @@ proptest! {
             }
         }
         prop_assert_eq!(plan(&after, Selection::Selected(&policy)), GatePlan::Leave(Leave::AlreadyGated));
-        prop_assert_eq!(&after.spec.as_ref().unwrap().containers, &pod.spec.as_ref().unwrap().containers);
+        let mut containers = after.spec.as_ref().unwrap().containers.clone();
+        for container in &mut containers {
+            let policy = container.termination_message_policy.take();
+            prop_assert_eq!(policy.as_deref(), Some("FallbackToLogsOnError"));
+        }
+        prop_assert_eq!(&containers, &pod.spec.as_ref().unwrap().containers);
     }
 }

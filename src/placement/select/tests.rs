@@ -97,6 +97,28 @@ fn always_excluded_pods_are_never_selected_by_an_all_selecting_policy() {
 }
 
 #[test]
+fn a_namespace_labelled_out_keeps_all_its_pods_out_of_every_policy_and_the_recheck() {
+    let everywhere = policy("all", json!({}));
+    let policies = [everywhere.clone()];
+    let base = pod(&[("web", "app:v1")]);
+    let out = map(&[(ENABLED_LABEL, OPT_OUT_VALUE), ("team", "a")]);
+    assert_eq!(
+        select(&base, in_namespace("legacy", &out), OWN, &policies),
+        Selection::Excluded(Exclusion::NamespaceOptedOut)
+    );
+    assert_eq!(
+        recheck(&base, in_namespace("legacy", &out), OWN, &everywhere),
+        Err(NotSelected::Excluded(Exclusion::NamespaceOptedOut)),
+        "a pod gated by hand there is released untouched"
+    );
+    let on = map(&[(ENABLED_LABEL, "true")]);
+    assert!(matches!(
+        select(&base, in_namespace("legacy", &on), OWN, &policies),
+        Selection::Selected(_)
+    ));
+}
+
+#[test]
 fn near_misses_of_the_exclusions_are_selected() {
     let policies = [policy("all", json!({}))];
     let labels = map(&[]);

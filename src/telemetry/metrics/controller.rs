@@ -19,6 +19,7 @@ pub(super) struct ControllerMetrics {
     pub policies: Family<ConditionLabels, Gauge>,
     pub leader: Gauge,
     pub placements: Family<PlacementLabels, Counter>,
+    pub exec_format_errors: Counter,
 }
 
 impl ControllerMetrics {
@@ -73,6 +74,11 @@ impl ControllerMetrics {
                 "placements",
                 "Gated pods decided by the placement controller, by outcome",
                 Family::default(),
+            ),
+            exec_format_errors: registry.add(
+                "exec_format_errors",
+                "Containers of pods placement released that failed with exec format error (their node's CPU cannot run their image), each failed restart once",
+                Counter::default(),
             ),
         }
     }

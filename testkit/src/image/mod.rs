@@ -4,8 +4,10 @@
 //! containerd imports it as a tar (the real node's sandbox image). The recipes of the images the
 //! project builds this way (ocifit's own, the flavor images, pause) are in `recipes`.
 
+mod elf;
 mod recipes;
 
+pub use elf::{foreign_architecture, foreign_image};
 pub use recipes::{flavor_image, ocifit_image, pause_image, registry_image, step_image};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -150,6 +152,12 @@ impl ImageBuilder {
     /// A symbolic link at `path` to `target`.
     pub fn symlink(mut self, path: &str, target: &str) -> Self {
         self.insert(path, Content::Symlink(target.into()), 0o777, 0);
+        self
+    }
+
+    /// The platform's architecture the config says (this machine's unless set).
+    pub fn architecture(mut self, architecture: &str) -> Self {
+        self.architecture = architecture.into();
         self
     }
 

@@ -1,6 +1,7 @@
 //! Platform placement: the gate, the controller that releases pods, node tainting and the way out.
 
 mod end_to_end;
+mod exec_format;
 mod node_labels;
 mod real_node;
 mod registry;

@@ -131,7 +131,10 @@ async fn the_placement_gate_comes_second_fails_open_and_never_sees_opted_out_or_
     );
     assert_eq!(
         gate["namespaceSelector"],
-        json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]}]})
+        json!({"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NAMESPACE]},
+            {"key": "placement.ocifit.io/enabled", "operator": "NotIn", "values": ["false"]}
+        ]})
     );
     let off = documents(&render(&["placement.enabled=false"]).await.unwrap());
     let configuration = find(&off, "MutatingWebhookConfiguration", "ocifit");

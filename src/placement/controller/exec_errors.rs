@@ -1,0 +1,144 @@
+//! Exec format errors of the pods placement released (every replica watches; the leader reports):
+//! a watch of the released pods (a label selector) read as each pod comes and never stored, so
+//! what a replica holds does not grow with them; only which failed instances each pod's status
+//! still shows is kept ([`Seen`]). Each new failure is a Warning Event `ExecFormatError` on the
+//! pod and its controlling owner, one count in `ocifit_exec_format_errors_total` and in its
+//! policy's `status.pods.execFormatErrors`, and the image's cached tag and platforms are dropped
+//! so the next pod is placed from a fresh inspection. A replica that is not leading remembers
+//! what it saw all the same, so a new leader reports only what fails after it took over; a
+//! replica that starts reports once what statuses show then.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher::Event;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+
+use super::released::Tally;
+use crate::api::placement::pod::{OUTCOME_ANNOTATION, POLICY_LABEL};
+use crate::cluster::ClusterView;
+use crate::cluster::events::Notices;
+use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
+use crate::placement::exec_format::{
+    Failure, Known, Seen, describe, failures, inspected_digest, spec_image,
+};
+use crate::placement::held;
+use crate::placement::release::Note;
+use crate::platform::NodePlatform;
+use crate::registry::{Inspector, parse_reference};
+use crate::telemetry::Metrics;
+
+/// The Event's reason.
+pub const REASON: &str = "ExecFormatError";
+
+/// What the reporter reads and writes.
+pub struct Reporter {
+    pub cluster: ClusterView,
+    pub inspector: Inspector,
+    pub notices: Notices,
+    pub metrics: Arc<Metrics>,
+    /// Failures reported, by policy, for the status keeper.
+    pub tally: Arc<Tally>,
+}
+
+impl Reporter {
+    /// Watches the released pods until the stream ends.
+    pub async fn watch_released(self) {
+        let events = watcher(
+            Api::<Pod>::all(self.cluster.client.clone()),
+            watcher::Config::default()
+                .labels(&held::released().to_string())
+                .page_size(UNTRUSTED_LIST_PAGE),
+        )
+        .backoff(crate::process::watch_backoff());
+        let mut events = std::pin::pin!(events);
+        let mut seen = Seen::default();
+        // The pods a relist showed: what `seen` keeps of any other was deleted meanwhile.
+        let mut relisted: HashSet<String> = HashSet::new();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Event::Apply(pod)) => self.look(&mut seen, &pod).await,
+                Ok(Event::InitApply(pod)) => {
+                    relisted.insert(pod.uid().unwrap_or_default());
+                    self.look(&mut seen, &pod).await;
+                }
+                Ok(Event::Delete(pod)) => seen.forget(&pod.uid().unwrap_or_default()),
+                Ok(Event::Init) => relisted.clear(),
+                Ok(Event::InitDone) => seen.retain(|uid| relisted.contains(uid)),
+                Err(err) => tracing::debug!(error = %err, "released pod watch"),
+            }
+        }
+    }
+
+    /// Reports what `pod`'s status shows for the first time (on the leader).
+    async fn look(&self, seen: &mut Seen, pod: &Pod) {
+        let fresh = seen.fresh(&pod.uid().unwrap_or_default(), failures(pod));
+        if fresh.is_empty() || !self.cluster.leadership.is_leader() {
+            return;
+        }
+        for failure in fresh {
+            self.report(pod, &failure).await;
+        }
+    }
+
+    async fn report(&self, pod: &Pod, failure: &Failure) {
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.node_name.clone())
+            .unwrap_or_default();
+        let platform = self
+            .cluster
+            .nodes
+            .store()
+            .get(&kube::runtime::reflector::ObjectRef::new(&node))
+            .map_or_else(
+                || "platform unknown".to_owned(),
+                |stored| NodePlatform::from_labels(&stored.labels_where(|_| true)).to_string(),
+            );
+        let inspected = inspected_digest(pod, &failure.container);
+        let image = parse_reference(spec_image(pod, failure)).ok();
+        let known = match (&image, inspected) {
+            (Some(image), Some(digest)) => {
+                match self.inspector.cached_platforms(image, &digest).await {
+                    Some(platforms) => Known::Platforms {
+                        digest,
+                        platforms: platforms.as_ref().clone(),
+                    },
+                    None => Known::Digest(digest),
+                }
+            }
+            _ => Known::Nothing,
+        };
+        let outcome = pod
+            .annotations()
+            .get(OUTCOME_ANNOTATION)
+            .map(String::as_str);
+        let message = describe(failure, &node, &platform, outcome, &known);
+        tracing::warn!(pod = %pod.name_any(), namespace = ?pod.namespace(), %message, "exec format error");
+        super::reconcile::publish(
+            &self.notices,
+            pod,
+            &[Note {
+                warning: true,
+                reason: REASON,
+                message,
+            }],
+            "Run",
+        );
+        self.metrics.exec_format_error();
+        if let Some(policy) = pod.labels().get(POLICY_LABEL) {
+            self.tally.add(policy, 1);
+        }
+        if let Some(image) = image {
+            let mut digests: Vec<&str> = failure.ran_digest().into_iter().collect();
+            if let Known::Platforms { digest, .. } | Known::Digest(digest) = &known {
+                digests.push(digest);
+            }
+            self.inspector.forget(&image, &digests).await;
+        }
+    }
+}

@@ -8,4 +8,7 @@ mod metrics;
 
 pub use admin::{Health, admin_server};
 pub use logs::{LogFormat, LogsError, error_chain, init_logs};
-pub use metrics::{Feature, Metrics, PolicyGates, ReconcileResult, ScrapeFn, StepTransfer};
+pub use metrics::{
+    Certificate, Controller, Metrics, PolicyGates, ReconcileResult, ScrapeFn, StepTransfer,
+    snake_case,
+};

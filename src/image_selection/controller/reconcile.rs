@@ -24,7 +24,7 @@ use crate::image_selection::planner::managed::is_managed;
 use crate::image_selection::resolution::platform::Platforms;
 use crate::image_selection::resolution::status::bound::Limits;
 use crate::image_selection::resolution::status::{ArtifactState, Inputs, compute};
-use crate::telemetry::{ReconcileResult, error_chain};
+use crate::telemetry::{Controller, ReconcileResult, error_chain};
 
 /// How soon a managed policy whose share is busy is looked at again.
 const SHARE_BUSY: Duration = Duration::from_secs(2);
@@ -36,7 +36,8 @@ pub async fn reconcile(
 ) -> Result<Action, Error> {
     let started = Instant::now();
     if !ctx.cluster.leadership.is_leader() {
-        ctx.metrics.reconciled(ReconcileResult::NotLeader, 0.0);
+        ctx.metrics
+            .reconciled(Controller::ImageSelection, ReconcileResult::NotLeader, 0.0);
         return Ok(Action::await_change());
     }
     let name = policy.name_any();
@@ -46,13 +47,18 @@ pub async fn reconcile(
         Ok((_, artifact_ok)) => {
             ctx.api_succeeded(&name);
             let label = if *artifact_ok {
+                ctx.metrics.reconcile_succeeded(Controller::ImageSelection);
                 ReconcileResult::Ok
             } else {
                 ReconcileResult::ArtifactError
             };
-            ctx.metrics.reconciled(label, seconds);
+            ctx.metrics
+                .reconciled(Controller::ImageSelection, label, seconds);
         }
-        Err(_) => ctx.metrics.reconciled(ReconcileResult::ApiError, seconds),
+        Err(_) => {
+            ctx.metrics
+                .reconciled(Controller::ImageSelection, ReconcileResult::Error, seconds)
+        }
     }
     tracing::debug!(policy = %name, seconds, "reconciled");
     result.map(|(action, _)| action)

@@ -109,10 +109,10 @@ struct StoreLabels {
 /// Reads extra metrics at scrape time (the registry client's counters).
 pub type ScrapeFn = Box<dyn Fn(&mut DescriptorEncoder<'_>) -> fmt::Result + Send + Sync>;
 
-/// The registry while the metrics are registered, noting each one's name and type.
+/// The registry while the metrics are registered, noting each one's name, type and help.
 struct Registering {
     registry: Registry,
-    catalogue: Vec<(String, String)>,
+    catalogue: Vec<(String, String, String)>,
 }
 
 impl Registering {
@@ -130,8 +130,11 @@ impl Registering {
         } else {
             ""
         };
-        self.catalogue
-            .push((format!("ocifit_{name}{suffix}"), kind.as_str().to_owned()));
+        self.catalogue.push((
+            format!("ocifit_{name}{suffix}"),
+            kind.as_str().to_owned(),
+            help.to_owned(),
+        ));
         self.registry.register(name, help, metric.clone());
         metric
     }
@@ -142,7 +145,7 @@ pub struct Metrics {
     registry: Registry,
     /// The `process_*` metrics, without the `ocifit_` prefix (Prometheus's own names for them).
     process: Registry,
-    catalogue: Vec<(String, String)>,
+    catalogue: Vec<(String, String, String)>,
     controller: controller::ControllerMetrics,
     admission: admission::AdmissionMetrics,
     features: features::FeatureGauges,
@@ -341,9 +344,10 @@ impl Metrics {
         self.admission.index_rebuilds.get()
     }
 
-    /// Every registered metric's name as a scrape shows it (a counter with `_total`) and its
-    /// type, whether or not it has a sample yet (scrape-time metrics are in the exposition).
-    pub fn catalogue(&self) -> &[(String, String)] {
+    /// Every registered metric's name as a scrape shows it (a counter with `_total`), its type
+    /// and its help, whether or not it has a sample yet (a scrape leaves out a family without
+    /// one; scrape-time metrics are in the exposition).
+    pub fn catalogue(&self) -> &[(String, String, String)] {
         &self.catalogue
     }
 

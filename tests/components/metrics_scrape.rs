@@ -100,11 +100,7 @@ fn start_prometheus(dir: &Path, target: SocketAddr, address: SocketAddr) -> toki
             format!("--web.listen-address={address}"),
         ])
         .stdout(std::process::Stdio::null())
-        .stderr(
-            std::fs::File::create(dir.join("prometheus.log"))
-                .expect("log")
-                .into(),
-        )
+        .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("log"))
         .kill_on_drop(true)
         .spawn()
         .expect("prometheus starts")
@@ -114,7 +110,10 @@ fn start_prometheus(dir: &Path, target: SocketAddr, address: SocketAddr) -> toki
 async fn scraped_target(prometheus: SocketAddr) -> Value {
     let start = Instant::now();
     loop {
-        if let (200, _, body) = get(prometheus, "/api/v1/targets", None).await
+        // Until Prometheus listens, its port refuses.
+        let listening = tokio::net::TcpStream::connect(prometheus).await.is_ok();
+        if listening
+            && let (200, _, body) = get(prometheus, "/api/v1/targets", None).await
             && let Ok(answer) = serde_json::from_str::<Value>(&body)
             && let Some(target) = answer["data"]["activeTargets"].get(0)
             && target["health"] != "unknown"

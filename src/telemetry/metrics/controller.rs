@@ -48,7 +48,7 @@ impl ControllerMetrics {
             ),
             status_writes: registry.add(
                 "status_writes",
-                "Policy status writes (server-side apply); a pass with nothing new writes nothing",
+                "ImageSelectionPolicy status writes (server-side apply); a pass with nothing new writes nothing",
                 Counter::default(),
             ),
             events: registry.add(

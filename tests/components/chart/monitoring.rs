@@ -144,7 +144,9 @@ async fn the_prometheus_rule_carries_the_same_groups_with_the_chart_values_fille
             .any(|e| e.contains("< 3 or absent(up{job=\"ocifit-metrics\"} == 1)")),
         "{exprs:?}"
     );
-    assert!(!manifests.contains("__"), "a placeholder left unfilled");
+    for placeholder in ["__JOB__", "__REPLICAS__", "__LATENCY_SECONDS__"] {
+        assert!(!manifests.contains(placeholder), "{placeholder} left unfilled");
+    }
     // `auto` (the default) renders a PrometheusRule where the cluster serves its API.
     let chart = ocifit_testkit::chart::chart_dir();
     let detected = ocifit_testkit::chart::helm(

@@ -32,6 +32,8 @@ use crate::api::{ArtifactCache, ArtifactCacheStatus, CacheReason, FIELD_MANAGER}
 use crate::cluster::ClusterView;
 use crate::cluster::events::{EventReporter, Notice};
 use crate::cluster::reflected::{Change, Reflected};
+use tracing::Instrument;
+
 use crate::telemetry::{self, Metrics, error_chain};
 
 mod objects;
@@ -145,7 +147,11 @@ async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Actio
         return Ok(Action::await_change());
     }
     let started = std::time::Instant::now();
-    let result = reconcile_cache(&cache, &ctx).await;
+    let result = reconcile_cache(&cache, &ctx)
+        .instrument(telemetry::reconcile_span(
+            telemetry::Controller::ArtifactCache,
+        ))
+        .await;
     let seconds = started.elapsed().as_secs_f64();
     ctx.metrics.reconciled(
         telemetry::Controller::ArtifactCache,

@@ -48,7 +48,10 @@ fn served() -> Vec<(String, String, String)> {
 fn table(served: &[(String, String, String)]) -> String {
     let mut table = String::from("| metric | type | help |\n|---|---|---|");
     for (name, kind, help) in served {
-        table.push_str(&format!("\n| `{name}` | {kind} | {} |", help.replace('|', "\\|")));
+        table.push_str(&format!(
+            "\n| `{name}` | {kind} | {} |",
+            help.replace('|', "\\|")
+        ));
     }
     table
 }

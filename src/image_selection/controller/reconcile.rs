@@ -24,7 +24,9 @@ use crate::image_selection::planner::managed::is_managed;
 use crate::image_selection::resolution::platform::Platforms;
 use crate::image_selection::resolution::status::bound::Limits;
 use crate::image_selection::resolution::status::{ArtifactState, Inputs, compute};
-use crate::telemetry::{Controller, ReconcileResult, error_chain};
+use tracing::Instrument;
+
+use crate::telemetry::{Controller, ReconcileResult, error_chain, reconcile_span};
 
 /// How soon a managed policy whose share is busy is looked at again.
 const SHARE_BUSY: Duration = Duration::from_secs(2);
@@ -41,7 +43,9 @@ pub async fn reconcile(
         return Ok(Action::await_change());
     }
     let name = policy.name_any();
-    let result = reconcile_policy(&policy, &name, &ctx).await;
+    let result = reconcile_policy(&policy, &name, &ctx)
+        .instrument(reconcile_span(Controller::ImageSelection))
+        .await;
     let seconds = started.elapsed().as_secs_f64();
     match &result {
         Ok((_, artifact_ok)) => {

@@ -29,7 +29,9 @@ use crate::placement::policy::Policy;
 use crate::placement::release::{self, Note, ReleasePlan};
 use crate::placement::retries::images;
 use crate::placement::select::{Namespace, NotSelected, recheck};
-use crate::telemetry::{Controller, ReconcileResult};
+use tracing::Instrument;
+
+use crate::telemetry::{Controller, ReconcileResult, reconcile_span};
 
 /// How soon to look again after the pod changed under our update.
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
@@ -92,7 +94,9 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         return Ok(Action::await_change());
     }
     let started = Instant::now();
-    let result = reconcile_pod(pod, &ctx).await;
+    let result = reconcile_pod(pod, &ctx)
+        .instrument(reconcile_span(Controller::Placement))
+        .await;
     let seconds = started.elapsed().as_secs_f64();
     ctx.metrics
         .reconciled(Controller::Placement, ReconcileResult::of(&result), seconds);

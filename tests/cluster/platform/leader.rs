@@ -72,7 +72,8 @@ async fn the_leader_writes_and_the_follower_only_counts_not_leader(
             >= 1.0
     );
     assert_eq!(
-        b.metric("ocifit_reconciles_total{controller=\"image_selection\",result=\"ok\"}").await,
+        b.metric("ocifit_reconciles_total{controller=\"image_selection\",result=\"ok\"}")
+            .await,
         0.0
     );
 }

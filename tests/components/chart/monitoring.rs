@@ -145,7 +145,10 @@ async fn the_prometheus_rule_carries_the_same_groups_with_the_chart_values_fille
         "{exprs:?}"
     );
     for placeholder in ["__JOB__", "__REPLICAS__", "__LATENCY_SECONDS__"] {
-        assert!(!manifests.contains(placeholder), "{placeholder} left unfilled");
+        assert!(
+            !manifests.contains(placeholder),
+            "{placeholder} left unfilled"
+        );
     }
     // `auto` (the default) renders a PrometheusRule where the cluster serves its API.
     let chart = ocifit_testkit::chart::chart_dir();

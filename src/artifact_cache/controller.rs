@@ -147,7 +147,7 @@ async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Actio
         return Ok(Action::await_change());
     }
     let started = std::time::Instant::now();
-    let result = reconcile_cache(&cache, &ctx)
+    let result = reconcile_cache(cache, Arc::clone(&ctx))
         .instrument(telemetry::reconcile_span(
             telemetry::Controller::ArtifactCache,
         ))
@@ -161,7 +161,7 @@ async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Actio
     result
 }
 
-async fn reconcile_cache(cache: &ArtifactCache, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile_cache(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Action, Error> {
     if cache.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }

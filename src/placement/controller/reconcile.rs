@@ -94,7 +94,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
         return Ok(Action::await_change());
     }
     let started = Instant::now();
-    let result = reconcile_pod(pod, &ctx)
+    let result = reconcile_pod(pod, Arc::clone(&ctx))
         .instrument(reconcile_span(Controller::Placement))
         .await;
     let seconds = started.elapsed().as_secs_f64();
@@ -103,7 +103,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     result
 }
 
-async fn reconcile_pod(pod: Arc<Pod>, ctx: &Arc<Context>) -> Result<Action, Error> {
+async fn reconcile_pod(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
     let uid = pod.uid().unwrap_or_default();
     if !gated(&pod) || pod.metadata.deletion_timestamp.is_some() {
         ctx.retries().forget(&uid);

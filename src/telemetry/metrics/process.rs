@@ -81,7 +81,6 @@ impl Metrics {
     /// Records when `certificate` expires, in seconds since the epoch.
     pub fn set_certificate_expiry(&self, certificate: Certificate, not_after: i64) {
         // Seconds since the epoch are exact in an f64 for the next 285 million years.
-        #[allow(clippy::cast_precision_loss)]
         let seconds = not_after as f64;
         self.own
             .certificate_expiry
@@ -110,15 +109,13 @@ struct Figures {
 fn read() -> procfs::ProcResult<Figures> {
     let me = procfs::process::Process::myself()?;
     let stat = me.stat()?;
-    #[allow(clippy::cast_precision_loss)] // clock ticks: exact far beyond a process's life
+    // Clock ticks are exact in an f64 far beyond a process's life.
     let ticks = procfs::ticks_per_second() as f64;
-    #[allow(clippy::cast_precision_loss)]
     let seconds = |t: u64| t as f64 / ticks;
     let max_fds = match me.limits()?.max_open_files.soft_limit {
         procfs::process::LimitValue::Value(n) => Some(n),
         procfs::process::LimitValue::Unlimited => None,
     };
-    #[allow(clippy::cast_precision_loss)]
     let boot = procfs::boot_time_secs()? as f64;
     Ok(Figures {
         cpu_seconds: seconds(stat.utime + stat.stime),

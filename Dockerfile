@@ -11,6 +11,8 @@
 # version, revision and creation labels.
 
 FROM docker.io/library/rust:1.95-bookworm AS build
+# The source revision `ocifit_build_info` reports (the release workflow passes the commit).
+ARG OCIFIT_REVISION
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked --bin ocifit \

@@ -14,7 +14,7 @@ pub const WORK: [&str; 4] = [
     "ocifit_reconciles_total",
     "ocifit_status_writes_total",
     "ocifit_webhook_index_rebuilds_total",
-    "ocifit_artifact_fetches_total",
+    "ocifit_image_selection_artifact_fetches_total",
 ];
 
 /// One thread's CPU so far.

@@ -29,11 +29,19 @@ pub use plan::{
 pub trait CertificateSink: Send + Sync {
     /// Serves this certificate chain and key (PEM) from now on, or says why it cannot.
     fn load(&self, cert_chain_pem: &[u8], key_pem: &[u8]) -> Result<(), TlsError>;
+
+    /// Told, after a load, when the CA that signed the loaded certificate expires (seconds
+    /// since the epoch); a sink that does not report it ignores it.
+    fn signed_by_ca_until(&self, _not_after: i64) {}
 }
 
 impl CertificateSink for ServingCert {
     fn load(&self, cert_chain_pem: &[u8], key_pem: &[u8]) -> Result<(), TlsError> {
         self.set_pem(cert_chain_pem, key_pem)
+    }
+
+    fn signed_by_ca_until(&self, not_after: i64) {
+        ServingCert::signed_by_ca_until(self, not_after);
     }
 }
 

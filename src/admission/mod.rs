@@ -97,7 +97,7 @@ pub fn serve(
     leading: watch::Receiver<bool>,
     shutdown: Shutdown,
 ) -> Result<Running, ServerError> {
-    let cert = ServingCert::new();
+    let cert = ServingCert::reporting(Arc::clone(&metrics));
     let (name, source): (&'static str, BoxFuture<'static, ()>) = match settings.certificates {
         CertificateSource::Files { cert: chain, key } => (
             "certificate files",

@@ -20,12 +20,13 @@ use actix_web::dev::Server;
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
 
 use super::review::shape;
 use super::review::{Answer, MAX_BODY_BYTES, Refused};
 use super::route::{Handler, Route, Undecided};
 use super::tls::{ServingCert, TlsError, Uncertified};
-use crate::telemetry::Metrics;
+use crate::telemetry::{Metrics, review_span};
 use peers::Peers;
 
 mod peers;
@@ -230,7 +231,9 @@ pub fn admission_server(
 
 async fn admit(served: web::Data<Served>, http: HttpRequest, body: web::Payload) -> HttpResponse {
     let started = Instant::now();
-    let answer = answer(&served, &http, body, started + served.deadline).await;
+    let answer = answer(&served, &http, body, started + served.deadline)
+        .instrument(review_span(&served.path))
+        .await;
     served.metrics.admitted(
         &served.path,
         answer.outcome,
@@ -310,7 +313,10 @@ async fn answer(
     let body = Arc::new(body);
     let planning = Arc::clone(&body);
     let (uid_sender, uid) = tokio::sync::oneshot::channel();
+    // The planner's lines belong to this review too.
+    let review = tracing::Span::current();
     let planned = tokio::task::spawn_blocking(move || {
+        let _review = review.enter();
         let scan = shape::scan(&planning.bytes);
         let _ = uid_sender.send(scan.uid.clone());
         let answer = handler.answer(&planning.bytes, scan, events);

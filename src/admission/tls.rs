@@ -9,13 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::telemetry::error_chain;
+use crate::telemetry::{Certificate, Metrics, error_chain};
 use arc_swap::ArcSwapOption;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
+use x509_parser::prelude::{FromDer, X509Certificate};
 
 /// What can be wrong with a certificate and key.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +67,8 @@ pub enum TlsError {
 pub struct ServingCert {
     current: ArcSwapOption<CertifiedKey>,
     provider: Arc<CryptoProvider>,
+    /// Where the expiry of what is served is reported.
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl fmt::Debug for ServingCert {
@@ -83,7 +86,26 @@ impl ServingCert {
         Arc::new(ServingCert {
             current: ArcSwapOption::empty(),
             provider: Arc::new(rustls::crypto::ring::default_provider()),
+            metrics: None,
         })
+    }
+
+    /// As [`ServingCert::new`], reporting the expiry of each certificate it serves, and of the
+    /// CA that signed it when told ([`ServingCert::signed_by_ca_until`]), to `metrics`.
+    pub fn reporting(metrics: Arc<Metrics>) -> Arc<ServingCert> {
+        Arc::new(ServingCert {
+            current: ArcSwapOption::empty(),
+            provider: Arc::new(rustls::crypto::ring::default_provider()),
+            metrics: Some(metrics),
+        })
+    }
+
+    /// Records that the CA that signed the served certificate expires at `not_after` (seconds
+    /// since the epoch).
+    pub fn signed_by_ca_until(&self, not_after: i64) {
+        if let Some(metrics) = &self.metrics {
+            metrics.set_certificate_expiry(Certificate::Ca, not_after);
+        }
     }
 
     /// Replaces the certificate with `cert_chain_pem` (leaf first) and `key_pem`, atomically:
@@ -101,9 +123,16 @@ impl ServingCert {
             .key_provider
             .load_private_key(key)
             .map_err(TlsError::Key)?;
+        let not_after = chain
+            .first()
+            .and_then(|leaf| X509Certificate::from_der(leaf).ok())
+            .map(|(_, leaf)| leaf.validity().not_after.timestamp());
         let certified = CertifiedKey::new(chain, signing);
         certified.keys_match().map_err(TlsError::Mismatch)?;
         self.current.store(Some(Arc::new(certified)));
+        if let (Some(metrics), Some(not_after)) = (&self.metrics, not_after) {
+            metrics.set_certificate_expiry(Certificate::Serving, not_after);
+        }
         Ok(())
     }
 

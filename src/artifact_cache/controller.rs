@@ -32,7 +32,9 @@ use crate::api::{ArtifactCache, ArtifactCacheStatus, CacheReason, FIELD_MANAGER}
 use crate::cluster::ClusterView;
 use crate::cluster::events::{EventReporter, Notice};
 use crate::cluster::reflected::{Change, Reflected};
-use crate::telemetry::{Feature, Metrics, error_chain};
+use tracing::Instrument;
+
+use crate::telemetry::{self, Metrics, error_chain};
 
 mod objects;
 
@@ -134,8 +136,33 @@ fn error_policy(cache: Arc<ArtifactCache>, error: &Error, _: Arc<Context>) -> Ac
     Action::requeue(RETRY)
 }
 
+/// Reconciles one cache, counted with its duration.
 async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Action, Error> {
-    if !ctx.cluster.leadership.is_leader() || cache.metadata.deletion_timestamp.is_some() {
+    if !ctx.cluster.leadership.is_leader() {
+        ctx.metrics.reconciled(
+            telemetry::Controller::ArtifactCache,
+            telemetry::ReconcileResult::NotLeader,
+            0.0,
+        );
+        return Ok(Action::await_change());
+    }
+    let started = std::time::Instant::now();
+    let result = reconcile_cache(cache, Arc::clone(&ctx))
+        .instrument(telemetry::reconcile_span(
+            telemetry::Controller::ArtifactCache,
+        ))
+        .await;
+    let seconds = started.elapsed().as_secs_f64();
+    ctx.metrics.reconciled(
+        telemetry::Controller::ArtifactCache,
+        telemetry::ReconcileResult::of(&result),
+        seconds,
+    );
+    result
+}
+
+async fn reconcile_cache(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if cache.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
     let namespace = cache.namespace().unwrap_or_default();
@@ -157,7 +184,8 @@ async fn reconcile(cache: Arc<ArtifactCache>, ctx: Arc<Context>) -> Result<Actio
                 .await;
         }
     }
-    ctx.metrics.reconcile_succeeded(Feature::ArtifactCache);
+    ctx.metrics
+        .reconcile_succeeded(telemetry::Controller::ArtifactCache);
     Ok(if ready {
         Action::await_change()
     } else {

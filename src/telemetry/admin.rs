@@ -1,14 +1,16 @@
 //! The admin HTTP server: `/livez` (every long-lived task of the process is running),
-//! `/readyz` (caches synced, not shutting down) and `/metrics` (Prometheus text). Plain HTTP,
-//! meant for the kubelet and Prometheus.
+//! `/readyz` (caches synced, not shutting down) and `/metrics` (OpenMetrics to a scraper that
+//! asks for it, as Prometheus does, else the Prometheus text format). Plain HTTP, meant for the
+//! kubelet and Prometheus.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use actix_web::{App, HttpResponse, HttpServer, web};
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 
 use super::Metrics;
+use super::metrics::exposition::{Format, prometheus_text};
 
 /// Whether the process is live (every supervised task running) and ready to serve; flipped by
 /// its owner. Starts live and not ready.
@@ -74,13 +76,28 @@ async fn readyz(state: web::Data<AdminState>) -> HttpResponse {
     flag(state.health.ready(), "not ready\n")
 }
 
-async fn metrics_text(state: web::Data<AdminState>) -> HttpResponse {
-    match state.metrics.encode() {
-        Ok(text) => HttpResponse::Ok()
-            .content_type("text/plain; version=0.0.4; charset=utf-8")
-            .body(text),
-        Err(_) => HttpResponse::InternalServerError().body("failed to encode the metrics\n"),
-    }
+async fn metrics_text(state: web::Data<AdminState>, request: HttpRequest) -> HttpResponse {
+    let accept = request
+        .headers()
+        .get(actix_web::http::header::ACCEPT)
+        .and_then(|value| value.to_str().ok());
+    let Ok(openmetrics) = state.metrics.encode() else {
+        return HttpResponse::InternalServerError().body("failed to encode the metrics\n");
+    };
+    let (format, body) = match Format::negotiate(accept) {
+        Format::OpenMetrics => (Format::OpenMetrics, openmetrics),
+        Format::PrometheusText => match prometheus_text(&openmetrics) {
+            Ok(text) => (Format::PrometheusText, text),
+            // Still a body the content type describes, in the format Prometheus reads first.
+            Err(err) => {
+                tracing::warn!(error = %err, "serving OpenMetrics to a client that asked for text");
+                (Format::OpenMetrics, openmetrics)
+            }
+        },
+    };
+    HttpResponse::Ok()
+        .content_type(format.content_type())
+        .body(body)
 }
 
 /// Binds the admin server; the returned server runs until stopped through its handle.

@@ -1,43 +1,76 @@
-//! The Prometheus metrics of `ocifit run`, in the text exposition format: reconciles by result and
-//! their duration, artifact fetches, status writes, policies by condition, leader status, the
-//! admission routes' answers by route, outcome and reason and their latency, the sizes of the
-//! stores the webhook plans from and its index rebuilds, placement decisions, and (collected at
-//! scrape time) the registry client's request and cache counters; [`features`] adds what each
-//! feature's runbook reads (gated and held pods, caches by readiness, last successful reconcile).
-//! Every label value comes from a closed vocabulary or names a policy or an ArtifactCache: never a pod.
+//! The Prometheus metrics of `ocifit run`: reconciles of each controller by result and their
+//! duration, artifact fetches, status writes, policies by condition, leader status, the admission
+//! routes' answers by route, outcome and reason and their latency, the sizes of the stores the
+//! webhook plans from and its index rebuilds, placement decisions, and (collected at scrape time)
+//! the registry client's request and cache counters; [`features`] adds what each feature's
+//! runbook reads (gated and held pods, caches by readiness, last successful reconcile) and
+//! [`process`] the build, the process's own figures and the serving certificate's expiry.
+//! Every label value is snake_case from a closed vocabulary, or names a policy or an
+//! ArtifactCache: never a pod. [`exposition`] writes them as OpenMetrics or Prometheus text.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 mod admission;
 mod controller;
+pub(super) mod exposition;
 mod features;
+mod process;
+mod snake;
 mod steps;
 
-pub use features::{Feature, PolicyGates};
+pub use features::{Controller, PolicyGates};
+pub use process::Certificate;
+pub use snake::snake_case;
 pub use steps::StepTransfer;
 
 /// How a reconcile ended.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum ReconcileResult {
-    /// The status was computed and written (or already current).
+    /// It did its work (or found nothing to do).
     Ok,
-    /// The artifact could not be had; the status says why.
+    /// Image selection: the artifact could not be had; the status says why.
     ArtifactError,
-    /// The apiserver refused a read or write.
-    ApiError,
+    /// It failed (the apiserver refused a read or write) and is retried with a backoff.
+    Error,
     /// This replica is not the leader; nothing was done.
     NotLeader,
 }
 
+impl ReconcileResult {
+    /// The `result` label.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ReconcileResult::Ok => "ok",
+            ReconcileResult::ArtifactError => "artifact_error",
+            ReconcileResult::Error => "error",
+            ReconcileResult::NotLeader => "not_leader",
+        }
+    }
+
+    /// `ok` or `error`, as a reconcile function returned.
+    pub fn of<T, E>(result: &Result<T, E>) -> ReconcileResult {
+        match result {
+            Ok(_) => ReconcileResult::Ok,
+            Err(_) => ReconcileResult::Error,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
-    result: ReconcileResult,
+    controller: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabels {
+    controller: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -55,7 +88,7 @@ struct ConditionLabels {
 struct AdmissionLabels {
     route: String,
     outcome: &'static str,
-    reason: &'static str,
+    reason: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -65,7 +98,7 @@ struct RouteLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PlacementLabels {
-    outcome: &'static str,
+    outcome: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -76,10 +109,10 @@ struct StoreLabels {
 /// Reads extra metrics at scrape time (the registry client's counters).
 pub type ScrapeFn = Box<dyn Fn(&mut DescriptorEncoder<'_>) -> fmt::Result + Send + Sync>;
 
-/// The registry while the metrics are registered, noting each one's name and type.
+/// The registry while the metrics are registered, noting each one's name, type and help.
 struct Registering {
     registry: Registry,
-    catalogue: Vec<(String, String)>,
+    catalogue: Vec<(String, String, String)>,
 }
 
 impl Registering {
@@ -97,8 +130,11 @@ impl Registering {
         } else {
             ""
         };
-        self.catalogue
-            .push((format!("ocifit_{name}{suffix}"), kind.as_str().to_owned()));
+        self.catalogue.push((
+            format!("ocifit_{name}{suffix}"),
+            kind.as_str().to_owned(),
+            help.to_owned(),
+        ));
         self.registry.register(name, help, metric.clone());
         metric
     }
@@ -107,11 +143,14 @@ impl Registering {
 /// Every metric, registered once. Cheap to share in an `Arc`.
 pub struct Metrics {
     registry: Registry,
-    catalogue: Vec<(String, String)>,
+    /// The `process_*` metrics, without the `ocifit_` prefix (Prometheus's own names for them).
+    process: Registry,
+    catalogue: Vec<(String, String, String)>,
     controller: controller::ControllerMetrics,
     admission: admission::AdmissionMetrics,
     features: features::FeatureGauges,
     steps: steps::StepMetrics,
+    own: process::OwnMetrics,
 }
 
 impl fmt::Debug for Metrics {
@@ -137,7 +176,8 @@ impl Collector for ScrapeCollector {
 }
 
 impl Metrics {
-    /// Registers every metric under the `ocifit` prefix; `scrape` adds metrics read at scrape time.
+    /// Registers every metric under the `ocifit` prefix (and the `process_*` ones without);
+    /// `scrape` adds metrics read at scrape time.
     pub fn new(scrape: Option<ScrapeFn>) -> Arc<Metrics> {
         let mut registering = Registering {
             registry: Registry::with_prefix("ocifit"),
@@ -147,6 +187,7 @@ impl Metrics {
         let admission = admission::AdmissionMetrics::register(&mut registering);
         let features = features::FeatureGauges::register(&mut registering);
         let steps = steps::StepMetrics::register(&mut registering);
+        let own = process::OwnMetrics::register(&mut registering);
         let Registering {
             mut registry,
             catalogue,
@@ -154,21 +195,28 @@ impl Metrics {
         if let Some(scrape) = scrape {
             registry.register_collector(Box::new(ScrapeCollector(Mutex::new(scrape))));
         }
+        let mut process = Registry::default();
+        process.register_collector(Box::new(process::ProcessCollector));
         Arc::new(Metrics {
             registry,
+            process,
             catalogue,
             controller,
             admission,
             features,
             steps,
+            own,
         })
     }
 
-    /// Counts one placement decision (`Constrained`, `Unconstrained`, `Fallback`, `Held`).
-    pub fn placement_decided(&self, outcome: &'static str) {
+    /// Counts one placement decision (`Constrained`, `Unconstrained`, `Fallback`, `Held`, counted
+    /// in snake_case).
+    pub fn placement_decided(&self, outcome: &str) {
         self.controller
             .placements
-            .get_or_create(&PlacementLabels { outcome })
+            .get_or_create(&PlacementLabels {
+                outcome: snake_case(outcome).into_owned(),
+            })
             .inc();
     }
 
@@ -177,27 +225,32 @@ impl Metrics {
         self.controller.exec_format_errors.inc();
     }
 
-    /// Counts one reconcile of an ImageSelectionPolicy and its duration; an `Ok` one is image
-    /// selection's last successful reconcile.
-    pub fn reconciled(&self, result: ReconcileResult, seconds: f64) {
+    /// Counts one reconcile of `controller` and, unless it was skipped for not leading, its
+    /// duration.
+    pub fn reconciled(&self, controller: Controller, result: ReconcileResult, seconds: f64) {
+        let controller = controller.as_str();
         self.controller
             .reconciles
-            .get_or_create(&ResultLabels { result })
+            .get_or_create(&ResultLabels {
+                controller,
+                result: result.as_str(),
+            })
             .inc();
         if result != ReconcileResult::NotLeader {
-            self.controller.reconcile_duration.observe(seconds);
-        }
-        if result == ReconcileResult::Ok {
-            self.reconcile_succeeded(features::Feature::ImageSelection);
+            self.controller
+                .reconcile_duration
+                .get_or_create(&ControllerLabels { controller })
+                .observe(seconds);
         }
     }
 
-    /// Counts one artifact resolution: `result` is `Ok` or the failure's condition reason.
+    /// Counts one artifact resolution: `result` is `Ok` or the failure's condition reason
+    /// (counted in snake_case).
     pub fn artifact_fetched(&self, result: &str) {
         self.controller
             .artifact_fetches
             .get_or_create(&FetchLabels {
-                result: result.to_owned(),
+                result: snake_case(result).into_owned(),
             })
             .inc();
     }
@@ -232,15 +285,16 @@ impl Metrics {
         self.controller.events_over_quota.get()
     }
 
-    /// Replaces the policies-by-condition gauges with `counts` ((type, status) → policies).
+    /// Replaces the ImageSelectionPolicies-by-condition gauges with `counts` ((type, status) →
+    /// policies), both counted in snake_case (`Ready`, `True` → `ready`, `true`).
     pub fn set_policies<'a>(&self, counts: impl IntoIterator<Item = ((&'a str, &'a str), i64)>) {
         self.controller.policies.clear();
         for ((condition, status), n) in counts {
             self.controller
                 .policies
                 .get_or_create(&ConditionLabels {
-                    condition: condition.to_owned(),
-                    status: status.to_owned(),
+                    condition: snake_case(condition).into_owned(),
+                    status: snake_case(status).into_owned(),
                 })
                 .set(n);
         }
@@ -265,7 +319,7 @@ impl Metrics {
             .get_or_create(&AdmissionLabels {
                 route: route.to_owned(),
                 outcome,
-                reason,
+                reason: snake_case(reason).into_owned(),
             })
             .inc();
         self.admission
@@ -305,16 +359,20 @@ impl Metrics {
         self.admission.index_rebuilds.get()
     }
 
-    /// Every registered metric's name as a scrape shows it (a counter with `_total`) and its
-    /// type, whether or not it has a sample yet (scrape-time metrics are in the exposition).
-    pub fn catalogue(&self) -> &[(String, String)] {
+    /// Every registered metric's name as a scrape shows it (a counter with `_total`), its type
+    /// and its help, whether or not it has a sample yet (a scrape leaves out a family without
+    /// one; scrape-time metrics are in the exposition).
+    pub fn catalogue(&self) -> &[(String, String, String)] {
         &self.catalogue
     }
 
-    /// The text exposition of every metric.
+    /// The OpenMetrics text exposition of every metric (`# EOF` last).
     pub fn encode(&self) -> Result<String, fmt::Error> {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        encode_registry(&mut out, &self.process)?;
+        encode_registry(&mut out, &self.registry)?;
+        encode_eof(&mut out)?;
         Ok(out)
     }
 }

@@ -7,5 +7,8 @@ mod logs;
 mod metrics;
 
 pub use admin::{Health, admin_server};
-pub use logs::{LogFormat, LogsError, error_chain, init_logs};
-pub use metrics::{Feature, Metrics, PolicyGates, ReconcileResult, ScrapeFn, StepTransfer};
+pub use logs::{LogFormat, LogsError, error_chain, init_logs, reconcile_span, review_span};
+pub use metrics::{
+    Certificate, Controller, Metrics, PolicyGates, ReconcileResult, ScrapeFn, StepTransfer,
+    snake_case,
+};

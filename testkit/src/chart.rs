@@ -216,3 +216,13 @@ fn path_str(path: &Path) -> Result<&str> {
         message: "the path is not UTF-8".into(),
     })
 }
+
+/// A query of the chart's Grafana dashboard as Prometheus reads it once Grafana has filled in its
+/// variables with "All" (`$job`, `$namespace`, `$instance`: any) and `$__rate_interval` with
+/// `rate_interval`.
+pub fn grafana_query(expr: &str, rate_interval: &str) -> String {
+    expr.replace("$__rate_interval", rate_interval)
+        .replace("$job", ".*")
+        .replace("$namespace", ".*")
+        .replace("$instance", ".*")
+}

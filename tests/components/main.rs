@@ -18,6 +18,7 @@
 //! - `docs_links`: every relative link and `#anchor` in the documentation resolves;
 //! - `docs_metrics`: `docs/metrics.md` against the metrics `ocifit run` serves;
 //! - `example_pods`: the pod contract's example table (`docs/pod-contract.md`) against the planner;
+//! - `metrics_scrape`: `/metrics` scraped by the real Prometheus, its text format by `promtool`;
 //! - `registry`: the registry client against the real registry, a fake for what it cannot do, and
 //!   TLS;
 //! - `object_store`: a cache's registry settings for `storage.s3` on the real registry and a real
@@ -43,6 +44,7 @@ mod docs_flags;
 mod docs_links;
 mod docs_metrics;
 mod example_pods;
+mod metrics_scrape;
 mod object_store;
 mod outbound;
 mod placement_inspection;

@@ -108,6 +108,17 @@ pub(super) fn certificates(pem: &[u8]) -> Result<Vec<Facts>, PemProblem> {
         .collect()
 }
 
+/// When the certificate in `bundle` (PEM) that signed `cert_pem`'s first certificate expires, in
+/// seconds since the epoch; `None` when either does not read or none of the bundle signed it.
+pub(super) fn signer_expiry(cert_pem: &[u8], bundle: &[u8]) -> Option<i64> {
+    let leaf = certificates(cert_pem).ok()?.into_iter().next()?;
+    certificates(bundle)
+        .ok()?
+        .into_iter()
+        .find(|ca| leaf.signed_by(ca))
+        .map(|ca| ca.not_after.as_second())
+}
+
 /// A private key, PEM (PKCS#8, as written here).
 pub(super) fn private_key(pem: &[u8]) -> Result<KeyPair, PemProblem> {
     let text = std::str::from_utf8(pem).map_err(|_| PemProblem::NotUtf8)?;

@@ -226,7 +226,7 @@ impl Keeper {
             return;
         }
         self.waiting = None;
-        self.hand_over(pair);
+        self.hand_over(pair, &ca);
     }
 
     /// Loads the waiting certificate once the configuration trusts its CA.
@@ -235,8 +235,8 @@ impl Keeper {
             .waiting
             .as_ref()
             .is_some_and(|(_, ca)| self.trusted_by_configuration(ca));
-        if trusted && let Some((pair, _)) = self.waiting.take() {
-            self.hand_over(pair);
+        if trusted && let Some((pair, ca)) = self.waiting.take() {
+            self.hand_over(pair, &ca);
         }
     }
 
@@ -247,11 +247,15 @@ impl Keeper {
             .is_none_or(|bundles| bundles.iter().all(|b| b.as_deref() == Some(ca)))
     }
 
-    fn hand_over(&mut self, pair: Pair) {
+    /// Serves `pair`, and reports the expiry of the CA in `ca` (the Secret's bundle) that signed it.
+    fn hand_over(&mut self, pair: Pair, ca: &[u8]) {
         let secret = &self.settings.secret;
         match self.sink.load(&pair.0, &pair.1) {
             Ok(()) => {
                 tracing::info!(%secret, "serving certificate loaded");
+                if let Some(not_after) = super::inspect::signer_expiry(&pair.0, ca) {
+                    self.sink.signed_by_ca_until(not_after);
+                }
                 self.loaded = Some(pair);
             }
             Err(err) => tracing::warn!(

@@ -214,7 +214,9 @@ fn message(response: &Value) -> &str {
 
 async fn count(served: &Served, outcome: &str, reason: &str) -> u64 {
     let text = served.metrics.encode().unwrap();
-    // Summed over the routes: each series also names the route that answered.
+    // Summed over the routes: each series also names the route that answered; the reason is
+    // counted in snake_case.
+    let reason = crate::telemetry::snake_case(reason);
     let labels = format!(",outcome=\"{outcome}\",reason=\"{reason}\"}} ");
     text.lines()
         .filter(|l| l.starts_with("ocifit_admissions_total{route=\""))
@@ -241,7 +243,7 @@ async fn each_review_gets_its_planners_answer_with_its_uid_counted_under_its_lab
     let text = served.metrics.encode().unwrap();
     assert!(
         text.contains(
-            "ocifit_admissions_total{route=\"/check\",outcome=\"allowed\",reason=\"Labelled\"} 1"
+            "ocifit_admissions_total{route=\"/check\",outcome=\"allowed\",reason=\"labelled\"} 1"
         ),
         "the series names the route that answered:\n{text}"
     );

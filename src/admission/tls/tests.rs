@@ -94,3 +94,35 @@ async fn wait_for<T>(mut found: impl FnMut() -> Option<T>) -> T {
     }
     panic!("not seen within 5s");
 }
+
+#[test]
+fn the_served_certificates_expiry_is_reported_and_a_refused_one_changes_nothing() {
+    let metrics = Metrics::new(None);
+    let cert = ServingCert::reporting(Arc::clone(&metrics));
+    let (c, k) = pair("a");
+    let (_, leaf) =
+        X509Certificate::from_der(&CertificateDer::from_pem_slice(c.as_bytes()).unwrap())
+            .map(|(rest, leaf)| (rest.len(), leaf.validity().not_after.timestamp()))
+            .unwrap();
+    cert.set_pem(c.as_bytes(), k.as_bytes()).unwrap();
+    let series = |text: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(
+                    "ocifit_certificate_expiry_timestamp_seconds{certificate=\"serving\"} ",
+                )
+            })
+            .map(str::to_owned)
+    };
+    let reported = series(&metrics.encode().unwrap());
+    assert_eq!(reported, Some(format!("{leaf}.0")));
+    let (other, _) = pair("b");
+    assert!(cert.set_pem(other.as_bytes(), k.as_bytes()).is_err());
+    assert_eq!(series(&metrics.encode().unwrap()), reported);
+    cert.signed_by_ca_until(2_000_000_000);
+    assert!(
+        metrics.encode().unwrap().contains(
+            "ocifit_certificate_expiry_timestamp_seconds{certificate=\"ca\"} 2000000000.0"
+        )
+    );
+}

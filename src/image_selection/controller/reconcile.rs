@@ -24,7 +24,9 @@ use crate::image_selection::planner::managed::is_managed;
 use crate::image_selection::resolution::platform::Platforms;
 use crate::image_selection::resolution::status::bound::Limits;
 use crate::image_selection::resolution::status::{ArtifactState, Inputs, compute};
-use crate::telemetry::{ReconcileResult, error_chain};
+use tracing::Instrument;
+
+use crate::telemetry::{Controller, ReconcileResult, error_chain, reconcile_span};
 
 /// How soon a managed policy whose share is busy is looked at again.
 const SHARE_BUSY: Duration = Duration::from_secs(2);
@@ -36,23 +38,31 @@ pub async fn reconcile(
 ) -> Result<Action, Error> {
     let started = Instant::now();
     if !ctx.cluster.leadership.is_leader() {
-        ctx.metrics.reconciled(ReconcileResult::NotLeader, 0.0);
+        ctx.metrics
+            .reconciled(Controller::ImageSelection, ReconcileResult::NotLeader, 0.0);
         return Ok(Action::await_change());
     }
     let name = policy.name_any();
-    let result = reconcile_policy(&policy, &name, &ctx).await;
+    let result = reconcile_policy(&policy, &name, &ctx)
+        .instrument(reconcile_span(Controller::ImageSelection))
+        .await;
     let seconds = started.elapsed().as_secs_f64();
     match &result {
         Ok((_, artifact_ok)) => {
             ctx.api_succeeded(&name);
             let label = if *artifact_ok {
+                ctx.metrics.reconcile_succeeded(Controller::ImageSelection);
                 ReconcileResult::Ok
             } else {
                 ReconcileResult::ArtifactError
             };
-            ctx.metrics.reconciled(label, seconds);
+            ctx.metrics
+                .reconciled(Controller::ImageSelection, label, seconds);
         }
-        Err(_) => ctx.metrics.reconciled(ReconcileResult::ApiError, seconds),
+        Err(_) => {
+            ctx.metrics
+                .reconciled(Controller::ImageSelection, ReconcileResult::Error, seconds)
+        }
     }
     tracing::debug!(policy = %name, seconds, "reconciled");
     result.map(|(action, _)| action)

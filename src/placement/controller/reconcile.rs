@@ -29,7 +29,9 @@ use crate::placement::policy::Policy;
 use crate::placement::release::{self, Note, ReleasePlan};
 use crate::placement::retries::images;
 use crate::placement::select::{Namespace, NotSelected, recheck};
-use crate::telemetry::Feature;
+use tracing::Instrument;
+
+use crate::telemetry::{Controller, ReconcileResult, reconcile_span};
 
 /// How soon to look again after the pod changed under our update.
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
@@ -84,11 +86,24 @@ pub fn gated(pod: &Pod) -> bool {
         .is_some_and(|gates| gates.iter().any(|gate| gate.name == SCHEDULING_GATE))
 }
 
-/// Reconciles one pod (the kube-runtime entry point).
+/// Reconciles one pod (the kube-runtime entry point), counted with its duration.
 pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !ctx.cluster.leadership.is_leader() {
+        ctx.metrics
+            .reconciled(Controller::Placement, ReconcileResult::NotLeader, 0.0);
         return Ok(Action::await_change());
     }
+    let started = Instant::now();
+    let result = reconcile_pod(pod, Arc::clone(&ctx))
+        .instrument(reconcile_span(Controller::Placement))
+        .await;
+    let seconds = started.elapsed().as_secs_f64();
+    ctx.metrics
+        .reconciled(Controller::Placement, ReconcileResult::of(&result), seconds);
+    result
+}
+
+async fn reconcile_pod(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
     let uid = pod.uid().unwrap_or_default();
     if !gated(&pod) || pod.metadata.deletion_timestamp.is_some() {
         ctx.retries().forget(&uid);
@@ -158,7 +173,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
             ctx.releases.add(&name, 1);
         }
         ctx.metrics.placement_decided(outcome.as_str());
-        ctx.metrics.reconcile_succeeded(Feature::Placement);
+        ctx.metrics.reconcile_succeeded(Controller::Placement);
         tracing::info!(pod = %pod.name_any(), namespace = ?pod.namespace(), %outcome, "placement decided");
     }
     publish(&ctx.notices, &pod, &plan.events, "Place");

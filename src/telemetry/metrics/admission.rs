@@ -42,7 +42,7 @@ impl AdmissionMetrics {
             ),
             store_objects: registry.add(
                 "store_objects",
-                "Objects in the in-memory stores the webhook plans from (policies, nodes, node_features)",
+                "Objects in the in-memory stores ocifit plans from, by store (policies, nodes, node_features: image selection's webhook; placement_pods: the pods placement's watch holds)",
                 Family::default(),
             ),
             index_rebuilds: registry.add(

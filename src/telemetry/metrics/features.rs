@@ -12,22 +12,22 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
-use super::{Metrics, Registering};
+use super::{ControllerLabels, Metrics, Registering};
 
-/// A feature, as the `feature` label names it.
+/// A feature's controller, as the `controller` label names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Feature {
+pub enum Controller {
     ImageSelection,
     Placement,
     ArtifactCache,
 }
 
-impl Feature {
+impl Controller {
     pub const fn as_str(self) -> &'static str {
         match self {
-            Feature::ImageSelection => "image_selection",
-            Feature::Placement => "placement",
-            Feature::ArtifactCache => "artifact_cache",
+            Controller::ImageSelection => "image_selection",
+            Controller::Placement => "placement",
+            Controller::ArtifactCache => "artifact_cache",
         }
     }
 }
@@ -67,11 +67,6 @@ struct KindLabels {
     kind: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct FeatureLabels {
-    feature: &'static str,
-}
-
 type SecondsGauge = Gauge<f64, AtomicU64>;
 
 /// The gauges of this file, registered beside the others.
@@ -81,7 +76,7 @@ pub(super) struct FeatureGauges {
     gate_bound: Family<PolicyLabels, SecondsGauge>,
     placement_policies: Family<ReadyLabels, Gauge>,
     artifact_caches: Family<ReadyLabels, Gauge>,
-    last_success: Family<FeatureLabels, SecondsGauge>,
+    last_success: Family<ControllerLabels, SecondsGauge>,
     inspection_failures: Family<KindLabels, Counter>,
 }
 
@@ -105,17 +100,17 @@ impl FeatureGauges {
             ),
             placement_policies: registry.add(
                 "placement_policies",
-                "PlacementPolicies by Ready status (True or False); leader only",
+                "PlacementPolicies by their Ready condition (true or false); leader only",
                 Family::default(),
             ),
             artifact_caches: registry.add(
                 "artifact_caches",
-                "ArtifactCaches by readiness (True: Ready and current; False: anything else)",
+                "ArtifactCaches by readiness (true: Ready and current; false: anything else)",
                 Family::default(),
             ),
             last_success: registry.add(
                 "last_successful_reconcile_timestamp_seconds",
-                "When a feature's controller last finished a reconcile that did its work, by feature",
+                "When a controller last finished a reconcile that did its work, by controller",
                 Family::default(),
             ),
             inspection_failures: registry.add(
@@ -128,7 +123,7 @@ impl FeatureGauges {
 }
 
 fn set_ready(family: &Family<ReadyLabels, Gauge>, ready: usize, not_ready: usize) {
-    for (label, n) in [("True", ready), ("False", not_ready)] {
+    for (label, n) in [("true", ready), ("false", not_ready)] {
         family
             .get_or_create(&ReadyLabels { ready: label })
             .set(i64::try_from(n).unwrap_or(i64::MAX));
@@ -188,15 +183,15 @@ impl Metrics {
             .inc();
     }
 
-    /// Records that `feature`'s controller just finished a reconcile that did its work.
-    pub fn reconcile_succeeded(&self, feature: Feature) {
+    /// Records that `controller` just finished a reconcile that did its work.
+    pub fn reconcile_succeeded(&self, controller: Controller) {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |since| since.as_secs_f64());
         self.features
             .last_success
-            .get_or_create(&FeatureLabels {
-                feature: feature.as_str(),
+            .get_or_create(&ControllerLabels {
+                controller: controller.as_str(),
             })
             .set(now);
     }

@@ -3,25 +3,38 @@ use super::*;
 #[test]
 fn reconciles_writes_policies_and_leader_appear_in_the_exposition() {
     let metrics = Metrics::new(None);
-    metrics.reconciled(ReconcileResult::Ok, 0.002);
-    metrics.reconciled(ReconcileResult::ArtifactError, 0.5);
+    metrics.reconciled(Controller::ImageSelection, ReconcileResult::Ok, 0.002);
+    metrics.reconciled(
+        Controller::ImageSelection,
+        ReconcileResult::ArtifactError,
+        0.5,
+    );
+    metrics.reconciled(Controller::Placement, ReconcileResult::Error, 0.01);
+    metrics.reconciled(Controller::ArtifactCache, ReconcileResult::NotLeader, 0.0);
     metrics.artifact_fetched("RegistryUnavailable");
     metrics.status_written();
     metrics.set_policies([(("Ready", "True"), 2), (("Degraded", "True"), 1)]);
     metrics.set_leader(true);
     let text = metrics.encode().unwrap();
     for line in [
-        "ocifit_reconciles_total{result=\"Ok\"} 1",
-        "ocifit_reconciles_total{result=\"ArtifactError\"} 1",
-        "ocifit_reconcile_duration_seconds_count 2",
-        "ocifit_artifact_fetches_total{result=\"RegistryUnavailable\"} 1",
+        "ocifit_reconciles_total{controller=\"image_selection\",result=\"ok\"} 1",
+        "ocifit_reconciles_total{controller=\"image_selection\",result=\"artifact_error\"} 1",
+        "ocifit_reconciles_total{controller=\"placement\",result=\"error\"} 1",
+        "ocifit_reconciles_total{controller=\"artifact_cache\",result=\"not_leader\"} 1",
+        "ocifit_reconcile_duration_seconds_count{controller=\"image_selection\"} 2",
+        "ocifit_reconcile_duration_seconds_count{controller=\"placement\"} 1",
+        "ocifit_image_selection_artifact_fetches_total{result=\"registry_unavailable\"} 1",
         "ocifit_status_writes_total 1",
-        "ocifit_policies{condition=\"Ready\",status=\"True\"} 2",
-        "ocifit_policies{condition=\"Degraded\",status=\"True\"} 1",
+        "ocifit_image_selection_policies{condition=\"ready\",status=\"true\"} 2",
+        "ocifit_image_selection_policies{condition=\"degraded\",status=\"true\"} 1",
         "ocifit_leader 1",
     ] {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }
+    assert!(
+        !text.contains("ocifit_reconcile_duration_seconds_count{controller=\"artifact_cache\"}"),
+        "a reconcile skipped for not leading has no duration: {text}"
+    );
     assert_eq!(metrics.status_writes(), 1);
 }
 
@@ -35,9 +48,9 @@ fn admissions_by_route_store_sizes_and_rebuilds_appear_with_sub_millisecond_buck
     metrics.index_rebuilt();
     let text = metrics.encode().unwrap();
     for line in [
-        "ocifit_admissions_total{route=\"/mutate\",outcome=\"pinned\",reason=\"ImagePinned\"} 1",
-        "ocifit_admissions_total{route=\"/mutate\",outcome=\"denied\",reason=\"Unpinned\"} 1",
-        "ocifit_admissions_total{route=\"/placement\",outcome=\"skipped\",reason=\"Timeout\"} 1",
+        "ocifit_admissions_total{route=\"/mutate\",outcome=\"pinned\",reason=\"image_pinned\"} 1",
+        "ocifit_admissions_total{route=\"/mutate\",outcome=\"denied\",reason=\"unpinned\"} 1",
+        "ocifit_admissions_total{route=\"/placement\",outcome=\"skipped\",reason=\"timeout\"} 1",
         "ocifit_admission_duration_seconds_count{route=\"/mutate\"} 2",
         "ocifit_admission_duration_seconds_bucket{le=\"0.0001\",route=\"/mutate\"} 1",
         // A request near the 2 s deadline falls in a bucket of its own, not in +Inf.
@@ -57,7 +70,7 @@ fn policy_gauges_are_replaced_not_accumulated() {
     metrics.set_policies([(("Ready", "False"), 1)]);
     metrics.set_policies([(("Ready", "True"), 1)]);
     let text = metrics.encode().unwrap();
-    assert!(!text.contains("status=\"False\""), "{text}");
+    assert!(!text.contains("status=\"false\""), "{text}");
 }
 
 #[test]
@@ -100,8 +113,8 @@ fn placement_gauges_are_per_policy_and_replaced_whole() {
         "ocifit_placement_pods{policy=\"arm\",state=\"held\"} 1",
         "ocifit_placement_oldest_gated_pod_created_timestamp_seconds{policy=\"arm\"} 1700000000.0",
         "ocifit_placement_gate_bound_seconds{policy=\"arm\"} 120.0",
-        "ocifit_placement_policies{ready=\"True\"} 1",
-        "ocifit_placement_policies{ready=\"False\"} 0",
+        "ocifit_placement_policies{ready=\"true\"} 1",
+        "ocifit_placement_policies{ready=\"false\"} 0",
     ] {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }
@@ -123,19 +136,19 @@ fn caches_by_readiness_inspection_failures_and_last_successful_reconciles_appear
     metrics.set_artifact_caches(3, 1);
     metrics.inspection_failed("transport");
     metrics.inspection_failed("transport");
-    metrics.reconcile_succeeded(Feature::Placement);
-    metrics.reconciled(ReconcileResult::Ok, 0.01);
+    metrics.reconcile_succeeded(Controller::Placement);
+    metrics.placement_decided("Constrained");
     let text = metrics.encode().unwrap();
     for line in [
-        "ocifit_artifact_caches{ready=\"True\"} 3",
-        "ocifit_artifact_caches{ready=\"False\"} 1",
+        "ocifit_artifact_caches{ready=\"true\"} 3",
+        "ocifit_artifact_caches{ready=\"false\"} 1",
         "ocifit_placement_inspection_failures_total{kind=\"transport\"} 2",
-        "ocifit_last_successful_reconcile_timestamp_seconds{feature=\"placement\"} ",
-        "ocifit_last_successful_reconcile_timestamp_seconds{feature=\"image_selection\"} ",
+        "ocifit_last_successful_reconcile_timestamp_seconds{controller=\"placement\"} ",
+        "ocifit_placement_decisions_total{outcome=\"constrained\"} 1",
     ] {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }
-    assert!(!text.contains("feature=\"artifact_cache\""), "{text}");
+    assert!(!text.contains("controller=\"artifact_cache\""), "{text}");
 }
 
 fn transfer(cache: &str) -> StepTransfer<'_> {
@@ -205,5 +218,62 @@ fn step_series_are_capped_by_cache_and_go_with_their_cache() {
             "ocifit_artifact_step_bytes_total{{cache=\"{last}\",direction=\"pull\"}} 42"
         )),
         "room made by the removal is used: {text}"
+    );
+}
+
+#[test]
+fn the_build_the_process_and_the_certificates_expiry_are_served() {
+    let metrics = Metrics::new(None);
+    metrics.set_certificate_expiry(Certificate::Serving, 1_900_000_000);
+    metrics.set_certificate_expiry(Certificate::Ca, 2_100_000_000);
+    let text = metrics.encode().unwrap();
+    for line in [
+        &format!(
+            "ocifit_build_info{{version=\"{}\",revision=\"",
+            env!("CARGO_PKG_VERSION")
+        ),
+        "ocifit_certificate_expiry_timestamp_seconds{certificate=\"serving\"} 1900000000.0",
+        "ocifit_certificate_expiry_timestamp_seconds{certificate=\"ca\"} 2100000000.0",
+        "# TYPE process_cpu_seconds counter\nprocess_cpu_seconds_total ",
+        "\nprocess_resident_memory_bytes ",
+        "\nprocess_open_fds ",
+        "\nprocess_start_time_seconds ",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
+    let value = |name: &str| -> f64 {
+        let prefix = format!("\n{name} ");
+        let start = text.find(&prefix).unwrap() + prefix.len();
+        text[start..].lines().next().unwrap().parse().unwrap()
+    };
+    assert!(value("process_resident_memory_bytes") > 1_000_000.0);
+    assert!(
+        value("process_open_fds") >= 3.0,
+        "stdin, stdout, stderr at least"
+    );
+    let started = value("process_start_time_seconds");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        started <= now + 1.0 && started > now - 3600.0,
+        "started within the hour: {started} (now {now})"
+    );
+}
+
+#[test]
+fn every_metric_served_has_a_prometheus_text_form() {
+    let metrics = Metrics::new(None);
+    metrics.reconciled(Controller::Placement, ReconcileResult::Ok, 0.01);
+    metrics.set_leader(true);
+    let openmetrics = metrics.encode().unwrap();
+    assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
+    let text = exposition::prometheus_text(&openmetrics).unwrap();
+    assert!(
+        text.contains("# TYPE ocifit_reconciles_total counter\n")
+            && text.contains("# TYPE process_cpu_seconds_total counter\n")
+            && !text.contains("# EOF"),
+        "{text}"
     );
 }

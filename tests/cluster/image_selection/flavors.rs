@@ -228,7 +228,7 @@ async fn a_burst_of_relabels_coalesces_into_a_handful_of_reconciles(
 ) {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = controller
-        .metric("ocifit_reconciles_total{result=\"Ok\"}")
+        .metric("ocifit_reconciles_total{controller=\"image_selection\",result=\"ok\"}")
         .await;
     let flavor_names = ["vanilla", "chocolate"];
     for i in 0..1000 {
@@ -248,7 +248,7 @@ async fn a_burst_of_relabels_coalesces_into_a_handful_of_reconciles(
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let burst = controller
-        .metric("ocifit_reconciles_total{result=\"Ok\"}")
+        .metric("ocifit_reconciles_total{controller=\"image_selection\",result=\"ok\"}")
         .await
         - before;
     eprintln!("MEASURE reconciles for 1000 relabels: {burst}");

@@ -67,12 +67,13 @@ async fn the_leader_writes_and_the_follower_only_counts_not_leader(
         "the follower wrote"
     );
     assert!(
-        b.metric("ocifit_reconciles_total{result=\"NotLeader\"}")
+        b.metric("ocifit_reconciles_total{controller=\"image_selection\",result=\"not_leader\"}")
             .await
             >= 1.0
     );
     assert_eq!(
-        b.metric("ocifit_reconciles_total{result=\"Ok\"}").await,
+        b.metric("ocifit_reconciles_total{controller=\"image_selection\",result=\"ok\"}")
+            .await,
         0.0
     );
 }

@@ -3,8 +3,11 @@
 //! stopped, an ImageSelectionPolicy serves its last known good artifact and a gated pod waits past
 //! its PlacementPolicy's bound, and `OcifitImageSelectionPolicyDegraded` and
 //! `OcifitPodsGatedTooLong` fire; once the registry returns, both resolve. Every query of the
-//! dashboard returns series. The rules are the chart's rendered ConfigMap; the only test-time
-//! parameter is a 2 s `for:` on the two alerts under test (theirs are 30 and 5 minutes).
+//! dashboard returns series (but the workflow steps', as no step runs here: the artifact cache's
+//! workflow test reads those). Prometheus scrapes the OpenMetrics `ocifit run` serves without an
+//! error, and its Prometheus text form passes `promtool check metrics`. The rules are the chart's
+//! rendered ConfigMap; the only test-time parameter is a 2 s `for:` on the two alerts under test
+//! (theirs are 30 and 5 minutes).
 
 #![allow(clippy::unwrap_used)] // the steps outside #[test] fns fail the test loudly, as the test does
 
@@ -113,6 +116,8 @@ async fn a_registry_outage_fires_the_degraded_and_gated_too_long_alerts_until_it
         prometheus.firing().await.is_empty(),
         "nothing fires before the outage"
     );
+    prometheus.scraped_without_error().await;
+    promtool_check_metrics(&env, &served.controller.admin).await;
     let mut answered: BTreeSet<String> = BTreeSet::new();
 
     proxy.down().await;
@@ -226,9 +231,39 @@ async fn chart_monitoring() -> (String, Vec<String>) {
         .unwrap()
         .iter()
         .flat_map(|panel| panel["targets"].as_array().unwrap())
-        .map(|target| target["expr"].as_str().unwrap().to_owned())
+        .map(|target| target["expr"].as_str().unwrap())
+        .filter(|expr| !expr.contains("ocifit_artifact_step"))
+        // Grafana's "All" for the variables; a rate over 10 scrapes.
+        .map(|expr| ocifit_testkit::chart::grafana_query(expr, "10s"))
         .collect();
     (rules.to_string(), queries)
+}
+
+/// `ocifit run`'s `/metrics` as `curl` gets it (the Prometheus text format) passes `promtool
+/// check metrics`: every series a running process serves follows Prometheus's naming rules.
+async fn promtool_check_metrics(env: &Env, admin: &str) {
+    let (code, body) = get(admin, "/metrics").await.unwrap();
+    assert_eq!(code, 200);
+    let promtool = env.cluster.tools().path(Tool::Promtool).unwrap();
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, body.as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// A Prometheus scraping one target as job `ocifit-metrics`, evaluating `rules`, every second.
@@ -280,7 +315,7 @@ impl Prometheus {
             .iter()
             .map(|g| g["rules"].as_array().unwrap().len())
             .sum();
-        assert_eq!(count, 11, "every alert of the chart loaded: {loaded}");
+        assert_eq!(count, 12, "every alert of the chart loaded: {loaded}");
         prometheus
     }
 
@@ -298,6 +333,18 @@ impl Prometheus {
             assert!(start.elapsed() < WAIT, "{what}: not within {WAIT:?}");
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
+    }
+
+    /// Prometheus's last scrape of ocifit (OpenMetrics, which it asks for first) succeeded.
+    async fn scraped_without_error(&self) {
+        let (_, body) = get(&self.address, "/api/v1/targets").await.unwrap();
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        let target = &answer["data"]["activeTargets"][0];
+        assert_eq!(
+            (target["health"].as_str(), target["lastError"].as_str()),
+            (Some("up"), Some("")),
+            "{target}"
+        );
     }
 
     /// How many series `query` returns now.

@@ -2,7 +2,8 @@
 //! source `files/monitoring/alerts.yaml`, pass `promtool check rules` and the unit tests of
 //! `tests/components/monitoring/alerts.test.yaml` (every alert fires on its failure and not
 //! before its `for:`); the PrometheusRule and the ConfigMap carry the same groups; every alert
-//! links its section of docs/runbooks.md; the dashboard's every query is valid PromQL.
+//! links its section of docs/runbooks.md; the dashboard's every query is valid PromQL, chosen by
+//! its job, namespace and instance variables, over `$__rate_interval`.
 
 use std::path::Path;
 
@@ -98,6 +99,16 @@ async fn a_rule_that_no_longer_fires_as_tested_fails_the_unit_tests() {
     let tested = promtool(&["test", "rules", "alerts.test.yaml"], dir.path()).await;
     let err = tested.expect_err("a longer `for:` fails its test");
     assert!(err.contains("OcifitAdmissionErrors"), "{err}");
+
+    // An aggregation that drops the labels the runbook names fails too.
+    let unlabelled = rendered_rules(&[]).await.replace(
+        "max by (namespace, job, policy) (ocifit_placement_pods",
+        "max by (policy) (ocifit_placement_pods",
+    );
+    std::fs::write(dir.path().join("alerts.yaml"), unlabelled).unwrap();
+    let tested = promtool(&["test", "rules", "alerts.test.yaml"], dir.path()).await;
+    let err = tested.expect_err("an alert without its namespace fails its test");
+    assert!(err.contains("OcifitPodsHeld"), "{err}");
 }
 
 #[tokio::test]
@@ -133,7 +144,12 @@ async fn the_prometheus_rule_carries_the_same_groups_with_the_chart_values_fille
             .any(|e| e.contains("< 3 or absent(up{job=\"ocifit-metrics\"} == 1)")),
         "{exprs:?}"
     );
-    assert!(!manifests.contains("__"), "a placeholder left unfilled");
+    for placeholder in ["__JOB__", "__REPLICAS__", "__LATENCY_SECONDS__"] {
+        assert!(
+            !manifests.contains(placeholder),
+            "{placeholder} left unfilled"
+        );
+    }
     // `auto` (the default) renders a PrometheusRule where the cluster serves its API.
     let chart = ocifit_testkit::chart::chart_dir();
     let detected = ocifit_testkit::chart::helm(
@@ -200,14 +216,48 @@ async fn the_dashboard_is_shipped_for_the_sidecar_and_every_query_is_promql() {
     assert_eq!(map["metadata"]["labels"]["grafana_dashboard"], "1");
     let dashboard: Value = serde_json::from_str(map["data"]["ocifit.json"].as_str().unwrap())
         .expect("the dashboard is JSON");
-    let exprs: Vec<&str> = dashboard["panels"]
+    let variables: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(variables, ["datasource", "job", "namespace", "instance"]);
+    let raw: Vec<&str> = dashboard["panels"]
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|p| p["targets"].as_array().unwrap())
         .map(|t| t["expr"].as_str().unwrap())
         .collect();
-    assert!(exprs.len() >= 12, "{exprs:?}");
+    assert!(raw.len() >= 20, "{raw:?}");
+    for expr in &raw {
+        let metrics = expr.matches('{').count()
+            - expr
+                .matches("{job=~\"$job\",namespace=~\"$namespace\",instance=~\"$instance\"")
+                .count();
+        assert_eq!(metrics, 0, "every series selected by the variables: {expr}");
+        assert!(
+            !expr.contains("rate(") || expr.contains("[$__rate_interval])"),
+            "a rate over Grafana's interval, not a fixed window: {expr}"
+        );
+    }
+    for metric in [
+        "ocifit_reconcile_duration_seconds_bucket",
+        "ocifit_artifact_steps_total",
+        "process_resident_memory_bytes",
+        "ocifit_heap_allocated_bytes",
+        "ocifit_certificate_expiry_timestamp_seconds",
+    ] {
+        assert!(
+            raw.iter().any(|e| e.contains(metric)),
+            "no panel reads {metric}"
+        );
+    }
+    let exprs: Vec<String> = raw
+        .iter()
+        .map(|e| ocifit_testkit::chart::grafana_query(e, "5m"))
+        .collect();
     // promtool parses each query as a recording rule's expression.
     let rules = serde_json::json!({"groups": [{"name": "dashboard", "rules": exprs
         .iter()

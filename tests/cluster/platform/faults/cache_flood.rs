@@ -30,7 +30,7 @@ const ARGS_BYTES: usize = 512 * 1024;
 const CREATORS: usize = 8;
 /// How long a replica may take to hold every cache (a wait, not a measure).
 const LISTED_WITHIN: Duration = Duration::from_secs(600);
-const NOT_READY: &str = "ocifit_artifact_caches{ready=\"False\"}";
+const NOT_READY: &str = "ocifit_artifact_caches{ready=\"false\"}";
 
 /// A cache at its schema's bounds, deploying an image off the allow-list (so ocifit deploys
 /// nothing for it and says why).

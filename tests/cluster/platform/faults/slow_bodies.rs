@@ -35,7 +35,7 @@ const PODS: usize = 200;
 const WORKERS: usize = 8;
 /// The namespace no PlacementPolicy selects, gated by `/placement`.
 pub(super) const UNSELECTED: &str = "unselected";
-pub(super) const NO_POLICY: &str = "ocifit_admissions_total{route=\"/placement\",outcome=\"skipped\",reason=\"NoPlacementPolicy\"}";
+pub(super) const NO_POLICY: &str = "ocifit_admissions_total{route=\"/placement\",outcome=\"skipped\",reason=\"no_placement_policy\"}";
 const ACTIVE_WITHIN: Duration = Duration::from_secs(30);
 
 #[tokio::test]

@@ -265,3 +265,31 @@ fn an_unreadable_older_ca_in_the_bundle_makes_the_whole_bundle_unreadable() {
         Action::Replace(Unusable::Unreadable { key: "ca.crt", .. })
     ));
 }
+
+#[test]
+fn the_ca_expiry_reported_is_the_signers_not_the_bundles_first() {
+    let material = fresh(t0());
+    let ca = certs(&material.ca_crt).remove(0);
+    let rotate_at = ca.not_after - CA_RENEW_BEFORE;
+    let (_, current) = apply(&stored(&material), rotate_at - 10 * DAY);
+    // After the first step of a rotation the bundle leads with the new CA, while the serving
+    // certificate is still the old CA's: the old one's expiry is what matters.
+    let (_, rotated) = apply(&stored(&current), rotate_at);
+    let expiry =
+        |tls: &str, bundle: &str| inspect::signer_expiry(tls.as_bytes(), bundle.as_bytes());
+    assert_eq!(
+        expiry(&rotated.tls_crt, &rotated.ca_crt),
+        Some(ca.not_after.as_second())
+    );
+    let (_, switched) = apply(&stored(&rotated), rotate_at);
+    assert_eq!(
+        expiry(&switched.tls_crt, &switched.ca_crt),
+        Some((rotate_at + CA_VALIDITY).as_second())
+    );
+    assert_eq!(
+        expiry(&switched.tls_crt, &fresh(t0()).ca_crt),
+        None,
+        "another CA"
+    );
+    assert_eq!(expiry("not PEM", &switched.ca_crt), None);
+}

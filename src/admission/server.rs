@@ -22,8 +22,7 @@ use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
-use super::review::shape;
-use super::review::{Answer, MAX_BODY_BYTES, Refused};
+use super::review::{Answer, MAX_BODY_BYTES, Refused, shape};
 use super::route::{Handler, Route, Undecided};
 use super::tls::{ServingCert, TlsError, Uncertified};
 use crate::telemetry::{Metrics, review_span};

@@ -315,7 +315,7 @@ impl Prometheus {
             .iter()
             .map(|g| g["rules"].as_array().unwrap().len())
             .sum();
-        assert_eq!(count, 12, "every alert of the chart loaded: {loaded}");
+        assert_eq!(count, 13, "every alert of the chart loaded: {loaded}");
         prometheus
     }
 

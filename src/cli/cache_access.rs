@@ -40,10 +40,9 @@ pub struct CacheArgs {
     /// The cache's namespace; default the kubeconfig context's.
     #[arg(long, short = 'n', requires = "cache")]
     pub namespace: Option<String>,
-    /// The kubeconfig (with --cache); else $KUBECONFIG, ~/.kube/config or the in-cluster service
-    /// account.
-    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    /// Which cluster (with --cache).
+    #[command(flatten)]
+    pub kube: crate::startup::KubeArgs,
 }
 
 /// Why a cache cannot be reached.
@@ -250,7 +249,7 @@ pub async fn reach(
     direction: Direction,
 ) -> Result<Reached, AccessError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = crate::startup::kube_client(args.kubeconfig.as_deref())
+    let client = crate::startup::kube_client(&args.kube)
         .await
         .map_err(AccessError::Client)?;
     let namespace = args

@@ -10,7 +10,6 @@
 //! cache's generated Secret (read with `get`): for a push its push user (`ORAS_PUSH_USER`).
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Pod, Secret};

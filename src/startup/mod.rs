@@ -8,7 +8,6 @@
 //! others stop, the lease is released, exit 1, and the log names the task and why. A missing
 //! prerequisite (the CRD, the Lease's namespace) is one line naming the fix.
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;

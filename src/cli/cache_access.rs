@@ -10,7 +10,6 @@
 //! cache's generated Secret (read with `get`): for a push its push user (`ORAS_PUSH_USER`).
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -40,10 +39,9 @@ pub struct CacheArgs {
     /// The cache's namespace; default the kubeconfig context's.
     #[arg(long, short = 'n', requires = "cache")]
     pub namespace: Option<String>,
-    /// The kubeconfig (with --cache); else $KUBECONFIG, ~/.kube/config or the in-cluster service
-    /// account.
-    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    /// Which cluster (with --cache).
+    #[command(flatten)]
+    pub kube: crate::startup::KubeArgs,
 }
 
 /// Why a cache cannot be reached.
@@ -250,7 +248,7 @@ pub async fn reach(
     direction: Direction,
 ) -> Result<Reached, AccessError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = crate::startup::kube_client(args.kubeconfig.as_deref())
+    let client = crate::startup::kube_client(&args.kube)
         .await
         .map_err(AccessError::Client)?;
     let namespace = args

@@ -3,7 +3,6 @@
 //! chart's uninstall hook runs, so no pod waits on a gate only ocifit would remove. Runnable with
 //! nothing but a kubeconfig, whether ocifit runs or not.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cluster::gates::{Gate, release_all};
@@ -11,15 +10,15 @@ use crate::cluster::gates::{Gate, release_all};
 /// `ocifit release-gates`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct ReleaseGatesArgs {
-    /// The kubeconfig; else $KUBECONFIG, ~/.kube/config or the in-cluster service account.
-    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    /// Which cluster.
+    #[command(flatten)]
+    pub kube: crate::startup::KubeArgs,
 }
 
 /// Runs `ocifit release-gates`.
 pub async fn run(args: &ReleaseGatesArgs) -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    match crate::startup::kube_client(args.kubeconfig.as_deref()).await {
+    match crate::startup::kube_client(&args.kube).await {
         Ok(client) => {
             release(
                 client,

@@ -1,7 +1,6 @@
 //! `ocifit placement release-all` and `ocifit placement untaint`: the way out (see
 //! `docs/placement.md`), runnable with nothing but a kubeconfig, whether ocifit runs or not.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::placement::{GATE, untaint_all};
@@ -9,6 +8,9 @@ use crate::placement::{GATE, untaint_all};
 /// `ocifit placement`'s commands.
 #[derive(Debug, clap::Args)]
 pub struct PlacementArgs {
+    /// Which cluster (the flags are accepted after the command too).
+    #[command(flatten)]
+    pub kube: crate::startup::KubeArgs,
     #[command(subcommand)]
     pub command: PlacementCommand,
 }
@@ -17,30 +19,17 @@ pub struct PlacementArgs {
 pub enum PlacementCommand {
     /// Remove ocifit's scheduling gate from every pod that still has it (any other gate stays):
     /// the pods are then scheduled without a platform constraint, as without ocifit.
-    ReleaseAll {
-        /// The kubeconfig; else $KUBECONFIG, ~/.kube/config or the in-cluster service account.
-        #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-        kubeconfig: Option<PathBuf>,
-    },
+    ReleaseAll,
     /// Remove ocifit's node-tainting taint (`placement.ocifit.io/arch`) from every node (any
     /// other taint stays). While ocifit runs with a policy that taints, it taints again.
-    Untaint {
-        /// The kubeconfig; else $KUBECONFIG, ~/.kube/config or the in-cluster service account.
-        #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-        kubeconfig: Option<PathBuf>,
-    },
+    Untaint,
 }
 
 /// Runs the command; exit 0 when every gated pod (tainted node) was released (untainted), 1
 /// otherwise (every other one still is, and each failure is reported).
 pub async fn run(args: &PlacementArgs) -> ExitCode {
-    let kubeconfig = match &args.command {
-        PlacementCommand::ReleaseAll { kubeconfig } | PlacementCommand::Untaint { kubeconfig } => {
-            kubeconfig
-        }
-    };
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = match crate::startup::kube_client(kubeconfig.as_deref()).await {
+    let client = match crate::startup::kube_client(&args.kube).await {
         Ok(client) => client,
         Err(err) => {
             eprintln!("error: {err:#}");
@@ -48,8 +37,8 @@ pub async fn run(args: &PlacementArgs) -> ExitCode {
         }
     };
     match args.command {
-        PlacementCommand::ReleaseAll { .. } => release(client).await,
-        PlacementCommand::Untaint { .. } => untaint(client).await,
+        PlacementCommand::ReleaseAll => release(client).await,
+        PlacementCommand::Untaint => untaint(client).await,
     }
 }
 

@@ -16,10 +16,9 @@ use crate::telemetry::LogFormat;
 /// Flags of `ocifit run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else the in-cluster service
-    /// account.
-    #[arg(long, env = "OCIFIT_KUBECONFIG", value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    /// Which cluster, as every subcommand finds it.
+    #[command(flatten)]
+    pub kube: super::KubeArgs,
 
     /// Address of the admin HTTP server (/livez, /readyz, /metrics).
     #[arg(

@@ -49,8 +49,8 @@ pub enum ConfigError {
 /// Everything `ocifit run` is told.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The kubeconfig, else the usual places.
-    pub kubeconfig: Option<PathBuf>,
+    /// Which cluster (`--kubeconfig`, `--context`), else the usual places.
+    pub kube: super::KubeArgs,
     /// The log format.
     pub log_format: LogFormat,
     /// The admin server's address.
@@ -112,7 +112,7 @@ impl Config {
             }
         });
         Ok(Config {
-            kubeconfig: args.kubeconfig.clone(),
+            kube: args.kube.clone(),
             log_format: args.log_format,
             admin: args.admin_bind_address,
             lease: args.leader_elect.then(|| LeaseSettings {

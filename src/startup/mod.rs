@@ -8,7 +8,6 @@
 //! others stop, the lease is released, exit 1, and the log names the task and why. A missing
 //! prerequisite (the CRD, the Lease's namespace) is one line naming the fix.
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,11 +19,13 @@ use kube::Resource as _;
 mod args;
 pub mod config;
 mod features;
+mod kube_access;
 mod scrape;
 pub mod supervise;
 
 pub use args::RunArgs;
 pub use config::Config;
+pub use kube_access::{KubeArgs, kube_client};
 
 use crate::admission;
 use crate::api::{ArtifactCache, GROUP, ImageSelectionPolicy, PlacementPolicy};
@@ -37,10 +38,20 @@ use supervise::{Ended, GRACE, supervise};
 
 /// Runs until SIGTERM or SIGINT; exit 0 after a clean shutdown, 1 when a task failed or the
 /// process could not start, 2 for unusable flags or files.
-pub async fn run(args: RunArgs) -> ExitCode {
+pub async fn run(mut args: RunArgs) -> ExitCode {
     if let Err(err) = init_logs(args.log_format) {
         eprintln!("error: {err:#}");
         return ExitCode::from(2);
+    }
+    let deprecated = std::env::var_os(kube_access::DEPRECATED_VARIABLE);
+    let (kubeconfig, read) =
+        kube_access::with_deprecated(args.kube.kubeconfig.take(), deprecated.as_deref());
+    args.kube.kubeconfig = kubeconfig;
+    if read {
+        tracing::warn!(
+            "{} is deprecated and goes in the next release: use --kubeconfig or $KUBECONFIG",
+            kube_access::DEPRECATED_VARIABLE
+        );
     }
     let config = match Config::from_args(&args) {
         Ok(config) => config,
@@ -120,7 +131,7 @@ pub fn process_metrics(source: &Arc<RegistrySource>) -> Arc<Metrics> {
 pub async fn start(config: Config) -> anyhow::Result<Process> {
     // kube and the registry client share ring; installing it first avoids picking at runtime.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = kube_client(config.kubeconfig.as_deref()).await?;
+    let client = kube_client(&config.kube).await?;
     require_crd(&client).await?;
     if config.every_private_registry {
         tracing::warn!(
@@ -309,21 +320,4 @@ async fn wait_for_signal() {
         }
     }
     tracing::info!("shutting down: finishing in-flight work");
-}
-
-/// A client from `kubeconfig`, else the usual places (also `ocifit placement release-all`'s).
-pub async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("failed to read the kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("failed to use the kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("failed to find a cluster: no $KUBECONFIG, ~/.kube/config or in-cluster service account")?,
-    };
-    kube::Client::try_from(config).context("failed to build the Kubernetes client")
 }

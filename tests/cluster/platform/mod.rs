@@ -9,6 +9,7 @@ mod chart_wiring;
 mod crds;
 mod demo;
 mod faults;
+mod kubeconfig;
 mod leader;
 mod least_power;
 mod migrate_apply;

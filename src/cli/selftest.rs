@@ -4,7 +4,6 @@
 //! denied the object by its name or left its mark on it, so a webhook the apiserver skips (its
 //! selectors, `failurePolicy: Ignore` while ocifit is unreachable) fails the check, saying so.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -39,9 +38,9 @@ pub enum Webhook {
 /// `ocifit selftest`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct SelftestArgs {
-    /// The kubeconfig; else $KUBECONFIG, ~/.kube/config or the in-cluster service account.
-    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    /// Which cluster.
+    #[command(flatten)]
+    pub kube: crate::startup::KubeArgs,
     /// Namespace the objects are dry-run in: one every checked webhook covers (the chart's test
     /// creates it labelled for them).
     #[arg(long, value_name = "NAMESPACE")]
@@ -219,7 +218,7 @@ fn crds() -> [(String, String); 3] {
 /// Runs `ocifit selftest`: one line per check; exit 0 when every check passed, 1 otherwise.
 pub async fn run(args: &SelftestArgs) -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = match crate::startup::kube_client(args.kubeconfig.as_deref()).await {
+    let client = match crate::startup::kube_client(&args.kube).await {
         Ok(client) => client,
         Err(err) => {
             eprintln!("error: {err:#}");

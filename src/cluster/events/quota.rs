@@ -8,10 +8,11 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-/// Events one namespace may queue at once: a rollout of a few dozen pods gets each its Event.
-pub const BURST: f64 = 25.0;
+/// Events one namespace may queue at once: a quarter of the queue, so a Job of a few hundred pods
+/// released together gets each its Event and three namespaces flooding at once still leave room.
+pub const BURST: f64 = 256.0;
 /// Events a second a namespace's bucket refills with, past the burst.
-pub const RATE: f64 = 2.0;
+pub const RATE: f64 = 10.0;
 /// Namespaces with a bucket of their own: each costs its name and two numbers.
 pub const NAMESPACES: usize = 1024;
 
@@ -97,11 +98,11 @@ mod tests {
     fn a_namespace_gets_its_burst_then_its_rate_and_others_their_own() {
         let start = Instant::now();
         let mut quota = Quota::new(start);
-        let burst = (0..100).filter(|_| quota.allow("flood", start)).count();
+        let burst = (0..1000).filter(|_| quota.allow("flood", start)).count();
         assert_eq!(burst, BURST as usize);
         assert!(quota.allow("quiet", start), "another namespace has its own");
         let later = start + Duration::from_secs(5);
-        let refilled = (0..100).filter(|_| quota.allow("flood", later)).count();
+        let refilled = (0..1000).filter(|_| quota.allow("flood", later)).count();
         assert_eq!(refilled, (5.0 * RATE) as usize);
     }
 

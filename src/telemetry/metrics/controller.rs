@@ -65,7 +65,7 @@ impl ControllerMetrics {
             ),
             events_over_quota: registry.add(
                 "events_over_quota",
-                "Kubernetes Events dropped unqueued because the namespace that caused them was past its share of the queue (25 at once, 2 a second)",
+                "Kubernetes Events dropped unqueued because the namespace that caused them was past its share of the queue (256 at once, then 10 a second)",
                 Counter::default(),
             ),
             policies: registry.add(

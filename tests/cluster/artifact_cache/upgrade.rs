@@ -16,8 +16,8 @@ use ocifit_testkit::{htpasswd_line, wait_for_pod_ready};
 use serde_json::json;
 
 use crate::artifact_cache::workflow::{
-    ReadyCache, WORKFLOW, cache_address, eventually, job, ready_cache, registry_pod, run_job,
-    sdk_pull, stage,
+    ReadyCache, WORKFLOW, cache_address, eventually, job, live_registry_pod, ready_cache,
+    registry_pod, run_job, sdk_pull, stage,
 };
 
 const USER: &str = "steps";
@@ -57,7 +57,7 @@ async fn steps_of_a_cache_whose_secret_predates_the_split_still_push() {
     .await
     .expect("the registry's pod deleted, to read the old htpasswd");
     let restarted = eventually("the registry's new pod", async || {
-        let pod = registry_pod(&stage.client).await;
+        let pod = live_registry_pod(&stage.client).await?;
         (pod.metadata.uid != old_uid).then_some(pod)
     })
     .await;

@@ -797,6 +797,18 @@ pub(crate) async fn registry_pod(client: &Client) -> Pod {
 }
 
 async fn registry_pod_of(client: &Client, cache: &str) -> Pod {
+    live_registry_pod_of(client, cache)
+        .await
+        .expect("the registry's pod")
+}
+
+/// The cache `oras`'s registry pod that is not being deleted, if there is one yet: right after a
+/// pod is deleted its ReplicaSet may not have made the replacement.
+pub(crate) async fn live_registry_pod(client: &Client) -> Option<Pod> {
+    live_registry_pod_of(client, "oras").await
+}
+
+async fn live_registry_pod_of(client: &Client, cache: &str) -> Option<Pod> {
     let pods = Api::<Pod>::namespaced(client.clone(), WORKFLOW)
         .list(
             &ListParams::default().labels(&format!("app.kubernetes.io/instance={cache}-registry")),
@@ -806,7 +818,6 @@ async fn registry_pod_of(client: &Client, cache: &str) -> Pod {
     pods.items
         .into_iter()
         .find(|p| p.metadata.deletion_timestamp.is_none())
-        .expect("the registry's pod")
 }
 
 /// Waits for an Event with `reason` about ArtifactCache `name`; (reason, note) of all its Events.

@@ -13,9 +13,13 @@
 FROM docker.io/library/rust:1.95-bookworm AS build
 # The source revision `ocifit_build_info` reports (the release workflow passes the commit).
 ARG OCIFIT_REVISION
+# cargo-auditable embeds the dependency list in the binary, so the image's SBOM (syft, in the release
+# workflow) lists the crates compiled into it; the workflow passes the version its binaries use.
+ARG CARGO_AUDITABLE_VERSION=0.7.5
 WORKDIR /src
+RUN cargo install cargo-auditable --locked --version "$CARGO_AUDITABLE_VERSION"
 COPY . .
-RUN cargo build --release --locked --bin ocifit \
+RUN cargo auditable build --release --locked --bin ocifit \
  && install -D -m 0755 target/release/ocifit /out/ocifit
 
 FROM gcr.io/distroless/cc-debian12:nonroot

@@ -28,6 +28,8 @@
 //! - `registry_clients`: the test kit's clients (ORAS SDK, regctl, crane) on the real registry;
 //! - `release`: the image assembled here against the `Dockerfile`, the chart against the release
 //!   workflow;
+//! - `release_supply_chain`: the release workflow signs, attests and describes (SBOM) every artifact,
+//!   and docs/install.md verifies the identity it signs with;
 //! - `watches`: every kube watch in `src/` has its row in `docs/security.md`'s table of what each
 //!   watch holds.
 
@@ -51,4 +53,5 @@ mod placement_inspection;
 mod registry;
 mod registry_clients;
 mod release;
+mod release_supply_chain;
 mod watches;

@@ -2,15 +2,16 @@
 //! and a real node (a vanilla worker, tainted so only the pod meant for it lands there), pushes the
 //! flavor example (an image per flavor that really runs on this machine's platform, and
 //! `example/flavor-compat.json` with its tags pointed at them; see [`crate::flavors`]), creates the
-//! nodes of `example/flavor-nodes.json`, starts the built `ocifit run` on the host with a webhook
-//! certificate from [`crate::pki`], registers the webhook for opted-in pods, applies
-//! `example/policy.yaml`, the three flavor pods of `example/pods/` and one pod for the real node,
-//! waits until they are bound and the real one has logged its image's line; registers the
-//! placement gate and applies `example/placement/` (a Deployment whose sidecar is arm64-only) and
-//! waits until its replicas are bound; runs the artifact cache's workflow; and prints what
-//! happened. The product decides everything; this module only sets the stage and reports.
-//! `tools/demo` is its thin wrapper.
+//! nodes of `example/flavor-nodes.json`, installs ocifit as users do, `helm install` of its chart
+//! with ocifit's own image built here (on the real node; the chart registers the webhooks and
+//! manages their certificate), applies `example/policy.yaml`, the three flavor pods of
+//! `example/pods/` and one pod for the real node, waits until they are bound and the real one has
+//! logged its image's line; applies `example/placement/` (a Deployment whose sidecar is
+//! arm64-only) and waits until its replicas are bound; runs the artifact cache's workflow; and
+//! prints what happened. The product decides everything; this module only sets the stage and
+//! reports. `tools/demo` is its thin wrapper.
 
+mod install;
 mod platform_placement;
 mod ready;
 mod report;
@@ -25,7 +26,6 @@ use crate::cluster::Cluster;
 use crate::error::{Result, io};
 use crate::flavors::flavor_line;
 use crate::pods::wait_for_pod_log;
-use crate::process::Process;
 
 pub use platform_placement::{PLACEMENT_NAMESPACE, Replica};
 pub use report::Placement;
@@ -52,9 +52,9 @@ pub const SUMMARY_FILE: &str = "summary.txt";
 pub struct DemoOptions {
     /// The repository (for `crds/` and `example/`).
     pub repo: PathBuf,
-    /// The `ocifit` binary to run.
+    /// The `ocifit` binary ocifit's image (installed by the chart) is assembled from.
     pub ocifit: PathBuf,
-    /// Where the certificate, `ocifit run`'s log and the summary go.
+    /// Where the chart's values file, the workflow's result and the summary go.
     pub state_dir: PathBuf,
     /// How long each wait (policy Ready, webhook active, pods bound) may take.
     pub timeout: Duration,
@@ -62,10 +62,8 @@ pub struct DemoOptions {
     pub stays_up: bool,
 }
 
-/// A running demo: the cluster, `ocifit run`, and where each flavor pod landed.
+/// A running demo: the cluster with ocifit installed, and where each flavor pod landed.
 pub struct Demo {
-    /// `ocifit run` (killed on drop, before the cluster it talks to).
-    ocifit: Process,
     /// The cluster and registry (removed on drop).
     pub cluster: Cluster,
     /// Each flavor pod with its node and image (the real node's pod last).
@@ -94,9 +92,9 @@ impl Demo {
             && self.workflow.result.trim() == "55"
     }
 
-    /// An error if `ocifit run` has exited.
-    pub fn check_running(&mut self) -> Result<()> {
-        self.ocifit.check_running("the demo to be stopped")
+    /// An error if no replica of ocifit is available any more.
+    pub async fn check_running(&self) -> Result<()> {
+        install::check_running(&self.cluster).await
     }
 }
 
@@ -148,7 +146,6 @@ pub async fn start(options: &DemoOptions) -> Result<Demo> {
     .await?;
     write_atomically(&summary_path, &summary)?;
     Ok(Demo {
-        ocifit: staged.ocifit,
         cluster: staged.cluster,
         placements,
         real_log,

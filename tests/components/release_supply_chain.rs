@@ -79,8 +79,8 @@ fn provenance_step(job: &Value) -> &Value {
 #[test]
 fn every_action_is_pinned_to_a_commit_with_its_version_named() {
     let text = read(WORKFLOW);
-    let pinned = regex::Regex::new(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$")
-        .expect("a pattern");
+    let pinned =
+        regex::Regex::new(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$").expect("a pattern");
     let mut count = 0;
     for line in text.lines() {
         let Some((_, action)) = line.split_once("uses: ") else {
@@ -113,7 +113,10 @@ fn only_the_jobs_that_sign_may_ask_for_an_oidc_token_and_each_of_them_does() {
             signing.push(name.as_str());
             assert_eq!(token, "write", "job {name} signs without an OIDC token");
         } else {
-            assert!(token.is_null(), "job {name} signs nothing but may ask for a token");
+            assert!(
+                token.is_null(),
+                "job {name} signs nothing but may ask for a token"
+            );
         }
         if steps(job).iter().any(|s| uses(s, PROVENANCE)) {
             assert_eq!(job["permissions"]["attestations"], "write", "job {name}");
@@ -149,7 +152,9 @@ fn the_image_index_and_every_platforms_image_are_signed_attested_and_described()
         "an SBOM of each platform's image: {script}"
     );
     assert!(
-        script.contains("cosign attest --yes --type spdxjson --predicate \"$sbom\" \"$IMAGE@$digest\""),
+        script.contains(
+            "cosign attest --yes --type spdxjson --predicate \"$sbom\" \"$IMAGE@$digest\""
+        ),
         "the SBOM attached to its image: {script}"
     );
     let provenance = &provenance_step(job)["with"];
@@ -192,7 +197,10 @@ fn the_chart_is_signed_and_attested_by_the_digest_helm_pushed() {
         "{sign}"
     );
     let provenance = &provenance_step(job)["with"];
-    assert_eq!(provenance["subject-name"], "${{ steps.chart.outputs.name }}");
+    assert_eq!(
+        provenance["subject-name"],
+        "${{ steps.chart.outputs.name }}"
+    );
     assert_eq!(
         provenance["subject-digest"],
         "${{ needs.chart.outputs.digest }}"
@@ -207,11 +215,13 @@ fn every_binary_has_an_sbom_a_signature_and_provenance_on_the_release() {
     let build = &workflow["jobs"]["build"];
     let build_script = script(build);
     assert!(
-        build_script.contains("auditable build --release --locked --bin ocifit --target \"$TARGET\""),
+        build_script
+            .contains("auditable build --release --locked --bin ocifit --target \"$TARGET\""),
         "the binary is built with cargo-auditable: {build_script}"
     );
     assert!(
-        build_script.contains("cp \"target/$TARGET/release/ocifit\" \"dist/ocifit-$VERSION-$TARGET\""),
+        build_script
+            .contains("cp \"target/$TARGET/release/ocifit\" \"dist/ocifit-$VERSION-$TARGET\""),
         "{build_script}"
     );
     let sbom = steps(build)
@@ -232,7 +242,10 @@ fn every_binary_has_an_sbom_a_signature_and_provenance_on_the_release() {
     assert!(uploaded, "the binary's SBOM is kept for the release");
 
     let job = attesting_job(&workflow, "binaries");
-    assert_eq!(provenance_step(job)["with"]["subject-path"], "dist/ocifit-*");
+    assert_eq!(
+        provenance_step(job)["with"]["subject-path"],
+        "dist/ocifit-*"
+    );
     let script = script(job);
     assert!(script.contains("for file in dist/* sbom/*; do"), "{script}");
     assert!(
@@ -272,7 +285,9 @@ fn the_images_binary_is_built_with_the_workflows_cargo_auditable() {
         .iter()
         .find(|s| uses(s, "docker/build-push-action"))
         .expect("the image build");
-    let args = image["with"]["build-args"].as_str().expect("build arguments");
+    let args = image["with"]["build-args"]
+        .as_str()
+        .expect("build arguments");
     assert!(
         args.lines()
             .any(|l| l == "CARGO_AUDITABLE_VERSION=${{ env.CARGO_AUDITABLE_VERSION }}"),
@@ -296,7 +311,10 @@ fn the_install_docs_verify_the_identity_this_workflow_signs_with() {
                 .map(|s| s.trim_end_matches(['"', '\\', ' ']).to_owned())
         })
         .expect("the Dockerfile names the source repository");
-    let identity = format!("{source}/{WORKFLOW}@refs/tags/v{}", env!("CARGO_PKG_VERSION"));
+    let identity = format!(
+        "{source}/{WORKFLOW}@refs/tags/v{}",
+        env!("CARGO_PKG_VERSION")
+    );
     let regexp = section
         .lines()
         .find_map(|l| l.strip_prefix("IDENTITY='"))

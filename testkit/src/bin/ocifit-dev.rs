@@ -32,18 +32,18 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         real_node: Vec<String>,
     },
-    /// The flavor demo: cluster, registry, artifact, three nodes, `ocifit run` with its webhook,
+    /// The flavor demo: cluster, registry, artifact, three nodes, ocifit installed by its chart,
     /// the policy and three pods; prints where each pod landed with which image, then keeps
     /// everything up until Ctrl-C or SIGTERM (or, with --check, tears down and exits 0 only if
     /// every pod landed on a node of its flavor with the matching image).
     Demo {
-        /// The ocifit binary to run (a release build: `cargo build --release`).
+        /// The ocifit binary its image (installed by the chart) is assembled from.
         #[arg(long, value_name = "PATH")]
         ocifit: PathBuf,
         /// The repository checkout (its crds/ and example/ are used).
         #[arg(long, value_name = "DIR", default_value = ".")]
         repo: PathBuf,
-        /// Where the webhook certificate, ocifit's log and the summary are written.
+        /// Where the chart's values file and the summary are written.
         #[arg(long, value_name = "DIR")]
         state_dir: PathBuf,
         /// Check the outcome, tear down and exit instead of staying up.
@@ -213,7 +213,7 @@ async fn up(registry_auth: Option<&str>, real_nodes: &[String]) -> ExitCode {
 }
 
 async fn run_demo(options: &DemoOptions, check: bool) -> ExitCode {
-    let mut demo = match demo::start(options).await {
+    let demo = match demo::start(options).await {
         Ok(demo) => demo,
         Err(e) => {
             eprintln!("ocifit-dev demo: {e:?}");
@@ -234,7 +234,7 @@ async fn run_demo(options: &DemoOptions, check: bool) -> ExitCode {
         return ExitCode::FAILURE;
     }
     let stopped = dev::stop_requested().await;
-    let still_running = demo.check_running();
+    let still_running = demo.check_running().await;
     drop(demo);
     println!("demo stopped and removed");
     match (stopped, still_running) {

@@ -1,5 +1,5 @@
 //! The demo's platform placement: a multi-platform image and an arm64-only one pushed to the
-//! demo's registry with crane; the gate webhook registered; `example/placement/policy.yaml` and
+//! demo's registry with crane (the chart registers the gate webhook); `example/placement/policy.yaml` and
 //! `example/placement/deployment.yaml` applied as a newcomer would (only the Deployment's images
 //! replaced by the pushed ones); and where each replica landed, with its node's architecture and
 //! the platforms ocifit wrote on it. The product decides everything; this module sets the stage
@@ -8,12 +8,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{ListParams, PostParams};
-use kube::{Api, Client, ResourceExt};
-use serde_json::json;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
 
 use super::say;
 use super::table::aligned;
@@ -76,46 +73,6 @@ pub(super) async fn push_images(registry: &Registry) -> Result<Images> {
     })
 }
 
-/// Registers the gate webhook (`/placement` at `base`) as the chart does: every namespace but
-/// kube-system, pods not labelled `placement.ocifit.io/enabled=false`; PlacementPolicies select
-/// further, and a pod none selects passes unchanged.
-pub(super) async fn register_webhook(client: &Client, base: &str, ca_pem: &str) -> Result<()> {
-    let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    let configuration: MutatingWebhookConfiguration = serde_json::from_value(json!({
-        "metadata": {"name": "ocifit-placement"},
-        "webhooks": [{
-            "name": "placement.ocifit.io",
-            "clientConfig": {"url": format!("{base}/placement"), "caBundle": bundle},
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}],
-            "namespaceSelector": {"matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
-            ]},
-            "objectSelector": {"matchExpressions": [
-                {"key": "placement.ocifit.io/enabled", "operator": "NotIn", "values": ["false"]}
-            ]},
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Ignore",
-            "reinvocationPolicy": "IfNeeded",
-            "timeoutSeconds": 2
-        }]
-    }))
-    .map_err(|e| Error::Format {
-        action: "build the gate webhook's configuration".into(),
-        message: e.to_string(),
-    })?;
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(&PostParams::default(), &configuration)
-        .await
-        .map_err(kube_error(
-            "create MutatingWebhookConfiguration ocifit-placement",
-        ))?;
-    say(
-        "registered MutatingWebhookConfiguration ocifit-placement (the scheduling gate, /placement)",
-    );
-    Ok(())
-}
-
 /// Applies the example policy and Deployment and waits until every replica is bound.
 pub(super) async fn run(
     cluster: &Cluster,
@@ -131,7 +88,7 @@ pub(super) async fn run(
         .await?;
     // As docs/placement.md says: a policy gates the pods created once ocifit has it (READY).
     let label = format!("PlacementPolicy {POLICY}");
-    super::ready::wait_ready(cluster, ("pp", POLICY, &label), None, timeout).await?;
+    super::ready::wait_ready(cluster, ("pp", POLICY, &label), timeout).await?;
     let path = example.join("deployment.yaml");
     let deployment = std::fs::read_to_string(&path)
         .map_err(io("read", &path))?

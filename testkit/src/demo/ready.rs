@@ -2,25 +2,19 @@
 
 use std::time::{Duration, Instant};
 
-use super::say;
+use super::{install, say};
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
-use crate::process::Process;
 
-/// Waits until `kind`/`name` says `Ready` True (printed as `label Ready after …`), failing early
-/// if `ocifit` (when given) has exited.
+/// Waits until `kind`/`name` says `Ready` True (printed as `label Ready after …`).
 pub(super) async fn wait_ready(
     cluster: &Cluster,
     (kind, name, label): (&str, &str, &str),
-    mut ocifit: Option<&mut Process>,
     timeout: Duration,
 ) -> Result<()> {
     let started = Instant::now();
     let what = format!("{label} to become Ready");
     loop {
-        if let Some(ocifit) = ocifit.as_deref_mut() {
-            ocifit.check_running(&what)?;
-        }
         let ready = cluster
             .kubectl([
                 "get",
@@ -42,9 +36,7 @@ pub(super) async fn wait_ready(
             return Err(Error::Timeout {
                 what,
                 timeout,
-                log_tails: ocifit
-                    .map(|ocifit| ocifit.log_tail(crate::process::LOG_TAIL_LINES))
-                    .unwrap_or_default(),
+                log_tails: install::operator_state(cluster).await,
             });
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -1,6 +1,7 @@
-//! What the demo prints: `kubectl get isp`, and each flavor pod with the node it was bound to,
-//! that node's flavor and the pod's image, once every pod is bound; `kubectl get pp` and where
-//! the placement example's replicas landed; the artifact cache's workflow.
+//! What the demo prints: `helm list` (ocifit, installed by its chart), `kubectl get isp`, and each
+//! flavor pod with the node it was bound to, that node's flavor and the pod's image, once every
+//! pod is bound; `kubectl get pp` and where the placement example's replicas landed; the artifact
+//! cache's workflow.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -15,6 +16,7 @@ use super::table::aligned;
 use super::{
     FLAVOR_LABEL, FLAVOR_PODS, REAL_FLAVOR, REAL_POD, RESULT, WORKFLOW_NAMESPACE, WorkflowRun, say,
 };
+use crate::chart::{NAMESPACE, RELEASE, helm};
 use crate::cluster::Cluster;
 use crate::error::{Error, Result, kube as kube_error};
 use crate::tools::Tool;
@@ -119,8 +121,9 @@ pub(super) async fn summary(
     repo: &Path,
     stays_up: bool,
 ) -> Result<String> {
+    let releases = helm(&["list", "-n", NAMESPACE], Some(cluster.kubeconfig())).await?;
     let isp = cluster.kubectl(["get", "isp"]).await?;
-    let mut text = format!("$ kubectl get isp\n{isp}\n");
+    let mut text = format!("$ helm list -n {NAMESPACE}\n{releases}\n$ kubectl get isp\n{isp}\n");
     text.push_str(&table(placements));
     let _ = write!(text, "\n$ kubectl logs {REAL_POD}\n{real_log}");
     let policies = cluster.kubectl(["get", "pp"]).await?;
@@ -142,17 +145,23 @@ pub(super) async fn summary(
         return Ok(text);
     }
     let kubeconfig = cluster.kubeconfig().display().to_string();
-    let kubectl_dir = cluster
-        .tools()
-        .path(Tool::Kubectl)?
-        .parent()
-        .map(|dir| dir.display().to_string())
-        .unwrap_or_default();
+    let tool_dir = |tool| -> Result<String> {
+        Ok(cluster
+            .tools()
+            .path(tool)?
+            .parent()
+            .map(|dir| dir.display().to_string())
+            .unwrap_or_default())
+    };
+    let (kubectl_dir, helm_dir) = (tool_dir(Tool::Kubectl)?, tool_dir(Tool::Helm)?);
     let _ = write!(
         text,
         "\nThe cluster stays up. To explore it:\n\n\
          \x20 export KUBECONFIG={kubeconfig}\n\
-         \x20 export PATH={kubectl_dir}:$PATH     # kubectl from tools/install, if you have none\n\
+         \x20 export PATH={kubectl_dir}:{helm_dir}:$PATH     # kubectl and helm from tools/install, if you have none\n\
+         \x20 helm status {RELEASE} -n {NAMESPACE}       # ocifit, installed by its chart\n\
+         \x20 helm test {RELEASE} -n {NAMESPACE} --logs  # the chart's own check: CRDs served, a dry run through each webhook\n\
+         \x20 kubectl logs -n {NAMESPACE} deploy/{RELEASE}-controller   # ocifit's log\n\
          \x20 kubectl get isp flavors -o yaml        # one row per node class: image and why\n\
          \x20 kubectl get pods -o wide\n\
          \x20 kubectl get pod vanilla -o yaml        # the decision annotations and the image\n\

@@ -1,9 +1,8 @@
 //! Setting the demo's stage: cluster, registry and real node, the flavor images and artifact, the
-//! nodes, the CRD, `ocifit run` with its webhook certificate and registration, the policy and the
+//! nodes, ocifit installed by its chart (`helm install`, on the real node), the policy and the
 //! pods.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -12,26 +11,20 @@ use kube::api::PostParams;
 
 use super::{
     DemoOptions, FLAVOR_LABEL, FLAVOR_PODS, OPT_IN_LABEL, REAL_FLAVOR, REAL_NODE, REAL_NODE_TAINT,
-    REAL_POD, platform_placement, say, workflow,
+    REAL_POD, install, platform_placement, say, workflow,
 };
 use crate::cluster::Cluster;
+use crate::dev;
 use crate::error::{Error, Result, io, kube as kube_error};
 use crate::flavors::{apply_flavor_policy, create_flavor_nodes, push_flavor_example};
-use crate::net::free_port;
 use crate::node::RealNode;
-use crate::pki::CertificateAuthority;
-use crate::process::Process;
-use crate::{PodWebhook, apply_crd_dir, create_namespace, dev};
 
-/// The operator's namespace (its Lease).
-const NAMESPACE: &str = "ocifit-system";
 /// Where the pods go.
 pub(super) const POD_NAMESPACE: &str = "default";
 
 /// What the stage holds once set.
 pub(super) struct Staged {
     pub cluster: Cluster,
-    pub ocifit: Process,
     /// Flavor → the image the artifact names for it.
     pub images: BTreeMap<String, String>,
     /// The artifact cache workflow's images.
@@ -74,11 +67,16 @@ pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
         "created nodes {} (example/flavor-nodes.json)",
         nodes.join(", ")
     ));
-    apply_crd_dir(&client, &options.repo.join("crds")).await?;
-    create_namespace(&client, NAMESPACE).await?;
     let workflow_images = workflow::push_images(registry, &options.ocifit).await?;
     let placement_images = platform_placement::push_images(registry).await?;
-    let mut ocifit = start_ocifit(&cluster, options, &workflow_images).await?;
+    install::install(
+        &cluster,
+        &options.repo,
+        &options.state_dir,
+        (&workflow_images.helper, &workflow_images.registry),
+        options.timeout,
+    )
+    .await?;
     apply_flavor_policy(&cluster, &options.repo, &example.reference).await?;
     say(&format!(
         "applied example/policy.yaml with artifact.ref {}",
@@ -87,11 +85,10 @@ pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
     super::ready::wait_ready(
         &cluster,
         ("isp", "flavors", "policy flavors"),
-        Some(&mut ocifit),
         options.timeout,
     )
     .await?;
-    wait_webhook(&cluster, &mut ocifit, options).await?;
+    wait_webhook(&cluster, options).await?;
     for name in FLAVOR_PODS {
         let path = options
             .repo
@@ -117,7 +114,6 @@ pub(super) async fn stage(options: &DemoOptions) -> Result<Staged> {
     ));
     Ok(Staged {
         cluster,
-        ocifit,
         images: example.images,
         workflow_images,
         placement_images,
@@ -142,91 +138,9 @@ fn real_pod() -> Result<Pod> {
     })
 }
 
-/// Starts `ocifit run` (controller and webhook) on the host, serving a certificate for
-/// 127.0.0.1 from a demo CA with `helper` as the artifact cache's helper image, and registers the
-/// webhook for opted-in pods, the step webhooks and the placement gate.
-async fn start_ocifit(
-    cluster: &Cluster,
-    options: &DemoOptions,
-    images: &workflow::Images,
-) -> Result<Process> {
-    let ca = CertificateAuthority::new("ocifit demo CA")?;
-    let serving = ca.issue_server("ocifit-webhook", &["127.0.0.1"])?;
-    let cert = options.state_dir.join("webhook.crt");
-    let key = options.state_dir.join("webhook.key");
-    std::fs::write(&cert, &serving.cert_pem).map_err(io("write", &cert))?;
-    std::fs::write(&key, &serving.key_pem).map_err(io("write", &key))?;
-    let webhook = format!("127.0.0.1:{}", free_port()?);
-    let admin = format!("127.0.0.1:{}", free_port()?);
-    let registry = cluster
-        .registry()
-        .map(|r| r.addr().to_owned())
-        .unwrap_or_default();
-    let args: Vec<OsString> = [
-        "run",
-        "--kubeconfig",
-        &cluster.kubeconfig().display().to_string(),
-        "--plain-http-registry",
-        &registry,
-        // The demo's registry is on loopback (or this machine's own address).
-        "--allowed-private-registries",
-        &registry,
-        "--lease-namespace",
-        NAMESPACE,
-        "--admin-bind-address",
-        &admin,
-        "--webhook-bind-address",
-        &webhook,
-        "--tls-cert-file",
-        &cert.display().to_string(),
-        "--tls-key-file",
-        &key.display().to_string(),
-        "--artifact-helper-image",
-        &images.helper,
-        "--artifact-cache-images",
-        &images.registry,
-    ]
-    .iter()
-    .map(OsString::from)
-    .collect();
-    let process = Process::spawn("ocifit", &options.ocifit, args, &options.state_dir)?;
-    say(&format!(
-        "started {} run (webhook https://{webhook}/mutate, metrics http://{admin}/metrics, log {})",
-        options.ocifit.display(),
-        options.state_dir.join("ocifit.log").display()
-    ));
-    let configuration = PodWebhook::new(
-        "ocifit",
-        &format!("https://{webhook}/mutate"),
-        ca.cert_pem(),
-    )
-    .match_label(OPT_IN_LABEL, "true");
-    crate::register_pod_webhook(&cluster.client()?, &configuration).await?;
-    say(&format!(
-        "registered MutatingWebhookConfiguration ocifit (objectSelector {OPT_IN_LABEL}=true)"
-    ));
-    workflow::register_webhooks(
-        &cluster.client()?,
-        &format!("https://{webhook}"),
-        ca.cert_pem(),
-    )
-    .await?;
-    platform_placement::register_webhook(
-        &cluster.client()?,
-        &format!("https://{webhook}"),
-        ca.cert_pem(),
-    )
-    .await?;
-    Ok(process)
-}
-
 /// Waits until the apiserver calls the webhook: a dry-run of the vanilla pod comes back with its
 /// image replaced.
-async fn wait_webhook(
-    cluster: &Cluster,
-    ocifit: &mut Process,
-    options: &DemoOptions,
-) -> Result<()> {
+async fn wait_webhook(cluster: &Cluster, options: &DemoOptions) -> Result<()> {
     let path = options.repo.join("example/pods/vanilla.yaml");
     let text = std::fs::read_to_string(&path).map_err(io("read", &path))?;
     let probe: Pod = serde_saphyr::from_str(&text).map_err(|e| Error::Format {
@@ -241,7 +155,6 @@ async fn wait_webhook(
     };
     let started = Instant::now();
     loop {
-        ocifit.check_running("the webhook to answer")?;
         let last = match api.create(&dry_run, &probe).await {
             Ok(pod) if container_image(&pod) != placeholder => {
                 say(&format!(
@@ -257,7 +170,7 @@ async fn wait_webhook(
             return Err(Error::Timeout {
                 what: format!("the webhook to patch a dry-run pod (last answer: {last})"),
                 timeout: options.timeout,
-                log_tails: ocifit.log_tail(crate::process::LOG_TAIL_LINES),
+                log_tails: install::operator_state(cluster).await,
             });
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -1,6 +1,6 @@
 //! The demo's workflow on the real node: ocifit's own image (the step helpers), a registry image
-//! (distribution's binary) and a step image (busybox) pushed to the demo's registry; the step
-//! webhooks registered for the namespace that opts in; `example/artifacts/cache.yaml` and the two
+//! (distribution's binary) and a step image (busybox) pushed to the demo's registry (the chart
+//! registers the step webhooks for the namespace that opts in); `example/artifacts/cache.yaml` and the two
 //! Jobs of `example/artifacts/workflow.yaml` applied as a newcomer would (only the images and the
 //! real node's selector and toleration changed), in order; and the result pulled from the cache
 //! with the ORAS Python SDK from this machine. The product decides everything; this module sets the
@@ -9,8 +9,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use kube::api::{ListParams, PostParams};
@@ -78,46 +76,6 @@ pub(super) async fn push_images(registry: &Registry, ocifit: &Path) -> Result<Im
         registry: cache.reference,
         step: step.reference,
     })
-}
-
-/// Registers the step webhooks (Pods and Jobs of opted-in namespaces) at `base`
-/// (`https://host:port`), trusting `ca_pem`; as the chart registers them.
-pub(super) async fn register_webhooks(client: &Client, base: &str, ca_pem: &str) -> Result<()> {
-    let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    let webhooks: Vec<Value> = [("pods", ""), ("jobs", "batch")]
-        .iter()
-        .map(|(kind, group)| {
-            json!({
-                "name": format!("{kind}.steps.artifacts.ocifit.io"),
-                "clientConfig": {"url": format!("{base}/artifacts/{kind}"), "caBundle": bundle},
-                "rules": [{"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": [kind]}],
-                "namespaceSelector": {"matchLabels": {OPT_IN.0: OPT_IN.1}},
-                "objectSelector": {"matchExpressions": [
-                    {"key": "app.kubernetes.io/managed-by", "operator": "NotIn", "values": ["ocifit"]}
-                ]},
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "reinvocationPolicy": "Never",
-                "timeoutSeconds": 5
-            })
-        })
-        .collect();
-    let configuration: MutatingWebhookConfiguration = parse(
-        json!({"metadata": {"name": "ocifit-artifacts"}, "webhooks": webhooks}),
-        "the step webhooks",
-    )?;
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .create(&PostParams::default(), &configuration)
-        .await
-        .map_err(kube_error(
-            "create MutatingWebhookConfiguration ocifit-artifacts",
-        ))?;
-    say(&format!(
-        "registered MutatingWebhookConfiguration ocifit-artifacts (Pods and Jobs of namespaces labelled {}={})",
-        OPT_IN.0, OPT_IN.1
-    ));
-    Ok(())
 }
 
 /// Runs the example workflow through the cache on the real node and pulls its result.

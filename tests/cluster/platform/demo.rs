@@ -1,5 +1,6 @@
 //! The README's demo, run as CI runs it: `tools/demo --check` (debug build, its own state
-//! directory) starts everything, and every flavor pod must be bound to a node of its flavor with
+//! directory) starts everything and installs ocifit with `helm install` of its chart (the release is
+//! deployed), and every flavor pod must be bound to a node of its flavor with
 //! that flavor's image from the artifact, the one on the real node running it (its log shows the
 //! image's line), both replicas of the placement example must be on arm64 nodes constrained to
 //! linux/arm64, and the artifact cache's two-step workflow must complete on the real node with
@@ -19,9 +20,25 @@ fn demo_binds_each_flavor_pod_to_its_flavor_with_the_matching_image() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "tools/demo --check failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}\nocifit log:\n{}",
+        "tools/demo --check failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
         output.status,
-        std::fs::read_to_string(state.path().join("ocifit.log")).unwrap_or_default()
+    );
+    // ocifit is installed the way users install it: by its chart, deployed.
+    assert!(
+        stdout.contains("[demo] helm install ocifit charts/ocifit --namespace ocifit-system"),
+        "{stdout}"
+    );
+    let release = stdout
+        .lines()
+        .skip_while(|line| *line != "$ helm list -n ocifit-system")
+        .nth(2)
+        .unwrap_or_else(|| panic!("no helm list in:\n{stdout}"));
+    let cells: Vec<&str> = release.split_whitespace().collect();
+    assert_eq!(cells[0], "ocifit", "{release}");
+    assert!(cells.contains(&"deployed"), "{release}");
+    assert!(
+        cells.iter().any(|cell| cell.starts_with("ocifit-")),
+        "the chart's name and version: {release}"
     );
     for (pod, node, flavor, image) in [
         ("vanilla", "worker-vanilla", "vanilla", "/library/debian:11"),

@@ -1,7 +1,8 @@
 //! The servers under load: the no-op, and ocifit's one admission host serving every route as
 //! `ocifit run` does — `/mutate` (the index built in process over the flavor nodes),
 //! `/placement` (one PlacementPolicy selecting every pod), `/artifacts/pods` and
-//! `/artifacts/jobs` (a Ready ArtifactCache `oras` in the requests' namespace, a helper image).
+//! `/artifacts/jobs` (a Ready ArtifactCache `oras` in the requests' namespace, a helper image) —
+//! and each route's equal-I/O floor.
 
 use std::sync::Arc;
 
@@ -27,11 +28,14 @@ use ocifit::telemetry::Metrics;
 use serde_json::json;
 
 use crate::fixture::{self, Expect};
+use crate::floor::{self, Canned};
 use crate::load::Target;
 use crate::noop;
 
 /// The no-op's name in the report.
 pub const NOOP: &str = "no-op";
+/// The start of an equal-I/O floor's name, followed by its route's.
+pub const FLOOR: &str = "floor ";
 
 /// A server under load: its name in the report (the route's path), where it is, and the
 /// requests sent to it in turn with the answer each must get.
@@ -43,6 +47,7 @@ pub struct Server {
 }
 
 /// One request body and what must be answered.
+#[derive(Clone)]
 pub struct Request {
     /// What it is, for the report.
     pub what: String,
@@ -126,6 +131,46 @@ pub fn start(
         }
     }
     Ok(servers)
+}
+
+/// Each of ocifit's routes among `servers` gets its equal-I/O floor (named `floor ROUTE`),
+/// answering each request with what the route answered to it (`answers`, in the order of
+/// `servers` and their requests); one server holds them all.
+pub fn floors(
+    servers: &[Server],
+    answers: &[Vec<Bytes>],
+    ca_pem: &str,
+    cert: Arc<ServingCert>,
+) -> Result<Vec<Server>> {
+    let mut canned = Vec::new();
+    let mut routes = Vec::new();
+    for (server, answers) in servers.iter().zip(answers) {
+        if server.name == NOOP {
+            continue;
+        }
+        let mut floor = Canned::default();
+        for (request, answer) in server.requests.iter().zip(answers) {
+            floor.add(request.body.clone(), answer.clone());
+        }
+        // Leaked: a handful of names that live as long as the run.
+        let path: &'static str =
+            Box::leak(format!("/floor{}", server.target.path).into_boxed_str());
+        let name: &'static str = Box::leak(format!("{FLOOR}{}", server.name).into_boxed_str());
+        canned.push((path.to_owned(), floor));
+        routes.push((name, path, server.requests.clone()));
+    }
+    let (address, handle) = floor::start(ServingCert::server_config(cert)?, canned)?;
+    routes
+        .into_iter()
+        .map(|(name, path, requests)| {
+            Ok(Server {
+                name,
+                target: Target::new(address, ca_pem, path)?,
+                handle: handle.clone(),
+                requests,
+            })
+        })
+        .collect()
 }
 
 /// Image selection over the example policy resolved over `nodes` flavor nodes.

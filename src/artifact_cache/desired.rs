@@ -311,6 +311,8 @@ pub fn object_name(cache: &str) -> String {
 }
 
 mod deployment;
+#[cfg(test)]
+mod fixtures;
 mod network_policy;
 mod object_store;
 #[cfg(test)]

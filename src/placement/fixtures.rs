@@ -33,6 +33,24 @@ pub(crate) fn pod(containers: &[(&str, &str)]) -> Pod {
     }
 }
 
+/// `gated` without what the gate adds (its gate, its labels, the first container's
+/// termination message policy, checked to be the log fallback): equal to the pod as sent when
+/// the gate changed nothing else.
+pub(crate) fn without_the_gate(gated: &Pod) -> Pod {
+    let mut without = gated.clone();
+    without.metadata.labels = None;
+    let spec = without.spec.as_mut().unwrap();
+    spec.scheduling_gates = None;
+    assert_eq!(
+        spec.containers[0]
+            .termination_message_policy
+            .take()
+            .as_deref(),
+        Some("FallbackToLogsOnError")
+    );
+    without
+}
+
 /// `pod` with these labels.
 pub(crate) fn labelled(mut pod: Pod, labels: &[(&str, &str)]) -> Pod {
     pod.metadata.labels = Some(map(labels));

@@ -28,36 +28,60 @@ pub fn chart_dir() -> PathBuf {
     repo_root().join("charts/ocifit")
 }
 
-/// Non-default value sets, each a list of `--set` arguments, rendered and validated like the
+/// Host network, and an extra volume, mount, env variable and argument for the controller.
+pub const HOST_NETWORK_AND_EXTRAS: &[&str] = &[
+    "hostNetwork=true",
+    "extraVolumes[0].name=bundle",
+    "extraVolumes[0].configMap.name=ca-bundle",
+    "extraVolumeMounts[0].name=bundle",
+    "extraVolumeMounts[0].mountPath=/etc/bundle",
+    "extraEnv[0].name=HTTPS_PROXY",
+    "extraEnv[0].value=http://proxy:3128",
+    "extraArgs={--concurrency=8}",
+];
+
+/// A ServiceMonitor in `monitoring`, with its scrape settings.
+pub const SERVICE_MONITOR: &[&str] = &[
+    "monitoring.serviceMonitor.enabled=true",
+    "monitoring.serviceMonitor.namespace=monitoring",
+    "monitoring.serviceMonitor.scrapeTimeout=10s",
+    "monitoring.serviceMonitor.relabelings[0].targetLabel=cluster",
+    "monitoring.serviceMonitor.relabelings[0].replacement=east",
+    "monitoring.serviceMonitor.metricRelabelings[0].action=drop",
+    "monitoring.serviceMonitor.metricRelabelings[0].regex=process_.*",
+    "monitoring.serviceMonitor.metricRelabelings[0].sourceLabels={__name__}",
+];
+
+/// Non-default value sets, each a list of `--set` arguments (in groups, joined with `concat`), rendered and validated like the
 /// defaults: every TLS mode, every optional object and every value-driven volume.
-pub const VALUE_SETS: &[(&str, &[&str])] = &[
+pub const VALUE_SETS: &[(&str, &[&[&str]])] = &[
     ("defaults", &[]),
     (
         "cert-manager with a ServiceMonitor",
-        &[
+        &[&[
             "tls.mode=certManager",
             "metrics.serviceMonitor.enabled=true",
             "metrics.serviceMonitor.labels.release=prometheus",
-        ],
+        ]],
     ),
     (
         "monitoring: alerting rules as a PrometheusRule, the dashboard",
-        &[
+        &[&[
             "monitoring.enabled=true",
             "monitoring.rules.kind=PrometheusRule",
             "monitoring.labels.release=prometheus",
-        ],
+        ]],
     ),
     (
         "monitoring: alerting rules in a ConfigMap, the dashboard unlabelled",
-        &[
+        &[&[
             "monitoring.enabled=true",
             "monitoring.dashboard.labels=null",
-        ],
+        ]],
     ),
     (
         "user-provided secret, registry CA and credentials",
-        &[
+        &[&[
             "tls.mode=secret",
             "tls.secret.name=my-webhook-tls",
             "tls.secret.caBundle=LS0tLS1CRUdJTg==",
@@ -65,11 +89,11 @@ pub const VALUE_SETS: &[(&str, &[&str])] = &[
             "registry.credentialsSecret=regcred",
             "registry.plainHttp={registry.local:5000,10.0.0.1}",
             "placement.dockerConfigSecret=placement-regcred",
-        ],
+        ]],
     ),
     (
         "no CRD, no PDB, one replica, Ignore, text logs, extra selectors",
-        &[
+        &[&[
             "crds.install=false",
             "podDisruptionBudget.enabled=false",
             "replicaCount=1",
@@ -90,37 +114,26 @@ pub const VALUE_SETS: &[(&str, &[&str])] = &[
             "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
             "extraArgs={--concurrency=8}",
             "priorityClassName=system-cluster-critical",
-        ],
+        ]],
     ),
     (
         "every switch on: names, ServiceAccount, host network, extras, ServiceMonitor, rules",
         &[
-            "fullnameOverride=acme",
-            "serviceAccount.annotations.iam\\.gke\\.io/gcp-service-account=ocifit@p.iam.gserviceaccount.com",
-            "hostNetwork=true",
-            "podSecurityContext.fsGroup=65532",
-            "extraVolumes[0].name=bundle",
-            "extraVolumes[0].configMap.name=ca-bundle",
-            "extraVolumeMounts[0].name=bundle",
-            "extraVolumeMounts[0].mountPath=/etc/bundle",
-            "extraEnv[0].name=HTTPS_PROXY",
-            "extraEnv[0].value=http://proxy:3128",
-            "monitoring.enabled=true",
-            "monitoring.rules.kind=PrometheusRule",
-            "monitoring.serviceMonitor.enabled=true",
-            "monitoring.serviceMonitor.namespace=monitoring",
-            "monitoring.serviceMonitor.scrapeTimeout=10s",
-            "monitoring.serviceMonitor.relabelings[0].targetLabel=cluster",
-            "monitoring.serviceMonitor.relabelings[0].replacement=east",
-            "monitoring.serviceMonitor.metricRelabelings[0].action=drop",
-            "monitoring.serviceMonitor.metricRelabelings[0].regex=process_.*",
-            "monitoring.serviceMonitor.metricRelabelings[0].sourceLabels={__name__}",
-            "pullSecrets.namespaces={*}",
-            "webhook.clientCASecret=webhook-client-ca",
-            "registry.caSecret=registry-ca",
-            "registry.credentialsSecret=regcred",
-            "placement.dockerConfigSecret=placement-regcred",
-            "placement.webhook.objectSelector.matchLabels.tier=web",
+            HOST_NETWORK_AND_EXTRAS,
+            SERVICE_MONITOR,
+            &[
+                "fullnameOverride=acme",
+                "serviceAccount.annotations.iam\\.gke\\.io/gcp-service-account=ocifit@p.iam.gserviceaccount.com",
+                "podSecurityContext.fsGroup=65532",
+                "monitoring.enabled=true",
+                "monitoring.rules.kind=PrometheusRule",
+                "pullSecrets.namespaces={*}",
+                "webhook.clientCASecret=webhook-client-ca",
+                "registry.caSecret=registry-ca",
+                "registry.credentialsSecret=regcred",
+                "placement.dockerConfigSecret=placement-regcred",
+                "placement.webhook.objectSelector.matchLabels.tier=web",
+            ],
         ],
     ),
 ];

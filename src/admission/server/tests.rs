@@ -432,6 +432,21 @@ fn connector_with_client(
     TlsConnector::from(Arc::new(config))
 }
 
+/// A client with a certificate from another CA than `clients` is refused at the handshake; one
+/// from `clients` is answered.
+async fn answers_only_certificates_from(served: &Served, clients: &CertificateAuthority) {
+    let other_ca = CertificateAuthority::new("someone else").unwrap();
+    let foreign = other_ca.issue_client("mallory", None).unwrap();
+    let foreign = try_check(served, &connector_with_client(&served.ca, &foreign)).await;
+    assert!(
+        foreign.is_err(),
+        "a certificate from another CA: {foreign:?}"
+    );
+    let apiserver = clients.issue_client("kube-apiserver", None).unwrap();
+    let answered = try_check(served, &connector_with_client(&served.ca, &apiserver)).await;
+    assert_eq!(answered, Ok(200));
+}
+
 #[tokio::test]
 async fn with_a_client_ca_only_a_client_with_a_certificate_from_it_is_answered() {
     ocifit_testkit::pki::install_crypto_provider();
@@ -447,18 +462,7 @@ async fn with_a_client_ca_only_a_client_with_a_certificate_from_it_is_answered()
         without.is_err(),
         "a client without a certificate: {without:?}"
     );
-    let other_ca = CertificateAuthority::new("someone else").unwrap();
-    let foreign = other_ca.issue_client("mallory", None).unwrap();
-    let foreign = try_check(&served, &connector_with_client(&served.ca, &foreign)).await;
-    assert!(
-        foreign.is_err(),
-        "a certificate from another CA: {foreign:?}"
-    );
-    let apiserver = apiserver_clients
-        .issue_client("kube-apiserver", None)
-        .unwrap();
-    let answered = try_check(&served, &connector_with_client(&served.ca, &apiserver)).await;
-    assert_eq!(answered, Ok(200));
+    answers_only_certificates_from(&served, &apiserver_clients).await;
     assert_eq!(count(&served, "allowed", "Labelled").await, 1);
     served.handle.stop(true).await;
 }

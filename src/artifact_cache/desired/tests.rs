@@ -1,45 +1,9 @@
 use serde_json::json;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::Container;
 
+use super::fixtures::{GENERATED, cache, made, pod, registry_container};
 use super::*;
-
-fn cache(spec: serde_json::Value) -> ArtifactCache {
-    serde_json::from_value(json!({
-        "apiVersion": "ocifit.io/v1alpha1",
-        "kind": "ArtifactCache",
-        "metadata": {"name": "oras", "namespace": "workflow", "uid": "4f3c-uid"},
-        "spec": spec
-    }))
-    .unwrap()
-}
-
-const GENERATED: &str = "oras-registry-credentials-x7k2p";
-
-/// The objects of `cache` with ocifit in `ocifit-system` and generated credentials.
-fn made(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
-    let settings = Settings {
-        own_namespace: "ocifit-system",
-        credentials: Some(GENERATED),
-    };
-    desired(cache, settings)
-}
-
-fn pod(desired: &Desired) -> &PodSpec {
-    desired
-        .deployment
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-}
-
-fn registry_container(desired: &Desired) -> &Container {
-    &pod(desired).containers[0]
-}
 
 fn env(container: &Container) -> BTreeMap<String, String> {
     container

@@ -5,9 +5,10 @@
 //! reconciled), when its hold bound passes, and all of them on becoming leader. The decision is
 //! sent as one JSON patch carrying the resourceVersion it was planned from; a patch the
 //! apiserver refuses as invalid (pinning a gated pod beyond what Kubernetes allows) follows the
-//! hold failure rule. Each outcome is an Event on the pod. A pod waiting for an `image-ref` no
-//! policy uses gets one created for it (labelled managed), within the quotas ([`adopt`]),
-//! unless that is turned off. Only pods in namespaces the webhook covers are acted on
+//! hold failure rule; one refused because the pod changed since (its gates moved) is planned
+//! again. Each outcome is an Event on the pod. A pod waiting for an `image-ref` no policy uses
+//! gets one created for it (labelled managed), within the quotas ([`adopt`]), unless that is
+//! turned off. Only pods in namespaces the webhook covers are acted on
 //! ([`coverage`]): elsewhere the gate and label are the pod author's own.
 
 pub mod adopt;
@@ -241,6 +242,7 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<ReleaseContext>) -> Result<Action, Er
 }
 
 /// How the apiserver took a release.
+#[derive(Debug, PartialEq, Eq)]
 enum Sent {
     /// Applied, or nothing to send.
     Done,
@@ -256,9 +258,24 @@ async fn send(ctx: &ReleaseContext, pod: &Pod, release: &Release) -> Result<Sent
     let Some(patch) = &release.patch else {
         return Ok(Sent::Done);
     };
-    let namespace = pod.namespace().unwrap_or_default();
-    let api: Api<Pod> = Api::namespaced(ctx.cluster.client.clone(), &namespace);
-    match api
+    let api: Api<Pod> = Api::namespaced(
+        ctx.cluster.client.clone(),
+        &pod.namespace().unwrap_or_default(),
+    );
+    apply(&api, pod, patch).await
+}
+
+/// Sends `patch`, planned from `pod`. A 422 is the apiserver refusing the release as invalid
+/// only if the pod is still the one planned from: a patch's `test` (the gate at the index it
+/// was read at) fails with a 422 too, before the resourceVersion guard answers 409, when the
+/// pod's gates moved meanwhile, and that pod is planned again, not given the failure rule.
+async fn apply(api: &Api<Pod>, pod: &Pod, patch: &json_patch::Patch) -> Result<Sent, Error> {
+    let failed = |source| Error::Patch {
+        namespace: pod.namespace().unwrap_or_default(),
+        name: pod.name_any(),
+        source,
+    };
+    let refused = match api
         .patch(
             &pod.name_any(),
             &PatchParams::default(),
@@ -266,17 +283,23 @@ async fn send(ctx: &ReleaseContext, pod: &Pod, release: &Release) -> Result<Sent
         )
         .await
     {
-        Ok(_) => Ok(Sent::Done),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Sent::Conflict),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Sent::Gone),
-        Err(kube::Error::Api(status)) if status.code == 422 => {
-            Ok(Sent::Invalid(status.message.clone()))
+        Ok(_) => return Ok(Sent::Done),
+        Err(kube::Error::Api(status)) if status.code == 409 => return Ok(Sent::Conflict),
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Sent::Gone),
+        Err(kube::Error::Api(status)) if status.code == 422 => status.message,
+        Err(source) => return Err(failed(source)),
+    };
+    match api
+        .get_metadata_opt(&pod.name_any())
+        .await
+        .map_err(failed)?
+    {
+        None => Ok(Sent::Gone),
+        Some(live) if live.metadata.resource_version != pod.metadata.resource_version => {
+            tracing::debug!(pod = %pod.name_any(), %refused, "held pod changed under its release: planned again");
+            Ok(Sent::Conflict)
         }
-        Err(source) => Err(Error::Patch {
-            namespace,
-            name: pod.name_any(),
-            source,
-        }),
+        Some(_) => Ok(Sent::Invalid(refused)),
     }
 }
 
@@ -284,3 +307,6 @@ fn error_policy(_pod: Arc<Pod>, error: &Error, _ctx: Arc<ReleaseContext>) -> Act
     tracing::warn!(error = %error_chain(error), "held pod release failed");
     Action::requeue(Duration::from_secs(5))
 }
+
+#[cfg(test)]
+mod tests;

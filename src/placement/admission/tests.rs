@@ -18,7 +18,7 @@ use crate::admission::review::tests::apiserver_review;
 use crate::admission::route::Route;
 use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
 use crate::placement::compiled::PolicySet;
-use crate::placement::fixtures::{labelled, map, pod, policy};
+use crate::placement::fixtures::{labelled, map, pod, policy, without_the_gate};
 use crate::placement::namespaces::ReadNamespace;
 use crate::placement::policy::Policy;
 
@@ -89,18 +89,7 @@ fn a_selected_pod_is_gated_and_labelled_once_and_its_reinvocation_changes_nothin
         "default"
     );
     // Nothing else changed but the container's termination message policy.
-    let mut without = gated.clone();
-    let spec = without.spec.as_mut().unwrap();
-    spec.scheduling_gates = None;
-    assert_eq!(
-        spec.containers[0]
-            .termination_message_policy
-            .take()
-            .as_deref(),
-        Some("FallbackToLogsOnError")
-    );
-    without.metadata.labels = None;
-    assert_eq!(without, pod(&[("web", "nginx:1.27")]));
+    assert_eq!(without_the_gate(&gated), pod(&[("web", "nginx:1.27")]));
 
     let (outcome, reason, again) = admit(&route, &gated);
     assert_eq!((outcome, reason), ("skipped", "AlreadyGated"));

@@ -15,10 +15,8 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use ocifit::api::PlacementPolicy;
 use ocifit_testkit::image::{foreign_architecture, foreign_image, machine_architecture};
-use ocifit_testkit::{Cluster, RealNode};
 use serde_json::json;
 
-use crate::support::Env;
 use crate::support::placement::{self, WAIT, annotation, create_policy, wait_event};
 
 const NAMESPACE: &str = "wrong-cpu";
@@ -28,24 +26,15 @@ const FIRST_FAILURE: Duration = Duration::from_secs(120);
 
 #[tokio::test]
 async fn a_container_failing_with_exec_format_error_is_reported_on_its_pod_owner_and_policy() {
-    let env = Env::start_with(
+    let (env, served, image) = placement::on_real_node(
         crate::support::ocifit_binary(),
-        Cluster::builder()
-            .with_all_controllers()
-            .real_node(RealNode::new(NODE)),
+        NODE,
+        NAMESPACE,
+        "placement-exec-format",
+        (&foreign_image(), "foreign/app"),
     )
     .await;
     let client = env.client.clone();
-    ocifit_testkit::create_namespace(&client, NAMESPACE)
-        .await
-        .expect("the namespace");
-    let image = env
-        .registry()
-        .push_built(&foreign_image(), "foreign/app", "v1")
-        .await
-        .expect("the image pushed")
-        .reference;
-    let served = placement::serve(&env, "placement-exec-format", &[]).await;
     create_policy(&client, "lenient", json!({"onNoCommonPlatform": "Release"})).await;
     served
         .gate(&client, "ocifit-placement", NAMESPACE, &image)

@@ -9,11 +9,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use ocifit::api::placement::pod::{PLATFORMS_ANNOTATION, SCHEDULING_GATE};
-use ocifit_testkit::image::{flavor_image, machine_architecture};
-use ocifit_testkit::{Cluster, RealNode, wait_for_pod_log, wait_for_pod_ready};
+use ocifit_testkit::image::{flavor_image, foreign_architecture, machine_architecture};
+use ocifit_testkit::{wait_for_pod_log, wait_for_pod_ready};
 use serde_json::json;
 
-use crate::support::Env;
 use crate::support::objects::linux_node;
 use crate::support::placement::{self, annotation, create_policy, gates};
 
@@ -23,35 +22,18 @@ const WAIT: Duration = Duration::from_secs(90);
 
 #[tokio::test]
 async fn a_released_pod_runs_on_the_real_node_of_its_images_architecture() {
-    let env = Env::start_with(
+    let built = flavor_image("placed by ocifit").expect("an image");
+    let (env, served, image) = placement::on_real_node(
         crate::support::ocifit_binary(),
-        Cluster::builder()
-            .with_all_controllers()
-            .real_node(RealNode::new(NODE)),
+        NODE,
+        NAMESPACE,
+        "placement-real-node",
+        (&built, "placed/app"),
     )
     .await;
     let client = env.client.clone();
-    let other = if machine_architecture() == "arm64" {
-        "amd64"
-    } else {
-        "arm64"
-    };
-    env.add_node(linux_node("fake-other").label("kubernetes.io/arch", other))
+    env.add_node(linux_node("fake-other").label("kubernetes.io/arch", foreign_architecture()))
         .await;
-    ocifit_testkit::create_namespace(&client, NAMESPACE)
-        .await
-        .expect("the namespace");
-    let image = env
-        .registry()
-        .push_built(
-            &flavor_image("placed by ocifit").expect("an image"),
-            "placed/app",
-            "v1",
-        )
-        .await
-        .expect("the image pushed")
-        .reference;
-    let served = placement::serve(&env, "placement-real-node", &[]).await;
     create_policy(&client, "default", json!({})).await;
     served
         .gate(&client, "ocifit-placement", NAMESPACE, &image)

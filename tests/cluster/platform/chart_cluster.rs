@@ -59,7 +59,7 @@ async fn every_value_set_renders_past_kubeconform_strict_with_local_schemas_only
     }
 
     for (name, sets) in VALUE_SETS {
-        let manifests = render(sets).await.unwrap();
+        let manifests = render(&sets.concat()).await.unwrap();
         let report = schemas
             .validate(&tools, &manifests)
             .await

@@ -115,19 +115,12 @@ impl Env {
                 .expect("crane push");
         }
         let refs = images.map(|(repo, tag, _)| registry.reference(&format!("{repo}:{tag}")));
-        let sets: Vec<String> = images
+        let sets = images
             .iter()
             .zip(&refs)
-            .map(|((_, _, flavor), image)| flavor_set(image, flavor))
-            .collect();
-        self.push_artifact(
-            FLAVOR_ARTIFACT,
-            &format!(
-                r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
-                sets.join(",")
-            ),
-        )
-        .await;
+            .map(|((_, _, flavor), image)| (image.as_str(), *flavor));
+        self.push_artifact(FLAVOR_ARTIFACT, &flavor_artifact(sets))
+            .await;
         refs
     }
 
@@ -270,6 +263,18 @@ impl Env {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// The flavor artifact: one set per `(image, flavor)`.
+pub fn flavor_artifact<'a>(sets: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let sets: Vec<String> = sets
+        .into_iter()
+        .map(|(image, flavor)| flavor_set(image, flavor))
+        .collect();
+    format!(
+        r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
+        sets.join(",")
+    )
 }
 
 /// One ocifit set: `image` for nodes whose flavor label is `flavor`.

@@ -10,8 +10,11 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use ocifit::api::PlacementPolicy;
 use ocifit::api::placement::pod::SCHEDULING_GATE;
+use ocifit_testkit::image::ImageBuilder;
 use ocifit_testkit::pki::CertificateAuthority;
-use ocifit_testkit::{PodWebhook, TestPod, register_pod_webhook, wait_until_admitted};
+use ocifit_testkit::{
+    Cluster, PodWebhook, RealNode, TestPod, register_pod_webhook, wait_until_admitted,
+};
 use serde_json::json;
 
 use super::webhook::WebhookCertificate;
@@ -76,6 +79,37 @@ pub fn pod(
         pod = pod.label(key, value.as_str().expect("label values are strings"));
     }
     pod.build()
+}
+
+/// A cluster running `ocifit` whose pods really run (every controller, and the real node `node`
+/// of this machine's architecture) with `namespace` created and `image` pushed as `repository:v1`, ocifit serving
+/// `/placement` as `identity` and gating `namespace`; the env, the server and the image's
+/// reference.
+pub async fn on_real_node(
+    ocifit: &str,
+    node: &str,
+    namespace: &str,
+    identity: &str,
+    (image, repository): (&ImageBuilder, &str),
+) -> (Env, Served, String) {
+    let env = Env::start_with(
+        ocifit,
+        Cluster::builder()
+            .with_all_controllers()
+            .real_node(RealNode::new(node)),
+    )
+    .await;
+    ocifit_testkit::create_namespace(&env.client, namespace)
+        .await
+        .expect("the namespace");
+    let image = env
+        .registry()
+        .push_built(image, repository, "v1")
+        .await
+        .expect("the image pushed")
+        .reference;
+    let served = serve(&env, identity, &[]).await;
+    (env, served, image)
 }
 
 /// Creates the PlacementPolicy `name` with `spec`.

@@ -4,6 +4,7 @@
 //! `hostNetwork`, the extra volumes, and the ServiceMonitor under `monitoring.serviceMonitor` (the
 //! old `metrics.serviceMonitor` still read for one release).
 
+use ocifit_testkit::chart::{HOST_NETWORK_AND_EXTRAS, SERVICE_MONITOR};
 use serde_json::{Value, json};
 
 use super::{documents, find, has, render};
@@ -199,20 +200,7 @@ async fn security_contexts_are_values_hardened_by_default_and_the_old_run_as_use
 
 #[tokio::test]
 async fn host_network_and_the_extra_volumes_env_and_args_reach_the_pod() {
-    let rendered = documents(
-        &render(&[
-            "hostNetwork=true",
-            "extraVolumes[0].name=bundle",
-            "extraVolumes[0].configMap.name=ca-bundle",
-            "extraVolumeMounts[0].name=bundle",
-            "extraVolumeMounts[0].mountPath=/etc/bundle",
-            "extraEnv[0].name=HTTPS_PROXY",
-            "extraEnv[0].value=http://proxy:3128",
-            "extraArgs={--concurrency=8}",
-        ])
-        .await
-        .unwrap(),
-    );
+    let rendered = documents(&render(HOST_NETWORK_AND_EXTRAS).await.unwrap());
     let pod = deployment_pod(&rendered, "ocifit-controller");
     assert_eq!(pod["hostNetwork"], true);
     assert_eq!(pod["dnsPolicy"], "ClusterFirstWithHostNet");
@@ -239,20 +227,7 @@ async fn host_network_and_the_extra_volumes_env_and_args_reach_the_pod() {
 
 #[tokio::test]
 async fn the_service_monitor_lives_under_monitoring_with_its_scrape_settings() {
-    let rendered = documents(
-        &render(&[
-            "monitoring.serviceMonitor.enabled=true",
-            "monitoring.serviceMonitor.namespace=monitoring",
-            "monitoring.serviceMonitor.scrapeTimeout=10s",
-            "monitoring.serviceMonitor.relabelings[0].targetLabel=cluster",
-            "monitoring.serviceMonitor.relabelings[0].replacement=east",
-            "monitoring.serviceMonitor.metricRelabelings[0].action=drop",
-            "monitoring.serviceMonitor.metricRelabelings[0].regex=process_.*",
-            "monitoring.serviceMonitor.metricRelabelings[0].sourceLabels={__name__}",
-        ])
-        .await
-        .unwrap(),
-    );
+    let rendered = documents(&render(SERVICE_MONITOR).await.unwrap());
     let monitor = find(&rendered, "ServiceMonitor", "ocifit");
     assert_eq!(monitor["metadata"]["namespace"], "monitoring");
     assert_eq!(

@@ -10,7 +10,8 @@ async fn helm_lint_strict_passes_with_every_value_set() {
     let chart = chart();
     for (name, sets) in VALUE_SETS {
         let mut args = vec!["lint", "--strict", chart.to_str().unwrap()];
-        args.extend(set_args(sets));
+        let sets = sets.concat();
+        args.extend(set_args(&sets));
         let output = helm(&args, None)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));

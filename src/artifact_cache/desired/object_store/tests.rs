@@ -1,23 +1,11 @@
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EnvVar};
 use serde_json::json;
 
-use super::super::{Desired, Settings, desired};
+use super::super::Desired;
+use super::super::fixtures::{self, GENERATED, cache, pod, registry_container};
 use super::*;
-use crate::api::ArtifactCache;
-
-const GENERATED: &str = "oras-registry-credentials-x7k2p";
-
-fn cache(spec: serde_json::Value) -> ArtifactCache {
-    serde_json::from_value(json!({
-        "apiVersion": "ocifit.io/v1alpha1",
-        "kind": "ArtifactCache",
-        "metadata": {"name": "oras", "namespace": "workflow", "uid": "4f3c-uid"},
-        "spec": spec
-    }))
-    .unwrap()
-}
 
 fn s3(extra: serde_json::Value) -> serde_json::Value {
     let mut s3 = json!({
@@ -32,20 +20,7 @@ fn s3(extra: serde_json::Value) -> serde_json::Value {
 }
 
 fn made(spec: serde_json::Value) -> Desired {
-    let settings = Settings {
-        own_namespace: "ocifit-system",
-        credentials: Some(GENERATED),
-    };
-    desired(&cache(spec), settings).unwrap().unwrap()
-}
-
-fn pod(desired: &Desired) -> &PodSpec {
-    let spec = desired.deployment.spec.as_ref().unwrap();
-    spec.template.spec.as_ref().unwrap()
-}
-
-fn container(desired: &Desired) -> &Container {
-    &pod(desired).containers[0]
+    fixtures::made(&cache(spec)).unwrap().unwrap()
 }
 
 fn env(container: &Container) -> BTreeMap<String, EnvVar> {
@@ -67,7 +42,7 @@ fn secret_ref(env: &BTreeMap<String, EnvVar>, name: &str) -> (String, String, Op
 fn an_s3_cache_runs_distributions_s3_driver_with_the_users_keys_by_reference() {
     let prefix = json!({"prefix": "/caches/team-a", "region": "eu-west-1", "forcePathStyle": true});
     let desired = made(json!({"storage": {"s3": s3(prefix)}}));
-    let env = env(container(&desired));
+    let env = env(registry_container(&desired));
     assert_eq!(value(&env, "REGISTRY_STORAGE"), "s3");
     assert_eq!(value(&env, "REGISTRY_STORAGE_S3_BUCKET"), "artifacts");
     assert_eq!(value(&env, "REGISTRY_STORAGE_S3_REGION"), "eu-west-1");
@@ -105,7 +80,7 @@ fn an_s3_cache_runs_distributions_s3_driver_with_the_users_keys_by_reference() {
 fn the_users_key_names_are_the_ones_read() {
     let keys = json!({"credentialsSecretRef": {"name": "k", "accessKey": "id", "secretKey": "pw"}});
     let desired = made(json!({"storage": {"s3": s3(keys)}}));
-    let env = env(container(&desired));
+    let env = env(registry_container(&desired));
     assert_eq!(secret_ref(&env, "REGISTRY_STORAGE_S3_ACCESSKEY").1, "id");
     assert_eq!(secret_ref(&env, "REGISTRY_STORAGE_S3_SECRETKEY").1, "pw");
 }
@@ -113,7 +88,7 @@ fn the_users_key_names_are_the_ones_read() {
 #[test]
 fn a_replica_is_ready_only_while_its_bucket_answers_the_health_check() {
     let desired = made(json!({"storage": {"s3": s3(json!({}))}}));
-    let container = container(&desired);
+    let container = registry_container(&desired);
     let env = env(container);
     assert_eq!(value(&env, "REGISTRY_HEALTH_STORAGEDRIVER_ENABLED"), "true");
     let readiness = container.readiness_probe.as_ref().unwrap();
@@ -128,7 +103,7 @@ fn a_replica_is_ready_only_while_its_bucket_answers_the_health_check() {
 #[test]
 fn every_replica_signs_uploads_with_the_generated_http_secret() {
     let desired = made(json!({"storage": {"s3": s3(json!({}))}}));
-    let shared = env(container(&desired));
+    let shared = env(registry_container(&desired));
     let expected = (
         GENERATED.to_string(),
         HTTP_SECRET_KEY.to_string(),
@@ -140,7 +115,7 @@ fn every_replica_signs_uploads_with_the_generated_http_secret() {
         "storage": {"s3": s3(json!({}))},
         "htpasswdSecretRef": {"name": "users"}
     }));
-    assert!(!env(container(&own)).contains_key("REGISTRY_HTTP_SECRET"));
+    assert!(!env(registry_container(&own)).contains_key("REGISTRY_HTTP_SECRET"));
 }
 
 #[test]
@@ -188,7 +163,7 @@ fn a_volume_cache_keeps_one_recreated_replica_without_budget_or_egress_rules() {
         policy.policy_types.as_deref(),
         Some(&["Ingress".to_string()][..])
     );
-    let env = env(container(&desired));
+    let env = env(registry_container(&desired));
     assert!(!env.contains_key("REGISTRY_STORAGE"));
     assert!(!env.contains_key("REGISTRY_HTTP_SECRET"));
 }
@@ -212,7 +187,7 @@ fn an_s3_registry_may_reach_its_endpoints_address_and_port_and_nothing_else() {
 fn a_named_endpoint_opens_its_port_to_any_address_and_dns() {
     let named = json!({"endpoint": "https://s3.example.com"});
     let desired = made(json!({"storage": {"s3": s3(named)}}));
-    let env = env(container(&desired));
+    let env = env(registry_container(&desired));
     assert_eq!(value(&env, "REGISTRY_STORAGE_S3_SECURE"), "true");
     let policy = desired.network_policy.spec.as_ref().unwrap();
     let egress = policy.egress.as_ref().unwrap();
@@ -241,7 +216,7 @@ fn a_named_endpoint_opens_its_port_to_any_address_and_dns() {
 fn a_ca_from_a_config_map_is_mounted_and_trusted_instead_of_the_images() {
     let ca = json!({"ca": {"configMapKeyRef": {"name": "store-ca", "key": "bundle.pem"}}});
     let desired = made(json!({"storage": {"s3": s3(ca)}}));
-    let container = container(&desired);
+    let container = registry_container(&desired);
     let env = env(container);
     assert_eq!(value(&env, "SSL_CERT_FILE"), "/etc/ocifit/s3-ca/ca.crt");
     let volume = pod(&desired)

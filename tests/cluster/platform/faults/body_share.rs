@@ -12,17 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
-use kube::{Api, Client};
+use kube::Client;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
-use super::slow_bodies::{NO_POLICY, UNSELECTED, gate_unselected};
-use super::{NAMESPACE, Served, flavored};
-use crate::support::objects::TestPod;
-use crate::support::webhook::image;
+use super::Served;
+use super::slow_bodies::{NO_POLICY, create_pair, gate_unselected};
 
 /// Connections sending large bodies and stalling.
 const STALLED: usize = 24;
@@ -80,22 +76,7 @@ async fn large_stalled_bodies_from_one_address_refuse_no_pod_of_any_namespace() 
             let mut failures = Vec::new();
             for i in (worker..PODS).step_by(WORKERS) {
                 let next = tokio::time::Instant::now() + pace;
-                let plain = TestPod::named(&format!("plain-{i}")).build();
-                if let Err(e) = Api::<Pod>::namespaced(client.clone(), UNSELECTED)
-                    .create(&PostParams::default(), &plain)
-                    .await
-                {
-                    failures.push(format!("plain-{i}: {e}"));
-                }
-                let opted = flavored(&format!("opted-{i}"), "vanilla");
-                match Api::<Pod>::namespaced(client.clone(), NAMESPACE)
-                    .create(&PostParams::default(), &opted)
-                    .await
-                {
-                    Ok(stored) if image(&stored) == expected => {}
-                    Ok(stored) => failures.push(format!("opted-{i}: {}", image(&stored))),
-                    Err(e) => failures.push(format!("opted-{i}: {e}")),
-                }
+                create_pair(&client, i, &expected, &mut failures).await;
                 tokio::time::sleep_until(next).await;
             }
             failures

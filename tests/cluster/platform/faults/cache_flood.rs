@@ -15,11 +15,9 @@ use ocifit::api::ArtifactCache;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use super::rss_kib;
-use crate::support::{Controller, Env, get};
+use super::{CHART_LIMIT_KIB, owned_by, owner_cache, rss_kib, second_replica, watch_listed};
+use crate::support::{Controller, Env};
 
-/// The chart's memory limit (`resources.limits.memory`: 256Mi), in KiB.
-const CHART_LIMIT_KIB: u64 = 256 * 1024;
 const NAMESPACE: &str = "cache-flood";
 const CACHES: usize = 1_000;
 const DEPLOYMENTS: usize = 200;
@@ -57,8 +55,7 @@ fn fat_deployment(index: usize, owner_uid: &str, fat: &str, args: &str) -> Deplo
             "labels": {"app.kubernetes.io/name": "artifact-cache",
                 "app.kubernetes.io/managed-by": "ocifit"},
             "annotations": {"example.com/fat": fat},
-            "ownerReferences": [{"apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
-                "name": "owner", "uid": owner_uid, "controller": true}]},
+            "ownerReferences": owned_by(owner_uid)},
         "spec": {
             "replicas": 0,
             "selector": {"matchLabels": {"app": format!("fat-{index}")}},
@@ -69,22 +66,6 @@ fn fat_deployment(index: usize, owner_uid: &str, fat: &str, args: &str) -> Deplo
         },
     }))
     .expect("a deployment")
-}
-
-async fn owner_uid(client: &Client) -> String {
-    let owner: ArtifactCache = serde_json::from_value(json!({
-        "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
-        "metadata": {"name": "owner", "namespace": NAMESPACE},
-        "spec": {"deploy": false, "endpoint": "registry.example.com"},
-    }))
-    .expect("a cache");
-    Api::<ArtifactCache>::namespaced(client.clone(), NAMESPACE)
-        .create(&PostParams::default(), &owner)
-        .await
-        .expect("the owner")
-        .metadata
-        .uid
-        .expect("a uid")
 }
 
 async fn create_all(client: &Client, owner: &str) {
@@ -127,9 +108,7 @@ async fn holds_everything(replica: &Controller, caches: bool) {
     let start = Instant::now();
     loop {
         let log = replica.log_text();
-        let listed = log.lines().any(|line| {
-            line.contains("watch listed") && line.contains("artifact cache deployments")
-        });
+        let listed = watch_listed(&log, "artifact cache deployments");
         let held = !caches || replica.metric(NOT_READY).await >= CACHES as f64;
         if listed && held {
             return;
@@ -151,7 +130,7 @@ async fn fat_caches_and_deployments_keep_every_replica_under_the_chart_limit() {
         .expect("the namespace");
     let leader = Controller::start(&env, "cache-flood-a", &[]).await;
     let (rss_idle, _) = rss_kib(leader.pid());
-    let owner = owner_uid(&client).await;
+    let owner = owner_cache(&client, NAMESPACE).await;
     let created = Instant::now();
     create_all(&client, &owner).await;
     let took = created.elapsed();
@@ -168,19 +147,11 @@ async fn fat_caches_and_deployments_keep_every_replica_under_the_chart_limit() {
         CHART_LIMIT_KIB / 1024
     );
 
-    let starting = Controller::spawn(&env, "cache-flood-b", &[]);
-    let spawned = Instant::now();
-    while get(&starting.admin, "/readyz").await.map(|(code, _)| code) != Some(200) {
-        assert!(
-            spawned.elapsed() < LISTED_WITHIN,
-            "the second replica not ready; log:\n{}",
-            starting.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let (starting, ready) = second_replica(&env, "cache-flood-b", LISTED_WITHIN).await;
+    let since_ready = Instant::now();
     // The follower's gauges count its store too: every replica reflects the caches.
     holds_everything(&starting, true).await;
-    let listed = spawned.elapsed();
+    let listed = ready + since_ready.elapsed();
     let (second_rss, second_peak) = rss_kib(starting.pid());
     eprintln!(
         "FAULT cache-flood: a replica starting with them present: listed in {listed:?}, RSS {} MiB, \

@@ -22,10 +22,10 @@ use ocifit::api::pod::{
 use ocifit::image_selection::planner::managed::managed_name;
 
 use super::{AT_ONCE, NAMESPACE, Served, create_in_bursts};
+use crate::support::FLAVOR;
 use crate::support::objects::{OptIn, TestPod};
 use crate::support::placement::gates;
 use crate::support::webhook::image;
-use crate::support::{FLAVOR, flavor_set};
 
 const PODS: usize = 200;
 const PLACEHOLDER: &str = "placeholder:slow";
@@ -52,7 +52,7 @@ fn held_pod(name: &str, flavor: &str) -> Pod {
 #[tokio::test]
 async fn pods_created_before_their_new_policy_resolves_are_held_then_get_their_class_image() {
     let served = Arc::new(Served::start("faults-held").await);
-    push_fresh_artifact(&served, SLOW_ARTIFACT).await;
+    served.push_flavor_artifact(SLOW_ARTIFACT).await;
     served.env.registry().pause().expect("the registry frozen");
     let started = Instant::now();
     served
@@ -118,25 +118,6 @@ async fn pods_created_before_their_new_policy_resolves_are_held_then_get_their_c
     assert!(wrong.is_empty(), "released with another image: {wrong:?}");
     let note = release_event(&served, "held-0").await;
     assert!(note.starts_with("released from scheduling gate"), "{note}");
-}
-
-/// Pushes the flavor artifact again at `path`, an artifact ocifit has never read (the flavor one
-/// is cached by now): a policy on it cannot resolve while the registry is frozen.
-async fn push_fresh_artifact(served: &Served, path: &str) {
-    let sets: Vec<String> = ["vanilla", "chocolate", "strawberry"]
-        .iter()
-        .map(|flavor| flavor_set(&served.by_flavor[flavor], flavor))
-        .collect();
-    served
-        .env
-        .push_artifact(
-            path,
-            &format!(
-                r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
-                sets.join(",")
-            ),
-        )
-        .await;
 }
 
 /// Waits (10 s at most) for the `ImageSelected` Event on pod `name`; its note.
@@ -212,7 +193,7 @@ async fn all_released(served: &Served) -> (BTreeMap<String, String>, Vec<(String
 #[tokio::test]
 async fn a_pod_with_only_an_image_ref_gets_a_managed_policy_and_its_class_image() {
     let served = Served::start_with("faults-image-ref", &["--image-ref-policy-ttl", "2s"]).await;
-    push_fresh_artifact(&served, REF_ONLY_ARTIFACT).await;
+    served.push_flavor_artifact(REF_ONLY_ARTIFACT).await;
     let reference = served.env.registry().reference(REF_ONLY_ARTIFACT);
     let mut pod = TestPod::named("ref-only")
         .opted_in()
@@ -303,7 +284,7 @@ async fn a_pod_with_only_an_image_ref_gets_a_managed_policy_and_its_class_image(
 #[tokio::test]
 async fn a_release_the_apiserver_refuses_keeps_the_pod_held_saying_why() {
     let served = Served::start("faults-held-refused").await;
-    push_fresh_artifact(&served, LATE_ARTIFACT).await;
+    served.push_flavor_artifact(LATE_ARTIFACT).await;
     served.env.registry().pause().expect("the registry frozen");
     served
         .env

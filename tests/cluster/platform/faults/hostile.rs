@@ -17,11 +17,8 @@ use tokio_rustls::client::TlsStream;
 use ocifit::api::pod::ENABLED_LABEL;
 use ocifit_testkit::review::{admission_review, create_request};
 
-use super::{Served, flavored};
+use super::{CHART_LIMIT_KIB, Served, flavored};
 use crate::support::objects::PLACEHOLDER;
-
-/// The chart's memory limit (`resources.limits.memory`: 256Mi), in KiB.
-const CHART_LIMIT_KIB: u64 = 256 * 1024;
 /// The host's deadline ([`ocifit::admission::server::DEADLINE`]) and what loopback TLS on two
 /// shared cores adds to it.
 const ANSWERED_WITHIN: Duration = Duration::from_secs(4);

@@ -23,7 +23,7 @@ use super::{NAMESPACE, Served, create_in_bursts, rss_kib};
 use crate::support::objects::{OptIn, TestPod};
 use crate::support::placement::gates;
 use crate::support::webhook::image;
-use crate::support::{Controller, FLAVOR, flavor_set};
+use crate::support::{Controller, FLAVOR};
 
 /// Distinct `image-ref`s from one namespace.
 const FLOOD: usize = 1_000;
@@ -139,20 +139,7 @@ async fn many_image_refs_from_one_namespace_stop_at_its_quota_and_others_are_sti
     create_namespace(&served.env.client, other)
         .await
         .expect("the namespace");
-    let sets: Vec<String> = ["vanilla", "chocolate", "strawberry"]
-        .iter()
-        .map(|flavor| flavor_set(&served.by_flavor[flavor], flavor))
-        .collect();
-    served
-        .env
-        .push_artifact(
-            "ocifit/other-compat:v1",
-            &format!(
-                r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
-                sets.join(",")
-            ),
-        )
-        .await;
+    served.push_flavor_artifact("ocifit/other-compat:v1").await;
     let reference = registry.reference("ocifit/other-compat:v1");
     Api::<Pod>::namespaced(served.env.client.clone(), other)
         .create(
@@ -234,20 +221,7 @@ async fn a_silent_registry_behind_four_managed_policies_does_not_hold_back_an_ad
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let reaching = *open.borrow();
-    let sets: Vec<String> = ["vanilla", "chocolate", "strawberry"]
-        .iter()
-        .map(|flavor| flavor_set(&served.by_flavor[flavor], flavor))
-        .collect();
-    served
-        .env
-        .push_artifact(
-            "ocifit/admin-compat:v1",
-            &format!(
-                r#"{{"version":"v1alpha1","compatibilities":[{}]}}"#,
-                sets.join(",")
-            ),
-        )
-        .await;
+    served.push_flavor_artifact("ocifit/admin-compat:v1").await;
     let start = Instant::now();
     served
         .env

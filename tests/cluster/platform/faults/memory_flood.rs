@@ -15,12 +15,10 @@ use ocifit::api::placement::pod::{OUTCOME_ANNOTATION, POLICY_LABEL, SCHEDULING_G
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use super::rss_kib;
+use super::{CHART_LIMIT_KIB, rss_kib, second_replica};
 use crate::support::placement::{annotation, create_policy, gates};
-use crate::support::{Controller, Env, get};
+use crate::support::{Controller, Env};
 
-/// The chart's memory limit (`resources.limits.memory`: 256Mi), in KiB.
-const CHART_LIMIT_KIB: u64 = 256 * 1024;
 const NAMESPACE: &str = "flood";
 const PODS: usize = 1_000;
 /// Pods carrying ocifit's own gate (the rest carry their author's): the controller releases them.
@@ -131,17 +129,7 @@ async fn a_flood_of_labelled_pods_with_huge_args_keeps_every_replica_under_the_c
     );
 
     // Ready once its stores hold a first list: every labelled pod read.
-    let starting = Controller::spawn(&env, "memory-flood-b", &[]);
-    let spawned = Instant::now();
-    while get(&starting.admin, "/readyz").await.map(|(code, _)| code) != Some(200) {
-        assert!(
-            spawned.elapsed() < READY_WITHIN,
-            "the second replica not ready; log:\n{}",
-            starting.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let ready = spawned.elapsed();
+    let (starting, ready) = second_replica(&env, "memory-flood-b", READY_WITHIN).await;
     let (second_rss, second_peak) = rss_kib(starting.pid());
     eprintln!(
         "FAULT memory-flood: a replica starting with them present: ready in {ready:?}, RSS {} MiB, \

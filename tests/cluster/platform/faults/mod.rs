@@ -44,20 +44,21 @@ mod two_replicas;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
 use kube::api::PostParams;
-use ocifit::api::ImageSelectionPolicyStatus;
+use kube::{Api, Client};
+use ocifit::api::{ArtifactCache, ImageSelectionPolicyStatus};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::support::objects::{OptIn, TestPod, linux_node};
 use crate::support::webhook::{Serving, WebhookCertificate, image};
-use crate::support::{Controller, Env, FLAVOR};
+use crate::support::{Controller, Env, FLAVOR, flavor_artifact, get};
 
 const NAMESPACE: &str = "faults";
 /// Pods created at once, as a burst of ReplicaSets would.
@@ -141,6 +142,14 @@ impl Served {
             .map(|stored| image(&stored).to_owned())
     }
 
+    /// Pushes the flavor artifact again at `path`, an artifact ocifit has never read (the flavor
+    /// one is cached by now).
+    pub async fn push_flavor_artifact(&self, path: &str) {
+        let sets = ["vanilla", "chocolate", "strawberry"]
+            .map(|flavor| (self.by_flavor[flavor].as_str(), flavor));
+        self.env.push_artifact(path, &flavor_artifact(sets)).await;
+    }
+
     /// A TLS connector trusting the webhook's CA.
     pub fn connector(&self) -> tokio_rustls::TlsConnector {
         ocifit_testkit::pki::install_crypto_provider();
@@ -161,6 +170,56 @@ impl Served {
     pub fn rss_kib(&self) -> (u64, u64) {
         rss_kib(self.controller.pid())
     }
+}
+
+/// The chart's memory limit (`resources.limits.memory`: 256Mi), in KiB.
+pub const CHART_LIMIT_KIB: u64 = 256 * 1024;
+
+/// Starts another replica named `identity` and waits, `within` at most, until it is ready (its
+/// stores hold a first list); the replica and how long that took.
+pub async fn second_replica(env: &Env, identity: &str, within: Duration) -> (Controller, Duration) {
+    let starting = Controller::spawn(env, identity, &[]);
+    let spawned = Instant::now();
+    while get(&starting.admin, "/readyz").await.map(|(code, _)| code) != Some(200) {
+        assert!(
+            spawned.elapsed() < within,
+            "the second replica not ready; log:\n{}",
+            starting.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let ready = spawned.elapsed();
+    (starting, ready)
+}
+
+/// Whether `log` says the watch named `what` listed.
+pub fn watch_listed(log: &str, what: &str) -> bool {
+    log.lines()
+        .any(|line| line.contains("watch listed") && line.contains(what))
+}
+
+/// An ArtifactCache `owner` in `namespace` deploying nothing; its uid, which a fat object names
+/// as its controlling owner ([`owned_by`]).
+pub async fn owner_cache(client: &Client, namespace: &str) -> String {
+    let owner: ArtifactCache = serde_json::from_value(json!({
+        "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
+        "metadata": {"name": "owner", "namespace": namespace},
+        "spec": {"deploy": false, "endpoint": "registry.example.com"},
+    }))
+    .expect("a cache");
+    Api::<ArtifactCache>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &owner)
+        .await
+        .expect("the owner")
+        .metadata
+        .uid
+        .expect("a uid")
+}
+
+/// The ownerReferences naming the cache [`owner_cache`] made as controlling owner.
+pub fn owned_by(owner_uid: &str) -> Value {
+    json!([{"apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
+        "name": "owner", "uid": owner_uid, "controller": true}])
 }
 
 /// Process `pid`'s (current, peak) resident memory in KiB.

@@ -12,15 +12,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
 use kube::api::PostParams;
 use kube::{Api, Client};
-use ocifit::api::ArtifactCache;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use super::rss_kib;
-use crate::support::{Controller, Env, get};
+use super::{CHART_LIMIT_KIB, owned_by, owner_cache, rss_kib, second_replica, watch_listed};
+use crate::support::{Controller, Env};
 
-/// The chart's memory limit (`resources.limits.memory`: 256Mi), in KiB.
-const CHART_LIMIT_KIB: u64 = 256 * 1024;
 const NAMESPACES: usize = 10;
 /// Services, and as many claims, per namespace.
 const PER_NAMESPACE: usize = 100;
@@ -47,26 +44,8 @@ fn fat_metadata(name: &str, namespace: &str, owner_uid: &str, fat: &str) -> Valu
     json!({
         "name": name, "namespace": namespace, "labels": labels,
         "annotations": {"example.com/fat": fat},
-        "ownerReferences": [{"apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
-            "name": "owner", "uid": owner_uid, "controller": true}],
+        "ownerReferences": owned_by(owner_uid),
     })
-}
-
-/// Each namespace's cache (deploying nothing), whose uid the fat objects name as their owner.
-async fn owner_uid(client: &Client, namespace: &str) -> String {
-    let owner: ArtifactCache = serde_json::from_value(json!({
-        "apiVersion": "ocifit.io/v1alpha1", "kind": "ArtifactCache",
-        "metadata": {"name": "owner", "namespace": namespace},
-        "spec": {"deploy": false, "endpoint": "registry.example.com"},
-    }))
-    .expect("a cache");
-    Api::<ArtifactCache>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &owner)
-        .await
-        .expect("the owner")
-        .metadata
-        .uid
-        .expect("a uid")
 }
 
 async fn create_all(client: &Client, owners: &[String]) {
@@ -111,11 +90,9 @@ async fn listed_both(replica: &Controller) {
     let start = Instant::now();
     loop {
         let log = replica.log_text();
-        let listed = |what: &str| {
-            log.lines()
-                .any(|line| line.contains("watch listed") && line.contains(what))
-        };
-        if listed("artifact cache services") && listed("artifact cache claims") {
+        if watch_listed(&log, "artifact cache services")
+            && watch_listed(&log, "artifact cache claims")
+        {
             return;
         }
         assert!(
@@ -135,7 +112,7 @@ async fn fat_services_and_claims_in_many_namespaces_keep_every_replica_under_the
         ocifit_testkit::create_namespace(&client, &namespace(n))
             .await
             .expect("the namespace");
-        owners.push(owner_uid(&client, &namespace(n)).await);
+        owners.push(owner_cache(&client, &namespace(n)).await);
     }
     let leader = Controller::start(&env, "owned-flood-a", &[]).await;
     let (rss_idle, _) = rss_kib(leader.pid());
@@ -145,18 +122,10 @@ async fn fat_services_and_claims_in_many_namespaces_keep_every_replica_under_the
     let objects = 2 * NAMESPACES * PER_NAMESPACE;
     let through = objects * ANNOTATION_BYTES / (1024 * 1024);
 
-    let starting = Controller::spawn(&env, "owned-flood-b", &[]);
-    let spawned = Instant::now();
-    while get(&starting.admin, "/readyz").await.map(|(code, _)| code) != Some(200) {
-        assert!(
-            spawned.elapsed() < LISTED_WITHIN,
-            "the second replica not ready; log:\n{}",
-            starting.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let (starting, ready) = second_replica(&env, "owned-flood-b", LISTED_WITHIN).await;
+    let since_ready = Instant::now();
     listed_both(&starting).await;
-    let listed = spawned.elapsed();
+    let listed = ready + since_ready.elapsed();
     // Read once the starting replica has listed them all: the leader's watch had every event
     // before that list was served.
     let (rss, peak) = rss_kib(leader.pid());

@@ -76,22 +76,7 @@ async fn slow_bodies_on_the_webhook_port_refuse_no_pod_of_any_namespace() {
         creators.spawn(async move {
             let mut failures = Vec::new();
             for i in (worker..PODS).step_by(WORKERS) {
-                let plain = TestPod::named(&format!("plain-{i}")).build();
-                if let Err(e) = Api::<Pod>::namespaced(client.clone(), UNSELECTED)
-                    .create(&PostParams::default(), &plain)
-                    .await
-                {
-                    failures.push(format!("plain-{i}: {e}"));
-                }
-                let opted = flavored(&format!("opted-{i}"), "vanilla");
-                match Api::<Pod>::namespaced(client.clone(), NAMESPACE)
-                    .create(&PostParams::default(), &opted)
-                    .await
-                {
-                    Ok(stored) if image(&stored) == expected => {}
-                    Ok(stored) => failures.push(format!("opted-{i}: {}", image(&stored))),
-                    Err(e) => failures.push(format!("opted-{i}: {e}")),
-                }
+                create_pair(&client, i, &expected, &mut failures).await;
             }
             failures
         });
@@ -266,5 +251,27 @@ async fn trickle(
                 }
             }
         }
+    }
+}
+
+/// Creates the plain pod `plain-{i}` in [`UNSELECTED`] and the opted-in vanilla pod `opted-{i}`
+/// in the scenarios' namespace, noting in `failures` a refusal, or an opted-in pod not given
+/// `expected`.
+pub async fn create_pair(client: &Client, i: usize, expected: &str, failures: &mut Vec<String>) {
+    let plain = TestPod::named(&format!("plain-{i}")).build();
+    if let Err(e) = Api::<Pod>::namespaced(client.clone(), UNSELECTED)
+        .create(&PostParams::default(), &plain)
+        .await
+    {
+        failures.push(format!("plain-{i}: {e}"));
+    }
+    let opted = flavored(&format!("opted-{i}"), "vanilla");
+    match Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .create(&PostParams::default(), &opted)
+        .await
+    {
+        Ok(stored) if image(&stored) == expected => {}
+        Ok(stored) => failures.push(format!("opted-{i}: {}", image(&stored))),
+        Err(e) => failures.push(format!("opted-{i}: {e}")),
     }
 }

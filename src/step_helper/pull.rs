@@ -64,7 +64,7 @@ pub enum PullError {
         what: String,
         attempts: u32,
         #[source]
-        last: registry::Error,
+        last: Box<registry::Error>,
     },
 }
 
@@ -75,7 +75,7 @@ fn given_up(what: String, gave_up: GaveUp<registry::Error>) -> PullError {
         GaveUp::Exhausted { attempts, last } => PullError::BrokeOff {
             what,
             attempts,
-            last,
+            last: Box::new(last),
         },
     }
 }

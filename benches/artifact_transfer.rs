@@ -4,8 +4,15 @@
 //!
 //! Two shapes of the same gibibyte: many small files (32 KiB each) and a few large ones (4 × 256
 //! MiB). The content is pseudo-random over 16 symbols (about 4 bits of entropy per byte), so
-//! gzip has work to do, as with text-like results. Run: `cargo bench --bench artifact_transfer`
-//! (set `OCIFIT_BENCH_BYTES` to use another total size). Everything it writes is removed at the end.
+//! gzip has work to do, as with text-like results.
+//!
+//! Then one large file (half the total) pushed and pulled by ocifit through the stores a cache
+//! can have: a registry on its own directory (a cache on an emptyDir), one on an S3 bucket
+//! (SeaweedFS from the test kit), and two on one bucket behind a forwarder that hands connections
+//! to each in turn (a Service over two replicas); the ORAS SDK alone on the directory beside them.
+//!
+//! Run: `cargo bench --bench artifact_transfer` (set `OCIFIT_BENCH_BYTES` to use another total
+//! size). Everything it writes is removed at the end.
 
 #![allow(clippy::unwrap_used)]
 
@@ -14,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ocifit_testkit::{Registry, Tool, Tools};
+use ocifit_testkit::{ObjectStore, Proxy, Registry, Tool, Tools};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -197,4 +204,93 @@ fn main() {
         std::fs::remove_dir_all(&sdk_pulled).unwrap();
         std::fs::remove_dir_all(&data).unwrap();
     }
+    by_store(&runtime, &ocifit, &python, work.path(), total / 2);
+}
+
+/// One file of `size` bytes through each store a cache can have, pushed and pulled by ocifit; the
+/// ORAS SDK on the directory store for comparison.
+fn by_store(
+    runtime: &tokio::runtime::Runtime,
+    ocifit: &Path,
+    python: &Path,
+    work: &Path,
+    size: u64,
+) {
+    let data = work.join("large");
+    generate(&data, 1, size);
+    let file = data.join("part-000/file-000000.dat");
+    let start =
+        |builder: ocifit_testkit::RegistryBuilder| runtime.block_on(builder.start()).unwrap();
+    let store = runtime
+        .block_on(ObjectStore::builder().bucket("one").bucket("two").start())
+        .unwrap();
+    let directory = start(Registry::builder());
+    let one = start(Registry::builder().object_store(&store, "one"));
+    let two = [
+        start(Registry::builder().object_store(&store, "two")),
+        start(Registry::builder().object_store(&store, "two")),
+    ];
+    let balanced = runtime
+        .block_on(Proxy::balancing(&[two[0].addr(), two[1].addr()]))
+        .unwrap();
+
+    println!();
+    println!("one file of {} MiB, by the cache's store", size / MIB);
+    println!("| store                | client          | op   | seconds | MiB/s  | peak RSS MiB |");
+    println!("|----------------------|-----------------|------|---------|--------|--------------|");
+    for (name, addr) in [
+        ("directory (emptyDir)", directory.addr()),
+        ("S3, 1 replica", one.addr()),
+        ("S3, 2 replicas", balanced.addr.as_str()),
+    ] {
+        let reference = format!("{addr}/bench/large:v1");
+        let push = measure(
+            Command::new(ocifit)
+                .args(["artifact", "push", "--plain-http", &reference])
+                .arg(&file),
+        );
+        row(name, "ocifit", "push", size, &push);
+        let pulled = work.join("pulled-large");
+        let pull = measure(
+            Command::new(ocifit)
+                .args(["artifact", "pull", "--plain-http", "-o"])
+                .arg(&pulled)
+                .arg(&reference),
+        );
+        row(name, "ocifit", "pull", size, &pull);
+        assert_eq!(size_of(&pulled), (size, 1));
+        std::fs::remove_dir_all(&pulled).unwrap();
+    }
+
+    let theirs = directory.reference("bench/sdk-large:v1");
+    let sdk_push = measure(
+        Command::new(python)
+            .current_dir(file.parent().unwrap())
+            .args(["-c", SDK_PUSH, directory.addr(), &theirs, "file-000000.dat"]),
+    );
+    row(
+        "directory (emptyDir)",
+        "ORAS Python SDK",
+        "push",
+        size,
+        &sdk_push,
+    );
+    let sdk_pulled = work.join("pulled-sdk-large");
+    std::fs::create_dir(&sdk_pulled).unwrap();
+    let sdk_pull = measure(
+        Command::new(python)
+            .current_dir(&sdk_pulled)
+            .args(["-c", SDK_PULL, directory.addr(), &theirs])
+            .arg(&sdk_pulled),
+    );
+    row(
+        "directory (emptyDir)",
+        "ORAS Python SDK",
+        "pull",
+        size,
+        &sdk_pull,
+    );
+    assert_eq!(size_of(&sdk_pulled), (size, 1));
+    std::fs::remove_dir_all(&sdk_pulled).unwrap();
+    std::fs::remove_dir_all(&data).unwrap();
 }

@@ -73,6 +73,7 @@ impl Registry {
                 caches: Arc::new(Caches::new(&options.cache)),
                 max_artifact_bytes: options.max_artifact_bytes,
                 max_manifest_bytes: options.max_manifest_bytes,
+                restarts: options.restarts,
             }),
         })
     }
@@ -89,6 +90,7 @@ impl Registry {
                 counters: Arc::clone(&inner.counters),
                 max_artifact_bytes: inner.max_artifact_bytes,
                 max_manifest_bytes: inner.max_manifest_bytes,
+                restarts: inner.restarts,
             }),
         }
     }
@@ -97,6 +99,11 @@ impl Registry {
     /// it with [`Registry::with_credentials`].
     pub fn stats(&self) -> RegistryStats {
         self.inner.counters.snapshot()
+    }
+
+    /// How often a push or pull that broke off is tried (see [`super::restarting`]).
+    pub fn restarts(&self) -> super::Restarts {
+        self.inner.restarts
     }
 
     /// The digest a reference names now: its own digest, or what its tag points at (cached for

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_RANGE, HeaderMap, HeaderValue, RANGE};
 use reqwest::{Method, Response};
 use sha2::{Digest as _, Sha256, Sha512};
 
@@ -14,6 +15,7 @@ use super::error::{Access, ContentProblem, Error, Result, Target};
 use super::fetch::Inner;
 use super::manifest::{self, Descriptor, ImageManifest, Manifest, hex};
 use super::reference::{self, Reference};
+use super::restart::BrokeOff;
 use super::transport::Exchange;
 
 impl Registry {
@@ -63,38 +65,65 @@ impl Registry {
             repository.repository(),
             descriptor.digest
         );
-        let mut headers = HeaderMap::new();
-        headers.insert(ACCEPT, HeaderValue::from_static("*/*"));
-        let exchange = Exchange {
-            target: &target,
-            host: reference::api_host(repository),
-            method: Method::GET,
-            location: &location,
-            headers,
-            body: None,
-            what: "blob",
-            bounded: false,
-            access: Access::Read,
-        };
-        let response = self.inner.transport.exchange(&exchange).await?;
-        if response.content_length().is_some_and(|len| len != size) {
-            return Err(Error::content(
-                &target,
-                ContentProblem::Protocol(format!(
-                    "the registry announced {} bytes for a blob of {size}",
-                    response.content_length().unwrap_or_default()
-                )),
-            ));
-        }
+        let response = self.blob_from(repository, &target, &location, 0).await?;
+        check_length(&target, &response, size)?;
         Ok(BlobStream {
+            registry: self.clone(),
+            repository: repository.clone(),
+            location,
             idle: self.inner.transport.idle_timeout(),
             response,
             hasher: Some(hasher),
             expected: descriptor.digest.clone(),
             size,
             read: 0,
+            skip: 0,
+            breaks: 0,
             target,
         })
+    }
+
+    /// The blob's answer from byte `from` on (a Range request when `from` is not 0; the registry
+    /// may answer with the whole blob instead).
+    async fn blob_from(
+        &self,
+        repository: &Reference,
+        target: &Target,
+        location: &str,
+        from: u64,
+    ) -> Result<Response> {
+        let mut headers = HeaderMap::new();
+        headers.insert(ACCEPT, HeaderValue::from_static("*/*"));
+        if from > 0 {
+            let range = HeaderValue::from_str(&format!("bytes={from}-"))
+                .map_err(|err| Error::content(target, ContentProblem::Protocol(err.to_string())))?;
+            headers.insert(RANGE, range);
+        }
+        let exchange = Exchange {
+            target,
+            host: reference::api_host(repository),
+            method: Method::GET,
+            location,
+            headers,
+            body: None,
+            what: "blob",
+            bounded: false,
+            access: Access::Read,
+        };
+        self.inner.transport.exchange(&exchange).await
+    }
+}
+
+/// Refuses an answer announcing another length than the `expected` bytes.
+fn check_length(target: &Target, response: &Response, expected: u64) -> Result<()> {
+    match response.content_length() {
+        Some(len) if len != expected => Err(Error::content(
+            target,
+            ContentProblem::Protocol(format!(
+                "the registry announced {len} bytes for a blob of {expected}"
+            )),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -122,13 +151,23 @@ impl Hasher {
 /// A blob's content as it arrives. [`BlobStream::next_chunk`] gives every chunk, then `None`
 /// once the whole content matched the descriptor's size and digest; a mismatch (more bytes than
 /// the size, fewer, or another digest) is an error instead of the end. A chunk that takes longer
-/// than the request timeout to come is an error too.
+/// than the request timeout to come is an error too. A download that breaks off (the registry
+/// replica serving it died, the connection was cut) is asked for again from where it stopped,
+/// as often as the client's restarts allow; a registry that ignores the range sends the whole
+/// blob again and what was already given is skipped (the digest still covers every byte).
 pub struct BlobStream {
+    registry: Registry,
+    repository: Reference,
+    location: String,
     response: Response,
     hasher: Option<Hasher>,
     expected: String,
     size: u64,
     read: u64,
+    /// Bytes of the answer already given from an earlier one.
+    skip: u64,
+    /// Times the download broke off.
+    breaks: u32,
     idle: Duration,
     target: Target,
 }
@@ -151,6 +190,72 @@ impl BlobStream {
 
     /// The next chunk, or `None` at the verified end.
     pub async fn next_chunk(&mut self) -> Result<Option<Bytes>> {
+        loop {
+            let mut broken = match self.read_chunk().await {
+                Ok(Some(chunk)) if chunk.is_empty() => continue,
+                Err(err) if err.broke_off() && self.hasher.is_some() => err,
+                other => return other,
+            };
+            loop {
+                self.breaks += 1;
+                let Some(wait) = self.registry.restarts().after(self.breaks) else {
+                    return Err(self.gave_up(&broken));
+                };
+                tracing::warn!(target = %self.target, read = self.read, ?wait, error = %broken, "the blob's download broke off; asking again from where it stopped");
+                tokio::time::sleep(wait).await;
+                match self.resume().await {
+                    Ok(()) => break,
+                    Err(err) if err.broke_off() => broken = err,
+                    Err(err) => return Err(err),
+                }
+            }
+        }
+    }
+
+    /// Asks for the rest of the blob after the bytes already read.
+    async fn resume(&mut self) -> Result<()> {
+        let response = self
+            .registry
+            .blob_from(&self.repository, &self.target, &self.location, self.read)
+            .await?;
+        let resumed = response.status() == StatusCode::PARTIAL_CONTENT;
+        if resumed {
+            let range = response
+                .headers()
+                .get(CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            if !range.starts_with(&format!("bytes {}-", self.read)) {
+                return Err(self.mismatch(format!(
+                    "a range {range:?} where bytes from {} were asked for",
+                    self.read
+                )));
+            }
+        }
+        let (rest, skip) = if resumed {
+            (self.size - self.read, 0)
+        } else {
+            (self.size, self.read)
+        };
+        check_length(&self.target, &response, rest)?;
+        self.response = response;
+        self.skip = skip;
+        Ok(())
+    }
+
+    fn gave_up(&self, last: &Error) -> Error {
+        Error::Transport {
+            target: self.target.clone(),
+            detail: format!(
+                "the download broke off {} times, {} of {} bytes read; the last time: {last}",
+                self.breaks, self.read, self.size
+            ),
+            source: None,
+        }
+    }
+
+    /// One chunk as the answer gives it, less what was already given; empty when all of it was.
+    async fn read_chunk(&mut self) -> Result<Option<Bytes>> {
         let Some(hasher) = self.hasher.as_mut() else {
             return Ok(None);
         };
@@ -170,7 +275,10 @@ impl BlobStream {
                 source: Some(std::sync::Arc::new(err.without_url())),
             })?;
         match chunk {
-            Some(bytes) => {
+            Some(mut bytes) => {
+                let skipped = self.skip.min(bytes.len() as u64);
+                self.skip -= skipped;
+                let bytes = bytes.split_off(usize::try_from(skipped).unwrap_or(usize::MAX));
                 self.read += bytes.len() as u64;
                 if self.read > self.size {
                     return Err(

@@ -7,6 +7,7 @@ use super::addresses::PrivateRegistries;
 use super::allow::AllowList;
 use super::cache::CacheOptions;
 use super::docker_config::DockerConfig;
+use super::restart::Restarts;
 use super::retry::RetryPolicy;
 
 /// Everything the client can be told. `Default` is anonymous HTTPS with the documented limits.
@@ -30,6 +31,9 @@ pub struct RegistryOptions {
     pub connect_timeout: Duration,
     /// Retries of transient failures.
     pub retry: RetryPolicy,
+    /// Tries of a push or pull that broke off mid-transfer, each started again whole (a blob
+    /// download resumes where it stopped).
+    pub restarts: Restarts,
     /// Most registry requests in flight at once, over every client made from this one (a policy
     /// naming many images waits for permits rather than opening as many connections).
     pub max_concurrent_requests: usize,
@@ -52,6 +56,7 @@ impl Default for RegistryOptions {
             request_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             retry: RetryPolicy::default(),
+            restarts: Restarts::default(),
             max_concurrent_requests: 16,
             max_artifact_bytes: 1024 * 1024,
             max_manifest_bytes: 4 * 1024 * 1024,

@@ -13,6 +13,8 @@
 
 mod archive;
 mod beneath;
+#[cfg(test)]
+mod broken_transfers;
 mod channel;
 pub mod command;
 pub mod credentials;

@@ -21,7 +21,7 @@ use super::file_error::{self, FileError};
 use super::layout::{self, LayerAction, LayoutError};
 use super::limits::{Budget, Exceeded};
 use super::unpack;
-use crate::registry::{self, Reference, Registry};
+use crate::registry::{self, GaveUp, Reference, Registry, restarting};
 
 /// How many layers of one artifact move at once.
 const PARALLEL_LAYERS: usize = 3;
@@ -57,6 +57,27 @@ pub enum PullError {
         #[source]
         source: Exceeded,
     },
+    #[error(
+        "{what} broke off {attempts} times (the registry failed or the connection to it was cut each time); gave up"
+    )]
+    BrokeOff {
+        what: String,
+        attempts: u32,
+        #[source]
+        last: Box<registry::Error>,
+    },
+}
+
+/// The error of a read given up: its own, or that it broke off on every try.
+fn given_up(what: String, gave_up: GaveUp<registry::Error>) -> PullError {
+    match gave_up {
+        GaveUp::Refused(err) => err.into(),
+        GaveUp::Exhausted { attempts, last } => PullError::BrokeOff {
+            what,
+            attempts,
+            last: Box::new(last),
+        },
+    }
 }
 
 /// One layer written.
@@ -89,7 +110,12 @@ pub async fn pull(
     unpack: bool,
     budget: &Arc<Budget>,
 ) -> Result<Pulled, PullError> {
-    let (digest, manifest) = registry.image_manifest(reference).await?;
+    let what = format!("reading the manifest of {}", reference.whole());
+    let (digest, manifest) = restarting(&registry.restarts(), &what, || {
+        registry.image_manifest(reference)
+    })
+    .await
+    .map_err(|gave_up| given_up(what.clone(), gave_up))?;
     let actions = layout::plan_pull(&manifest, unpack).map_err(|source| PullError::Layout {
         reference: reference.whole(),
         source,
@@ -130,7 +156,13 @@ async fn pull_layer(
             source,
         })?;
     }
-    let mut stream = registry.blob_stream(reference, &layer).await?;
+    // Once it has begun, the stream itself asks again for what a broken download did not bring.
+    let what = format!("the download of {}", action.path().display());
+    let mut stream = restarting(&registry.restarts(), &what, || {
+        registry.blob_stream(reference, &layer)
+    })
+    .await
+    .map_err(|gave_up| given_up(what.clone(), gave_up))?;
     let staging = Staging::new(output);
     let (sender, receiver) = channel::channel();
     let write = {

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -23,7 +23,7 @@ use super::beneath::{self, BeneathError};
 use super::channel::{self, ChannelWriter, HashingWriter};
 use super::file_error::FileError;
 use super::layout::{self, PushedLayer};
-use crate::registry::{self, OCI_MANIFEST, Reference, Registry};
+use crate::registry::{self, BrokeOff, GaveUp, OCI_MANIFEST, Reference, Registry, restarting};
 
 /// How many layers of one artifact move at once.
 const PARALLEL_LAYERS: usize = 3;
@@ -74,6 +74,33 @@ pub enum PushError {
     Manifest(#[source] serde_json::Error),
     #[error("a transfer thread stopped unexpectedly")]
     Task(#[from] tokio::task::JoinError),
+    #[error(
+        "{what} broke off {attempts} times (the registry failed or the connection to it was cut each time); gave up"
+    )]
+    BrokeOff {
+        what: String,
+        attempts: u32,
+        #[source]
+        last: Box<PushError>,
+    },
+}
+
+impl BrokeOff for PushError {
+    fn broke_off(&self) -> bool {
+        matches!(self, PushError::Registry(err) if err.broke_off())
+    }
+}
+
+/// The error of a transfer given up: its own, or that it broke off on every try.
+fn given_up<E: Into<PushError>>(what: String, gave_up: GaveUp<E>) -> PushError {
+    match gave_up {
+        GaveUp::Refused(err) => err.into(),
+        GaveUp::Exhausted { attempts, last } => PushError::BrokeOff {
+            what,
+            attempts,
+            last: Box::new(last.into()),
+        },
+    }
 }
 
 /// An artifact pushed.
@@ -126,6 +153,30 @@ impl Source {
         )
         .map_err(|err| opening_error(path, err))?;
         Source::from_file(file, name, path)
+    }
+
+    /// The same file or directory read again from its start, for a push started over: a file's
+    /// handle duplicated and rewound, a directory's duplicated (its entries are listed anew).
+    fn again(&self) -> Result<Source, PushError> {
+        let opened = match &self.opened {
+            Opened::File(file) => {
+                let mut file = file
+                    .try_clone()
+                    .map_err(|source| read_error(&self.path, source))?;
+                file.rewind()
+                    .map_err(|source| read_error(&self.path, source))?;
+                Opened::File(file)
+            }
+            Opened::Directory(dir) => Opened::Directory(
+                dir.try_clone()
+                    .map_err(|source| read_error(&self.path, source))?,
+            ),
+        };
+        Ok(Source {
+            path: self.path.clone(),
+            name: self.name.clone(),
+            opened,
+        })
     }
 
     fn from_file(file: fs::File, name: String, shown: &Path) -> Result<Source, PushError> {
@@ -189,15 +240,24 @@ pub async fn push_sources(
         .buffered(PARALLEL_LAYERS)
         .try_collect()
         .await?;
-    registry
-        .push_blob(reference, Bytes::from_static(layout::EMPTY_CONFIG))
-        .await?;
+    let restarts = registry.restarts();
+    let what = "the upload of the config";
+    restarting(&restarts, what, || {
+        registry.push_blob(reference, Bytes::from_static(layout::EMPTY_CONFIG))
+    })
+    .await
+    .map_err(|gave_up| given_up(what.into(), gave_up))?;
     let created = jiff::Timestamp::now().to_string();
-    let manifest = layout::manifest_json(&layers, &request.artifact_type, &created)
-        .map_err(PushError::Manifest)?;
-    let digest = registry
-        .push_manifest(reference, OCI_MANIFEST, Bytes::from(manifest))
-        .await?;
+    let manifest = Bytes::from(
+        layout::manifest_json(&layers, &request.artifact_type, &created)
+            .map_err(PushError::Manifest)?,
+    );
+    let what = "the upload of the manifest";
+    let digest = restarting(&restarts, what, || {
+        registry.push_manifest(reference, OCI_MANIFEST, manifest.clone())
+    })
+    .await
+    .map_err(|gave_up| given_up(what.into(), gave_up))?;
     Ok(Pushed {
         reference: reference.whole(),
         digest,
@@ -213,7 +273,23 @@ fn sources(paths: &[PathBuf]) -> Result<Vec<Source>, PushError> {
     paths.iter().map(|path| Source::open(path)).collect()
 }
 
+/// Pushes one layer, from its start again each time its upload breaks off (a registry replica
+/// gone mid-body resumes nothing: the next try opens a new session, on whichever replica answers).
 async fn push_layer(
+    registry: &Registry,
+    reference: &Reference,
+    request: &PushRequest,
+    source: Source,
+) -> Result<PushedLayer, PushError> {
+    let what = format!("the upload of {}", source.path.display());
+    restarting(&registry.restarts(), &what, || async {
+        push_layer_once(registry, reference, request, source.again()?).await
+    })
+    .await
+    .map_err(|gave_up| given_up(what.clone(), gave_up))
+}
+
+async fn push_layer_once(
     registry: &Registry,
     reference: &Reference,
     request: &PushRequest,

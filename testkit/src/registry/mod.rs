@@ -53,7 +53,21 @@ pub struct RegistryBuilder {
     credentials: Option<Credentials>,
     address: Ipv4Addr,
     timeout: Duration,
+    bucket: Option<Bucket>,
 }
+
+/// A bucket of an S3 store to keep content in, instead of the registry's own directory.
+#[derive(Clone, Debug)]
+struct Bucket {
+    endpoint: String,
+    name: String,
+    access_key: String,
+    secret_key: String,
+}
+
+/// The HTTP secret every registry of the kit on object storage shares, as a cache's replicas do:
+/// an upload begun on one is finished on another.
+const SHARED_HTTP_SECRET: &str = "ocifit-testkit-shared-upload-secret";
 
 /// A running registry. Dropping it kills it and removes its storage; when dropped during a panic it
 /// first prints the end of its log.
@@ -74,6 +88,7 @@ impl Registry {
             credentials: None,
             address: Ipv4Addr::LOCALHOST,
             timeout: DEFAULT_TIMEOUT,
+            bucket: None,
         }
     }
 
@@ -192,6 +207,19 @@ impl RegistryBuilder {
         self
     }
 
+    /// Keeps the content in `bucket` of `store` (distribution's S3 driver, path-style, blobs
+    /// served by the registry rather than redirected), with the HTTP secret every such registry
+    /// of the kit shares: several started on one bucket are replicas of one registry.
+    pub fn object_store(mut self, store: &crate::ObjectStore, bucket: &str) -> Self {
+        self.bucket = Some(Bucket {
+            endpoint: store.endpoint(),
+            name: bucket.to_owned(),
+            access_key: store.access_key().to_owned(),
+            secret_key: store.secret_key().to_owned(),
+        });
+        self
+    }
+
     /// How long the registry may take to answer (default 30 s).
     pub fn startup_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -254,6 +282,18 @@ impl RegistryBuilder {
             },
             "http": {"addr": addr},
         });
+        if let Some(bucket) = &self.bucket {
+            config["storage"] = serde_json::json!({
+                "s3": {
+                    "regionendpoint": bucket.endpoint, "region": "us-east-1",
+                    "bucket": bucket.name, "forcepathstyle": true,
+                    "accesskey": bucket.access_key, "secretkey": bucket.secret_key,
+                },
+                "redirect": {"disable": true},
+                "delete": {"enabled": true},
+            });
+            config["http"]["secret"] = SHARED_HTTP_SECRET.into();
+        }
         if let Some(credentials) = &self.credentials {
             let htpasswd = workdir.join("htpasswd");
             std::fs::write(

@@ -3,7 +3,8 @@
 mod crd;
 mod from_outside;
 mod held;
-mod object_store;
+pub(crate) mod object_store;
+mod replica_loss;
 mod restricted;
 mod seed_examples;
 mod step_code;

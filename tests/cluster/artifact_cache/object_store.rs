@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ListParams, PostParams};
@@ -24,7 +25,7 @@ use crate::artifact_cache::workflow::{
 /// The large artifact's size: big enough that its upload takes several requests' worth of time.
 const LARGE: usize = 64 * 1024 * 1024;
 
-async fn store_keys(client: &Client, name: &str, secret_key: &str, store: &ObjectStore) {
+pub(crate) async fn store_keys(client: &Client, name: &str, secret_key: &str, store: &ObjectStore) {
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": name},
         "stringData": {"accessKey": store.access_key(), "secretKey": secret_key}
@@ -36,14 +37,14 @@ async fn store_keys(client: &Client, name: &str, secret_key: &str, store: &Objec
         .expect("the store's keys are stored");
 }
 
-fn s3(bucket: &str, endpoint: &str, keys: &str) -> Value {
+pub(crate) fn s3(bucket: &str, endpoint: &str, keys: &str) -> Value {
     json!({
         "bucket": bucket, "endpoint": endpoint, "forcePathStyle": true,
         "prefix": "/caches/workflow", "credentialsSecretRef": {"name": keys}
     })
 }
 
-async fn start_store() -> ObjectStore {
+pub(crate) async fn start_store() -> ObjectStore {
     ObjectStore::builder()
         .listen_on(host_ipv4().expect("this machine's address"))
         .bucket("artifacts")
@@ -53,7 +54,7 @@ async fn start_store() -> ObjectStore {
 }
 
 /// The address of every Ready registry replica of the cache `oras`.
-async fn replicas(client: &Client) -> Vec<String> {
+pub(crate) async fn replicas(client: &Client) -> Vec<String> {
     let pods = Api::<Pod>::namespaced(client.clone(), WORKFLOW)
         .list(&ListParams::default().labels("app.kubernetes.io/instance=oras-registry"))
         .await
@@ -102,19 +103,35 @@ async fn a_workflow_runs_through_two_registry_replicas_sharing_a_bucket() {
     let allowed = budget.status.map(|s| s.disruptions_allowed);
     eprintln!("PodDisruptionBudget: disruptions allowed {allowed:?}");
 
-    let one = job(
-        "step-one",
-        &stage.step,
-        &[("output-uri", "workflow/large:v1"), ("output-path", "out")],
-        &format!(
-            "head -c {LARGE} /dev/urandom > out/large.bin && sha256sum out/large.bin | cut -d' ' -f1 > out/large.sha256"
-        ),
-    );
+    let (one, two) = large_steps(&stage.step, LARGE);
     let took = run_first_step(&stage.cluster, &ready.jobs, &one).await;
     eprintln!("step one pushed {LARGE} B through the Service: {took:.1} s");
+    let took = run_job(&stage.cluster, &ready.jobs, &two, true).await;
+    eprintln!("step two pulled it back and pushed its check: {took:.1} s");
+
+    // Every replica serves every artifact, whichever replica took the upload.
+    read_back_from_each(&stage.client, &both, LARGE).await;
+    let deployment = Api::<Deployment>::namespaced(stage.client.clone(), WORKFLOW)
+        .get("oras-registry")
+        .await
+        .expect("the Deployment");
+    assert_eq!(deployment.spec.and_then(|s| s.replicas), Some(2));
+}
+
+/// The two steps: one writes `size` random bytes and their sum and pushes them as
+/// `workflow/large:v1`; two pulls that and pushes the sum it computes as `workflow/checked:v1`.
+pub(crate) fn large_steps(image: &str, size: usize) -> (Job, Job) {
+    let one = job(
+        "step-one",
+        image,
+        &[("output-uri", "workflow/large:v1"), ("output-path", "out")],
+        &format!(
+            "head -c {size} /dev/urandom > out/large.bin && sha256sum out/large.bin | cut -d' ' -f1 > out/large.sha256"
+        ),
+    );
     let two = job(
         "step-two",
-        &stage.step,
+        image,
         &[
             ("input-uri", "workflow/large:v1"),
             ("input-path", "/inputs"),
@@ -123,21 +140,13 @@ async fn a_workflow_runs_through_two_registry_replicas_sharing_a_bucket() {
         ],
         "sha256sum /inputs/out/large.bin | cut -d' ' -f1",
     );
-    let took = run_job(&stage.cluster, &ready.jobs, &two, true).await;
-    eprintln!("step two pulled it back and pushed its check: {took:.1} s");
-
-    // Every replica serves every artifact, whichever replica took the upload.
-    read_back_from_each(&stage.client, &both).await;
-    let deployment = Api::<Deployment>::namespaced(stage.client.clone(), WORKFLOW)
-        .get("oras-registry")
-        .await
-        .expect("the Deployment");
-    assert_eq!(deployment.spec.and_then(|s| s.replicas), Some(2));
+    (one, two)
 }
 
-/// Reads both steps' artifacts back with the ORAS SDK from each of `replicas`: the large file byte
-/// for byte (its digest is the one step one wrote beside it and step two computed from its input).
-async fn read_back_from_each(client: &Client, replicas: &[String]) {
+/// Reads both steps' artifacts back with the ORAS SDK from each of `replicas`: the large file of
+/// `size` bytes byte for byte (its digest is the one step one wrote beside it and step two
+/// computed from its input).
+pub(crate) async fn read_back_from_each(client: &Client, replicas: &[String], size: usize) {
     let CacheAccess { user, password, .. } = cache_access(client).await;
     let pulled = tempfile::tempdir().expect("a temp dir");
     for (n, replica) in replicas.iter().enumerate() {
@@ -146,7 +155,7 @@ async fn read_back_from_each(client: &Client, replicas: &[String]) {
         sdk_pull(replica, "workflow/large:v1", &dir.join("large"), login);
         sdk_pull(replica, "workflow/checked:v1", &dir.join("checked"), login);
         let large = std::fs::read(dir.join("large/out/large.bin")).expect("the large file");
-        assert_eq!(large.len(), LARGE, "from {replica}");
+        assert_eq!(large.len(), size, "from {replica}");
         let digest = format!("{}\n", hex(&Sha256::digest(&large)));
         let read = |path: &str| std::fs::read_to_string(dir.join(path)).expect(path);
         assert_eq!(read("large/out/large.sha256"), digest, "step one's own sum");

@@ -25,6 +25,7 @@ mod flags;
 mod inspect;
 mod layers;
 mod manifest;
+mod mirrors;
 mod options;
 mod platforms;
 mod reference;
@@ -49,6 +50,7 @@ pub use error::{Access, ConfigError, ContentProblem, Error, ErrorKind, Refusal, 
 pub use flags::RegistryFlags;
 pub use inspect::{ImageFacts, InspectError, InspectStats, Inspector, InspectorOptions, Lookup};
 pub use manifest::{Descriptor, ImageManifest, OCI_MANIFEST, sha256_digest};
+pub use mirrors::Mirrors;
 pub use options::RegistryOptions;
 pub use platforms::ImagePlatforms;
 pub use reference::{Reference, parse as parse_reference};

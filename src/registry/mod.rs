@@ -4,7 +4,7 @@
 //! It owns references, the registry protocol (auth, retries, timeouts, size caps, digest
 //! checks), and the caches. It decides which layer, which referrer and which platforms in pure
 //! modules (`layers`, `referrers`, `platforms`, `docker_config`, `retry`, `auth`, `allow`,
-//! `addresses`); `fence` (the one HTTP client constructor), `transport`, `client` and `clients`
+//! `addresses`, `mirrors`); `fence` (the one HTTP client constructor), `transport`, `client` and `clients`
 //! are the thin adapters. Compatibility documents are parsed by the engine, in one call at the
 //! very end (`resolve`). It knows nothing of Kubernetes objects: callers hand it
 //! credentials as a docker config.

@@ -17,7 +17,7 @@ use super::error::ConfigError;
 mod load;
 
 /// The namespace whose file serves every registry without one of its own.
-pub const DEFAULT_NAMESPACE: &str = "_default";
+const DEFAULT_NAMESPACE: &str = "_default";
 
 /// What a host may be asked for (containerd's `capabilities`; `push` is read and never used).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,13 +16,10 @@ fn error(text: &str) -> String {
         .to_string()
 }
 
-/// `(host, plain_http, root, mirror)` of each endpoint.
-fn route(
-    mirrors: &Mirrors,
-    registry: &str,
-    api_host: &str,
-    need: Need,
-) -> Option<Vec<(String, Option<bool>, String, bool)>> {
+/// `(host, plain_http, root, mirror)` of an endpoint.
+type Row = (String, Option<bool>, String, bool);
+
+fn route(mirrors: &Mirrors, registry: &str, api_host: &str, need: Need) -> Option<Vec<Row>> {
     mirrors.route(registry, api_host, need).map(|endpoints| {
         endpoints
             .into_iter()

@@ -322,6 +322,20 @@ pub enum ConfigError {
     /// The HTTP client could not be built.
     #[error("failed to build the HTTP client: {0}")]
     Http(String),
+    /// A registry mirror file (`hosts.toml`) or its directory cannot be used.
+    #[error("{file}: {}{problem}", if key.is_empty() { String::new() } else { format!("key `{key}` ") })]
+    Mirrors {
+        file: String,
+        /// The key at fault (`host."https://mirror".capabilities`); empty for the whole file.
+        key: String,
+        problem: String,
+    },
+    /// A registry's `hosts.toml` leaves no host that may do what a request needs.
+    #[error("no host in the hosts.toml of {registry} may {need} (its `capabilities`)")]
+    NoMirrorHost {
+        registry: String,
+        need: &'static str,
+    },
 }
 
 impl From<ConfigError> for Error {

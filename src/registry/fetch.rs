@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicU64;
 use super::cache::{Caches, Content, Key, TagEntry};
 use super::error::{Access, ContentProblem, Error, Result, Target};
 use super::manifest::{self, Descriptor, MANIFEST_ACCEPT, Manifest, OCI_INDEX};
+use super::mirrors::Need;
 use super::reference::{self, Reference};
 use super::stats::Counters;
 use super::transport::{Request, Transport};
@@ -109,19 +110,23 @@ impl Inner {
         target: &'a Target,
         head: bool,
     ) -> Request<'a> {
+        let at = reference::manifest_reference(reference);
         Request {
             target,
             host: reference::api_host(reference),
-            path: format!(
-                "/v2/{}/manifests/{}",
-                reference.repository(),
-                reference::manifest_reference(reference)
-            ),
+            path: format!("/v2/{}/manifests/{at}", reference.repository()),
             accept: &MANIFEST_ACCEPT,
             head,
             limit: self.max_manifest_bytes,
             what: "manifest",
             access: Access::Read,
+            // Content by digest is verified; a tag's answer is believed, so only a host
+            // trusted to resolve is asked.
+            need: if manifest::is_valid_digest(at) {
+                Need::Pull
+            } else {
+                Need::Resolve
+            },
         }
     }
 
@@ -204,6 +209,7 @@ impl Inner {
                     limit,
                     what: "blob",
                     access: Access::Read,
+                    need: Need::Pull,
                 };
                 this.fetch_verified(&request, &digest).await
             }
@@ -261,6 +267,8 @@ impl Inner {
             limit: self.max_manifest_bytes,
             what: "referrers",
             access: Access::Read,
+            // The list is not content by digest: as a tag, only a host trusted to resolve.
+            need: Need::Resolve,
         };
         match self.transport.fetch(&request).await {
             Ok(answer) => match Manifest::parse(&answer.body, answer.content_type.as_deref()) {

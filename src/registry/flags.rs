@@ -1,6 +1,6 @@
 //! Client options from the command line's registry flags (`--plain-http`, `--docker-config FILE`,
-//! `--ca-file FILE`, `--allowed-registries`): reads the named files. The only file I/O of this
-//! room.
+//! `--ca-file FILE`, `--allowed-registries`): reads the named files. The room's only other file
+//! I/O is `mirrors/load` (the `--registry-mirrors-dir` directory).
 
 use std::path::{Path, PathBuf};
 

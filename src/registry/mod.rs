@@ -4,7 +4,7 @@
 //! It owns references, the registry protocol (auth, retries, timeouts, size caps, digest
 //! checks), and the caches. It decides which layer, which referrer and which platforms in pure
 //! modules (`layers`, `referrers`, `platforms`, `docker_config`, `retry`, `auth`, `allow`,
-//! `addresses`); `fence` (the one HTTP client constructor), `transport`, `client` and `clients`
+//! `addresses`, `mirrors`); `fence` (the one HTTP client constructor), `transport`, `client` and `clients`
 //! are the thin adapters. Compatibility documents are parsed by the engine, in one call at the
 //! very end (`resolve`). It knows nothing of Kubernetes objects: callers hand it
 //! credentials as a docker config.
@@ -25,6 +25,7 @@ mod flags;
 mod inspect;
 mod layers;
 mod manifest;
+mod mirrors;
 mod options;
 mod platforms;
 mod reference;
@@ -50,6 +51,7 @@ pub use error::{Access, ConfigError, ContentProblem, Error, ErrorKind, Refusal, 
 pub use flags::RegistryFlags;
 pub use inspect::{ImageFacts, InspectError, InspectStats, Inspector, InspectorOptions, Lookup};
 pub use manifest::{Descriptor, ImageManifest, OCI_MANIFEST, sha256_digest};
+pub use mirrors::Mirrors;
 pub use options::RegistryOptions;
 pub use platforms::ImagePlatforms;
 pub use reference::{Reference, parse as parse_reference};

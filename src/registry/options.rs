@@ -7,6 +7,7 @@ use super::addresses::PrivateRegistries;
 use super::allow::AllowList;
 use super::cache::CacheOptions;
 use super::docker_config::DockerConfig;
+use super::mirrors::Mirrors;
 use super::restart::Restarts;
 use super::retry::RetryPolicy;
 
@@ -23,6 +24,8 @@ pub struct RegistryOptions {
     pub private: PrivateRegistries,
     /// Credentials, matched per image as the kubelet matches them.
     pub credentials: DockerConfig,
+    /// The hosts each registry's reads go to first (`--registry-mirrors-dir`); empty: none.
+    pub mirrors: Mirrors,
     /// Extra trusted CA certificates (PEM bundles), added to the system roots.
     pub extra_ca_pem: Vec<Vec<u8>>,
     /// Limit for one whole request (connect, headers and body).
@@ -52,6 +55,7 @@ impl Default for RegistryOptions {
             allowed: AllowList::default(),
             private: PrivateRegistries::default(),
             credentials: DockerConfig::default(),
+            mirrors: Mirrors::default(),
             extra_ca_pem: Vec::new(),
             request_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),

@@ -14,21 +14,25 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use tokio::sync::Semaphore;
 
+use super::addresses::PrivateRegistries;
 use super::allow::{AllowList, url_host};
 use super::auth::{self, Challenge};
 use super::docker_config::{Credentials, DockerConfig};
-use super::error::{Access, ContentProblem, Error, Refusal, Target};
+use super::error::{Access, ContentProblem, Error, Target};
 use super::fence::{ClientSettings, FencedClient, SendError};
+use super::mirrors::{Mirrors, Need};
 use super::options::RegistryOptions;
 use super::retry::{self, Decision, RetryPolicy};
 use super::stats::Counters;
 
 mod exchange;
 mod failures;
+mod route;
 mod tokens;
 
 pub(crate) use exchange::Exchange;
 use failures::{AttemptError, read_body, status_error, transport_error, unauthorized};
+use route::Via;
 use tokens::Tokens;
 
 /// One request: where, what, and how much may come back.
@@ -46,6 +50,8 @@ pub(crate) struct Request<'a> {
     pub what: &'static str,
     /// What a 401 or 403 refused.
     pub access: Access,
+    /// What it asks of a registry's mirrors: content by digest, or a name's resolution.
+    pub need: Need,
 }
 
 /// A successful answer.
@@ -60,7 +66,13 @@ pub(crate) struct Answer {
 /// requests in flight, and the counters.
 struct Link {
     http: FencedClient,
+    /// The fence admitting the mirrors' hosts as well: for requests to a mirror only, so a pod
+    /// naming a mirror's host as its registry is fenced as any other host.
+    mirror_http: FencedClient,
+    mirrors: Mirrors,
     plain_http: Vec<String>,
+    /// `plain_http` and the mirrors' plain-HTTP hosts: the realm and redirect rules at a mirror.
+    mirror_plain_http: Vec<String>,
     allowed: AllowList,
     retry: RetryPolicy,
     request_timeout: Duration,
@@ -80,17 +92,30 @@ pub(crate) struct Transport {
 impl Transport {
     /// The transport the client's `options` describe (the caches and read limits are the client's).
     pub(crate) fn new(options: &RegistryOptions) -> Result<Self, Error> {
-        let (plain, allowed) = (options.plain_http.clone(), options.allowed.clone());
-        let http = FencedClient::new(ClientSettings {
-            connect_timeout: options.connect_timeout,
-            extra_ca_pem: &options.extra_ca_pem,
-            redirect: Box::new(move |next, previous| {
-                auth::check_redirect(next, previous, &plain, &allowed)
-            }),
-            private: options.private.clone(),
-        })?;
+        let http = fenced(options, options.plain_http.clone(), options.private.clone())?;
+        let mirror_hosts = options.mirrors.hosts();
+        let mut mirror_plain_http = options.plain_http.clone();
+        mirror_plain_http.extend(
+            mirror_hosts
+                .iter()
+                .filter(|(_, plain)| *plain)
+                .map(|(host, _)| host.clone()),
+        );
+        let mirror_http = if mirror_hosts.is_empty() {
+            http.clone()
+        } else {
+            let hosts: Vec<&str> = mirror_hosts.iter().map(|(host, _)| host.as_str()).collect();
+            let private = options
+                .private
+                .clone()
+                .and(&PrivateRegistries::parse(&hosts)?);
+            fenced(options, mirror_plain_http.clone(), private)?
+        };
         let link = Link {
             http,
+            mirror_http,
+            mirrors: options.mirrors.clone(),
+            mirror_plain_http,
             plain_http: options.plain_http.clone(),
             allowed: options.allowed.clone(),
             retry: options.retry,
@@ -128,19 +153,12 @@ impl Transport {
             .map_or(0, Credentials::fingerprint)
     }
 
-    /// Sends a request, retrying transient failures as the retry policy says. A registry not in
-    /// the allowed registries is refused before anything is sent.
-    pub(crate) async fn fetch(&self, request: &Request<'_>) -> Result<Answer, Error> {
-        if !self.link.allowed.allows(&request.target.registry) {
-            return Err(Error::NotAllowed {
-                target: request.target.clone(),
-                host: request.target.registry.clone(),
-                why: Refusal::Registry,
-            });
-        }
+    /// Sends a request to one host (the registry, or one of its mirrors), retrying transient
+    /// failures as the retry policy says.
+    async fn fetch_via(&self, request: &Request<'_>, via: &Via<'_>) -> Result<Answer, Error> {
         let mut attempt = 1;
         loop {
-            match self.attempt(request).await {
+            match self.attempt(request, via).await {
                 Ok(answer) => return Ok(answer),
                 Err(AttemptError {
                     error,
@@ -158,22 +176,20 @@ impl Transport {
         }
     }
 
-    async fn attempt(&self, request: &Request<'_>) -> Result<Answer, AttemptError> {
+    async fn attempt(&self, request: &Request<'_>, via: &Via<'_>) -> Result<Answer, AttemptError> {
         // Held for the attempt's requests (and its token request), never while waiting for
         // another permit, so the bound cannot deadlock. The semaphore is never closed.
         let _permit = self.link.permits.acquire().await.ok();
         let repository = &request.target.repository;
-        let credentials = self
-            .credentials
-            .lookup(&request.target.registry, repository);
-        let mut authorization = self.known_authorization(request.host, repository, credentials);
-        let mut response = self.send(request, authorization.as_ref()).await?;
+        let credentials = self.credentials.lookup(via.credentials_for, repository);
+        let mut authorization = self.known_authorization(via.host, repository, credentials);
+        let mut response = self.send(request, via, authorization.as_ref()).await?;
         if response.status() == StatusCode::UNAUTHORIZED {
             authorization = Some(
-                self.answer_challenge(request, &response, credentials)
+                self.answer_challenge(request, via, &response, credentials)
                     .await?,
             );
-            response = self.send(request, authorization.as_ref()).await?;
+            response = self.send(request, via, authorization.as_ref()).await?;
         }
         self.answer(request, response).await
     }
@@ -182,6 +198,7 @@ impl Transport {
     async fn answer_challenge(
         &self,
         request: &Request<'_>,
+        via: &Via<'_>,
         response: &Response,
         credentials: Option<&Credentials>,
     ) -> Result<Authorization, AttemptError> {
@@ -201,12 +218,18 @@ impl Transport {
             ) => {
                 let scope = auth::token_scope(&request.target.repository, scope.as_deref());
                 let token = self
-                    .fetch_token(request, &realm, service.as_deref(), &scope, credentials)
+                    .fetch_token(
+                        request,
+                        via,
+                        &realm,
+                        (service.as_deref(), &scope),
+                        credentials,
+                    )
                     .await?;
                 Ok(Authorization::Bearer(token))
             }
             (Some(Challenge::Basic), Some(Credentials::Basic { username, password })) => {
-                lock(&self.basic_hosts).insert(request.host.to_string());
+                lock(&self.basic_hosts).insert(via.host.to_string());
                 Ok(Authorization::Basic(username.clone(), password.clone()))
             }
             _ => Err(unauthorized(request.target, 401, request.access).into()),
@@ -238,9 +261,9 @@ impl Transport {
     async fn fetch_token(
         &self,
         request: &Request<'_>,
+        via: &Via<'_>,
         realm: &str,
-        service: Option<&str>,
-        scope: &str,
+        (service, scope): (Option<&str>, &str),
         credentials: Option<&Credentials>,
     ) -> Result<String, AttemptError> {
         let realm = Url::parse(realm)
@@ -252,23 +275,18 @@ impl Transport {
                     ContentProblem::Protocol("the token realm is not an HTTP(S) URL".into()),
                 )
             })?;
-        auth::check_realm(
-            &realm,
-            request.host,
-            &self.link.plain_http,
-            &self.link.allowed,
-        )
-        .map_err(|why| Error::NotAllowed {
-            target: request.target.clone(),
-            host: url_host(&realm).unwrap_or_default(),
-            why,
+        auth::check_realm(&realm, via.host, via.plain_http, &self.link.allowed).map_err(|why| {
+            Error::NotAllowed {
+                target: request.target.clone(),
+                host: url_host(&realm).unwrap_or_default(),
+                why,
+            }
         })?;
         let mut query = vec![("scope", scope)];
         if let Some(service) = service {
             query.push(("service", service));
         }
-        let mut builder = self
-            .link
+        let mut builder = via
             .http
             .request(Method::GET, realm)
             .query(&query)
@@ -280,7 +298,7 @@ impl Transport {
             Some(Credentials::Bearer(token)) => builder = builder.bearer_auth(token),
             None => {}
         }
-        let response = self.send_builder(request.target, builder).await?;
+        let response = self.send_builder(request.target, via.http, builder).await?;
         let status = response.status();
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Err(unauthorized(request.target, status.as_u16(), request.access).into());
@@ -297,7 +315,7 @@ impl Transport {
         })?;
         let now = Instant::now();
         lock(&self.tokens).insert(
-            (request.host.to_string(), request.target.repository.clone()),
+            (via.host.to_string(), request.target.repository.clone()),
             token.value.clone(),
             now.checked_add(token.lifetime).unwrap_or(now),
             now,
@@ -308,27 +326,21 @@ impl Transport {
     async fn send(
         &self,
         request: &Request<'_>,
+        via: &Via<'_>,
         authorization: Option<&Authorization>,
     ) -> Result<Response, AttemptError> {
-        let scheme = if self.link.plain_http.iter().any(|h| h == request.host) {
-            "http"
-        } else {
-            "https"
-        };
-        let url =
-            Url::parse(&format!("{scheme}://{}{}", request.host, request.path)).map_err(|err| {
-                Error::content(
-                    request.target,
-                    ContentProblem::Protocol(format!("unusable request URL: {err}")),
-                )
-            })?;
+        let url = via.url(&request.path).map_err(|err| {
+            Error::content(
+                request.target,
+                ContentProblem::Protocol(format!("unusable request URL: {err}")),
+            )
+        })?;
         let method = if request.head {
             Method::HEAD
         } else {
             Method::GET
         };
-        let mut builder = self
-            .link
+        let mut builder = via
             .http
             .request(method, url)
             .header(ACCEPT, request.accept.join(", "))
@@ -340,17 +352,18 @@ impl Transport {
             Some(Authorization::Bearer(token)) => builder.bearer_auth(token),
             None => builder,
         };
-        self.send_builder(request.target, builder).await
+        self.send_builder(request.target, via.http, builder).await
     }
 
     async fn send_builder(
         &self,
         target: &Target,
+        http: &FencedClient,
         builder: RequestBuilder,
     ) -> Result<Response, AttemptError> {
         let counters = &self.link.counters;
         counters.requests.fetch_add(1, Ordering::Relaxed);
-        let result = self.link.http.send(builder).await;
+        let result = http.send(builder).await;
         counters.answered(result.as_ref().ok().map(|r| r.status().as_u16()));
         result.map_err(|err| match err {
             SendError::Refused(refused) => Error::NotAllowed {
@@ -404,6 +417,23 @@ impl Transport {
             digest,
         })
     }
+}
+
+/// A fenced client whose redirects follow the rules for `plain_http` hosts.
+fn fenced(
+    options: &RegistryOptions,
+    plain_http: Vec<String>,
+    private: PrivateRegistries,
+) -> Result<FencedClient, Error> {
+    let allowed = options.allowed.clone();
+    Ok(FencedClient::new(ClientSettings {
+        connect_timeout: options.connect_timeout,
+        extra_ca_pem: &options.extra_ca_pem,
+        redirect: Box::new(move |next, previous| {
+            auth::check_redirect(next, previous, &plain_http, &allowed)
+        }),
+        private,
+    })?)
 }
 
 /// What goes in the Authorization header.

@@ -93,6 +93,12 @@ pub struct RunArgs {
     )]
     pub allowed_private_registries: Vec<String>,
 
+    /// A containerd-style `certs.d` directory (`DIR/<registry host>/hosts.toml`, `_default` for
+    /// the rest): each registry's reads go to the mirrors its file lists first, as the nodes
+    /// pull. Read at startup; a file ocifit cannot follow fails the start.
+    #[arg(long, env = "OCIFIT_REGISTRY_MIRRORS_DIR", value_name = "DIR")]
+    pub registry_mirrors_dir: Option<PathBuf>,
+
     /// Deprecated: allows every private, loopback and link-local address (as
     /// `--allowed-private-registries` listing all of them). Name the registries instead.
     #[arg(long, env = "OCIFIT_PLACEMENT_ALLOW_PRIVATE_REGISTRIES", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]

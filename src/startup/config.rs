@@ -14,7 +14,9 @@ use crate::cluster::secrets::SecretNamespaces;
 use crate::image_selection::{
     Backoff, HoldRules, ManagedShare, Quota, Settings as ControllerSettings,
 };
-use crate::registry::{AllowList, CacheOptions, DockerConfig, PrivateRegistries, RegistryOptions};
+use crate::registry::{
+    AllowList, CacheOptions, DockerConfig, Mirrors, PrivateRegistries, RegistryOptions,
+};
 use crate::telemetry::LogFormat;
 
 /// A flag's value, or a file it names, cannot be used.
@@ -44,6 +46,9 @@ pub enum ConfigError {
     /// `--allowed-private-registries` has an entry that is not a host or a CIDR.
     #[error("--allowed-private-registries")]
     AllowedPrivateRegistries(#[source] crate::registry::ConfigError),
+    /// `--registry-mirrors-dir` holds a file ocifit cannot follow.
+    #[error("--registry-mirrors-dir")]
+    RegistryMirrors(#[source] crate::registry::ConfigError),
 }
 
 /// Everything `ocifit run` is told.
@@ -210,6 +215,9 @@ fn registry_options(args: &RunArgs) -> Result<RegistryOptions, ConfigError> {
     if let Some(path) = &args.ca_file {
         options.extra_ca_pem.push(read("the CA file", path)?);
     }
+    if let Some(dir) = &args.registry_mirrors_dir {
+        options.mirrors = Mirrors::load(dir).map_err(ConfigError::RegistryMirrors)?;
+    }
     Ok(options)
 }
 
@@ -305,6 +313,37 @@ mod tests {
         assert!(
             source.is_some_and(|s| s.contains("\"10.0.0.0/33\"")),
             "{err:?}"
+        );
+    }
+
+    #[test]
+    fn the_mirrors_dir_is_read_at_startup_and_a_bad_file_fails_it_naming_file_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = dir.path().join("docker.io");
+        std::fs::create_dir(&registry).unwrap();
+        std::fs::write(
+            registry.join("hosts.toml"),
+            "[host.\"https://m.example\"]\n",
+        )
+        .unwrap();
+        let path = dir.path().display().to_string();
+        let read = config(&["--registry-mirrors-dir", &path]).unwrap();
+        assert!(!read.registry.mirrors.is_empty());
+        assert!(config(&[]).unwrap().registry.mirrors.is_empty());
+        std::fs::write(
+            registry.join("hosts.toml"),
+            "[host.\"https://m.example\"]\ncapabilities = [\"pul\"]\n",
+        )
+        .unwrap();
+        let err = config(&["--registry-mirrors-dir", &path]).unwrap_err();
+        assert_eq!(err.to_string(), "--registry-mirrors-dir");
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert!(
+            source
+                .as_deref()
+                .is_some_and(|s| s.contains("docker.io/hosts.toml")
+                    && s.contains("`host.\"https://m.example\".capabilities`")),
+            "{source:?}"
         );
     }
 }

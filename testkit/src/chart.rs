@@ -88,6 +88,8 @@ pub const VALUE_SETS: &[(&str, &[&[&str]])] = &[
             "registry.caSecret=registry-ca",
             "registry.credentialsSecret=regcred",
             "registry.plainHttp={registry.local:5000,10.0.0.1}",
+            r#"registry.mirrors.docker\.io=server = "https://registry-1.docker.io""#,
+            r#"registry.mirrors.registry\.local_5000_=[host."http://10.0.0.1:5000"]"#,
             "placement.dockerConfigSecret=placement-regcred",
         ]],
     ),

@@ -13,6 +13,7 @@ use super::{AttemptError, Authorization, Request, Transport, retry, status_error
 use crate::registry::allow::url_host;
 use crate::registry::auth;
 use crate::registry::error::{Access, ContentProblem, Error, Refusal, Target};
+use crate::registry::mirrors::Need;
 use crate::registry::retry::Decision;
 
 /// One request: where, how, and what its body is (replayable bytes; a stream goes separately).
@@ -78,7 +79,11 @@ impl Transport {
             .headers(exchange.headers.clone())
             .body(body);
         let response = self
-            .send_builder(exchange.target, apply(builder, authorization.as_ref()))
+            .send_builder(
+                exchange.target,
+                &self.link.http,
+                apply(builder, authorization.as_ref()),
+            )
             .await
             .map_err(|err| err.error)?;
         match refusal(exchange, &response) {
@@ -113,9 +118,11 @@ impl Transport {
                 limit: 0,
                 what: exchange.what,
                 access: exchange.access,
+                need: Need::Pull,
             };
+            let via = self.direct(exchange.host, &exchange.target.registry);
             authorization = Some(
-                self.answer_challenge(&request, &response, credentials)
+                self.answer_challenge(&request, &via, &response, credentials)
                     .await?,
             );
             response = self
@@ -145,8 +152,12 @@ impl Transport {
         if let Some(body) = &exchange.body {
             builder = builder.body(body.clone());
         }
-        self.send_builder(exchange.target, apply(builder, authorization))
-            .await
+        self.send_builder(
+            exchange.target,
+            &self.link.http,
+            apply(builder, authorization),
+        )
+        .await
     }
 
     /// The URL of an exchange: a path joined to the registry's scheme and host, or the absolute

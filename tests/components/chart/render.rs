@@ -223,6 +223,52 @@ async fn a_placement_docker_config_secret_is_mounted_and_given_to_placement_only
 }
 
 #[tokio::test]
+async fn registry_mirrors_are_a_configmap_mounted_as_containerds_certs_d_that_ocifit_reads() {
+    let hosts = r#"registry.mirrors.docker\.io=server = "https://registry-1.docker.io""#;
+    let default = r#"registry.mirrors._default=[host."https://mirror.example.com"]"#;
+    let rendered = documents(&render(&[hosts, default]).await.unwrap());
+    let flags = args(&rendered);
+    assert!(
+        flags
+            .iter()
+            .any(|a| a == "--registry-mirrors-dir=/etc/ocifit/registry-mirrors"),
+        "{flags:?}"
+    );
+    let deployment = find(&rendered, "Deployment", "ocifit-controller");
+    let pod = &deployment["spec"]["template"];
+    assert!(
+        pod["metadata"]["annotations"]["checksum/registry-mirrors"].is_string(),
+        "a change rolls the pods: {pod}"
+    );
+    assert_eq!(
+        container(&rendered)["volumeMounts"],
+        json!([{"name": "registry-mirrors", "mountPath": "/etc/ocifit/registry-mirrors", "readOnly": true}])
+    );
+    let volume = &pod["spec"]["volumes"][0];
+    assert_eq!(volume["name"], "registry-mirrors");
+    let config_map = find(&rendered, "ConfigMap", "ocifit-registry-mirrors");
+    assert_eq!(volume["configMap"]["name"], "ocifit-registry-mirrors");
+    // Mounted as the kubelet mounts it (each item's key at its path), ocifit reads it.
+    let dir = tempfile::tempdir().unwrap();
+    for item in volume["configMap"]["items"].as_array().unwrap() {
+        let path = dir.path().join(item["path"].as_str().unwrap());
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let key = item["key"].as_str().unwrap();
+        std::fs::write(&path, config_map["data"][key].as_str().unwrap()).unwrap();
+    }
+    assert!(dir.path().join("docker.io/hosts.toml").is_file());
+    let mirrors = ocifit::registry::Mirrors::load(dir.path()).unwrap();
+    assert!(!mirrors.is_empty());
+    let none = documents(&render(&[]).await.unwrap());
+    assert!(!has(&none, "ConfigMap", "ocifit-registry-mirrors"));
+    assert!(
+        !args(&none)
+            .iter()
+            .any(|a| a.starts_with("--registry-mirrors-dir"))
+    );
+}
+
+#[tokio::test]
 async fn the_webhook_sees_only_opted_in_pods_outside_kube_system_and_its_own_namespace() {
     let rendered = documents(&render(&[]).await.unwrap());
     let configuration = find(&rendered, "MutatingWebhookConfiguration", "ocifit");

@@ -1,11 +1,12 @@
 //! The registry client (`ocifit::registry`): against the real registry (`real`), against an
 //! in-process fake for what the real one cannot produce here (`fake`, served by `fake_server`),
-//! where it may go and what its clients share (`hosts`), the outbound fence (`fence`), and over HTTPS with a private CA (`tls`).
+//! where it may go and what its clients share (`hosts`), through registry mirrors (`mirrors`), the outbound fence (`fence`), and over HTTPS with a private CA (`tls`).
 
 mod fake;
 mod fake_server;
 mod fence;
 mod hosts;
+mod mirrors;
 mod real;
 mod tls;
 

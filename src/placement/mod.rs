@@ -37,7 +37,7 @@ pub mod status;
 pub mod taints;
 pub mod way_out;
 
-pub use way_out::{GATE, untaint_all};
+pub use way_out::{GATE, WayOutError, untaint_all};
 
 #[cfg(test)]
 mod fixtures;

@@ -120,7 +120,7 @@ async fn gather(client: &Client, namespace: &str, pod: Pod) -> Gathered {
         gathered.node = read(api, node, &mut gathered.unread).await;
     }
     let marker = annotations.get(crate::api::step::INJECTED);
-    if let Some(cache) = marker.and_then(|m| crate::artifact_cache::planner::cache_of(m)) {
+    if let Some(cache) = marker.and_then(|m| crate::artifact_cache::cache_of(m)) {
         let api = Api::<ArtifactCache>::namespaced(client.clone(), namespace);
         gathered.cache = read(api, cache, &mut gathered.unread).await;
     }

@@ -37,6 +37,7 @@ pub mod status;
 pub mod taints;
 pub mod way_out;
 
+pub use controller::exec_errors::REASON as EXEC_FORMAT_ERROR_REASON;
 pub use way_out::{GATE, WayOutError, untaint_all};
 
 #[cfg(test)]

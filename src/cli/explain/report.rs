@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::api::placement::pod as placement;
 use crate::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy, pod as selection, step};
-use crate::artifact_cache::planner::{self, PREPARE, PUSH, Source};
+use crate::artifact_cache::{PREPARE, PUSH, StepSource as Source, step_settings, wiring_of};
 use crate::classes::grouping::group;
 use crate::engine::NodeInputs;
 
@@ -288,7 +288,7 @@ fn placement(gathered: &Gathered) -> Option<PlacementReport> {
         exec_format_errors: gathered
             .events
             .iter()
-            .filter(|e| e.reason.as_deref() == Some(crate::placement::controller::exec_errors::REASON))
+            .filter(|e| e.reason.as_deref() == Some(crate::placement::EXEC_FORMAT_ERROR_REASON))
             .filter_map(|e| e.message.clone())
             .collect(),
         policy_found: gathered.placement_policy.is_some(),
@@ -304,8 +304,8 @@ fn artifact_cache(gathered: &Gathered) -> Option<StepReport> {
     }
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
     // The settings are read with the parser admission planned the step with.
-    let settings = planner::step_settings(&annotations).ok().flatten();
-    let wiring = marker.and_then(planner::wiring_of);
+    let settings = step_settings(&annotations).ok().flatten();
+    let wiring = marker.and_then(wiring_of);
     let cache = wiring.map(|(name, _)| name.to_owned()).or_else(|| {
         settings.as_ref().and_then(|s| match &s.source {
             Source::Cache(name) => Some(name.clone()),
@@ -374,5 +374,4 @@ fn helpers(pod: &Pod) -> Vec<String> {
 }
 
 #[cfg(test)]
-#[path = "report_tests.rs"]
 mod tests;

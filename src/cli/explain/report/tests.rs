@@ -53,7 +53,7 @@ fn a_selected_pod_names_its_policy_images_and_its_node_s_class_as_the_controller
     assert_eq!(class.name, "c-van", "the class of the node's flavor, not another");
     assert_eq!(class.image.as_deref(), Some("app:van"));
     assert!(report.placement.is_none() && report.artifact_cache.is_none());
-    let table = super::super::table(&report);
+    let table = crate::cli::explain::table(&report);
     assert!(table.contains("Pod shop/web on node n1 (linux/arm64)"), "{table}");
     assert!(table.contains("node's class c-van: app:van (vanilla matched)"), "{table}");
     assert!(table.contains("container app: app:van"), "{table}");
@@ -84,7 +84,7 @@ fn a_gated_pod_says_the_gate_is_on_and_why_and_its_exec_format_errors() {
     assert_eq!(placement.exec_format_errors.len(), 1);
     assert!(!placement.policy_found);
     assert_eq!(report.scheduling_gates, ["placement.ocifit.io/platforms"]);
-    let table = super::super::table(&report);
+    let table = crate::cli::explain::table(&report);
     assert!(table.contains("Placement: gate held by policy default, Held"), "{table}");
     assert!(table.contains("why: allow none of the platforms"), "{table}");
     assert!(table.contains("Warning ExecFormatError (x2)"), "{table}");
@@ -130,6 +130,6 @@ fn a_pod_no_feature_touched_says_so() {
     };
     let report = explain(&gathered);
     assert!(report.image_selection.is_none());
-    let table = super::super::table(&report);
+    let table = crate::cli::explain::table(&report);
     assert!(table.contains("ocifit did nothing to this pod"), "{table}");
 }

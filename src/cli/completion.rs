@@ -38,7 +38,13 @@ mod tests {
     fn each_shell_s_script_completes_the_subcommands_and_the_global_flags() {
         for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
             let text = String::from_utf8(script(shell, "ocifit")).unwrap();
-            for word in ["release-gates", "explain", "context", "namespace", "dry-run"] {
+            for word in [
+                "release-gates",
+                "explain",
+                "context",
+                "namespace",
+                "dry-run",
+            ] {
                 assert!(text.contains(word), "{shell}: no {word}");
             }
         }

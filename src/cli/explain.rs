@@ -186,7 +186,11 @@ pub fn table(report: &Explained) -> String {
     }
     if let Some(p) = &report.placement {
         let outcome = p.outcome.as_deref().unwrap_or("not decided yet");
-        let _ = writeln!(out, "\nPlacement: gate {} by policy {}, {outcome}", p.gate, p.policy);
+        let _ = writeln!(
+            out,
+            "\nPlacement: gate {} by policy {}, {outcome}",
+            p.gate, p.policy
+        );
         if !p.policy_found {
             out.push_str("  policy: not found\n");
         }
@@ -216,13 +220,20 @@ pub fn table(report: &Explained) -> String {
             let _ = writeln!(out, "  helpers: {}", a.helpers.join(", "));
         }
     }
-    if report.image_selection.is_none() && report.placement.is_none() && report.artifact_cache.is_none() {
+    if report.image_selection.is_none()
+        && report.placement.is_none()
+        && report.artifact_cache.is_none()
+    {
         out.push_str("\nocifit did nothing to this pod (no feature selected it).\n");
     }
     if !report.events.is_empty() {
         out.push_str("\nEvents (ocifit):\n");
         for e in &report.events {
-            let _ = writeln!(out, "  {} {} (x{}): {}", e.kind, e.reason, e.count, e.message);
+            let _ = writeln!(
+                out,
+                "  {} {} (x{}): {}",
+                e.kind, e.reason, e.count, e.message
+            );
         }
     }
     for what in &report.unread {

@@ -29,9 +29,9 @@ pub use crate::startup::RunArgs;
 pub use artifact::ArtifactArgs;
 pub use crd::{CrdError, crd_documents, crd_yaml};
 pub use exit::Exit;
+pub use migrate::MigrateArgs;
 pub use output::Output;
 pub use placement::RELEASE_ALL_DEPRECATED;
-pub use migrate::MigrateArgs;
 pub use placement::{PlacementArgs, PlacementCommand};
 pub use resolve::ResolveArgs;
 pub use selftest::{PLACEMENT_PROBE, PROBE_LABEL};
@@ -199,8 +199,25 @@ mod tests {
         for line in [
             &["ocifit", "--context", "c", "-n", "ns", "release-gates"][..],
             &["ocifit", "release-gates", "--context", "c", "-n", "ns"],
-            &["ocifit", "placement", "--context", "c", "release-all", "-n", "ns"],
-            &["ocifit", "--namespace", "ns", "explain", "pod", "web", "--context", "c"],
+            &[
+                "ocifit",
+                "placement",
+                "--context",
+                "c",
+                "release-all",
+                "-n",
+                "ns",
+            ],
+            &[
+                "ocifit",
+                "--namespace",
+                "ns",
+                "explain",
+                "pod",
+                "web",
+                "--context",
+                "c",
+            ],
         ] {
             let cli = parse(line);
             assert_eq!(cli.kube.context.as_deref(), Some("c"), "{line:?}");
@@ -214,10 +231,15 @@ mod tests {
             invoked_as(Some(OsStr::new("/usr/local/bin/kubectl-ocifit"))),
             "kubectl ocifit"
         );
-        assert_eq!(invoked_as(Some(OsStr::new("kubectl-ocifit.exe"))), "kubectl ocifit");
+        assert_eq!(
+            invoked_as(Some(OsStr::new("kubectl-ocifit.exe"))),
+            "kubectl ocifit"
+        );
         assert_eq!(invoked_as(Some(OsStr::new("/bin/ocifit"))), "ocifit");
         assert_eq!(invoked_as(None), "ocifit");
-        let help = Cli::command_named("kubectl ocifit").render_usage().to_string();
+        let help = Cli::command_named("kubectl ocifit")
+            .render_usage()
+            .to_string();
         assert!(help.contains("kubectl ocifit"), "{help}");
     }
 }

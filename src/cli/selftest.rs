@@ -239,16 +239,17 @@ pub async fn run(args: &SelftestArgs) -> ExitCode {
             eprintln!("error: {}", crate::telemetry::error_chain(err));
             return Exit::Cluster.into();
         }
-        let served = listed
-            .map_err(|e| e.to_string())
-            .and_then(|list| {
-                list.resources
-                    .iter()
-                    .any(|r| r.name == plural)
-                    .then(|| "listed by discovery".to_owned())
-                    .ok_or_else(|| format!("{version} does not list {plural}"))
-            });
-        checks.push(Check::new(format!("CRD {plural} served at {version}"), served));
+        let served = listed.map_err(|e| e.to_string()).and_then(|list| {
+            list.resources
+                .iter()
+                .any(|r| r.name == plural)
+                .then(|| "listed by discovery".to_owned())
+                .ok_or_else(|| format!("{version} does not list {plural}"))
+        });
+        checks.push(Check::new(
+            format!("CRD {plural} served at {version}"),
+            served,
+        ));
     }
     for probe in Probe::of(&args.webhooks) {
         let outcome = dry_run_until_reached(&client, args, namespace, probe).await;

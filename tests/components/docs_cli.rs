@@ -33,7 +33,11 @@ fn the_exit_code_table_in_docs_is_the_one_the_binary_uses() {
         .iter()
         .map(|exit| (exit.code(), exit.name().to_owned()))
         .collect();
-    assert_eq!(rows_in_docs(), code, "docs/cli.md's exit codes and cli::Exit differ");
+    assert_eq!(
+        rows_in_docs(),
+        code,
+        "docs/cli.md's exit codes and cli::Exit differ"
+    );
 }
 
 /// `ocifit ARGS` with only `kubeconfig` saying where the cluster is.
@@ -83,7 +87,11 @@ fn an_unreachable_apiserver_exits_with_the_cluster_code_in_every_subcommand() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let kubeconfig = unreachable_kubeconfig(dir.path());
     for command in CLUSTER_COMMANDS {
-        assert_code(&ocifit(command, &kubeconfig), Exit::Cluster, &command.join(" "));
+        assert_code(
+            &ocifit(command, &kubeconfig),
+            Exit::Cluster,
+            &command.join(" "),
+        );
     }
 }
 
@@ -110,7 +118,14 @@ fn an_unreachable_registry_exits_with_the_registry_code_in_resolve_and_artifact_
     let reference = "127.0.0.1:1/acme/compat:v1";
     let nodes = "example/flavor-nodes.json";
     let resolve = ocifit(
-        &["resolve", "--plain-http", "--artifact", reference, "--nodes", nodes],
+        &[
+            "resolve",
+            "--plain-http",
+            "--artifact",
+            reference,
+            "--nodes",
+            nodes,
+        ],
         &kubeconfig,
     );
     assert_code(&resolve, Exit::Registry, "resolve");
@@ -134,7 +149,11 @@ fn a_usage_error_exits_with_the_usage_code_in_every_subcommand() {
         &["crd", "nothing.ocifit.io"],
         &["selftest"],
     ] {
-        assert_code(&ocifit(command, &kubeconfig), Exit::Usage, &command.join(" "));
+        assert_code(
+            &ocifit(command, &kubeconfig),
+            Exit::Usage,
+            &command.join(" "),
+        );
     }
 }
 
@@ -149,10 +168,7 @@ fn run_as_kubectl_ocifit_its_usage_says_kubectl_ocifit() {
         .expect("the plugin runs");
     assert!(output.status.success(), "{output:?}");
     let help = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        help.contains("Usage: kubectl ocifit explain pod"),
-        "{help}"
-    );
+    assert!(help.contains("Usage: kubectl ocifit explain pod"), "{help}");
     let wrong = Command::new(&plugin)
         .arg("--no-such-flag")
         .output()

@@ -196,7 +196,11 @@ fn gates(pod: &Pod) -> Vec<String> {
 }
 
 fn annotation<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
-    pod.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }
 
 fn label<'p>(pod: &'p Pod, key: &str) -> Option<&'p str> {
@@ -216,9 +220,14 @@ fn by_container(text: Option<&str>) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-fn ready(conditions: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>) -> Option<String> {
+fn ready(
+    conditions: Option<&Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>,
+) -> Option<String> {
     let ready = conditions?.iter().find(|c| c.type_ == "Ready")?;
-    Some(format!("{} ({}): {}", ready.status, ready.reason, ready.message))
+    Some(format!(
+        "{} ({}): {}",
+        ready.status, ready.reason, ready.message
+    ))
 }
 
 fn image_selection(gathered: &Gathered) -> Option<SelectionReport> {
@@ -246,10 +255,17 @@ fn image_selection(gathered: &Gathered) -> Option<SelectionReport> {
         held: annotation(pod, selection::HELD_ANNOTATION).map(str::to_owned),
         images,
         classes: annotation(pod, selection::DECISION_CLASSES)
-            .map(|c| c.split(',').filter(|c| !c.is_empty()).map(str::to_owned).collect())
+            .map(|c| {
+                c.split(',')
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default(),
         artifact_digest: annotation(pod, selection::DECISION_ARTIFACT_DIGEST).map(str::to_owned),
-        node_class: found.zip(gathered.node.as_ref()).and_then(|(p, n)| node_class(p, n)),
+        node_class: found
+            .zip(gathered.node.as_ref())
+            .and_then(|(p, n)| node_class(p, n)),
         policy_ready: found.and_then(|p| ready(p.status.as_ref().map(|s| &s.conditions))),
     })
 }
@@ -280,7 +296,12 @@ fn placement(gathered: &Gathered) -> Option<PlacementReport> {
         gate: if held { "held" } else { "released" }.to_owned(),
         outcome: annotation(pod, placement::OUTCOME_ANNOTATION).map(str::to_owned),
         platforms: annotation(pod, placement::PLATFORMS_ANNOTATION)
-            .map(|p| p.split(',').filter(|p| !p.is_empty()).map(str::to_owned).collect())
+            .map(|p| {
+                p.split(',')
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default(),
         digests: by_container(annotation(pod, placement::DIGESTS_ANNOTATION)),
         message: annotation(pod, placement::MESSAGE_ANNOTATION).map(str::to_owned),
@@ -321,7 +342,10 @@ fn artifact_cache(gathered: &Gathered) -> Option<StepReport> {
             .cache
             .as_ref()
             .and_then(|c| ready(c.status.as_ref().map(|s| &s.conditions))),
-        inputs: settings.as_ref().map(|s| s.inputs.clone()).unwrap_or_default(),
+        inputs: settings
+            .as_ref()
+            .map(|s| s.inputs.clone())
+            .unwrap_or_default(),
         output: settings.as_ref().and_then(|s| {
             let uri = s.output_uri.as_deref()?;
             let from = s.output_path.as_deref().or(s.output_pipe.as_deref());
@@ -343,7 +367,11 @@ fn helpers(pod: &Pod) -> Vec<String> {
     let states: Vec<&ContainerStatus> = status
         .iter()
         .flat_map(|s| s.init_container_statuses.iter().flatten())
-        .chain(status.iter().flat_map(|s| s.container_statuses.iter().flatten()))
+        .chain(
+            status
+                .iter()
+                .flat_map(|s| s.container_statuses.iter().flatten()),
+        )
         .collect();
     let all: Vec<&Container> = spec
         .init_containers

@@ -50,12 +50,21 @@ fn a_selected_pod_names_its_policy_images_and_its_node_s_class_as_the_controller
     assert_eq!(selection.policy.as_deref(), Some("flavors"));
     assert_eq!(selection.images["app"], "app:van");
     let class = selection.node_class.as_ref().expect("the node's class");
-    assert_eq!(class.name, "c-van", "the class of the node's flavor, not another");
+    assert_eq!(
+        class.name, "c-van",
+        "the class of the node's flavor, not another"
+    );
     assert_eq!(class.image.as_deref(), Some("app:van"));
     assert!(report.placement.is_none() && report.artifact_cache.is_none());
     let table = crate::cli::explain::table(&report);
-    assert!(table.contains("Pod shop/web on node n1 (linux/arm64)"), "{table}");
-    assert!(table.contains("node's class c-van: app:van (vanilla matched)"), "{table}");
+    assert!(
+        table.contains("Pod shop/web on node n1 (linux/arm64)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("node's class c-van: app:van (vanilla matched)"),
+        "{table}"
+    );
     assert!(table.contains("container app: app:van"), "{table}");
 }
 
@@ -85,8 +94,14 @@ fn a_gated_pod_says_the_gate_is_on_and_why_and_its_exec_format_errors() {
     assert!(!placement.policy_found);
     assert_eq!(report.scheduling_gates, ["placement.ocifit.io/platforms"]);
     let table = crate::cli::explain::table(&report);
-    assert!(table.contains("Placement: gate held by policy default, Held"), "{table}");
-    assert!(table.contains("why: allow none of the platforms"), "{table}");
+    assert!(
+        table.contains("Placement: gate held by policy default, Held"),
+        "{table}"
+    );
+    assert!(
+        table.contains("why: allow none of the platforms"),
+        "{table}"
+    );
     assert!(table.contains("Warning ExecFormatError (x2)"), "{table}");
 }
 

@@ -1,5 +1,3 @@
-use clap::Parser;
-
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -19,5 +17,5 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    runtime.block_on(ocifit::cli::run(ocifit::cli::Cli::parse()))
+    runtime.block_on(ocifit::cli::run(ocifit::cli::Cli::parse_invoked()))
 }

@@ -24,7 +24,9 @@ mod transfers;
 pub use controller::Settings;
 pub use desired::object_name;
 pub use held::{GATE, HoldRules};
-pub use planner::{Helper, StepRegistries};
+pub use planner::{
+    Helper, PREPARE, PUSH, Source as StepSource, StepRegistries, cache_of, step_settings, wiring_of,
+};
 pub use secret::PUSH_USER_KEY;
 
 use std::sync::Arc;

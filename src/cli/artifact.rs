@@ -126,7 +126,7 @@ pub async fn run(args: ArtifactArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {}", error_chain(&err));
-            ExitCode::FAILURE
+            exit_of(&err).into()
         }
     }
 }
@@ -338,6 +338,30 @@ async fn deliver(args: Deliver) -> Result<(), ArtifactError> {
         report.write(path);
     }
     result
+}
+
+/// The exit status of a failed command, by the one table (`cli::Exit`): a cache that cannot be
+/// found or reached is the cluster's, a transfer the registry's.
+fn exit_of(err: &ArtifactError) -> super::Exit {
+    match err {
+        ArtifactError::Cache(AccessError::Client(_)) => super::Exit::Cluster,
+        ArtifactError::Cache(AccessError::Cache { source, .. }) => super::Exit::of_kube(source),
+        ArtifactError::Registry(_) | ArtifactError::Pull { .. } | ArtifactError::Push { .. } => {
+            super::Exit::Registry
+        }
+        _ => super::Exit::Failed,
+    }
+}
+
+/// Fills the `--cache` flags of `pull` and `push` from the global cluster flags.
+pub fn with_cluster(args: &mut ArtifactArgs, kube: &crate::startup::KubeArgs) {
+    let cache = match &mut args.command {
+        ArtifactCommand::Pull(pull) => &mut pull.cache,
+        ArtifactCommand::Push(push) => &mut push.cache,
+        _ => return,
+    };
+    cache.kube = kube.clone();
+    cache.namespace = kube.namespace.clone();
 }
 
 #[cfg(test)]

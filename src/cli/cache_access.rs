@@ -36,11 +36,11 @@ pub struct CacheArgs {
     /// write them.
     #[arg(long, value_name = "NAME")]
     pub cache: Option<String>,
-    /// The cache's namespace; default the kubeconfig context's.
-    #[arg(long, short = 'n', requires = "cache")]
+    /// The cache's namespace (the global `-n`); default the kubeconfig context's.
+    #[arg(skip)]
     pub namespace: Option<String>,
-    /// Which cluster (with --cache).
-    #[command(flatten)]
+    /// Which cluster (with --cache): the global flags, filled in by `cli::run`.
+    #[arg(skip)]
     pub kube: crate::startup::KubeArgs,
 }
 

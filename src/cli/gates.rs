@@ -1,73 +1,201 @@
 //! `ocifit release-gates`: removes every scheduling gate ocifit adds (placement's, image
-//! selection's and the artifact cache's) from every pod still holding one, leaving any other gate alone — what the
-//! chart's uninstall hook runs, so no pod waits on a gate only ocifit would remove. Runnable with
-//! nothing but a kubeconfig, whether ocifit runs or not.
+//! selection's and the artifact cache's, or those `--gate` names) from every pod still holding
+//! one, leaving any other gate alone — what the chart's uninstall hook runs, so no pod waits on a
+//! gate only ocifit would remove. Runnable with nothing but a kubeconfig, whether ocifit runs or
+//! not. `--dry-run` lists the pods it would release and writes nothing. `ocifit placement
+//! release-all` is its deprecated alias for placement's gate alone.
 
 use std::process::ExitCode;
 
-use crate::cluster::gates::{Gate, release_all};
+use serde::Serialize;
+
+use super::exit::Exit;
+use super::output::{Output, OutputArgs};
+use crate::cluster::gates::{Gate, GateError, Scope, release_all};
+use crate::startup::KubeArgs;
+
+/// A gate ocifit adds, as `--gate` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GateName {
+    /// Placement's `placement.ocifit.io/platforms`.
+    Placement,
+    /// Image selection's `selection.ocifit.io/image`.
+    ImageSelection,
+    /// The artifact cache's `artifacts.ocifit.io/cache` (a workflow step waiting for its cache).
+    ArtifactCache,
+}
+
+impl GateName {
+    /// The gate and the label its pods carry.
+    pub const fn gate(self) -> Gate {
+        match self {
+            GateName::Placement => crate::placement::GATE,
+            GateName::ImageSelection => crate::image_selection::GATE,
+            GateName::ArtifactCache => crate::artifact_cache::GATE,
+        }
+    }
+}
 
 /// `ocifit release-gates`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct ReleaseGatesArgs {
-    /// Which cluster.
+    /// Which cluster and namespace: the global flags, filled in by `cli::run`.
+    #[arg(skip)]
+    pub kube: KubeArgs,
+    /// Only this gate (repeatable); default every gate ocifit adds.
+    #[arg(long = "gate", value_enum, value_name = "GATE")]
+    pub gates: Vec<GateName>,
+    /// List the pods that would be released; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     #[command(flatten)]
-    pub kube: crate::startup::KubeArgs,
+    pub output: OutputArgs,
+}
+
+/// What a release did (or, dry-run, would do), as `-o json|yaml` prints it.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseReport {
+    /// Whether nothing was written.
+    pub dry_run: bool,
+    /// Every pod released (or that would be), with the gate.
+    pub released: Vec<ReleasedPod>,
+    /// Every failure, in a sentence.
+    pub failed: Vec<String>,
+}
+
+/// One pod released from one gate.
+#[derive(Debug, Serialize)]
+pub struct ReleasedPod {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The gate removed.
+    pub gate: &'static str,
+}
+
+impl ReleaseReport {
+    /// How many distinct pods were released (a pod may have held several gates).
+    fn pods(&self) -> usize {
+        let pods: std::collections::BTreeSet<&str> =
+            self.released.iter().map(|p| p.pod.as_str()).collect();
+        pods.len()
+    }
+
+    /// One line per pod and gate, then the count.
+    pub fn table(&self) -> String {
+        let verb = if self.dry_run {
+            "would release"
+        } else {
+            "released"
+        };
+        let mut out = String::new();
+        for pod in &self.released {
+            out.push_str(&format!("{verb} {} ({})\n", pod.pod, pod.gate));
+        }
+        let count = if self.dry_run {
+            "pod(s) would be released (dry run: nothing changed)"
+        } else {
+            "pod(s) released"
+        };
+        out.push_str(&format!("{} {count}\n", self.pods()));
+        out
+    }
 }
 
 /// Runs `ocifit release-gates`.
 pub async fn run(args: &ReleaseGatesArgs) -> ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    match crate::startup::kube_client(&args.kube).await {
-        Ok(client) => {
-            release(
-                client,
-                &[
-                    crate::placement::GATE,
-                    crate::image_selection::GATE,
-                    crate::artifact_cache::GATE,
-                ],
-            )
-            .await
-        }
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::from(1)
-        }
-    }
+    let gates: Vec<Gate> = if args.gates.is_empty() {
+        vec![
+            crate::placement::GATE,
+            crate::image_selection::GATE,
+            crate::artifact_cache::GATE,
+        ]
+    } else {
+        args.gates.iter().map(|g| g.gate()).collect()
+    };
+    let scope = Scope {
+        namespace: args.kube.namespace.clone(),
+        dry_run: args.dry_run,
+    };
+    release(&args.kube, &gates, &scope, args.output.output).await
 }
 
-/// Removes each of `gates` from every pod holding it and reports each pod: exit 0 when every
-/// one was released, 1 otherwise (every other one still is, and each failure is named).
-pub async fn release(client: kube::Client, gates: &[Gate]) -> ExitCode {
-    let mut pods = std::collections::BTreeSet::new();
-    let mut failed = 0;
-    let mut unlisted = false;
+/// Removes each of `gates` from every pod in `scope` holding it and reports each pod: exit 0
+/// when every one was released, [`Exit::Failed`] when some were not (every other one still
+/// is, and each failure is named), the cluster's or the input's code when none could be listed.
+pub async fn release(kube: &KubeArgs, gates: &[Gate], scope: &Scope, output: Output) -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = match crate::startup::kube_client(kube).await {
+        Ok(client) => client,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            return Exit::Cluster.into();
+        }
+    };
+    let mut report = ReleaseReport {
+        dry_run: scope.dry_run,
+        ..ReleaseReport::default()
+    };
+    let mut exit = Exit::Ok;
     for gate in gates {
-        match release_all(client.clone(), *gate).await {
+        match release_all(client.clone(), *gate, scope).await {
             Ok(released) => {
-                for pod in &released.pods {
-                    println!("released {pod} ({})", gate.name);
+                report
+                    .released
+                    .extend(released.pods.into_iter().map(|pod| ReleasedPod {
+                        pod,
+                        gate: gate.name,
+                    }));
+                if !released.failed.is_empty() && exit == Exit::Ok {
+                    exit = Exit::Failed;
                 }
-                for failure in &released.failed {
-                    eprintln!("error: {}", crate::telemetry::error_chain(failure));
-                }
-                pods.extend(released.pods);
-                failed += released.failed.len();
+                report.failed.extend(
+                    released
+                        .failed
+                        .iter()
+                        .map(|failure| crate::telemetry::error_chain(failure)),
+                );
             }
             Err(err) => {
-                eprintln!("error: {}", crate::telemetry::error_chain(&err));
-                unlisted = true;
+                if let GateError::List { source, .. } = &err {
+                    exit = Exit::of_kube(source);
+                }
+                report.failed.push(crate::telemetry::error_chain(&err));
             }
         }
     }
-    println!("{} pod(s) released", pods.len());
-    if failed > 0 {
-        eprintln!("{failed} pod(s) could not be released");
+    for failure in &report.failed {
+        eprintln!("error: {failure}");
     }
-    if failed == 0 && !unlisted {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+    output.print(&report, ReleaseReport::table);
+    exit.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dry_run_says_would_and_counts_each_pod_once() {
+        let report = ReleaseReport {
+            dry_run: true,
+            released: vec![
+                ReleasedPod {
+                    pod: "shop/web".into(),
+                    gate: "placement.ocifit.io/platforms",
+                },
+                ReleasedPod {
+                    pod: "shop/web".into(),
+                    gate: "selection.ocifit.io/image",
+                },
+            ],
+            failed: vec![],
+        };
+        assert_eq!(
+            report.table(),
+            "would release shop/web (placement.ocifit.io/platforms)\n\
+             would release shop/web (selection.ocifit.io/image)\n\
+             1 pod(s) would be released (dry run: nothing changed)\n"
+        );
     }
 }

@@ -1,17 +1,26 @@
 //! The command line: `ocifit run`, `ocifit resolve`, `ocifit crd`, `ocifit artifact` and
-//! `ocifit placement`, `ocifit migrate`, `ocifit release-gates` and `ocifit selftest`.
+//! `ocifit placement`, `ocifit migrate`, `ocifit release-gates`, `ocifit selftest`, `ocifit
+//! explain` and `ocifit completion`, by kubectl's habits: the cluster flags (`--kubeconfig`,
+//! `--context`, `-n`) anywhere on the line, `-o table|json|yaml` where there is an answer, one
+//! table of exit codes ([`Exit`]), and the same binary as a kubectl plugin (`kubectl-ocifit`).
 
+use std::ffi::OsStr;
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod artifact;
 mod cache_access;
+mod completion;
 mod crd;
+mod exit;
+mod explain;
 mod gates;
 mod input;
 mod migrate;
+mod output;
 mod placement;
 mod resolve;
 mod selftest;
@@ -19,9 +28,12 @@ mod selftest;
 pub use crate::startup::RunArgs;
 pub use artifact::ArtifactArgs;
 pub use crd::{CrdError, crd_documents, crd_yaml};
+pub use exit::Exit;
 pub use migrate::MigrateArgs;
+pub use output::Output;
+pub use placement::RELEASE_ALL_DEPRECATED;
 pub use placement::{PlacementArgs, PlacementCommand};
-pub use resolve::{EXIT_INVALID_INPUT, EXIT_NO_MATCH, ResolveArgs};
+pub use resolve::ResolveArgs;
 pub use selftest::{PLACEMENT_PROBE, PROBE_LABEL};
 
 #[derive(Debug, Parser)]
@@ -31,8 +43,41 @@ pub use selftest::{PLACEMENT_PROBE, PROBE_LABEL};
     about = "Gives every Kubernetes node the container image built for it"
 )]
 pub struct Cli {
+    /// Which cluster and namespace, for every subcommand, anywhere on the line.
+    #[command(flatten)]
+    pub kube: crate::startup::KubeArgs,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The name kubectl runs a plugin by: `kubectl ocifit …` runs the executable `kubectl-ocifit`.
+pub const PLUGIN_EXECUTABLE: &str = "kubectl-ocifit";
+
+/// How usage and help name the command: `kubectl ocifit` when run as the kubectl plugin,
+/// `ocifit` otherwise.
+pub fn invoked_as(argv0: Option<&OsStr>) -> &'static str {
+    let file = argv0.and_then(|a| Path::new(a).file_name());
+    // Windows plugins end in `.exe`; kubectl runs them by the same rule.
+    let stem = file.map(|f| f.to_string_lossy().trim_end_matches(".exe").to_owned());
+    match stem.as_deref() {
+        Some(PLUGIN_EXECUTABLE) => "kubectl ocifit",
+        _ => "ocifit",
+    }
+}
+
+impl Cli {
+    /// The command line as clap describes it, named as it was invoked.
+    pub fn command_named(name: &'static str) -> clap::Command {
+        Cli::command().bin_name(name).display_name(name)
+    }
+
+    /// Parses the process's arguments, usage and help naming the command as it was invoked
+    /// (errors print and exit 2, as clap does).
+    pub fn parse_invoked() -> Cli {
+        let name = invoked_as(std::env::args_os().next().as_deref());
+        let matches = Cli::command_named(name).get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit())
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -44,7 +89,8 @@ pub enum Command {
     /// (offline: files in, a table or JSON out).
     ///
     /// Exit status: 0 when every node class has an image, 1 when some class has no compatible
-    /// image (the answer is still printed), 2 when the input cannot be used.
+    /// image (the answer is still printed), 2 when the input cannot be used, 4 when a registry
+    /// cannot give the artifact (docs/cli.md: exit codes).
     Resolve(ResolveArgs),
     /// Print the CustomResourceDefinitions (ImageSelectionPolicy, PlacementPolicy, ArtifactCache)
     /// as one YAML stream, or only the one named (e.g. `artifactcaches.ocifit.io`).
@@ -55,8 +101,8 @@ pub enum Command {
     /// Move workflow artifacts between a directory and a registry in the ORAS layout; run a
     /// workflow step's command (what a step's pod runs).
     Artifact(ArtifactArgs),
-    /// Platform placement by hand: `release-all` removes ocifit's scheduling gate from every
-    /// pod still holding it (the way out after an uninstall or while ocifit is down).
+    /// Platform placement by hand: `untaint` removes ocifit's taint from every node;
+    /// `release-all` is the deprecated spelling of `release-gates --gate placement`.
     Placement(PlacementArgs),
     /// Translate what the seeds' users wrote (an oras-operator OrasCache, kube-arch-webhook's Helm
     /// values, archaware-controller's install manifests) into ocifit objects (printed, for
@@ -70,6 +116,9 @@ pub enum Command {
     /// other gate kept: the way out after an uninstall (the chart's uninstall hook runs it) or
     /// while ocifit is down. Held pods then run as admitted, unchanged.
     ///
+    /// `--gate` picks some of the gates; `--dry-run` lists the pods it would release, changing
+    /// nothing; `-n` keeps to one namespace.
+    ///
     /// Exit status: 0 when every held pod was released, 1 otherwise (the others still are).
     ReleaseGates(gates::ReleaseGatesArgs),
     /// Check an install from inside the cluster (the chart's `helm test` runs it): the CRDs are
@@ -77,6 +126,13 @@ pub enum Command {
     ///
     /// Exit status: 0 when every check passed, 1 otherwise (each failed check says why).
     Selftest(selftest::SelftestArgs),
+    /// Tell, from the live cluster, what ocifit did to a pod and why: image selection (policy,
+    /// node class, image per container), placement (gate, policy, platforms, the node's
+    /// platform, exec format errors) and the artifact cache (cache, steps, helpers).
+    Explain(explain::ExplainArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell), e.g.
+    /// `source <(ocifit completion bash)`.
+    Completion(completion::CompletionArgs),
 }
 
 /// Makes this process non-dumpable: its `/proc/<pid>/environ`, `mem` and the like become
@@ -90,24 +146,100 @@ pub fn make_non_dumpable() -> std::io::Result<()> {
 }
 
 pub async fn run(cli: Cli) -> ExitCode {
-    match cli.command {
-        Command::Run(args) => crate::startup::run(*args).await,
+    let Cli { kube, command } = cli;
+    match command {
+        Command::Run(mut args) => {
+            args.kube = kube;
+            crate::startup::run(*args).await
+        }
         Command::Resolve(args) => resolve::run(&args).await,
-        Command::Artifact(args) => artifact::run(args).await,
+        Command::Artifact(mut args) => {
+            artifact::with_cluster(&mut args, &kube);
+            artifact::run(args).await
+        }
         Command::Crd { name } => match crd_yaml(name.as_deref()) {
             Ok(yaml) => {
                 // A closed stdout (e.g. `| head`) is not worth a panic.
                 let _ = std::io::stdout().write_all(yaml.as_bytes());
-                ExitCode::SUCCESS
+                Exit::Ok.into()
             }
             Err(err) => {
                 eprintln!("error: {}", crate::telemetry::error_chain(&err));
-                ExitCode::from(2)
+                Exit::Usage.into()
             }
         },
-        Command::Placement(args) => placement::run(&args).await,
+        Command::Placement(mut args) => {
+            args.kube = kube;
+            placement::run(&args).await
+        }
         Command::Migrate(args) => migrate::run(&args),
-        Command::ReleaseGates(args) => gates::run(&args).await,
-        Command::Selftest(args) => selftest::run(&args).await,
+        Command::ReleaseGates(mut args) => {
+            args.kube = kube;
+            gates::run(&args).await
+        }
+        Command::Selftest(mut args) => {
+            args.kube = kube;
+            selftest::run(&args).await
+        }
+        Command::Explain(args) => explain::run(&args, &kube).await,
+        Command::Completion(args) => completion::run(&args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(args).unwrap()
+    }
+
+    #[test]
+    fn the_cluster_flags_are_read_before_or_after_the_subcommand() {
+        for line in [
+            &["ocifit", "--context", "c", "-n", "ns", "release-gates"][..],
+            &["ocifit", "release-gates", "--context", "c", "-n", "ns"],
+            &[
+                "ocifit",
+                "placement",
+                "--context",
+                "c",
+                "release-all",
+                "-n",
+                "ns",
+            ],
+            &[
+                "ocifit",
+                "--namespace",
+                "ns",
+                "explain",
+                "pod",
+                "web",
+                "--context",
+                "c",
+            ],
+        ] {
+            let cli = parse(line);
+            assert_eq!(cli.kube.context.as_deref(), Some("c"), "{line:?}");
+            assert_eq!(cli.kube.namespace.as_deref(), Some("ns"), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn run_as_the_kubectl_plugin_usage_says_kubectl_ocifit() {
+        assert_eq!(
+            invoked_as(Some(OsStr::new("/usr/local/bin/kubectl-ocifit"))),
+            "kubectl ocifit"
+        );
+        assert_eq!(
+            invoked_as(Some(OsStr::new("kubectl-ocifit.exe"))),
+            "kubectl ocifit"
+        );
+        assert_eq!(invoked_as(Some(OsStr::new("/bin/ocifit"))), "ocifit");
+        assert_eq!(invoked_as(None), "ocifit");
+        let help = Cli::command_named("kubectl ocifit")
+            .render_usage()
+            .to_string();
+        assert!(help.contains("kubectl ocifit"), "{help}");
     }
 }

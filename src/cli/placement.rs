@@ -1,71 +1,127 @@
-//! `ocifit placement release-all` and `ocifit placement untaint`: the way out (see
-//! `docs/placement.md`), runnable with nothing but a kubeconfig, whether ocifit runs or not.
+//! `ocifit placement untaint` and `ocifit placement release-all` (a deprecated alias of
+//! `ocifit release-gates --gate placement`): the way out (see `docs/placement.md`), runnable
+//! with nothing but a kubeconfig, whether ocifit runs or not.
 
 use std::process::ExitCode;
 
-use crate::placement::{GATE, untaint_all};
+use serde::Serialize;
+
+use super::exit::Exit;
+use super::gates::{GateName, release};
+use super::output::OutputArgs;
+use crate::cluster::gates::Scope;
+use crate::placement::untaint_all;
+use crate::startup::KubeArgs;
 
 /// `ocifit placement`'s commands.
 #[derive(Debug, clap::Args)]
 pub struct PlacementArgs {
-    /// Which cluster (the flags are accepted after the command too).
-    #[command(flatten)]
-    pub kube: crate::startup::KubeArgs,
+    /// Which cluster: the global flags, filled in by `cli::run`.
+    #[arg(skip)]
+    pub kube: KubeArgs,
     #[command(subcommand)]
     pub command: PlacementCommand,
 }
 
 #[derive(Debug, clap::Subcommand)]
 pub enum PlacementCommand {
-    /// Remove ocifit's scheduling gate from every pod that still has it (any other gate stays):
-    /// the pods are then scheduled without a platform constraint, as without ocifit.
-    ReleaseAll,
+    /// Deprecated: `ocifit release-gates --gate placement` (the same, with a warning). Removes
+    /// ocifit's placement gate from every pod that still has it (any other gate stays).
+    ReleaseAll(ReleaseAllArgs),
     /// Remove ocifit's node-tainting taint (`placement.ocifit.io/arch`) from every node (any
     /// other taint stays). While ocifit runs with a policy that taints, it taints again.
-    Untaint,
+    Untaint(OutputArgs),
 }
 
-/// Runs the command; exit 0 when every gated pod (tainted node) was released (untainted), 1
-/// otherwise (every other one still is, and each failure is reported).
+/// `ocifit placement release-all`'s flags: those of `release-gates`.
+#[derive(Debug, clap::Args)]
+pub struct ReleaseAllArgs {
+    /// List the pods that would be released; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// What the deprecated alias says on stderr.
+pub const RELEASE_ALL_DEPRECATED: &str = "warning: `ocifit placement release-all` is deprecated \
+     and goes in a later release: use `ocifit release-gates --gate placement`";
+
+/// Runs the command; exit 0 when every gated pod (tainted node) was released (untainted),
+/// [`Exit::Failed`] otherwise (every other one still is, and each failure is reported).
 pub async fn run(args: &PlacementArgs) -> ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = match crate::startup::kube_client(&args.kube).await {
-        Ok(client) => client,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            return ExitCode::from(1);
+    match &args.command {
+        PlacementCommand::ReleaseAll(flags) => {
+            eprintln!("{RELEASE_ALL_DEPRECATED}");
+            let scope = Scope {
+                namespace: args.kube.namespace.clone(),
+                dry_run: flags.dry_run,
+            };
+            let gates = [GateName::Placement.gate()];
+            release(&args.kube, &gates, &scope, flags.output.output).await
         }
-    };
-    match args.command {
-        PlacementCommand::ReleaseAll => release(client).await,
-        PlacementCommand::Untaint => untaint(client).await,
+        PlacementCommand::Untaint(output) => untaint(&args.kube, output).await,
     }
 }
 
-async fn untaint(client: kube::Client) -> ExitCode {
+/// What untainting did, as `-o json|yaml` prints it.
+#[derive(Debug, Default, Serialize)]
+struct UntaintReport {
+    /// Every node untainted.
+    untainted: Vec<String>,
+    /// Every failure, in a sentence.
+    failed: Vec<String>,
+}
+
+impl UntaintReport {
+    fn table(&self) -> String {
+        let mut out: String = self
+            .untainted
+            .iter()
+            .map(|node| format!("untainted {node}\n"))
+            .collect();
+        out.push_str(&format!("{} node(s) untainted\n", self.untainted.len()));
+        out
+    }
+}
+
+async fn untaint(kube: &KubeArgs, output: &OutputArgs) -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = match crate::startup::kube_client(kube).await {
+        Ok(client) => client,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            return Exit::Cluster.into();
+        }
+    };
     match untaint_all(client).await {
         Ok(untainted) => {
-            for node in &untainted.nodes {
-                println!("untainted {node}");
+            let report = UntaintReport {
+                untainted: untainted.nodes,
+                failed: untainted
+                    .failed
+                    .iter()
+                    .map(|f| crate::telemetry::error_chain(f))
+                    .collect(),
+            };
+            for failure in &report.failed {
+                eprintln!("error: {failure}");
             }
-            for failure in &untainted.failed {
-                eprintln!("error: {}", crate::telemetry::error_chain(failure));
-            }
-            println!("{} node(s) untainted", untainted.nodes.len());
-            if untainted.failed.is_empty() {
-                ExitCode::SUCCESS
+            output.output.print(&report, UntaintReport::table);
+            if report.failed.is_empty() {
+                Exit::Ok.into()
             } else {
-                eprintln!("{} node(s) could not be untainted", untainted.failed.len());
-                ExitCode::from(1)
+                eprintln!("{} node(s) could not be untainted", report.failed.len());
+                Exit::Failed.into()
             }
         }
         Err(err) => {
             eprintln!("error: {}", crate::telemetry::error_chain(&err));
-            ExitCode::from(1)
+            match &err {
+                crate::placement::WayOutError::ListNodes(source) => Exit::of_kube(source),
+                _ => Exit::Failed,
+            }
+            .into()
         }
     }
-}
-
-async fn release(client: kube::Client) -> ExitCode {
-    super::gates::release(client, &[GATE]).await
 }

@@ -3,12 +3,12 @@
 //! candidates' artifacts from theirs, the nodes from files, looks up the candidate images'
 //! platforms in their registries (unless `--offline`, which it then says), and calls image
 //! selection's decision ([`crate::image_selection::resolution`]): the same answer the controller
-//! writes into the policy's status. Prints a table or a stable JSON document. Exit status: 0 when every class has an
-//! image, [`EXIT_NO_MATCH`] when some class has none, [`EXIT_INVALID_INPUT`] for unusable input
-//! (including an artifact the registry cannot give).
+//! writes into the policy's status. Prints a table or a stable JSON (or YAML) document. Exit
+//! status: 0 when every class has an image, [`Exit::Failed`] when some class has none,
+//! [`Exit::Usage`] for unusable input, [`Exit::Registry`] for an artifact the registry cannot
+//! give.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -19,20 +19,16 @@ mod error;
 mod inputs;
 mod report;
 
+use super::exit::Exit;
 use super::input;
 use crate::api::ImageSelectionPolicy;
 use crate::engine::{NodeFeature, NodeInputs, features_by_node};
 use crate::image_selection::resolution::{PlatformLookup, Platforms};
 use crate::registry::{self, ErrorKind, Registry, RegistryFlags, RegistryOptions};
-pub use args::{Output, ResolveArgs};
+pub use args::ResolveArgs;
 pub use error::ResolveError;
 use inputs::Loaded;
 pub use report::Report;
-
-/// Exit status when some node class has no compatible image (the output is still printed).
-pub const EXIT_NO_MATCH: u8 = 1;
-/// Exit status for input that cannot be used (a file missing, malformed or of the wrong kind).
-pub const EXIT_INVALID_INPUT: u8 = 2;
 
 /// The namespace nfd-master runs in by default; its NodeFeature objects are merged first.
 const NFD_NAMESPACE: &str = "node-feature-discovery";
@@ -46,21 +42,16 @@ pub async fn run(args: &ResolveArgs) -> ExitCode {
                      selector matches none)"
                 );
             }
-            let rendered = match args.output {
-                Output::Table => report.table(),
-                Output::Json => report.json(),
-            };
-            // A closed stdout (e.g. `| head`) is not worth a panic.
-            let _ = std::io::stdout().write_all(rendered.as_bytes());
+            args.output.print(&report, Report::table);
             if report.classes.iter().all(|c| c.image.is_some()) {
-                ExitCode::SUCCESS
+                Exit::Ok.into()
             } else {
-                ExitCode::from(EXIT_NO_MATCH)
+                Exit::Failed.into()
             }
         }
         Err(err) => {
             eprintln!("error: {err}");
-            ExitCode::from(EXIT_INVALID_INPUT)
+            err.exit().into()
         }
     }
 }

@@ -13,6 +13,7 @@ use kube::api::PostParams;
 use kube::{Api, Client, Resource};
 use serde_json::{Value, json};
 
+use super::exit::Exit;
 use crate::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy, parse_duration};
 
 /// The label the chart's test PlacementPolicy selects its probe pod by, with [`PLACEMENT_PROBE`].
@@ -38,13 +39,11 @@ pub enum Webhook {
 /// `ocifit selftest`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct SelftestArgs {
-    /// Which cluster.
-    #[command(flatten)]
+    /// Which cluster, and (`-n/--namespace`, required) the namespace the objects are dry-run
+    /// in: one every checked webhook covers (the chart's test creates it labelled for them).
+    /// The global flags, filled in by `cli::run`.
+    #[arg(skip)]
     pub kube: crate::startup::KubeArgs,
-    /// Namespace the objects are dry-run in: one every checked webhook covers (the chart's test
-    /// creates it labelled for them).
-    #[arg(long, value_name = "NAMESPACE")]
-    pub namespace: String,
     /// A webhook to dry-run an object through (repeatable); none: only the CRDs are checked.
     #[arg(long = "webhook", value_enum, value_name = "WEBHOOK")]
     pub webhooks: Vec<Webhook>,
@@ -55,6 +54,8 @@ pub struct SelftestArgs {
     /// (a policy gates the pods created once a replica holds it).
     #[arg(long, default_value = "60s", value_parser = wait)]
     pub placement_wait: Duration,
+    #[command(flatten)]
+    pub output: super::output::OutputArgs,
 }
 
 fn wait(text: &str) -> Result<Duration, String> {
@@ -218,52 +219,90 @@ fn crds() -> [(String, String); 3] {
 /// Runs `ocifit selftest`: one line per check; exit 0 when every check passed, 1 otherwise.
 pub async fn run(args: &SelftestArgs) -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let Some(namespace) = args.kube.namespace.as_deref() else {
+        eprintln!("error: selftest needs --namespace: where the probe objects are dry-run");
+        return Exit::Usage.into();
+    };
     let client = match crate::startup::kube_client(&args.kube).await {
         Ok(client) => client,
         Err(err) => {
             eprintln!("error: {err:#}");
-            return ExitCode::from(1);
+            return Exit::Cluster.into();
         }
     };
-    let mut failed = 0;
+    let mut checks = Vec::new();
     for (plural, version) in crds() {
-        let served = client
-            .list_api_group_resources(&version)
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|list| {
-                list.resources
-                    .iter()
-                    .any(|r| r.name == plural)
-                    .then(|| "listed by discovery".to_owned())
-                    .ok_or_else(|| format!("{version} does not list {plural}"))
-            });
-        failed += report(&format!("CRD {plural} served at {version}"), served);
+        let listed = client.list_api_group_resources(&version).await;
+        if let Err(err) = &listed
+            && Exit::of_kube(err) == Exit::Cluster
+        {
+            eprintln!("error: {}", crate::telemetry::error_chain(err));
+            return Exit::Cluster.into();
+        }
+        let served = listed.map_err(|e| e.to_string()).and_then(|list| {
+            list.resources
+                .iter()
+                .any(|r| r.name == plural)
+                .then(|| "listed by discovery".to_owned())
+                .ok_or_else(|| format!("{version} does not list {plural}"))
+        });
+        checks.push(Check::new(
+            format!("CRD {plural} served at {version}"),
+            served,
+        ));
     }
     for probe in Probe::of(&args.webhooks) {
-        let outcome = dry_run_until_reached(&client, args, probe).await;
-        failed += report(&format!("webhook {}", probe.webhook()), outcome);
+        let outcome = dry_run_until_reached(&client, args, namespace, probe).await;
+        checks.push(Check::new(format!("webhook {}", probe.webhook()), outcome));
     }
+    let failed = checks.iter().filter(|c| !c.passed).count();
+    args.output.output.print(&checks, |checks| table(checks));
     if failed == 0 {
-        println!("every check passed");
-        ExitCode::SUCCESS
+        Exit::Ok.into()
     } else {
         eprintln!("{failed} check(s) failed");
-        ExitCode::from(1)
+        Exit::Failed.into()
     }
 }
 
-fn report(check: &str, outcome: Result<String, String>) -> usize {
-    match outcome {
-        Ok(how) => {
-            println!("ok    {check}: {how}");
-            0
-        }
-        Err(why) => {
-            println!("FAIL  {check}: {why}");
-            1
+/// One check's outcome, as `-o json|yaml` prints it.
+#[derive(Debug, serde::Serialize)]
+pub struct Check {
+    /// What was checked.
+    pub check: String,
+    /// Whether it passed.
+    pub passed: bool,
+    /// How it passed, or why not.
+    pub detail: String,
+}
+
+impl Check {
+    fn new(check: String, outcome: Result<String, String>) -> Check {
+        let (passed, detail) = match outcome {
+            Ok(how) => (true, how),
+            Err(why) => (false, why),
+        };
+        Check {
+            check,
+            passed,
+            detail,
         }
     }
+}
+
+/// One line per check, then whether all passed.
+fn table(checks: &[Check]) -> String {
+    let mut out: String = checks
+        .iter()
+        .map(|c| {
+            let mark = if c.passed { "ok  " } else { "FAIL" };
+            format!("{mark}  {}: {}\n", c.check, c.detail)
+        })
+        .collect();
+    if checks.iter().all(|c| c.passed) {
+        out.push_str("every check passed\n");
+    }
+    out
 }
 
 /// One dry run of `probe`, judged. Placement's is repeated until its deadline while it is only
@@ -272,11 +311,12 @@ fn report(check: &str, outcome: Result<String, String>) -> usize {
 async fn dry_run_until_reached(
     client: &Client,
     args: &SelftestArgs,
+    namespace: &str,
     probe: Probe,
 ) -> Result<String, String> {
     let deadline = Instant::now() + args.placement_wait;
     loop {
-        let answer = dry_run(client, &args.namespace, probe.object(&args.pod_labels)).await;
+        let answer = dry_run(client, namespace, probe.object(&args.pod_labels)).await;
         let outcome = probe.judge(answer.as_ref().map_err(String::as_str));
         if outcome.is_ok() || probe != Probe::Placement || Instant::now() >= deadline {
             return outcome;

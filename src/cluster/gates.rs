@@ -151,12 +151,25 @@ fn pointer(tokens: &[&str]) -> PointerBuf {
     PointerBuf::from_tokens(tokens.iter().copied())
 }
 
-/// Removes `gate` from every pod in the cluster that carries it; a pod that cannot be released
-/// is recorded in the result and the others are still released. `Err` only when the pods could
+/// Which pods a release covers, and whether it writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// Only this namespace's pods; `None`: every namespace.
+    pub namespace: Option<String>,
+    /// List the pods that would be released, patching none.
+    pub dry_run: bool,
+}
+
+/// Removes `gate` from every pod in `scope` that carries it; a pod that cannot be released is
+/// recorded in the result and the others are still released. With `scope.dry_run` the pods
+/// holding it are listed as released and nothing is written. `Err` only when the pods could
 /// not be listed at all.
-pub async fn release_all(client: Client, gate: Gate) -> Result<Released, GateError> {
-    let all: Api<Pod> = Api::all(client.clone());
-    let listed = all
+pub async fn release_all(client: Client, gate: Gate, scope: &Scope) -> Result<Released, GateError> {
+    let listing: Api<Pod> = match &scope.namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    };
+    let listed = listing
         .list(&ListParams::default().labels(gate.label))
         .await
         .map_err(|source| GateError::List {
@@ -173,6 +186,10 @@ pub async fn release_all(client: Client, gate: Gate) -> Result<Released, GateErr
         let name = pod.name_any();
         let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
         let pod_name = format!("{namespace}/{name}");
+        if scope.dry_run {
+            released.pods.push(pod_name);
+            continue;
+        }
         // A 422 is the patch's test failing: the gates moved since the pod was read.
         let released_one = patch_as_read(&api, &name, pod.clone(), &[409, 422], |pod| {
             let ops = unhold(pod, gate, &[]);

@@ -37,7 +37,8 @@ pub mod status;
 pub mod taints;
 pub mod way_out;
 
-pub use way_out::{GATE, untaint_all};
+pub use controller::exec_errors::REASON as EXEC_FORMAT_ERROR_REASON;
+pub use way_out::{GATE, WayOutError, untaint_all};
 
 #[cfg(test)]
 mod fixtures;

@@ -16,8 +16,8 @@ use crate::telemetry::LogFormat;
 /// Flags of `ocifit run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Which cluster, as every subcommand finds it.
-    #[command(flatten)]
+    /// Which cluster, as every subcommand finds it: the global flags, filled in by `cli::run`.
+    #[arg(skip)]
     pub kube: super::KubeArgs,
 
     /// Address of the admin HTTP server (/livez, /readyz, /metrics).

@@ -12,7 +12,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 /// The variable `ocifit run` read before it read `$KUBECONFIG` like every other subcommand.
 pub const DEPRECATED_VARIABLE: &str = "OCIFIT_KUBECONFIG";
 
-/// The flags that say which cluster, global to every subcommand (as kubectl's).
+/// The flags that say which cluster (and namespace), global to every subcommand and accepted
+/// anywhere on the command line, as kubectl's.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct KubeArgs {
     /// The kubeconfig file, alone; else the files $KUBECONFIG lists (`a:b`, merged as kubectl
@@ -23,6 +24,10 @@ pub struct KubeArgs {
     /// The kubeconfig context to use; default its current-context.
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
+    /// The namespace of the commands that act in one (`explain pod`, `release-gates`,
+    /// `selftest`, `artifact --cache`); default the context's (release-gates: every namespace).
+    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
 }
 
 /// Where the cluster's configuration comes from.

@@ -23,6 +23,25 @@ mod support {
     pub fn ocifit_binary() -> &'static str {
         env!("CARGO_BIN_EXE_ocifit-under-test")
     }
+
+    /// `ocifit explain pod NAME -n NAMESPACE -o json` against the cluster `kubeconfig` names, as
+    /// a user runs it: the report, which it must have printed with exit 0.
+    pub async fn explain_pod(
+        kubeconfig: &std::path::Path,
+        namespace: &str,
+        name: &str,
+    ) -> serde_json::Value {
+        let output = tokio::process::Command::new(ocifit_binary())
+            .args(["explain", "pod", name, "-n", namespace, "-o", "json"])
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .output()
+            .await
+            .expect("ocifit explain runs");
+        let stdout = succeeded(&format!("ocifit explain pod {namespace}/{name}"), &output);
+        serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("explain printed no JSON ({e}): {stdout}"))
+    }
 }
 
 mod artifact_cache;

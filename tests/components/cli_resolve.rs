@@ -63,6 +63,16 @@ fn exit_2_stderr(out: &Output) -> String {
     String::from_utf8(out.stderr.clone()).expect("UTF-8 on stderr")
 }
 
+/// The standard error of a run the registry could not answer (exit status 4, docs/cli.md).
+fn exit_4_stderr(out: &Output) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(ocifit::cli::Exit::Registry.code())),
+        "{out:?}"
+    );
+    String::from_utf8(out.stderr.clone()).expect("UTF-8 on stderr")
+}
+
 /// The lines of the registry's request log.
 fn requests(registry: &ocifit_testkit::Registry) -> Vec<String> {
     let log =
@@ -296,7 +306,7 @@ async fn a_registry_reference_without_plain_http_is_never_sent_in_clear() {
     let (registry, reference, _) = registry_with_flavors().await;
     let requests_before = requests(&registry).len();
     let out = resolve(&["--artifact", &reference, "--nodes", FLAVOR_NODES]);
-    let stderr = exit_2_stderr(&out);
+    let stderr = exit_4_stderr(&out);
     assert!(stderr.contains("ocifit/flavor-compat"), "{stderr}");
     let new_requests = &requests(&registry)[requests_before..];
     assert!(
@@ -496,7 +506,7 @@ async fn a_registry_off_the_allowed_list_is_refused_naming_it_and_never_asked() 
         "--allowed-registries",
         "registry.example.com,*.example.org",
     ]);
-    let stderr = exit_2_stderr(&out);
+    let stderr = exit_4_stderr(&out);
     let host = reference.split('/').next().unwrap();
     assert!(
         stderr.contains(&format!("refused to reach {host}"))

@@ -14,6 +14,8 @@
 //! - `code_size`: no file in `src/` over 400 lines of code, no function over 100 lines, tests apart;
 //! - `docs_code`: the routes, CRDs, controllers and conditions `docs/controller.md` lists (and the
 //!   routes `docs/flags.md` names), against the code;
+//! - `docs_cli`: `docs/cli.md`'s exit codes against `cli::Exit`, the same failure's code in every
+//!   subcommand, the binary as the kubectl plugin;
 //! - `docs_flags`: `docs/flags.md` against `ocifit run --help`;
 //! - `docs_links`: every relative link and `#anchor` in the documentation resolves;
 //! - `docs_metrics`: `docs/metrics.md` against the metrics `ocifit run` serves;
@@ -40,6 +42,7 @@ mod build_once;
 mod chart;
 mod cli_resolve;
 mod code_size;
+mod docs_cli;
 mod docs_code;
 mod docs_denials;
 mod docs_flags;

@@ -28,7 +28,7 @@ use crate::api::step;
 use crate::registry::AllowList;
 
 pub use helpers::{PREPARE, PUSH};
-pub use settings::{Source, StepSettings};
+pub use settings::{Source, StepSettings, parse as step_settings};
 
 /// The registries a step's `registry` annotation may name instead of its namespace's cache:
 /// ocifit's `--allowed-registries`. None when that list is empty: a step then reaches only its

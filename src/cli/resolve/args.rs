@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{ArgGroup, Args, ValueEnum};
+use clap::{ArgGroup, Args};
 
 use crate::engine::Format;
 
@@ -68,8 +68,8 @@ pub struct ResolveArgs {
     pub node_selector: Vec<(String, String)>,
 
     /// Output format.
-    #[arg(short, long, value_enum, default_value_t = Output::Table)]
-    pub output: Output,
+    #[arg(short, long, value_enum, default_value_t = crate::cli::Output::Table)]
+    pub output: crate::cli::Output,
 }
 
 fn parse_format(s: &str) -> Result<Format, crate::engine::UnknownFormat> {
@@ -86,12 +86,4 @@ fn parse_label(s: &str) -> Result<(String, String), NotALabel> {
         Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
         _ => Err(NotALabel(s.to_owned())),
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    /// One row per node class.
-    Table,
-    /// A JSON document (a stable contract for scripts).
-    Json,
 }

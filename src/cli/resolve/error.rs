@@ -63,3 +63,14 @@ pub enum ResolveError {
     #[error("{path}: item {index} has no metadata.name")]
     UnnamedNode { path: PathBuf, index: usize },
 }
+
+impl ResolveError {
+    /// Its exit status by the one table: a registry that could not give what was asked is the
+    /// registry's; everything else is unusable input.
+    pub fn exit(&self) -> crate::cli::Exit {
+        match self {
+            ResolveError::Registry(_) | ResolveError::Candidates(_) => crate::cli::Exit::Registry,
+            _ => crate::cli::Exit::Usage,
+        }
+    }
+}

@@ -122,14 +122,6 @@ impl Report {
         }
     }
 
-    /// The JSON document.
-    pub fn json(&self) -> String {
-        // Serializing plain strings, maps and numbers cannot fail.
-        let mut json = serde_json::to_string_pretty(self).unwrap_or_default();
-        json.push('\n');
-        json
-    }
-
     /// The table, under a header saying what was read and what was checked.
     pub fn table(&self) -> String {
         let mut out = String::new();

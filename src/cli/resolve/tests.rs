@@ -197,7 +197,9 @@ proptest! {
             format_detected: None,
         };
         let report: Value = serde_json::from_str(
-            &Report::new(&loaded, None, &selector, &nodes, &platforms).json(),
+            &crate::cli::Output::Json
+                .render(&Report::new(&loaded, None, &selector, &nodes, &platforms), Report::table)
+                .unwrap(),
         )
         .expect("the report is JSON");
         let printed: BTreeMap<String, Value> = report["classes"]

@@ -1,7 +1,7 @@
 //! A cache and a step applied together, in one `kubectl apply -f` of one file, as a workflow tool
 //! creates them: the step is admitted though its cache is not Ready, its pod held behind the
 //! cache's scheduling gate while the cache starts (its registry waits for a Secret the test
-//! creates later), released with an Event once the cache is Ready, and the Job completes; its
+//! creates later; `ocifit explain pod` says so), released with an Event once the cache is Ready, and the Job completes; its
 //! artifact is read back with the ORAS SDK.
 
 use std::time::{Duration, Instant};
@@ -82,6 +82,21 @@ async fn a_cache_and_a_job_applied_in_one_file_run_to_completion() {
     assert_eq!(
         labels.get(step::HELD_LABEL).map(String::as_str),
         Some("true")
+    );
+    // `ocifit explain pod` says which cache the step waits for, its steps and its helpers.
+    let report = crate::support::explain_pod(stage.cluster.kubeconfig(), WORKFLOW, &name).await;
+    let steps = &report["artifactCache"];
+    assert_eq!(steps["cache"], "oras", "{report:#}");
+    assert_eq!(steps["gate"], "held", "{report:#}");
+    assert_eq!(steps["output"], "workflow/held:v1 from out", "{report:#}");
+    assert!(
+        steps["cacheReady"].as_str().unwrap().starts_with("False"),
+        "the cache it waits for is not Ready yet: {report:#}"
+    );
+    let helpers = steps["helpers"].to_string();
+    assert!(
+        helpers.contains("ocifit-prepare") && helpers.contains("ocifit-push"),
+        "{report:#}"
     );
 
     // The cache can start: the pod is released with an Event and the Job completes.

@@ -2,7 +2,9 @@
 //! `docs/placement.md` gives for releasing every gate ocifit added is run verbatim (bash and the
 //! built kubectl, nothing of ocifit), and it removes ocifit's gate from every pod that has it,
 //! in every namespace, while other gates, other pods and the pods' other fields stay as they were;
-//! `ocifit placement release-all`, the same way out as one command, does exactly the same; a pod
+//! `ocifit placement release-all`, the same way out as one command (a deprecated alias of
+//! `ocifit release-gates --gate placement`, saying so), does exactly the same;
+//! `ocifit release-gates --dry-run` lists what it would release and changes nothing; a pod
 //! it may not patch does not stop it: every other pod is released, the failure named, the exit
 //! status non-zero. `ocifit placement untaint` removes ocifit's node-tainting taint from every
 //! node and no other taint.
@@ -125,14 +127,20 @@ async fn the_documented_command_releases_every_ocifit_gate_and_nothing_else() {
 #[tokio::test]
 async fn ocifit_placement_release_all_releases_every_ocifit_gate_and_nothing_else() {
     let (cluster, shop, batch) = gated_pods().await;
-    let stdout = ocifit(&["placement", "release-all"], cluster.kubeconfig()).await;
+    let output = run_ocifit(&["placement", "release-all"], cluster.kubeconfig()).await;
+    let stdout = succeeded("ocifit placement release-all", &output);
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(ocifit::cli::RELEASE_ALL_DEPRECATED),
+        "the deprecated alias says so: {output:?}"
+    );
     assert!(stdout.contains("released shop/gated"), "{stdout}");
     assert!(stdout.ends_with("3 pod(s) released\n"), "{stdout}");
     released_ocifits_gates_only(&shop, &batch).await;
 }
 
 /// `ocifit release-gates` (what the chart's uninstall hook runs) also frees the pods image
-/// selection holds, and a pod held by both features loses both gates, every other gate kept.
+/// selection holds, and a pod held by both features loses both gates, every other gate kept;
+/// its dry run (in every namespace, or `-n` one) lists them and releases none.
 #[tokio::test]
 async fn ocifit_release_gates_also_releases_the_pods_image_selection_holds() {
     use ocifit::api::pod::{HELD_LABEL, SCHEDULING_GATE as IMAGE_GATE};
@@ -159,6 +167,32 @@ async fn ocifit_release_gates_also_releases_the_pods_image_selection_holds() {
         .unwrap();
         shop.create(&PostParams::default(), &pod).await.unwrap();
     }
+    // A dry run lists every pod it would release and changes none; `-n` keeps to one namespace.
+    let dry = ocifit(&["release-gates", "--dry-run"], cluster.kubeconfig()).await;
+    assert!(
+        dry.contains("would release shop/held (selection.ocifit.io/image)"),
+        "{dry}"
+    );
+    assert!(
+        dry.ends_with("5 pod(s) would be released (dry run: nothing changed)\n"),
+        "{dry}"
+    );
+    assert_eq!(gates(&shop.get("held").await.unwrap()), [IMAGE_GATE]);
+    assert_eq!(gates(&shop.get("gated").await.unwrap()), [SCHEDULING_GATE]);
+    assert_eq!(gates(&batch.get("gated").await.unwrap()), [SCHEDULING_GATE]);
+    let one_namespace = ocifit(
+        &["-n", "batch", "release-gates", "--dry-run", "-o", "json"],
+        cluster.kubeconfig(),
+    )
+    .await;
+    let report: serde_json::Value = serde_json::from_str(&one_namespace).unwrap();
+    assert_eq!(report["dryRun"], true);
+    assert_eq!(
+        report["released"],
+        json!([{"pod": "batch/gated", "gate": SCHEDULING_GATE}]),
+        "{one_namespace}"
+    );
+
     let stdout = ocifit(&["release-gates"], cluster.kubeconfig()).await;
     assert!(
         stdout.contains("released shop/held (selection.ocifit.io/image)"),

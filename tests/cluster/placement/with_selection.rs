@@ -6,6 +6,7 @@
 //! its own two fields, and the controller inspects the image image selection wrote beside the
 //! pod's arm64-only sidecar. The pod lands on a node of the classes it was pinned to where
 //! every container runs; when the pinned classes leave no such node it is held, saying so.
+//! `ocifit explain pod` tells both from the live cluster.
 
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
 
@@ -145,6 +146,9 @@ async fn the_pinned_classes_and_the_platforms_agree_whichever_webhook_runs_first
         );
         assert!(annotation(&placed, DECISION_IMAGES).contains(&image));
         assert_eq!(annotation(&placed, OUTCOME_ANNOTATION), "Constrained");
+        if i == 0 {
+            explained_selected(&env, &name, &image, flavor).await;
+        }
     }
     // The pod's own selector leaves only amd64 vanilla nodes: image selection picks vanilla's
     // image, and placement holds the pod rather than send the arm64 sidecar there.
@@ -171,4 +175,55 @@ async fn the_pinned_classes_and_the_platforms_agree_whichever_webhook_runs_first
     );
     let message = annotation(&held, MESSAGE_ANNOTATION);
     assert!(message.contains("allow none of the platforms"), "{message}");
+
+    // `ocifit explain pod` says the gate is on, by which policy, and why.
+    let report = crate::support::explain_pod(env.cluster.kubeconfig(), NAMESPACE, "amd-only").await;
+    let placement = &report["placement"];
+    assert_eq!(placement["gate"], "held", "{report:#}");
+    assert_eq!(placement["policy"], "default");
+    assert_eq!(placement["outcome"], "Held");
+    assert!(
+        placement["message"]
+            .as_str()
+            .unwrap()
+            .contains("allow none of the platforms"),
+        "{report:#}"
+    );
+    assert!(report["node"].is_null(), "never scheduled: {report:#}");
+    assert_eq!(report["imageSelection"]["state"], "selected");
+    assert_eq!(
+        report["imageSelection"]["images"]["app"],
+        flavors[0].as_str(),
+        "{report:#}"
+    );
+}
+
+/// `ocifit explain pod` on a pod both features handled: the policy, the image per container,
+/// the class of its node with the image the policy resolved for it, the platforms placement
+/// allowed and the node's own, from the live cluster.
+async fn explained_selected(env: &Env, name: &str, image: &str, flavor: &str) {
+    let report = crate::support::explain_pod(env.cluster.kubeconfig(), NAMESPACE, name).await;
+    let selection = &report["imageSelection"];
+    assert_eq!(selection["state"], "selected", "{report:#}");
+    assert_eq!(selection["policy"], "flavors");
+    assert_eq!(selection["images"]["app"], image, "{report:#}");
+    let class = &selection["nodeClass"];
+    assert_eq!(
+        class["image"], image,
+        "the node's class, drawn as the controller draws it, got this pod's image: {report:#}"
+    );
+    assert!(
+        selection["classes"]
+            .as_array()
+            .unwrap()
+            .contains(&class["name"]),
+        "the node's class is one the pod may run on: {report:#}"
+    );
+    let placement = &report["placement"];
+    assert_eq!(placement["gate"], "released");
+    assert_eq!(placement["outcome"], "Constrained");
+    assert_eq!(placement["nodePlatform"], "linux/arm64", "{report:#}");
+    assert_eq!(placement["platforms"], json!(["linux/arm64"]), "{report:#}");
+    assert_eq!(report["node"]["platform"], "linux/arm64");
+    eprintln!("explained {name} ({flavor}): {report:#}");
 }

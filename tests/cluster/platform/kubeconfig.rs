@@ -1,6 +1,7 @@
 //! Every subcommand that talks to a cluster finds it as kubectl does, against a real apiserver:
 //! `KUBECONFIG=a:b` merged (the current context's user in the second file), `--context` picking
-//! a context that is not the current one, and the in-cluster service account when there is no
+//! a context that is not the current one (after the subcommand or before it), and the in-cluster
+//! service account when there is no
 //! kubeconfig at all. `ocifit release-gates` (which lists pods) is the probe.
 
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns fail the test loudly on bad setup
@@ -95,10 +96,28 @@ async fn the_cluster_is_found_as_kubectl_finds_it() {
         "--context {current}: {}",
         stderr(&output)
     );
+    // Before the subcommand too, as kubectl takes its global flags.
+    let before = std::process::Command::new(crate::support::ocifit_binary())
+        .args(["--context", &current, "release-gates", "--dry-run"])
+        .env("KUBECONFIG", &file)
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(
+        before.status.success(),
+        "--context {current} before the subcommand: {}",
+        stderr(&before)
+    );
     let output = release_gates(&[], &[("KUBECONFIG", &file)], home.path());
     assert!(
         !output.status.success(),
         "the current context must be the dead one"
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(i32::from(ocifit::cli::Exit::Cluster.code())),
+        "an unreachable apiserver is the cluster's exit code: {}",
+        stderr(&output)
     );
     let output = release_gates(
         &["--context", "nowhere"],

@@ -1,5 +1,8 @@
 //! `ocifit placement release-all` and `ocifit placement untaint`: the way out (see
-//! `docs/placement.md`), runnable with nothing but a kubeconfig, whether ocifit runs or not.
+//! `docs/placement.md`), runnable with nothing but a kubeconfig, whether ocifit runs or not; and
+//! `ocifit placement audit` ([`audit`]): the running pods on the wrong platform.
+
+mod audit;
 
 use std::process::ExitCode;
 
@@ -23,6 +26,10 @@ pub enum PlacementCommand {
     /// Remove ocifit's node-tainting taint (`placement.ocifit.io/arch`) from every node (any
     /// other taint stays). While ocifit runs with a policy that taints, it taints again.
     Untaint,
+    /// List the running pods a PlacementPolicy selects whose node's platform is not among their
+    /// images' platforms, or whose images' platforms are unknown, each with the reason, and the
+    /// registry requests made. Exit 1 when some pod is misplaced.
+    Audit(audit::AuditArgs),
 }
 
 /// Runs the command; exit 0 when every gated pod (tainted node) was released (untainted), 1
@@ -36,9 +43,10 @@ pub async fn run(args: &PlacementArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match args.command {
+    match &args.command {
         PlacementCommand::ReleaseAll => release(client).await,
         PlacementCommand::Untaint => untaint(client).await,
+        PlacementCommand::Audit(audit) => audit::run(client, audit).await,
     }
 }
 

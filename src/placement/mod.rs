@@ -13,11 +13,13 @@
 //! labels when the gate's store does not hold it yet. [`controller`] and [`admission`]
 //! are the thin adapters; [`way_out`] releases every gate by
 //! hand; [`exec_format`] finds containers of released pods that failed with `exec format
-//! error`; [`run`] starts it all over the cluster view. Imports no other feature.
+//! error`; [`audit`] judges running pods (the CLI's `placement audit` and the controller's
+//! [`controller::audit`]); [`run`] starts it all over the cluster view. Imports no other feature.
 //!
 //! The decision modules are pure: no I/O, time passed in.
 
 pub mod admission;
+pub mod audit;
 pub mod compiled;
 pub mod controller;
 pub mod credentials;
@@ -80,6 +82,8 @@ pub struct Parts {
     pub own_credentials: DockerConfig,
     /// Whether the `/placement` route is served.
     pub admission: bool,
+    /// How often the controller audits running pods; `None`: never.
+    pub audit_interval: Option<Duration>,
     /// Resolves once shutdown begins.
     pub shutdown: Shutdown,
 }
@@ -97,6 +101,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         inspector,
         own_credentials,
         admission,
+        audit_interval,
         shutdown,
     } = parts;
     let client = cluster.client.clone();
@@ -104,6 +109,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
     let usable = UsablePolicies::default();
     let releases = Arc::new(controller::released::Tally::default());
     let exec_errors = Arc::new(controller::released::Tally::default());
+    let misplaced = Arc::new(controller::released::Tally::default());
     let mut tasks: Tasks = vec![
         (
             "placement policy watch",
@@ -131,6 +137,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
                     pods: pods.clone(),
                     releases: Arc::clone(&releases),
                     exec_errors: Arc::clone(&exec_errors),
+                    misplaced: Arc::clone(&misplaced),
                     metrics: Arc::clone(&metrics),
                 }),
             ),
@@ -162,6 +169,21 @@ pub fn run(parts: Parts) -> Feature<Route> {
         "placement exec format errors",
         until(shutdown.clone(), reporter.watch_released()),
     ));
+    if let Some(interval) = audit_interval {
+        let auditor = controller::audit::Auditor {
+            cluster: cluster.clone(),
+            policies: usable.clone(),
+            inspector: inspector.clone(),
+            own_credentials: own_credentials.clone(),
+            notices: notices.clone(),
+            metrics: Arc::clone(&metrics),
+            own_namespace: own_namespace.clone(),
+            namespaces: gate.as_ref().map(Reflected::store),
+            tally: misplaced,
+            interval,
+        };
+        tasks.push(("placement audit", until(shutdown.clone(), auditor.run())));
+    }
     let context = controller::Context {
         // With the route, the namespaces it reads are in memory already.
         namespaces: gate.as_ref().map(Reflected::store),

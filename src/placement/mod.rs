@@ -13,8 +13,8 @@
 //! labels when the gate's store does not hold it yet. [`controller`] and [`admission`]
 //! are the thin adapters; [`way_out`] releases every gate by
 //! hand; [`exec_format`] finds containers of released pods that failed with `exec format
-//! error`; [`audit`] judges running pods (the CLI's `placement audit` and the controller's
-//! [`controller::audit`]); [`run`] starts it all over the cluster view. Imports no other feature.
+//! error`; [`audit`] judges running pods (for `ocifit placement audit`, whose reads are
+//! [`running_audit`], and the controller's [`controller::audit`]); [`run`] starts it all over the cluster view. Imports no other feature.
 //!
 //! The decision modules are pure: no I/O, time passed in.
 
@@ -34,11 +34,14 @@ pub mod policy;
 pub mod pull_policy;
 pub mod release;
 pub mod retries;
+pub mod running_audit;
 pub mod select;
 pub mod status;
 pub mod taints;
 pub mod way_out;
 
+pub use audit::Finding;
+pub use running_audit::{AuditError, AuditRegistry, AuditReport, audit_cluster};
 pub use way_out::{GATE, untaint_all};
 
 #[cfg(test)]
@@ -169,21 +172,6 @@ pub fn run(parts: Parts) -> Feature<Route> {
         "placement exec format errors",
         until(shutdown.clone(), reporter.watch_released()),
     ));
-    if let Some(interval) = audit_interval {
-        let auditor = controller::audit::Auditor {
-            cluster: cluster.clone(),
-            policies: usable.clone(),
-            inspector: inspector.clone(),
-            own_credentials: own_credentials.clone(),
-            notices: notices.clone(),
-            metrics: Arc::clone(&metrics),
-            own_namespace: own_namespace.clone(),
-            namespaces: gate.as_ref().map(Reflected::store),
-            tally: misplaced,
-            interval,
-        };
-        tasks.push(("placement audit", until(shutdown.clone(), auditor.run())));
-    }
     let context = controller::Context {
         // With the route, the namespaces it reads are in memory already.
         namespaces: gate.as_ref().map(Reflected::store),
@@ -198,6 +186,10 @@ pub fn run(parts: Parts) -> Feature<Route> {
         slots,
         releases,
     };
+    if let Some(interval) = audit_interval {
+        let auditor = controller::audit::Auditor::new(&context, misplaced, interval);
+        tasks.push(("placement audit", until(shutdown.clone(), auditor.run())));
+    }
     tasks.push((
         "placement controller",
         controller::controller(context, &pods, wakes, shutdown.wait()),

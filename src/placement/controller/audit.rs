@@ -18,6 +18,7 @@ use kube::core::{ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
+use super::Context;
 use super::pod_inputs::{inspections, pull_secrets};
 use super::released::Tally;
 use crate::api::placement::Misplaced;
@@ -70,6 +71,22 @@ struct Candidate {
 }
 
 impl Auditor {
+    /// The audit over what the controller reads, counting into `tally`, every `interval`.
+    pub fn new(context: &Context, tally: Arc<Tally>, interval: Duration) -> Self {
+        Auditor {
+            cluster: context.cluster.clone(),
+            policies: context.policies.clone(),
+            inspector: context.inspector.clone(),
+            own_credentials: context.own_credentials.clone(),
+            notices: context.notices.clone(),
+            metrics: Arc::clone(&context.metrics),
+            own_namespace: context.own_namespace.clone(),
+            namespaces: context.namespaces.clone(),
+            tally,
+            interval,
+        }
+    }
+
     /// Audits every interval until the task is stopped.
     pub async fn run(self) {
         let mut reported = HashSet::new();

@@ -114,16 +114,13 @@ pub async fn keep(keeper: Keeper) {
         misplaced,
         metrics,
     } = keeper;
-    let changes = futures_util::stream::select(
-        futures_util::stream::select(policies.changes(), pods.subscribe().map(|_| ())),
-        futures_util::stream::select(
-            futures_util::stream::select(
-                added(Arc::clone(&releases)),
-                added(Arc::clone(&exec_errors)),
-            ),
-            added(Arc::clone(&misplaced)),
-        ),
-    )
+    let changes = futures_util::stream::select_all([
+        policies.changes().boxed(),
+        pods.subscribe().map(|_| ()).boxed(),
+        added(Arc::clone(&releases)).boxed(),
+        added(Arc::clone(&exec_errors)).boxed(),
+        added(Arc::clone(&misplaced)).boxed(),
+    ])
     .ready_chunks(1024);
     let mut changes = std::pin::pin!(changes);
     let api: Api<PlacementPolicy> = Api::all(cluster.client.clone());
@@ -198,15 +195,9 @@ pub async fn keep(keeper: Keeper) {
                 }
                 Err(err) => {
                     // Counted again on the next pass.
-                    if added > 0 {
-                        releases.add(&name, added);
-                    }
-                    if added_failures > 0 {
-                        exec_errors.add(&name, added_failures);
-                    }
-                    if added_misplaced > 0 {
-                        misplaced.add(&name, added_misplaced);
-                    }
+                    releases.add(&name, added);
+                    exec_errors.add(&name, added_failures);
+                    misplaced.add(&name, added_misplaced);
                     tracing::warn!(policy = %name, error = %err, "failed to write the placement policy's status")
                 }
             }

@@ -1,5 +1,6 @@
 //! Platform placement: the gate, the controller that releases pods, node tainting and the way out.
 
+mod audit;
 mod end_to_end;
 mod exec_format;
 mod node_labels;

@@ -2,6 +2,7 @@
 
 mod audit;
 mod end_to_end;
+mod evict;
 mod exec_format;
 mod node_labels;
 mod real_node;

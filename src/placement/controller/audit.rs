@@ -46,6 +46,9 @@ const PAGE: u32 = 100;
 /// pods a pass, spread so the replacements' inspections and scheduling keep up.
 pub const EVICTION_SPACING: Duration = Duration::from_secs(1);
 
+/// Longest wait for the Eviction API's answer.
+const EVICTION_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// What the audit reads and writes.
 pub struct Auditor {
     pub cluster: ClusterView,
@@ -142,6 +145,12 @@ impl Auditor {
         }
         reported.retain(|uid| found.contains(uid));
         let chosen = to_evict(candidates.iter().map(|c| (Some(c.owner.as_str()), true)));
+        tracing::info!(
+            misplaced = found.len(),
+            evictable = candidates.len(),
+            evicting = chosen.len(),
+            "placement audit pass"
+        );
         for (turn, index) in chosen.into_iter().enumerate() {
             if turn > 0 {
                 tokio::time::sleep(EVICTION_SPACING).await;
@@ -243,8 +252,17 @@ impl Auditor {
             }),
             ..EvictParams::default()
         };
-        match api.evict(&pod.name_any(), &params).await {
+        let name = pod.name_any();
+        tracing::info!(pod = %name, namespace = ?pod.namespace(), "evicting a misplaced pod");
+        // A call that never answers must not stop the audit's later passes.
+        let Ok(answer) = tokio::time::timeout(EVICTION_TIMEOUT, api.evict(&name, &params)).await
+        else {
+            tracing::warn!(pod = %name, namespace = ?pod.namespace(), "eviction of a misplaced pod not answered in time; tried again next pass");
+            return;
+        };
+        match answer {
             Ok(_) => {
+                tracing::info!(pod = %name, namespace = ?pod.namespace(), "evicted a misplaced pod");
                 self.metrics.misplaced_eviction();
                 super::reconcile::publish(
                     &self.notices,

@@ -57,7 +57,8 @@ async fn running(pods: &Api<Pod>, app: &str) -> Vec<Pod> {
         .collect()
 }
 
-async fn wait_running_on(pods: &Api<Pod>, app: &str, node: &str) -> Pod {
+/// The first running pod of `app` on `node`, `log` (ocifit's) shown if none comes in time.
+async fn wait_running_on(pods: &Api<Pod>, app: &str, node: &str, log: impl Fn() -> String) -> Pod {
     let start = Instant::now();
     loop {
         let now = running(pods, app).await;
@@ -67,7 +68,24 @@ async fn wait_running_on(pods: &Api<Pod>, app: &str, node: &str) -> Pod {
         {
             return pod.clone();
         }
-        assert!(start.elapsed() < PASSES, "no {app} pod runs on {node}");
+        if start.elapsed() > PASSES {
+            let all = pods.list(&ListParams::default()).await.unwrap();
+            let seen: Vec<_> = all
+                .items
+                .iter()
+                .map(|pod| {
+                    (
+                        pod.name_any(),
+                        node_name(pod),
+                        pod.status.as_ref().and_then(|s| s.phase.clone()),
+                    )
+                })
+                .collect();
+            panic!(
+                "no {app} pod runs on {node}: {seen:?}\nocifit's log:\n{}",
+                log()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -115,9 +133,9 @@ async fn a_misplaced_deployment_pod_is_evicted_once_and_placed_a_bare_or_protect
     lonely.spec.as_mut().unwrap().node_name = Some("amd-1".into());
     pods.create(&PostParams::default(), &lonely).await.unwrap();
     // Before any policy, and with amd64 the only node: all three run where they cannot.
-    let web = wait_running_on(&pods, "web", "amd-1").await;
-    let guarded = wait_running_on(&pods, "guarded", "amd-1").await;
-    wait_running_on(&pods, "lonely", "amd-1").await;
+    let web = wait_running_on(&pods, "web", "amd-1", String::new).await;
+    let guarded = wait_running_on(&pods, "guarded", "amd-1", String::new).await;
+    wait_running_on(&pods, "lonely", "amd-1", String::new).await;
     env.add_node(linux_node("arm-1").label("kubernetes.io/arch", "arm64"))
         .await;
 
@@ -141,7 +159,7 @@ async fn a_misplaced_deployment_pod_is_evicted_once_and_placed_a_bare_or_protect
         .await
         .unwrap();
 
-    let replacement = wait_running_on(&pods, "web", "arm-1").await;
+    let replacement = wait_running_on(&pods, "web", "arm-1", || served.controller.log_text()).await;
     assert_ne!(replacement.uid(), web.uid());
     assert_eq!(
         annotation(&replacement, "placement.ocifit.io/outcome"),

@@ -161,17 +161,6 @@ pub fn run(parts: Parts) -> Feature<Route> {
     );
     tasks.push(("placement events", until(shutdown.clone(), publisher)));
     let inspector = Inspector::new(inspector);
-    let reporter = controller::exec_errors::Reporter {
-        cluster: cluster.clone(),
-        inspector: inspector.clone(),
-        notices: notices.clone(),
-        metrics: Arc::clone(&metrics),
-        tally: exec_errors,
-    };
-    tasks.push((
-        "placement exec format errors",
-        until(shutdown.clone(), reporter.watch_released()),
-    ));
     let context = controller::Context {
         // With the route, the namespaces it reads are in memory already.
         namespaces: gate.as_ref().map(Reflected::store),
@@ -186,6 +175,9 @@ pub fn run(parts: Parts) -> Feature<Route> {
         slots,
         releases,
     };
+    let reporter = controller::exec_errors::Reporter::new(&context, exec_errors);
+    let watched = until(shutdown.clone(), reporter.watch_released());
+    tasks.push(("placement exec format errors", watched));
     if let Some(interval) = audit_interval {
         let auditor = controller::audit::Auditor::new(&context, misplaced, interval);
         tasks.push(("placement audit", until(shutdown.clone(), auditor.run())));

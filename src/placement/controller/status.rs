@@ -89,6 +89,20 @@ fn added(tally: Arc<Tally>) -> impl futures_util::Stream<Item = ()> {
     })
 }
 
+/// Batches of changes: the policies compiled anew, a watched pod changed, a tally counted.
+fn changes(
+    policies: &UsablePolicies,
+    pods: &Reflected<Pod>,
+    tallies: [&Arc<Tally>; 3],
+) -> impl futures_util::Stream<Item = Vec<()>> + use<> {
+    let mut streams = vec![
+        policies.changes().boxed(),
+        pods.subscribe().map(|_| ()).boxed(),
+    ];
+    streams.extend(tallies.map(|tally| added(Arc::clone(tally)).boxed()));
+    futures_util::stream::select_all(streams).ready_chunks(1024)
+}
+
 /// What the status keeper reads.
 pub struct Keeper {
     pub cluster: ClusterView,
@@ -114,15 +128,11 @@ pub async fn keep(keeper: Keeper) {
         misplaced,
         metrics,
     } = keeper;
-    let changes = futures_util::stream::select_all([
-        policies.changes().boxed(),
-        pods.subscribe().map(|_| ()).boxed(),
-        added(Arc::clone(&releases)).boxed(),
-        added(Arc::clone(&exec_errors)).boxed(),
-        added(Arc::clone(&misplaced)).boxed(),
-    ])
-    .ready_chunks(1024);
-    let mut changes = std::pin::pin!(changes);
+    let mut changes = std::pin::pin!(changes(
+        &policies,
+        &pods,
+        [&releases, &exec_errors, &misplaced]
+    ));
     let api: Api<PlacementPolicy> = Api::all(cluster.client.clone());
     let mut totals = Totals::of(|pods| pods.released);
     let mut failures = Totals::of(|pods| pods.exec_format_errors);

@@ -191,3 +191,43 @@ fn one_pass_evicts_one_pod_per_owner_and_a_bounded_number_in_all() {
     let many = owners.iter().map(|owner| (Some(owner.as_str()), true));
     assert_eq!(to_evict(many).len(), EVICTIONS_PER_PASS);
 }
+
+#[test]
+fn a_container_is_judged_by_the_digest_its_node_ran_not_what_its_tag_names_now() {
+    let mut web = running(
+        pod(&[("web", "registry.example.com/app:v1"), ("side", "side:v1")]),
+        "n1",
+    );
+    let digest = format!("sha256:{}", "a".repeat(64));
+    web.status = Some(PodStatus {
+        container_statuses: Some(vec![
+            k8s_openapi::api::core::v1::ContainerStatus {
+                name: "web".into(),
+                image_id: format!("registry.example.com/app@{digest}"),
+                ..Default::default()
+            },
+            k8s_openapi::api::core::v1::ContainerStatus {
+                name: "side".into(),
+                image_id: "sha256:local-image-config".into(),
+                ..Default::default()
+            },
+        ]),
+        ..PodStatus::default()
+    });
+    let ran = as_run(&web);
+    let images: Vec<_> = ran
+        .spec
+        .unwrap()
+        .containers
+        .into_iter()
+        .map(|c| c.image.unwrap())
+        .collect();
+    assert_eq!(
+        images,
+        [
+            format!("registry.example.com/app@{digest}"),
+            "side:v1".to_owned()
+        ],
+        "a runtime's local image id is no registry digest: the reference stays"
+    );
+}

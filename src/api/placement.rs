@@ -128,6 +128,25 @@ pub struct PlacementPolicySpec {
     /// which images ocifit's credentials can read (their digests and platforms).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub operator_credentials: bool,
+
+    /// What the controller's audit of running pods (`--placement-audit-interval`, off by
+    /// default) does with a pod this policy selects that runs on a node its images are not built
+    /// for: `Report` (a Warning Event on the pod and its owner, `status.pods.misplaced`);
+    /// `Evict` also evicts it through the Eviction API (PodDisruptionBudgets respected), only
+    /// when a ReplicaSet, StatefulSet, Job or ReplicationController recreates it, at most one
+    /// pod per owner and ten in all per audit pass; the replacement is gated and placed.
+    #[serde(default)]
+    pub misplaced: Misplaced,
+}
+
+/// What the audit does with a running pod on the wrong platform.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Misplaced {
+    /// Report it: Events on the pod and its owner, a count in the policy's status.
+    #[default]
+    Report,
+    /// Report it and evict it, when its owner recreates it.
+    Evict,
 }
 
 /// What one architecture brings to the pods that can run on it.
@@ -316,6 +335,10 @@ pub struct PodCounts {
     /// cannot run their image) since the policy was created, each failed restart once.
     #[serde(default)]
     pub exec_format_errors: i32,
+    /// Running pods the controller's audit found on a node their images are not built for (or
+    /// whose images' platforms are unknown) since the policy was created, each pod once.
+    #[serde(default)]
+    pub misplaced: i32,
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! `ocifit placement untaint` and `ocifit placement release-all` (a deprecated alias of
 //! `ocifit release-gates --gate placement`): the way out (see `docs/placement.md`), runnable
-//! with nothing but a kubeconfig, whether ocifit runs or not.
+//! with nothing but a kubeconfig, whether ocifit runs or not; and `ocifit placement audit`
+//! ([`audit`]): the running pods on the wrong platform.
+
+mod audit;
 
 use std::process::ExitCode;
 
@@ -31,6 +34,10 @@ pub enum PlacementCommand {
     /// Remove ocifit's node-tainting taint (`placement.ocifit.io/arch`) from every node (any
     /// other taint stays). While ocifit runs with a policy that taints, it taints again.
     Untaint(OutputArgs),
+    /// List the running pods a PlacementPolicy selects whose node's platform is not among their
+    /// images' platforms, or whose images' platforms are unknown, each with the reason, and the
+    /// registry requests made. Exit 1 when some pod is misplaced.
+    Audit(audit::AuditArgs),
 }
 
 /// `ocifit placement release-all`'s flags: those of `release-gates`.
@@ -61,6 +68,7 @@ pub async fn run(args: &PlacementArgs) -> ExitCode {
             release(&args.kube, &gates, &scope, flags.output.output).await
         }
         PlacementCommand::Untaint(output) => untaint(&args.kube, output).await,
+        PlacementCommand::Audit(audit) => audit::run(&args.kube, audit).await,
     }
 }
 

@@ -13,11 +13,13 @@
 //! labels when the gate's store does not hold it yet. [`controller`] and [`admission`]
 //! are the thin adapters; [`way_out`] releases every gate by
 //! hand; [`exec_format`] finds containers of released pods that failed with `exec format
-//! error`; [`run`] starts it all over the cluster view. Imports no other feature.
+//! error`; [`audit`] judges running pods (for `ocifit placement audit`, whose reads are
+//! [`running_audit`], and the controller's [`controller::audit`]); [`run`] starts it all over the cluster view. Imports no other feature.
 //!
 //! The decision modules are pure: no I/O, time passed in.
 
 pub mod admission;
+pub mod audit;
 pub mod compiled;
 pub mod controller;
 pub mod credentials;
@@ -32,12 +34,15 @@ pub mod policy;
 pub mod pull_policy;
 pub mod release;
 pub mod retries;
+pub mod running_audit;
 pub mod select;
 pub mod status;
 pub mod taints;
 pub mod way_out;
 
+pub use audit::Finding;
 pub use controller::exec_errors::REASON as EXEC_FORMAT_ERROR_REASON;
+pub use running_audit::{AuditError, AuditRegistry, AuditReport, audit_cluster};
 pub use way_out::{GATE, WayOutError, untaint_all};
 
 #[cfg(test)]
@@ -81,6 +86,8 @@ pub struct Parts {
     pub own_credentials: DockerConfig,
     /// Whether the `/placement` route is served.
     pub admission: bool,
+    /// How often the controller audits running pods; `None`: never.
+    pub audit_interval: Option<Duration>,
     /// Resolves once shutdown begins.
     pub shutdown: Shutdown,
 }
@@ -98,6 +105,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         inspector,
         own_credentials,
         admission,
+        audit_interval,
         shutdown,
     } = parts;
     let client = cluster.client.clone();
@@ -105,6 +113,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
     let usable = UsablePolicies::default();
     let releases = Arc::new(controller::released::Tally::default());
     let exec_errors = Arc::new(controller::released::Tally::default());
+    let misplaced = Arc::new(controller::released::Tally::default());
     let mut tasks: Tasks = vec![
         (
             "placement policy watch",
@@ -132,6 +141,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
                     pods: pods.clone(),
                     releases: Arc::clone(&releases),
                     exec_errors: Arc::clone(&exec_errors),
+                    misplaced: Arc::clone(&misplaced),
                     metrics: Arc::clone(&metrics),
                 }),
             ),
@@ -152,17 +162,6 @@ pub fn run(parts: Parts) -> Feature<Route> {
     );
     tasks.push(("placement events", until(shutdown.clone(), publisher)));
     let inspector = Inspector::new(inspector);
-    let reporter = controller::exec_errors::Reporter {
-        cluster: cluster.clone(),
-        inspector: inspector.clone(),
-        notices: notices.clone(),
-        metrics: Arc::clone(&metrics),
-        tally: exec_errors,
-    };
-    tasks.push((
-        "placement exec format errors",
-        until(shutdown.clone(), reporter.watch_released()),
-    ));
     let context = controller::Context {
         // With the route, the namespaces it reads are in memory already.
         namespaces: gate.as_ref().map(Reflected::store),
@@ -177,6 +176,13 @@ pub fn run(parts: Parts) -> Feature<Route> {
         slots,
         releases,
     };
+    let reporter = controller::exec_errors::Reporter::new(&context, exec_errors);
+    let watched = until(shutdown.clone(), reporter.watch_released());
+    tasks.push(("placement exec format errors", watched));
+    if let Some(interval) = audit_interval {
+        let auditor = controller::audit::Auditor::new(&context, misplaced, interval);
+        tasks.push(("placement audit", until(shutdown.clone(), auditor.run())));
+    }
     tasks.push((
         "placement controller",
         controller::controller(context, &pods, wakes, shutdown.wait()),

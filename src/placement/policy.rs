@@ -11,7 +11,9 @@ use kube::ResourceExt as _;
 use kube::core::{Selector, SelectorExt as _};
 
 use crate::api::parse_duration;
-use crate::api::placement::{FailureAction, NoCommonPlatform, PlacementPolicy, PlacementReason};
+use crate::api::placement::{
+    FailureAction, Misplaced, NoCommonPlatform, PlacementPolicy, PlacementReason,
+};
 use crate::cluster::trim::identity_and_labels;
 use crate::platform::architecture_name;
 
@@ -37,6 +39,8 @@ pub struct Policy {
     pub tag_max_age: TagMaxAge,
     /// Whether ocifit's own registry credentials are tried for its pods' images.
     pub operator_credentials: bool,
+    /// What the audit does with a running pod on the wrong platform.
+    pub misplaced: Misplaced,
 }
 
 /// What one architecture adds to a pod that can run on it.
@@ -168,6 +172,7 @@ impl Policy {
                 always: duration("tagCache.always", &spec.tag_cache.always)?,
             },
             operator_credentials: spec.operator_credentials,
+            misplaced: spec.misplaced,
         })
     }
 

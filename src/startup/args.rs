@@ -113,6 +113,13 @@ pub struct RunArgs {
     #[arg(long, env = "OCIFIT_REGISTRY_TAG_TTL", value_parser = duration, default_value = "5s")]
     pub registry_tag_ttl: Duration,
 
+    /// How often the placement controller audits running pods for ones on a node their images
+    /// are not built for (reported, and evicted under policies with `misplaced: Evict`): `0s`
+    /// (the default) never; else at least 10s. Each pass lists every running pod a page at a
+    /// time and inspects the images of those a policy selects (through the inspection cache).
+    #[arg(long, env = "OCIFIT_PLACEMENT_AUDIT_INTERVAL", value_parser = audit_interval, default_value = "0s")]
+    pub placement_audit_interval: Duration,
+
     /// Largest compatibility artifact read, in bytes.
     #[arg(long, env = "OCIFIT_MAX_ARTIFACT_BYTES", default_value_t = 1024 * 1024)]
     pub max_artifact_bytes: u64,
@@ -342,6 +349,11 @@ pub enum DurationFlagError {
         MAX_SHUTDOWN_DELAY.as_secs()
     )]
     ShutdownDelayTooLong { text: String },
+    #[error(
+        "{text:?} is shorter than {}s: each audit pass lists every running pod; 0s turns the audit off",
+        MIN_AUDIT_INTERVAL.as_secs()
+    )]
+    AuditTooOften { text: String },
 }
 
 fn duration(text: &str) -> Result<Duration, DurationFlagError> {
@@ -351,6 +363,19 @@ fn duration(text: &str) -> Result<Duration, DurationFlagError> {
 /// The longest `--webhook-shutdown-delay`: the chart's termination grace period is this plus
 /// the time tasks get to finish.
 pub const MAX_SHUTDOWN_DELAY: Duration = Duration::from_secs(60);
+
+/// The shortest `--placement-audit-interval` but 0s (off).
+pub const MIN_AUDIT_INTERVAL: Duration = Duration::from_secs(10);
+
+fn audit_interval(text: &str) -> Result<Duration, DurationFlagError> {
+    let interval = duration(text)?;
+    if !interval.is_zero() && interval < MIN_AUDIT_INTERVAL {
+        return Err(DurationFlagError::AuditTooOften {
+            text: text.to_owned(),
+        });
+    }
+    Ok(interval)
+}
 
 fn shutdown_delay(text: &str) -> Result<Duration, DurationFlagError> {
     let delay = duration(text)?;

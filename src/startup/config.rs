@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::args::RunArgs;
 use crate::admission::{self, server::DEADLINE};
@@ -80,6 +81,8 @@ pub struct Config {
     pub webhook_configuration: String,
     /// ocifit's own credentials for placement's image inspection.
     pub placement_credentials: DockerConfig,
+    /// How often placement audits running pods; `None`: never.
+    pub placement_audit_interval: Option<Duration>,
     /// Whether the deprecated `--placement-allow-private-registries` opened every internal
     /// address (a warning at start).
     pub every_private_registry: bool,
@@ -167,6 +170,8 @@ impl Config {
                 Some(path) => docker_config(path)?,
                 None => DockerConfig::default(),
             },
+            placement_audit_interval: (!args.placement_audit_interval.is_zero())
+                .then_some(args.placement_audit_interval),
             every_private_registry: args.placement_allow_private_registries,
             artifact_helper: args.artifact_helper_image.clone().map(|image| Helper {
                 image,

@@ -50,6 +50,7 @@ pub(super) fn run(
             },
             own_credentials: config.placement_credentials.clone(),
             admission: config.admission.is_some(),
+            audit_interval: config.placement_audit_interval,
             shutdown: shutdown.clone(),
         }),
         artifact_cache::run(artifact_cache::Parts {

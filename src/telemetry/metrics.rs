@@ -225,6 +225,16 @@ impl Metrics {
         self.controller.exec_format_errors.inc();
     }
 
+    /// Counts one running pod the placement audit found misplaced.
+    pub fn misplaced_pod(&self) {
+        self.controller.misplaced_pods.inc();
+    }
+
+    /// Counts one misplaced pod the placement audit evicted.
+    pub fn misplaced_eviction(&self) {
+        self.controller.misplaced_evictions.inc();
+    }
+
     /// Counts one reconcile of `controller` and, unless it was skipped for not leading, its
     /// duration.
     pub fn reconciled(&self, controller: Controller, result: ReconcileResult, seconds: f64) {

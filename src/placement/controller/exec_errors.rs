@@ -45,6 +45,17 @@ pub struct Reporter {
 }
 
 impl Reporter {
+    /// The reporter over what the controller reads, counting into `tally`.
+    pub fn new(context: &super::Context, tally: Arc<Tally>) -> Self {
+        Reporter {
+            cluster: context.cluster.clone(),
+            inspector: context.inspector.clone(),
+            notices: context.notices.clone(),
+            metrics: Arc::clone(&context.metrics),
+            tally,
+        }
+    }
+
     /// Watches the released pods until the stream ends.
     pub async fn watch_released(self) {
         let events = watcher(

@@ -4,8 +4,10 @@
 //! becoming leader; the policies' status counts and `Ready` condition are kept by [`status`]
 //! (with the releases tallied by [`released`]: a released pod leaves the watch), node tainting
 //! by [`taints`]; released pods whose containers fail with `exec format error` are reported by
-//! [`exec_errors`].
+//! [`exec_errors`]; running pods on the wrong platform are found, reported and, when a policy
+//! says so, evicted by [`audit`].
 
+pub mod audit;
 pub mod context;
 pub mod exec_errors;
 pub mod pod_inputs;

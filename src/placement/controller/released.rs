@@ -27,8 +27,11 @@ impl Tally {
         self.fresh.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Counts `n` releases for `policy` and wakes the status keeper.
+    /// Counts `n` releases for `policy` and wakes the status keeper (nothing when `n` is 0).
     pub fn add(&self, policy: &str, n: i32) {
+        if n == 0 {
+            return;
+        }
         let mut fresh = self.fresh();
         let count = fresh.entry(policy.to_owned()).or_default();
         *count = count.saturating_add(n);

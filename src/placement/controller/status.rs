@@ -36,6 +36,8 @@ pub struct Running {
     pub released: i32,
     /// Exec format errors reported.
     pub exec_format_errors: i32,
+    /// Misplaced pods the audit reported.
+    pub misplaced: i32,
 }
 
 /// The status a compiled policy should have, given every watched pod's counts and its running
@@ -67,6 +69,7 @@ pub fn desired(
         pods: PodCounts {
             released: running.released,
             exec_format_errors: running.exec_format_errors,
+            misplaced: running.misplaced,
             ..counts.get(&policy.name_any()).cloned().unwrap_or_default()
         },
         conditions: vec![merge_condition(
@@ -86,6 +89,20 @@ fn added(tally: Arc<Tally>) -> impl futures_util::Stream<Item = ()> {
     })
 }
 
+/// Batches of changes: the policies compiled anew, a watched pod changed, a tally counted.
+fn changes(
+    policies: &UsablePolicies,
+    pods: &Reflected<Pod>,
+    tallies: [&Arc<Tally>; 3],
+) -> impl futures_util::Stream<Item = Vec<()>> + use<> {
+    let mut streams = vec![
+        policies.changes().boxed(),
+        pods.subscribe().map(|_| ()).boxed(),
+    ];
+    streams.extend(tallies.map(|tally| added(Arc::clone(tally)).boxed()));
+    futures_util::stream::select_all(streams).ready_chunks(1024)
+}
+
 /// What the status keeper reads.
 pub struct Keeper {
     pub cluster: ClusterView,
@@ -95,6 +112,8 @@ pub struct Keeper {
     pub releases: Arc<Tally>,
     /// Exec format errors reported.
     pub exec_errors: Arc<Tally>,
+    /// Misplaced pods the audit reported.
+    pub misplaced: Arc<Tally>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -106,20 +125,18 @@ pub async fn keep(keeper: Keeper) {
         pods,
         releases,
         exec_errors,
+        misplaced,
         metrics,
     } = keeper;
-    let changes = futures_util::stream::select(
-        futures_util::stream::select(policies.changes(), pods.subscribe().map(|_| ())),
-        futures_util::stream::select(
-            added(Arc::clone(&releases)),
-            added(Arc::clone(&exec_errors)),
-        ),
-    )
-    .ready_chunks(1024);
-    let mut changes = std::pin::pin!(changes);
+    let mut changes = std::pin::pin!(changes(
+        &policies,
+        &pods,
+        [&releases, &exec_errors, &misplaced]
+    ));
     let api: Api<PlacementPolicy> = Api::all(cluster.client.clone());
     let mut totals = Totals::of(|pods| pods.released);
     let mut failures = Totals::of(|pods| pods.exec_format_errors);
+    let mut misplacements = Totals::of(|pods| pods.misplaced);
     while changes.next().await.is_some() {
         // Every replica holds the same pods (what its memory grows with): shown on each.
         if pods.synced() {
@@ -129,8 +146,10 @@ pub async fn keep(keeper: Keeper) {
             metrics.clear_placement();
             totals.clear();
             failures.clear();
+            misplacements.clear();
             releases.take();
             exec_errors.take();
+            misplaced.take();
             continue;
         }
         if !policies.stored() || !pods.synced() {
@@ -142,22 +161,27 @@ pub async fn keep(keeper: Keeper) {
         record(&metrics, &set, &pod_state);
         totals.retain(set.all.iter().map(|compiled| compiled.stored.as_ref()));
         failures.retain(set.all.iter().map(|compiled| compiled.stored.as_ref()));
+        misplacements.retain(set.all.iter().map(|compiled| compiled.stored.as_ref()));
         // Counts of policies no longer stored are dropped with them.
         let mut fresh = releases.take();
         let mut failed = exec_errors.take();
+        let mut found = misplaced.take();
         for compiled in &set.all {
             let policy = &compiled.stored;
             let name = policy.name_any();
             let added = fresh.remove(&name).unwrap_or_default();
             let added_failures = failed.remove(&name).unwrap_or_default();
+            let added_misplaced = found.remove(&name).unwrap_or_default();
             let running = Running {
                 released: totals.total(policy, added),
                 exec_format_errors: failures.total(policy, added_failures),
+                misplaced: misplacements.total(policy, added_misplaced),
             };
             let status = desired(compiled, &counted, running, Timestamp::now());
             if policy.status.as_ref() == Some(&status) {
                 totals.written(policy, running.released);
                 failures.written(policy, running.exec_format_errors);
+                misplacements.written(policy, running.misplaced);
                 continue;
             }
             let patch = serde_json::json!({
@@ -177,15 +201,13 @@ pub async fn keep(keeper: Keeper) {
                     metrics.status_written();
                     totals.written(policy, running.released);
                     failures.written(policy, running.exec_format_errors);
+                    misplacements.written(policy, running.misplaced);
                 }
                 Err(err) => {
                     // Counted again on the next pass.
-                    if added > 0 {
-                        releases.add(&name, added);
-                    }
-                    if added_failures > 0 {
-                        exec_errors.add(&name, added_failures);
-                    }
+                    releases.add(&name, added);
+                    exec_errors.add(&name, added_failures);
+                    misplaced.add(&name, added_misplaced);
                     tracing::warn!(policy = %name, error = %err, "failed to write the placement policy's status")
                 }
             }
@@ -242,6 +264,7 @@ mod tests {
         let running = Running {
             released: 7,
             exec_format_errors: 2,
+            misplaced: 4,
         };
         let first = desired(&compiled(&policy), &counted, running, Timestamp::UNIX_EPOCH);
         assert_eq!(
@@ -251,6 +274,7 @@ mod tests {
                 held: 1,
                 released: 7,
                 exec_format_errors: 2,
+                misplaced: 4,
             }
         );
         assert_eq!(first.observed_generation, Some(3));

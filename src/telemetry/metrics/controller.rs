@@ -23,6 +23,8 @@ pub(super) struct ControllerMetrics {
     pub leader: Gauge,
     pub placements: Family<PlacementLabels, Counter>,
     pub exec_format_errors: Counter,
+    pub misplaced_pods: Counter,
+    pub misplaced_evictions: Counter,
 }
 
 /// 1 ms doubling to about 8 s: a pass that finds nothing new, up to a slow registry's answer.
@@ -86,6 +88,16 @@ impl ControllerMetrics {
             exec_format_errors: registry.add(
                 "exec_format_errors",
                 "Containers of pods placement released that failed with exec format error (their node's CPU cannot run their image), each failed restart once",
+                Counter::default(),
+            ),
+            misplaced_pods: registry.add(
+                "misplaced_pods",
+                "Running pods the placement audit found on a node their images are not built for, or whose images' platforms are unknown, each pod once",
+                Counter::default(),
+            ),
+            misplaced_evictions: registry.add(
+                "misplaced_evictions",
+                "Misplaced pods the placement audit evicted (policies with misplaced: Evict)",
                 Counter::default(),
             ),
         }

@@ -1,6 +1,8 @@
 //! Platform placement: the gate, the controller that releases pods, node tainting and the way out.
 
+mod audit;
 mod end_to_end;
+mod evict;
 mod exec_format;
 mod node_labels;
 mod real_node;

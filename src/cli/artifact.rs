@@ -5,6 +5,7 @@
 //! `ORAS_PULL_PASS` and `ORAS_PUSH_PASS` only.
 
 mod login;
+mod progress;
 
 use std::io;
 use std::path::PathBuf;
@@ -201,6 +202,7 @@ async fn pull(args: PullArgs) -> Result<(), ArtifactError> {
     )
     .await?;
     let budget = std::sync::Arc::new(Budget::new(args.limits));
+    let progress = progress::Progress::start(&registry, "pulling");
     for reference in &references {
         let unpack = !args.transfer.no_unpack;
         let pulled = step_helper::pull(&registry, reference, &args.output, unpack, &budget)
@@ -224,6 +226,7 @@ async fn pull(args: PullArgs) -> Result<(), ArtifactError> {
             layers.join(", ")
         );
     }
+    progress.finish();
     Ok(())
 }
 
@@ -247,12 +250,14 @@ async fn push(args: PushArgs) -> Result<(), ArtifactError> {
         artifact_type: args.artifact_type,
         compression: args.compression_level,
     };
+    let progress = progress::Progress::start(&registry, "pushing");
     let pushed = step_helper::push(&registry, reference, &request)
         .await
         .map_err(|source| ArtifactError::Push {
             reference: reference.to_string(),
             source: Box::new(source),
         })?;
+    progress.finish();
     println!("pushed {} ({})", pushed.reference, pushed.digest);
     Ok(())
 }

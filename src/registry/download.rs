@@ -14,6 +14,7 @@ use super::error::{Access, ContentProblem, Error, Result, Target};
 use super::fetch::Inner;
 use super::manifest::{self, Descriptor, ImageManifest, Manifest, hex};
 use super::reference::{self, Reference};
+use super::stats::Counters;
 use super::transport::Exchange;
 
 impl Registry {
@@ -94,6 +95,7 @@ impl Registry {
             size,
             read: 0,
             target,
+            counters: std::sync::Arc::clone(&self.inner.counters),
         })
     }
 }
@@ -131,6 +133,7 @@ pub struct BlobStream {
     read: u64,
     idle: Duration,
     target: Target,
+    counters: std::sync::Arc<Counters>,
 }
 
 impl std::fmt::Debug for BlobStream {
@@ -172,6 +175,9 @@ impl BlobStream {
         match chunk {
             Some(bytes) => {
                 self.read += bytes.len() as u64;
+                self.counters
+                    .streamed_bytes
+                    .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 if self.read > self.size {
                     return Err(
                         self.mismatch(format!("more than the {} bytes announced", self.size))

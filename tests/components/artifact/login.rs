@@ -1,7 +1,8 @@
 //! `ocifit artifact pull|push` logs in as `oras` does, against the real registry with htpasswd:
 //! from the docker config `oras login` writes, from a docker credential helper it names (a
 //! script standing in for `docker-credential-…`), with flags over the environment over the
-//! config; a failing helper is named with the registry; `PATH:MEDIA_TYPE` types a layer.
+//! config; a failing helper is named with the registry; `PATH:MEDIA_TYPE` types a layer; a large
+//! transfer shows progress on a terminal only.
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -264,4 +265,40 @@ async fn a_media_type_after_the_path_types_its_layer_as_with_oras() {
         "",
     ));
     assert!(message.contains("is not a media type"), "{message}");
+}
+
+#[tokio::test]
+async fn a_large_transfer_shows_progress_on_a_terminal_and_nothing_in_a_log() {
+    let registry = registry().await;
+    let work = tempfile::tempdir().unwrap();
+    let big = work.path().join("big.bin");
+    std::fs::write(&big, vec![7u8; 6 * 1024 * 1024]).unwrap();
+    let target = registry.reference("w/big:v1");
+    let env = [("ORAS_USER", USER), ("ORAS_PUSH_PASS", PASSWORD)];
+    let push = ["push", "--plain-http", &target, big.to_str().unwrap()];
+
+    let logged = run(&push, &env, "");
+    let stderr = String::from_utf8_lossy(&logged.stderr).into_owned();
+    assert!(logged.status.success(), "{stderr}");
+    assert!(!stderr.contains("pushing"), "{stderr}");
+
+    // `script` gives the command a terminal; what it shows there comes back on its stdout.
+    let command = format!(
+        "{} artifact push --plain-http {target} {}",
+        env!("CARGO_BIN_EXE_ocifit"),
+        big.display()
+    );
+    let shown = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env_remove("DOCKER_CONFIG")
+        .env("HOME", "/nonexistent")
+        .envs(env)
+        .output()
+        .unwrap();
+    let screen = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.status.success(), "{screen}");
+    assert!(
+        screen.contains("pushing") && screen.contains("6.00 MiB"),
+        "{screen}"
+    );
 }

@@ -163,7 +163,12 @@ fn read_docker_config(
     let shown = path.display().to_string();
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound && flag.is_none() => {
+        // As docker: a default config that is missing or unreadable (another user's HOME) is
+        // no credentials, with a warning when it is there but unreadable.
+        Err(err) if flag.is_none() => {
+            if err.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %shown, %err, "docker config unreadable, not used");
+            }
             return Ok(Default::default());
         }
         Err(err) => {

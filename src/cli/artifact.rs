@@ -1,7 +1,11 @@
 //! `ocifit artifact …`: the step helper. `pull` and `push` move artifacts in the ORAS layout
 //! between a directory and a registry; `prepare`, `launch` and `deliver` are what the step
 //! planner puts in a step's pod (init container, the step's own command, the pushing sidecar).
-//! Credentials come from `ORAS_USER`, `ORAS_PULL_PASS` and `ORAS_PUSH_PASS`.
+//! `pull` and `push` log in as `oras` does (`login`); the step's commands read `ORAS_USER`,
+//! `ORAS_PULL_PASS` and `ORAS_PUSH_PASS` only.
+
+mod login;
+mod progress;
 
 use std::io;
 use std::path::PathBuf;
@@ -55,6 +59,8 @@ pub struct PullArgs {
     #[command(flatten)]
     pub limits: Limits,
     #[command(flatten)]
+    pub login: login::Login,
+    #[command(flatten)]
     pub cache: CacheArgs,
 }
 
@@ -62,10 +68,11 @@ pub struct PullArgs {
 pub struct PushArgs {
     /// Where to push (`registry/repository:tag`).
     pub reference: String,
-    /// Files and directories, one layer each, titled with their names. A symbolic link is
-    /// refused, never followed; links inside a directory are pushed as links.
+    /// Files and directories, one layer each, titled with their names, as `PATH` or
+    /// `PATH:MEDIA_TYPE` (split at the last ':'; a path holding ':' ends with one: `a:b.txt:`).
+    /// A symbolic link is refused, never followed; links inside a directory are pushed as links.
     #[arg(required = true)]
-    pub paths: Vec<PathBuf>,
+    pub paths: Vec<String>,
     /// The manifest's artifactType.
     #[arg(long, default_value = step_helper::DEFAULT_ARTIFACT_TYPE)]
     pub artifact_type: String,
@@ -74,6 +81,8 @@ pub struct PushArgs {
     pub compression_level: u32,
     #[command(flatten)]
     pub transfer: Transfer,
+    #[command(flatten)]
+    pub login: login::Login,
     #[command(flatten)]
     pub cache: CacheArgs,
 }
@@ -86,6 +95,10 @@ enum ArtifactError {
     Registry(#[from] registry::Error),
     #[error(transparent)]
     Cache(#[from] AccessError),
+    #[error(transparent)]
+    Login(#[from] login::LoginError),
+    #[error(transparent)]
+    FileRef(#[from] step_helper::FileRefError),
     #[error("pulling {reference}")]
     Pull {
         reference: String,
@@ -147,19 +160,16 @@ async fn reach(args: &CacheArgs, direction: Direction) -> Result<Option<Reached>
 }
 
 /// The references (prefixed with the cache's registry when there is one) and a client for them.
-fn client_for(
+async fn client_for(
     references: &[String],
     reached: Option<&Reached>,
-    plain_http: bool,
+    (plain_http, login): (bool, &login::Login),
     direction: Direction,
 ) -> Result<(Vec<Reference>, Registry), ArtifactError> {
     let Some(reached) = reached else {
         let references = parse(references)?;
-        let registry = step_helper::client(
-            &references.iter().collect::<Vec<_>>(),
-            plain_http,
-            direction,
-        )?;
+        let all: Vec<&Reference> = references.iter().collect();
+        let registry = login::client(&all, plain_http, direction, login).await?;
         return Ok((references, registry));
     };
     let prefixed: Vec<String> = references
@@ -187,10 +197,12 @@ async fn pull(args: PullArgs) -> Result<(), ArtifactError> {
     let (references, registry) = client_for(
         &args.references,
         reached.as_ref(),
-        args.transfer.plain_http,
+        (args.transfer.plain_http, &args.login),
         Direction::Pull,
-    )?;
+    )
+    .await?;
     let budget = std::sync::Arc::new(Budget::new(args.limits));
+    let progress = progress::Progress::start(&registry, "pulling");
     for reference in &references {
         let unpack = !args.transfer.no_unpack;
         let pulled = step_helper::pull(&registry, reference, &args.output, unpack, &budget)
@@ -214,6 +226,7 @@ async fn pull(args: PullArgs) -> Result<(), ArtifactError> {
             layers.join(", ")
         );
     }
+    progress.finish();
     Ok(())
 }
 
@@ -222,22 +235,29 @@ async fn push(args: PushArgs) -> Result<(), ArtifactError> {
     let (references, registry) = client_for(
         std::slice::from_ref(&args.reference),
         reached.as_ref(),
-        args.transfer.plain_http,
+        (args.transfer.plain_http, &args.login),
         Direction::Push,
-    )?;
+    )
+    .await?;
     let reference = &references[0];
+    let paths = args
+        .paths
+        .iter()
+        .map(|arg| step_helper::parse_file_ref(arg));
     let request = PushRequest {
-        paths: args.paths,
+        paths: paths.collect::<Result<_, _>>()?,
         unpack: !args.transfer.no_unpack,
         artifact_type: args.artifact_type,
         compression: args.compression_level,
     };
+    let progress = progress::Progress::start(&registry, "pushing");
     let pushed = step_helper::push(&registry, reference, &request)
         .await
         .map_err(|source| ArtifactError::Push {
             reference: reference.to_string(),
             source: Box::new(source),
         })?;
+    progress.finish();
     println!("pushed {} ({})", pushed.reference, pushed.digest);
     Ok(())
 }

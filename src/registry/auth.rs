@@ -101,6 +101,28 @@ pub fn token_scope(repository: &str, challenged: Option<&str>) -> String {
         .unwrap_or_else(|| format!("repository:{repository}:pull"))
 }
 
+/// The client id ocifit names itself with in OAuth2 token requests (the spec requires one).
+pub const OAUTH_CLIENT_ID: &str = "ocifit";
+
+/// The form of an OAuth2 token request exchanging a refresh token (docker's `identitytoken`) for
+/// an access token, as the distribution spec's OAuth2 flow has it: `POST` to the realm.
+pub fn refresh_token_form<'a>(
+    service: Option<&'a str>,
+    scope: &'a str,
+    refresh_token: &'a str,
+) -> Vec<(&'static str, &'a str)> {
+    let mut form = vec![
+        ("grant_type", "refresh_token"),
+        ("client_id", OAUTH_CLIENT_ID),
+        ("refresh_token", refresh_token),
+        ("scope", scope),
+    ];
+    if let Some(service) = service {
+        form.push(("service", service));
+    }
+    form
+}
+
 /// A bearer token and how long it may be used.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Token {
@@ -198,6 +220,26 @@ mod tests {
         assert_eq!(
             token_scope("acme/app", Some("repository:acme/app:pull,push")),
             "repository:acme/app:pull,push"
+        );
+    }
+
+    #[test]
+    fn an_identity_token_is_sent_as_the_refresh_token_grant_with_service_and_scope() {
+        let form = refresh_token_form(Some("registry.example.com"), "repository:a:pull", "rt");
+        assert_eq!(
+            form,
+            vec![
+                ("grant_type", "refresh_token"),
+                ("client_id", "ocifit"),
+                ("refresh_token", "rt"),
+                ("scope", "repository:a:pull"),
+                ("service", "registry.example.com"),
+            ]
+        );
+        assert!(
+            !refresh_token_form(None, "s", "rt")
+                .iter()
+                .any(|(k, _)| *k == "service")
         );
     }
 

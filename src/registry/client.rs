@@ -106,6 +106,15 @@ impl Registry {
         self.inner.restarts
     }
 
+    /// Bytes of blobs streamed either way so far, over every client of the root: what a command
+    /// line shows as its transfer's progress.
+    pub fn streamed_bytes(&self) -> u64 {
+        self.inner
+            .counters
+            .streamed_bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The digest a reference names now: its own digest, or what its tag points at (cached for
     /// the tag TTL; a missing tag for the not-found TTL).
     pub async fn resolve_digest(&self, reference: &Reference) -> Result<String> {

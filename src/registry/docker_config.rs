@@ -21,6 +21,9 @@ pub enum Credentials {
     Basic { username: String, password: String },
     /// A registry token sent as a bearer token as is.
     Bearer(String),
+    /// An OAuth2 refresh token (docker's `identitytoken`): exchanged at the token endpoint with
+    /// the `refresh_token` grant for an access token, never sent to the registry itself.
+    IdentityToken(String),
 }
 
 impl fmt::Debug for Credentials {
@@ -32,6 +35,9 @@ impl fmt::Debug for Credentials {
                 .field("password", &"<redacted>")
                 .finish(),
             Credentials::Bearer(_) => f.debug_tuple("Bearer").field(&"<redacted>").finish(),
+            Credentials::IdentityToken(_) => {
+                f.debug_tuple("IdentityToken").field(&"<redacted>").finish()
+            }
         }
     }
 }
@@ -50,6 +56,10 @@ impl Credentials {
             }
             Credentials::Bearer(token) => {
                 hasher.update(b"bearer\0");
+                hasher.update(token.as_bytes());
+            }
+            Credentials::IdentityToken(token) => {
+                hasher.update(b"identity\0");
                 hasher.update(token.as_bytes());
             }
         }
@@ -85,6 +95,8 @@ struct AuthEntry {
     password: Option<String>,
     #[serde(default)]
     registrytoken: Option<String>,
+    #[serde(default)]
+    identitytoken: Option<String>,
 }
 
 impl DockerConfig {
@@ -96,7 +108,10 @@ impl DockerConfig {
             .map_err(|err| ConfigError::DockerConfig(format!("not JSON: {err}")))?;
         let auths = match value.get("auths") {
             Some(auths) => auths.clone(),
-            None => value,
+            // The legacy `dockercfg` is a map of registry to entry; a config.json without
+            // `auths` (only `credsStore`, `currentContext`, …) has no entries.
+            None if is_legacy_dockercfg(&value) => value,
+            None => serde_json::Value::Object(serde_json::Map::new()),
         };
         let auths: BTreeMap<String, AuthEntry> = serde_json::from_value(auths).map_err(|err| {
             ConfigError::DockerConfig(format!("expected a map of registry to auth entry: {err}"))
@@ -120,6 +135,13 @@ impl DockerConfig {
         DockerConfig {
             entries: vec![(registry.to_string(), credentials)],
         }
+    }
+
+    /// This config with `credentials` for every repository of `registry` ahead of its own
+    /// entries: what the caller chose (a flag, the environment, a credential helper) wins.
+    pub fn with_first(mut self, registry: &str, credentials: Credentials) -> Self {
+        self.entries.insert(0, (registry.to_string(), credentials));
+        self
     }
 
     /// True when the config has no credentials at all.
@@ -155,6 +177,11 @@ fn credentials(entry: &AuthEntry) -> Result<Option<Credentials>, ConfigError> {
     if let Some(token) = entry.registrytoken.as_ref().filter(|t| !t.is_empty()) {
         return Ok(Some(Credentials::Bearer(token.clone())));
     }
+    // Docker writes the refresh token beside an `auth` whose user is often `<token>`: the token
+    // is what authenticates, as with docker itself.
+    if let Some(token) = entry.identitytoken.as_ref().filter(|t| !t.is_empty()) {
+        return Ok(Some(Credentials::IdentityToken(token.clone())));
+    }
     if let (Some(username), Some(password)) = (&entry.username, &entry.password)
         && !username.is_empty()
     {
@@ -178,6 +205,13 @@ fn credentials(entry: &AuthEntry) -> Result<Option<Credentials>, ConfigError> {
         username: username.to_string(),
         password: password.to_string(),
     }))
+}
+
+/// Whether a config without `auths` is the legacy `dockercfg` map: every value an entry object.
+fn is_legacy_dockercfg(value: &serde_json::Value) -> bool {
+    value
+        .as_object()
+        .is_some_and(|map| map.values().all(serde_json::Value::is_object))
 }
 
 /// The kubelet's key for a config location: scheme dropped, `/v1/` or `/v2/` path prefix

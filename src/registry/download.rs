@@ -16,6 +16,7 @@ use super::fetch::Inner;
 use super::manifest::{self, Descriptor, ImageManifest, Manifest, hex};
 use super::reference::{self, Reference};
 use super::restart::BrokeOff;
+use super::stats::Counters;
 use super::transport::Exchange;
 
 impl Registry {
@@ -80,6 +81,7 @@ impl Registry {
             skip: 0,
             breaks: 0,
             target,
+            counters: std::sync::Arc::clone(&self.inner.counters),
         })
     }
 
@@ -170,6 +172,7 @@ pub struct BlobStream {
     breaks: u32,
     idle: Duration,
     target: Target,
+    counters: std::sync::Arc<Counters>,
 }
 
 impl std::fmt::Debug for BlobStream {
@@ -280,6 +283,9 @@ impl BlobStream {
                 self.skip -= skipped;
                 let bytes = bytes.split_off(usize::try_from(skipped).unwrap_or(usize::MAX));
                 self.read += bytes.len() as u64;
+                self.counters
+                    .streamed_bytes
+                    .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 if self.read > self.size {
                     return Err(
                         self.mismatch(format!("more than the {} bytes announced", self.size))

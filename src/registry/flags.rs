@@ -42,14 +42,19 @@ impl RegistryFlags {
             options.credentials = DockerConfig::from_json(&read(path)?)?;
         }
         if let Some(path) = &self.ca_file {
-            let pem = read(path)?;
-            if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
-                return Err(ConfigError::NoCertificate(path.display().to_string()).into());
-            }
-            options.extra_ca_pem.push(pem);
+            options.extra_ca_pem.push(read_ca_file(path)?);
         }
         Ok(options)
     }
+}
+
+/// A `--ca-file`: PEM certificates to trust besides the system's; a file without one is refused.
+pub fn read_ca_file(path: &Path) -> Result<Vec<u8>, Error> {
+    let pem = read(path)?;
+    if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+        return Err(ConfigError::NoCertificate(path.display().to_string()).into());
+    }
+    Ok(pem)
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, Error> {

@@ -3,8 +3,9 @@
 //!
 //! It owns references, the registry protocol (auth, retries, timeouts, size caps, digest
 //! checks), and the caches. It decides which layer, which referrer and which platforms in pure
-//! modules (`layers`, `referrers`, `platforms`, `docker_config`, `retry`, `auth`, `allow`,
-//! `addresses`, `mirrors`); `fence` (the one HTTP client constructor), `transport`, `client` and `clients`
+//! modules (`layers`, `referrers`, `platforms`, `docker_config`, `credential_helpers`, `retry`,
+//! `auth`, `allow`, `addresses`, `mirrors`); `fence` (the one HTTP client constructor),
+//! `transport`, `client` and `clients`
 //! are the thin adapters. Compatibility documents are parsed by the engine, in one call at the
 //! very end (`resolve`). It knows nothing of Kubernetes objects: callers hand it
 //! credentials as a docker config.
@@ -16,6 +17,7 @@ mod backoff;
 mod cache;
 mod client;
 mod clients;
+mod credential_helpers;
 mod docker_config;
 mod download;
 mod error;
@@ -45,10 +47,13 @@ pub use backoff::BackoffPolicy;
 pub use cache::CacheOptions;
 pub use client::{FetchedArtifact, Registry};
 pub use clients::Clients;
+pub use credential_helpers::{
+    CredentialHelpers, HelperAnswer, HelperError, helper_program, read_answer, server_address,
+};
 pub use docker_config::{Credentials, DockerConfig};
 pub use download::BlobStream;
 pub use error::{Access, ConfigError, ContentProblem, Error, ErrorKind, Refusal, Result, Target};
-pub use flags::RegistryFlags;
+pub use flags::{RegistryFlags, read_ca_file};
 pub use inspect::{ImageFacts, InspectError, InspectStats, Inspector, InspectorOptions, Lookup};
 pub use manifest::{Descriptor, ImageManifest, OCI_MANIFEST, sha256_digest};
 pub use mirrors::Mirrors;

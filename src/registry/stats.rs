@@ -17,6 +17,8 @@ pub(crate) struct Counters {
     pub tag_misses: AtomicU64,
     pub referrers_hits: AtomicU64,
     pub referrers_misses: AtomicU64,
+    /// Bytes of blobs streamed either way (`blob_stream`, `push_blob_stream`), for progress.
+    pub streamed_bytes: AtomicU64,
 }
 
 /// Hits and misses of one cache. A caller that waited for another's load counts as a hit.

@@ -282,22 +282,27 @@ impl Transport {
                 why,
             }
         })?;
-        let mut query = vec![("scope", scope)];
-        if let Some(service) = service {
-            query.push(("service", service));
-        }
-        let mut builder = via
-            .http
-            .request(Method::GET, realm)
-            .query(&query)
-            .timeout(self.link.request_timeout);
-        match credentials {
-            Some(Credentials::Basic { username, password }) => {
-                builder = builder.basic_auth(username, Some(password));
+        let builder = match credentials {
+            Some(Credentials::IdentityToken(refresh)) => via
+                .http
+                .request(Method::POST, realm)
+                .form(&auth::refresh_token_form(service, scope, refresh)),
+            _ => {
+                let mut query = vec![("scope", scope)];
+                if let Some(service) = service {
+                    query.push(("service", service));
+                }
+                let builder = via.http.request(Method::GET, realm).query(&query);
+                match credentials {
+                    Some(Credentials::Basic { username, password }) => {
+                        builder.basic_auth(username, Some(password))
+                    }
+                    Some(Credentials::Bearer(token)) => builder.bearer_auth(token),
+                    _ => builder,
+                }
             }
-            Some(Credentials::Bearer(token)) => builder = builder.bearer_auth(token),
-            None => {}
         }
+        .timeout(self.link.request_timeout);
         let response = self.send_builder(request.target, via.http, builder).await?;
         let status = response.status();
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {

@@ -83,11 +83,15 @@ impl Registry {
         let sum = Arc::new(Mutex::new((Sha256::new(), 0u64)));
         let counted = {
             let sum = Arc::clone(&sum);
+            let counters = Arc::clone(&self.inner.counters);
             content.map(move |chunk| {
                 if let Ok(bytes) = &chunk {
                     let mut sum = sum.lock().unwrap_or_else(PoisonError::into_inner);
                     sum.0.update(bytes);
                     sum.1 += bytes.len() as u64;
+                    counters
+                        .streamed_bytes
+                        .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 }
                 chunk
             })

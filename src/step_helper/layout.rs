@@ -33,7 +33,7 @@ pub const EMPTY_CONFIG: &[u8] = b"{}";
 /// A layer pushed, as the manifest lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PushedLayer {
-    pub media_type: &'static str,
+    pub media_type: String,
     pub digest: String,
     pub size: u64,
     pub annotations: BTreeMap<String, String>,
@@ -43,7 +43,7 @@ impl PushedLayer {
     /// A file's layer, titled with its name.
     pub fn file(title: &str, digest: String, size: u64) -> Self {
         PushedLayer {
-            media_type: FILE_MEDIA_TYPE,
+            media_type: FILE_MEDIA_TYPE.to_string(),
             digest,
             size,
             annotations: BTreeMap::from([(TITLE.to_string(), title.to_string())]),
@@ -73,11 +73,19 @@ impl PushedLayer {
             ])
         };
         PushedLayer {
-            media_type: DIRECTORY_MEDIA_TYPE,
+            media_type: DIRECTORY_MEDIA_TYPE.to_string(),
             digest,
             size,
             annotations,
         }
+    }
+
+    /// The layer with the media type the pusher named, if any (`PATH:MEDIA_TYPE`).
+    pub fn of_type(mut self, media_type: Option<String>) -> Self {
+        if let Some(media_type) = media_type {
+            self.media_type = media_type;
+        }
+        self
     }
 }
 
@@ -127,7 +135,7 @@ pub fn manifest_json(
         layers: layers
             .iter()
             .map(|layer| DescriptorOut {
-                media_type: layer.media_type,
+                media_type: &layer.media_type,
                 digest: &layer.digest,
                 size: layer.size,
                 data: None,

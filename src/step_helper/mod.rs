@@ -19,6 +19,7 @@ mod channel;
 pub mod command;
 pub mod credentials;
 mod file_error;
+mod file_ref;
 mod handoff;
 mod inputs;
 mod install;
@@ -32,6 +33,7 @@ mod steps;
 mod unpack;
 
 pub use archive::{ArchiveError, PackCount};
+pub use file_ref::{FileRefError, PushPath, parse_file_ref};
 pub use inputs::INPUTS_NAME;
 pub use install::InstallError;
 pub use launcher::{EXIT_CANNOT_RUN, EXIT_NOT_FOUND, EXIT_PUSH_FAILED, Launch, launch};
@@ -51,26 +53,36 @@ use crate::registry::{self, PrivateRegistries, Reference, Registry, RegistryOpti
 pub const DEFAULT_COMPRESSION: u32 = 1;
 
 /// A registry client for transfers to and from the references' registries, with the credentials
-/// of `direction` from the environment. Those registries (the cache's Service, an address inside
-/// the cluster by nature) are reached whatever they resolve to; redirects and token realms
-/// elsewhere stay behind the fence.
+/// of `direction` from the environment.
 pub fn client(
     references: &[&Reference],
     plain_http: bool,
     direction: credentials::Direction,
 ) -> Result<Registry, registry::Error> {
-    let mut hosts: Vec<&str> = references.iter().map(|r| r.registry()).collect();
-    hosts.sort_unstable();
-    hosts.dedup();
-    let options = RegistryOptions {
+    let mut options = options(references, plain_http);
+    options.credentials = credentials::from_environment(&hosts(references), direction)?;
+    Registry::new(options)
+}
+
+/// Anonymous client options for transfers to and from the references' registries. Those
+/// registries (the cache's Service, an address inside the cluster by nature) are reached whatever
+/// they resolve to; redirects and token realms elsewhere stay behind the fence.
+pub fn options(references: &[&Reference], plain_http: bool) -> RegistryOptions {
+    RegistryOptions {
         plain_http: if plain_http {
-            hosts.iter().map(|h| (*h).to_string()).collect()
+            hosts(references).iter().map(|h| (*h).to_string()).collect()
         } else {
             Vec::new()
         },
-        credentials: credentials::from_environment(&hosts, direction)?,
         private: PrivateRegistries::registries_of(references),
         ..RegistryOptions::default()
-    };
-    Registry::new(options)
+    }
+}
+
+/// The references' registries (`host[:port]`), each once.
+pub fn hosts<'a>(references: &[&'a Reference]) -> Vec<&'a str> {
+    let mut hosts: Vec<&str> = references.iter().map(|r| r.registry()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    hosts
 }

@@ -22,6 +22,7 @@ use super::archive::{self, ArchiveError};
 use super::beneath::{self, BeneathError};
 use super::channel::{self, ChannelWriter, HashingWriter};
 use super::file_error::FileError;
+use super::file_ref::PushPath;
 use super::layout::{self, PushedLayer};
 use crate::registry::{self, BrokeOff, GaveUp, OCI_MANIFEST, Reference, Registry, restarting};
 
@@ -31,8 +32,8 @@ const PARALLEL_LAYERS: usize = 3;
 /// What to push and how.
 #[derive(Debug, Clone)]
 pub struct PushRequest {
-    /// Files and directories, each one layer titled with its name.
-    pub paths: Vec<PathBuf>,
+    /// Files and directories, each one layer titled with its name (of its media type when named).
+    pub paths: Vec<PushPath>,
     /// Directories as `.tar.gz` layers to unpack (true), or kept as `<name>.tar.gz` (false).
     pub unpack: bool,
     /// The manifest's `artifactType`.
@@ -119,6 +120,8 @@ pub struct Source {
     path: PathBuf,
     pub(super) name: String,
     opened: Opened,
+    /// The layer's media type when the command line named one.
+    media_type: Option<String>,
 }
 
 enum Opened {
@@ -176,6 +179,7 @@ impl Source {
             path: self.path.clone(),
             name: self.name.clone(),
             opened,
+            media_type: self.media_type.clone(),
         })
     }
 
@@ -196,6 +200,7 @@ impl Source {
             path: shown.to_path_buf(),
             name,
             opened,
+            media_type: None,
         })
     }
 }
@@ -266,11 +271,18 @@ pub async fn push_sources(
 }
 
 /// The paths opened with their titles, checked before anything is sent.
-fn sources(paths: &[PathBuf]) -> Result<Vec<Source>, PushError> {
+fn sources(paths: &[PushPath]) -> Result<Vec<Source>, PushError> {
     if paths.is_empty() {
         return Err(PushError::Nothing);
     }
-    paths.iter().map(|path| Source::open(path)).collect()
+    paths
+        .iter()
+        .map(|pushed| {
+            let mut source = Source::open(&pushed.path)?;
+            source.media_type = pushed.media_type.clone();
+            Ok(source)
+        })
+        .collect()
 }
 
 /// Pushes one layer, from its start again each time its upload breaks off (a registry replica
@@ -296,7 +308,12 @@ async fn push_layer_once(
     source: Source,
 ) -> Result<PushedLayer, PushError> {
     let (sender, receiver) = channel::channel();
-    let Source { path, name, opened } = source;
+    let Source {
+        path,
+        name,
+        opened,
+        media_type,
+    } = source;
     let produce = {
         let path = path.clone();
         let name = name.clone();
@@ -327,7 +344,8 @@ async fn push_layer_once(
                 PushedLayer::directory(&name, request.unpack, blob.digest, blob.size, tar_digest)
             }
             None => PushedLayer::file(&name, blob.digest, blob.size),
-        }),
+        }
+        .of_type(media_type)),
         // The reading stopped because the upload did: the upload's error is the cause.
         (Err(read), Err(upload)) if read.upload_stopped() => Err(upload.into()),
         (Err(read), _) => Err(read),

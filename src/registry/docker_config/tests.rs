@@ -30,6 +30,7 @@ fn user(config: &DockerConfig, registry: &str, repository: &str) -> Option<Strin
     match config.lookup(registry, repository)? {
         Credentials::Basic { username, .. } => Some(username.clone()),
         Credentials::Bearer(_) => Some("<bearer>".into()),
+        Credentials::IdentityToken(_) => Some("<identity>".into()),
     }
 }
 
@@ -60,6 +61,32 @@ fn registry_token_is_used_as_bearer() {
         c.lookup("r.example.com", "x"),
         Some(&Credentials::Bearer("tok".into()))
     );
+}
+
+#[test]
+fn identity_token_wins_over_the_auth_docker_writes_beside_it() {
+    let json = format!(
+        r#"{{"auths":{{"r.example.com":{{"auth":"{}","identitytoken":"refresh-me"}}}}}}"#,
+        b64("<token>:")
+    );
+    let c = DockerConfig::from_json(json.as_bytes()).unwrap();
+    assert_eq!(
+        c.lookup("r.example.com", "x"),
+        Some(&Credentials::IdentityToken("refresh-me".into()))
+    );
+    let shown = format!("{:?}", c.lookup("r.example.com", "x"));
+    assert!(!shown.contains("refresh-me"), "{shown}");
+}
+
+#[test]
+fn a_config_json_without_auths_has_no_entries_rather_than_an_error() {
+    for json in [
+        r#"{"credsStore":"desktop"}"#,
+        r#"{"currentContext":"default","credHelpers":{"gcr.io":"gcloud"}}"#,
+    ] {
+        let c = DockerConfig::from_json(json.as_bytes()).unwrap();
+        assert!(c.is_empty(), "{json}");
+    }
 }
 
 #[test]

@@ -167,6 +167,68 @@ async fn bearer_token_flow_fetches_with_credentials_and_reuses_the_token() {
     );
 }
 
+/// A registry whose token endpoint takes only the OAuth2 refresh-token grant (`POST`), as a
+/// registry that handed out a docker `identitytoken` does.
+async fn oauth_registry(store: Store, grants: Arc<Mutex<Vec<String>>>) -> FakeRegistry {
+    let realm_host: Arc<Mutex<String>> = Arc::default();
+    let realm = Arc::clone(&realm_host);
+    let fake = FakeRegistry::start(move |r| {
+        if r.path == "/token" {
+            let form = String::from_utf8_lossy(&r.body).into_owned();
+            grants.lock().unwrap().push(format!("{} {form}", r.method));
+            let wanted = [
+                "grant_type=refresh_token",
+                "refresh_token=refresh-me",
+                "client_id=ocifit",
+            ];
+            if r.method == "POST" && wanted.iter().all(|w| form.split('&').any(|p| p == *w)) {
+                return FakeResponse::ok(
+                    "application/json",
+                    br#"{"access_token":"oauth-token","expires_in":300}"#.to_vec(),
+                );
+            }
+            return FakeResponse::status(401);
+        }
+        if r.header("authorization") == Some("Bearer oauth-token") {
+            return store.serve(r);
+        }
+        let challenge = format!(
+            r#"Bearer realm="http://{}/token",service="fake-registry""#,
+            realm.lock().unwrap()
+        );
+        FakeResponse::status(401).header("WWW-Authenticate", &challenge)
+    })
+    .await;
+    *realm_host.lock().unwrap() = fake.host.clone();
+    fake
+}
+
+#[tokio::test]
+async fn a_docker_config_identity_token_is_exchanged_with_the_refresh_token_grant() {
+    let (store, digest) = store_with_artifact(br#"{"version":"v1alpha1","compatibilities":[]}"#);
+    let grants: Arc<Mutex<Vec<String>>> = Arc::default();
+    let fake = oauth_registry(store, Arc::clone(&grants)).await;
+    // As `docker login` writes it into config.json and a pull secret carries it.
+    let config = format!(
+        r#"{{"auths":{{"{}":{{"auth":"PHRva2VuPjo=","identitytoken":"refresh-me"}}}}}}"#,
+        fake.host
+    );
+    let mut opts = options(&fake.host);
+    opts.credentials = ocifit::registry::DockerConfig::from_json(config.as_bytes()).unwrap();
+    let registry = Registry::new(opts).unwrap();
+    let reference = parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap();
+    let fetched = registry.fetch_artifact(&reference).await.unwrap();
+    assert_eq!(fetched.digest, digest);
+    let grants = grants.lock().unwrap().clone();
+    assert_eq!(grants.len(), 1, "{grants:?}");
+    assert!(grants[0].starts_with("POST "), "{grants:?}");
+    assert!(
+        grants[0].contains("scope=repository%3Aacme%2Fcompat%3Apull")
+            && grants[0].contains("service=fake-registry"),
+        "{grants:?}"
+    );
+}
+
 #[tokio::test]
 async fn bearer_registry_without_or_with_wrong_credentials_is_unauthorized_without_leaking() {
     let (store, _) = store_with_artifact(b"{}");

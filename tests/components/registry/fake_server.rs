@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -26,6 +26,8 @@ pub struct FakeRequest {
     pub method: String,
     pub path: String,
     pub headers: HashMap<String, String>,
+    /// The body, read by its Content-Length (a token request's form).
+    pub body: Vec<u8>,
 }
 
 impl FakeRequest {
@@ -181,10 +183,19 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
         }
     }
+    let length: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; length.min(1024 * 1024)];
+    if lines.read_exact(&mut body).await.is_err() {
+        return;
+    }
     let request = FakeRequest {
         method,
         path,
         headers,
+        body,
     };
     log.lock().unwrap().push(request.clone());
     let response = handler(&request);

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{DeleteParams, EvictParams, ListParams, Preconditions};
+use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, Preconditions, Status};
+use kube::api::{ListParams, PostParams};
 use kube::core::{ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
@@ -242,20 +244,28 @@ impl Auditor {
             self.cluster.client.clone(),
             pod.metadata.namespace.as_deref().unwrap_or("default"),
         );
-        let params = EvictParams {
-            delete_options: Some(DeleteParams {
+        let name = pod.name_any();
+        // Our own body, not kube's `EvictParams`: kube-core 5 writes its delete options under
+        // `delete_options`, which the apiserver ignores, so the uid precondition would be lost.
+        let eviction = Eviction {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: pod.metadata.namespace.clone(),
+                ..ObjectMeta::default()
+            },
+            delete_options: Some(DeleteOptions {
                 preconditions: Some(Preconditions {
                     uid: pod.metadata.uid.clone(),
                     resource_version: None,
                 }),
-                ..DeleteParams::default()
+                ..DeleteOptions::default()
             }),
-            ..EvictParams::default()
         };
-        let name = pod.name_any();
+        let post = PostParams::default();
+        let request = api.create_subresource::<_, Status>("eviction", &name, &post, &eviction);
         tracing::info!(pod = %name, namespace = ?pod.namespace(), "evicting a misplaced pod");
         // A call that never answers must not stop the audit's later passes.
-        let Ok(answer) = tokio::time::timeout(EVICTION_TIMEOUT, api.evict(&name, &params)).await
+        let Ok(answer) = tokio::time::timeout(EVICTION_TIMEOUT, request).await
         else {
             tracing::warn!(pod = %name, namespace = ?pod.namespace(), "eviction of a misplaced pod not answered in time; tried again next pass");
             return;

@@ -53,7 +53,10 @@ fn random(bytes: u64) -> Vec<u8> {
 
 fn request(paths: Vec<std::path::PathBuf>) -> PushRequest {
     PushRequest {
-        paths: paths.into_iter().map(super::file_ref::PushPath::plain).collect(),
+        paths: paths
+            .into_iter()
+            .map(super::file_ref::PushPath::plain)
+            .collect(),
         unpack: true,
         artifact_type: "application/vnd.test".into(),
         compression: 1,

@@ -265,8 +265,7 @@ impl Auditor {
         let request = api.create_subresource::<_, Status>("eviction", &name, &post, &eviction);
         tracing::info!(pod = %name, namespace = ?pod.namespace(), "evicting a misplaced pod");
         // A call that never answers must not stop the audit's later passes.
-        let Ok(answer) = tokio::time::timeout(EVICTION_TIMEOUT, request).await
-        else {
+        let Ok(answer) = tokio::time::timeout(EVICTION_TIMEOUT, request).await else {
             tracing::warn!(pod = %name, namespace = ?pod.namespace(), "eviction of a misplaced pod not answered in time; tried again next pass");
             return;
         };

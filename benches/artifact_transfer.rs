@@ -170,7 +170,7 @@ fn main() {
         );
         row(shape, "ocifit", "push", bytes, &push);
         let theirs = registry.reference("bench/sdk:v1");
-        let sdk_push = measure(Command::new(&python).current_dir(work.path()).args([
+        let sdk_push = measure(Command::new(&python).env("TMPDIR", work.path()).current_dir(work.path()).args([
             "-c",
             SDK_PUSH,
             registry.addr(),
@@ -195,6 +195,7 @@ fn main() {
         std::fs::create_dir(&sdk_pulled).unwrap();
         let sdk_pull = measure(
             Command::new(&python)
+                .env("TMPDIR", work.path())
                 .current_dir(&sdk_pulled)
                 .args(["-c", SDK_PULL, registry.addr(), &ours])
                 .arg(&sdk_pulled),
@@ -265,6 +266,7 @@ fn by_store(
     let theirs = directory.reference("bench/sdk-large:v1");
     let sdk_push = measure(
         Command::new(python)
+            .env("TMPDIR", work)
             .current_dir(file.parent().unwrap())
             .args(["-c", SDK_PUSH, directory.addr(), &theirs, "file-000000.dat"]),
     );

@@ -55,8 +55,10 @@ fn python() -> PathBuf {
 
 fn sdk(registry: &Registry, script: &str, request: serde_json::Value, cwd: &Path) -> Output {
     let mut command = std::process::Command::new(python());
+    // The SDK leaves a directory's `.tar.gz` in its temporary directory: the test's, removed with it.
     command
         .current_dir(cwd)
+        .env("TMPDIR", cwd)
         .args(["-c", script, &request.to_string()]);
     logged_in(registry, command)
 }

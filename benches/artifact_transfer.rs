@@ -170,13 +170,12 @@ fn main() {
         );
         row(shape, "ocifit", "push", bytes, &push);
         let theirs = registry.reference("bench/sdk:v1");
-        let sdk_push = measure(Command::new(&python).env("TMPDIR", work.path()).current_dir(work.path()).args([
-            "-c",
-            SDK_PUSH,
-            registry.addr(),
-            &theirs,
-            "data",
-        ]));
+        let sdk_push = measure(
+            Command::new(&python)
+                .env("TMPDIR", work.path())
+                .current_dir(work.path())
+                .args(["-c", SDK_PUSH, registry.addr(), &theirs, "data"]),
+        );
         row(shape, "ORAS Python SDK", "push", bytes, &sdk_push);
 
         // Each pulls what the other pushed: both layouts are read by both.

@@ -32,16 +32,13 @@ fn config(env: &Env, admin: &str) -> Config {
         .expect("a serving certificate");
     std::fs::write(dir.join("tls.crt"), &serving.cert_pem).expect("the certificate");
     std::fs::write(dir.join("tls.key"), &serving.key_pem).expect("the key");
-    let kubeconfig = env.cluster.kubeconfig().display().to_string();
     let (cert, key) = (
         dir.join("tls.crt").display().to_string(),
         dir.join("tls.key").display().to_string(),
     );
     let webhook = free_address();
-    let flags = Flags::parse_from([
+    let mut flags = Flags::parse_from([
         "ocifit",
-        "--kubeconfig",
-        &kubeconfig,
         "--admin-bind-address",
         admin,
         "--webhook-bind-address",
@@ -55,6 +52,8 @@ fn config(env: &Env, admin: &str) -> Config {
         "--lease-namespace",
         "ocifit-system",
     ]);
+    // The cluster flags are the command line's global ones, which `ocifit` hands to `run`.
+    flags.run.kube.kubeconfig = Some(env.cluster.kubeconfig().to_path_buf());
     Config::from_args(&flags.run).expect("a usable configuration")
 }
 

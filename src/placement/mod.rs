@@ -15,8 +15,8 @@ pub mod running_audit;
 pub mod status;
 pub mod way_out;
 
-pub use planner::audit::Finding;
 pub use controller::exec_errors::REASON as EXEC_FORMAT_ERROR_REASON;
+pub use planner::audit::Finding;
 pub use running_audit::{AuditError, AuditRegistry, AuditReport, audit_cluster};
 pub use way_out::{GATE, WayOutError, untaint_all};
 
@@ -42,8 +42,8 @@ use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
 use crate::process::{Feature, Readiness, Shutdown, Tasks, until};
 use crate::registry::{DockerConfig, Inspector, InspectorOptions};
 use crate::telemetry::Metrics;
-use route::GatePods;
 use planner::compiled::{PolicySet, UsablePolicies};
+use route::GatePods;
 
 /// What placement needs from the rest of the process.
 pub struct Parts {

@@ -12,9 +12,9 @@ use k8s_openapi::api::core::v1::Namespace as NamespaceObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::namespaces::{ReadNamespace, name_only};
 use super::planner::compiled::UsablePolicies;
 use super::planner::gate::{GatePlan, Leave, plan};
-use super::namespaces::{ReadNamespace, name_only};
 use super::planner::pod_view::{GatePod, PodView};
 use super::planner::select::{Namespace, select};
 use crate::admission::route::{Planner, Response, Verdict};

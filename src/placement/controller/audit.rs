@@ -27,11 +27,11 @@ use crate::api::placement::Misplaced;
 use crate::classes::grouping::{ARCH_LABEL, OS_LABEL};
 use crate::cluster::ClusterView;
 use crate::cluster::events::Notices;
+use crate::placement::namespaces::read_labels;
 use crate::placement::planner::audit::{
     Misplacement, as_run, audited, judge, node, recreating_owner, to_evict,
 };
 use crate::placement::planner::compiled::UsablePolicies;
-use crate::placement::namespaces::read_labels;
 use crate::placement::planner::release::Note;
 use crate::placement::planner::select::Namespace as SelectedNamespace;
 use crate::platform::NodePlatform;

@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::tally::Tally;
 use super::slots::NamespaceSlots;
+use super::tally::Tally;
 use crate::cluster::ClusterView;
 use crate::cluster::events::Notices;
 use crate::placement::planner::compiled::{PolicySet, UsablePolicies};

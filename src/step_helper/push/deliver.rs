@@ -1,5 +1,5 @@
 //! `deliver`, the native sidecar of a step's pod: waits for the launcher's request (through
-//! [`handoff`](super::handoff)), pushes the staged outputs, answers, and stays until the kubelet
+//! `handoff`), pushes the staged outputs, answers, and stays until the kubelet
 //! stops it after the step.
 
 use std::ffi::{OsStr, OsString};

@@ -1,6 +1,6 @@
 //! Everything the step helper pushes. `ocifit artifact push` (here): files and directories
 //! pushed as one artifact in the ORAS layout. A step's outputs take the same push: the launcher
-//! stages them and asks through [`handoff`], and the sidecar [`deliver`] pushes them and answers.
+//! stages them and asks through `handoff`, and the sidecar `deliver` pushes them and answers.
 //!
 //! A file streams from disk; a directory is archived and compressed on a blocking thread while it
 //! uploads, both hashed on the way (the blob's digest for the registry, the tar's for

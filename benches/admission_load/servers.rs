@@ -22,8 +22,8 @@ use ocifit::artifact_cache::status::{Observed, status};
 use ocifit::image_selection::feed::SharedIndex;
 use ocifit::image_selection::planner::Index;
 use ocifit::image_selection::route::{self as mutate, MutatePods};
-use ocifit::placement::admission::{self as gate, GatePods};
-use ocifit::placement::compiled::{PolicySet, UsablePolicies};
+use ocifit::placement::planner::compiled::{PolicySet, UsablePolicies};
+use ocifit::placement::route::{self as gate, GatePods};
 use ocifit::telemetry::Metrics;
 use serde_json::json;
 

@@ -21,8 +21,8 @@ use ocifit::image_selection::resolution::platform::PlatformLookup;
 use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, Limits, compute};
 use ocifit::image_selection::resolution::{Content, Resolved};
 use ocifit::image_selection::route::MutatePods;
-use ocifit::placement::admission::GatePods;
-use ocifit::placement::compiled::{PolicySet, UsablePolicies};
+use ocifit::placement::planner::compiled::{PolicySet, UsablePolicies};
+use ocifit::placement::route::GatePods;
 use ocifit::registry::Platform;
 use serde_json::{Value, json};
 

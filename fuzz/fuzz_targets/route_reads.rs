@@ -15,7 +15,7 @@ use ocifit::admission::request::Request;
 use ocifit::admission::review::{self, Answer};
 use ocifit::admission::route::Planner;
 use ocifit::image_selection::events::notice;
-use ocifit::placement::pod_view::PodView;
+use ocifit::placement::planner::pod_view::PodView;
 
 mod route_planners;
 

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kube::core::ObjectMeta;
 
-use super::policy::Policy;
-use super::release::{Inspected, Inspection};
+use super::planner::policy::Policy;
+use super::planner::release::{Inspected, Inspection};
 use crate::api::placement::{PlacementPolicy, PlacementPolicySpec};
 use crate::platform::Platform;
 

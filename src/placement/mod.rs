@@ -1,47 +1,22 @@
 //! Platform placement: selected pods land only on nodes where every one of their containers can
-//! run. Admission adds a scheduling gate and a tracking label and nothing else ([`admission`],
-//! over [`gate`] and [`select`]); a controller inspects the images through the registry room,
-//! computes the platforms every container shares ([`platforms`]), and releases the pod in one
-//! update that narrows its node affinity and adds tolerations and preferences ([`release`]), or
-//! holds it with a reason; repeated inspection failures follow the policy's bound ([`failure`]).
-//! [`policy`] reads a stored policy, [`compiled`] holds every policy read once per change of
-//! the store for all who ask, [`credentials`] turns pull Secrets into registry
-//! credentials, [`pull_policy`] says how fresh a tag must be, [`status`] counts a policy's pods.
-//! [`taints`] says which taints node tainting wants on a node; [`retries`] keeps a failed
-//! inspection's backoff against the controller's own writes; [`held`] says what the watch keeps
-//! of a labelled pod and how a decision is written back; [`namespaces`] reads a namespace's
-//! labels when the gate's store does not hold it yet. [`controller`] and [`admission`]
-//! are the thin adapters; [`way_out`] releases every gate by
-//! hand; [`exec_format`] finds containers of released pods that failed with `exec format
-//! error`; [`audit`] judges running pods (for `ocifit placement audit`, whose reads are
-//! [`running_audit`], and the controller's [`controller::audit`]); [`run`] starts it all over the cluster view. Imports no other feature.
-//!
-//! The decision modules are pure: no I/O, time passed in.
+//! run. Laid out as every feature is: [`route`] is `/placement` (a selected pod gets the scheduling
+//! gate and the tracking label, nothing else); [`planner`] decides, pure (selection, the gate, the
+//! platforms every container shares, the release of a gated pod, the audit's verdicts); the
+//! [`controller`] (leader) inspects the images of gated pods through the registry room and
+//! releases them, keeps policies' status, node taints, exec format errors and the audit; [`status`]
+//! counts a policy's pods. The command line's side: [`way_out`] (release every gate, untaint) and
+//! [`running_audit`]. [`run`] starts it all over the cluster view. Imports no other feature.
 
-pub mod admission;
-pub mod audit;
-pub mod compiled;
 pub mod controller;
-pub mod credentials;
-pub mod exec_format;
-pub mod failure;
-pub mod gate;
-pub mod held;
 pub mod namespaces;
-pub mod platforms;
-pub mod pod_view;
-pub mod policy;
-pub mod pull_policy;
-pub mod release;
-pub mod retries;
+pub mod planner;
+pub mod route;
 pub mod running_audit;
-pub mod select;
 pub mod status;
-pub mod taints;
 pub mod way_out;
 
-pub use audit::Finding;
 pub use controller::exec_errors::REASON as EXEC_FORMAT_ERROR_REASON;
+pub use planner::audit::Finding;
 pub use running_audit::{AuditError, AuditRegistry, AuditReport, audit_cluster};
 pub use way_out::{GATE, WayOutError, untaint_all};
 
@@ -67,8 +42,8 @@ use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
 use crate::process::{Feature, Readiness, Shutdown, Tasks, until};
 use crate::registry::{DockerConfig, Inspector, InspectorOptions};
 use crate::telemetry::Metrics;
-use admission::GatePods;
-use compiled::{PolicySet, UsablePolicies};
+use planner::compiled::{PolicySet, UsablePolicies};
+use route::GatePods;
 
 /// What placement needs from the rest of the process.
 pub struct Parts {
@@ -111,9 +86,9 @@ pub fn run(parts: Parts) -> Feature<Route> {
     let client = cluster.client.clone();
     let (policies, policy_watch, pods, pod_watch) = watches(&client);
     let usable = UsablePolicies::default();
-    let releases = Arc::new(controller::released::Tally::default());
-    let exec_errors = Arc::new(controller::released::Tally::default());
-    let misplaced = Arc::new(controller::released::Tally::default());
+    let releases = Arc::new(controller::tally::Tally::default());
+    let exec_errors = Arc::new(controller::tally::Tally::default());
+    let misplaced = Arc::new(controller::tally::Tally::default());
     let mut tasks: Tasks = vec![
         (
             "placement policy watch",
@@ -128,14 +103,14 @@ pub fn run(parts: Parts) -> Feature<Route> {
             "placement node taints",
             until(
                 shutdown.clone(),
-                controller::taints::keep(cluster.clone(), usable.clone()),
+                controller::node_tainting::keep(cluster.clone(), usable.clone()),
             ),
         ),
         (
             "placement status",
             until(
                 shutdown.clone(),
-                controller::status::keep(controller::status::Keeper {
+                controller::status_write::keep(controller::status_write::Keeper {
                     cluster: cluster.clone(),
                     policies: usable.clone(),
                     pods: pods.clone(),
@@ -207,7 +182,7 @@ fn gate_route(
 ) {
     let (store, namespace_watch) = namespaces(client);
     let route = Route::new(
-        admission::PATH,
+        route::PATH,
         GatePods {
             policies: usable.clone(),
             namespaces: store.store(),
@@ -258,7 +233,7 @@ fn watches(
             watcher::Config::default(),
         )
         .backoff(crate::process::watch_backoff())
-        .modify(policy::trim),
+        .modify(planner::policy::trim),
         "placementpolicies",
     );
     // Only the pods carrying the tracking label and not yet released (the store never holds
@@ -267,11 +242,11 @@ fn watches(
         watcher(
             Api::<Pod>::all(client.clone()),
             watcher::Config::default()
-                .labels(&held::watched().to_string())
+                .labels(&planner::held::watched().to_string())
                 .page_size(UNTRUSTED_LIST_PAGE),
         )
         .backoff(crate::process::watch_backoff())
-        .modify(held::trim),
+        .modify(planner::held::trim),
         "placement pods",
     );
     (policies, policy_watch, pods, pod_watch)

@@ -1,7 +1,7 @@
 //! The reads behind `ocifit placement audit`: the policies, namespaces, nodes and running pods
 //! through the user's kubeconfig, and every image of the selected pods once from its registry (by
 //! the digest its node ran, when the runtime reports one), judged by the controller's own
-//! decisions ([`super::audit`]). Thin: nothing is decided here.
+//! decisions ([`super::planner::audit`]). Thin: nothing is decided here.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -11,10 +11,10 @@ use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde::Serialize;
 
-use super::audit::{Finding, as_run, audited, judge, node};
-use super::compiled::{PolicySet, UsablePolicies};
-use super::release::{Inspected, Inspection, InspectionFailure, containers};
-use super::select::Namespace as SelectedNamespace;
+use super::planner::audit::{Finding, as_run, audited, judge, node};
+use super::planner::compiled::{PolicySet, UsablePolicies};
+use super::planner::release::{Inspected, Inspection, InspectionFailure, containers};
+use super::planner::select::Namespace as SelectedNamespace;
 use crate::api::PlacementPolicy;
 use crate::classes::grouping::{ARCH_LABEL, OS_LABEL};
 use crate::platform::NodePlatform;

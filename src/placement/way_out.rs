@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{ListParams, Patch};
 use kube::{Api, Client, ResourceExt};
 
-use super::taints;
+use super::planner::taints;
 use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
 use crate::cluster::gates::Gate;
 use crate::cluster::guarded_patch::{ATTEMPTS, patch_as_read};

@@ -19,8 +19,8 @@ use rustix::process::{Pid, Signal, kill_process};
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::handoff::{self, Outcome, Request};
 use super::inputs;
+use super::push::handoff::{self, Outcome, Request};
 use crate::telemetry::error_chain;
 
 /// The step succeeded but its outputs were not pushed (EX_TEMPFAIL: another try may succeed).

@@ -1,14 +1,14 @@
 //! The step helper: the program ocifit's image runs inside a step's pod (`ocifit artifact …`),
 //! not in the operator. `prepare` (the init container) installs the launcher and pulls the
 //! inputs, `launch` runs the step's command and hands its outputs over, `deliver` (the native
-//! sidecar) pushes them; `pull` and `push` move artifacts by hand. `prepare` and `deliver` report
-//! what they moved (`report`) in their container's termination message, which the artifact cache
-//! counts.
+//! sidecar) pushes them: what a step pushes, and how, is all in `push`. `pull` and `push` also move
+//! artifacts by hand. `prepare` and `deliver` report what they moved (`report`) in their
+//! container's termination message, which the artifact cache counts.
 //!
 //! Its command line is defined once (`command`): the artifact cache's step planner writes the
 //! containers' arguments with it and `ocifit artifact` parses them with it. Pure parts: `layout`
 //! (the ORAS layout both ways), `command`, `report`, `limits` (what one pull may write). Adapters: `archive` (packing), `unpack`, `channel`, `pull`,
-//! `push` (bytes between disk and registry), `install`, `launcher`, `handoff`, `steps`. Built on
+//! `push` (bytes between disk and registry), `install`, `launcher`, `prepare`. Built on
 //! the registry client and telemetry; knows nothing of the cluster.
 
 mod archive;
@@ -20,16 +20,15 @@ pub mod command;
 pub mod credentials;
 mod file_error;
 mod file_ref;
-mod handoff;
 mod inputs;
 mod install;
 mod launcher;
 mod layout;
 pub mod limits;
+mod prepare;
 mod pull;
 mod push;
 pub mod report;
-mod steps;
 mod unpack;
 
 pub use archive::{ArchiveError, PackCount};
@@ -41,9 +40,9 @@ pub use layout::{
     DEFAULT_ARTIFACT_TYPE, DIRECTORY_MEDIA_TYPE, FILE_MEDIA_TYPE, LayoutError, TAR_DIGEST, TITLE,
     UNPACK,
 };
+pub use prepare::{PrepareError, prepare};
 pub use pull::{PullError, Pulled, PulledLayer, pull};
-pub use push::{PushError, PushRequest, Pushed, push};
-pub use steps::{PUSH_TIMEOUT, PrepareError, deliver, prepare};
+pub use push::{PUSH_TIMEOUT, PushError, PushRequest, Pushed, deliver, push};
 pub use unpack::UnpackCount;
 
 use crate::registry::{self, PrivateRegistries, Reference, Registry, RegistryOptions};

@@ -677,6 +677,123 @@ fn the_checker_sees_cli_reaching_past_a_features_face() {
     assert!(reaches_past_face(&krate, &src, "image_selection").is_empty());
 }
 
+/// The parts of a feature that decide without I/O: its `planner/` (and image selection's
+/// `resolution/`, which `ocifit resolve` shares).
+const PURE_PARTS: &[&str] = &["planner", "resolution"];
+
+/// The parts every feature has, each a file (`NAME.rs`) or a folder.
+const EVERY_FEATURE_HAS: &[&str] = &["route", "planner", "controller"];
+
+/// What is wrong with the layout of one feature whose files are `files` (paths under the
+/// feature): a part of [`EVERY_FEATURE_HAS`] missing, or two files of one name that are both pure
+/// or both adapters (one name means one thing: `planner/X.rs` decides what the adapter `X.rs`
+/// carries out, and nothing else is named alike).
+fn layout_faults(feature: &str, files: &[PathBuf]) -> Vec<String> {
+    let mut faults = Vec::new();
+    for part in EVERY_FEATURE_HAS {
+        let present = files
+            .iter()
+            .any(|file| file == Path::new(&format!("{part}.rs")) || file.starts_with(part));
+        if !present {
+            faults.push(format!("src/{feature} has no {part}.rs nor {part}/"));
+        }
+    }
+    let mut by_name: BTreeMap<(String, bool), Vec<String>> = BTreeMap::new();
+    for file in files {
+        let name = file
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let test_only =
+            file.iter().any(|part| part == "tests") || name == "tests.rs" || name == "fixtures.rs";
+        if name == "mod.rs" || test_only {
+            continue;
+        }
+        let pure = file
+            .iter()
+            .any(|part| PURE_PARTS.iter().any(|pure| part == *pure));
+        by_name
+            .entry((name, pure))
+            .or_default()
+            .push(file.display().to_string());
+    }
+    for ((name, pure), alike) in by_name {
+        if alike.len() > 1 {
+            let kind = if pure { "pure" } else { "adapters" };
+            faults.push(format!(
+                "src/{feature}: {} are all {name} and all {kind}: name each for what it does",
+                alike.join(", ")
+            ));
+        }
+    }
+    faults
+}
+
+#[test]
+fn every_feature_is_laid_out_alike() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let (_, features) = FLOORS
+        .iter()
+        .find(|(name, _)| *name == "features")
+        .expect("a features floor");
+    let faults: Vec<String> = features
+        .iter()
+        .flat_map(|feature| {
+            let mut files = Vec::new();
+            rust_files(&src.join(feature), &mut files);
+            let files: Vec<PathBuf> = files
+                .iter()
+                .filter_map(|file| file.strip_prefix(src.join(feature)).ok())
+                .map(Path::to_path_buf)
+                .collect();
+            layout_faults(feature, &files)
+        })
+        .collect();
+    assert!(
+        faults.is_empty(),
+        "features laid out otherwise (see docs/architecture.md, \"Inside a feature\"):\n{}",
+        faults.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_sees_a_feature_laid_out_otherwise() {
+    let files = |paths: &[&str]| -> Vec<PathBuf> { paths.iter().map(PathBuf::from).collect() };
+    assert!(
+        layout_faults(
+            "placement",
+            &files(&[
+                "route.rs",
+                "status.rs",
+                "planner/taints.rs",
+                "controller/taints.rs",
+                "controller/status_write.rs",
+                "route/tests.rs",
+                "planner/release/tests.rs",
+                "controller/tests.rs",
+            ])
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        layout_faults(
+            "placement",
+            &files(&[
+                "admission.rs",
+                "planner/gate.rs",
+                "status.rs",
+                "controller/status.rs"
+            ])
+        ),
+        [
+            "src/placement has no route.rs nor route/",
+            "src/placement: status.rs, controller/status.rs are all status.rs and all adapters: \
+             name each for what it does",
+        ]
+    );
+}
+
 /// `docs/architecture.md` draws the house from the code: its floors table is [`FLOORS`] and every
 /// `src/` path it names exists, so a room moved, added or renamed without the page fails here.
 #[test]
@@ -685,9 +802,9 @@ fn docs_architecture_draws_the_floors_and_names_only_paths_that_exist() {
     let page = std::fs::read_to_string(root.join("docs/architecture.md")).expect("the page");
     let drawn: Vec<(String, Vec<String>)> = page
         .lines()
-        .filter(|line| {
-            line.starts_with("| ") && !line.starts_with("| floor") && !line.starts_with("|---")
-        })
+        .skip_while(|line| !line.starts_with("| floor"))
+        .skip(2)
+        .take_while(|line| line.starts_with("| "))
         .map(|line| {
             let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
             let rooms = cells[1]

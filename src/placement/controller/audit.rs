@@ -1,7 +1,7 @@
 //! The controller's audit of running pods (leader only), every `--placement-audit-interval` (off
 //! by default): the running pods are listed a page at a time (a list, not a watch: between passes
 //! only the uids of the misplaced pods already reported are kept), each is judged by the audit's
-//! decisions ([`crate::placement::audit`]) over the same inspections the planner reads (the shared
+//! decisions ([`crate::placement::planner::audit`]) over the same inspections the planner reads (the shared
 //! cache), and each misplaced pod is reported once, the way exec format errors are: a Warning
 //! Event `Misplaced` on the pod and its owner (through the Events queue and its per-namespace
 //! share), `ocifit_misplaced_pods_total`, the policy's `status.pods.misplaced`. With
@@ -22,18 +22,18 @@ use kube::{Api, ResourceExt};
 
 use super::Context;
 use super::pod_inputs::{inspections, pull_secrets};
-use super::released::Tally;
+use super::tally::Tally;
 use crate::api::placement::Misplaced;
 use crate::classes::grouping::{ARCH_LABEL, OS_LABEL};
 use crate::cluster::ClusterView;
 use crate::cluster::events::Notices;
-use crate::placement::audit::{
+use crate::placement::namespaces::read_labels;
+use crate::placement::planner::audit::{
     Misplacement, as_run, audited, judge, node, recreating_owner, to_evict,
 };
-use crate::placement::compiled::UsablePolicies;
-use crate::placement::namespaces::read_labels;
-use crate::placement::release::Note;
-use crate::placement::select::Namespace as SelectedNamespace;
+use crate::placement::planner::compiled::UsablePolicies;
+use crate::placement::planner::release::Note;
+use crate::placement::planner::select::Namespace as SelectedNamespace;
 use crate::platform::NodePlatform;
 use crate::registry::{DockerConfig, Inspector};
 use crate::telemetry::Metrics;
@@ -44,7 +44,7 @@ pub const REASON: &str = "Misplaced";
 pub const EVICTED: &str = "EvictedMisplaced";
 /// Running pods listed per request.
 const PAGE: u32 = 100;
-/// Least time between two evictions: at most [`crate::placement::audit::EVICTIONS_PER_PASS`]
+/// Least time between two evictions: at most [`crate::placement::planner::audit::EVICTIONS_PER_PASS`]
 /// pods a pass, spread so the replacements' inspections and scheduling keep up.
 pub const EVICTION_SPACING: Duration = Duration::from_secs(1);
 

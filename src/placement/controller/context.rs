@@ -10,13 +10,13 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::released::Tally;
 use super::slots::NamespaceSlots;
+use super::tally::Tally;
 use crate::cluster::ClusterView;
 use crate::cluster::events::Notices;
-use crate::placement::compiled::{PolicySet, UsablePolicies};
-use crate::placement::policy::{Policy, PolicyError};
-use crate::placement::retries::Retries;
+use crate::placement::planner::compiled::{PolicySet, UsablePolicies};
+use crate::placement::planner::policy::{Policy, PolicyError};
+use crate::placement::planner::retries::Retries;
 use crate::registry::{DockerConfig, Inspector};
 use crate::telemetry::Metrics;
 

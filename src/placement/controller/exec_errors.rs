@@ -17,16 +17,16 @@ use kube::runtime::watcher::Event;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
-use super::released::Tally;
+use super::tally::Tally;
 use crate::api::placement::pod::{OUTCOME_ANNOTATION, POLICY_LABEL};
 use crate::cluster::ClusterView;
 use crate::cluster::events::Notices;
 use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
-use crate::placement::exec_format::{
+use crate::placement::planner::exec_format::{
     Failure, Known, Seen, describe, failures, inspected_digest, spec_image,
 };
-use crate::placement::held;
-use crate::placement::release::Note;
+use crate::placement::planner::held;
+use crate::placement::planner::release::Note;
 use crate::platform::NodePlatform;
 use crate::registry::{Inspector, parse_reference};
 use crate::telemetry::Metrics;

@@ -1,21 +1,21 @@
 //! The placement controller (leader only): every pod carrying ocifit's tracking label is watched
 //! (a label selector, so the store holds only those pods, not the cluster's), the gated ones are
 //! reconciled ([`reconcile`]) as they appear and again when their retry is due, all of them on
-//! becoming leader; the policies' status counts and `Ready` condition are kept by [`status`]
-//! (with the releases tallied by [`released`]: a released pod leaves the watch), node tainting
-//! by [`taints`]; released pods whose containers fail with `exec format error` are reported by
+//! becoming leader; the policies' status counts and `Ready` condition are written by
+//! [`status_write`] (with the releases tallied by [`tally`]: a released pod leaves the watch), node
+//! tainting by [`node_tainting`]; released pods whose containers fail with `exec format error` are reported by
 //! [`exec_errors`]; running pods on the wrong platform are found, reported and, when a policy
 //! says so, evicted by [`audit`].
 
 pub mod audit;
 pub mod context;
 pub mod exec_errors;
+pub mod node_tainting;
 pub mod pod_inputs;
 pub mod reconcile;
-pub mod released;
 pub mod slots;
-pub mod status;
-pub mod taints;
+pub mod status_write;
+pub mod tally;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -23,12 +23,12 @@ use super::pod_inputs::{inspections, pull_secrets};
 use crate::api::PlacementPolicy;
 use crate::api::placement::pod::{Outcome, POLICY_LABEL, SCHEDULING_GATE};
 use crate::cluster::events::{Notice, Notices};
-use crate::placement::held::release_patch;
 use crate::placement::namespaces::read_labels;
-use crate::placement::policy::Policy;
-use crate::placement::release::{self, Note, ReleasePlan};
-use crate::placement::retries::images;
-use crate::placement::select::{Namespace, NotSelected, recheck};
+use crate::placement::planner::held::release_patch;
+use crate::placement::planner::policy::Policy;
+use crate::placement::planner::release::{self, Note, ReleasePlan};
+use crate::placement::planner::retries::images;
+use crate::placement::planner::select::{Namespace, NotSelected, recheck};
 use tracing::Instrument;
 
 use crate::telemetry::{Controller, ReconcileResult, reconcile_span};

@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::*;
 use crate::placement::fixtures::{gate_names, labelled, map, pod, policy, without_the_gate};
-use crate::placement::policy::Policy;
-use crate::placement::select::{Exclusion, Selection};
+use crate::placement::planner::policy::Policy;
+use crate::placement::planner::select::{Exclusion, Selection};
 
 fn patched(pod: &Pod, patch: &Patch) -> Pod {
     let mut value = serde_json::to_value(pod).unwrap();

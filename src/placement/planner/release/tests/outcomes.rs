@@ -16,7 +16,10 @@ fn containers_with_no_common_platform_are_held_with_a_message_naming_them() {
         context(&policy, &none, 3),
     );
     assert_eq!(plan.outcome, Some(Outcome::Held));
-    assert_eq!(plan.requeue, Some(crate::placement::failure::LONGEST_RETRY));
+    assert_eq!(
+        plan.requeue,
+        Some(crate::placement::planner::failure::LONGEST_RETRY)
+    );
     assert!(gate_names(&plan.pod).contains(&SCHEDULING_GATE));
     assert_eq!(annotation(&plan.pod, OUTCOME_ANNOTATION), Some("Held"));
     let event = &plan.events[0];
@@ -144,7 +147,10 @@ fn giving_up_with_hold_keeps_the_gate_and_keeps_trying() {
         context(&policy, &none, 600),
     );
     assert_eq!(plan.outcome, Some(Outcome::Held));
-    assert_eq!(plan.requeue, Some(crate::placement::failure::LONGEST_RETRY));
+    assert_eq!(
+        plan.requeue,
+        Some(crate::placement::planner::failure::LONGEST_RETRY)
+    );
     assert!(gate_names(&plan.pod).contains(&SCHEDULING_GATE));
 }
 
@@ -298,7 +304,7 @@ fn containers_that_never_pull_their_image_are_not_inspected() {
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(names, ["setup", "web", "metrics"]);
-    assert_eq!(crate::placement::retries::images(&pod), "s\nw\nm");
+    assert_eq!(crate::placement::planner::retries::images(&pod), "s\nw\nm");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The pods the controller released, and the exec format errors of released pods, per policy. A
-//! released pod leaves every replica's pod store (see `placement::held`), so
+//! released pod leaves every replica's pod store (see `placement::planner::held`), so
 //! `status.pods.released` and `status.pods.execFormatErrors` cannot be counted from it: each
 //! release written, and each failure reported, is tallied here ([`Tally`]), and the status keeper
 //! adds the tally to the policy's running total ([`Totals`]) when it writes the status, so its

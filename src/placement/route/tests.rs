@@ -17,10 +17,10 @@ use kube::ResourceExt;
 use crate::admission::review::tests::apiserver_review;
 use crate::admission::route::Route;
 use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
-use crate::placement::compiled::PolicySet;
 use crate::placement::fixtures::{labelled, map, pod, policy, without_the_gate};
 use crate::placement::namespaces::ReadNamespace;
-use crate::placement::policy::Policy;
+use crate::placement::planner::compiled::PolicySet;
+use crate::placement::planner::policy::Policy;
 
 fn namespaces(labelled: &[(&str, &[(&str, &str)])]) -> Store<PartialObjectMeta<NamespaceObject>> {
     let mut writer = Writer::<PartialObjectMeta<NamespaceObject>>::default();

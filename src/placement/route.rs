@@ -12,11 +12,11 @@ use k8s_openapi::api::core::v1::Namespace as NamespaceObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::compiled::UsablePolicies;
-use super::gate::{GatePlan, Leave, plan};
 use super::namespaces::{ReadNamespace, name_only};
-use super::pod_view::{GatePod, PodView};
-use super::select::{Namespace, select};
+use super::planner::compiled::UsablePolicies;
+use super::planner::gate::{GatePlan, Leave, plan};
+use super::planner::pod_view::{GatePod, PodView};
+use super::planner::select::{Namespace, select};
 use crate::admission::route::{Planner, Response, Verdict};
 
 /// The path the webhook configuration's second webhook calls.

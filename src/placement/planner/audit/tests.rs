@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::*;
 use crate::placement::fixtures::{inspected, labelled, map, platform, pod, policy};
-use crate::placement::release::InspectionFailure;
+use crate::placement::planner::release::InspectionFailure;
 
 const OWN: &str = "ocifit-system";
 

@@ -3,7 +3,7 @@
 //! counts are recomputed from the compiled policies and the pod store (which holds no released
 //! pod) when the policies are compiled anew, a watched pod changes, a release is written or an
 //! exec format error reported, at most once per [`PAUSE`]; the released and exec format error
-//! counts are running totals those add to ([`super::released`]). Written only when it differs
+//! counts are running totals those add to ([`super::tally`]). Written only when it differs
 //! from what is stored.
 
 use std::collections::BTreeMap;
@@ -17,12 +17,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
-use super::released::{Tally, Totals};
+use super::tally::{Tally, Totals};
 use crate::api::placement::{PlacementPolicyStatus, PlacementReason, PodCounts};
 use crate::api::{ConditionType, FIELD_MANAGER, PlacementPolicy, WantedCondition, merge_condition};
 use crate::cluster::ClusterView;
 use crate::cluster::reflected::Reflected;
-use crate::placement::compiled::{Compiled, PolicySet, UsablePolicies};
+use crate::placement::planner::compiled::{Compiled, PolicySet, UsablePolicies};
 use crate::placement::status::{counts, gates};
 use crate::telemetry::Metrics;
 

@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::{Affinity, PodSpec};
 
 use super::{describe, requirements};
 use crate::classes::selection::{SelectionError, narrow};
-use crate::placement::platforms::Common;
-use crate::placement::policy::Policy;
+use crate::placement::planner::platforms::Common;
+use crate::placement::planner::policy::Policy;
 
 /// The pod's new affinity and what it allows.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,7 +10,7 @@ use crate::api::placement::pod::{
     PLATFORMS_ANNOTATION,
 };
 use crate::placement::fixtures::{inspected, policy};
-use crate::placement::release;
+use crate::placement::planner::release;
 use kube::core::SelectorExt;
 
 /// A pod as the apiserver sends it: gated (or not), with what a pod author may pile on.

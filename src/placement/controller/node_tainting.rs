@@ -13,8 +13,8 @@ use kube::{Api, ResourceExt};
 
 use crate::cluster::ClusterView;
 use crate::cluster::reflected::Change;
-use crate::placement::compiled::UsablePolicies;
-use crate::placement::taints::plan;
+use crate::placement::planner::compiled::UsablePolicies;
+use crate::placement::planner::taints::plan;
 
 /// Least time between two passes over every node.
 const PAUSE: Duration = Duration::from_millis(500);

@@ -1,6 +1,6 @@
-//! What the helper containers of a step's pod run: `prepare` (the init container: installs the
-//! launcher, pulls the inputs) and `deliver` (the native sidecar: waits for the launcher's request,
-//! pushes the staged outputs, answers, and stays until the kubelet stops it after the step).
+//! `deliver`, the native sidecar of a step's pod: waits for the launcher's request (through
+//! `handoff`), pushes the staged outputs, answers, and stays until the kubelet
+//! stops it after the step.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -9,75 +9,13 @@ use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::beneath::{self, BeneathError};
-use super::file_error::{self, FileError};
 use super::handoff::{self, BadId, Outcome, Request};
-use super::inputs::{MergeError, Merged};
-use super::install::{self, InstallError};
-use super::limits::{Budget, Limits};
-use super::push::{PushError, Source, push_sources};
-use super::report::Report;
-use super::{PullError, PushRequest, pull};
+use super::{PushError, PushRequest, Source, push_sources};
 use crate::registry::{Reference, Registry};
+use crate::step_helper::beneath::{self, BeneathError};
+use crate::step_helper::layout::DEFAULT_ARTIFACT_TYPE;
+use crate::step_helper::report::Report;
 use crate::telemetry::error_chain;
-
-/// Why preparing a step failed.
-#[derive(Debug, thiserror::Error)]
-pub enum PrepareError {
-    #[error("failed to install the launcher")]
-    Install(#[from] InstallError),
-    #[error("failed to pull input {reference}")]
-    Pull {
-        reference: String,
-        #[source]
-        source: PullError,
-    },
-    #[error(transparent)]
-    Merge(#[from] MergeError),
-    #[error(transparent)]
-    Io(#[from] FileError),
-}
-
-/// Installs the launcher into `launcher` (when given) and pulls each input, in order, merged into
-/// `into`: each is pulled on its own beside the others (same volume, so moving it in is a rename),
-/// then merged, a file in two inputs an error naming both. All inputs together write within
-/// `limits`. What was pulled is added to `report`.
-pub async fn prepare(
-    registry: &Registry,
-    inputs: &[Reference],
-    into: &Path,
-    (unpack, limits): (bool, Limits),
-    launcher: Option<&Path>,
-    report: &mut Report,
-) -> Result<(), PrepareError> {
-    if let Some(dir) = launcher {
-        install::install_self(dir)?;
-        tracing::info!(dir = %dir.display(), "launcher installed");
-    }
-    let mut merged = Merged::default();
-    let budget = std::sync::Arc::new(Budget::new(limits));
-    for (n, reference) in inputs.iter().enumerate() {
-        let alone = into.join(format!(".ocifit-input-{n}"));
-        let started = std::time::Instant::now();
-        let pulled = pull(registry, reference, &alone, unpack, &budget)
-            .await
-            .map_err(|source| PrepareError::Pull {
-                reference: reference.whole(),
-                source,
-            })?;
-        report.moved(pulled.layers.iter().map(|l| l.size), started.elapsed());
-        merged.add(&alone, into, &reference.whole())?;
-        // Only the directories merged into others are left, empty.
-        std::fs::remove_dir_all(&alone).map_err(file_error::at("remove", &alone))?;
-        let layers: Vec<String> = pulled
-            .layers
-            .iter()
-            .map(|l| l.path.display().to_string())
-            .collect();
-        tracing::info!(reference = %pulled.reference, digest = %pulled.digest, layers = ?layers, "input pulled");
-    }
-    Ok(())
-}
 
 /// Serves the launcher's requests from `run` until SIGTERM: each pushed to `to` and answered. A
 /// request that cannot be served (a forged or broken one: the step's code can write `run`) is
@@ -165,7 +103,7 @@ async fn deliver_one(
     let request = PushRequest {
         paths: Vec::new(),
         unpack,
-        artifact_type: super::DEFAULT_ARTIFACT_TYPE.to_string(),
+        artifact_type: DEFAULT_ARTIFACT_TYPE.to_string(),
         compression,
     };
     let started = std::time::Instant::now();

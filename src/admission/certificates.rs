@@ -47,7 +47,7 @@ impl CertificateSink for ServingCert {
 
 /// What the managed certificates are kept in, and how often they are looked at.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
+pub struct CertificateSettings {
     /// The operator's namespace: where the Secret lives, and the Service's namespace.
     pub namespace: String,
     /// The Secret holding the CA and the serving certificate.
@@ -69,11 +69,11 @@ pub struct Settings {
     pub retry: Duration,
 }
 
-impl Settings {
-    /// Settings with the default cadence: the Secret checked hourly, the caBundle every minute,
+impl CertificateSettings {
+    /// CertificateSettings with the default cadence: the Secret checked hourly, the caBundle every minute,
     /// ten seconds between the steps of a CA change, a failure retried after ten seconds.
     pub fn new(namespace: &str, secret: &str, service: &str, configuration: &str) -> Self {
-        Settings {
+        CertificateSettings {
             namespace: namespace.to_owned(),
             secret: secret.to_owned(),
             service: service.to_owned(),

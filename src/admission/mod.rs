@@ -52,12 +52,12 @@ pub enum CertificateSource {
         key: PathBuf,
     },
     /// Issued and kept by the operator itself.
-    Managed(certificates::Settings),
+    Managed(certificates::CertificateSettings),
 }
 
 /// How the host serves.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub struct HostSettings {
     /// The HTTPS address.
     pub bind: SocketAddr,
     /// The serving certificate's source.
@@ -82,7 +82,7 @@ pub struct Running {
     /// The serving certificate (readiness waits until one is loaded).
     pub cert: Arc<ServingCert>,
     /// Its long-lived tasks, by name: the server (once `shutdown` resolves it keeps serving
-    /// for [`Settings::shutdown_delay`], then answers in-flight requests and ends) and the
+    /// for [`HostSettings::shutdown_delay`], then answers in-flight requests and ends) and the
     /// certificate's source (ends with `shutdown`).
     pub tasks: Tasks,
 }
@@ -90,7 +90,7 @@ pub struct Running {
 /// Binds the host for `routes`. `leading` (whether this replica leads) gates the managed
 /// certificates' writes; `client` is needed by them only.
 pub fn serve(
-    settings: Settings,
+    settings: HostSettings,
     routes: Vec<Route>,
     metrics: Arc<Metrics>,
     client: kube::Client,

@@ -59,7 +59,7 @@ pub struct Owned {
 
 /// What the controller is told at start.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub struct CacheControllerSettings {
     /// ocifit's own namespace (each cache's NetworkPolicy admits it).
     pub own_namespace: String,
     /// The registry images a cache may deploy (`--artifact-cache-images`).
@@ -70,7 +70,7 @@ struct Context {
     cluster: ClusterView,
     reporter: EventReporter,
     owned: Owned,
-    settings: Settings,
+    settings: CacheControllerSettings,
     metrics: Arc<Metrics>,
 }
 
@@ -81,7 +81,7 @@ pub fn controller(
     reporter: EventReporter,
     caches: &Reflected<ArtifactCache>,
     owned: Owned,
-    settings: Settings,
+    settings: CacheControllerSettings,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> BoxFuture<'static, ()> {
@@ -217,7 +217,7 @@ async fn deploy(
         return Ok(status::refused(cache, reason, message, recorded, now));
     }
     let credentials = credentials(ctx, cache, recorded).await?;
-    let settings = desired::Settings {
+    let settings = desired::CacheEnvironment {
         own_namespace: &ctx.settings.own_namespace,
         credentials: credentials.as_deref(),
     };

@@ -26,7 +26,7 @@ use crate::api::{
     REGISTRY_PORT,
 };
 
-use deployment::{Auth, Parts, Store};
+use deployment::{Auth, DeploymentInputs, Store};
 
 pub use object_store::{Endpoint, HTTP_SECRET_KEY, endpoint};
 
@@ -48,7 +48,7 @@ pub struct Desired {
 
 /// What the objects depend on besides the cache.
 #[derive(Debug, Clone, Copy)]
-pub struct Settings<'a> {
+pub struct CacheEnvironment<'a> {
     /// ocifit's own namespace: the NetworkPolicy admits it besides the cache's.
     pub own_namespace: &'a str,
     /// The Secret ocifit generated for the cache (its status' `credentialsSecret`); unused when
@@ -126,7 +126,7 @@ pub fn owned_by(object: &ObjectMeta, cache: &ArtifactCache) -> bool {
 /// The objects of `cache`, or `None` when it deploys nothing (`deploy: false`).
 pub fn desired(
     cache: &ArtifactCache,
-    settings: Settings<'_>,
+    settings: CacheEnvironment<'_>,
 ) -> Result<Option<Desired>, DesiredError> {
     if !cache.spec.deploy {
         return Ok(None);
@@ -175,7 +175,7 @@ pub fn desired(
     };
     let deployment = deployment::deployment(
         cache,
-        Parts {
+        DeploymentInputs {
             metadata: metadata(name.clone()),
             labels: &labels,
             selector: &selector,

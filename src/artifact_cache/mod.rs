@@ -21,7 +21,7 @@ pub mod secret;
 pub mod status;
 mod transfers;
 
-pub use controller::Settings;
+pub use controller::CacheControllerSettings;
 pub use desired::object_name;
 pub use held::{GATE, HoldRules};
 pub use planner::{
@@ -44,7 +44,7 @@ use crate::telemetry::Metrics;
 use route::{StepJobs, StepPods, Steps};
 
 /// What the artifact cache needs from the rest of the process.
-pub struct Parts {
+pub struct ArtifactCacheDeps {
     /// The cluster view.
     pub cluster: ClusterView,
     /// Metrics (the controller's Events are counted there).
@@ -56,7 +56,7 @@ pub struct Parts {
     /// The registries a step's `registry` annotation may name.
     pub registries: StepRegistries,
     /// The controller's settings.
-    pub settings: controller::Settings,
+    pub settings: controller::CacheControllerSettings,
     /// How long a step is held while its cache is not Ready, and what follows.
     pub hold: HoldRules,
     /// Resolves once shutdown begins.
@@ -66,8 +66,8 @@ pub struct Parts {
 /// Starts the artifact cache over the cluster view: every replica watches the caches (admission
 /// reads them); the leader reconciles them. Its routes are the step routes (Pods, Jobs); it can
 /// serve once the cache store holds a first list.
-pub fn run(parts: Parts) -> Feature<Route> {
-    let Parts {
+pub fn run(parts: ArtifactCacheDeps) -> Feature<Route> {
+    let ArtifactCacheDeps {
         cluster,
         metrics,
         identity,

@@ -38,7 +38,7 @@ use secrets::{SecretNamespaces, Secrets};
 
 /// How the view is kept.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub struct ViewSettings {
     /// Namespace of nfd-master, whose NodeFeature objects are merged first.
     pub nfd_namespace: String,
     /// How often to look for the NodeFeature API until NFD's CRD is installed.
@@ -47,9 +47,9 @@ pub struct Settings {
     pub secret_namespaces: SecretNamespaces,
 }
 
-impl Default for Settings {
+impl Default for ViewSettings {
     fn default() -> Self {
-        Settings {
+        ViewSettings {
             nfd_namespace: "node-feature-discovery".to_owned(),
             nfd_discovery_interval: Duration::from_secs(15),
             secret_namespaces: SecretNamespaces::default(),
@@ -69,7 +69,7 @@ pub struct ClusterView {
     /// Whether this replica leads.
     pub leadership: Leadership,
     /// How the view is kept (the NodeFeature merge order reads `nfd_namespace`).
-    pub settings: Settings,
+    pub settings: ViewSettings,
 }
 
 impl ClusterView {
@@ -83,7 +83,7 @@ impl ClusterView {
     pub fn watch(
         client: Client,
         leadership: Leadership,
-        settings: Settings,
+        settings: ViewSettings,
         shutdown: Shutdown,
     ) -> (ClusterView, Tasks) {
         let (nodes, node_task) = reflect(watches::nodes(client.clone()), "nodes");

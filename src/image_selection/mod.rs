@@ -22,7 +22,7 @@ pub mod route;
 
 // The face `startup` and the CLI use: the artifact source and its settings, how held pods are
 // treated; the decision itself is `resolution`.
-pub use controller::context::{ManagedShare, Settings};
+pub use controller::context::{ControllerTunables, ManagedShare};
 pub use controller::registry_source::RegistrySource;
 pub use controller::schedule::Backoff;
 pub use controller::source::{Request, Source, Wanted};
@@ -48,7 +48,7 @@ use feed::SharedIndex;
 use route::MutatePods;
 
 /// What image selection needs from the rest of the process.
-pub struct Parts {
+pub struct ImageSelectionDeps {
     /// The cluster view.
     pub cluster: ClusterView,
     /// Where artifacts come from.
@@ -56,7 +56,7 @@ pub struct Parts {
     /// Metrics to count into.
     pub metrics: Arc<Metrics>,
     /// The controller's tunables.
-    pub settings: Settings,
+    pub settings: ControllerTunables,
     /// How long a held pod may wait for its decision, and what follows.
     pub hold: HoldRules,
     /// This replica's identity (pod name), on its Events.
@@ -75,8 +75,8 @@ pub struct Parts {
 /// Starts image selection over the cluster view: its tasks are the policy watch, the index
 /// feed, the controller, the held-pod release, and with the route the admission Event queue. It
 /// can serve once the policy store holds a first list and, with the route, the index is built.
-pub fn run(parts: Parts) -> Feature<Route> {
-    let Parts {
+pub fn run(parts: ImageSelectionDeps) -> Feature<Route> {
+    let ImageSelectionDeps {
         cluster,
         source,
         metrics,
@@ -113,7 +113,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         ),
     ));
     tasks.extend(release::run(
-        release::Parts {
+        release::ReleaseDeps {
             cluster: cluster.clone(),
             index: index.clone(),
             reporter: EventReporter::new(
@@ -147,7 +147,7 @@ pub fn run(parts: Parts) -> Feature<Route> {
         )
     });
     let run = controller(
-        runner::Parts {
+        runner::ControllerDeps {
             cluster,
             source,
             metrics,

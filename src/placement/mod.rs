@@ -46,7 +46,7 @@ use planner::compiled::{PolicySet, UsablePolicies};
 use route::GatePods;
 
 /// What placement needs from the rest of the process.
-pub struct Parts {
+pub struct PlacementDeps {
     /// The cluster view.
     pub cluster: ClusterView,
     /// Metrics to count into.
@@ -71,8 +71,8 @@ pub struct Parts {
 /// the policy feed (which compiles the policies once per change for everyone), the controller,
 /// node tainting, the status keeper, and with the route the namespace watch. It can serve once
 /// its stores hold a first list and the policies compiled from it are stored.
-pub fn run(parts: Parts) -> Feature<Route> {
-    let Parts {
+pub fn run(parts: PlacementDeps) -> Feature<Route> {
+    let PlacementDeps {
         cluster,
         metrics,
         identity,

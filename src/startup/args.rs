@@ -326,14 +326,14 @@ impl RunArgs {
                 cert: cert.clone(),
                 key: key.clone(),
             }),
-            _ if self.manage_webhook_certificate => {
-                Some(CertificateSource::Managed(certificates::Settings::new(
+            _ if self.manage_webhook_certificate => Some(CertificateSource::Managed(
+                certificates::CertificateSettings::new(
                     &self.lease_namespace,
                     &self.webhook_secret,
                     &self.webhook_service,
                     &self.webhook_configuration,
-                )))
-            }
+                ),
+            )),
             _ => None,
         }
     }

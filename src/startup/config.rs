@@ -12,9 +12,7 @@ use crate::artifact_cache::{Helper, StepRegistries};
 use crate::cluster;
 use crate::cluster::leader::LeaseSettings;
 use crate::cluster::secrets::SecretNamespaces;
-use crate::image_selection::{
-    Backoff, HoldRules, ManagedShare, Quota, Settings as ControllerSettings,
-};
+use crate::image_selection::{Backoff, ControllerTunables, HoldRules, ManagedShare, Quota};
 use crate::registry::{
     AllowList, CacheOptions, DockerConfig, Mirrors, PrivateRegistries, RegistryOptions,
 };
@@ -68,13 +66,13 @@ pub struct Config {
     /// The registry client's options.
     pub registry: RegistryOptions,
     /// How the cluster view is kept.
-    pub cluster: cluster::Settings,
+    pub cluster: cluster::ViewSettings,
     /// The image-selection controller's tunables.
-    pub controller: ControllerSettings,
+    pub controller: ControllerTunables,
     /// How long image selection holds a pod it cannot decide yet, and what follows.
     pub hold: HoldRules,
     /// The admission host, when it has a certificate source.
-    pub admission: Option<admission::Settings>,
+    pub admission: Option<admission::HostSettings>,
     /// ocifit's own namespace (placement never gates its pods).
     pub own_namespace: String,
     /// The MutatingWebhookConfiguration of ocifit's webhooks.
@@ -110,7 +108,7 @@ impl Config {
                 }
                 files => files,
             };
-            admission::Settings {
+            admission::HostSettings {
                 bind: args.webhook_bind_address,
                 certificates,
                 deadline: DEADLINE,
@@ -132,7 +130,7 @@ impl Config {
             }),
             identity,
             registry: registry_options(args)?,
-            cluster: cluster::Settings {
+            cluster: cluster::ViewSettings {
                 nfd_namespace: args.nfd_namespace.clone(),
                 nfd_discovery_interval: args.nfd_discovery_interval,
                 secret_namespaces: SecretNamespaces::from_list(
@@ -140,7 +138,7 @@ impl Config {
                     &args.lease_namespace,
                 ),
             },
-            controller: ControllerSettings {
+            controller: ControllerTunables {
                 backoff: Backoff {
                     max: args.max_retry_interval,
                     ..Backoff::default()

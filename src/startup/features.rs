@@ -23,7 +23,7 @@ pub(super) fn run(
     shutdown: &Shutdown,
 ) -> [Feature<Route>; 3] {
     [
-        image_selection::run(image_selection::Parts {
+        image_selection::run(image_selection::ImageSelectionDeps {
             cluster: cluster.clone(),
             source,
             metrics: Arc::clone(metrics),
@@ -35,7 +35,7 @@ pub(super) fn run(
             own_namespace: config.own_namespace.clone(),
             shutdown: shutdown.clone(),
         }),
-        placement::run(placement::Parts {
+        placement::run(placement::PlacementDeps {
             cluster: cluster.clone(),
             metrics: Arc::clone(metrics),
             identity: config.identity.clone(),
@@ -53,13 +53,13 @@ pub(super) fn run(
             audit_interval: config.placement_audit_interval,
             shutdown: shutdown.clone(),
         }),
-        artifact_cache::run(artifact_cache::Parts {
+        artifact_cache::run(artifact_cache::ArtifactCacheDeps {
             cluster: cluster.clone(),
             metrics: Arc::clone(metrics),
             identity: config.identity.clone(),
             helper: config.artifact_helper.clone(),
             registries: config.step_registries.clone(),
-            settings: artifact_cache::Settings {
+            settings: artifact_cache::CacheControllerSettings {
                 own_namespace: config.own_namespace.clone(),
                 images: config.artifact_cache_images.clone(),
             },

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use ocifit::api::ArtifactCache;
-use ocifit::artifact_cache::desired::{self, HTTP_SECRET_KEY, Settings};
+use ocifit::artifact_cache::desired::{self, CacheEnvironment, HTTP_SECRET_KEY};
 use ocifit_testkit::{ObjectStore, Tool, Tools, htpasswd_line};
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
@@ -70,7 +70,7 @@ fn environment(
         }}}
     }))
     .unwrap();
-    let settings = Settings {
+    let settings = CacheEnvironment {
         own_namespace: "ocifit-system",
         credentials: Some(GENERATED),
     };

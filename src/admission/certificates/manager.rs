@@ -20,14 +20,16 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{CertificateSink, CertificatesError, Settings, ca_bundle, secret, service_dns_names};
+use super::{
+    CertificateSettings, CertificateSink, CertificatesError, ca_bundle, secret, service_dns_names,
+};
 use crate::api::REPORTING_CONTROLLER;
 use crate::telemetry::error_chain;
 
 /// Runs until `shutdown` resolves. `leading` says whether this replica leads, as it changes.
 pub async fn manage(
     client: Client,
-    settings: Settings,
+    settings: CertificateSettings,
     mut leading: watch::Receiver<bool>,
     sink: Arc<dyn CertificateSink>,
     shutdown: impl Future<Output = ()>,
@@ -79,7 +81,7 @@ type Pair = (Vec<u8>, Vec<u8>);
 
 /// What the loop knows and when it looks next.
 struct Keeper {
-    settings: Settings,
+    settings: CertificateSettings,
     secrets: Api<Secret>,
     configurations: Api<MutatingWebhookConfiguration>,
     recorder: Recorder,
@@ -111,7 +113,11 @@ struct Keeper {
 }
 
 impl Keeper {
-    fn new(client: Client, settings: Settings, sink: Arc<dyn CertificateSink>) -> Keeper {
+    fn new(
+        client: Client,
+        settings: CertificateSettings,
+        sink: Arc<dyn CertificateSink>,
+    ) -> Keeper {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {

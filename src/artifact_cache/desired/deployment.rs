@@ -32,7 +32,7 @@ pub(super) struct Auth {
 }
 
 /// What the Deployment is made of besides the cache's spec.
-pub(super) struct Parts<'a> {
+pub(super) struct DeploymentInputs<'a> {
     pub metadata: ObjectMeta,
     pub labels: &'a BTreeMap<String, String>,
     pub selector: &'a BTreeMap<String, String>,
@@ -50,7 +50,7 @@ pub(super) enum Store<'a> {
 }
 
 /// The Deployment of the registry `cache` deploys.
-pub(super) fn deployment(cache: &ArtifactCache, parts: Parts<'_>) -> Deployment {
+pub(super) fn deployment(cache: &ArtifactCache, parts: DeploymentInputs<'_>) -> Deployment {
     let cache_name = cache.metadata.name.as_deref().unwrap_or_default();
     let shared = matches!(parts.store, Store::S3(..));
     let auth_volume = Volume {

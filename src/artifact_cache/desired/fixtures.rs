@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use serde_json::json;
 
-use super::{Desired, DesiredError, Settings, desired};
+use super::{CacheEnvironment, Desired, DesiredError, desired};
 use crate::api::ArtifactCache;
 
 /// The name of the generated credentials' Secret.
@@ -22,7 +22,7 @@ pub fn cache(spec: serde_json::Value) -> ArtifactCache {
 
 /// The objects of `cache` with ocifit in `ocifit-system` and generated credentials.
 pub fn made(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
-    let settings = Settings {
+    let settings = CacheEnvironment {
         own_namespace: "ocifit-system",
         credentials: Some(GENERATED),
     };

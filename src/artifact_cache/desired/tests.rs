@@ -241,7 +241,7 @@ fn deletes_are_off_and_every_request_needs_the_generated_credentials() {
 
 #[test]
 fn no_registry_is_deployed_without_credentials() {
-    let settings = Settings {
+    let settings = CacheEnvironment {
         own_namespace: "ocifit-system",
         credentials: None,
     };

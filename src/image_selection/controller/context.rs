@@ -22,7 +22,7 @@ use crate::telemetry::Metrics;
 
 /// The controller's tunables.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub struct ControllerTunables {
     /// Retry waits after failed artifact resolutions and API errors.
     pub backoff: Backoff,
     /// How long node triggers are held to coalesce a burst into one reconcile.
@@ -53,9 +53,9 @@ impl Default for ManagedShare {
     }
 }
 
-impl Default for Settings {
+impl Default for ControllerTunables {
     fn default() -> Self {
-        Settings {
+        ControllerTunables {
             backoff: Backoff::default(),
             debounce: Duration::from_millis(200),
             concurrency: 4,
@@ -74,7 +74,7 @@ pub struct Context {
     pub(super) interests: Interests,
     version: InventoryVersion,
     inventories: Mutex<HashMap<Shape, (u64, Inventory)>>,
-    pub(super) settings: Settings,
+    pub(super) settings: ControllerTunables,
     /// Places for managed policies' resolutions ([`ManagedShare::concurrency`]).
     pub(super) managed_places: Arc<tokio::sync::Semaphore>,
     memos: Mutex<HashMap<String, Memo>>,
@@ -91,7 +91,7 @@ impl Context {
         reporter: EventReporter,
         metrics: Arc<Metrics>,
         tracked: Tracked,
-        settings: Settings,
+        settings: ControllerTunables,
     ) -> Context {
         Context {
             cluster,

@@ -12,7 +12,7 @@ use futures_util::{FutureExt, StreamExt, stream};
 use kube::runtime::Controller;
 use kube::runtime::controller::Config;
 
-use super::context::{Context, Settings};
+use super::context::{Context, ControllerTunables};
 use super::reconcile::{error_policy, reconcile};
 use super::source::Source;
 use super::trackers::{FeatureTracker, NodeTracker, Tracked};
@@ -23,7 +23,7 @@ use crate::cluster::reflected::{Change, Reflected};
 use crate::telemetry::{Metrics, error_chain};
 
 /// The controller's parts, before it runs.
-pub struct Parts {
+pub struct ControllerDeps {
     /// The cluster view (its leadership decides who reconciles).
     pub cluster: ClusterView,
     /// Where artifacts come from.
@@ -31,7 +31,7 @@ pub struct Parts {
     /// Metrics to count into.
     pub metrics: Arc<Metrics>,
     /// Tunables.
-    pub settings: Settings,
+    pub settings: ControllerTunables,
     /// This replica's identity (pod name), on its Events.
     pub identity: String,
 }
@@ -39,11 +39,11 @@ pub struct Parts {
 /// The controller over `policies`; the future runs it until `shutdown` resolves and every
 /// in-flight reconcile has finished.
 pub fn controller(
-    parts: Parts,
+    parts: ControllerDeps,
     policies: &Reflected<ImageSelectionPolicy>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> BoxFuture<'static, ()> {
-    let Parts {
+    let ControllerDeps {
         cluster,
         source,
         metrics,

@@ -65,7 +65,7 @@ fn start() -> Fed {
         nodes: node_store,
         node_features: feature_store,
         leadership: Leadership::always().0,
-        settings: crate::cluster::Settings::default(),
+        settings: crate::cluster::ViewSettings::default(),
     };
     let index = SharedIndex::default();
     let metrics = Metrics::new(None);

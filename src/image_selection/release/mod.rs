@@ -70,7 +70,7 @@ pub enum Error {
 }
 
 /// What the release needs.
-pub struct Parts {
+pub struct ReleaseDeps {
     /// The cluster view (its leadership decides who releases).
     pub cluster: ClusterView,
     /// The planner's index, the same the route plans from.
@@ -100,7 +100,7 @@ struct ReleaseContext {
 
 /// The held-pod watch, the controller over it, the queue of its Events and, when ocifit takes
 /// charge of policies, their collection, as tasks.
-pub fn run(parts: Parts, shutdown: &Shutdown) -> Tasks {
+pub fn run(parts: ReleaseDeps, shutdown: &Shutdown) -> Tasks {
     // Every notice is published (no window): each is about one held pod.
     let (notices, publisher) = queue(parts.reporter, Duration::ZERO);
     let collection = parts.rules.take_charge.then(|| {

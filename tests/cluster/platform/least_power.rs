@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{HostPathVolumeSource, PodSpec, Volume};
 use kube::api::{PostParams, Resource};
 use kube::{Api, Client};
 use ocifit::api::ArtifactCache;
-use ocifit::artifact_cache::desired::{Desired, Settings, desired};
+use ocifit::artifact_cache::desired::{CacheEnvironment, Desired, desired};
 use ocifit::artifact_cache::secret::{Generated, secret};
 use ocifit_testkit::create_namespace;
 
@@ -51,7 +51,7 @@ async fn ocifits_token_writes_only_what_ocifit_writes() {
     let ocifit = client_from(&kubeconfig).await;
 
     let credentials = secret(&cache, &Generated::new().expect("credentials")).expect("a Secret");
-    let settings = Settings {
+    let settings = CacheEnvironment {
         own_namespace: OWN_NAMESPACE,
         credentials: Some("cache-credentials-x"),
     };

@@ -15,7 +15,7 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
-use ocifit::admission::certificates::{self, CertificateSink, Settings, Stored};
+use ocifit::admission::certificates::{self, CertificateSettings, CertificateSink, Stored};
 use ocifit_testkit::{
     Cluster, PodWebhook, SharedCluster, create_namespace, register_pod_webhook, wait_until_admitted,
 };
@@ -388,7 +388,7 @@ async fn it_runs_under_the_role_in_config_rbac_and_nothing_more() {
     create_namespace(&admin, "ocifit-system")
         .await
         .expect("the namespace");
-    let mut settings = Settings::new(
+    let mut settings = CertificateSettings::new(
         "ocifit-system",
         "ocifit-webhook-tls",
         "ocifit-webhook",
@@ -417,7 +417,7 @@ async fn it_runs_under_the_role_in_config_rbac_and_nothing_more() {
 async fn under_the_role_it_creates_publishes_and_restores_the_ca_bundle(
     admin: &kube::Client,
     operator: &kube::Client,
-    settings: &Settings,
+    settings: &CertificateSettings,
 ) -> Replica {
     let replica = Replica::start(operator.clone(), settings.clone());
     let (secret, ca) = settled(admin, settings).await;
@@ -484,7 +484,7 @@ async fn the_role_grants_no_other_secret_or_configuration(
 async fn a_ca_rotation_whose_bundle_cannot_be_set_stops_after_its_first_step(
     admin: &kube::Client,
     operator: kube::Client,
-    settings: &Settings,
+    settings: &CertificateSettings,
 ) {
     let names = certificates::service_dns_names("ocifit-webhook", "ocifit-system");
     let [old_ca, old_key, old_crt, old_tls_key] = ca_near_its_end(&names);
@@ -530,7 +530,7 @@ async fn a_ca_rotation_whose_bundle_cannot_be_set_stops_after_its_first_step(
 
 /// The shared cluster's client and the settings of a replica in `namespace`, with its webhook
 /// configuration created.
-async fn started(namespace: &str) -> (kube::Client, Settings) {
+async fn started(namespace: &str) -> (kube::Client, CertificateSettings) {
     let cluster = CLUSTER.get().await.expect("the cluster");
     let client = cluster.client().expect("a client");
     let settings = setup(&client, namespace).await;

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{ObjectMeta, PostParams};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::{Api, Client};
-use ocifit::admission::certificates::{self, CertificateSink, Settings, Stored};
+use ocifit::admission::certificates::{self, CertificateSettings, CertificateSink, Stored};
 use ocifit::admission::tls::TlsError;
 use ocifit_testkit::{Cluster, create_namespace};
 use rustls::pki_types::pem::PemObject;
@@ -77,14 +77,14 @@ pub struct Replica {
 
 impl Replica {
     /// A replica that leads.
-    pub fn start(client: Client, settings: Settings) -> Replica {
+    pub fn start(client: Client, settings: CertificateSettings) -> Replica {
         let replica = Replica::start_following(client, settings);
         replica.lead(true);
         replica
     }
 
     /// A replica that does not lead until [`Replica::lead`] says so.
-    pub fn start_following(client: Client, settings: Settings) -> Replica {
+    pub fn start_following(client: Client, settings: CertificateSettings) -> Replica {
         let served = Arc::new(Served::default());
         let (stop, stopped) = oneshot::channel::<()>();
         let (leading, leadership) = watch::channel(false);
@@ -112,11 +112,12 @@ impl Replica {
 }
 
 /// A namespace of its own and settings with this test's names, checked quickly.
-pub async fn setup(client: &Client, namespace: &str) -> Settings {
+pub async fn setup(client: &Client, namespace: &str) -> CertificateSettings {
     create_namespace(client, namespace)
         .await
         .expect("a namespace");
-    let mut settings = Settings::new(namespace, "webhook-tls", "ocifit-webhook", namespace);
+    let mut settings =
+        CertificateSettings::new(namespace, "webhook-tls", "ocifit-webhook", namespace);
     settings.identity = format!("{namespace}-replica");
     settings.retry = Duration::from_millis(200);
     // Long enough that only the watches explain a prompt reaction.
@@ -187,7 +188,7 @@ pub async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>
 
 /// The Secret once it holds a serving certificate, and the caBundle once every webhook has
 /// `ca.crt`.
-pub async fn settled(client: &Client, settings: &Settings) -> (Secret, String) {
+pub async fn settled(client: &Client, settings: &CertificateSettings) -> (Secret, String) {
     let secret = eventually("the Secret", async || {
         get_secret(client, &settings.namespace, &settings.secret)
             .await
@@ -307,7 +308,7 @@ pub fn ca_ending_in(left: time::Duration) -> (String, String) {
 }
 
 /// The webhook Secret with `ca.crt`, `ca.key`, `tls.crt`, `tls.key`, as someone else wrote it.
-pub async fn create_secret(client: &Client, settings: &Settings, values: [&String; 4]) {
+pub async fn create_secret(client: &Client, settings: &CertificateSettings, values: [&String; 4]) {
     let data = ["ca.crt", "ca.key", "tls.crt", "tls.key"]
         .into_iter()
         .zip(values)
@@ -331,7 +332,7 @@ pub async fn create_secret(client: &Client, settings: &Settings, values: [&Strin
 }
 
 /// The reasons of the Events on the webhook Secret, oldest first.
-pub async fn event_reasons(client: &Client, settings: &Settings) -> Vec<String> {
+pub async fn event_reasons(client: &Client, settings: &CertificateSettings) -> Vec<String> {
     let events =
         Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &settings.namespace);
     let mut found: Vec<_> = events

@@ -114,26 +114,26 @@ async fn image_without_nfd_referrers_is_not_found_naming_the_image() {
     );
 }
 
-/// A registry that wants a bearer token from its token endpoint, which wants Basic credentials.
-async fn token_registry(store: Store, token_requests: Arc<AtomicUsize>) -> FakeRegistry {
+/// A registry that serves `store` to requests bearing `Bearer {token}`, answers its token
+/// endpoint (`/token`, any query) with `grant`, and challenges every other request with a realm on
+/// itself (`params` following the realm in the challenge).
+async fn bearer_registry(
+    store: Store,
+    token: &'static str,
+    params: &'static str,
+    grant: impl Fn(&FakeRequest) -> FakeResponse + Send + Sync + 'static,
+) -> FakeRegistry {
     let realm_host: Arc<Mutex<String>> = Arc::default();
     let realm = Arc::clone(&realm_host);
     let fake = FakeRegistry::start(move |r| {
-        if r.path.starts_with("/token?") {
-            token_requests.fetch_add(1, Ordering::SeqCst);
-            // base64("alice:wonderland")
-            if r.header("authorization") == Some("Basic YWxpY2U6d29uZGVybGFuZA==")
-                && r.path.contains("scope=repository%3Aacme%2Fcompat%3Apull")
-            {
-                return FakeResponse::ok("application/json", br#"{"token":"good-token","expires_in":300}"#.to_vec());
-            }
-            return FakeResponse::status(401);
+        if r.path.split('?').next() == Some("/token") {
+            return grant(r);
         }
-        if r.header("authorization") == Some("Bearer good-token") {
+        if r.header("authorization") == Some(&format!("Bearer {token}")) {
             return store.serve(r);
         }
         let challenge = format!(
-            r#"Bearer realm="http://{}/token",service="fake-registry",scope="repository:acme/compat:pull""#,
+            r#"Bearer realm="http://{}/token",{params}"#,
             realm.lock().unwrap()
         );
         FakeResponse::status(401).header("WWW-Authenticate", &challenge)
@@ -141,6 +141,22 @@ async fn token_registry(store: Store, token_requests: Arc<AtomicUsize>) -> FakeR
     .await;
     *realm_host.lock().unwrap() = fake.host.clone();
     fake
+}
+
+/// A registry that wants a bearer token from its token endpoint, which wants Basic credentials.
+async fn token_registry(store: Store, token_requests: Arc<AtomicUsize>) -> FakeRegistry {
+    let params = r#"service="fake-registry",scope="repository:acme/compat:pull""#;
+    bearer_registry(store, "good-token", params, move |r| {
+        token_requests.fetch_add(1, Ordering::SeqCst);
+        // base64("alice:wonderland")
+        if r.header("authorization") == Some("Basic YWxpY2U6d29uZGVybGFuZA==")
+            && r.path.contains("scope=repository%3Aacme%2Fcompat%3Apull")
+        {
+            return FakeResponse::ok("application/json", br#"{"token":"good-token","expires_in":300}"#.to_vec());
+        }
+        FakeResponse::status(401)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -170,37 +186,23 @@ async fn bearer_token_flow_fetches_with_credentials_and_reuses_the_token() {
 /// A registry whose token endpoint takes only the OAuth2 refresh-token grant (`POST`), as a
 /// registry that handed out a docker `identitytoken` does.
 async fn oauth_registry(store: Store, grants: Arc<Mutex<Vec<String>>>) -> FakeRegistry {
-    let realm_host: Arc<Mutex<String>> = Arc::default();
-    let realm = Arc::clone(&realm_host);
-    let fake = FakeRegistry::start(move |r| {
-        if r.path == "/token" {
-            let form = String::from_utf8_lossy(&r.body).into_owned();
-            grants.lock().unwrap().push(format!("{} {form}", r.method));
-            let wanted = [
-                "grant_type=refresh_token",
-                "refresh_token=refresh-me",
-                "client_id=ocifit",
-            ];
-            if r.method == "POST" && wanted.iter().all(|w| form.split('&').any(|p| p == *w)) {
-                return FakeResponse::ok(
-                    "application/json",
-                    br#"{"access_token":"oauth-token","expires_in":300}"#.to_vec(),
-                );
-            }
-            return FakeResponse::status(401);
+    bearer_registry(store, "oauth-token", r#"service="fake-registry""#, move |r| {
+        let form = String::from_utf8_lossy(&r.body).into_owned();
+        grants.lock().unwrap().push(format!("{} {form}", r.method));
+        let wanted = [
+            "grant_type=refresh_token",
+            "refresh_token=refresh-me",
+            "client_id=ocifit",
+        ];
+        if r.method == "POST" && wanted.iter().all(|w| form.split('&').any(|p| p == *w)) {
+            return FakeResponse::ok(
+                "application/json",
+                br#"{"access_token":"oauth-token","expires_in":300}"#.to_vec(),
+            );
         }
-        if r.header("authorization") == Some("Bearer oauth-token") {
-            return store.serve(r);
-        }
-        let challenge = format!(
-            r#"Bearer realm="http://{}/token",service="fake-registry""#,
-            realm.lock().unwrap()
-        );
-        FakeResponse::status(401).header("WWW-Authenticate", &challenge)
+        FakeResponse::status(401)
     })
-    .await;
-    *realm_host.lock().unwrap() = fake.host.clone();
-    fake
+    .await
 }
 
 #[tokio::test]

@@ -1,6 +1,5 @@
 //! The registry flags `ocifit resolve` and `ocifit placement audit` share, spelled as ORAS spells
-//! them. Their help is resolve's; the audit words `--plain-http` and `--docker-config` for the
-//! images' registries it reaches.
+//! them. Their help is resolve's; the audit words its own for the images' registries it reaches.
 
 use std::path::PathBuf;
 

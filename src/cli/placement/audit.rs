@@ -19,11 +19,12 @@ use crate::startup::KubeArgs;
 /// `ocifit placement audit`'s flags: the registry flags reach every image's registry.
 #[derive(Debug, clap::Args)]
 #[command(
-    mut_arg("plain_http", |arg| arg.help("Reach the images' registries over plain HTTP.")),
+    mut_arg("plain_http", |arg| arg.help("Reach the images' registries over plain HTTP")),
     mut_arg("docker_config", |arg| arg.help(
         "A docker config (`~/.docker/config.json` or a dockerconfigjson) with credentials for \
-         the images' registries (the pods' pull Secrets are not read)."
+         the images' registries (the pods' pull Secrets are not read)"
     )),
+    mut_arg("ca_file", |arg| arg.help("A PEM file of extra CA certificates to trust")),
 )]
 pub struct AuditArgs {
     #[command(flatten)]

@@ -127,7 +127,11 @@ async fn main() {
             spec.node_name = Some(node);
         }
         if creating.len() == 16 {
-            creating.join_next().await.expect("a task").expect("created");
+            creating
+                .join_next()
+                .await
+                .expect("a task")
+                .expect("created");
         }
         let api = api.clone();
         creating.spawn(async move {
@@ -143,7 +147,10 @@ async fn main() {
     let mut requests = BTreeSet::new();
     for _ in 0..runs {
         let (took, report) = audit(&env).await;
-        assert_eq!(report["audited"], pods, "every running pod audited: {report}");
+        assert_eq!(
+            report["audited"], pods,
+            "every running pod audited: {report}"
+        );
         let listed: BTreeSet<String> = report["misplaced"]
             .as_array()
             .expect("a list")

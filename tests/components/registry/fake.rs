@@ -152,7 +152,10 @@ async fn token_registry(store: Store, token_requests: Arc<AtomicUsize>) -> FakeR
         if r.header("authorization") == Some("Basic YWxpY2U6d29uZGVybGFuZA==")
             && r.path.contains("scope=repository%3Aacme%2Fcompat%3Apull")
         {
-            return FakeResponse::ok("application/json", br#"{"token":"good-token","expires_in":300}"#.to_vec());
+            return FakeResponse::ok(
+                "application/json",
+                br#"{"token":"good-token","expires_in":300}"#.to_vec(),
+            );
         }
         FakeResponse::status(401)
     })
@@ -186,22 +189,27 @@ async fn bearer_token_flow_fetches_with_credentials_and_reuses_the_token() {
 /// A registry whose token endpoint takes only the OAuth2 refresh-token grant (`POST`), as a
 /// registry that handed out a docker `identitytoken` does.
 async fn oauth_registry(store: Store, grants: Arc<Mutex<Vec<String>>>) -> FakeRegistry {
-    bearer_registry(store, "oauth-token", r#"service="fake-registry""#, move |r| {
-        let form = String::from_utf8_lossy(&r.body).into_owned();
-        grants.lock().unwrap().push(format!("{} {form}", r.method));
-        let wanted = [
-            "grant_type=refresh_token",
-            "refresh_token=refresh-me",
-            "client_id=ocifit",
-        ];
-        if r.method == "POST" && wanted.iter().all(|w| form.split('&').any(|p| p == *w)) {
-            return FakeResponse::ok(
-                "application/json",
-                br#"{"access_token":"oauth-token","expires_in":300}"#.to_vec(),
-            );
-        }
-        FakeResponse::status(401)
-    })
+    bearer_registry(
+        store,
+        "oauth-token",
+        r#"service="fake-registry""#,
+        move |r| {
+            let form = String::from_utf8_lossy(&r.body).into_owned();
+            grants.lock().unwrap().push(format!("{} {form}", r.method));
+            let wanted = [
+                "grant_type=refresh_token",
+                "refresh_token=refresh-me",
+                "client_id=ocifit",
+            ];
+            if r.method == "POST" && wanted.iter().all(|w| form.split('&').any(|p| p == *w)) {
+                return FakeResponse::ok(
+                    "application/json",
+                    br#"{"access_token":"oauth-token","expires_in":300}"#.to_vec(),
+                );
+            }
+            FakeResponse::status(401)
+        },
+    )
     .await
 }
 

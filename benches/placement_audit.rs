@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
@@ -31,7 +32,11 @@ enum Arch {
 /// What pod `i` runs where: every other pod on an arm64 node; one in 25 an image of the other
 /// architecture alone (misplaced), one in 3 of the rest the image of both, the others their node's.
 fn planned(i: usize) -> (String, Option<Arch>, bool) {
-    let node = if i % 2 == 0 { Arch::Amd64 } else { Arch::Arm64 };
+    let node = if i.is_multiple_of(2) {
+        Arch::Amd64
+    } else {
+        Arch::Arm64
+    };
     let other = if node == Arch::Amd64 {
         Arch::Arm64
     } else {
@@ -43,7 +48,7 @@ fn planned(i: usize) -> (String, Option<Arch>, bool) {
     };
     match i {
         i if i % 25 == 3 => (name, Some(other), true),
-        i if i % 3 == 0 => (name, None, false),
+        i if i.is_multiple_of(3) => (name, None, false),
         _ => (name, Some(node), false),
     }
 }
@@ -110,7 +115,7 @@ async fn main() {
 
     let api: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let mut misplaced = BTreeSet::new();
-    let mut creating = tokio::task::JoinSet::new();
+    let mut fleet = Vec::new();
     for i in 0..pods {
         let (node, arch, wrong) = planned(i);
         let image = match arch {
@@ -126,21 +131,19 @@ async fn main() {
         if let Some(spec) = pod.spec.as_mut() {
             spec.node_name = Some(node);
         }
-        if creating.len() == 16 {
-            creating
-                .join_next()
-                .await
-                .expect("a task")
-                .expect("created");
-        }
-        let api = api.clone();
-        creating.spawn(async move {
-            api.create(&PostParams::default(), &pod)
-                .await
-                .expect("a pod created");
-        });
+        fleet.push(pod);
     }
-    creating.join_all().await;
+    // 16 creations in flight, as a ReplicaSet controller sends them.
+    futures_util::stream::iter(fleet)
+        .for_each_concurrent(16, |pod| {
+            let api = &api;
+            async move {
+                api.create(&PostParams::default(), &pod)
+                    .await
+                    .expect("a pod created");
+            }
+        })
+        .await;
     wait_running(&api, pods).await;
 
     let mut times = Vec::new();

@@ -12,8 +12,8 @@ use super::assert_flavor_example;
 use super::fake_server::*;
 use ocifit::engine::Format;
 use ocifit::registry::{
-    CacheOptions, ContentProblem, Error, ErrorKind, PrivateRegistries, Registry, RegistryOptions,
-    ResolveError, RetryPolicy, parse_reference,
+    CacheOptions, ContentProblem, DockerConfig, Error, ErrorKind, PrivateRegistries, Reference,
+    Registry, RegistryOptions, ResolveError, RetryPolicy, parse_reference,
 };
 
 fn options(host: &str) -> RegistryOptions {
@@ -143,21 +143,34 @@ async fn bearer_registry(
     fake
 }
 
+/// A token endpoint's answer: `body` when the request is `granted`, else 401.
+fn grant(granted: bool, body: &[u8]) -> FakeResponse {
+    if granted {
+        FakeResponse::ok("application/json", body.to_vec())
+    } else {
+        FakeResponse::status(401)
+    }
+}
+
+/// A client of `fake` with `credentials`, tags never cached (each fetch asks the registry), and
+/// the reference of the artifact `store_with_artifact` tags.
+fn signed_in(fake: &FakeRegistry, credentials: DockerConfig) -> (Registry, Reference) {
+    let mut opts = options(&fake.host);
+    opts.credentials = credentials;
+    opts.cache.tag_ttl = Duration::ZERO;
+    let reference = parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap();
+    (Registry::new(opts).unwrap(), reference)
+}
+
 /// A registry that wants a bearer token from its token endpoint, which wants Basic credentials.
 async fn token_registry(store: Store, token_requests: Arc<AtomicUsize>) -> FakeRegistry {
     let params = r#"service="fake-registry",scope="repository:acme/compat:pull""#;
     bearer_registry(store, "good-token", params, move |r| {
         token_requests.fetch_add(1, Ordering::SeqCst);
         // base64("alice:wonderland")
-        if r.header("authorization") == Some("Basic YWxpY2U6d29uZGVybGFuZA==")
-            && r.path.contains("scope=repository%3Aacme%2Fcompat%3Apull")
-        {
-            return FakeResponse::ok(
-                "application/json",
-                br#"{"token":"good-token","expires_in":300}"#.to_vec(),
-            );
-        }
-        FakeResponse::status(401)
+        let granted = r.header("authorization") == Some("Basic YWxpY2U6d29uZGVybGFuZA==")
+            && r.path.contains("scope=repository%3Aacme%2Fcompat%3Apull");
+        grant(granted, br#"{"token":"good-token","expires_in":300}"#)
     })
     .await
 }
@@ -167,11 +180,7 @@ async fn bearer_token_flow_fetches_with_credentials_and_reuses_the_token() {
     let (store, digest) = store_with_artifact(br#"{"version":"v1alpha1","compatibilities":[]}"#);
     let tokens = Arc::new(AtomicUsize::new(0));
     let fake = token_registry(store, Arc::clone(&tokens)).await;
-    let mut opts = options(&fake.host);
-    opts.credentials = docker_config(&fake.host, "alice", "wonderland");
-    opts.cache.tag_ttl = Duration::ZERO;
-    let registry = Registry::new(opts).unwrap();
-    let reference = parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap();
+    let (registry, reference) = signed_in(&fake, docker_config(&fake.host, "alice", "wonderland"));
     let first = registry.fetch_artifact(&reference).await.unwrap();
     assert_eq!(
         (first.digest.as_str(), first.format),
@@ -201,13 +210,12 @@ async fn oauth_registry(store: Store, grants: Arc<Mutex<Vec<String>>>) -> FakeRe
                 "refresh_token=refresh-me",
                 "client_id=ocifit",
             ];
-            if r.method == "POST" && wanted.iter().all(|w| form.split('&').any(|p| p == *w)) {
-                return FakeResponse::ok(
-                    "application/json",
-                    br#"{"access_token":"oauth-token","expires_in":300}"#.to_vec(),
-                );
-            }
-            FakeResponse::status(401)
+            let granted =
+                r.method == "POST" && wanted.iter().all(|w| form.split('&').any(|p| p == *w));
+            grant(
+                granted,
+                br#"{"access_token":"oauth-token","expires_in":300}"#,
+            )
         },
     )
     .await
@@ -223,10 +231,8 @@ async fn a_docker_config_identity_token_is_exchanged_with_the_refresh_token_gran
         r#"{{"auths":{{"{}":{{"auth":"PHRva2VuPjo=","identitytoken":"refresh-me"}}}}}}"#,
         fake.host
     );
-    let mut opts = options(&fake.host);
-    opts.credentials = ocifit::registry::DockerConfig::from_json(config.as_bytes()).unwrap();
-    let registry = Registry::new(opts).unwrap();
-    let reference = parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap();
+    let (registry, reference) =
+        signed_in(&fake, DockerConfig::from_json(config.as_bytes()).unwrap());
     let fetched = registry.fetch_artifact(&reference).await.unwrap();
     assert_eq!(fetched.digest, digest);
     let grants = grants.lock().unwrap().clone();
@@ -268,16 +274,23 @@ async fn bearer_registry_without_or_with_wrong_credentials_is_unauthorized_witho
     assert!(!text.contains("not-the-password"), "{text}");
 }
 
+/// A registry that answers its first `failures` requests with `failure`, then serves `store`.
+async fn recovering(store: Store, failures: usize, failure: fn() -> FakeResponse) -> FakeRegistry {
+    let seen = AtomicUsize::new(0);
+    FakeRegistry::start(move |r| {
+        if seen.fetch_add(1, Ordering::SeqCst) < failures {
+            return failure();
+        }
+        store.serve(r)
+    })
+    .await
+}
+
 #[tokio::test]
 async fn rate_limit_is_retried_after_the_retry_after_delay() {
     let (store, digest) = store_with_artifact(b"{}");
-    let calls = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&calls);
-    let fake = FakeRegistry::start(move |r| {
-        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
-            return FakeResponse::status(429).header("Retry-After", "1");
-        }
-        store.serve(r)
+    let fake = recovering(store, 1, || {
+        FakeResponse::status(429).header("Retry-After", "1")
     })
     .await;
     let started = Instant::now();
@@ -313,15 +326,7 @@ async fn long_retry_after_fails_at_once_as_rate_limited_with_the_delay() {
 #[tokio::test]
 async fn server_errors_are_retried_until_the_registry_recovers() {
     let (store, digest) = store_with_artifact(b"{}");
-    let calls = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&calls);
-    let fake = FakeRegistry::start(move |r| {
-        if seen.fetch_add(1, Ordering::SeqCst) < 2 {
-            return FakeResponse::status(503);
-        }
-        store.serve(r)
-    })
-    .await;
+    let fake = recovering(store, 2, || FakeResponse::status(503)).await;
     let reference = parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap();
     assert_eq!(
         client(&fake.host).resolve_digest(&reference).await.unwrap(),

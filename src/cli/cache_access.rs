@@ -247,8 +247,7 @@ pub async fn reach(
     name: &str,
     direction: Direction,
 ) -> Result<Reached, AccessError> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = crate::startup::kube_client(&args.kube)
+    let client = super::client(&args.kube)
         .await
         .map_err(AccessError::Client)?;
     let namespace = args

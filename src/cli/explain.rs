@@ -43,13 +43,9 @@ pub struct ExplainPodArgs {
 /// [`Exit::Cluster`] when the cluster cannot be used.
 pub async fn run(args: &ExplainArgs, kube: &KubeArgs) -> ExitCode {
     let ExplainWhat::Pod(pod_args) = &args.what;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = match crate::startup::kube_client(kube).await {
+    let client = match super::connect(kube).await {
         Ok(client) => client,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            return Exit::Cluster.into();
-        }
+        Err(exit) => return exit,
     };
     let namespace = kube
         .namespace

@@ -124,13 +124,9 @@ pub async fn run(args: &ReleaseGatesArgs) -> ExitCode {
 /// when every one was released, [`Exit::Failed`] when some were not (every other one still
 /// is, and each failure is named), the cluster's or the input's code when none could be listed.
 pub async fn release(kube: &KubeArgs, gates: &[Gate], scope: &Scope, output: Output) -> ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = match crate::startup::kube_client(kube).await {
+    let client = match super::connect(kube).await {
         Ok(client) => client,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            return Exit::Cluster.into();
-        }
+        Err(exit) => return exit,
     };
     let mut report = ReleaseReport {
         dry_run: scope.dry_run,

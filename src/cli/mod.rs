@@ -22,6 +22,7 @@ mod input;
 mod migrate;
 mod output;
 mod placement;
+mod registry_access;
 mod resolve;
 mod selftest;
 
@@ -143,6 +144,22 @@ pub enum Command {
 pub fn make_non_dumpable() -> std::io::Result<()> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(std::io::Error::from)
+}
+
+/// A client for the cluster the global flags name (kube and the registry client share ring,
+/// installed first so that nothing picks one at runtime).
+pub(crate) async fn client(kube: &crate::startup::KubeArgs) -> anyhow::Result<kube::Client> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    crate::startup::kube_client(kube).await
+}
+
+/// [`client`] for a subcommand: when none can be built, the error is printed and the status to
+/// exit with, [`Exit::Cluster`], returned.
+pub(crate) async fn connect(kube: &crate::startup::KubeArgs) -> Result<kube::Client, ExitCode> {
+    client(kube).await.map_err(|err| {
+        eprintln!("error: {err:#}");
+        Exit::Cluster.into()
+    })
 }
 
 pub async fn run(cli: Cli) -> ExitCode {

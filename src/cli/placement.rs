@@ -94,13 +94,9 @@ impl UntaintReport {
 }
 
 async fn untaint(kube: &KubeArgs, output: &OutputArgs) -> ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = match crate::startup::kube_client(kube).await {
+    let client = match super::connect(kube).await {
         Ok(client) => client,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            return Exit::Cluster.into();
-        }
+        Err(exit) => return exit,
     };
     match untaint_all(client).await {
         Ok(untainted) => {

@@ -59,9 +59,9 @@ pub async fn run(args: &ResolveArgs) -> ExitCode {
 async fn answer(args: &ResolveArgs) -> Result<Report, ResolveError> {
     let policy = args.policy.as_deref().map(read_policy).transpose()?;
     let flags = RegistryFlags {
-        plain_http: args.plain_http,
-        docker_config: args.docker_config.clone(),
-        ca_file: args.ca_file.clone(),
+        plain_http: args.registry.plain_http,
+        docker_config: args.registry.docker_config.clone(),
+        ca_file: args.registry.ca_file.clone(),
         allowed_registries: args.allowed_registries.clone(),
     };
     let loaded = inputs::load(args, policy.as_ref(), &flags).await?;

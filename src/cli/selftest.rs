@@ -218,17 +218,13 @@ fn crds() -> [(String, String); 3] {
 
 /// Runs `ocifit selftest`: one line per check; exit 0 when every check passed, 1 otherwise.
 pub async fn run(args: &SelftestArgs) -> ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let Some(namespace) = args.kube.namespace.as_deref() else {
         eprintln!("error: selftest needs --namespace: where the probe objects are dry-run");
         return Exit::Usage.into();
     };
-    let client = match crate::startup::kube_client(&args.kube).await {
+    let client = match super::connect(&args.kube).await {
         Ok(client) => client,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            return Exit::Cluster.into();
-        }
+        Err(exit) => return exit,
     };
     let mut checks = Vec::new();
     for (plural, version) in crds() {

@@ -74,10 +74,11 @@ fn assert_code(output: &Output, exit: Exit, what: &str) {
     );
 }
 
-const CLUSTER_COMMANDS: [&[&str]; 5] = [
+const CLUSTER_COMMANDS: [&[&str]; 6] = [
     &["release-gates"],
     &["release-gates", "--dry-run"],
     &["placement", "untaint"],
+    &["placement", "audit"],
     &["explain", "pod", "web", "-n", "shop"],
     &["selftest", "-n", "ocifit-test"],
 ];

@@ -6,30 +6,31 @@
 //! ([`crate::placement::planner::audit`]). Exit status by docs/cli.md's table: 1 when something is
 //! misplaced.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cli::exit::Exit;
 use crate::cli::output::OutputArgs;
+use crate::cli::registry_access::RegistryAccessArgs;
 use crate::placement::{AuditError, AuditRegistry, AuditReport, audit_cluster};
 use crate::registry::{DockerConfig, RegistryOptions};
 use crate::startup::KubeArgs;
 
-/// `ocifit placement audit`'s flags.
+/// `ocifit placement audit`'s flags: the registry flags reach every image's registry.
 #[derive(Debug, clap::Args)]
+#[command(
+    mut_arg("plain_http", |arg| arg.help("Reach the images' registries over plain HTTP")),
+    mut_arg("docker_config", |arg| arg.help(
+        "A docker config (`~/.docker/config.json` or a dockerconfigjson) with credentials for \
+         the images' registries (the pods' pull Secrets are not read)"
+    )),
+    mut_arg("ca_file", |arg| arg.help("A PEM file of extra CA certificates to trust")),
+)]
 pub struct AuditArgs {
     #[command(flatten)]
     pub output: OutputArgs,
-    /// Reach the images' registries over plain HTTP.
-    #[arg(long)]
-    pub plain_http: bool,
-    /// A docker config (`~/.docker/config.json` or a dockerconfigjson) with credentials for
-    /// the images' registries (the pods' pull Secrets are not read).
-    #[arg(long, value_name = "FILE")]
-    pub docker_config: Option<PathBuf>,
-    /// A PEM file of extra CA certificates to trust.
-    #[arg(long, value_name = "FILE")]
-    pub ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryAccessArgs,
     /// ocifit's own namespace, whose pods placement never selects.
     #[arg(long, value_name = "NAMESPACE", default_value = "ocifit-system")]
     pub own_namespace: String,
@@ -45,13 +46,9 @@ pub async fn run(kube: &KubeArgs, args: &AuditArgs) -> ExitCode {
             return Exit::Usage.into();
         }
     };
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = match crate::startup::kube_client(kube).await {
+    let client = match crate::cli::connect(kube).await {
         Ok(client) => client,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            return Exit::Cluster.into();
-        }
+        Err(exit) => return exit,
     };
     match audit_cluster(client, &args.own_namespace, &registry).await {
         Ok(report) => {
@@ -100,16 +97,16 @@ fn table(report: &AuditReport) -> String {
 /// The registry access the flags ask for.
 fn registry(args: &AuditArgs) -> Result<AuditRegistry, String> {
     let mut options = RegistryOptions::default();
-    if let Some(path) = &args.docker_config {
+    if let Some(path) = &args.registry.docker_config {
         options.credentials = DockerConfig::from_json(&read(path)?)
             .map_err(|err| format!("{}: {err}", path.display()))?;
     }
-    if let Some(path) = &args.ca_file {
+    if let Some(path) = &args.registry.ca_file {
         options.extra_ca_pem.push(read(path)?);
     }
     Ok(AuditRegistry {
         options,
-        plain_http: args.plain_http,
+        plain_http: args.registry.plain_http,
     })
 }
 

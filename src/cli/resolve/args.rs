@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{ArgGroup, Args};
 
+use crate::cli::registry_access::RegistryAccessArgs;
 use crate::engine::Format;
 
 #[derive(Debug, Args)]
@@ -43,19 +44,8 @@ pub struct ResolveArgs {
     #[arg(long)]
     pub offline: bool,
 
-    /// Reach the artifact's registry (and, for a policy with candidates, theirs) over plain
-    /// HTTP instead of HTTPS (as ORAS spells it).
-    #[arg(long)]
-    pub plain_http: bool,
-
-    /// A docker config file (`~/.docker/config.json`, or a Kubernetes dockerconfigjson) with
-    /// registry credentials. Anonymous access without it.
-    #[arg(long, value_name = "FILE")]
-    pub docker_config: Option<PathBuf>,
-
-    /// A PEM file of CA certificates to trust, besides the system's, for registries.
-    #[arg(long, value_name = "FILE")]
-    pub ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryAccessArgs,
 
     /// Registries that may be reached (HOST[:PORT] or *.DOMAIN[:PORT], repeatable or
     /// comma-separated), as the operator's flag of the same name. Default: any.

@@ -21,6 +21,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
 use super::Context;
+use super::exec_errors::{Finding, report_finding};
 use super::pod_inputs::{inspections, pull_secrets};
 use super::tally::Tally;
 use crate::api::placement::Misplaced;
@@ -221,20 +222,15 @@ impl Auditor {
 
     /// A Warning Event on the pod and its owner, the metric and the policy's count.
     fn report(&self, pod: &Pod, policy: &str, why: &Misplacement) {
-        let message = format!("placement policy {policy} selects this running pod: {why}");
-        tracing::warn!(pod = %pod.name_any(), namespace = ?pod.namespace(), %message, "misplaced pod");
-        super::reconcile::publish(
-            &self.notices,
-            pod,
-            &[Note {
-                warning: true,
-                reason: REASON,
-                message,
-            }],
-            "Audit",
-        );
-        self.metrics.misplaced_pod();
-        self.tally.add(policy, 1);
+        let finding = Finding {
+            what: "misplaced pod",
+            reason: REASON,
+            action: "Audit",
+            message: format!("placement policy {policy} selects this running pod: {why}"),
+            policy: Some(policy),
+            count: Metrics::misplaced_pod,
+        };
+        report_finding(&self.notices, &self.metrics, &self.tally, pod, finding);
     }
 
     /// Evicts one pod (this very pod: its uid is a precondition); an Event when it is gone.

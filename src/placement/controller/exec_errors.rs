@@ -6,7 +6,8 @@
 //! policy's `status.pods.execFormatErrors`, and the image's cached tag and platforms are dropped
 //! so the next pod is placed from a fresh inspection. A replica that is not leading remembers
 //! what it saw all the same, so a new leader reports only what fails after it took over; a
-//! replica that starts reports once what statuses show then.
+//! replica that starts reports once what statuses show then. [`report_finding`] reports each
+//! failure, and the audit's misplaced pods, alike.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -128,22 +129,15 @@ impl Reporter {
             .annotations()
             .get(OUTCOME_ANNOTATION)
             .map(String::as_str);
-        let message = describe(failure, &node, &platform, outcome, &known);
-        tracing::warn!(pod = %pod.name_any(), namespace = ?pod.namespace(), %message, "exec format error");
-        super::reconcile::publish(
-            &self.notices,
-            pod,
-            &[Note {
-                warning: true,
-                reason: REASON,
-                message,
-            }],
-            "Run",
-        );
-        self.metrics.exec_format_error();
-        if let Some(policy) = pod.labels().get(POLICY_LABEL) {
-            self.tally.add(policy, 1);
-        }
+        let finding = Finding {
+            what: "exec format error",
+            reason: REASON,
+            action: "Run",
+            message: describe(failure, &node, &platform, outcome, &known),
+            policy: pod.labels().get(POLICY_LABEL).map(String::as_str),
+            count: Metrics::exec_format_error,
+        };
+        report_finding(&self.notices, &self.metrics, &self.tally, pod, finding);
         if let Some(image) = image {
             let mut digests: Vec<&str> = failure.ran_digest().into_iter().collect();
             if let Known::Platforms { digest, .. } | Known::Digest(digest) = &known {
@@ -151,5 +145,53 @@ impl Reporter {
             }
             self.inspector.forget(&image, &digests).await;
         }
+    }
+}
+
+/// Something found wrong with a pod, as [`report_finding`] reports it.
+pub(super) struct Finding<'a> {
+    /// What the log line calls it.
+    pub what: &'static str,
+    /// The Event's reason and action.
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub message: String,
+    /// The policy whose status counts it, if any.
+    pub policy: Option<&'a str>,
+    /// The metric that counts it.
+    pub count: fn(&Metrics),
+}
+
+/// Reports `finding` as each of the controller's findings is: logged, a Warning Event on the pod
+/// and its controlling owner, one in its metric and one in its policy's status count.
+pub(super) fn report_finding(
+    notices: &Notices,
+    metrics: &Metrics,
+    tally: &Tally,
+    pod: &Pod,
+    finding: Finding<'_>,
+) {
+    let Finding {
+        what,
+        reason,
+        action,
+        message,
+        policy,
+        count,
+    } = finding;
+    tracing::warn!(pod = %pod.name_any(), namespace = ?pod.namespace(), %message, "{what}");
+    super::reconcile::publish(
+        notices,
+        pod,
+        &[Note {
+            warning: true,
+            reason,
+            message,
+        }],
+        action,
+    );
+    count(metrics);
+    if let Some(policy) = policy {
+        tally.add(policy, 1);
     }
 }

@@ -12,8 +12,8 @@ use super::assert_flavor_example;
 use super::fake_server::*;
 use ocifit::engine::Format;
 use ocifit::registry::{
-    CacheOptions, ContentProblem, Error, ErrorKind, PrivateRegistries, Registry, RegistryOptions,
-    ResolveError, RetryPolicy, parse_reference,
+    CacheOptions, ContentProblem, DockerConfig, Error, ErrorKind, PrivateRegistries, Reference,
+    Registry, RegistryOptions, ResolveError, RetryPolicy, parse_reference,
 };
 
 fn options(host: &str) -> RegistryOptions {
@@ -114,26 +114,26 @@ async fn image_without_nfd_referrers_is_not_found_naming_the_image() {
     );
 }
 
-/// A registry that wants a bearer token from its token endpoint, which wants Basic credentials.
-async fn token_registry(store: Store, token_requests: Arc<AtomicUsize>) -> FakeRegistry {
+/// A registry that serves `store` to requests bearing `Bearer {token}`, answers its token
+/// endpoint (`/token`, any query) with `grant`, and challenges every other request with a realm on
+/// itself (`params` following the realm in the challenge).
+async fn bearer_registry(
+    store: Store,
+    token: &'static str,
+    params: &'static str,
+    grant: impl Fn(&FakeRequest) -> FakeResponse + Send + Sync + 'static,
+) -> FakeRegistry {
     let realm_host: Arc<Mutex<String>> = Arc::default();
     let realm = Arc::clone(&realm_host);
     let fake = FakeRegistry::start(move |r| {
-        if r.path.starts_with("/token?") {
-            token_requests.fetch_add(1, Ordering::SeqCst);
-            // base64("alice:wonderland")
-            if r.header("authorization") == Some("Basic YWxpY2U6d29uZGVybGFuZA==")
-                && r.path.contains("scope=repository%3Aacme%2Fcompat%3Apull")
-            {
-                return FakeResponse::ok("application/json", br#"{"token":"good-token","expires_in":300}"#.to_vec());
-            }
-            return FakeResponse::status(401);
+        if r.path.split('?').next() == Some("/token") {
+            return grant(r);
         }
-        if r.header("authorization") == Some("Bearer good-token") {
+        if r.header("authorization") == Some(&format!("Bearer {token}")) {
             return store.serve(r);
         }
         let challenge = format!(
-            r#"Bearer realm="http://{}/token",service="fake-registry",scope="repository:acme/compat:pull""#,
+            r#"Bearer realm="http://{}/token",{params}"#,
             realm.lock().unwrap()
         );
         FakeResponse::status(401).header("WWW-Authenticate", &challenge)
@@ -143,16 +143,44 @@ async fn token_registry(store: Store, token_requests: Arc<AtomicUsize>) -> FakeR
     fake
 }
 
+/// A token endpoint's answer: `body` when the request is `granted`, else 401.
+fn grant(granted: bool, body: &[u8]) -> FakeResponse {
+    if granted {
+        FakeResponse::ok("application/json", body.to_vec())
+    } else {
+        FakeResponse::status(401)
+    }
+}
+
+/// A client of `fake` with `credentials`, tags never cached (each fetch asks the registry), and
+/// the reference of the artifact `store_with_artifact` tags.
+fn signed_in(fake: &FakeRegistry, credentials: DockerConfig) -> (Registry, Reference) {
+    let mut opts = options(&fake.host);
+    opts.credentials = credentials;
+    opts.cache.tag_ttl = Duration::ZERO;
+    let reference = parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap();
+    (Registry::new(opts).unwrap(), reference)
+}
+
+/// A registry that wants a bearer token from its token endpoint, which wants Basic credentials.
+async fn token_registry(store: Store, token_requests: Arc<AtomicUsize>) -> FakeRegistry {
+    let params = r#"service="fake-registry",scope="repository:acme/compat:pull""#;
+    bearer_registry(store, "good-token", params, move |r| {
+        token_requests.fetch_add(1, Ordering::SeqCst);
+        // base64("alice:wonderland")
+        let granted = r.header("authorization") == Some("Basic YWxpY2U6d29uZGVybGFuZA==")
+            && r.path.contains("scope=repository%3Aacme%2Fcompat%3Apull");
+        grant(granted, br#"{"token":"good-token","expires_in":300}"#)
+    })
+    .await
+}
+
 #[tokio::test]
 async fn bearer_token_flow_fetches_with_credentials_and_reuses_the_token() {
     let (store, digest) = store_with_artifact(br#"{"version":"v1alpha1","compatibilities":[]}"#);
     let tokens = Arc::new(AtomicUsize::new(0));
     let fake = token_registry(store, Arc::clone(&tokens)).await;
-    let mut opts = options(&fake.host);
-    opts.credentials = docker_config(&fake.host, "alice", "wonderland");
-    opts.cache.tag_ttl = Duration::ZERO;
-    let registry = Registry::new(opts).unwrap();
-    let reference = parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap();
+    let (registry, reference) = signed_in(&fake, docker_config(&fake.host, "alice", "wonderland"));
     let first = registry.fetch_artifact(&reference).await.unwrap();
     assert_eq!(
         (first.digest.as_str(), first.format),
@@ -170,10 +198,11 @@ async fn bearer_token_flow_fetches_with_credentials_and_reuses_the_token() {
 /// A registry whose token endpoint takes only the OAuth2 refresh-token grant (`POST`), as a
 /// registry that handed out a docker `identitytoken` does.
 async fn oauth_registry(store: Store, grants: Arc<Mutex<Vec<String>>>) -> FakeRegistry {
-    let realm_host: Arc<Mutex<String>> = Arc::default();
-    let realm = Arc::clone(&realm_host);
-    let fake = FakeRegistry::start(move |r| {
-        if r.path == "/token" {
+    bearer_registry(
+        store,
+        "oauth-token",
+        r#"service="fake-registry""#,
+        move |r| {
             let form = String::from_utf8_lossy(&r.body).into_owned();
             grants.lock().unwrap().push(format!("{} {form}", r.method));
             let wanted = [
@@ -181,26 +210,15 @@ async fn oauth_registry(store: Store, grants: Arc<Mutex<Vec<String>>>) -> FakeRe
                 "refresh_token=refresh-me",
                 "client_id=ocifit",
             ];
-            if r.method == "POST" && wanted.iter().all(|w| form.split('&').any(|p| p == *w)) {
-                return FakeResponse::ok(
-                    "application/json",
-                    br#"{"access_token":"oauth-token","expires_in":300}"#.to_vec(),
-                );
-            }
-            return FakeResponse::status(401);
-        }
-        if r.header("authorization") == Some("Bearer oauth-token") {
-            return store.serve(r);
-        }
-        let challenge = format!(
-            r#"Bearer realm="http://{}/token",service="fake-registry""#,
-            realm.lock().unwrap()
-        );
-        FakeResponse::status(401).header("WWW-Authenticate", &challenge)
-    })
-    .await;
-    *realm_host.lock().unwrap() = fake.host.clone();
-    fake
+            let granted =
+                r.method == "POST" && wanted.iter().all(|w| form.split('&').any(|p| p == *w));
+            grant(
+                granted,
+                br#"{"access_token":"oauth-token","expires_in":300}"#,
+            )
+        },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -213,10 +231,8 @@ async fn a_docker_config_identity_token_is_exchanged_with_the_refresh_token_gran
         r#"{{"auths":{{"{}":{{"auth":"PHRva2VuPjo=","identitytoken":"refresh-me"}}}}}}"#,
         fake.host
     );
-    let mut opts = options(&fake.host);
-    opts.credentials = ocifit::registry::DockerConfig::from_json(config.as_bytes()).unwrap();
-    let registry = Registry::new(opts).unwrap();
-    let reference = parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap();
+    let (registry, reference) =
+        signed_in(&fake, DockerConfig::from_json(config.as_bytes()).unwrap());
     let fetched = registry.fetch_artifact(&reference).await.unwrap();
     assert_eq!(fetched.digest, digest);
     let grants = grants.lock().unwrap().clone();
@@ -258,16 +274,23 @@ async fn bearer_registry_without_or_with_wrong_credentials_is_unauthorized_witho
     assert!(!text.contains("not-the-password"), "{text}");
 }
 
+/// A registry that answers its first `failures` requests with `failure`, then serves `store`.
+async fn recovering(store: Store, failures: usize, failure: fn() -> FakeResponse) -> FakeRegistry {
+    let seen = AtomicUsize::new(0);
+    FakeRegistry::start(move |r| {
+        if seen.fetch_add(1, Ordering::SeqCst) < failures {
+            return failure();
+        }
+        store.serve(r)
+    })
+    .await
+}
+
 #[tokio::test]
 async fn rate_limit_is_retried_after_the_retry_after_delay() {
     let (store, digest) = store_with_artifact(b"{}");
-    let calls = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&calls);
-    let fake = FakeRegistry::start(move |r| {
-        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
-            return FakeResponse::status(429).header("Retry-After", "1");
-        }
-        store.serve(r)
+    let fake = recovering(store, 1, || {
+        FakeResponse::status(429).header("Retry-After", "1")
     })
     .await;
     let started = Instant::now();
@@ -303,15 +326,7 @@ async fn long_retry_after_fails_at_once_as_rate_limited_with_the_delay() {
 #[tokio::test]
 async fn server_errors_are_retried_until_the_registry_recovers() {
     let (store, digest) = store_with_artifact(b"{}");
-    let calls = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&calls);
-    let fake = FakeRegistry::start(move |r| {
-        if seen.fetch_add(1, Ordering::SeqCst) < 2 {
-            return FakeResponse::status(503);
-        }
-        store.serve(r)
-    })
-    .await;
+    let fake = recovering(store, 2, || FakeResponse::status(503)).await;
     let reference = parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap();
     assert_eq!(
         client(&fake.host).resolve_digest(&reference).await.unwrap(),

@@ -11,13 +11,11 @@ use ocifit::registry::{
 };
 use ocifit_testkit::pki::CertificateAuthority;
 
-#[tokio::test]
-async fn https_registry_with_a_private_ca_is_trusted_with_the_ca_file_and_refused_without() {
+/// The fake serving `store` over HTTPS, its certificate issued by a new private CA (returned).
+async fn tls_registry(store: Store) -> (CertificateAuthority, FakeRegistry) {
     let ca = CertificateAuthority::new("ocifit test registry CA").unwrap();
     let serving = ca.issue_server("registry", &["127.0.0.1"]).unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(serving.server_config().unwrap());
-    let mut store = Store::default();
-    let digest = store.artifact(Some("v1"), None, OCIFIT_LAYER, b"{}", serde_json::json!({}));
     let fake = FakeRegistry::start_with(
         move |r| store.serve(r),
         move |socket| {
@@ -26,6 +24,14 @@ async fn https_registry_with_a_private_ca_is_trusted_with_the_ca_file_and_refuse
         },
     )
     .await;
+    (ca, fake)
+}
+
+#[tokio::test]
+async fn https_registry_with_a_private_ca_is_trusted_with_the_ca_file_and_refused_without() {
+    let mut store = Store::default();
+    let digest = store.artifact(Some("v1"), None, OCIFIT_LAYER, b"{}", serde_json::json!({}));
+    let (ca, fake) = tls_registry(store).await;
     let reference = parse_reference(&format!("{}/acme/compat:v1", fake.host)).unwrap();
 
     let ca_file =
@@ -57,9 +63,6 @@ async fn https_registry_with_a_private_ca_is_trusted_with_the_ca_file_and_refuse
 
 #[tokio::test]
 async fn artifact_pull_trusts_a_private_ca_with_ca_file_and_refuses_without() {
-    let ca = CertificateAuthority::new("ocifit test registry CA").unwrap();
-    let serving = ca.issue_server("registry", &["127.0.0.1"]).unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(serving.server_config().unwrap());
     let mut store = Store::default();
     let layer = "application/vnd.oci.image.layer.v1.tar";
     store.artifact(
@@ -72,14 +75,7 @@ async fn artifact_pull_trusts_a_private_ca_with_ca_file_and_refuses_without() {
             "annotations": {"org.opencontainers.image.title": "tls.txt"},
         }]}),
     );
-    let fake = FakeRegistry::start_with(
-        move |r| store.serve(r),
-        move |socket| {
-            let acceptor = acceptor.clone();
-            async move { acceptor.accept(socket).await.ok() }
-        },
-    )
-    .await;
+    let (ca, fake) = tls_registry(store).await;
     let work = tempfile::tempdir().unwrap();
     let ca_file = work.path().join("ca.pem");
     std::fs::write(&ca_file, ca.cert_pem()).unwrap();

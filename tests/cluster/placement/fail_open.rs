@@ -22,8 +22,9 @@
 
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use ocifit_testkit::image::{foreign_architecture, foreign_image, machine_architecture};
 use ocifit_testkit::{Cluster, RealNode, create_namespace};
@@ -31,8 +32,8 @@ use serde_json::{Value, json};
 
 use crate::support::Env;
 use crate::support::placement::{
-    self, Served, annotation, create_policy, create_replica_set, first_failure, gates, wait_event,
-    wait_pod, wait_policy_count,
+    self, Served, WAIT, annotation, create_policy, create_replica_set, first_failure, gates,
+    wait_event, wait_pod, wait_policy_count,
 };
 use crate::support::prometheus::{Prometheus, chart_documents, chart_rules};
 
@@ -116,6 +117,7 @@ async fn set_up() -> Setup {
 async fn policy_created_after_the_pod(s: &Setup) {
     let client = &s.env.client;
     let owner = create_replica_set(client, LATE, "late", runs(&s.foreign)).await;
+    wait_created(client, LATE, "late").await;
     create_policy(client, "late", in_namespace(LATE, json!({}))).await;
     let failed = first_failure(client, LATE, "late").await;
     let pod = failed.pod.name_any();
@@ -224,6 +226,12 @@ async fn tag_moved_within_the_cache_time(s: &Setup) {
         linux(foreign_architecture()),
         "the pod after the failure is placed from a fresh inspection of the moved tag"
     );
+    // Its restarts would count on into the next path's metric.
+    Api::<ReplicaSet>::namespaced(client.clone(), MOVED)
+        .delete(&owner, &DeleteParams::foreground())
+        .await
+        .expect("the ReplicaSet deleted");
+    wait_gone(client, MOVED, "moved").await;
 }
 
 /// Path 3: the registry stops answering before the pod is created.
@@ -240,6 +248,11 @@ async fn registry_down_and_released_unconstrained(s: &Setup) {
     .await;
     s.served
         .gate(client, "ocifit-placement-down", DOWN, &s.probe)
+        .await;
+    let before = s
+        .served
+        .controller
+        .metric("ocifit_exec_format_errors_total")
         .await;
     s.env.registry().pause().expect("the registry frozen");
     let owner = create_replica_set(client, DOWN, "down", runs(&s.foreign)).await;
@@ -272,7 +285,7 @@ async fn registry_down_and_released_unconstrained(s: &Setup) {
         pods.exec_format_errors
     })
     .await;
-    exec_format_errors_counted(s, 2.0).await;
+    exec_format_errors_counted(s, before + 1.0).await;
     reported_in_time("registry-down-released-unconstrained", failed.at);
     s.env.registry().resume().expect("the registry thawed");
 }
@@ -343,6 +356,40 @@ async fn parked(pods: &Api<Pod>, name: &str, image: &str) -> Pod {
         gates(pod).is_empty() && !annotation(pod, PLATFORMS).is_empty()
     })
     .await
+}
+
+/// Waits until the pods labelled `app: APP` in `namespace` number `wanted(count)`.
+async fn wait_pods(
+    client: &Client,
+    namespace: &str,
+    app: &str,
+    what: &str,
+    wanted: fn(usize) -> bool,
+) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let start = Instant::now();
+    loop {
+        let listed = pods
+            .list(&ListParams::default().labels(&format!("app={app}")))
+            .await
+            .expect("pods");
+        if wanted(listed.items.len()) {
+            return;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "pods of {app}: not {what} within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_created(client: &Client, namespace: &str, app: &str) {
+    wait_pods(client, namespace, app, "created", |count| count > 0).await;
+}
+
+async fn wait_gone(client: &Client, namespace: &str, app: &str) {
+    wait_pods(client, namespace, app, "gone", |count| count == 0).await;
 }
 
 /// A pod spec running `image`.

@@ -53,6 +53,8 @@ struct Setup {
     prometheus: Prometheus,
     /// The foreign-only image, `foreign/app:v1`.
     foreign: String,
+    /// The same by digest, as the node ran it.
+    foreign_by_digest: String,
     /// A foreign-only image no test pod runs, for the gates' probes.
     probe: String,
 }
@@ -79,11 +81,10 @@ async fn set_up() -> Setup {
             .expect("the namespace");
     }
     let registry = env.registry();
-    let foreign = registry
+    let pushed = registry
         .push_built(&foreign_image(), "foreign/app", "v1")
         .await
-        .expect("the foreign image pushed")
-        .reference;
+        .expect("the foreign image pushed");
     let probe = registry
         .push_image("probe/app", "v1", &linux(foreign_architecture()))
         .await
@@ -108,7 +109,8 @@ async fn set_up() -> Setup {
         env,
         served,
         prometheus,
-        foreign,
+        foreign: pushed.reference.clone(),
+        foreign_by_digest: pushed.by_digest(),
         probe,
     }
 }
@@ -133,7 +135,7 @@ async fn policy_created_after_the_pod(s: &Setup) {
         format!("node {NODE} is {}", linux(machine_architecture())),
         format!(
             "images (app: {}) run on {}",
-            s.foreign,
+            s.foreign_by_digest,
             linux(foreign_architecture())
         ),
     ] {

@@ -111,10 +111,12 @@ pub fn as_run(pod: &Pod) -> Pod {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Misplacement {
     /// The node's platform is not among those every container's image offers.
-    #[error("node {node} is {platform}; its containers' images run on {offered}")]
+    #[error("node {node} is {platform}; its containers' images ({images}) run on {offered}")]
     WrongPlatform {
         node: String,
         platform: String,
+        /// `container: image` of each, so the report names what to fix.
+        images: String,
         offered: String,
     },
     /// The containers' images share no platform: no node runs them all.
@@ -173,6 +175,11 @@ pub fn judge(
         Ok(common) => Some(Misplacement::WrongPlatform {
             node: node.to_owned(),
             platform: platform.to_string(),
+            images: inspections
+                .iter()
+                .map(|inspection| format!("{}: {}", inspection.container, inspection.image))
+                .collect::<Vec<_>>()
+                .join(", "),
             offered: common.to_string(),
         }),
         Err(disagreement) => Some(Misplacement::NoCommonPlatform {

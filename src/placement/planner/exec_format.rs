@@ -26,7 +26,9 @@ pub struct Failure {
     pub container: String,
     /// Whether it is an init container.
     pub init: bool,
-    /// The image as the kubelet reports it.
+    /// The image as the pod's spec names it (as the kubelet reports it when the spec has no such
+    /// container): a runtime reports the first name it holds for the digest it ran, which may be
+    /// another image's.
     pub image: String,
     /// The image the node ran (`imageID`), with its digest when the runtime knows it.
     pub image_id: String,
@@ -55,6 +57,10 @@ pub fn failures(pod: &Pod) -> Vec<Failure> {
     init.map(|status| (true, status))
         .chain(main.map(|status| (false, status)))
         .flat_map(|(init, status)| of_container(init, status))
+        .map(|mut failure| {
+            failure.image = spec_image(pod, &failure).to_owned();
+            failure
+        })
         .collect()
 }
 

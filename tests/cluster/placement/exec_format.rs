@@ -7,22 +7,18 @@
 //! `ExecFormatError` Event naming the image, the node's platform and what ocifit knew of the
 //! image, the policy's status counts it, and so does `ocifit_exec_format_errors_total`.
 
-use std::time::{Duration, Instant};
-
-use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ListParams, PostParams};
-use kube::{Api, ResourceExt};
-use ocifit::api::PlacementPolicy;
+use kube::ResourceExt;
 use ocifit_testkit::image::{foreign_architecture, foreign_image, machine_architecture};
 use serde_json::json;
 
-use crate::support::placement::{self, WAIT, annotation, create_policy, wait_event};
+use crate::support::placement::{
+    self, annotation, create_policy, create_replica_set, first_failure, wait_event,
+    wait_policy_count,
+};
 
 const NAMESPACE: &str = "wrong-cpu";
 const NODE: &str = "real-1";
-/// Long enough for the image's pull and the container's first start on the loaded machine.
-const FIRST_FAILURE: Duration = Duration::from_secs(120);
 
 #[tokio::test]
 async fn a_container_failing_with_exec_format_error_is_reported_on_its_pod_owner_and_policy() {
@@ -40,14 +36,26 @@ async fn a_container_failing_with_exec_format_error_is_reported_on_its_pod_owner
         .gate(&client, "ocifit-placement", NAMESPACE, &image)
         .await;
 
-    let owner = create_replica_set(&client, &image).await;
-    let (pod, message) = first_failure(&client).await;
+    let owner = create_replica_set(
+        &client,
+        NAMESPACE,
+        "foreign",
+        json!({
+            "nodeSelector": {"kubernetes.io/arch": machine_architecture()},
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "app", "image": image}]
+        }),
+    )
+    .await;
+    let failed = first_failure(&client, NAMESPACE, "foreign").await;
+    let pod: &Pod = &failed.pod;
     assert!(
-        message.contains("exec format error"),
-        "the gate's FallbackToLogsOnError brings the log's line into the status: {message:?}"
+        failed.message.contains("exec format error"),
+        "the gate's FallbackToLogsOnError brings the log's line into the status: {:?}",
+        failed.message
     );
     assert_eq!(
-        annotation(&pod, "placement.ocifit.io/outcome"),
+        annotation(pod, "placement.ocifit.io/outcome"),
         "Unconstrained"
     );
 
@@ -76,7 +84,10 @@ async fn a_container_failing_with_exec_format_error_is_reported_on_its_pod_owner
         on_owner.starts_with(&format!("pod {}: ", pod.name_any())),
         "{on_owner}"
     );
-    wait_policy_count(&client, "lenient").await;
+    wait_policy_count(&client, "lenient", "execFormatErrors", |pods| {
+        pods.exec_format_errors
+    })
+    .await;
     assert!(
         served
             .controller
@@ -84,81 +95,4 @@ async fn a_container_failing_with_exec_format_error_is_reported_on_its_pod_owner
             .await
             >= 1.0
     );
-}
-
-/// A ReplicaSet of one pod of `image` asking for this machine's architecture; its name.
-async fn create_replica_set(client: &kube::Client, image: &str) -> String {
-    let set: ReplicaSet = serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {"name": "foreign", "namespace": NAMESPACE},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "foreign"}},
-            "template": {
-                "metadata": {"labels": {"app": "foreign"}},
-                "spec": {
-                    "nodeSelector": {"kubernetes.io/arch": machine_architecture()},
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [{"name": "app", "image": image}]
-                }
-            }
-        }
-    }))
-    .expect("a ReplicaSet");
-    Api::<ReplicaSet>::namespaced(client.clone(), NAMESPACE)
-        .create(&PostParams::default(), &set)
-        .await
-        .expect("the ReplicaSet created")
-        .name_any()
-}
-
-/// The ReplicaSet's pod once its container has failed, and the failure's message.
-async fn first_failure(client: &kube::Client) -> (Pod, String) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let start = Instant::now();
-    loop {
-        let listed = pods
-            .list(&ListParams::default().labels("app=foreign"))
-            .await
-            .expect("pods");
-        for pod in listed.items {
-            let statuses = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.container_statuses.clone());
-            let terminated = statuses.into_iter().flatten().find_map(|status| {
-                let current = status.state.and_then(|state| state.terminated);
-                let last = status.last_state.and_then(|state| state.terminated);
-                current.or(last)
-            });
-            if let Some(terminated) = terminated {
-                return (pod, terminated.message.unwrap_or_default());
-            }
-        }
-        assert!(
-            start.elapsed() < FIRST_FAILURE,
-            "the container never failed"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Waits until the policy's status counts an exec format error.
-async fn wait_policy_count(client: &kube::Client, name: &str) {
-    let policies: Api<PlacementPolicy> = Api::all(client.clone());
-    let start = Instant::now();
-    loop {
-        let policy = policies.get(name).await.expect("the policy");
-        let count = policy
-            .status
-            .map_or(0, |status| status.pods.exec_format_errors);
-        if count >= 1 {
-            return;
-        }
-        assert!(
-            start.elapsed() < WAIT,
-            "the policy's status.pods.execFormatErrors stayed 0"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }

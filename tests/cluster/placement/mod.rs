@@ -4,6 +4,7 @@ mod audit;
 mod end_to_end;
 mod evict;
 mod exec_format;
+mod fail_open;
 mod node_labels;
 mod real_node;
 mod registry;

@@ -17,14 +17,15 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
-use ocifit_testkit::chart::{documents, find, render};
+use ocifit_testkit::chart::find;
 use ocifit_testkit::{Proxy, Tool, create_namespace};
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 use crate::support::objects::{Policy, linux_node};
 use crate::support::placement::{self, create_policy, gates, wait_pod};
-use crate::support::{Env, free_address, get, is};
+use crate::support::prometheus::{Prometheus, chart_documents, chart_rules};
+use crate::support::{Env, get, is};
 
 const NAMESPACE: &str = "monitoring";
 /// The alerts this scenario makes fire, with the `for:` it gives them.
@@ -135,17 +136,18 @@ async fn a_registry_outage_fires_the_degraded_and_gated_too_long_alerts_until_it
             let firing = p.firing().await;
             UNDER_TEST
                 .iter()
-                .all(|alert| firing.iter().any(|(name, _)| name == alert))
+                .all(|alert| firing.iter().any(|f| f.name == *alert))
         })
         .await;
     eprintln!(
         "MEASURE both alerts firing {:?} after the registry stopped",
         fired - outage
     );
-    let firing = prometheus.firing().await;
-    assert!(
-        firing.contains(&("OcifitPodsGatedTooLong".to_owned(), "shop".to_owned())),
-        "the alert names the policy: {firing:?}"
+    let gated = prometheus.fired("OcifitPodsGatedTooLong").await;
+    assert_eq!(
+        gated.as_ref().map(|f| f.label("policy")),
+        Some("shop"),
+        "the alert names the policy: {gated:?}"
     );
     assert!(
         gates(&pods.get("waiting").await.unwrap()).len() == 1,
@@ -170,7 +172,7 @@ async fn a_registry_outage_fires_the_degraded_and_gated_too_long_alerts_until_it
             let firing = p.firing().await;
             !UNDER_TEST
                 .iter()
-                .any(|alert| firing.iter().any(|(name, _)| name == alert))
+                .any(|alert| firing.iter().any(|f| f.name == *alert))
         })
         .await;
     eprintln!(
@@ -206,22 +208,8 @@ async fn a_registry_outage_fires_the_degraded_and_gated_too_long_alerts_until_it
 /// The chart's rules (with `monitoring.enabled`) with [`SHORT_FOR`] on the alerts under test, as
 /// a rule file; and every query of its dashboard.
 async fn chart_monitoring() -> (String, Vec<String>) {
-    let manifests = render(&["monitoring.enabled=true"]).await.unwrap();
-    let docs = documents(&manifests).unwrap();
-    let alerts = find(&docs, "ConfigMap", "ocifit-alerts").unwrap()["data"]["ocifit-alerts.yaml"]
-        .as_str()
-        .unwrap();
-    let mut rules: Value = ocifit_testkit::chart::documents(alerts).unwrap().remove(0);
-    let mut shortened = 0;
-    for group in rules["groups"].as_array_mut().unwrap() {
-        for rule in group["rules"].as_array_mut().unwrap() {
-            if UNDER_TEST.iter().any(|alert| rule["alert"] == *alert) {
-                rule["for"] = json!(SHORT_FOR);
-                shortened += 1;
-            }
-        }
-    }
-    assert_eq!(shortened, UNDER_TEST.len(), "the chart ships both alerts");
+    let docs = chart_documents().await;
+    let rules = chart_rules(&docs, &UNDER_TEST, SHORT_FOR);
     let dashboard = find(&docs, "ConfigMap", "ocifit-dashboard").unwrap()["data"]["ocifit.json"]
         .as_str()
         .unwrap();
@@ -236,7 +224,7 @@ async fn chart_monitoring() -> (String, Vec<String>) {
         // Grafana's "All" for the variables; a rate over 10 scrapes.
         .map(|expr| ocifit_testkit::chart::grafana_query(expr, "10s"))
         .collect();
-    (rules.to_string(), queries)
+    (rules, queries)
 }
 
 /// `ocifit run`'s `/metrics` as `curl` gets it (the Prometheus text format) passes `promtool
@@ -264,137 +252,4 @@ async fn promtool_check_metrics(env: &Env, admin: &str) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-}
-
-/// A Prometheus scraping one target as job `ocifit-metrics`, evaluating `rules`, every second.
-struct Prometheus {
-    _child: Child,
-    address: String,
-}
-
-impl Prometheus {
-    async fn start(env: &Env, target: &str, rules: &str) -> Prometheus {
-        let dir = env.cluster.dir().join("prometheus");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("alerts.json"), rules).unwrap();
-        let config = json!({
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": ["alerts.json"],
-            "scrape_configs": [{"job_name": "ocifit-metrics", "static_configs": [{"targets": [target]}]}],
-        });
-        std::fs::write(dir.join("prometheus.json"), config.to_string()).unwrap();
-        let address = free_address();
-        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-        let binary = env.cluster.tools().path(Tool::Prometheus).unwrap();
-        let child = Command::new(binary)
-            .current_dir(&dir)
-            .args([
-                "--config.file=prometheus.json",
-                "--storage.tsdb.path=data",
-                &format!("--web.listen-address={address}"),
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let prometheus = Prometheus {
-            _child: child,
-            address,
-        };
-        prometheus
-            .wait_for("Prometheus ready", |p| async move {
-                get(&p.address, "/-/ready").await.map(|(code, _)| code) == Some(200)
-            })
-            .await;
-        let (_, loaded) = get(&prometheus.address, "/api/v1/rules").await.unwrap();
-        let loaded: Value = serde_json::from_str(&loaded).unwrap();
-        let count: usize = loaded["data"]["groups"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|g| g["rules"].as_array().unwrap().len())
-            .sum();
-        assert_eq!(count, 13, "every alert of the chart loaded: {loaded}");
-        prometheus
-    }
-
-    /// Polls `done` every second until it holds; when it first held.
-    async fn wait_for<'a, F, Fut>(&'a self, what: &str, done: F) -> Instant
-    where
-        F: Fn(&'a Prometheus) -> Fut,
-        Fut: std::future::Future<Output = bool>,
-    {
-        let start = Instant::now();
-        loop {
-            if done(self).await {
-                return Instant::now();
-            }
-            assert!(start.elapsed() < WAIT, "{what}: not within {WAIT:?}");
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    }
-
-    /// Prometheus's last scrape of ocifit (OpenMetrics, which it asks for first) succeeded.
-    async fn scraped_without_error(&self) {
-        let (_, body) = get(&self.address, "/api/v1/targets").await.unwrap();
-        let answer: Value = serde_json::from_str(&body).unwrap();
-        let target = &answer["data"]["activeTargets"][0];
-        assert_eq!(
-            (target["health"].as_str(), target["lastError"].as_str()),
-            (Some("up"), Some("")),
-            "{target}"
-        );
-    }
-
-    /// How many series `query` returns now.
-    async fn series(&self, query: &str) -> usize {
-        let path = format!("/api/v1/query?query={}", encode(query));
-        let (code, body) = get(&self.address, &path).await.unwrap();
-        assert_eq!(code, 200, "{query}: {body}");
-        let answer: Value = serde_json::from_str(&body).unwrap();
-        answer["data"]["result"].as_array().map_or(0, Vec::len)
-    }
-
-    /// The firing alerts: (name, `policy` label or "").
-    async fn firing(&self) -> Vec<(String, String)> {
-        let (_, body) = get(&self.address, "/api/v1/alerts").await.unwrap();
-        let answer: Value = serde_json::from_str(&body).unwrap();
-        answer["data"]["alerts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|alert| alert["state"] == "firing")
-            .map(|alert| {
-                let labels = &alert["labels"];
-                (
-                    labels["alertname"].as_str().unwrap_or_default().to_owned(),
-                    labels["policy"].as_str().unwrap_or_default().to_owned(),
-                )
-            })
-            .collect()
-    }
-
-    /// Those of `queries` that return series now.
-    async fn answering(&self, queries: &[String]) -> Vec<String> {
-        let mut answering = Vec::new();
-        for query in queries {
-            if self.series(query).await > 0 {
-                answering.push(query.clone());
-            }
-        }
-        answering
-    }
-}
-
-/// `text` as a URL query value.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

@@ -6,7 +6,7 @@
 //! in `objects`, ServiceAccount kubeconfigs and the TLS client in `access`, the chart's pod in
 //! `chart_pod`, the certificate manager's harness in `certificates`, placement's served gate and
 //! pod waits in `placement`, `ocifit run` serving the pod webhook in `webhook`, the HTTPS server
-//! that stands in for a webhook in `https`, the scale run in `scale`, the flavor example's
+//! that stands in for a webhook in `https`, a real Prometheus on the chart's rules in `prometheus`, the scale run in `scale`, the flavor example's
 //! resolved status (no cluster) in `flavor_example`.
 
 pub mod access;
@@ -16,6 +16,7 @@ pub mod flavor_example;
 pub mod https;
 pub mod objects;
 pub mod placement;
+pub mod prometheus;
 pub mod scale;
 pub mod webhook;
 

@@ -4,11 +4,13 @@
 
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::PostParams;
-use kube::{Api, Client};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
 use ocifit::api::PlacementPolicy;
+use ocifit::api::placement::PodCounts;
 use ocifit::api::placement::pod::SCHEDULING_GATE;
 use ocifit_testkit::image::ImageBuilder;
 use ocifit_testkit::pki::CertificateAuthority;
@@ -22,6 +24,9 @@ use super::{Controller, Env, free_address};
 
 /// How long a scenario waits for anything.
 pub const WAIT: Duration = Duration::from_secs(30);
+/// Long enough for an image's pull and a container's first start on the real node of a loaded
+/// machine.
+pub const FIRST_FAILURE: Duration = Duration::from_secs(120);
 
 /// `ocifit run` with its admission host on 127.0.0.1, and the CA its certificate is from.
 pub struct Served {
@@ -202,6 +207,98 @@ pub async fn wait_event(
         assert!(
             start.elapsed() < WAIT,
             "no {reason} Event on {kind} {name}: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Creates the ReplicaSet `name` in `namespace` of one pod labelled `app: NAME` with pod spec
+/// `spec` (a JSON object); its name.
+pub async fn create_replica_set(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    spec: serde_json::Value,
+) -> String {
+    let set: ReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec}
+        }
+    }))
+    .expect("a ReplicaSet");
+    Api::<ReplicaSet>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &set)
+        .await
+        .expect("the ReplicaSet created")
+        .name_any()
+}
+
+/// A container's first failure, as the test saw it in the pod's status.
+pub struct Failed {
+    pub pod: Pod,
+    /// The terminated state's message (empty when the kubelet wrote none).
+    pub message: String,
+    /// When the test first saw it.
+    pub at: Instant,
+}
+
+/// The first pod labelled `app: APP` in `namespace` once a container of it has failed, within
+/// [`FIRST_FAILURE`].
+pub async fn first_failure(client: &Client, namespace: &str, app: &str) -> Failed {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let start = Instant::now();
+    loop {
+        let listed = pods
+            .list(&ListParams::default().labels(&format!("app={app}")))
+            .await
+            .expect("pods");
+        for pod in listed.items {
+            let statuses = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.clone());
+            let terminated = statuses.into_iter().flatten().find_map(|status| {
+                let current = status.state.and_then(|state| state.terminated);
+                let last = status.last_state.and_then(|state| state.terminated);
+                current.or(last)
+            });
+            if let Some(terminated) = terminated {
+                return Failed {
+                    pod,
+                    message: terminated.message.unwrap_or_default(),
+                    at: Instant::now(),
+                };
+            }
+        }
+        assert!(
+            start.elapsed() < FIRST_FAILURE,
+            "no container of app {app} failed within {FIRST_FAILURE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until `count` of the policy's `status.pods` is at least 1 (`what` names it).
+pub async fn wait_policy_count(
+    client: &Client,
+    name: &str,
+    what: &str,
+    count: impl Fn(&PodCounts) -> i32,
+) {
+    let policies: Api<PlacementPolicy> = Api::all(client.clone());
+    let start = Instant::now();
+    loop {
+        let policy = policies.get(name).await.expect("the policy");
+        if policy.status.is_some_and(|status| count(&status.pods) >= 1) {
+            return;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "policy {name}'s status.pods.{what} stayed 0"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

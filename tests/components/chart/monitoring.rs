@@ -67,7 +67,7 @@ async fn the_rendered_rules_pass_promtool_check_and_every_alerts_unit_test() {
     let checked = promtool(&["check", "rules", "alerts.yaml"], dir.path())
         .await
         .unwrap();
-    assert!(checked.contains("SUCCESS: 13 rules found"), "{checked}");
+    assert!(checked.contains("SUCCESS: 14 rules found"), "{checked}");
     let tested = promtool(&["test", "rules", "alerts.test.yaml"], dir.path()).await;
     assert!(
         tested.as_ref().is_ok_and(|out| out.contains("SUCCESS")),

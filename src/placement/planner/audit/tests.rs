@@ -106,12 +106,14 @@ fn a_node_among_the_images_platforms_is_fine_and_any_other_is_misplaced() {
         Misplacement::WrongPlatform {
             node: "n2".into(),
             platform: "linux/amd64".into(),
+            images: "web: registry.example.com/web:v1, proxy: registry.example.com/proxy:v1".into(),
             offered: "linux/arm64".into(),
         }
     );
     assert_eq!(
         why.to_string(),
-        "node n2 is linux/amd64; its containers' images run on linux/arm64"
+        "node n2 is linux/amd64; its containers' images (web: registry.example.com/web:v1, \
+         proxy: registry.example.com/proxy:v1) run on linux/arm64"
     );
     assert!(why.evictable());
 }

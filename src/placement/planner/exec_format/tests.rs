@@ -58,6 +58,22 @@ fn a_terminated_container_whose_log_tail_says_exec_format_error_is_found() {
 }
 
 #[test]
+fn the_image_is_named_as_the_pod_names_it_not_as_the_runtime_reports_it() {
+    // containerd reports the first name it holds for the digest: another tag of the same content.
+    let mut moved = pod(
+        vec![],
+        vec![status("app", 0, terminated("c0", Some(LOG)), json!({}))],
+    );
+    moved.spec = Some(
+        serde_json::from_value(
+            json!({"containers": [{"name": "app", "image": "registry.test/moved:v1"}]}),
+        )
+        .unwrap(),
+    );
+    assert_eq!(failures(&moved)[0].image, "registry.test/moved:v1");
+}
+
+#[test]
 fn other_failures_and_silent_ones_are_not_exec_format_errors() {
     for message in [
         None,

@@ -22,7 +22,6 @@ pub mod review;
 pub mod route;
 pub mod server;
 pub mod tls;
-pub mod verdict;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

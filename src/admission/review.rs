@@ -5,16 +5,16 @@
 //! review to send.
 
 use kube::Resource;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::request::Request;
-use super::verdict::{Response, Verdict};
+use super::route::{Response, Verdict};
 use encode::{Status, encode};
 use head::Lenient;
 
 mod encode;
 mod head;
-mod incoming;
 pub mod shape;
 
 /// The largest request body read. The apiserver refuses requests over 3 MiB and etcd objects
@@ -168,7 +168,7 @@ where
     // Anything that pass does not accept is read again, slowly, by `explain` to say exactly
     // what is wrong (the generic tree plus path tracking costs about three times the typed
     // pass).
-    if let Ok(review) = serde_json::from_slice::<incoming::Review<K>>(body)
+    if let Ok(review) = serde_json::from_slice::<IncomingReview<K>>(body)
         && review.api_version == "admission.k8s.io/v1"
         && review.kind == "AdmissionReview"
         && review.request.as_ref().is_some_and(|request| {
@@ -248,7 +248,7 @@ where
     }
     let uid = uid.to_owned();
     let mut typed = serde_json::Deserializer::from_slice(body);
-    let review: incoming::Review<K> =
+    let review: IncomingReview<K> =
         serde_path_to_error::deserialize(&mut typed).map_err(|err| {
             Box::new(Answer::refuse(
                 &uid,
@@ -273,3 +273,14 @@ fn text(field: Option<&Lenient<String>>) -> &str {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// An AdmissionReview with its request, as it is read: the fields a planner reads, in one
+/// streaming pass (not kube's `AdmissionReview`, whose flattened `TypeMeta` makes serde buffer the
+/// whole body first); what no planner reads (`options`, `userInfo`, `oldObject`, ...) is skipped unread.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", bound(deserialize = "K: DeserializeOwned"))]
+struct IncomingReview<K> {
+    api_version: String,
+    kind: String,
+    request: Option<Request<K>>,
+}

@@ -7,7 +7,6 @@
 //! the name that sorts first. The winner is written on the pod at admission (the tracking label),
 //! so a later policy change never moves a pod that is already gated.
 
-mod conditions;
 pub mod pod;
 
 use std::collections::BTreeMap;
@@ -18,9 +17,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::conditions::names;
 use super::duration::DURATION_PATTERN;
-
-pub use conditions::PlacementReason;
 
 /// What the user asks: which pods, what each architecture brings, and what to do when images
 /// cannot be inspected or have no platform in common.
@@ -343,3 +341,17 @@ pub struct PodCounts {
 
 #[cfg(test)]
 mod tests;
+
+names! {
+    /// The machine-readable `reason` of a PlacementPolicy condition.
+    pub enum PlacementReason {
+        /// Valid and in use.
+        Valid,
+        /// A namespace or pod selector cannot be read (unknown operator, missing values).
+        InvalidSelector,
+        /// A duration (timeout, tag cache lifetime) cannot be read.
+        InvalidDuration,
+        /// `action: Fallback` names no architecture.
+        MissingFallback,
+    }
+}

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
+use super::Error;
 use super::context::Context;
-use super::error::Error;
 use super::resolution_memory::Memo;
 use super::source::{PullSecret, Request, Wanted};
 use crate::api::{ImageSelectionPolicy, Reason};

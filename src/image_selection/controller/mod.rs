@@ -8,7 +8,6 @@
 
 mod artifact_fetch;
 pub mod context;
-pub mod error;
 pub mod reconcile;
 pub mod registry_source;
 pub mod resolution_memory;
@@ -18,3 +17,23 @@ pub mod source;
 mod status_write;
 pub mod trackers;
 pub mod triggers;
+
+/// A reconcile failed against the apiserver (artifact problems are status, not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The pull Secret could not be read (other than missing or forbidden).
+    #[error("failed to read the pull secret {namespace}/{name}")]
+    ReadSecret {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The status could not be applied.
+    #[error("failed to write the status of policy {name}")]
+    WriteStatus {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}

@@ -11,9 +11,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
+use super::Error;
 use super::artifact_fetch::resolve;
 use super::context::Context;
-use super::error::Error;
 use super::resolution_memory::Outcome;
 use super::schedule::DEFAULT_REFRESH;
 use super::status_write::{publish, update_policy_gauges, write_status};

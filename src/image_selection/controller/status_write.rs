@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
+use super::Error;
 use super::context::Context;
-use super::error::Error;
 use crate::api::{FIELD_MANAGER, ImageSelectionPolicy, ImageSelectionPolicyStatus};
 use crate::cluster::events::Notice;
 use crate::image_selection::resolution::status::{Event, EventKind};

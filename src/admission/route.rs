@@ -21,9 +21,9 @@ use crate::admission::request::Request;
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
-use super::patch::Patched;
 use super::review::shape::{self, Scan};
 use super::review::{self, Answer};
+pub use super::review::{Response, Verdict};
 
 /// One feature's admission decision for one kind of object. Pure CPU over memory: it runs on
 /// the blocking pool under the request's deadline, or inline when its work is
@@ -184,28 +184,4 @@ fn finish<P: Planner>(
         planner.answered(request, plan);
     }
     answer
-}
-
-/// What the host sends back for a verdict.
-#[derive(Debug)]
-pub enum Response<'a> {
-    /// Admit, with this patch (if any) and these warnings.
-    Allow {
-        /// The JSON patch against the object as sent.
-        patch: Option<Patched<'a>>,
-        /// Warnings shown to the user.
-        warnings: Vec<String>,
-    },
-    /// Refuse, with this message.
-    Deny(String),
-}
-
-/// A planner's answer to one request, in the planner's own vocabulary.
-pub trait Verdict {
-    /// The `outcome` label of `ocifit_admissions_total` (e.g. `patched`, `denied`, `skipped`).
-    fn outcome(&self) -> &'static str;
-    /// The `reason` label: the name of the decision, denial or skip.
-    fn reason(&self) -> &'static str;
-    /// The response to send.
-    fn response(&self) -> Response<'_>;
 }

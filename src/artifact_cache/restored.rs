@@ -13,18 +13,28 @@ pub const REASON: &str = "ObjectRestored";
 /// others added) is not ours to put back.
 const OURS: [(&str, &[&str]); 2] = [("spec", &["spec"]), ("labels", &["metadata", "labels"])];
 
-/// The SHA-256 of each of an object's parts in [`OURS`] (of `null` when absent): what the owned
-/// watches keep of those parts.
+/// The object's UID and the SHA-256 of each of its parts in [`OURS`] (of `null` when absent):
+/// what the owned watches keep of those parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ours([[u8; 32]; OURS.len()]);
+pub struct Ours {
+    /// Another UID after the apply: the object was deleted and created anew, seen even before
+    /// the watch has the deletion (the apply can overtake it).
+    uid: Option<String>,
+    parts: [[u8; 32]; OURS.len()],
+}
 
-/// The digest of `object`'s parts the controller sets.
+/// The UID and the digest of `object`'s parts the controller sets.
 pub fn ours<K: Serialize>(object: &K) -> Ours {
     let value = serde_json::to_value(object).unwrap_or(Value::Null);
-    Ours(OURS.map(|(_, path)| {
-        let part = at(&value, path).map(Value::to_string).unwrap_or_default();
-        Sha256::digest(part.as_bytes()).into()
-    }))
+    Ours {
+        uid: at(&value, &["metadata", "uid"])
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        parts: OURS.map(|(_, path)| {
+            let part = at(&value, path).map(Value::to_string).unwrap_or_default();
+            Sha256::digest(part.as_bytes()).into()
+        }),
+    }
 }
 
 /// What the controller did to an owned object someone else changed or deleted: the Event's
@@ -50,15 +60,19 @@ pub fn restored(
     if !applied_before {
         return None;
     }
-    let Some(before) = before else {
-        return Some(Restored {
-            action: "Recreate",
-            note: format!("{what} {name} was deleted; created again"),
-        });
+    let before = match before {
+        Some(before) if before.uid == after.uid => before,
+        // Not there, or the watch still holds the object someone deleted: the apply created it.
+        _ => {
+            return Some(Restored {
+                action: "Recreate",
+                note: format!("{what} {name} was deleted; created again"),
+            });
+        }
     };
     let changed: Vec<&str> = OURS
         .iter()
-        .zip(before.0.iter().zip(&after.0))
+        .zip(before.parts.iter().zip(&after.parts))
         .filter(|(_, (before, after))| before != after)
         .map(|((part, _), _)| *part)
         .collect();

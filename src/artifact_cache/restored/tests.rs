@@ -48,6 +48,22 @@ fn a_deleted_object_created_again_says_so() {
 }
 
 #[test]
+fn an_object_created_again_before_the_watch_saw_its_deletion_says_so() {
+    let mut deleted = deployment(1, "artifact-cache");
+    deleted.metadata.uid = Some("first".into());
+    let mut created = deleted.clone();
+    created.metadata.uid = Some("second".into());
+    assert_eq!(
+        restored_deployment(Some(&deleted), &created),
+        restore(
+            "Recreate",
+            "its Deployment oras-registry was deleted; created again"
+        )
+    );
+    assert_eq!(restored_deployment(Some(&created), &created), None);
+}
+
+#[test]
 fn a_changed_spec_or_label_put_back_names_what_changed() {
     let ours = deployment(1, "artifact-cache");
     assert_eq!(

@@ -11,11 +11,18 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::error::{Error, Result};
 
-/// A port on 127.0.0.1 that was free a moment ago. The kernel hands out ephemeral ports in turn, so
-/// another process taking it before the component binds it is unlikely; if it happens, the
-/// component exits and the start fails with its log.
+/// A port on 127.0.0.1 that was free a moment ago ([`free_port_on`]).
 pub(crate) fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(Error::Port)?;
+    free_port_on(Ipv4Addr::LOCALHOST)
+}
+
+/// A port on `address` that was free a moment ago, probed on the address the component binds: a
+/// port free on 127.0.0.1 can be held on this machine's own address, by one of the many
+/// connections a cluster with real nodes makes from it (a registry failed to bind one so). If
+/// another process takes it before the component binds it, the component exits and the start
+/// fails with its log.
+pub(crate) fn free_port_on(address: Ipv4Addr) -> Result<u16> {
+    let listener = TcpListener::bind((address, 0)).map_err(Error::Port)?;
     Ok(listener.local_addr().map_err(Error::Port)?.port())
 }
 

@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use crate::error::{Result, io};
-use crate::net::{free_port, http_status};
+use crate::net::{free_port_on, http_status};
 use crate::process::{Process, log_tails, wait_until};
 use crate::tools::{Tool, Tools};
 use crate::workdir::Workdir;
@@ -110,7 +110,7 @@ impl ObjectStoreBuilder {
         let identities = workdir.join("s3.json");
         std::fs::write(&identities, identities_json().to_string())
             .map_err(io("write", &identities))?;
-        let ports = Ports::free()?;
+        let ports = Ports::free(self.address)?;
         let address = self.address.to_string();
         let mut args: Vec<OsString> = vec![
             "mini".into(),
@@ -181,18 +181,18 @@ struct Ports {
 }
 
 impl Ports {
-    fn free() -> Result<Ports> {
+    fn free(address: Ipv4Addr) -> Result<Ports> {
         Ok(Ports {
-            master: free_port()?,
-            master_grpc: free_port()?,
-            volume: free_port()?,
-            volume_grpc: free_port()?,
-            filer: free_port()?,
-            filer_grpc: free_port()?,
-            s3: free_port()?,
-            s3_grpc: free_port()?,
-            admin: free_port()?,
-            admin_grpc: free_port()?,
+            master: free_port_on(address)?,
+            master_grpc: free_port_on(address)?,
+            volume: free_port_on(address)?,
+            volume_grpc: free_port_on(address)?,
+            filer: free_port_on(address)?,
+            filer_grpc: free_port_on(address)?,
+            s3: free_port_on(address)?,
+            s3_grpc: free_port_on(address)?,
+            admin: free_port_on(address)?,
+            admin_grpc: free_port_on(address)?,
         })
     }
 

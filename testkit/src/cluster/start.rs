@@ -11,7 +11,7 @@ use kube::Api;
 use super::components::{self, Credentials, Files, Listen, Ports};
 use super::{Cluster, ClusterBuilder, StartupTimes, client, kubeconfig};
 use crate::error::{Error, Result, io};
-use crate::net::{free_port, host_ipv4, http_status};
+use crate::net::{free_port, free_port_on, host_ipv4, http_status};
 use crate::node::{self, NodeEnv, RunningNode};
 use crate::pki::install_crypto_provider;
 use crate::process::{Process, wait_until};
@@ -40,7 +40,7 @@ impl ClusterBuilder {
         let ports = Ports {
             etcd_client: free_port()?,
             etcd_peer: free_port()?,
-            apiserver: free_port()?,
+            apiserver: free_port_on(listen.address())?,
         };
         let server = format!("https://{}:{}", listen.address(), ports.apiserver);
         let kubeconfig_yaml =

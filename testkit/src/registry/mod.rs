@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::command::Invocation;
 use crate::error::{Error, Result, io};
-use crate::net::{free_port, http_status};
+use crate::net::{free_port_on, http_status};
 use crate::process::{Process, log_tails, wait_until};
 use crate::tools::{Tool, Tools};
 use crate::workdir::Workdir;
@@ -234,7 +234,7 @@ impl RegistryBuilder {
         tools.path(Tool::Regctl)?;
         tools.path(Tool::Crane)?;
         let workdir = Workdir::create("registry-")?;
-        let addr = format!("{}:{}", self.address, free_port()?);
+        let addr = format!("{}:{}", self.address, free_port_on(self.address)?);
         let config = self.write_config(&workdir, &addr)?;
         let mut process = Process::spawn(
             "registry",

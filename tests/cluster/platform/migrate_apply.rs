@@ -35,15 +35,18 @@ const SAMPLES: &[(&[&str], &[&str])] = &[
 async fn every_seeds_migrated_objects_pass_kubeconform_and_a_server_side_dry_run() {
     let cluster = CLUSTER.get().await.unwrap();
     let client = cluster.client().unwrap();
+    let tools = cluster.tools().clone();
+    let schemas = KubeconformSchemas::create(cluster.dir().join("migrate-schemas")).unwrap();
+    // The built-in kinds' schemas, read before ocifit's CRDs exist: their group's OpenAPI document
+    // is listed at once but served empty until the apiserver has built it (ocifit's come from the
+    // CRD files below).
+    schemas.add_from_apiserver(&client).await.unwrap();
     apply_crd_dir(&client, &repo_root().join("crds"))
         .await
         .unwrap();
     for namespace in ["workflow", "remote"] {
         create_namespace(&client, namespace).await.unwrap();
     }
-    let tools = cluster.tools().clone();
-    let schemas = KubeconformSchemas::create(cluster.dir().join("migrate-schemas")).unwrap();
-    schemas.add_from_apiserver(&client).await.unwrap();
     for crd in ["placementpolicies.ocifit.io", "artifactcaches.ocifit.io"] {
         let file = repo_root().join(format!("crds/{crd}.yaml"));
         assert!(schemas.add_crd_file(&file).unwrap() > 0, "{crd}");

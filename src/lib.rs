@@ -1,16 +1,9 @@
 //! ocifit: a Kubernetes operator that gives every node the container image built for it.
 //!
-//! Rooms by floor (see `CONTRIBUTING.md`, "Layout"): a room depends only on rooms of lower
-//! floors, never on a sibling of its own floor, and `tests/components/architecture.rs` keeps it so.
-//!
-//! - footing: `engine` (the compatibility engine), `platform` (the one platform model);
-//! - ground: `api`, `classes`, `process` (tasks, shutdown, the `Feature` face, the watch
-//!   backoff), `registry`, `telemetry`;
-//! - shared: `cluster` (the cluster view), `admission` (the one admission host), `step_helper`
-//!   (the program run inside a step's pod, and its command line);
-//! - features: `image_selection` (with its decision, `resolution`), `placement`,
-//!   `artifact_cache`; `startup` and `cli` use each through its face (its `mod.rs`);
-//! - top: `startup` (configuration, composing the features, supervision), then `cli`.
+//! Rooms by floor (CONTRIBUTING.md, "Layout"; `tests/components/architecture.rs` keeps them):
+//! footing `engine`, `platform`; ground `api`, `classes`, `process`, `registry`, `telemetry`;
+//! shared `cluster`, `admission`, `step_helper`; features `image_selection`, `placement`,
+//! `artifact_cache` (each used through its `mod.rs`); top `startup`, then `cli`.
 
 pub mod admission;
 pub mod api;

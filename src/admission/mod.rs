@@ -1,19 +1,9 @@
-//! The admission host: one HTTPS server for every feature's admission route, with TLS and
-//! certificate reload, the managed certificates, body caps and deadlines, review decoding and
-//! response encoding, and the admission metrics.
-//!
-//! - [`route`]: how a feature plugs in: a [`route::Planner`] for the kind it admits, a
-//!   [`route::Verdict`] in its own vocabulary, a [`route::Route`] with its path.
-//! - [`review`]: AdmissionReview bodies in, responses out; every input yields an answer.
-//! - [`patch`]: the JSON-patch operations every feature's answer is built from.
-//! - [`server`]: the HTTPS server (actix-web, rustls), body cap, deadline, metrics.
-//! - [`tls`]: the serving certificate, swapped atomically, re-read from files when they change.
-//! - [`certificates`]: the managed mode: the operator's own CA and serving certificate, kept in
-//!   a Secret and in the webhook configuration's `caBundle`, fed to [`tls`].
-//!
-//! A new feature adds a planner and a route to the list `ocifit run` hands [`serve`], not a
-//! server. The host must not write to the apiserver except, in the managed mode, its own Secret,
-//! Events on it and the caBundle of its own webhook configuration; it never reaches a registry.
+//! The admission host: one HTTPS server for every feature's admission route ([`route`]), with
+//! TLS and certificate reload ([`tls`]), the managed certificates ([`certificates`]), body caps and
+//! deadlines ([`server`]), review decoding and response encoding ([`review`], [`patch`]), and the
+//! admission metrics. A new feature adds a planner and a route to the list `ocifit run` hands
+//! [`serve`], not a server. The host writes to the apiserver only, in the managed mode, its own
+//! Secret, Events on it and its webhook configuration's caBundle; it never reaches a registry.
 
 pub mod certificates;
 pub mod patch;

@@ -1,16 +1,9 @@
 //! Routes: how a feature plugs its admission decision into the one host. A feature implements
-//! [`Planner`] for the kind it admits (typed as the feature reads it: only the fields its
-//! decisions read, [`read_as!`](super::request::read_as)) and hands the host a [`Route`] with the path its webhook configuration calls; the host reads the body, decodes
-//! the review for that kind, asks the planner, encodes its [`Verdict`] in one pass, counts it
-//! under the labels the planner's own vocabulary names, and then tells the planner the request
-//! was answered (so it can queue an Event, never for a dry run).
-//!
+//! [`Planner`] for the kind it admits (only the fields its decisions read,
+//! [`read_as!`](super::request::read_as)) and hands the host a [`Route`] with its path; the host
+//! decodes the review, asks the planner, encodes its [`Verdict`], counts it in the planner's own
+//! vocabulary, then tells the planner the request was answered (to queue an Event).
 //! ```text
-//! impl Planner for GatePods {
-//!     type Object = GatePod;                    // a pod as the gate reads it
-//!     type Plan = GatePlan;                     // implements Verdict
-//!     fn plan(&self, request: &Request<GatePod>) -> GatePlan { … }
-//! }
 //! let routes = vec![Route::new("/mutate", MutatePods::new(..)), Route::new("/gate", GatePods::new(..))];
 //! ```
 

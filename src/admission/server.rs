@@ -1,14 +1,10 @@
 //! The admission host's HTTPS server (actix-web over rustls, the certificate from
-//! [`ServingCert`]): `POST` on each [`Route`]'s path. Every such request is answered 200 with an
-//! AdmissionReview. Its body is read first, up to [`MAX_BODY_BYTES`], within the deadline and
-//! within the host's share of memory for bodies ([`MAX_BODY_MEMORY`]); only then does it take
-//! one of its route's [`MAX_IN_FLIGHT`] places, and the route's planner runs within the same
-//! deadline: on the blocking pool, or inline on the connection's worker when the request bounds
-//! its work ([`Planner::BOUNDED`](super::route::Planner::BOUNDED)). A request the host cannot decide (no place, no room, the body or the planner past
-//! the deadline) gets the answer its route gives undecided requests ([`Undecided`]); whatever
-//! else goes wrong becomes a denial saying what. It owns the transport, these bounds, the drain
-//! and the metrics of each answer; the decisions are the planners' and the review handling is
-//! [`review`](super::review)'s.
+//! [`ServingCert`]): `POST` on each [`Route`]'s path, answered 200 with an AdmissionReview. A body
+//! is read first, up to [`MAX_BODY_BYTES`], within the deadline and [`MAX_BODY_MEMORY`]; then it
+//! takes one of its route's [`MAX_IN_FLIGHT`] places and the planner runs within the same deadline
+//! (inline when [`Planner::BOUNDED`](super::route::Planner::BOUNDED)). A request it cannot decide
+//! gets its route's [`Undecided`] answer; anything else that goes wrong is a denial saying what.
+//! The decisions are the planners', the review handling [`review`](super::review)'s.
 
 use std::net::{IpAddr, SocketAddr};
 use std::panic::AssertUnwindSafe;

@@ -2,22 +2,8 @@
 //! ([`Reads`]) plus `kubernetes.io/arch` and `kubernetes.io/os`, so each kind of node is
 //! evaluated once. Also which nodes count for a policy (its plain nodeSelector; control-plane
 //! nodes left out by default). Pure; must not evaluate artifacts (the engine does) nor read
-//! pods (`selection` does).
-//!
-//! A class's name is `c-` and 10 hex digits of a SHA-256 over a canonical, length-prefixed
-//! encoding of the distinguishing values (absent values included), so it is stable across runs,
-//! restarts and node order; on a prefix collision between two classes, every name gets longer.
-//!
-//! `labels` shows the distinguishing values for people (status, tables), with these keys:
-//!
-//! | key | value |
-//! |---|---|
-//! | a label key the rules read (and arch, os) | its value; omitted when the node lacks it |
-//! | `<feature>` (NFD) | which kinds the node has: `flags`, `attributes`, `instances`, joined with `+`; omitted when the feature is missing |
-//! | `<feature>.flags/<element>` | `true` when the element is a flag of the node |
-//! | `<feature>.attributes/<element>` | the attribute's value |
-//! | `<feature>.instances` | each distinct instance's read attributes (`k=v,k=v`), sorted, joined with `; ` |
-//! | `<feature>.names` | every element name, sorted, joined with `,` (read by `matchName`) |
+//! pods (`selection` does). A class's name hashes a length-prefixed encoding of its values; its
+//! name and `labels` are docs/status.md's "Class labels".
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,17 +1,10 @@
-//! Node selection: which nodes a pod's `nodeSelector` and required node affinity allow (all of
-//! them, with kube-scheduler's semantics), pinning a pod to node classes by ANDing required node
-//! affinity into it, narrowing a gated pod to label values (platform placement), and a short
-//! human description of a pod's selector for denial messages.
-//! Pure: it reads Kubernetes types and plain node data, and never groups nodes into classes,
-//! chooses images or talks to the apiserver.
-//!
-//! Semantics follow `k8s.io/component-helpers/scheduling/corev1/nodeaffinity`: the nodeSelector
-//! map is ANDed with the required affinity; terms are ORed; a term's matchExpressions and
-//! matchFields are ANDed; an empty term, and an empty list of terms, match no node. Where the
-//! scheduler would silently treat a malformed requirement as "matches nothing", this module
-//! returns an error instead, so the webhook can deny the pod with a message rather than guess.
-//! A selection larger than [`limits`] allows is an error too, before anything is matched: the
-//! pod's author decides its size, and each node it is matched against costs that much.
+//! Node selection: which nodes a pod's `nodeSelector` and required node affinity allow, with
+//! kube-scheduler's semantics (`k8s.io/component-helpers/scheduling/corev1/nodeaffinity`);
+//! pinning a pod to node classes by ANDing required node affinity into it; narrowing a gated pod
+//! to label values (platform placement); a short description of a pod's selector for denials.
+//! Where the scheduler would treat a malformed requirement as "matches nothing", this is an
+//! error, so the webhook denies with a message; so is a selection over [`limits`]. Pure: never
+//! groups nodes, chooses images or talks to the apiserver.
 
 mod error;
 pub mod limits;

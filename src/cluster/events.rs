@@ -1,16 +1,11 @@
 //! The Event reporter: Kubernetes Events on objects, their notes capped as Kubernetes requires,
-//! each published one counted. [`EventReporter::publish`] waits for the apiserver (reconcilers
-//! of a few objects call it); [`queue`] hands request handlers and per-pod reconcilers a
-//! [`Notices`] that never waits, publishing from one task, a few at once, optionally at most one
-//! Event per object and reason per window (the next one saying how many were held back); a full
-//! queue drops and counts, and so does a namespace past its share of the queue ([`quota`]).
-//! Decides nothing about what deserves an Event.
-//!
-//! kube's recorder folds a repeated Event into a series by remembering each Event it published
-//! for 6 minutes, and sweeps that memory on every publish: at a pod per Event, 200 pods/s held
-//! some 70,000 Events and the sweep over them serialised every publish. A reporter starts a
-//! fresh recorder after [`SERIES_MEMORY`] Events, as client-go's correlator keeps at most as
-//! many (a repeat after that starts a new Event instead of counting into the old one).
+//! each published one counted. [`EventReporter::publish`] waits for the apiserver; [`queue`]
+//! hands request handlers and per-pod reconcilers [`Notices`] that never wait, publishing from
+//! one task, optionally one Event per object and reason per window; a full queue, or a
+//! namespace past its share ([`quota`]), drops and counts. A reporter starts a fresh recorder
+//! after [`SERIES_MEMORY`] Events, as client-go's correlator does, because kube's recorder
+//! sweeps all it remembers on every publish (docs/performance.md). Decides nothing about what
+//! deserves an Event.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};

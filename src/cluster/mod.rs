@@ -1,15 +1,10 @@
 //! The cluster view every feature reads: the node and NodeFeature stores with their watches and
-//! change subscriptions ([`reflected`]), leadership ([`leader`]), the node inventory the
-//! engine reads ([`inventory`]), the Event reporter ([`events`]), the one way Secrets are
-//! read ([`secrets`]: `get` only, in the allowed namespaces) and admission's one bounded read
-//! of what a store may lag ([`read_again`]); the metadata trim watches share ([`trim`]).
-//!
-//! How a feature plugs in: take a [`ClusterView`] in its `run`, read `nodes` and
-//! `node_features` through their stores, [`Reflected::subscribe`] to hear changes (never poll),
-//! publish Events through an [`events::EventReporter`] or a rate-limited [`events::queue`], and
-//! act as leader only while [`leader::Leadership::is_leader`]. A feature's own kinds are watched
-//! with [`reflected::reflect`] over its own watch, the same way. Every replica keeps the view warm,
-//! leader or not. Decides nothing about images, pods or policies.
+//! change subscriptions ([`reflected`]), leadership ([`leader`]), the node inventory the engine
+//! reads ([`inventory`]), Events ([`events`]), the one way Secrets are read ([`secrets`]),
+//! admission's bounded read of what a store may lag ([`read_again`]) and the metadata trim
+//! ([`trim`]). A feature takes a [`ClusterView`], [`Reflected::subscribe`]s to changes (never
+//! polls), watches its own kinds with [`reflected::reflect`], and acts only while
+//! [`leader::Leadership::is_leader`]. Decides nothing about images, pods or policies.
 
 pub mod events;
 pub mod gates;

@@ -1,18 +1,9 @@
 //! One more read from the apiserver for admission, when a reflected store may lag it: an object
-//! created (or made Ready) a moment before the request that needs it reaches the apiserver's
-//! admission before it reaches this replica's watch. The placement gate reads a namespace its
-//! store does not hold yet; the step routes read a cache their store does not show Ready.
-//!
-//! The read waits on the apiserver, so it is taken only on the admission host's blocking pool
-//! (a planner on the connection's worker declines instead), and within [`READ_WITHIN`], well
-//! inside the request's deadline: a read that fails or is late is `None`, and the planner
-//! decides on what its store holds.
-//!
-//! Every read from the apiserver is taken within one [`budget::Budget`] for the process: a key
-//! read and not found is not read again for a while, all reads share a token bucket, and only a
-//! few wait at once; a read the budget does not allow is `None` at once. So reviews naming
-//! namespaces or caches that do not exist (anyone who reaches the webhook port can send them)
-//! cost the apiserver a few reads a second and hold no route's place.
+//! created (or made Ready) just before the request that needs it reaches the apiserver's
+//! admission before this replica's watch. Taken only on the admission host's blocking pool,
+//! within [`READ_WITHIN`]; a read that fails, is late, or that the process's one
+//! [`budget::Budget`] refuses is `None`, and the planner decides on what its store holds. So
+//! reviews naming objects that do not exist cost the apiserver a few reads a second.
 
 pub mod budget;
 

@@ -1,26 +1,7 @@
 //! What a node offers the engine: its labels (ocifit rules read them) and its NFD features (NFD
-//! rules read them), from NFD's `NodeFeature` objects, merged per node as nfd-master merges them,
-//! or, for a node without any, projected from its `feature.node.kubernetes.io/*` labels where
-//! that projection is unambiguous. Plain data: no client, no watch.
-//!
-//! The label projection (prefix `feature.node.kubernetes.io/`), exactly:
-//!
-//! | label | feature | element |
-//! |---|---|---|
-//! | `cpu-cpuid.<E>=true` | flag `cpu.cpuid` | `<E>` |
-//! | `cpu-cpuid.<E>=<v>` (v not `true`) | attribute `cpu.cpuid` | `<E>` = v |
-//! | `cpu-model.<E>`, `cpu-cstate.<E>`, `cpu-pstate.<E>`, `cpu-security.<E>`, `cpu-coprocessor.<E>` | attribute `cpu.model`, `cpu.cstate`, `cpu.pstate`, `cpu.security`, `cpu.coprocessor` | `<E>` |
-//! | `cpu-hardware_multithreading` | attribute `cpu.topology` | `hardware_multithreading` |
-//! | `kernel-version.<E>` | attribute `kernel.version` | `<E>` (`full`, `major`, `minor`, `revision`) |
-//! | `kernel-selinux.<E>` | attribute `kernel.selinux` | `<E>` (`enabled`) |
-//! | `system-os_release.<E>` | attribute `system.osrelease` | `<E>` (`ID`, `VERSION_ID`, `VERSION_ID.major`, ...) |
-//!
-//! `<E>` is everything after the first `.`. Nothing else is projected: kernel config labels
-//! (values rewritten), `pci-*`, `usb-*`, `storage-*`, `network-*`, `memory-*` (instance features
-//! reduced to `present`) and custom labels cannot be turned back into features, so a term on
-//! those features does not match (the feature is missing), as NFD does. Also lost by labels: the
-//! CPUID flags NFD does not label by default (`SSE2`, `CMOV`, ...), so an `Exists` on them fails
-//! on projected features; publish NodeFeature objects for exact answers.
+//! rules read them), from NFD's `NodeFeature` objects merged per node, or projected from its
+//! `feature.node.kubernetes.io/*` labels as docs/controller.md's "Node features without
+//! NodeFeature objects" lists. Plain data: no client, no watch.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,13 +1,9 @@
 //! The one growing-delay schedule of the process, [`growing_delay`]: the registry's retries and
 //! cool-off, a policy's artifact retries, placement's inspections and every watch read it. Ours
-//! rather than `backon`'s: all but the watches keep only a failure count (in a memo, beside the
-//! time it was checked) and need the n-th wait as a pure answer, which `backon`'s stateful
-//! iterator gives only by replaying n steps; the watches' iterator is a few lines over it.
-//!
-//! The watches' schedule is kube's default (client-go's: from 0.8 s, doubling, with jitter,
-//! starting over after 2 minutes of health) but at most 2 s before jitter instead of 30, so what a
-//! replica holds is current again within seconds of an apiserver's return (the fault suite
-//! restarts one and expects status within 10 s).
+//! rather than `backon`'s: most callers keep only a failure count and need the n-th wait as a
+//! pure answer, which `backon`'s stateful iterator gives only by replaying n steps. The watches'
+//! schedule is kube's default with a lower cap, so a replica's stores are current again soon
+//! after an apiserver's return (the fault suite expects it).
 
 use std::time::Duration;
 

@@ -1,20 +1,9 @@
 //! Image inspection for platform placement: which platforms an image reference runs on, for many
-//! pods at once, asking registries as little as possible.
-//!
-//! - A digest's platforms are cached for good (bounded by entries): content by digest never
-//!   changes, so every pod naming it, whatever its credentials, is answered from memory.
-//! - A tag's digest is cached per set of credentials (one pod's lookup never answers another's
-//!   with credentials it lacks), and trusted for as long as each lookup allows: long for
-//!   `IfNotPresent` containers, not at all for `Always`.
-//! - Concurrent lookups of one tag or digest share one request; at most `max_concurrent` requests
-//!   run at once, and at most `max_per_namespace` for the pods of one namespace, so one tenant's
-//!   stalled registry cannot take every slot; a registry that fails as a whole is left alone for
-//!   a growing delay.
-//! - A lookup (its tag, every index entry, every retry, and the wait for a slot) ends within
-//!   `lookup_deadline`: a registry that accepts connections and never answers holds a slot for
-//!   that long at most, and the pod's failed attempt counts toward its policy's bound.
-//! - Credentials are tried in the caller's order, the next after a refusal, as the kubelet does;
-//!   anonymous when there are none.
+//! pods at once, asking registries as little as possible: a digest's platforms cached for good, a
+//! tag's digest per set of credentials, concurrent lookups shared, slots per namespace, each
+//! lookup within `lookup_deadline`, a failing registry left alone for a growing delay; credentials
+//! tried in the caller's order, as the kubelet does. docs/placement.md's "Caches, and what the
+//! registry sees" states the rules.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

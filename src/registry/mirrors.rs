@@ -1,12 +1,9 @@
 //! Registry mirrors as containerd reads them (`hosts.toml` in a `certs.d` directory): which hosts
-//! a registry's requests go to, in which order, and which of them may resolve tags. Pure: the
-//! files' text in, an ordered list of endpoints out; reading the directory is `mirrors/load.rs`.
-//!
-//! The subset read: `server`, `capabilities`, `override_path` and `skip_verify = false` at the
-//! top, and `[host."URL"]` tables with `capabilities`, `override_path` and `skip_verify = false`.
-//! Everything else containerd knows (`ca`, `client`, `header`, `dial_timeout`, `proxy`,
-//! `skip_verify = true`) and every unknown key is refused with the file and key named: a setting
-//! silently left out would make ocifit reach a host otherwise than the node does.
+//! a registry's requests go to, in which order, and which may resolve tags. Pure: the files' text
+//! in, endpoints out; reading the directory is `mirrors/load.rs`. The subset read is
+//! docs/registries.md's "Pulling through a mirror"; any other key, or `skip_verify = true`, is
+//! refused with the file and key named, since a setting silently left out would make ocifit reach
+//! a host otherwise than the node does.
 
 use std::collections::BTreeMap;
 

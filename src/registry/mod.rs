@@ -1,14 +1,10 @@
 //! The registry room: reads compatibility artifacts and image platforms from OCI registries, and
-//! moves content of any size both ways for the artifact helper (`upload`, `download`).
-//!
-//! It owns references, the registry protocol (auth, retries, timeouts, size caps, digest
-//! checks), and the caches. It decides which layer, which referrer and which platforms in pure
-//! modules (`layers`, `referrers`, `platforms`, `docker_config`, `credential_helpers`, `retry`,
-//! `auth`, `allow`, `addresses`, `mirrors`); `fence` (the one HTTP client constructor),
-//! `transport`, `client` and `clients`
-//! are the thin adapters. Compatibility documents are parsed by the engine, in one call at the
-//! very end (`resolve`). It knows nothing of Kubernetes objects: callers hand it
-//! credentials as a docker config.
+//! moves content of any size both ways for the artifact helper (`upload`, `download`). It owns
+//! references, the registry protocol (auth, retries, timeouts, size caps, digest checks) and the
+//! caches; its decisions are pure modules (`layers`, `referrers`, `platforms`, `auth`, `allow`,
+//! `mirrors`, ...), and `fence` (the one HTTP client constructor), `transport`, `client` and
+//! `clients` the thin adapters. The engine parses compatibility documents, at the very end
+//! (`resolve`). It knows nothing of Kubernetes objects: credentials come as a docker config.
 
 mod addresses;
 mod allow;

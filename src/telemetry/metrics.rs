@@ -1,11 +1,8 @@
-//! The Prometheus metrics of `ocifit run`: reconciles of each controller by result and their
-//! duration, artifact fetches, status writes, policies by condition, leader status, the admission
-//! routes' answers by route, outcome and reason and their latency, the sizes of the stores the
-//! webhook plans from and its index rebuilds, placement decisions, and (collected at scrape time)
-//! the registry client's request and cache counters; [`features`] adds what each feature's
-//! runbook reads (gated and held pods, caches by readiness, last successful reconcile) and
-//! [`process`] the build, the process's own figures and the serving certificate's expiry.
-//! Every label value is snake_case from a closed vocabulary, or names a policy or an
+//! The Prometheus metrics of `ocifit run`: reconciles, artifact fetches, status writes, policies
+//! by condition, leader status, the admission routes' answers and latency, the webhook's stores
+//! and index rebuilds, placement decisions and the registry client's counters; [`features`] adds
+//! what each feature's runbook reads and [`process`] the build, the process and the serving
+//! certificate. Every label value is snake_case from a closed vocabulary, or names a policy or an
 //! ArtifactCache: never a pod. [`exposition`] writes them as OpenMetrics or Prometheus text.
 
 use std::fmt;

@@ -1,24 +1,11 @@
 //! The decision: given what the webhook Secret holds, the DNS names the serving certificate must
 //! carry and the time, keep everything, prune the CA bundle, issue a serving certificate from the
-//! current CA, rotate the CA, or start over. Pure: no I/O, no clock (time is passed in), no
-//! randomness (minting is [`CertificatePlan::carry_out`]'s, in `issue`).
-//!
-//! The rules:
-//! - The CA is the certificate in `ca.crt` whose public key is `ca.key`'s. It lives
-//!   [`CA_VALIDITY`] and is rotated once [`CA_RENEW_BEFORE`] or less remains. `ca.crt` is the
-//!   webhook's `caBundle`: after a rotation it carries the new CA first and the old one until the
-//!   old expires, so a replica still serving a certificate from the old CA stays trusted.
-//! - A rotation takes two steps: first the new CA joins the bundle while the serving certificate
-//!   stays (when it is still valid), then, on a later check, once the webhook configuration
-//!   trusts the new CA, the serving certificate is reissued from it
-//!   ([`ServingReason::SignedByPreviousCa`]). So no replica serves a certificate the apiserver
-//!   does not trust yet.
-//! - The serving certificate (`tls.crt`, `tls.key`) lives [`SERVING_VALIDITY`] and is reissued
-//!   from the CA once a third of its life or less remains, or when its DNS names are not exactly
-//!   the wanted ones, its key is not its own, or the CA did not sign it.
-//! - Anything missing or unreadable on the CA side starts over with a new CA (the still-valid CA
-//!   certificates that could be read stay in the bundle); [`Action::is_unexpected`] says when
-//!   that deserves a Warning.
+//! current CA, rotate the CA, or start over. Pure: no I/O, no clock, no randomness (minting is
+//! [`CertificatePlan::carry_out`]'s). The CA lives [`CA_VALIDITY`], renewed within
+//! [`CA_RENEW_BEFORE`]; the serving certificate [`SERVING_VALIDITY`]. A rotation takes two steps
+//! (the new CA joins `caBundle`, then serves once trusted: [`ServingReason::SignedByPreviousCa`]),
+//! as docs/operations.md's "TLS rotation" says; [`Action::is_unexpected`] says when a start-over
+//! deserves a Warning.
 
 mod action;
 

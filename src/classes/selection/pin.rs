@@ -1,12 +1,8 @@
 //! Pinning (`onUnpinned: Pin`): restricting a pod's required node affinity to a set of node
 //! classes, so the scheduler only places it where the chosen image runs. Owns the rewrite of
-//! `requiredDuringSchedulingIgnoredDuringExecution` only; preferred node affinity, pod affinity
-//! and anti-affinity are carried over untouched, and tolerations are not its business.
-//!
-//! The result is the existing terms ANDed with the classes (each existing term × each class),
-//! which keeps exactly the old candidates that belong to a target class. It is idempotent: a term
-//! that already requires one of the classes is kept as it is, so the webhook's reinvocation finds
-//! nothing left to patch.
+//! `requiredDuringSchedulingIgnoredDuringExecution` only; the rest is carried over untouched.
+//! The result is each existing term ANDed with each class, which keeps exactly the old candidates
+//! of a target class; idempotent, so the webhook's reinvocation finds nothing left to patch.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,15 +1,9 @@
 //! Node selector terms parsed from their Kubernetes form: validated once, then matched against
 //! nodes and written for humans. Owns the meaning of each operator; knows nothing of pods or
-//! classes.
-//!
-//! What the apiserver's own validation (`ValidateNodeSelectorRequirement`,
-//! `ValidateNodeFieldSelectorRequirement`, `validateNodeSelector`) already rejects: unknown
-//! operators, wrong value counts, matchFields keys other than `metadata.name`, and an empty list of
-//! terms. It does not check that a `Gt`/`Lt` value is an integer (kube-scheduler then treats the
-//! term as matching nothing). Mutating admission runs before that validation, so the webhook sees
-//! such pods first and every one of these is an error here too. Label key and value syntax is left
-//! to the apiserver, which rejects such pods right after admission, so their candidates never
-//! matter.
+//! classes. Mutating admission runs before the apiserver's validation, so what that validation
+//! rejects (unknown operators, wrong value counts, matchFields keys other than `metadata.name`,
+//! an empty list of terms) is an error here too, and so is a non-integer `Gt`/`Lt` value, which
+//! kube-scheduler would let match nothing. Label key and value syntax is left to the apiserver.
 
 use std::fmt;
 

@@ -1,13 +1,9 @@
 //! What admission's reads from the apiserver may cost, whoever sends the reviews that ask for
-//! them: anyone who reaches the webhook port can name a namespace or a cache that does not
-//! exist, and each such review would otherwise cost a read and hold its route's place while it
-//! waits. A read is taken only when
-//! - its key was not read and found missing (or unreadable) within [`FORGET_AFTER`],
-//! - a token is left in the bucket every read shares ([`RATE`] a second, [`BURST`] at once), and
-//! - fewer than [`MAX_READING`] reads are waiting on the apiserver.
-//!
-//! Otherwise the caller decides at once on what its store holds, as for a read that came too
-//! late. Pure: the time is given.
+//! them (anyone who reaches the webhook port can name objects that do not exist). A read is
+//! taken only when its key was not found missing within [`FORGET_AFTER`], a token is left in the
+//! shared bucket ([`RATE`] a second, [`BURST`] at once), and fewer than [`MAX_READING`] reads
+//! wait on the apiserver; otherwise the caller decides at once on what its store holds. Pure:
+//! the time is given.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};

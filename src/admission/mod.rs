@@ -53,11 +53,9 @@ pub struct HostSettings {
     pub certificates: CertificateSource,
     /// The per-request deadline (normally [`server::DEADLINE`]).
     pub deadline: Duration,
-    /// How long the host keeps accepting and answering once the process stops, before it
-    /// drains: readiness fails at once, and the endpoints of a stopping replica go only once
-    /// that is seen, while the apiserver does not retry a refused connection. Meanwhile every
-    /// answer closes its connection (`Connection: close`), so none the apiserver keeps is
-    /// closed under it.
+    /// How long the host keeps answering once the process stops, before it drains: the endpoints
+    /// of a stopping replica go only once its failed readiness is seen, and the apiserver does
+    /// not retry a refused connection. Meanwhile every answer closes its connection.
     pub shutdown_delay: Duration,
     /// PEM CA certificates a client must present a certificate signed by (the apiserver's,
     /// from its admission configuration); `None`: any client that reaches the port is served.

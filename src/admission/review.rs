@@ -17,8 +17,8 @@ mod encode;
 mod head;
 pub mod shape;
 
-/// The largest request body read. The apiserver refuses requests over 3 MiB and etcd objects
-/// over 1.5 MiB, and a CREATE review carries one object: no real review comes near it.
+/// The largest request body read: the apiserver's own request limit, larger than any object etcd
+/// stores, and a CREATE review carries one object, so no real review comes near it.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// Why a request was refused before the planner saw it (the `reason` metric label).
@@ -165,9 +165,7 @@ where
         )));
     }
     // Every real request is a well-formed review of the route's kind: one typed pass reads it.
-    // Anything that pass does not accept is read again, slowly, by `explain` to say exactly
-    // what is wrong (the generic tree plus path tracking costs about three times the typed
-    // pass).
+    // Anything else is read again, slowly, by `explain` to say exactly what is wrong.
     if let Ok(review) = serde_json::from_slice::<IncomingReview<K>>(body)
         && review.api_version == "admission.k8s.io/v1"
         && review.kind == "AdmissionReview"

@@ -18,26 +18,18 @@ use super::review::shape::{self, Scan};
 use super::review::{self, Answer};
 pub use super::review::{Response, Verdict};
 
-/// One feature's admission decision for one kind of object. Pure CPU over memory: it runs on
-/// the blocking pool under the request's deadline, or inline when its work is
-/// [`Planner::BOUNDED`]. The one wait allowed is a route's bounded read from the apiserver when
-/// its store may lag (the artifact cache's `ReadAgain`, taken only before a refusal; the gate's
-/// read of a namespace its store does not hold yet), taken only on the pool: a bounded planner
-/// that needs it declines in [`Planner::plan_now`].
+/// One feature's admission decision for one kind of object. Pure CPU over memory; the one wait
+/// allowed is a bounded read of what its store may lag ([`crate::cluster::read_again`]), only
+/// on the blocking pool: a [`Planner::BOUNDED`] planner that needs it declines in [`Planner::plan_now`].
 pub trait Planner: Send + Sync + 'static {
     /// The kind this route admits.
     type Object: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static;
     /// The answer.
     type Plan: Verdict;
 
-    /// Whether the request alone bounds the planner's work: it never waits (no I/O, no lock
-    /// held for longer than a store update) and its CPU grows only with the request, which the
-    /// host caps ([`MAX_BODY_BYTES`](super::review::MAX_BODY_BYTES),
-    /// [`MAX_ARRAY_ELEMENTS`](super::review::shape::MAX_ARRAY_ELEMENTS)). Such a planner runs on
-    /// the connection's worker: a hand-off to the blocking pool and back costs more than the
-    /// planning itself, and the deadline cannot be missed by work the caps keep to
-    /// milliseconds. Any other planner runs on the blocking pool, where the deadline answers
-    /// for it if it is slow.
+    /// Whether the request alone bounds the planner's work: no wait, and CPU that grows only with
+    /// the request, which the host caps. Such a planner runs on the connection's worker, where a
+    /// hand-off to the blocking pool would cost more than planning; others run on the pool.
     const BOUNDED: bool = false;
 
     /// Decides one request. The host reads of it what planners read ([`Request`]): its uid,
@@ -46,9 +38,8 @@ pub trait Planner: Send + Sync + 'static {
     fn plan(&self, request: &Request<Self::Object>) -> Self::Plan;
 
     /// For a [`Planner::BOUNDED`] planner on the connection's worker: the plan, if it can be made
-    /// without waiting. `None` sends the request on to the blocking pool, where
-    /// [`Planner::plan`] may take its one bounded wait; the body is read again there, which only
-    /// the rare request that needs the wait pays.
+    /// without waiting. `None` sends the request on to the blocking pool, where [`Planner::plan`]
+    /// may take its one bounded wait.
     fn plan_now(&self, request: &Request<Self::Object>) -> Option<Self::Plan> {
         Some(self.plan(request))
     }
@@ -59,10 +50,9 @@ pub trait Planner: Send + Sync + 'static {
     fn answered(&self, _request: &Request<Self::Object>, _plan: Self::Plan) {}
 }
 
-/// What a route answers for a request the host could not have its planner decide: every place
-/// of the route taken, or the body or the planner past the deadline. It says what the route's
-/// webhook failure policy does with a failed call, so a busy or slow host never answers worse
-/// than being down would.
+/// What a route answers for a request the host could not have its planner decide (no place, or
+/// past the deadline): what its webhook's failure policy does with a failed call, so a busy or
+/// slow host never answers worse than being down would.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Undecided {
     /// Deny, with a message saying to retry (`failurePolicy: Fail`): an object admitted

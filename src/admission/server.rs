@@ -31,31 +31,23 @@ mod peers;
 /// default), so the apiserver gets our answer rather than its own timeout error.
 pub const DEADLINE: Duration = Duration::from_secs(2);
 
-/// Requests planned at once, per route: each holds its body, its typed object and the patch.
-/// Per route, so a flood of one route (placement's gate sees nearly every pod) never takes
-/// another's places; real requests take a millisecond, so the apiserver's own concurrency stays
-/// far below it.
+/// Requests planned at once, per route, so a flood of one route (the gate sees nearly every pod)
+/// never takes another's places; each holds its body, its typed object and the patch.
 pub const MAX_IN_FLIGHT: usize = 4;
 
-/// Requests waiting on the apiserver at once, over every route: a request its planner cannot
-/// decide without a read ([`Planner::plan_now`](super::route::Planner::plan_now) declines)
-/// gives its route's place back and waits in one of these, so reviews naming namespaces or
-/// caches that do not exist (anyone who reaches the port can send them) never take the places
-/// real reviews need. The reads themselves are budgeted
-/// ([`read_again`](crate::cluster::read_again)).
+/// Requests waiting on the apiserver at once, over every route: a request whose planner declines
+/// ([`Planner::plan_now`](super::route::Planner::plan_now)) gives its place back and waits here,
+/// so reviews naming objects that do not exist never take the places real reviews need.
 pub const MAX_WAITING: usize = 4;
 
-/// The memory all request bodies together may hold, over every route and connection: being
-/// read, waiting for a place, being planned. Charged as a body's buffer grows, by the bytes
-/// that arrived (not those a client declares it will send), so slow bodies cost what they
-/// sent; 256 connections of 3 MiB bodies would otherwise hold 768 MiB against the chart's
-/// 256 MiB limit. Each peer address may hold at most its share of it ([`peers::PEER_SHARE`]).
+/// The memory all request bodies together may hold, over every route and connection, charged by
+/// the bytes that arrived (so slow bodies cost what they sent) and kept under the chart's memory
+/// limit. Each peer address may hold at most its share ([`peers::PEER_SHARE`]).
 pub const MAX_BODY_MEMORY: usize = 48 * 1024 * 1024;
 
-/// The largest body a bounded planner plans on the connection's worker. A real pod's review is
-/// a few KiB, planned in microseconds; a body the caps still allow (up to 3 MiB, deeply nested)
-/// takes a worker's whole time for hundreds of milliseconds, which would stall every other
-/// connection on that worker past its deadline, so it is planned on the blocking pool.
+/// The largest body a bounded planner plans on the connection's worker: a body the caps still
+/// allow (large, deeply nested) would take the worker long enough to stall its other
+/// connections past their deadline, so it is planned on the blocking pool.
 const INLINE_MAX_BYTES: usize = 64 * 1024;
 
 /// How long a read body waits for one of its route's places, or a body for room to grow,
@@ -76,10 +68,9 @@ const LATE_UID_WAIT: Duration = Duration::from_millis(500);
 /// TLS state and buffers, and the apiserver keeps a few alive per replica.
 const MAX_CONNECTIONS: usize = 256;
 
-/// How long an idle connection is kept: longer than the apiserver keeps its own idle
-/// connections (90 s, Go's default), so the apiserver closes them, never we. A close from our
-/// side can cross a request the apiserver sends on the connection at that moment, which it
-/// reports as a failed call (`EOF`) and, for a POST, does not retry.
+/// How long an idle connection is kept: longer than the apiserver keeps its own (Go's default),
+/// so the apiserver closes them, never we: our close can cross a request it sends at that
+/// moment, which it reports as a failed call and, for a POST, does not retry.
 const KEEP_ALIVE: Duration = Duration::from_secs(120);
 
 /// What the server needs to answer.
@@ -212,9 +203,8 @@ pub fn admission_server(
     .client_request_timeout(deadline + Duration::from_secs(1))
     .keep_alive(KEEP_ALIVE)
     .max_connections(MAX_CONNECTIONS)
-    // An answer is one small write the apiserver waits for: with Nagle's algorithm on, the
-    // response's last segment waits for the ACK of the previous one, which the apiserver delays
-    // ~40 ms on a reused connection — every back-to-back pod creation paid that.
+    // An answer is one small write the apiserver waits for: with Nagle's algorithm on, its last
+    // segment waits for the apiserver's delayed ACK on a reused connection (docs/performance.md).
     .tcp_nodelay(true)
     .disable_signals()
     .shutdown_timeout(5)
@@ -271,10 +261,8 @@ async fn answer(
             .conn_data::<Certified>()
             .is_some_and(|certified| certified.0);
     if handler.bounded() && body.bytes.len() <= INLINE_MAX_BYTES {
-        // The request bounds the work and is small: planned here, on the connection's worker,
-        // rather than handed to the blocking pool and back (two thread hand-offs cost more than
-        // planning).
-        // A planner that panics is answered as one that failed on the pool is, and takes
+        // Small and bounded: planned on the connection's worker, as two thread hand-offs cost
+        // more than planning. A planner that panics is answered as on the pool, and takes
         // neither the worker nor its other connections down with it.
         let planned = std::panic::catch_unwind(AssertUnwindSafe(|| {
             handler.answer_now(&body.bytes, shape::check(&body.bytes), events)
@@ -378,9 +366,8 @@ async fn whole_body(
 }
 
 /// The uid for the undecided answer to a request whose planning did not end: the streaming
-/// pass's if it ran, else the one in the body's first bytes (where the apiserver writes it),
-/// else the pass's once it gets there, waiting at most [`LATE_UID_WAIT`]. Looked for only
-/// here, so a request planned in time pays for one pass over its body.
+/// pass's, else the one in the body's first bytes, else the pass's once it gets there within
+/// [`LATE_UID_WAIT`]. Looked for only here, so a request planned in time pays one pass.
 async fn late_uid(
     body: &Body,
     mut scanned: tokio::sync::oneshot::Receiver<Option<String>>,

@@ -148,14 +148,9 @@ impl ServingCert {
         ServingCert::server_config_for_clients(cert, None, Uncertified::Refuse)
     }
 
-    /// As [`ServingCert::server_config`], and with `client_ca` (PEM, one or more CA
-    /// certificates) a client must present a certificate signed by one of them: one without is
-    /// refused at the handshake, before it can send a byte of HTTP (answered, with
-    /// [`Uncertified::AnswerWithoutEvents`]; one with a certificate from another CA is refused
-    /// either way). HTTP/1.1 only: the
-    /// apiserver calls webhooks over it (HTTP/2 only for a loopback URL), and a stopping
-    /// replica tells each client to stop reusing a connection with `Connection: close`, which
-    /// HTTP/2 would need a GOAWAY for that the server cannot send on demand.
+    /// As [`ServingCert::server_config`], and a client must present a certificate signed by a CA
+    /// of `client_ca` (or is [`Uncertified`]). HTTP/1.1 only: the apiserver calls webhooks over
+    /// it, and a stopping replica's `Connection: close` would need a GOAWAY in HTTP/2.
     pub fn server_config_for_clients(
         cert: Arc<ServingCert>,
         client_ca: Option<&[u8]>,
@@ -199,10 +194,9 @@ pub enum Uncertified {
     /// Refused at the TLS handshake.
     #[default]
     Refuse,
-    /// Answered as any client, but its reviews write no Event: the apiserver's reviews (with
-    /// its certificate) still do, and a review from anyone else who reaches the port names
-    /// nothing in an Event. For a cluster where the apiserver may not present a certificate
-    /// yet: refusing it would deny every pod of the `Fail` routes.
+    /// Answered as any client, but its reviews write no Event, so anyone who reaches the port
+    /// names nothing in one. For a cluster whose apiserver may not present a certificate yet:
+    /// refusing it would deny every pod of the `Fail` routes.
     AnswerWithoutEvents,
 }
 
@@ -233,10 +227,9 @@ impl CertFiles {
         Ok(bytes)
     }
 
-    /// Reads the files every `interval` until the future is dropped, and sets the pair on
-    /// `cert` whenever their bytes differ from the last pair seen. A pair that does not load
-    /// (half-written, mismatched) is logged and the previous certificate kept; it is retried
-    /// as soon as either file changes again.
+    /// Reads the files every `interval` until dropped, and sets the pair on `cert` whenever their
+    /// bytes change. A pair that does not load (half-written, mismatched) is logged, the previous
+    /// certificate kept, and retried when either file changes again.
     pub async fn watch(self, cert: Arc<ServingCert>, interval: Duration) {
         let mut seen: Option<(Vec<u8>, Vec<u8>)> = None;
         let mut unreadable = false;

@@ -32,9 +32,7 @@ pub fn required_terms(spec: &PodSpec) -> &[NodeSelectorTerm] {
 }
 
 /// Which nodes a pod may run on: its `nodeSelector` ANDed with its required node affinity,
-/// validated once so matching cannot fail.
-///
-/// `Display` gives the short description used in denial messages, e.g.
+/// validated once so matching cannot fail. `Display` is the short description in denials, e.g.
 /// `nodeSelector {disktype=ssd} and affinity (zone In [a, b]) or (gpu Exists)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {

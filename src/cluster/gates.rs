@@ -161,9 +161,8 @@ pub struct Scope {
 }
 
 /// Removes `gate` from every pod in `scope` that carries it; a pod that cannot be released is
-/// recorded in the result and the others are still released. With `scope.dry_run` the pods
-/// holding it are listed as released and nothing is written. `Err` only when the pods could
-/// not be listed at all.
+/// recorded and the others still released (`scope.dry_run` writes nothing). `Err` only when the
+/// pods could not be listed.
 pub async fn release_all(client: Client, gate: Gate, scope: &Scope) -> Result<Released, GateError> {
     let listing: Api<Pod> = match &scope.namespace {
         Some(namespace) => Api::namespaced(client.clone(), namespace),

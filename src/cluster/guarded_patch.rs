@@ -13,10 +13,9 @@ use serde::de::DeserializeOwned;
 /// Attempts per object when it keeps changing under the patch.
 pub const ATTEMPTS: usize = 5;
 
-/// Patches `name` with what `patch_for` makes of it, starting from `current`: `Ok(true)` applied,
-/// `Ok(false)` nothing left to do (gone, or `patch_for` has nothing to change), `Err(None)` it
-/// changed under every attempt, `Err(Some(_))` the apiserver refused otherwise. An answer whose
-/// code is in `moved_on` means "read again".
+/// Patches `name` with what `patch_for` makes of `current`: `Ok(true)` applied, `Ok(false)`
+/// nothing to do, `Err(None)` it changed under every attempt, `Err(Some(_))` refused otherwise;
+/// an answer whose code is in `moved_on` means "read again".
 pub async fn patch_as_read<K, P>(
     api: &Api<K>,
     name: &str,

@@ -24,12 +24,9 @@ use crate::process::watch_backoff;
 /// The API group and version of NFD's NodeFeature.
 const NFD_API_VERSION: &str = "nfd.k8s-sigs.io/v1alpha1";
 
-/// Objects per page of the (re)list of a watch over objects anyone may create and fill (the pods
-/// carrying placement's label, the Deployments, Services and claims carrying the artifact cache's
-/// labels). A page is held whole, untrimmed, while it is read and decoded (about four times its
-/// size at the peak, measured: 50 pods of 512 KiB `args` took a starting replica to 160 MiB), so
-/// 20 of the largest object the apiserver stores (1.5 MiB) stay well under the chart's 256 MiB
-/// limit; kube's default of 500 would not.
+/// Objects per page of the (re)list of a watch over objects anyone may create and fill: a page
+/// is held whole while it is decoded, so 20 of the largest objects the apiserver stores stay
+/// well under the chart's memory limit, where kube's default of 500 would not (docs/security.md).
 pub const UNTRUSTED_LIST_PAGE: u32 = 20;
 
 /// A watch's events, or its error (retried with backoff).

@@ -28,10 +28,8 @@ const PROJECTED: &[(&str, &str)] = &[
     ("system-os_release", "system.osrelease"),
 ];
 
-/// A node's NFD features, keyed by feature name (`cpu.cpuid`), as NFD's rules see them.
-///
-/// Serializes in NFD's own shape (`{flags: {F: {elements: {E: {}}}}, attributes: {F: {elements:
-/// {E: v}}}, instances: {F: {elements: [{attributes: {..}}]}}}`).
+/// A node's NFD features, keyed by feature name (`cpu.cpuid`), as NFD's rules see them;
+/// serialized in NFD's own shape (`{flags: {F: {elements: {E: {}}}}, attributes: …, instances: …}`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(from = "RawFeatures", into = "RawFeatures")]
 pub struct Features {

@@ -69,12 +69,8 @@ impl Format {
     }
 
     /// For local files only (registry content is dispatched on media type): decides the format
-    /// from the document's shape, deterministically, and says why in one sentence.
-    ///
-    /// The first piece of evidence in document order wins: a `matchExpressions` list (ocifit) or
-    /// map (NFD), or an NFD-only field (`feature`, `matchName`, `matchAny`, a rule `name`,
-    /// `vars`, `varsTemplate`). A document with no such evidence is ocifit when it is JSON and
-    /// NFD when it is YAML.
+    /// from the first evidence in document order (a `matchExpressions` list or map, an NFD-only
+    /// field), else JSON is ocifit and YAML NFD, and says why in one sentence.
     pub fn detect(bytes: &[u8]) -> Result<(Format, &'static str), ArtifactError> {
         detect::detect(bytes)
     }

@@ -48,10 +48,8 @@ fn in_range(bits: u128, width: u32, (network, length): (u128, u32)) -> bool {
     bits >> shift == network >> shift
 }
 
-/// Whether `ip` is inside a network: private (RFC 1918, unique local), loopback, link-local,
-/// shared (100.64/10), 0/8, 240/4, multicast, unspecified or broadcast, or an IPv6 form that
-/// embeds such an IPv4 address (mapped, compatible, translated, NAT64, 6to4) or tunnels to any
-/// (Teredo, local-use NAT64).
+/// Whether `ip` is internal: private, loopback, link-local, shared, `0/8`, `240/4`, multicast,
+/// unspecified or broadcast, or an IPv6 form that embeds such an IPv4 address or tunnels to any.
 pub fn is_internal(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4_internal(v4),

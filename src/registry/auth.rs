@@ -50,10 +50,9 @@ pub fn parse_challenge(header: &str) -> Option<Challenge> {
     basic.then_some(Challenge::Basic)
 }
 
-/// Whether the client may ask `realm` for a token for the registry served at `registry_host`
-/// (and send it the registry's credentials). The realm must be HTTPS, or plain HTTP on a host
-/// configured as a plain-HTTP registry (whose credentials already travel in clear, by the admin's
-/// choice); and on the registry's own host, or on one the allow-list allows.
+/// Whether the client may ask `realm` for a token for the registry at `registry_host` (and send
+/// it the credentials): HTTPS, or plain HTTP on a plain-HTTP registry's host; and on the
+/// registry's own host or an allowed one.
 pub fn check_realm(
     realm: &Url,
     registry_host: &str,
@@ -71,10 +70,9 @@ pub fn check_realm(
     }
 }
 
-/// Whether a redirect from `previous` to `next` may be followed: never from HTTPS to plain HTTP,
-/// plain HTTP only between hosts configured as plain-HTTP registries, and only to the same host
-/// or one the allow-list allows. (The HTTP client drops the Authorization header whenever a
-/// redirect changes host, so credentials never follow one.)
+/// Whether a redirect from `previous` to `next` may be followed: never HTTPS to plain HTTP, plain
+/// HTTP only between plain-HTTP registries, and only to the same host or an allowed one. (The
+/// HTTP client drops the Authorization header on a change of host.)
 pub fn check_redirect(
     next: &Url,
     previous: &Url,

@@ -149,10 +149,9 @@ impl DockerConfig {
         self.entries.is_empty()
     }
 
-    /// The credentials for an image `registry/repository` (as in `docker.io/library/ubuntu`),
-    /// matched like the kubelet: host globs (`*.example.com`), equal ports, equal number of host
-    /// labels, key path a prefix of the repository path; Docker Hub images fall back to the
-    /// `index.docker.io` entry.
+    /// The credentials for an image `registry/repository`, matched as the kubelet does (host
+    /// globs, equal ports and label counts, key path a prefix of the repository); Docker Hub
+    /// images fall back to the `index.docker.io` entry.
     pub fn lookup(&self, registry: &str, repository: &str) -> Option<&Credentials> {
         let image = format!("{registry}/{repository}");
         let found = self

@@ -150,13 +150,9 @@ impl Hasher {
     }
 }
 
-/// A blob's content as it arrives. [`BlobStream::next_chunk`] gives every chunk, then `None`
-/// once the whole content matched the descriptor's size and digest; a mismatch (more bytes than
-/// the size, fewer, or another digest) is an error instead of the end. A chunk that takes longer
-/// than the request timeout to come is an error too. A download that breaks off (the registry
-/// replica serving it died, the connection was cut) is asked for again from where it stopped,
-/// as often as the client's restarts allow; a registry that ignores the range sends the whole
-/// blob again and what was already given is skipped (the digest still covers every byte).
+/// A blob's content as it arrives: [`BlobStream::next_chunk`] gives every chunk, then `None` once
+/// it matched the descriptor's size and digest (a mismatch or a stalled chunk is an error). A
+/// broken download is asked for again from where it stopped, as the client's restarts allow.
 pub struct BlobStream {
     registry: Registry,
     repository: Reference,

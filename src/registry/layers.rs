@@ -12,12 +12,9 @@ pub struct ChosenLayer {
     pub layer: Descriptor,
 }
 
-/// Picks the one compatibility layer of an artifact manifest.
-///
-/// A layer with the ocifit or the NFD layer media type is chosen; with none, an NFD artifact
-/// (artifactType, or config media type as older tools write it) whose only layer has some other
-/// media type is read as NFD, as NFD's own client reads layer 0. Two candidate layers are an
-/// error rather than a guess; no candidate is an error listing the media types found.
+/// Picks the one compatibility layer of an artifact manifest: the ocifit or NFD media type, else
+/// an NFD artifact's only layer whatever its media type (as NFD's client reads layer 0). Two
+/// candidates, or none, are an error rather than a guess.
 pub fn choose_layer(manifest: &ImageManifest) -> Result<ChosenLayer, ContentProblem> {
     let known: Vec<ChosenLayer> = manifest
         .layers

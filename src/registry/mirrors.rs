@@ -116,10 +116,9 @@ impl Mirrors {
         self.files.is_empty()
     }
 
-    /// The endpoints a request to `registry` (as references spell it) served at `api_host`
-    /// tries, in order: the file's hosts that may do what it needs, then its server (or the
-    /// registry itself) if that may. `None` when no file applies (the registry alone, as
-    /// before); empty when the file leaves no host for `need`.
+    /// The endpoints a request to `registry` served at `api_host` tries, in order: the file's
+    /// hosts that may do `need`, then its server (or the registry) if that may. `None` when no
+    /// file applies; empty when the file leaves no host for `need`.
     pub fn route(&self, registry: &str, api_host: &str, need: Need) -> Option<Vec<Endpoint>> {
         let file = self
             .files

@@ -11,10 +11,9 @@ use super::error::{Error, Target};
 const DOCKER_HUB: &str = "docker.io";
 const DOCKER_HUB_API: &str = "registry-1.docker.io";
 
-/// Parses a reference as users write it: `ubuntu`, `ghcr.io/acme/app:v1`, `127.0.0.1:5000/a/b@sha256:…`.
-/// A reference with neither tag nor digest means `:latest`. Repository names must be lowercase,
-/// as Docker and the distribution spec require (the grammar lets an uppercase first part through
-/// as Docker Hub's).
+/// Parses a reference as users write it: `ubuntu`, `ghcr.io/acme/app:v1`, `127.0.0.1:5000/a/b@sha256:…`;
+/// no tag nor digest means `:latest`. Repository names must be lowercase, as Docker and the
+/// distribution spec require.
 pub fn parse(input: &str) -> Result<Reference, Error> {
     let invalid = |reason: String| Error::InvalidReference {
         input: input.to_string(),

@@ -6,11 +6,9 @@ use jiff::Timestamp;
 use super::manifest::{CREATED_ANNOTATION, Descriptor};
 use crate::engine::NFD_ARTIFACT_TYPE;
 
-/// Picks the newest NFD artifact among an image's referrers.
-///
-/// Entries are filtered here even when the registry filtered them, since the referrers tag
-/// fallback cannot filter. An entry whose creation time is missing or unparsable counts as older
-/// than any dated one; on equal times the entry listed last wins, as registries append.
+/// Picks the newest NFD artifact among an image's referrers, filtered here too since the
+/// referrers tag fallback cannot filter. An undated entry is older than any dated one; on equal
+/// times the one listed last wins, as registries append.
 pub fn newest_nfd_referrer(referrers: &[Descriptor]) -> Option<&Descriptor> {
     referrers
         .iter()

@@ -37,11 +37,9 @@ pub(super) struct Current {
     pub written: Vec<(Action, Secret)>,
 }
 
-/// Makes the Secret `name` current for `dns_names`. A write that changes the CA bundle ends the
-/// pass with `next_check` after `rollover_delay`, so the bundle reaches the webhook configuration
-/// (and the apiserver) before the next step serves a certificate from a new CA; and that step
-/// waits until `trusted_bundle` (what the webhook configuration is known to carry) is the
-/// Secret's bundle.
+/// Makes the Secret `name` current for `dns_names`. A write that changes the CA bundle sets
+/// `next_check` after `rollover_delay`, and a new CA serves only once `trusted_bundle` (what the
+/// webhook configuration carries) is the Secret's bundle, so the apiserver trusts it first.
 pub(super) async fn make_current(
     api: &Api<Secret>,
     name: &str,

@@ -1,8 +1,7 @@
 //! The body's shape, checked in one streaming pass before it is decoded (where a count of its
-//! commas says it may fail, [`check`]): no array longer than [`MAX_ARRAY_ELEMENTS`]. Decoding allocates per element (a pod's container is some 4 KiB as
-//! a typed value, so a 1 MiB pod of 20,000 containers decoded to over 100 MiB), and no object
-//! the apiserver admits needs arrays that long. The same pass keeps `request.uid` where it
-//! passes it, so the host's own denials (a refused shape, a deadline, a busy host) answer the
+//! commas says it may fail, [`check`]): no array longer than [`MAX_ARRAY_ELEMENTS`], since
+//! decoding allocates per element (docs/security.md's limits) and no object the apiserver admits
+//! needs arrays that long. The pass keeps `request.uid`, so the host's own denials answer the
 //! request they refuse: the apiserver rejects an answer with another uid as a failed call.
 
 use std::cell::RefCell;
@@ -167,12 +166,9 @@ impl Visitor<'_> for KeyIs {
     }
 }
 
-/// The pass, where `body` may hold an array over the limit; else nothing found, unread (the
-/// uid of a request the pass would refuse is only looked for where one may be refused). An
-/// array of `n` elements is written with `n - 1` commas, so a body of fewer than
-/// [`MAX_ARRAY_ELEMENTS`] commas (in strings too) holds none over it: counting them is a tight
-/// loop over the bytes, where the pass is a parse of the whole body, and a real review (a few
-/// KiB) never has that many.
+/// The pass, where `body` may hold an array over the limit; else nothing found, unread. An array
+/// of `n` elements has `n - 1` commas, so a body of fewer than [`MAX_ARRAY_ELEMENTS`] commas
+/// holds none over it, and counting them is far cheaper than the pass.
 pub(crate) fn check(body: &[u8]) -> Scan {
     let commas = body.iter().filter(|&&byte| byte == b',').count();
     if commas < MAX_ARRAY_ELEMENTS {

@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 use super::MAX_BODY_MEMORY;
 
 /// The memory for bodies one peer address may hold: a quarter of the host's, so it takes four
-/// addresses to fill it, and a peer's twelve 3 MiB bodies at once still fit.
+/// addresses to fill it, and a peer's largest bodies several at once still fit.
 pub const PEER_SHARE: usize = MAX_BODY_MEMORY / 4;
 
 /// The shares of the peers holding bodies now.

@@ -1,8 +1,7 @@
 //! How large a pod's node selection may be for planning: matching costs each node every
-//! requirement and scans each `In`/`NotIn` list, and a pod's author chooses both (a 3 MiB body
-//! holds some 10⁵ values). Real pods use a handful of requirements and at most a few hundred
-//! values (a list of hostnames or zones); the limits sit well above that and keep one pod's
-//! worst case, over thousands of nodes, to a few million comparisons.
+//! requirement and scans each `In`/`NotIn` list, and a pod's author chooses both. The limits sit
+//! well above what real pods use and keep one pod's worst case, over thousands of nodes, to a few
+//! million comparisons.
 
 use k8s_openapi::api::core::v1::PodSpec;
 

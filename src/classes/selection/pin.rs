@@ -75,14 +75,9 @@ impl ClassSelector {
     }
 }
 
-/// Restricts `affinity` (the pod's `spec.affinity`, maybe absent) to nodes of `classes`, and
-/// returns the pod's new `spec.affinity`.
-///
-/// Every existing required term is ANDed with each class (a term that already requires one of
-/// the classes is kept unchanged, an empty term is dropped since it matches no node, and a
-/// combination no node can satisfy is left out); a pod with no required node affinity gets one
-/// term per class. Classes come out sorted, existing terms keep their order, duplicates are
-/// dropped. A class that constrains nothing (no labels) leaves `affinity` as it is.
+/// Restricts `affinity` (the pod's `spec.affinity`, maybe absent) to nodes of `classes` and
+/// returns the new one: each required term ANDed with each class, terms no node satisfies left
+/// out; no required affinity gets a term per class; a class with no labels changes nothing.
 pub fn pin(
     affinity: Option<&Affinity>,
     classes: &[ClassSelector],

@@ -23,9 +23,8 @@ pub struct Narrowed {
 }
 
 /// ANDs `key In values` for each entry of `required` into every non-empty required term of
-/// `affinity` (a pod without required node affinity gets one term of them). Empty terms match no
-/// node and stay empty, so nothing the pod excluded becomes possible. Requirements a term
-/// already has are not repeated, so a second call changes nothing.
+/// `affinity` (or one new term). Empty terms match no node and stay empty, so nothing the pod
+/// excluded becomes possible; a second call changes nothing.
 pub fn narrow(
     affinity: Option<&Affinity>,
     node_selector: Option<&BTreeMap<String, String>>,

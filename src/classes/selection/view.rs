@@ -3,10 +3,8 @@
 use k8s_openapi::api::core::v1::Node;
 use kube::core::{ObjectMeta, PartialObjectMeta};
 
-/// What node selection reads of a node: its name and its labels.
-///
-/// Implemented for `ObjectMeta`, `Node` and `PartialObjectMeta<Node>`, so the controller (which
-/// watches node metadata only) and the CLI (which reads whole nodes) feed the same functions.
+/// What node selection reads of a node: its name and labels; for `ObjectMeta`, `Node` and
+/// `PartialObjectMeta<Node>`, so the controller (node metadata) and the CLI (whole nodes) share it.
 pub trait NodeView {
     /// The node's name (`metadata.name`), the only field matchFields can read.
     fn name(&self) -> &str;

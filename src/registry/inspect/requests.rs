@@ -14,10 +14,9 @@ use crate::registry::error::{Error, ErrorKind};
 use crate::registry::reference::{self, Reference};
 
 impl Inspector {
-    /// Runs `call` with each candidate's client in turn (anonymous when there is none) until one
-    /// is not refused, within a slot of the namespace and one of the inspector and before the
-    /// lookup's deadline, and records the registry's own outcome for its backoff (a lookup that
-    /// never got a slot says nothing about the registry).
+    /// Runs `call` with each candidate's client in turn (anonymous when none) until one is not
+    /// refused, within the namespace's and the inspector's slots and the lookup's deadline; the
+    /// registry's own outcome feeds its backoff (waiting for a slot says nothing of it).
     pub(super) async fn with_credentials<T, F, Fut>(
         &self,
         image: &Reference,

@@ -38,10 +38,9 @@ impl Via<'_> {
 }
 
 impl Transport {
-    /// Sends a read: to the registry itself when no `hosts.toml` applies, else to each host the
-    /// file lists that may do what the request needs, in order, the next after any failure (as
-    /// containerd falls back). When every host fails, the first failure that was not a 404 is
-    /// the answer (a down mirror is not reported as a missing image), else the 404.
+    /// Sends a read to the registry, or to each host its `hosts.toml` lists for the need, in
+    /// order, the next after any failure (as containerd does). When all fail, the first failure
+    /// that was not a 404 is the answer (a down mirror is not a missing image), else the 404.
     pub(crate) async fn fetch(&self, request: &Request<'_>) -> Result<Answer, Error> {
         let registry = &request.target.registry;
         if !self.link.allowed.allows(registry) {

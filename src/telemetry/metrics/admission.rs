@@ -16,8 +16,8 @@ pub(super) struct AdmissionMetrics {
     pub index_rebuilds: Counter,
 }
 
-/// The admission latency buckets: from 25 µs (an admission is expected well under a
-/// millisecond) doubling to 3.3 s, past the host's 2 s deadline.
+/// The admission latency buckets: from well under a typical admission, doubling to past the
+/// host's deadline.
 fn admission_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_025, 2.0, 18))
 }

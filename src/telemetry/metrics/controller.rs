@@ -27,7 +27,7 @@ pub(super) struct ControllerMetrics {
     pub misplaced_evictions: Counter,
 }
 
-/// 1 ms doubling to about 8 s: a pass that finds nothing new, up to a slow registry's answer.
+/// Doubling from a pass that finds nothing new up to a slow registry's answer.
 fn reconcile_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 14))
 }

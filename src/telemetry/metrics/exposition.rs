@@ -55,10 +55,9 @@ pub struct Untranslatable {
     pub line: String,
 }
 
-/// `openmetrics` (as the library writes it) in the Prometheus text format 0.0.4: a counter's
-/// `# HELP` and `# TYPE` name its samples' `…_total`, `unknown` is `untyped`, `# UNIT` and
-/// `# EOF` go. Samples are the same in both; exemplars, `_created` samples and the
-/// info, stateset and gaugehistogram types (none of which ocifit writes) are refused.
+/// `openmetrics` (as the library writes it) in the Prometheus text format 0.0.4: counters'
+/// `# HELP`/`# TYPE` name `…_total`, `unknown` is `untyped`, `# UNIT` and `# EOF` go; exemplars,
+/// `_created` samples and the types ocifit never writes are refused.
 pub fn prometheus_text(openmetrics: &str) -> Result<String, Untranslatable> {
     let untranslatable = |line: &str| Untranslatable {
         line: line.to_owned(),

@@ -45,7 +45,7 @@ struct DirectionLabels {
 }
 
 fn duration_histogram() -> Histogram {
-    // 10 ms to about 11 minutes: a small file next to the cache, up to gigabytes.
+    // From a small file next to the cache up to gigabytes.
     Histogram::new(exponential_buckets(0.01, 2.0, 17))
 }
 

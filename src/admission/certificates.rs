@@ -110,7 +110,6 @@ pub enum CertificatesError {
          install it (the chart does) or name the right one with --webhook-configuration"
     )]
     ConfigurationMissing {
-        /// Its name.
         name: String,
     },
 }

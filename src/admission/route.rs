@@ -104,7 +104,6 @@ impl Route {
         self.undecided
     }
 
-    /// The path.
     pub fn path(&self) -> &str {
         &self.path
     }

@@ -100,7 +100,6 @@ pub enum ServerError {
     /// The address could not be bound.
     #[error("failed to bind the admission server to {address}")]
     Bind {
-        /// The address.
         address: SocketAddr,
         /// Why.
         #[source]

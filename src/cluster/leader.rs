@@ -15,7 +15,6 @@ use tokio::task::JoinHandle;
 
 use crate::telemetry::Metrics;
 
-/// Lease settings.
 #[derive(Clone, Debug)]
 pub struct LeaseSettings {
     /// The Lease's name.

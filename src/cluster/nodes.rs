@@ -76,7 +76,6 @@ impl ClusterNode {
         compact
     }
 
-    /// Its name.
     pub fn name(&self) -> &str {
         self.metadata.name.as_deref().unwrap_or_default()
     }

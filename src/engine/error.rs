@@ -57,7 +57,6 @@ pub enum ArtifactError {
         what: &'static str,
         /// How many were found (for totals over the artifact: counted up to this point).
         found: usize,
-        /// The limit.
         limit: usize,
     },
     /// [`Format::detect`] found no `compatibilities` list, so the document is neither format.

@@ -43,7 +43,6 @@ pub enum IssueError {
     /// A time could not be expressed as a certificate validity date.
     #[error("failed to express {time} as a certificate date")]
     Date {
-        /// The time.
         time: Timestamp,
     },
 }

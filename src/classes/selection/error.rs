@@ -32,7 +32,6 @@ pub enum SelectionError {
         what: &'static str,
         /// How many there are.
         count: usize,
-        /// The limit.
         limit: usize,
     },
     /// Pinning was asked with no target class.
@@ -75,13 +74,11 @@ pub enum RequirementProblem {
     /// `In` or `NotIn` with no value.
     #[error("operator {operator} needs at least one value")]
     NoValues {
-        /// The operator.
         operator: &'static str,
     },
     /// `Exists` or `DoesNotExist` with values.
     #[error("operator {operator} takes no values, got {count}")]
     UnexpectedValues {
-        /// The operator.
         operator: &'static str,
         /// How many values were given.
         count: usize,
@@ -89,7 +86,6 @@ pub enum RequirementProblem {
     /// `Gt`, `Lt`, or a matchFields `In`/`NotIn`, without exactly one value.
     #[error("operator {operator} needs exactly one value, got {count}")]
     NotOneValue {
-        /// The operator.
         operator: &'static str,
         /// How many values were given.
         count: usize,

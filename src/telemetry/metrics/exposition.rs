@@ -51,7 +51,6 @@ impl Format {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the OpenMetrics line {line:?} has no Prometheus text 0.0.4 form")]
 pub struct Untranslatable {
-    /// The line.
     pub line: String,
 }
 

@@ -252,7 +252,7 @@ where
                 &uid,
                 Refused::UnreadableObject,
                 format!(
-                    "the {} in the AdmissionReview could not be read at {}: {}",
+                    "failed to read the {} in the AdmissionReview at {}: {}",
                     expected_kind.to_lowercase(),
                     err.path(),
                     err.inner()

@@ -284,7 +284,7 @@ async fn answer(
             }
             Err(_) => {
                 drop(permit);
-                let what = "ocifit failed while deciding (its planner panicked)";
+                let what = "ocifit failed to decide: its planner panicked";
                 return served.undecided(&uid_in(&body.bytes), Refused::Timeout, what);
             }
         }
@@ -309,10 +309,10 @@ async fn answer(
     let what = match tokio::time::timeout_at(deadline, planned).await {
         Ok(Ok(answer)) => return answer,
         Err(_) => format!(
-            "ocifit could not decide within its deadline of {:?}",
+            "ocifit failed to decide within its deadline of {:?}",
             served.deadline
         ),
-        Ok(Err(failed)) => format!("ocifit failed while deciding ({failed})"),
+        Ok(Err(failed)) => format!("ocifit failed to decide: {failed}"),
     };
     served.undecided(&late_uid(&body, uid).await, Refused::Timeout, &what)
 }

@@ -242,7 +242,7 @@ impl CertFiles {
                 (Err(err), _) | (_, Err(err)) => {
                     // Once per outage, not four times a second.
                     if !unreadable {
-                        tracing::warn!(error = %error_chain(&err), "cannot read the serving certificate; keeping the current one");
+                        tracing::warn!(error = %error_chain(&err), "failed to read the serving certificate; keeping the current one");
                     }
                     unreadable = true;
                     continue;

@@ -60,7 +60,7 @@ pub enum ArtifactError {
         limit: usize,
     },
     /// [`Format::detect`] found no `compatibilities` list, so the document is neither format.
-    #[error("cannot tell the artifact's format: {reason}")]
+    #[error("failed to detect the artifact's format: {reason}")]
     Undetectable {
         /// Why.
         reason: &'static str,

@@ -270,7 +270,7 @@ impl BlobStream {
             })?
             .map_err(|err| Error::Transport {
                 target: self.target.clone(),
-                detail: format!("reading the blob failed ({err})"),
+                detail: format!("failed to read the blob: {err}"),
                 source: Some(std::sync::Arc::new(err.without_url())),
             })?;
         match chunk {

@@ -226,7 +226,7 @@ async fn a_route_safe_undecided_admits_busy_late_and_slow_bodied_requests_unchan
     // Late: the plan outlives the deadline (on a host of its own, its places all free).
     let (late, _slow) = slow_and_quick(Undecided::AdmitUnchanged).await;
     let response = check_at(&late, "/slow", &review()).await;
-    unchanged(&response, "could not decide within its deadline of 300ms");
+    unchanged(&response, "failed to decide within its deadline of 300ms");
     assert_eq!(count(&late, "skipped", "Timeout").await, 1);
     late.handle.stop(true).await;
 
@@ -334,7 +334,7 @@ async fn a_planner_slower_than_the_deadline_is_answered_at_the_deadline_and_the_
     let took = started.elapsed();
     assert_eq!(response["allowed"], false);
     assert!(
-        message(&response).contains("could not decide within its deadline of 300ms"),
+        message(&response).contains("failed to decide within its deadline of 300ms"),
         "{response}"
     );
     assert_eq!(response["uid"], UID);

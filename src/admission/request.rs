@@ -17,7 +17,6 @@ use serde::de::DeserializeOwned;
 pub struct Request<K> {
     /// The request's uid, which the answer must carry.
     pub uid: String,
-    /// The kind of the object.
     pub kind: GroupVersionKind,
     /// The object's name; empty when the apiserver generates it.
     #[serde(default)]

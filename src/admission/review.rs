@@ -303,6 +303,5 @@ pub trait Verdict {
     fn outcome(&self) -> &'static str;
     /// The `reason` label: the name of the decision, denial or skip.
     fn reason(&self) -> &'static str;
-    /// The response to send.
     fn response(&self) -> Response<'_>;
 }

@@ -101,7 +101,6 @@ pub enum ServerError {
     #[error("failed to bind the admission server to {address}")]
     Bind {
         address: SocketAddr,
-        /// Why.
         #[source]
         source: std::io::Error,
     },

@@ -54,9 +54,7 @@ pub enum TlsError {
     /// A certificate or key file could not be read.
     #[error("failed to read {}", path.display())]
     Read {
-        /// The file.
         path: PathBuf,
-        /// Why.
         #[source]
         source: std::io::Error,
     },

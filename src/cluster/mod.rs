@@ -55,7 +55,6 @@ impl Default for ViewSettings {
 /// What several features read from the API, shared. Cheap to clone.
 #[derive(Clone)]
 pub struct ClusterView {
-    /// The apiserver client.
     pub client: Client,
     /// Nodes: names and labels.
     pub nodes: Reflected<ClusterNode>,

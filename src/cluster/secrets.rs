@@ -71,7 +71,6 @@ impl fmt::Display for SecretNamespaces {
 /// A Secret read by name, or why there is none.
 #[derive(Debug)]
 pub enum SecretRead {
-    /// The Secret.
     Found(Box<Secret>),
     /// No Secret by that name in an allowed namespace.
     Missing,

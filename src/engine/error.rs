@@ -62,7 +62,6 @@ pub enum ArtifactError {
     /// [`Format::detect`] found no `compatibilities` list, so the document is neither format.
     #[error("failed to detect the artifact's format: {reason}")]
     Undetectable {
-        /// Why.
         reason: &'static str,
     },
 }

@@ -172,7 +172,6 @@ pub struct NodeFeatureSpec {
 /// A list of NodeFeature objects, as `kubectl get nodefeatures -A -o json` prints it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeFeatureList {
-    /// The objects.
     #[serde(default, deserialize_with = "null_default")]
     pub items: Vec<NodeFeature>,
 }

@@ -16,7 +16,6 @@ use crate::process::growing_delay;
 pub struct BackoffPolicy {
     /// After the first failure; doubled after each further one.
     pub first: Duration,
-    /// The longest.
     pub max: Duration,
 }
 

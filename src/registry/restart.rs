@@ -16,7 +16,6 @@ pub struct Restarts {
     pub attempts: u32,
     /// The wait before the second try; doubled before each further one.
     pub first: Duration,
-    /// The longest wait.
     pub longest: Duration,
 }
 

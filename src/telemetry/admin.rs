@@ -35,7 +35,6 @@ impl Health {
         self.ready.store(ready, Ordering::SeqCst);
     }
 
-    /// Whether it is ready.
     pub fn ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
     }
@@ -46,7 +45,6 @@ impl Health {
         self.ready.store(false, Ordering::SeqCst);
     }
 
-    /// Whether it is live.
     pub fn live(&self) -> bool {
         self.live.load(Ordering::SeqCst)
     }

@@ -101,12 +101,10 @@ pub enum ServingReason {
     SignedByPreviousCa,
     /// `tls.crt` is not valid yet.
     NotYetValid {
-        /// Its start.
         not_before: Timestamp,
     },
     /// A third of its life or less remains (or it has expired).
     Expiring {
-        /// Its end.
         not_after: Timestamp,
     },
     /// It names other hosts than the wanted ones.
@@ -162,12 +160,10 @@ pub enum Unusable {
     NotACa,
     /// The CA is not valid yet.
     NotYetValid {
-        /// Its start.
         not_before: Timestamp,
     },
     /// The CA has expired.
     Expired {
-        /// Its end.
         not_after: Timestamp,
     },
 }

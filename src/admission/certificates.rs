@@ -109,9 +109,7 @@ pub enum CertificatesError {
         "the MutatingWebhookConfiguration {name:?} does not exist, so its caBundle cannot be set; \
          install it (the chart does) or name the right one with --webhook-configuration"
     )]
-    ConfigurationMissing {
-        name: String,
-    },
+    ConfigurationMissing { name: String },
 }
 
 impl CertificatesError {

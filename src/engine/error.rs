@@ -61,9 +61,7 @@ pub enum ArtifactError {
     },
     /// [`Format::detect`] found no `compatibilities` list, so the document is neither format.
     #[error("failed to detect the artifact's format: {reason}")]
-    Undetectable {
-        reason: &'static str,
-    },
+    Undetectable { reason: &'static str },
 }
 
 /// An operator as messages print it: the empty op shows as `""`.

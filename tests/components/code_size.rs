@@ -89,7 +89,9 @@ impl Sizes {
     }
 
     fn in_tests(&self, line: usize) -> bool {
-        self.test_lines.iter().any(|(a, b)| (*a..=*b).contains(&line))
+        self.test_lines
+            .iter()
+            .any(|(a, b)| (*a..=*b).contains(&line))
     }
 }
 
@@ -191,7 +193,9 @@ fn comment_offences(text: &str, sizes: &Sizes, user_facing_file: bool) -> Vec<St
     for (number, line) in (1..).zip(text.lines().chain([""])) {
         let kind = comment_kind(line).filter(|_| !sizes.in_tests(number));
         if kind.is_some() && holds_measurement(line) {
-            offences.push(format!("{number}: a measurement (docs/performance.md has them)"));
+            offences.push(format!(
+                "{number}: a measurement (docs/performance.md has them)"
+            ));
         }
         match (block, kind) {
             (Some((open, first, length)), Some(kind)) if open == kind => {
@@ -203,7 +207,9 @@ fn comment_offences(text: &str, sizes: &Sizes, user_facing_file: bool) -> Vec<St
                     let (limit, what) = match open {
                         Comment::Plain => (MAX_COMMENT_LINES, "`//` block"),
                         Comment::Module => (MAX_MODULE_DOC_LINES, "module doc"),
-                        Comment::Doc if user_facing => (MAX_USER_DOC_LINES, "user-facing `///` doc"),
+                        Comment::Doc if user_facing => {
+                            (MAX_USER_DOC_LINES, "user-facing `///` doc")
+                        }
                         Comment::Doc => (MAX_COMMENT_LINES, "`///` doc"),
                     };
                     if length > limit {

@@ -42,9 +42,7 @@ pub enum IssueError {
     },
     /// A time could not be expressed as a certificate validity date.
     #[error("failed to express {time} as a certificate date")]
-    Date {
-        time: Timestamp,
-    },
+    Date { time: Timestamp },
 }
 
 impl CertificatePlan {

@@ -73,9 +73,7 @@ pub enum RequirementProblem {
     },
     /// `In` or `NotIn` with no value.
     #[error("operator {operator} needs at least one value")]
-    NoValues {
-        operator: &'static str,
-    },
+    NoValues { operator: &'static str },
     /// `Exists` or `DoesNotExist` with values.
     #[error("operator {operator} takes no values, got {count}")]
     UnexpectedValues {

@@ -100,13 +100,9 @@ pub enum ServingReason {
     /// The CA before a rotation signed `tls.crt`: the second step of a rotation.
     SignedByPreviousCa,
     /// `tls.crt` is not valid yet.
-    NotYetValid {
-        not_before: Timestamp,
-    },
+    NotYetValid { not_before: Timestamp },
     /// A third of its life or less remains (or it has expired).
-    Expiring {
-        not_after: Timestamp,
-    },
+    Expiring { not_after: Timestamp },
     /// It names other hosts than the wanted ones.
     DnsNames {
         /// What it names, IP addresses and other kinds as `<other>`.
@@ -159,13 +155,9 @@ pub enum Unusable {
     /// The certificate of `ca.key` is not a CA.
     NotACa,
     /// The CA is not valid yet.
-    NotYetValid {
-        not_before: Timestamp,
-    },
+    NotYetValid { not_before: Timestamp },
     /// The CA has expired.
-    Expired {
-        not_after: Timestamp,
-    },
+    Expired { not_after: Timestamp },
 }
 
 impl fmt::Display for Unusable {

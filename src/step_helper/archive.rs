@@ -1,12 +1,9 @@
-//! Directories as tar streams, both ways, as the ORAS clients write and read them: every entry
-//! named under the layer's title (`out/`, `out/a.txt`, …), owners zeroed, symbolic links kept as
-//! links (never followed, the packed directory itself included), hard-linked files stored as
-//! files. Unpacking never writes outside its root: entry names with `..` or a root are refused,
-//! nothing is created, linked, timed or chmodded through a symbolic link (every entry is made from
-//! directory handles opened with `O_NOFOLLOW`), and a hard link may only name a file unpacked
-//! before it.
-//! Blocking code, run on a blocking thread by the transfers. Packing is here, unpacking in
-//! `unpack`; both share [`ArchiveError`].
+//! Directories as tar streams, both ways, as the ORAS clients write and read them: entries named
+//! under the layer's title, owners zeroed, symbolic links kept as links (never followed), hard
+//! links stored as files. Unpacking (in `unpack`) never writes outside its root: names with `..`
+//! or a root are refused, every entry is made from directory handles opened with `O_NOFOLLOW`,
+//! and a hard link may only name a file unpacked before it. Blocking code, run on a blocking
+//! thread by the transfers; packing and unpacking share [`ArchiveError`].
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};

@@ -1,14 +1,11 @@
-//! What a step's pod gains and why: which container is the step, whether its command runs under
-//! the launcher, where its inputs appear, which helpers it gets, and whether its restart policy
-//! changes. Checks what only the pod spec can tell (the container, its command, its mounts, the
-//! restart policy); the containers themselves are `helpers`.
+//! What a step's pod gains: which container is the step, whether its command runs under the
+//! launcher, where its inputs appear, which helpers it gets (made by `helpers`), and whether its
+//! restart policy changes; checked against what only the pod spec can tell.
 //!
-//! Inputs are copied into place by the launcher, as the oras-operator's script copies them, so
-//! they appear as `inputs/` in the container's working directory (the image's WORKDIR when the pod names none,
-//! which only the running container knows) and nothing of the image there is hidden. Only a step
-//! without `command` (whose image's ENTRYPOINT ocifit cannot wrap), or with a read-only root file
-//! system (where nothing can be copied), gets its inputs as a volume mounted at `input-path` (or
-//! `inputs/` in its `workingDir`).
+//! Inputs are copied into place by the launcher, as the oras-operator's script does, so nothing of
+//! the image in the working directory is hidden. Only a step without `command` (whose ENTRYPOINT
+//! ocifit cannot wrap) or with a read-only root file system gets its inputs as a volume mounted at
+//! `input-path` (or `inputs/` in its `workingDir`).
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 

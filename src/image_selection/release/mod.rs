@@ -1,15 +1,11 @@
-//! The release controller (leader only): every pod carrying the held label is watched (a label
-//! selector, so the store holds only those pods, trimmed by [`held`]); a held pod is released
-//! as soon as the planner can decide it ([`crate::image_selection::planner::release`]), looked
-//! at when it appears, whenever the planner's index is rebuilt (a policy resolved, a class
-//! reconciled), when its hold bound passes, and all of them on becoming leader. The decision is
-//! sent as one JSON patch carrying the resourceVersion it was planned from; a patch the
-//! apiserver refuses as invalid (pinning a gated pod beyond what Kubernetes allows) follows the
-//! hold failure rule; one refused because the pod changed since (its gates moved) is planned
-//! again. Each outcome is an Event on the pod. A pod waiting for an `image-ref` no policy uses
-//! gets one created for it (labelled managed), within the quotas ([`adopt`]), unless that is
-//! turned off. Only pods in namespaces the webhook covers are acted on
-//! ([`coverage`]): elsewhere the gate and label are the pod author's own.
+//! The release controller (leader only): pods carrying the held label are watched (trimmed by
+//! [`held`]) and each is released once the planner can decide it
+//! ([`crate::image_selection::planner::release`]): when it appears, when the planner's index is
+//! rebuilt, when its hold bound passes, and all of them on becoming leader. The decision is one
+//! JSON patch guarded by the resourceVersion it was planned from; an invalid patch follows the
+//! hold failure rule, a conflict is planned again, and each outcome is an Event on the pod. A pod
+//! waiting for an `image-ref` no policy uses gets a managed policy within the quotas ([`adopt`])
+//! unless that is turned off. Only namespaces the webhook covers are acted on ([`coverage`]).
 
 pub mod adopt;
 pub mod collect;

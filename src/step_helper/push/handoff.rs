@@ -1,14 +1,11 @@
 //! The hand-off between a step's launcher and its pusher, through files in the run volume both
-//! mount. When the step succeeds, the launcher copies its outputs to `outputs-<id>/` and writes
-//! `request` (naming `<id>`); the pusher pushes them and writes `result-<id>`; the launcher exits
-//! with that result. Every file appears whole (written beside, then renamed), ids make a restarted
-//! step's request a new one, and a restarted pusher finds a request it has not answered. A failed
-//! step writes nothing, so nothing of it is ever pushed.
-//!
-//! The step's own code can write the run volume too, so the pusher trusts nothing in it but the
-//! content to push: the request carries only an id, which must be a plain token; the directory
-//! pushed (`outputs-<id>`) and the reference pushed to are the pusher's own (its command line, as
-//! the webhook planned it); no file here is read or written through a symbolic link.
+//! mount: on success the launcher copies its outputs to `outputs-<id>/` and writes `request`; the
+//! pusher pushes them and writes `result-<id>`; the launcher exits with that result. Every file
+//! appears whole (written beside, then renamed), ids make a restarted step's request new, a
+//! restarted pusher finds a request it has not answered, and a failed step writes nothing. The
+//! step's code can write the run volume too, so the pusher trusts only the content: the request
+//! carries only a plain-token id, the directory and the reference pushed to are the pusher's own
+//! (its command line), and no file is read or written through a symbolic link.
 
 use std::fs;
 use std::io;

@@ -1,16 +1,11 @@
-//! The status's size bound. etcd refuses objects over 1.5 MiB (its default request limit), and a
-//! status it refuses is never written: the old one would be served forever. What grows is the
-//! classes (one row per kind of node, each with a reason that explains every skipped set) and
-//! `classKeys` (every label and feature the artifact's rules read): together they are cut to fit
-//! [`MAX_CLASSES_BYTES`], leaving room for the spec, the metadata and the rest of the status.
-//! `classKeys` cannot be cut in part (the webhook groups nodes by all of them, as the controller
-//! did): over [`MAX_CLASS_KEYS_BYTES`] it is left out, and every class with it. The classes take
-//! what the keys leave: first every reason is cut to [`MAX_REASON_BYTES`], then, if still too
-//! large, reasons and set descriptions go altogether, and last the classes beyond the bound. Pods
-//! of a class left out are denied as not ready rather than given a guess. What was cut is said
-//! in a `Truncated` condition. A policy ocifit took charge of for a pod's `image-ref` holds what
-//! an artifact any pod author names decides, in an object every replica and etcd keep: its
-//! bounds ([`Limits::MANAGED`]) are a few classes' worth.
+//! The status's size bound: etcd refuses an object over its request limit, and a refused status
+//! is never written (the old one would be served forever). The classes and `classKeys` are cut to
+//! fit [`MAX_CLASSES_BYTES`]. `classKeys` cannot be cut in part (the webhook groups nodes by all
+//! of them): over [`MAX_CLASS_KEYS_BYTES`] it is left out, with every class. Then each reason is
+//! cut to [`MAX_REASON_BYTES`], then reasons and set descriptions go, last the classes
+//! beyond the bound; a class left out denies its pods as not ready, and a `Truncated` condition
+//! says what was cut. A policy ocifit took charge of for a pod's `image-ref` gets a few classes'
+//! worth ([`Limits::MANAGED`]).
 
 use crate::api::{ClassStatus, ImageSelectionPolicyStatus};
 

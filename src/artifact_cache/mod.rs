@@ -42,7 +42,6 @@ use route::{StepJobs, StepPods, Steps};
 
 /// What the artifact cache needs from the rest of the process.
 pub struct ArtifactCacheDeps {
-    /// The cluster view.
     pub cluster: ClusterView,
     /// Metrics (the controller's Events are counted there).
     pub metrics: Arc<Metrics>,
@@ -52,7 +51,6 @@ pub struct ArtifactCacheDeps {
     pub helper: Option<Helper>,
     /// The registries a step's `registry` annotation may name.
     pub registries: StepRegistries,
-    /// The controller's settings.
     pub settings: controller::CacheControllerSettings,
     /// How long a step is held while its cache is not Ready, and what follows.
     pub hold: HoldRules,

@@ -44,7 +44,6 @@ use route::MutatePods;
 
 /// What image selection needs from the rest of the process.
 pub struct ImageSelectionDeps {
-    /// The cluster view.
     pub cluster: ClusterView,
     /// Where artifacts come from.
     pub source: Arc<dyn Source>,

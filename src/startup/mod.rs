@@ -266,8 +266,8 @@ async fn elect(
     })
 }
 
-/// Logs when the caches synced, then marks `health` ready once `ready` holds (looked at every
-/// 50 ms while starting only; shutdown or a failure turns it off again).
+/// Logs when the caches synced, then marks `health` ready once `ready` holds (polled while
+/// starting only; shutdown or a failure turns it off again).
 async fn report_readiness(
     synced: impl Future<Output = ()>,
     ready: Box<dyn Fn() -> bool + Send + Sync>,

@@ -48,11 +48,9 @@ pub struct PackCount {
     pub skipped: u64,
 }
 
-/// Writes the open directory `dir` (`shown` names it in errors) as a tar stream whose entries are
-/// named under `prefix`, in name order so the same tree gives the same archive. File contents are
-/// streamed; nothing is held whole. No symbolic link is followed: every entry is opened from its
-/// directory's handle with `O_NOFOLLOW` and described by what was opened, so a link is archived
-/// as a link and a name swapped for a link while it is read is refused rather than followed.
+/// Writes the open directory `dir` (`shown` in errors) as a tar stream of entries under `prefix`,
+/// in name order so one tree gives one archive. Entries are opened with `O_NOFOLLOW` from their
+/// directory's handle, so links go in as links and a name swapped for one is refused.
 pub fn pack_dir(
     dir: OwnedFd,
     shown: &str,

@@ -105,10 +105,9 @@ where
         }))
 }
 
-/// Server-side apply of one owned object, forced: whatever someone changed in the fields we own
-/// goes back; fields others added and we do not set stay theirs. When that put back what
-/// someone else changed or deleted (against the digest `owned` last saw), an Event on the cache
-/// says so.
+/// Server-side apply of one owned object, forced: the fields we own go back, fields others added
+/// stay theirs. When that put back what someone else changed or deleted (against the digest
+/// `owned` last saw), an Event on the cache says so.
 pub(super) async fn apply<K>(
     client: &Client,
     reporter: &EventReporter,

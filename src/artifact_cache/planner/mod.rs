@@ -117,7 +117,6 @@ pub enum StepPlan {
         patch: WrittenPatch,
         warnings: Vec<String>,
     },
-    /// Refuse.
     Deny(Denial),
 }
 

@@ -199,9 +199,8 @@ fn step_container(settings: &StepSettings, spec: &PodSpec) -> Result<usize, Deni
 }
 
 /// A step that pushes must run once, or it pushes again at every restart. A bare pod with
-/// `Always` (the default: nothing at admission tells it from one written out) is set to `Never`,
-/// with a warning; a controller's pod or a Job's template cannot be, since the controller would
-/// start it again.
+/// `Always` (the default, which admission cannot tell from one written out) is set to `Never` with
+/// a warning; a controller's pod or a Job's template cannot be, as the controller would restart it.
 fn run_once(
     spec: &PodSpec,
     owner: &Owner,
@@ -242,10 +241,9 @@ fn reference(registry: &Registry, field: &str, uri: &str) -> Result<String, Deni
         })
 }
 
-/// Where the inputs volume is mounted for a step without `command`: an absolute directory, not
-/// one the container already mounts. Without `input-path`, `inputs/` in the working directory, as
-/// `cp -R` puts them; an `input-path` is the mount itself (what `cp -R` does when it is not there:
-/// the image's files at admission are unknown).
+/// Where the inputs volume is mounted for a step without `command`: an absolute directory the
+/// container does not already mount; `input-path` itself (the image's files are unknown at
+/// admission), else `inputs/` in the working directory, as `cp -R` puts them.
 fn mounted_inputs(settings: &StepSettings, container: &Container) -> Result<String, Denial> {
     let working_dir = container
         .working_dir

@@ -112,10 +112,9 @@ async fn within<T>(
         })
 }
 
-/// What a managed policy's status says of `failure`: the same words whatever a host answered
-/// (refused, silent, an error page, not found), so no reader learns how another host answers;
-/// only what is decided before any connection (the reference, the address fence) keeps its
-/// reason.
+/// What a managed policy's status says of `failure`: the same words whatever a host answered, so
+/// no reader learns how another host answers; only what is decided before any connection (the
+/// reference, the address fence) keeps its reason.
 fn told(failure: &Failure) -> Failure {
     let (reason, message) = match failure.reason {
         Reason::InvalidReference => (

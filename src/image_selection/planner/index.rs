@@ -108,11 +108,9 @@ impl Grouping {
 }
 
 impl Index {
-    /// Indexes `policies` (as the policy store holds them) and `nodes` (as the node store holds
-    /// them: borrowed, not copied), with `features`, the merged NodeFeature features by node
-    /// name (read only for policies whose artifacts read NFD features). `earlier`: an index
-    /// built over the same node labels and features, whose groupings are taken over rather than
-    /// drawn again (when only policies changed).
+    /// Indexes `policies` and `nodes` as their stores hold them (nodes borrowed), with `features`,
+    /// the merged NodeFeature features by node name. `earlier`: an index over the same node labels
+    /// and features, whose groupings are taken over (when only policies changed).
     pub fn new(
         policies: impl IntoIterator<Item = Arc<ImageSelectionPolicy>>,
         nodes: Vec<Arc<ClusterNode>>,

@@ -18,7 +18,6 @@ use crate::admission::request::{ReadMetadata, read_as};
 #[serde(from = "Read")]
 pub struct SelectionPod(pub Pod);
 
-/// The pod as read.
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct Read {

@@ -65,7 +65,6 @@ pub enum Error {
     },
 }
 
-/// What the release needs.
 pub struct ReleaseDeps {
     /// The cluster view (its leadership decides who releases).
     pub cluster: ClusterView,
@@ -244,7 +243,6 @@ enum Sent {
     Done,
     /// The pod changed since it was planned.
     Conflict,
-    /// The pod is gone.
     Gone,
     /// Refused as invalid, with the apiserver's message.
     Invalid(String),
@@ -261,10 +259,9 @@ async fn send(ctx: &ReleaseContext, pod: &Pod, release: &Release) -> Result<Sent
     apply(&api, pod, patch).await
 }
 
-/// Sends `patch`, planned from `pod`. A 422 is the apiserver refusing the release as invalid
-/// only if the pod is still the one planned from: a patch's `test` (the gate at the index it
-/// was read at) fails with a 422 too, before the resourceVersion guard answers 409, when the
-/// pod's gates moved meanwhile, and that pod is planned again, not given the failure rule.
+/// Sends `patch`, planned from `pod`. A 422 is an invalid release only if the pod is unchanged:
+/// the patch's `test` of the gate also fails with 422 (before the resourceVersion's 409) when the
+/// gates moved, and that pod is planned again rather than given the failure rule.
 async fn apply(api: &Api<Pod>, pod: &Pod, patch: &json_patch::Patch) -> Result<Sent, Error> {
     let failed = |source| Error::Patch {
         namespace: pod.namespace().unwrap_or_default(),

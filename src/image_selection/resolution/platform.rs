@@ -41,10 +41,9 @@ pub enum NotRunnable {
     },
 }
 
-/// `Ok` when `image` can run on the class's nodes; `Err` says why not, naming the platforms.
-///
-/// A class whose nodes carry no os or arch label is not constrained on that field (nothing to
-/// compare with). Nodes carry no variant label, so any variant of the architecture is accepted.
+/// `Ok` when `image` can run on the class's nodes; `Err` says why not, naming the platforms. A
+/// missing os or arch label leaves that field unconstrained; nodes carry no variant label, so any
+/// variant of the architecture is accepted.
 pub fn runs_on(class: &NodeClass, image: &str, platforms: &Platforms) -> Result<(), NotRunnable> {
     let lookup = platforms
         .get(image)

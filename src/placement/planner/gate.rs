@@ -20,7 +20,6 @@ pub const LOG_FALLBACK: &str = "FallbackToLogsOnError";
 /// What admission does with a pod.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GatePlan {
-    /// Leave the pod as it is.
     Leave(Leave),
     /// Apply `patch`, which gates the pod for `policy`.
     Gate { policy: String, patch: Patch },

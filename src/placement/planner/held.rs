@@ -63,10 +63,9 @@ pub fn trim(pod: &mut Pod) {
     held::trim(pod, if gated { &GATED } else { &UNGATED });
 }
 
-/// The one guarded release patch that turns the live pod `stored` was trimmed from into
-/// `planned`: only what the plan changed (its annotations, gates, affinity, tolerations), pinned
-/// to `stored`'s resourceVersion, so the apiserver refuses it (409) if the pod changed since.
-/// `None` when the plan changes nothing.
+/// The guarded release patch turning the live pod `stored` was trimmed from into `planned`: only
+/// what the plan changed, pinned to `stored`'s resourceVersion so the apiserver refuses it (409)
+/// if the pod changed since. `None` when the plan changes nothing.
 pub fn release_patch(stored: &Pod, planned: &Pod) -> Result<Option<Patch>, serde_json::Error> {
     let changes = held::changes(stored, planned)?;
     Ok((!changes.is_empty()).then(|| guarded(stored, changes)))

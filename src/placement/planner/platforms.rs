@@ -15,7 +15,6 @@ use crate::platform::{NodePlatform, NormalPlatform, OsArch, Platform, Variant};
 /// A container and the platforms its image is built for.
 #[derive(Debug, Clone, Copy)]
 pub struct ContainerImage<'a> {
-    /// The container's name.
     pub name: &'a str,
     /// The image's platforms, as the registry read them.
     pub platforms: &'a [Platform],

@@ -124,7 +124,6 @@ pub struct GatePod {
     spec: GateSpec,
 }
 
-/// The pod as read.
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct Read {

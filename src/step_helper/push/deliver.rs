@@ -17,12 +17,9 @@ use crate::step_helper::layout::DEFAULT_ARTIFACT_TYPE;
 use crate::step_helper::report::Report;
 use crate::telemetry::error_chain;
 
-/// Serves the launcher's requests from `run` until SIGTERM: each pushed to `to` and answered. A
-/// request that cannot be served (a forged or broken one: the step's code can write `run`) is
-/// logged and left; the launcher's own request replaces it. The process holds the push
-/// credentials while the step runs: `main` made it non-dumpable before reading anything, on every
-/// start, and the planner refuses a shared process namespace to a step with credentials. What it
-/// pushed is added to `report` (left untouched when nothing was asked of it).
+/// Serves the launcher's requests from `run` until SIGTERM, each pushed to `to` and answered. A
+/// request that cannot be served (step code can write `run`) is logged and left for the launcher's
+/// own to replace. `report` gets what was pushed (untouched when nothing was asked).
 pub async fn deliver(
     registry: &Registry,
     run: &Path,

@@ -109,7 +109,6 @@ fn given_up<E: Into<PushError>>(what: String, gave_up: GaveUp<E>) -> PushError {
     }
 }
 
-/// An artifact pushed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pushed {
     pub reference: String,

@@ -181,7 +181,7 @@ mod tests {
 
     #[test]
     fn many_classes_lose_reasons_then_rows_and_stay_under_the_bound() {
-        // 5,000 kinds of node with reasons of a large artifact: some 6 MiB as computed.
+        // 5,000 kinds of node with reasons of a large artifact: far over the bound.
         let mut classes: Vec<_> = (0..5_000).map(|i| class(i, 1_000, 4)).collect();
         let said = super::classes(&mut classes, MAX_CLASSES_BYTES, MAX_CLASSES_BYTES).unwrap();
         assert!(size(&classes) <= MAX_CLASSES_BYTES);
@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn class_keys_over_their_bound_are_left_out_with_every_class_and_said() {
-        // 10,000 label keys of 100 bytes: an artifact within the engine's limits, some 1 MiB.
+        // 10,000 label keys of 100 bytes: within the engine's limits, over the keys' bound.
         let mut status = status_with(vec![class(0, 100, 2), class(1, 100, 2)], 10_000);
         let said = super::status(&mut status, Limits::WRITTEN).unwrap();
         assert_eq!(status.class_keys, None);
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn class_keys_under_their_bound_are_kept_and_the_classes_take_what_is_left() {
-        // 2,000 keys (some 200 KiB) and classes that alone would fit the whole bound.
+        // 2,000 keys and classes that alone would fit the whole bound.
         let mut status = status_with((0..600).map(|i| class(i, 900, 4)).collect(), 2_000);
         let keys = serde_json::to_vec(&status.class_keys).unwrap().len();
         assert!(size(&status.classes) < MAX_CLASSES_BYTES);

@@ -24,7 +24,7 @@ use super::file_error::{self, FileError};
 pub enum ArchiveError {
     #[error(transparent)]
     Io(#[from] FileError),
-    #[error("the archive is unreadable")]
+    #[error("failed to read the archive")]
     Read(#[source] io::Error),
     #[error("archive entry {name:?} {why}")]
     UnsafeEntry { name: String, why: String },

@@ -22,9 +22,9 @@ use crate::cluster::reflected::Reflected;
 /// A reconcile failed against the apiserver (what the cache's objects say is status, not this).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("the ArtifactCache's objects cannot be made")]
+    #[error("failed to make the ArtifactCache's objects")]
     Desired(#[from] desired::DesiredError),
-    #[error("the ArtifactCache's credentials cannot be generated")]
+    #[error("failed to generate the ArtifactCache's credentials")]
     Credentials(#[from] secret::SecretError),
     #[error("failed to read {what} of ArtifactCache {namespace}/{name}")]
     Read {

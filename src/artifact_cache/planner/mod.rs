@@ -174,7 +174,7 @@ pub enum Denial {
         "container {container:?} already mounts a volume at {path}, where the inputs would be mounted"
     )]
     MountTaken { path: String, container: String },
-    #[error("the pod's mutation could not be written as a JSON patch: {0}")]
+    #[error("failed to write the pod's mutation as a JSON patch: {0}")]
     Unwritable(String),
     #[error(
         "a step that pushes outputs must run once, but {what} (it would run and push forever); run the step as a Job with restartPolicy Never or OnFailure, or as a pod of its own, which ocifit runs once"

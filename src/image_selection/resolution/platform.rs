@@ -30,7 +30,7 @@ pub type Platforms = BTreeMap<String, PlatformLookup>;
 pub enum NotRunnable {
     #[error("the platforms of {image} were not looked up")]
     NotLookedUp { image: String },
-    #[error("cannot read the platforms of {image}: {why}")]
+    #[error("failed to read the platforms of {image}: {why}")]
     Unreadable { image: String, why: String },
     /// `offered` lists the image's platforms as it spells them, or says it offers none.
     #[error("{image} is not built for {node} (it offers {offered})")]
@@ -189,7 +189,7 @@ mod tests {
         )]);
         assert_eq!(
             runs_on(&amd, "app:v1", &failed).unwrap_err().to_string(),
-            "cannot read the platforms of app:v1: manifest unknown"
+            "failed to read the platforms of app:v1: manifest unknown"
         );
         assert!(
             runs_on(&amd, "other:v1", &failed)

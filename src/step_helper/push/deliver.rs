@@ -58,7 +58,7 @@ pub async fn deliver(
 /// Why a request in the run volume is not served.
 #[derive(Debug, thiserror::Error)]
 enum Unserved {
-    #[error("cannot read {request}: {0}", request = handoff::REQUEST)]
+    #[error("failed to read {request}: {0}", request = handoff::REQUEST)]
     Unreadable(#[source] io::Error),
     #[error(transparent)]
     Id(#[from] BadId),
@@ -114,7 +114,7 @@ async fn deliver_one(
             }
         }
         Err(err) => {
-            let message = format!("pushing to {to}: {}", error_chain(&err));
+            let message = format!("failed to push to {to}: {}", error_chain(&err));
             tracing::error!(%message, "outputs not pushed");
             report.seconds += started.elapsed().as_secs_f64();
             report.failed(message.clone());
@@ -126,19 +126,19 @@ async fn deliver_one(
 /// Why the staged outputs cannot be pushed.
 #[derive(Debug, thiserror::Error)]
 enum Unstaged {
-    #[error("cannot read the staged outputs {}: {source}", shown.display())]
+    #[error("failed to read the staged outputs {}: {source}", shown.display())]
     Unreadable {
         shown: PathBuf,
         #[source]
         source: BeneathError,
     },
     #[error(
-        "cannot read the staged outputs {}: there is nothing to push (an empty working directory?)",
+        "the staged outputs {} hold nothing to push (an empty working directory?)",
         shown.display()
     )]
     Empty { shown: PathBuf },
     #[error(
-        "cannot read the staged outputs {}: {name:?} is no UTF-8 name to title a layer with",
+        "the staged outputs {} hold {name:?}, which is no UTF-8 name to title a layer with",
         shown.display()
     )]
     NotUtf8 { shown: PathBuf, name: OsString },

@@ -1,8 +1,7 @@
 //! Whether a candidate image can run on a node class: the class's `kubernetes.io/os` and
 //! `kubernetes.io/arch` against the platforms the registry read from the image, matched by the
-//! one platform model (`aarch64` is `arm64`, `arm64/v8` is `arm64`, …). Pure; the lookups
-//! themselves are the callers' (the controller's and `ocifit resolve`'s, through the registry
-//! room).
+//! one platform model, [`crate::platform`]. Pure; the lookups are the callers' (the controller
+//! and `ocifit resolve`, through the registry room).
 
 use std::collections::BTreeMap;
 

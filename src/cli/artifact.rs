@@ -404,7 +404,7 @@ mod tests {
         };
         assert_eq!(
             error_chain(&err),
-            "pulling registry.example.com/app:v1: manifest not found: registry.example.com/app:v1"
+            "failed to pull registry.example.com/app:v1: manifest not found: registry.example.com/app:v1"
         );
     }
 

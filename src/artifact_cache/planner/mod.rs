@@ -100,7 +100,9 @@ pub enum StepPlan {
     /// Injected before (the marker annotation is there): admit unchanged.
     AlreadyInjected,
     /// A step with nothing to move: admit unchanged, with these warnings.
-    Unchanged { warnings: Vec<String> },
+    Unchanged {
+        warnings: Vec<String>,
+    },
     /// Admit with this patch (RFC 6902, against the object as sent) and these warnings.
     Patch {
         patch: WrittenPatch,

@@ -19,9 +19,7 @@ pub enum DenyReason {
         named_by: &'static str,
     },
     /// The pod's image-ref annotation names an artifact no policy uses.
-    NoPolicyForImageRef {
-        reference: String,
-    },
+    NoPolicyForImageRef { reference: String },
     /// Several policies fit the pod and it names none of them.
     AmbiguousPolicy {
         policies: Vec<String>,
@@ -32,9 +30,7 @@ pub enum DenyReason {
     NoPolicy,
     /// The pod asks for ocifit-k8s's model-based selection (its `…/model` annotation), which
     /// ocifit does not do: refused at once rather than held until it ends undecided.
-    ModelUnsupported {
-        model: String,
-    },
+    ModelUnsupported { model: String },
     /// The policy has no resolved status yet, or a candidate node class is not in it.
     PolicyNotReady {
         policy: String,
@@ -42,9 +38,7 @@ pub enum DenyReason {
         missing_class: Option<(String, String)>,
     },
     /// The pod's required node affinity is malformed.
-    InvalidAffinity {
-        error: String,
-    },
+    InvalidAffinity { error: String },
     /// No node both counts for the policy and matches the pod's selector and affinity.
     NoCandidateNode {
         policy: String,
@@ -238,9 +232,7 @@ pub enum SkipReason {
         owner: String,
     },
     /// A pod with `spec.nodeName`: already bound, its node is not a choice.
-    NodeNameSet {
-        node: String,
-    },
+    NodeNameSet { node: String },
     /// The pod's decision annotations already describe its containers (reinvocation).
     AlreadyPlanned {
         /// The policy its annotations name.

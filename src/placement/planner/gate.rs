@@ -22,7 +22,10 @@ pub const LOG_FALLBACK: &str = "FallbackToLogsOnError";
 pub enum GatePlan {
     Leave(Leave),
     /// Apply `patch`, which gates the pod for `policy`.
-    Gate { policy: String, patch: Patch },
+    Gate {
+        policy: String,
+        patch: Patch,
+    },
 }
 
 /// Why a pod is left as it is.

@@ -87,7 +87,10 @@ async fn a_missing_command_is_127_with_the_reason_as_termination_message() {
     let launch = launch_in(dir.path(), &["/no/such/program", "x"]);
     assert_eq!(super::launch(&launch).await, EXIT_NOT_FOUND);
     let message = termination_message(dir.path());
-    assert!(message.contains("cannot run /no/such/program"), "{message}");
+    assert!(
+        message.contains("failed to run /no/such/program"),
+        "{message}"
+    );
 }
 
 #[tokio::test]

@@ -1,14 +1,10 @@
 //! The ArtifactCache controller (leader only): each cache's desired objects ([`desired`]) applied
-//! server-side under the one field manager with the cache as their controlling owner, so an
-//! edited or deleted Deployment, Service or claim is put back on the next reconcile (the owned
-//! objects are watched and reflected), with an Event on the cache saying what was put back and
-//! why ([`restored`]); the status ([`status`]) written from what the apply returned, and an
-//! Event when readiness changes. Deleting a cache leaves its objects to the garbage collector.
-//!
-//! Nothing is written over an object the cache does not already own (an existing object of one
-//! of its names without the cache as controlling owner), nor for an image off the allow-list: the
-//! status says which and why. A cache without `htpasswdSecretRef` gets a Secret of generated
-//! credentials ([`secret`]) once, recorded in its status.
+//! server-side with the cache as controlling owner, so an edited or deleted Deployment, Service or
+//! claim is put back on the next reconcile with an Event saying why ([`restored`]); the status
+//! ([`status`]) written from what the apply returned, with an Event when readiness changes.
+//! Nothing is written over an object the cache does not already own, nor for an image off the
+//! allow-list: the status says which and why. A cache without `htpasswdSecretRef` gets generated
+//! credentials ([`secret`]) once. Deleting a cache leaves its objects to the garbage collector.
 
 use std::sync::Arc;
 use std::time::Duration;

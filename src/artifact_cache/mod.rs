@@ -1,13 +1,10 @@
 //! The workflow artifact cache: the ArtifactCache controller (each cache's registry deployed and
-//! kept, its status), and the step routes on the admission host (the oras-operator's annotations on
-//! Pods and Jobs turned into a pod mutation that runs the step helper, `crate::step_helper`, or a
-//! denial). Built on the cluster view, the admission host and the step helper's command line;
-//! imports no other feature.
+//! kept, its status), and the step routes on the admission host (the oras-operator's annotations
+//! on Pods and Jobs turned into a pod mutation that runs `crate::step_helper`, or a denial).
+//! Imports no other feature.
 //!
-//! Pure parts: `planner` (annotations → patch or denial), `desired` (a cache's Deployment,
-//! Service, NetworkPolicy and claim), `status` (a cache's status from its objects), `held` (a
-//! step held while its cache starts: released, kept or failed). Adapters: `controller`, `route`,
-//! `release` (held steps), `transfers` (what the steps' helpers moved, counted).
+//! Pure: `planner`, `desired` (a cache's objects), `status`, `held` (a step held while its cache
+//! starts). Adapters: `controller`, `route`, `release` (held steps), `transfers` (moves counted).
 
 pub mod controller;
 pub mod desired;
@@ -45,7 +42,6 @@ use route::{StepJobs, StepPods, Steps};
 
 /// What the artifact cache needs from the rest of the process.
 pub struct ArtifactCacheDeps {
-    /// The cluster view.
     pub cluster: ClusterView,
     /// Metrics (the controller's Events are counted there).
     pub metrics: Arc<Metrics>,
@@ -55,7 +51,6 @@ pub struct ArtifactCacheDeps {
     pub helper: Option<Helper>,
     /// The registries a step's `registry` annotation may name.
     pub registries: StepRegistries,
-    /// The controller's settings.
     pub settings: controller::CacheControllerSettings,
     /// How long a step is held while its cache is not Ready, and what follows.
     pub hold: HoldRules,

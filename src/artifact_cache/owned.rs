@@ -1,13 +1,10 @@
-//! The watch of one kind the caches own (Deployments, Services, claims): selected by the owned
-//! objects' labels, which anyone who can create such an object can set too, and an ownerReference
-//! anyone can point at their own cache, so an object is kept only when it is one ocifit made for a
-//! cache in the store: its controlling owner is an ArtifactCache whose UID is that of the cache of
-//! that name in the store, and its name is the one ocifit derives from the cache's
-//! ([`desired::object_name`]). One object per kind and cache, then, whatever a namespace creates.
-//! And of it only what the controller reads ([`Trimmed`]): its identity, that owner, and a digest
-//! of the parts the controller puts back ([`restored::Ours`]), not the parts themselves, so an
-//! owned Deployment someone made fat costs the store no more than a lean one. Anything else that
-//! carries the labels is dropped before the store; an object that stops being one leaves it.
+//! The watch of one kind the caches own (Deployments, Services, claims). Its labels and an
+//! ownerReference are anyone's to set, so an object is kept only when ocifit made it for a cache
+//! in the store: its controlling owner is the ArtifactCache of that name with that UID, and its
+//! name is the one ocifit derives ([`desired::object_name`]), one object per kind and cache
+//! whatever a namespace creates. Of it only what the controller reads is kept ([`Trimmed`]): its
+//! identity, that owner and a digest of the parts put back ([`restored::Ours`]), so a fat owned
+//! Deployment costs the store no more than a lean one. An object that stops qualifying leaves it.
 
 use std::borrow::Cow;
 use std::marker::PhantomData;

@@ -45,11 +45,9 @@ pub struct Restored {
     pub note: String,
 }
 
-/// The Event when the apply put back `what` (e.g. "its Deployment") named `name`, or `None`
-/// when it changed nothing someone else did. `before` is the digest of the object as the watch
-/// last saw it (`None`: not there), `after` of the object the apply returned. `applied_before`: the cache's objects
-/// were applied for its current generation and the watch holds a full list, so a difference is
-/// someone else's doing, not a new spec or a first creation.
+/// The Event when the apply put back `what` (e.g. "its Deployment") named `name`, if it undid
+/// someone's change: `before` is the watch's digest (`None`: absent), `after` the applied object's;
+/// only with `applied_before` (this generation applied, a full list held) is a difference theirs.
 pub fn restored(
     what: &str,
     name: &str,

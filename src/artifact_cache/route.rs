@@ -1,12 +1,9 @@
 //! The step routes on the one admission host: `POST /artifacts/pods` (Pods) and
-//! `POST /artifacts/jobs` (batch/v1 Jobs, whose pod template is mutated). Each plans from the
-//! reflected ArtifactCaches and the helper image `ocifit run` was given; the planner decides,
-//! this file only looks the cache up and names the answer for the metrics. A cache the store does
+//! `POST /artifacts/jobs` (batch/v1 Jobs, whose pod template is mutated), planned from the
+//! reflected ArtifactCaches and the helper image `ocifit run` was given. A cache the store does
 //! not show Ready is read again from the apiserver before a step is refused: this replica's watch
-//! may not have delivered the status the leader just wrote (a step created as soon as
-//! `kubectl wait` saw the cache Ready would otherwise be held or denied `CacheNotReady`). That read waits,
-//! so a step is planned on the connection's worker when its cache is Ready in the store (nearly
-//! always), and on the blocking pool only when it must be read again.
+//! may lag the status the leader just wrote (a step created as soon as `kubectl wait` saw it
+//! Ready). That read waits, so only such a step is planned on the blocking pool.
 
 use std::cell::Cell;
 

@@ -140,10 +140,9 @@ pub fn count_ready<'a>(caches: impl IntoIterator<Item = &'a ArtifactCache>) -> (
         })
 }
 
-/// What steps' admission knows of a cache: Ready (its status is current and says so), starting
-/// (not Ready, but its current status names its endpoint and, when it generates them, its
-/// credentials: steps can be wired to it now and held), not Ready (with the condition's
-/// message; stuck when its reason says it cannot become Ready as it is), or missing.
+/// What steps' admission knows of a cache: Ready, starting (not Ready, but its current status
+/// names its endpoint and any generated credentials, so steps can be wired and held), not Ready
+/// (with the condition's message; stuck when it cannot become Ready as it is), or missing.
 pub fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {
     let Some(cache) = cache else {
         return CacheState::Missing;

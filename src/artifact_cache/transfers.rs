@@ -1,17 +1,11 @@
-//! What workflow steps moved, counted once per finished helper container: the step pods (by the
-//! label the planner sets) are watched, each helper's termination message read as the step
-//! helper's report, and the leader counts it in the metrics.
-//!
-//! Only ocifit's own facts are counted: the label, the marker annotation and a terminated
-//! `ocifit-prepare` status are all a pod author can write, so a run counts only when its pod's
-//! helper containers run ocifit's helper image and the cache its marker names is an ArtifactCache
-//! in the store with the endpoint the marker was written with; the `cache` label is then that
-//! cache's own `namespace/name`, read from the cache object. A forged pod adds no series.
-//!
-//! Once means: a container run is known by its container ID, remembered until its pod is gone, so
-//! a resync or a relist never counts it again. What had already finished when ocifit started is
-//! marked, never counted: a restart of ocifit (or its leader's move to another replica, which
-//! marks while it follows) misses what finished meanwhile rather than counting it twice.
+//! What workflow steps moved, counted once per finished helper container: step pods (by the
+//! planner's label) are watched, each helper's termination message read as its report, and the
+//! leader counts it in the metrics. A pod author can write the label, the marker annotation and a
+//! terminated status, so a run counts only when its helper containers run ocifit's helper image
+//! and the marker names a cache in the store with that endpoint; the `cache` label is then read
+//! from the cache object, so a forged pod adds no series. A run is known by its container ID until
+//! its pod is gone, so a relist never counts it twice; what finished before ocifit started (or
+//! before its leader moved) is marked, never counted.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

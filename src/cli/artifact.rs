@@ -99,13 +99,13 @@ enum ArtifactError {
     Login(#[from] login::LoginError),
     #[error(transparent)]
     FileRef(#[from] step_helper::FileRefError),
-    #[error("pulling {reference}")]
+    #[error("failed to pull {reference}")]
     Pull {
         reference: String,
         #[source]
         source: Box<PullError>,
     },
-    #[error("pushing to {reference}")]
+    #[error("failed to push to {reference}")]
     Push {
         reference: String,
         #[source]
@@ -113,7 +113,7 @@ enum ArtifactError {
     },
     #[error(transparent)]
     Prepare(Box<PrepareError>),
-    #[error("serving the step's outputs from {}: {source}", run.display())]
+    #[error("failed to serve the step's outputs from {}: {source}", run.display())]
     Deliver {
         run: PathBuf,
         #[source]
@@ -404,7 +404,7 @@ mod tests {
         };
         assert_eq!(
             error_chain(&err),
-            "pulling registry.example.com/app:v1: manifest not found: registry.example.com/app:v1"
+            "failed to pull registry.example.com/app:v1: manifest not found: registry.example.com/app:v1"
         );
     }
 
@@ -416,7 +416,7 @@ mod tests {
         };
         assert_eq!(
             error_chain(&err),
-            "serving the step's outputs from /ocifit/run: signal handler refused"
+            "failed to serve the step's outputs from /ocifit/run: signal handler refused"
         );
     }
 }

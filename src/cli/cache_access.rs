@@ -1,13 +1,11 @@
-//! `ocifit artifact pull|push --cache NAME`: reaching an ArtifactCache from outside the cluster,
-//! as a workflow's users fetch its results from a laptop. A deployed cache's endpoint is a
-//! ClusterIP, so ocifit forwards a loopback port to the registry's pod through the apiserver (the
-//! same port-forward `kubectl port-forward` uses); a cache with `deploy: false` is reached at its
-//! endpoint directly. The pod forwarded to is found through the cache's own objects, never by
-//! labels alone (anyone who can create pods in the namespace can copy the labels, and would then
-//! receive the credentials sent): the Deployment the cache owns (by the cache's UID), its current
-//! ReplicaSet (owned by the Deployment's UID, of its revision), a Ready pod that ReplicaSet owns.
-//! Credentials: `ORAS_USER` and the direction's password from the environment when set, else the
-//! cache's generated Secret (read with `get`): for a push its push user (`ORAS_PUSH_USER`).
+//! `ocifit artifact pull|push --cache NAME`: reaching an ArtifactCache from outside the cluster.
+//! A deployed cache (a ClusterIP) is reached through a loopback port forwarded to its registry pod
+//! through the apiserver, as `kubectl port-forward` does; one with `deploy: false` at its endpoint.
+//! The pod is found through the cache's own objects, never by labels alone (anyone who can create
+//! pods could copy them and receive the credentials): the Deployment the cache's UID owns, its
+//! current ReplicaSet, a Ready pod of it. Credentials: `ORAS_USER` and the direction's password
+//! from the environment when set, else the cache's generated Secret (a push uses its push user,
+//! `ORAS_PUSH_USER`).
 
 use std::net::{Ipv4Addr, SocketAddr};
 

@@ -113,13 +113,10 @@ pub enum Command {
     /// Exit status: 0 when printed, 2 when an input cannot be read.
     Migrate(MigrateArgs),
     /// Remove every scheduling gate ocifit adds (placement's `placement.ocifit.io/platforms`,
-    /// image selection's `selection.ocifit.io/image`) from every pod still holding one, any
-    /// other gate kept: the way out after an uninstall (the chart's uninstall hook runs it) or
-    /// while ocifit is down. Held pods then run as admitted, unchanged.
+    /// image selection's `selection.ocifit.io/image`) from every pod holding one, other gates kept:
+    /// the way out after an uninstall (the chart's hook runs it) or while ocifit is down.
     ///
-    /// `--gate` picks some of the gates; `--dry-run` lists the pods it would release, changing
-    /// nothing; `-n` keeps to one namespace.
-    ///
+    /// `--gate` picks gates, `--dry-run` lists what it would release, `-n` keeps to one namespace.
     /// Exit status: 0 when every held pod was released, 1 otherwise (the others still are).
     ReleaseGates(gates::ReleaseGatesArgs),
     /// Check an install from inside the cluster (the chart's `helm test` runs it): the CRDs are
@@ -136,11 +133,9 @@ pub enum Command {
     Completion(completion::CompletionArgs),
 }
 
-/// Makes this process non-dumpable: its `/proc/<pid>/environ`, `mem` and the like become
-/// root's, and no process of its user may trace it. `main` calls it before anything is read or a
-/// thread started: every ocifit process holds a credential (the operator its token, a step's
-/// helpers the registry's passwords in their environment), and a restarted helper is a new
-/// process, so this runs on every start.
+/// Makes this process non-dumpable: its `/proc/<pid>/environ`, `mem` and the like become root's
+/// and no process of its user may trace it. Every ocifit process holds a credential, so `main`
+/// calls it on every start, before anything is read or a thread started.
 pub fn make_non_dumpable() -> std::io::Result<()> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(std::io::Error::from)

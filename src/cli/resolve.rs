@@ -1,12 +1,10 @@
-//! `ocifit resolve`: which image each kind of node would get, and why, from an artifact or from
-//! a whole ImageSelectionPolicy (either mode). Reads the artifact from a file or a registry, the
-//! candidates' artifacts from theirs, the nodes from files, looks up the candidate images'
-//! platforms in their registries (unless `--offline`, which it then says), and calls image
-//! selection's decision ([`crate::image_selection::resolution`]): the same answer the controller
-//! writes into the policy's status. Prints a table or a stable JSON (or YAML) document. Exit
-//! status: 0 when every class has an image, [`Exit::Failed`] when some class has none,
-//! [`Exit::Usage`] for unusable input, [`Exit::Registry`] for an artifact the registry cannot
-//! give.
+//! `ocifit resolve`: which image each kind of node would get, and why, from an artifact or a whole
+//! ImageSelectionPolicy. Reads the artifacts from files or registries, the nodes from files, looks
+//! up the candidate images' platforms (unless `--offline`, which it then says) and calls image
+//! selection's decision ([`crate::image_selection::resolution`]), so it answers as the controller
+//! does. Prints a table or a stable JSON (or YAML) document. Exit status: 0 when every class has
+//! an image, [`Exit::Failed`] when some has none, [`Exit::Usage`] for unusable input,
+//! [`Exit::Registry`] for an artifact the registry cannot give.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -266,7 +266,6 @@ pub async fn run(args: &SelftestArgs) -> ExitCode {
 pub struct Check {
     /// What was checked.
     pub check: String,
-    /// Whether it passed.
     pub passed: bool,
     /// How it passed, or why not.
     pub detail: String,

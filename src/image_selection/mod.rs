@@ -1,16 +1,11 @@
-//! Image selection: the controller part (every ImageSelectionPolicy's status: per node class,
-//! the image the decision in `resolution` picks) and the `/mutate` admission route (opted-in pods
-//! get their images from that status). Built on the cluster view and the admission host; it
-//! imports no other feature.
+//! Image selection: the controller part (every ImageSelectionPolicy's status: per node class, the
+//! image [`resolution`] picks) and the `/mutate` admission route (opted-in pods get their images
+//! from that status). Imports no other feature.
 //!
-//! - [`resolution`]: the decision (classes, the image per class, the policy status), pure;
-//!   `ocifit resolve` calls it as the controller does.
-//! - [`controller`]: reconciles policies (leader only), through the registry seam.
-//! - [`planner`]: the pure pod planner over an [`planner::Index`] of policies and nodes.
-//! - [`feed`]: keeps that index current from the stores' change subscriptions.
-//! - [`route`]: the planner as the admission host's route, with its Events ([`events`]).
-//! - [`release`]: releases the pods admission held (the planner's decision, once it exists).
-//! - [`run`]: everything above as one `process::Feature` for `ocifit run`.
+//! [`resolution`] is pure and serves `ocifit resolve` too; [`controller`] reconciles policies
+//! (leader only); [`planner`] plans pods over a [`planner::Index`] that [`feed`] keeps current;
+//! [`route`] serves it, with its [`events`]; [`release`] releases the pods admission held; [`run`]
+//! composes them into one `process::Feature`.
 
 pub mod controller;
 pub mod events;
@@ -49,7 +44,6 @@ use route::MutatePods;
 
 /// What image selection needs from the rest of the process.
 pub struct ImageSelectionDeps {
-    /// The cluster view.
     pub cluster: ClusterView,
     /// Where artifacts come from.
     pub source: Arc<dyn Source>,

@@ -1,47 +1,11 @@
-//! The pod planner: given an admission request for a pod, the policies (spec and status) and the
-//! node inventory, decides the JSON patch that gives the pod its images (and, when its candidate
-//! nodes disagree, pins it to the classes of the best image), or why it is denied or left alone.
-//! Pure: no I/O, no async, no clock, no client. It must not fetch artifacts, evaluate them (the
-//! controller's status already holds the answer per node class) or emit Events (it says what the
-//! Event would say; the HTTP side emits it unless the request is a dry run).
-//!
-//! The work that does not depend on the pod (which nodes count for each policy and which class
-//! each belongs to) is done once in an [`Index`], which the HTTP side rebuilds when the policy or
-//! node stores change; [`Index::plan`] then walks the policy's nodes once per pod.
-//!
-//! The rules, in order:
-//! 1. Left alone ([`ImagePlan::Skip`]): requests that do not create a pod, pods without the opt-in
-//!    label (`oci.image.compatibilities.selection/enabled: "true"`), mirror pods, pods owned
-//!    by a DaemonSet, pods with `spec.nodeName`, and pods whose decision annotations describe
-//!    their containers as they are (the webhook's reinvocation over its own output).
-//! 2. The policy: label, else annotation, `oci.image.compatibilities.selection/policy`; else the
-//!    `…/image-ref` annotation matched against `spec.artifact.ref` (several such policies: the
-//!    ones whose placeholder a container uses); else the policy whose `targetImage` a container
-//!    (or, where the policy says so, an init container) uses. The `…/target-image` annotation
-//!    overrides the placeholder of a policy chosen by name or image-ref.
-//! 3. Candidate nodes: the nodes that count for the policy (its `nodeSelector`) on which the
-//!    pod's nodeSelector and required node affinity allow it. Each belongs to a node class, drawn
-//!    with `status.classKeys` exactly as the controller draws it, so names agree with status.
-//! 4. The image: one image over every candidate class is patched in. When the classes disagree
-//!    (different images, or some with no compatible image), `onUnpinned: Pin` pins the pod to the
-//!    classes of the best image and `Deny` refuses it. The best image is the one whose classes
-//!    hold the most candidate nodes; ties go to the image with the class of the highest match
-//!    weight, then to the image of the class whose name sorts first. When no candidate class has
-//!    a compatible image, `fallbackImage` is used, else `onNoMatch` applies.
-//!
-//! What ocifit cannot decide *yet* is never guessed for and never refused: a policy without
-//! status, a candidate class missing from status (a new kind of node not yet reconciled), a
-//! policy (named, or by image-ref) not in this replica's store yet, or no index built yet. The
-//! pod is admitted held ([`ImagePlan::Hold`]: ocifit's scheduling gate and held label, see [`hold`]),
-//! and the controller releases it with the decision this same planner gives then ([`release`]).
-//!
-//! For the admission side: build an [`Index`] from the policy store and the node store (each
-//! node's labels and, when NFD publishes them, its merged NodeFeature features: the same inputs
-//! the controller groups, or class names will not match status), share it behind an `Arc` and
-//! swap in a new one when a store changes. Per request, [`Index::plan`]. An [`ImagePlan`] is the
-//! answer in this feature's vocabulary: its outcome and reason name the metric labels and the
-//! Event reason, a denial's or skip's message is its reason's `Display`, and it carries the
-//! policy it was planned under, so Events never choose again.
+//! The pod planner: from an admission request, the policies (spec and status) and the node
+//! inventory, decides the JSON patch that gives a pod its images (pinning it to the best image's
+//! classes when its candidate nodes disagree), or why it is denied, left alone or held. Pure: it
+//! never fetches or evaluates artifacts (the policy's status holds the answer per node class) nor
+//! emits Events (its answer says what the Event would). Its rules, in order, are
+//! docs/pod-contract.md's. What it cannot decide *yet* is held ([`ImagePlan::Hold`], [`hold`]) and
+//! released with this planner's later decision ([`release`]). Work that does not depend on the pod
+//! is done once per store change in an [`Index`]; [`Index::plan`] plans each request.
 
 mod best_image;
 pub mod hold;

@@ -47,7 +47,6 @@ use route::GatePods;
 
 /// What placement needs from the rest of the process.
 pub struct PlacementDeps {
-    /// The cluster view.
     pub cluster: ClusterView,
     /// Metrics to count into.
     pub metrics: Arc<Metrics>,
@@ -67,10 +66,9 @@ pub struct PlacementDeps {
     pub shutdown: Shutdown,
 }
 
-/// Starts placement over the cluster view: its tasks are the policy and labelled-pod watches,
-/// the policy feed (which compiles the policies once per change for everyone), the controller,
-/// node tainting, the status keeper, and with the route the namespace watch. It can serve once
-/// its stores hold a first list and the policies compiled from it are stored.
+/// Starts placement over the cluster view: the policy and labelled-pod watches, the policy feed
+/// (compiling policies once per change), the controller, node tainting, the status keeper, and
+/// with the route the namespace watch. It serves once its stores and compiled policies are in.
 pub fn run(parts: PlacementDeps) -> Feature<Route> {
     let PlacementDeps {
         cluster,

@@ -25,7 +25,6 @@ pub const PATH: &str = "/placement";
 /// Plans pod creations: gate the selected ones.
 #[derive(Clone)]
 pub struct GatePods {
-    /// The usable policies.
     pub policies: UsablePolicies,
     /// Namespace metadata (for namespace selectors).
     pub namespaces: Store<PartialObjectMeta<NamespaceObject>>,

@@ -57,7 +57,7 @@ pub enum AuditError {
         #[source]
         source: kube::Error,
     },
-    #[error("registry options: {0}")]
+    #[error("failed to build the registry client: {0}")]
     Registry(#[from] crate::registry::Error),
 }
 

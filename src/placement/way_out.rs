@@ -65,10 +65,9 @@ pub fn untaint_patch(node: &Node) -> Option<serde_json::Value> {
     }))
 }
 
-/// Removes ocifit's taint from every node that carries it; a node that cannot be untainted is
-/// recorded in the result and the others still are. `Err` only when the nodes could not be
-/// listed at all. While a policy still taints an architecture, a running ocifit taints its
-/// nodes again.
+/// Removes ocifit's taint from every node carrying it; a node that cannot be untainted is recorded
+/// and the others still are. `Err` only when the nodes cannot be listed. A running ocifit taints
+/// again for a policy that still taints an architecture.
 pub async fn untaint_all(client: Client) -> Result<Untainted, WayOutError> {
     let api: Api<Node> = Api::all(client);
     let listed = api

@@ -26,7 +26,6 @@ pub enum ConfigError {
     Read {
         /// Which flag's file.
         what: &'static str,
-        /// The file.
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -34,7 +33,6 @@ pub enum ConfigError {
     /// The docker config does not parse.
     #[error("failed to parse the docker config {path}")]
     DockerConfig {
-        /// The file.
         path: PathBuf,
         #[source]
         source: crate::registry::ConfigError,
@@ -55,7 +53,6 @@ pub enum ConfigError {
 pub struct Config {
     /// Which cluster (`--kubeconfig`, `--context`), else the usual places.
     pub kube: super::KubeArgs,
-    /// The log format.
     pub log_format: LogFormat,
     /// The admin server's address.
     pub admin: SocketAddr,

@@ -1,12 +1,11 @@
-//! `ocifit run`: the configuration read once ([`config`]), the cluster view, every feature's
-//! `run` and the admission host composed into one process, its long-lived tasks supervised
-//! ([`supervise`]), and the admin HTTP server. Ready once the stores synced and, when admission
-//! is served, its index is built and a certificate loaded. SIGTERM or SIGINT: readiness drops,
-//! the admission host keeps serving for its shutdown delay (so endpoints drop the replica before
-//! it refuses connections), every task finishes what it has in flight (reconciles, status writes, admissions), the lease
-//! is released, exit 0. A task that ends or panics first: liveness and readiness fail, the
-//! others stop, the lease is released, exit 1, and the log names the task and why. A missing
-//! prerequisite (the CRD, the Lease's namespace) is one line naming the fix.
+//! `ocifit run`: the configuration read once ([`config`]), the cluster view, every feature's `run`
+//! and the admission host composed into one process, its tasks supervised ([`supervise`]), and the
+//! admin HTTP server. Ready once the stores synced and, when admission is served, its index is
+//! built and a certificate loaded. SIGTERM or SIGINT: readiness drops, admission keeps serving for
+//! its shutdown delay (so endpoints drop the replica first), tasks finish what is in flight, the
+//! lease is released, exit 0. A task that ends or panics first: liveness and readiness fail, the
+//! others stop, the lease is released, exit 1, and the log names the task. A missing prerequisite
+//! (the CRD, the Lease's namespace) is one line naming the fix.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -267,8 +266,8 @@ async fn elect(
     })
 }
 
-/// Logs when the caches synced, then marks `health` ready once `ready` holds (looked at every
-/// 50 ms while starting only; shutdown or a failure turns it off again).
+/// Logs when the caches synced, then marks `health` ready once `ready` holds (polled while
+/// starting only; shutdown or a failure turns it off again).
 async fn report_readiness(
     synced: impl Future<Output = ()>,
     ready: Box<dyn Fn() -> bool + Send + Sync>,

@@ -21,10 +21,9 @@ pub fn scraped(source: Arc<RegistrySource>) -> ScrapeFn {
     })
 }
 
-/// jemalloc's figures (it is the process's allocator, `src/main.rs`). Resident memory beyond
-/// the live bytes is mostly pages partly used by live objects, which cannot be handed back;
-/// wholly freed pages are returned over about a second (`.cargo/config.toml`). When its statistics
-/// cannot be read the gauges are left out of the scrape rather than written as 0.
+/// jemalloc's figures (the process's allocator). Resident beyond live bytes is mostly pages partly
+/// in use, which cannot be handed back (freed ones return as `.cargo/config.toml` sets). When its
+/// statistics cannot be read the gauges are left out rather than written as 0.
 fn heap(encoder: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
     // The statistics are a snapshot taken when the epoch advances.
     let read = || -> Result<(usize, usize), tikv_jemalloc_ctl::Error> {

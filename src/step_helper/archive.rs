@@ -1,12 +1,9 @@
-//! Directories as tar streams, both ways, as the ORAS clients write and read them: every entry
-//! named under the layer's title (`out/`, `out/a.txt`, …), owners zeroed, symbolic links kept as
-//! links (never followed, the packed directory itself included), hard-linked files stored as
-//! files. Unpacking never writes outside its root: entry names with `..` or a root are refused,
-//! nothing is created, linked, timed or chmodded through a symbolic link (every entry is made from
-//! directory handles opened with `O_NOFOLLOW`), and a hard link may only name a file unpacked
-//! before it.
-//! Blocking code, run on a blocking thread by the transfers. Packing is here, unpacking in
-//! `unpack`; both share [`ArchiveError`].
+//! Directories as tar streams, both ways, as the ORAS clients write and read them: entries named
+//! under the layer's title, owners zeroed, symbolic links kept as links (never followed), hard
+//! links stored as files. Unpacking (in `unpack`) never writes outside its root: names with `..`
+//! or a root are refused, every entry is made from directory handles opened with `O_NOFOLLOW`,
+//! and a hard link may only name a file unpacked before it. Blocking code, run on a blocking
+//! thread by the transfers; packing and unpacking share [`ArchiveError`].
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -27,7 +24,7 @@ use super::file_error::{self, FileError};
 pub enum ArchiveError {
     #[error(transparent)]
     Io(#[from] FileError),
-    #[error("the archive is unreadable")]
+    #[error("failed to read the archive")]
     Read(#[source] io::Error),
     #[error("archive entry {name:?} {why}")]
     UnsafeEntry { name: String, why: String },
@@ -51,11 +48,9 @@ pub struct PackCount {
     pub skipped: u64,
 }
 
-/// Writes the open directory `dir` (`shown` names it in errors) as a tar stream whose entries are
-/// named under `prefix`, in name order so the same tree gives the same archive. File contents are
-/// streamed; nothing is held whole. No symbolic link is followed: every entry is opened from its
-/// directory's handle with `O_NOFOLLOW` and described by what was opened, so a link is archived
-/// as a link and a name swapped for a link while it is read is refused rather than followed.
+/// Writes the open directory `dir` (`shown` in errors) as a tar stream of entries under `prefix`,
+/// in name order so one tree gives one archive. Entries are opened with `O_NOFOLLOW` from their
+/// directory's handle, so links go in as links and a name swapped for one is refused.
 pub fn pack_dir(
     dir: OwnedFd,
     shown: &str,

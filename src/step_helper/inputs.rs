@@ -119,10 +119,9 @@ pub fn destination(dest: &Path) -> Result<PathBuf, FileError> {
     }
 }
 
-/// Copies the tree at `from` into `to` as `cp -R from/. to` does: directories merged with what is
-/// there (created with their modes when new), files and links put in place of a file or link of
-/// the same name. A directory where the tree has a file, or the reverse, is an error naming it:
-/// copying over it would delete what the image put there.
+/// Copies the tree at `from` into `to` as `cp -R from/. to` does: directories merged (created with
+/// their modes), files and links replacing a file or link of the same name. A directory where the
+/// tree has a file, or the reverse, is an error: copying over it would delete the image's files.
 pub fn copy_into(from: &Path, to: &Path) -> Result<(), FileError> {
     use std::os::unix::fs::PermissionsExt;
     fs::create_dir_all(to).map_err(file_error::at("create", to))?;

@@ -76,7 +76,7 @@ pub async fn launch(launch: &Launch) -> u8 {
                 return fail(
                     launch,
                     EXIT_CANNOT_RUN,
-                    format!("cannot write output-pipe {}: {err}", pipe.display()),
+                    format!("failed to write output-pipe {}: {err}", pipe.display()),
                 );
             }
         }
@@ -92,7 +92,7 @@ pub async fn launch(launch: &Launch) -> u8 {
             return fail(
                 launch,
                 code,
-                format!("cannot run {}: {err}", program.to_string_lossy()),
+                format!("failed to run {}: {err}", program.to_string_lossy()),
             );
         }
     };
@@ -146,18 +146,18 @@ fn place_inputs(launch: &Launch, from: &Path) -> Result<(), String> {
     };
     let cannot = |to: &Path, why: String| {
         format!(
-            "cannot put the inputs in {}: {why} (input-path must be a directory the step's user can write: its working directory, or a volume it mounts)",
+            "failed to put the inputs in {}: {why} (input-path must be a directory the step's user can write: its working directory, or a volume it mounts)",
             to.display()
         )
     };
     let placed = handoff::read::<PathBuf>(&launch.run, INPUTS_PLACED)
-        .map_err(|err| cannot(&dest, format!("cannot read {INPUTS_PLACED}: {err}")))?;
+        .map_err(|err| cannot(&dest, format!("failed to read {INPUTS_PLACED}: {err}")))?;
     let to = match placed {
         Some(to) => to,
         None => {
             let to = inputs::destination(&dest).map_err(|err| cannot(&dest, error_chain(&err)))?;
             handoff::write(&launch.run, INPUTS_PLACED, &to)
-                .map_err(|err| cannot(&to, format!("cannot write {INPUTS_PLACED}: {err}")))?;
+                .map_err(|err| cannot(&to, format!("failed to write {INPUTS_PLACED}: {err}")))?;
             to
         }
     };
@@ -205,17 +205,17 @@ fn exit_code(status: ExitStatus) -> u8 {
 /// Why the launcher has no answer from the pusher.
 #[derive(Debug, thiserror::Error)]
 enum Unasked {
-    #[error("staging stopped: {0}")]
+    #[error("failed to stage the outputs: {0}")]
     Stopped(#[source] tokio::task::JoinError),
-    #[error("cannot read the output {}: {source}", output.display())]
+    #[error("failed to read the output {}: {source}", output.display())]
     Output {
         output: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot ask the pusher: {0}")]
+    #[error("failed to ask the pusher: {0}")]
     Ask(#[source] io::Error),
-    #[error("cannot read the pusher's answer: {0}")]
+    #[error("failed to read the pusher's answer: {0}")]
     Answer(#[source] io::Error),
     #[error("the pusher did not answer within {} s", .0.as_secs())]
     Timeout(Duration),

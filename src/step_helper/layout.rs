@@ -189,10 +189,9 @@ pub enum LayoutError {
     NestedTitle { title: String, inside: String },
 }
 
-/// What to do with each layer of an artifact: files are written under their title; a layer is
-/// unpacked when it is marked `io.deis.oras.content.unpack: "true"`, or, unmarked, when it is a
-/// `.tar+gzip` layer (how the ORAS Python SDK pushes directories). With `unpack` false, nothing is
-/// unpacked and such layers are written as `<title>.tar.gz`.
+/// What to do with each layer: files are written under their title; a layer marked
+/// `io.deis.oras.content.unpack: "true"`, or an unmarked `.tar+gzip` one (the ORAS Python SDK's
+/// directories), is unpacked, or with `unpack` false written as `<title>.tar.gz`.
 pub fn plan_pull(manifest: &ImageManifest, unpack: bool) -> Result<Vec<LayerAction>, LayoutError> {
     if manifest.layers.is_empty() {
         return Err(LayoutError::NoLayers);

@@ -1,15 +1,10 @@
-//! The step helper: the program ocifit's image runs inside a step's pod (`ocifit artifact …`),
-//! not in the operator. `prepare` (the init container) installs the launcher and pulls the
-//! inputs, `launch` runs the step's command and hands its outputs over, `deliver` (the native
-//! sidecar) pushes them: what a step pushes, and how, is all in `push`. `pull` and `push` also move
-//! artifacts by hand. `prepare` and `deliver` report what they moved (`report`) in their
-//! container's termination message, which the artifact cache counts.
-//!
-//! Its command line is defined once (`command`): the artifact cache's step planner writes the
-//! containers' arguments with it and `ocifit artifact` parses them with it. Pure parts: `layout`
-//! (the ORAS layout both ways), `command`, `report`, `limits` (what one pull may write). Adapters: `archive` (packing), `unpack`, `channel`, `pull`,
-//! `push` (bytes between disk and registry), `install`, `launcher`, `prepare`. Built on
-//! the registry client and telemetry; knows nothing of the cluster.
+//! The step helper: the program ocifit's image runs inside a step's pod (`ocifit artifact …`), not
+//! in the operator. `prepare` (the init container) installs the launcher and pulls the inputs,
+//! `launch` runs the step's command and hands its outputs over, `deliver` (the native sidecar)
+//! pushes them; all of pushing is in `push`. `pull` and `push` also move artifacts by hand, and
+//! `report` is what `prepare` and `deliver` moved, in their termination message. The command line
+//! is defined once (`command`), for the step planner to write and `ocifit artifact` to parse.
+//! Built on the registry client and telemetry; knows nothing of the cluster.
 
 mod archive;
 mod beneath;

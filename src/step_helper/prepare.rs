@@ -28,10 +28,9 @@ pub enum PrepareError {
     Io(#[from] FileError),
 }
 
-/// Installs the launcher into `launcher` (when given) and pulls each input, in order, merged into
-/// `into`: each is pulled on its own beside the others (same volume, so moving it in is a rename),
-/// then merged, a file in two inputs an error naming both. All inputs together write within
-/// `limits`. What was pulled is added to `report`.
+/// Installs the launcher into `launcher` (when given) and pulls each input beside the others (one
+/// volume, so moving in is a rename), then merges them into `into`; a file in two inputs is an
+/// error naming both. All inputs together write within `limits`; `report` gets what was pulled.
 pub async fn prepare(
     registry: &Registry,
     inputs: &[Reference],

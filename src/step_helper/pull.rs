@@ -31,13 +31,13 @@ const PARALLEL_LAYERS: usize = 3;
 pub enum PullError {
     #[error(transparent)]
     Registry(#[from] registry::Error),
-    #[error("{reference} cannot be pulled as files")]
+    #[error("{reference} is not laid out as files")]
     Layout {
         reference: String,
         #[source]
         source: LayoutError,
     },
-    #[error("layer {title:?} of {reference}")]
+    #[error("failed to write layer {title:?} of {reference}")]
     Archive {
         reference: String,
         title: String,
@@ -50,7 +50,7 @@ pub enum PullError {
     Io(#[from] FileError),
     #[error("a transfer thread stopped unexpectedly")]
     Task(#[from] tokio::task::JoinError),
-    #[error("layer {title:?} of {reference}")]
+    #[error("failed to write layer {title:?} of {reference}")]
     Limit {
         reference: String,
         title: String,

@@ -117,10 +117,10 @@ mod tests {
         assert_eq!(report.bytes, 47);
         assert_eq!(report.files, 3);
         assert_eq!(Report::read(&report.message()), Some(report.clone()));
-        report.failed("pushing to r/x:1: 503".into());
+        report.failed("failed to push to r/x:1: 503".into());
         let read = Report::read(&report.message()).unwrap();
         assert!(!read.ok);
-        assert_eq!(read.error.as_deref(), Some("pushing to r/x:1: 503"));
+        assert_eq!(read.error.as_deref(), Some("failed to push to r/x:1: 503"));
     }
 
     #[test]

@@ -32,12 +32,9 @@ pub struct UnpackCount {
     pub bytes: u64,
 }
 
-/// Unpacks a tar stream into `root` (an existing, empty directory), taking only entries named
-/// under `prefix` (the layer's title; empty for `.`) and writing them without it. The stream is
-/// read to its end, so a digest computed over it covers every byte. Every entry is made from the
-/// handle of its directory, each opened from `root` with `O_NOFOLLOW`: a link an earlier entry
-/// made is never followed, whatever later entries, times or modes name it. An entry that would
-/// pass the `budget` stops the unpack before it is written.
+/// Unpacks a tar stream into the empty directory `root`: entries under `prefix` (the layer's title;
+/// empty for `.`), without it. Read to its end so a digest covers every byte; entries are made from
+/// `O_NOFOLLOW` directory handles, so no link is followed; `budget` stops it before a write.
 pub fn unpack(
     input: impl Read,
     prefix: &Path,

@@ -22,9 +22,9 @@ use crate::cluster::reflected::Reflected;
 /// A reconcile failed against the apiserver (what the cache's objects say is status, not this).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("the ArtifactCache's objects cannot be made")]
+    #[error("failed to make the ArtifactCache's objects")]
     Desired(#[from] desired::DesiredError),
-    #[error("the ArtifactCache's credentials cannot be generated")]
+    #[error("failed to generate the ArtifactCache's credentials")]
     Credentials(#[from] secret::SecretError),
     #[error("failed to read {what} of ArtifactCache {namespace}/{name}")]
     Read {
@@ -105,10 +105,9 @@ where
         }))
 }
 
-/// Server-side apply of one owned object, forced: whatever someone changed in the fields we own
-/// goes back; fields others added and we do not set stay theirs. When that put back what
-/// someone else changed or deleted (against the digest `owned` last saw), an Event on the cache
-/// says so.
+/// Server-side apply of one owned object, forced: the fields we own go back, fields others added
+/// stay theirs. When that put back what someone else changed or deleted (against the digest
+/// `owned` last saw), an Event on the cache says so.
 pub(super) async fn apply<K>(
     client: &Client,
     reporter: &EventReporter,

@@ -65,10 +65,9 @@ pub fn wire(
     }
 }
 
-/// A step whose cache exists but names no endpoint yet. A Job is admitted with its contract
-/// copied onto its pod template (its pods are planned as they are created: the Job controller
-/// creates one again if it is refused meanwhile); a pod, which nobody would create again, is
-/// refused saying why, as is any step of a cache that cannot become Ready as it is.
+/// A step whose cache exists but names no endpoint yet. A Job is admitted with its contract copied
+/// onto its pod template (the Job controller recreates a refused pod); a bare pod, which nobody
+/// recreates, is refused saying why, as is any step of a cache that cannot become Ready as it is.
 fn not_ready(
     name: &str,
     reason: String,

@@ -84,7 +84,6 @@ struct SecretKeyRef<'a> {
     optional: bool,
 }
 
-/// A volume mount.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Mount {
@@ -92,7 +91,6 @@ pub struct Mount {
     name: &'static str,
 }
 
-/// An `emptyDir` volume.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EmptyDirVolume {
@@ -236,15 +234,9 @@ fn helper_container<'a>(
     }
 }
 
-/// A helper's credentials for its one direction, as references to a Secret (never values): the
-/// user and that direction's password, never the other's. Only the helpers get them: never the
-/// step's container, never the spec. From the step's own Secret (`oras-env`), which must name the
-/// user, the password optional as the contract has it; else from the cache's generated Secret,
-/// whose pull and push users differ ([`crate::artifact_cache::secret`]). The pusher's user comes
-/// from its optional `ORAS_PUSH_USER`, else from `ORAS_USER` through
-/// [`credentials::PRE_SPLIT_USER`]: a Secret generated before the split holds one user, whose
-/// password is both `ORAS_PULL_PASS` and `ORAS_PUSH_PASS`, and its steps keep pushing after an
-/// upgrade; a user name is no secret, and the pusher still gets no pull password.
+/// A helper's credentials for its one direction, as Secret references (never values), given only
+/// to the helpers: from the step's `oras-env` Secret, else the cache's generated one. The pusher's
+/// user falls back to `ORAS_USER` ([`credentials::PRE_SPLIT_USER`]) so older Secrets keep pushing.
 fn credentials<'a>(
     settings: &'a StepSettings,
     registry: &'a Registry,
@@ -289,9 +281,8 @@ fn pusher_holds_credentials(settings: &StepSettings, registry: &Registry) -> boo
 }
 
 /// Refuses a pod whose containers could see the pusher's process while it holds credentials: a
-/// shared process namespace (or the host's) lets step code signal the sidecar (the kubelet then
-/// starts it again) and reach its `/proc/<pid>`. Its files are shared through volumes, so a step
-/// needs neither.
+/// shared process namespace (or the host's) lets step code signal the sidecar and read its
+/// `/proc/<pid>`. Files are shared through volumes, so a step needs neither.
 pub fn check_process_isolation(
     settings: &StepSettings,
     registry: &Registry,
@@ -316,10 +307,9 @@ pub fn check_process_isolation(
 /// own (distroless `nonroot`).
 pub const HELPER_USER: i64 = 65532;
 
-/// Locked down as Pod Security `restricted` asks of every container (whatever the pod's own
-/// settings), and as the step's user when it names one, so what the helpers write the step can
-/// read and what the step writes they can. A step running as root gets helpers running as
-/// [`HELPER_USER`]: root may read and write what they make, and they never need root themselves.
+/// Pod Security `restricted` whatever the pod's settings, and the step's user when it names one,
+/// so each side can read what the other writes. A step running as root gets [`HELPER_USER`]
+/// helpers: root can still read what they make, and they never need root.
 pub fn security_context(step: &Container, pod: &PodSpec) -> SecurityContext {
     let step_security = step.security_context.as_ref();
     let pod_user = pod.security_context.as_ref().and_then(|s| s.run_as_user);
@@ -342,9 +332,9 @@ pub fn security_context(step: &Container, pod: &PodSpec) -> SecurityContext {
     }
 }
 
-/// What each helper asks for and may use: a transfer streams through bounded buffers (peaks of
-/// 28–36 MiB measured on 1 GiB, docs/artifact-cache.md), so 256 MiB leaves room for the page
-/// cache of large files; a CPU limit keeps compression from taking the node.
+/// What each helper asks for and may use: transfers stream through bounded buffers
+/// (docs/artifact-cache.md, "Measured"), so the memory limit leaves room for the page cache of
+/// large files; a CPU limit keeps compression from taking the node.
 static HELPER_RESOURCES: Resources = Resources {
     limits: Quantities {
         cpu: "1",

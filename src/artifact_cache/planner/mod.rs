@@ -1,15 +1,10 @@
 //! The step planner: a pod's (or a Job's pod template's) oras-operator annotations and the
 //! namespace's cache become the pod mutation that pulls the step's inputs before it starts and
-//! pushes its outputs when it succeeds, or a denial naming what is wrong. Pure: the admission route
-//! looks the cache up and applies the answer; this file decides.
+//! pushes its outputs when it succeeds, or a denial naming what is wrong. Pure: the admission
+//! route looks the cache up and applies the answer.
 //!
-//! The mechanism (see `docs/artifact-cache.md`): an init container (`ocifit-prepare`, ocifit's
-//! image) pulls the inputs, merged into one tree, into a volume and puts ocifit's launcher (the
-//! binary with its loader and libraries) in a shared volume; the step's command runs under that
-//! launcher, which copies the inputs where `cp -R` puts them (`inputs/` in the working directory
-//! by default), writes `output-pipe`, and on success hands the outputs to a native sidecar
-//! (`ocifit-push`) that holds the credentials and pushes them; the launcher exits with the push's
-//! outcome, so a failed push fails the step.
+//! The mechanism it plans (init container, launcher, push sidecar): docs/artifact-cache.md,
+//! "The mechanism".
 
 mod cache;
 mod helpers;
@@ -105,7 +100,9 @@ pub enum StepPlan {
     /// Injected before (the marker annotation is there): admit unchanged.
     AlreadyInjected,
     /// A step with nothing to move: admit unchanged, with these warnings.
-    Unchanged { warnings: Vec<String> },
+    Unchanged {
+        warnings: Vec<String>,
+    },
     /// Admit with this patch (RFC 6902, against the object as sent) and these warnings.
     Patch {
         patch: WrittenPatch,
@@ -122,7 +119,6 @@ pub enum StepPlan {
         patch: WrittenPatch,
         warnings: Vec<String>,
     },
-    /// Refuse.
     Deny(Denial),
 }
 
@@ -180,7 +176,7 @@ pub enum Denial {
         "container {container:?} already mounts a volume at {path}, where the inputs would be mounted"
     )]
     MountTaken { path: String, container: String },
-    #[error("the pod's mutation could not be written as a JSON patch: {0}")]
+    #[error("failed to write the pod's mutation as a JSON patch: {0}")]
     Unwritable(String),
     #[error(
         "a step that pushes outputs must run once, but {what} (it would run and push forever); run the step as a Job with restartPolicy Never or OnFailure, or as a pod of its own, which ocifit runs once"

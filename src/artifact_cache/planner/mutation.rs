@@ -1,14 +1,11 @@
-//! What a step's pod gains and why: which container is the step, whether its command runs under
-//! the launcher, where its inputs appear, which helpers it gets, and whether its restart policy
-//! changes. Checks what only the pod spec can tell (the container, its command, its mounts, the
-//! restart policy); the containers themselves are `helpers`.
+//! What a step's pod gains: which container is the step, whether its command runs under the
+//! launcher, where its inputs appear, which helpers it gets (made by `helpers`), and whether its
+//! restart policy changes; checked against what only the pod spec can tell.
 //!
-//! Inputs are copied into place by the launcher, as the oras-operator's script copies them, so
-//! they appear as `inputs/` in the container's working directory (the image's WORKDIR when the pod names none,
-//! which only the running container knows) and nothing of the image there is hidden. Only a step
-//! without `command` (whose image's ENTRYPOINT ocifit cannot wrap), or with a read-only root file
-//! system (where nothing can be copied), gets its inputs as a volume mounted at `input-path` (or
-//! `inputs/` in its `workingDir`).
+//! Inputs are copied into place by the launcher, as the oras-operator's script does, so nothing of
+//! the image in the working directory is hidden. Only a step without `command` (whose ENTRYPOINT
+//! ocifit cannot wrap) or with a read-only root file system gets its inputs as a volume mounted at
+//! `input-path` (or `inputs/` in its `workingDir`).
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 
@@ -202,9 +199,8 @@ fn step_container(settings: &StepSettings, spec: &PodSpec) -> Result<usize, Deni
 }
 
 /// A step that pushes must run once, or it pushes again at every restart. A bare pod with
-/// `Always` (the default: nothing at admission tells it from one written out) is set to `Never`,
-/// with a warning; a controller's pod or a Job's template cannot be, since the controller would
-/// start it again.
+/// `Always` (the default, which admission cannot tell from one written out) is set to `Never` with
+/// a warning; a controller's pod or a Job's template cannot be, as the controller would restart it.
 fn run_once(
     spec: &PodSpec,
     owner: &Owner,
@@ -245,10 +241,9 @@ fn reference(registry: &Registry, field: &str, uri: &str) -> Result<String, Deni
         })
 }
 
-/// Where the inputs volume is mounted for a step without `command`: an absolute directory, not
-/// one the container already mounts. Without `input-path`, `inputs/` in the working directory, as
-/// `cp -R` puts them; an `input-path` is the mount itself (what `cp -R` does when it is not there:
-/// the image's files at admission are unknown).
+/// Where the inputs volume is mounted for a step without `command`: an absolute directory the
+/// container does not already mount; `input-path` itself (the image's files are unknown at
+/// admission), else `inputs/` in the working directory, as `cp -R` puts them.
 fn mounted_inputs(settings: &StepSettings, container: &Container) -> Result<String, Denial> {
     let working_dir = container
         .working_dir

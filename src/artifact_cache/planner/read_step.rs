@@ -2,10 +2,9 @@
 //! nothing else — the annotations (the step contract), whether there are labels, the owners, and
 //! of the pod spec the containers' names, commands, mounts, working directories, termination
 //! message paths and security contexts, the init containers' and volumes' names, the restart
-//! policy, the pod's security context, whether it shares a process namespace and its scheduling gates.
-//! Everything else in the object is skipped unread: it is
-//! never built (k8s-openapi's `Pod` is 2.4 KiB as a value and each container some 2 KiB, with
-//! every string of the object allocated), and the apiserver validates the object after admission.
+//! policy, the pod's security context, whether it shares a process namespace and its scheduling
+//! gates. The rest is skipped unread, never built (docs/performance.md says what a whole `Pod`
+//! costs); the apiserver validates the object after admission.
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{

@@ -54,7 +54,7 @@ pub enum LoginError {
         #[source]
         source: ConfigError,
     },
-    #[error("the credential helper {program} could not be run for {registry}: {message}")]
+    #[error("failed to run the credential helper {program} for {registry}: {message}")]
     HelperNotRun {
         program: String,
         registry: String,

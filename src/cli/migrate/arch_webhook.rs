@@ -273,10 +273,9 @@ fn extend_tolerations(entry: &mut Map<String, Value>, tolerations: Vec<Value>) {
     }
 }
 
-/// `requireNodeLabels`: the seed's list of label maps, each a node selector term ORed into the
-/// pod's required node affinity, or one map. One set of labels (once this architecture's own
-/// label is dropped: ocifit ANDs it in itself) is carried; several are an alternative a gated
-/// pod's node affinity cannot be given, named in a note.
+/// `requireNodeLabels`: the seed's label maps (or one map), each an ORed node selector term. One
+/// set (less this architecture's own label, which ocifit ANDs in itself) is carried; several are
+/// an alternative a gated pod's node affinity cannot be given, named in a note.
 fn required_labels(arch: &str, value: &Value, notes: &mut Vec<String>) -> Map<String, Value> {
     let terms: Vec<&Value> = match value {
         Value::Array(items) => items.iter().collect(),
@@ -327,10 +326,9 @@ fn required_labels(arch: &str, value: &Value, notes: &mut Vec<String>) -> Map<St
     }
 }
 
-/// kube-arch-webhook ORs these terms into the pod's required node affinity. One term of
-/// `key In [value]` expressions is required labels; ocifit ANDs the architecture in itself, so
-/// an expression asking for this architecture needs nothing. Anything else (several terms, other
-/// operators) is an alternative a gated pod cannot be given: named in a note.
+/// kube-arch-webhook's ORed affinity terms: one term of `key In [value]` is required labels (one
+/// for this architecture needs nothing: ocifit ANDs it in itself); anything else is an
+/// alternative a gated pod cannot be given, named in a note.
 fn affinity_terms(arch: &str, terms: &Value, notes: &mut Vec<String>) -> Map<String, Value> {
     let mut labels = Map::new();
     let single = match terms.as_array().map(Vec::as_slice) {

@@ -111,10 +111,9 @@ pub fn translate(
     });
 }
 
-/// The architecture left untainted so that the pods ocifit never tolerates keep nodes to run
-/// on. Given the cluster's workloads: none when none would be stranded, else the one that
-/// strands the fewest (amd64 first on a tie, then by name). Without them: amd64, which system
-/// images are built for, when archaware-controller served it.
+/// The architecture left untainted so pods ocifit never tolerates keep nodes: with the cluster's
+/// workloads, none when none would be stranded, else the one stranding fewest (amd64 first, then
+/// by name); without them, amd64 when archaware-controller served it (system images run there).
 fn spare(architectures: &[String], workloads: Option<&[Workload]>) -> Option<String> {
     let mut order: Vec<&String> = architectures.iter().collect();
     order.sort_by(|a, b| (*a != "amd64", a).cmp(&(*b != "amd64", b)));

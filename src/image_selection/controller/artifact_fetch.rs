@@ -1,12 +1,10 @@
 //! Gathering a policy's artifact: from the per-policy memo while it is fresh, else through the
-//! registry seam with the credentials of its pull Secret. The Secret is read with one `get` at
-//! every pass (nothing watches Secrets): its resourceVersion is part of the request, so a changed
-//! Secret is resolved with at the next pass (the next retry while failing, the next refresh
-//! while working). A missing, malformed or not-allowed Secret is a condition, not an error.
-//! A policy ocifit took charge of resolves within its share: one of its few places (none free:
-//! looked at again shortly, holding no reconcile meanwhile), within its deadline, and what went
-//! wrong goes to ocifit's log, its status saying only that (every tenant reads the policy: the
-//! registry's words, or how a host answered, would let a pod author probe other hosts).
+//! registry seam with its pull Secret's credentials. The Secret is read with one `get` every pass
+//! (nothing watches Secrets) and its resourceVersion is part of the request, so a changed Secret
+//! is used at the next pass; a missing, malformed or not-allowed one is a condition, not an error.
+//! A policy ocifit took charge of resolves within its share and deadline; what went wrong goes to
+//! ocifit's log and its status says only that (every tenant reads the policy, and the registry's
+//! words would let a pod author probe other hosts).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -114,10 +112,9 @@ async fn within<T>(
         })
 }
 
-/// What a managed policy's status says of `failure`: the same words whatever a host answered
-/// (refused, silent, an error page, not found), so no reader learns how another host answers;
-/// only what is decided before any connection (the reference, the address fence) keeps its
-/// reason.
+/// What a managed policy's status says of `failure`: the same words whatever a host answered, so
+/// no reader learns how another host answers; only what is decided before any connection (the
+/// reference, the address fence) keeps its reason.
 fn told(failure: &Failure) -> Failure {
     let (reason, message) = match failure.reason {
         Reason::InvalidReference => (

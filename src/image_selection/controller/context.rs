@@ -20,7 +20,6 @@ use crate::cluster::inventory::node_inputs;
 use crate::engine::NodeInputs;
 use crate::telemetry::Metrics;
 
-/// The controller's tunables.
 #[derive(Clone, Debug)]
 pub struct ControllerTunables {
     /// Retry waits after failed artifact resolutions and API errors.

@@ -152,11 +152,9 @@ impl RegistrySource {
         })
     }
 
-    /// Candidates mode: each candidate's attached NFD artifact. A candidate without one (or
-    /// whose artifact does not parse) is kept with the reason and skipped in every class; only
-    /// a failure that says nothing about the candidate itself (the registry unreachable, rate
-    /// limited, refusing the credentials) fails the whole policy, so its last known good status
-    /// is kept. No candidate with an artifact at all is `NotFound`.
+    /// Candidates mode: each candidate's attached NFD artifact. One without a parsable artifact is
+    /// kept with the reason and skipped in every class; only a failure that says nothing of the
+    /// candidate (an unreachable registry, rate limits, refused credentials) fails the policy.
     async fn candidates(
         &self,
         registry: &Registry,

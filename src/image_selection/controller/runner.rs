@@ -30,7 +30,6 @@ pub struct ControllerDeps {
     pub source: Arc<dyn Source>,
     /// Metrics to count into.
     pub metrics: Arc<Metrics>,
-    /// Tunables.
     pub settings: ControllerTunables,
     /// This replica's identity (pod name), on its Events.
     pub identity: String,

@@ -1,14 +1,10 @@
 //! The planner's index: what does not depend on the pod, computed once per change of the policy
 //! or node stores. Policies by name and by artifact reference; for each policy the nodes that
-//! count for it and the class of each, drawn with its `status.classKeys` over all those nodes
-//! exactly as the controller draws them. Policies that read the same keys under the same
-//! nodeSelector share one grouping. Pure data: the HTTP side owns when to rebuild it.
-//!
-//! Finding a pod's candidate nodes asks one node per class when its placement reads only class
-//! keys, else walks every node of its policy (`nodes` keeps that walk short). Pods of one
-//! workload share their placement, so the answer is remembered per placement and grouping, in a
-//! bounded memo that lives and dies with the index: the index never changes, so a remembered
-//! answer never goes stale.
+//! count for it and the class of each, drawn with its `status.classKeys` as the controller draws
+//! them. Policies that read the same keys under the same nodeSelector share one grouping.
+//! A pod's candidate nodes take one node per class when its placement reads only class keys, else
+//! a walk of its policy's nodes (`nodes`). Answers are remembered per placement and grouping in a
+//! bounded memo that lives and dies with the index, so none goes stale.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -112,11 +108,9 @@ impl Grouping {
 }
 
 impl Index {
-    /// Indexes `policies` (as the policy store holds them) and `nodes` (as the node store holds
-    /// them: borrowed, not copied), with `features`, the merged NodeFeature features by node
-    /// name (read only for policies whose artifacts read NFD features). `earlier`: an index
-    /// built over the same node labels and features, whose groupings are taken over rather than
-    /// drawn again (when only policies changed).
+    /// Indexes `policies` and `nodes` as their stores hold them (nodes borrowed), with `features`,
+    /// the merged NodeFeature features by node name. `earlier`: an index over the same node labels
+    /// and features, whose groupings are taken over (when only policies changed).
     pub fn new(
         policies: impl IntoIterator<Item = Arc<ImageSelectionPolicy>>,
         nodes: Vec<Arc<ClusterNode>>,

@@ -3,9 +3,8 @@
 //! images, and the scheduling fields (`nodeName`, `nodeSelector`, `affinity`,
 //! `schedulingGates`). These are the fields the held-pod watch keeps of a pod it releases with the
 //! same planner ([`held::trim`](crate::image_selection::release::held::trim)), so admission and
-//! release decide from the same fields. Everything else in the object is skipped unread: it is
-//! never built (a whole k8s-openapi `Pod` is 2.4 KiB as a value, each container some 2 KiB, with
-//! every string of the object allocated), and the apiserver validates the pod after admission.
+//! release decide from the same fields. The rest is skipped unread, never built
+//! (docs/performance.md says what a whole `Pod` costs); the apiserver validates it after admission.
 
 use std::collections::BTreeMap;
 
@@ -19,7 +18,6 @@ use crate::admission::request::{ReadMetadata, read_as};
 #[serde(from = "Read")]
 pub struct SelectionPod(pub Pod);
 
-/// The pod as read.
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct Read {

@@ -14,19 +14,14 @@ pub enum DenyReason {
     NotReady,
     /// The pod names (label or annotation) a policy that does not exist.
     PolicyNotFound {
-        /// The name it gave.
         name: String,
         /// `label` or `annotation`.
         named_by: &'static str,
     },
     /// The pod's image-ref annotation names an artifact no policy uses.
-    NoPolicyForImageRef {
-        /// The artifact reference.
-        reference: String,
-    },
+    NoPolicyForImageRef { reference: String },
     /// Several policies fit the pod and it names none of them.
     AmbiguousPolicy {
-        /// The policies.
         policies: Vec<String>,
         /// By what they all apply (`artifact "…"`, `their targetImage`).
         by: String,
@@ -35,25 +30,17 @@ pub enum DenyReason {
     NoPolicy,
     /// The pod asks for ocifit-k8s's model-based selection (its `…/model` annotation), which
     /// ocifit does not do: refused at once rather than held until it ends undecided.
-    ModelUnsupported {
-        /// The model it names.
-        model: String,
-    },
+    ModelUnsupported { model: String },
     /// The policy has no resolved status yet, or a candidate node class is not in it.
     PolicyNotReady {
-        /// The policy.
         policy: String,
         /// The class missing from its status and its nodes (shown), when it is resolved.
         missing_class: Option<(String, String)>,
     },
     /// The pod's required node affinity is malformed.
-    InvalidAffinity {
-        /// What is wrong with it.
-        error: String,
-    },
+    InvalidAffinity { error: String },
     /// No node both counts for the policy and matches the pod's selector and affinity.
     NoCandidateNode {
-        /// The policy.
         policy: String,
         /// The pod's placement, for people.
         placement: String,
@@ -62,7 +49,6 @@ pub enum DenyReason {
     },
     /// The candidate nodes need different images and the policy says `onUnpinned: Deny`.
     Unpinned {
-        /// The policy.
         policy: String,
         /// Each candidate class, its image (none: no compatible one) and its candidate nodes.
         classes: Vec<ClassRow>,
@@ -91,7 +77,6 @@ pub struct ClassRow {
 /// No candidate class of the pod has a compatible image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoFit {
-    /// The policy.
     pub policy: String,
     /// Each candidate class and why it has no image (from its status row).
     pub classes: Vec<(String, String)>,
@@ -247,10 +232,7 @@ pub enum SkipReason {
         owner: String,
     },
     /// A pod with `spec.nodeName`: already bound, its node is not a choice.
-    NodeNameSet {
-        /// The node.
-        node: String,
-    },
+    NodeNameSet { node: String },
     /// The pod's decision annotations already describe its containers (reinvocation).
     AlreadyPlanned {
         /// The policy its annotations name.
@@ -258,7 +240,6 @@ pub enum SkipReason {
     },
     /// No container uses the policy's placeholder.
     NoPlaceholder {
-        /// The policy.
         policy: String,
         /// Its placeholder (or the pod's override).
         placeholder: String,

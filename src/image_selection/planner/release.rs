@@ -44,7 +44,6 @@ pub struct HoldRules {
 pub struct Note {
     /// Warning, else Normal.
     pub warning: bool,
-    /// The Event reason.
     pub reason: &'static str,
     /// What happened, for people.
     pub note: String,

@@ -133,10 +133,9 @@ impl Index {
         }
     }
 
-    /// The pod's candidate classes: each class holding a node that counts for the policy and
-    /// that the pod may run on, with how many such nodes. When the pod's selector and required
-    /// affinity read only keys classes are drawn on (and no node name), the answer is the same
-    /// for every node of a class, so one node per class is asked; otherwise every node is.
+    /// The pod's candidate classes, with how many of their nodes count for the policy and admit
+    /// the pod. When its selector and required affinity read only class keys (and no node name),
+    /// one node per class is asked; otherwise every node is.
     pub(super) fn candidates(
         &self,
         grouping: &Grouping,

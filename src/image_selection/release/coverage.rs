@@ -1,12 +1,10 @@
 //! Which namespaces the release acts in: those whose pods the webhook sees. Anyone who creates
-//! pods can set ocifit's gate and held label themselves, also in a namespace the webhook skips
-//! (kube-system, ocifit's own, or one its namespaceSelector leaves out); such a pod is left
-//! alone. The source of truth is the webhook configuration itself (`--webhook-configuration`,
-//! its `pods.ocifit.io` webhook's namespaceSelector, as the apiserver applies it), read again
-//! at most every [`READ_EVERY`], as is each namespace's answer (a namespace's many held pods,
-//! looked at on every index change, cost one read); the two namespaces the chart always excludes are excluded
-//! whatever it says. A configuration that does not exist (a webhook registered by hand under
-//! another name) leaves only those two excluded, with a warning in the log.
+//! pods can set ocifit's gate and held label, also where the webhook skips; such a pod is left
+//! alone. The source of truth is the webhook configuration (`--webhook-configuration`, its
+//! `pods.ocifit.io` webhook's namespaceSelector, as the apiserver applies it), read again at most
+//! every [`READ_EVERY`], as is each namespace's answer; the two namespaces the chart always
+//! excludes are excluded whatever it says. A missing configuration (a webhook registered by hand
+//! under another name) leaves only those two excluded, with a warning in the log.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;

@@ -1,15 +1,11 @@
-//! The release controller (leader only): every pod carrying the held label is watched (a label
-//! selector, so the store holds only those pods, trimmed by [`held`]); a held pod is released
-//! as soon as the planner can decide it ([`crate::image_selection::planner::release`]), looked
-//! at when it appears, whenever the planner's index is rebuilt (a policy resolved, a class
-//! reconciled), when its hold bound passes, and all of them on becoming leader. The decision is
-//! sent as one JSON patch carrying the resourceVersion it was planned from; a patch the
-//! apiserver refuses as invalid (pinning a gated pod beyond what Kubernetes allows) follows the
-//! hold failure rule; one refused because the pod changed since (its gates moved) is planned
-//! again. Each outcome is an Event on the pod. A pod waiting for an `image-ref` no policy uses
-//! gets one created for it (labelled managed), within the quotas ([`adopt`]), unless that is
-//! turned off. Only pods in namespaces the webhook covers are acted on
-//! ([`coverage`]): elsewhere the gate and label are the pod author's own.
+//! The release controller (leader only): pods carrying the held label are watched (trimmed by
+//! [`held`]) and each is released once the planner can decide it
+//! ([`crate::image_selection::planner::release`]): when it appears, when the planner's index is
+//! rebuilt, when its hold bound passes, and all of them on becoming leader. The decision is one
+//! JSON patch guarded by the resourceVersion it was planned from; an invalid patch follows the
+//! hold failure rule, a conflict is planned again, and each outcome is an Event on the pod. A pod
+//! waiting for an `image-ref` no policy uses gets a managed policy within the quotas ([`adopt`])
+//! unless that is turned off. Only namespaces the webhook covers are acted on ([`coverage`]).
 
 pub mod adopt;
 pub mod collect;
@@ -69,7 +65,6 @@ pub enum Error {
     },
 }
 
-/// What the release needs.
 pub struct ReleaseDeps {
     /// The cluster view (its leadership decides who releases).
     pub cluster: ClusterView,
@@ -248,7 +243,6 @@ enum Sent {
     Done,
     /// The pod changed since it was planned.
     Conflict,
-    /// The pod is gone.
     Gone,
     /// Refused as invalid, with the apiserver's message.
     Invalid(String),
@@ -265,10 +259,9 @@ async fn send(ctx: &ReleaseContext, pod: &Pod, release: &Release) -> Result<Sent
     apply(&api, pod, patch).await
 }
 
-/// Sends `patch`, planned from `pod`. A 422 is the apiserver refusing the release as invalid
-/// only if the pod is still the one planned from: a patch's `test` (the gate at the index it
-/// was read at) fails with a 422 too, before the resourceVersion guard answers 409, when the
-/// pod's gates moved meanwhile, and that pod is planned again, not given the failure rule.
+/// Sends `patch`, planned from `pod`. A 422 is an invalid release only if the pod is unchanged:
+/// the patch's `test` of the gate also fails with 422 (before the resourceVersion's 409) when the
+/// gates moved, and that pod is planned again rather than given the failure rule.
 async fn apply(api: &Api<Pod>, pod: &Pod, patch: &json_patch::Patch) -> Result<Sent, Error> {
     let failed = |source| Error::Patch {
         namespace: pod.namespace().unwrap_or_default(),

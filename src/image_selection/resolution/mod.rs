@@ -74,12 +74,9 @@ impl ResolvedClass {
     }
 }
 
-/// Resolves every class of the nodes that count under `node_selector` (a policy's
-/// `spec.nodeSelector`: empty means every node but control-plane nodes).
-///
-/// `platform(class, image)` says whether `image` can run on the class's nodes (`Err` with the
-/// reason skips that candidate for the class); pass `|_, _| Ok::<(), Infallible>(())` where
-/// platforms are unknown.
+/// Resolves every class of the nodes that count under `node_selector` (empty: all but control-plane
+/// nodes). `platform(class, image)` says whether `image` runs on the class (`Err` skips it there);
+/// pass `|_, _| Ok::<(), Infallible>(())` where platforms are unknown.
 pub fn resolve<'n, E: Display>(
     choice: Choice<'_>,
     node_selector: &BTreeMap<String, String>,

@@ -1,8 +1,7 @@
 //! Whether a candidate image can run on a node class: the class's `kubernetes.io/os` and
 //! `kubernetes.io/arch` against the platforms the registry read from the image, matched by the
-//! one platform model (`aarch64` is `arm64`, `arm64/v8` is `arm64`, …). Pure; the lookups
-//! themselves are the callers' (the controller's and `ocifit resolve`'s, through the registry
-//! room).
+//! one platform model, [`crate::platform`]. Pure; the lookups are the callers' (the controller
+//! and `ocifit resolve`, through the registry room).
 
 use std::collections::BTreeMap;
 
@@ -30,7 +29,7 @@ pub type Platforms = BTreeMap<String, PlatformLookup>;
 pub enum NotRunnable {
     #[error("the platforms of {image} were not looked up")]
     NotLookedUp { image: String },
-    #[error("cannot read the platforms of {image}: {why}")]
+    #[error("failed to read the platforms of {image}: {why}")]
     Unreadable { image: String, why: String },
     /// `offered` lists the image's platforms as it spells them, or says it offers none.
     #[error("{image} is not built for {node} (it offers {offered})")]
@@ -41,10 +40,9 @@ pub enum NotRunnable {
     },
 }
 
-/// `Ok` when `image` can run on the class's nodes; `Err` says why not, naming the platforms.
-///
-/// A class whose nodes carry no os or arch label is not constrained on that field (nothing to
-/// compare with). Nodes carry no variant label, so any variant of the architecture is accepted.
+/// `Ok` when `image` can run on the class's nodes; `Err` says why not, naming the platforms. A
+/// missing os or arch label leaves that field unconstrained; nodes carry no variant label, so any
+/// variant of the architecture is accepted.
 pub fn runs_on(class: &NodeClass, image: &str, platforms: &Platforms) -> Result<(), NotRunnable> {
     let lookup = platforms
         .get(image)
@@ -190,7 +188,7 @@ mod tests {
         )]);
         assert_eq!(
             runs_on(&amd, "app:v1", &failed).unwrap_err().to_string(),
-            "cannot read the platforms of app:v1: manifest unknown"
+            "failed to read the platforms of app:v1: manifest unknown"
         );
         assert!(
             runs_on(&amd, "other:v1", &failed)

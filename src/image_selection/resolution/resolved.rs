@@ -44,7 +44,6 @@ pub struct CandidateArtifact {
 pub struct AttachedArtifact {
     /// The artifact manifest's digest.
     pub digest: String,
-    /// The parsed artifact.
     pub artifact: Artifact,
 }
 

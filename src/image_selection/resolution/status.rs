@@ -25,7 +25,6 @@ use crate::engine::NodeInputs;
 /// message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
-    /// The condition reason.
     pub reason: Reason,
     /// What went wrong, as the registry or engine said it.
     pub message: String,
@@ -48,7 +47,6 @@ pub enum ArtifactState<'a> {
 pub struct Inputs<'a> {
     /// The policy's `metadata.generation`.
     pub generation: Option<i64>,
-    /// The policy's spec.
     pub spec: &'a ImageSelectionPolicySpec,
     /// The artifact, or why there is none.
     pub artifact: ArtifactState<'a>,

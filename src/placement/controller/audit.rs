@@ -1,11 +1,9 @@
-//! The controller's audit of running pods (leader only), every `--placement-audit-interval` (off
-//! by default): the running pods are listed a page at a time (a list, not a watch: between passes
-//! only the uids of the misplaced pods already reported are kept), each is judged by the audit's
-//! decisions ([`crate::placement::planner::audit`]) over the same inspections the planner reads (the shared
-//! cache), and each misplaced pod is reported once, the way exec format errors are: a Warning
-//! Event `Misplaced` on the pod and its owner (through the Events queue and its per-namespace
-//! share), `ocifit_misplaced_pods_total`, the policy's `status.pods.misplaced`. With
-//! `misplaced: Evict` the pods chosen by [`to_evict`] are evicted through the Eviction API, one
+//! The audit of running pods (leader only), every `--placement-audit-interval` (off by default):
+//! running pods are listed a page at a time (between passes only the uids of misplaced pods
+//! already reported are kept), judged by [`crate::placement::planner::audit`] over the shared
+//! inspections, and each misplaced pod is reported once as exec format errors are: a Warning Event
+//! `Misplaced` on the pod and its owner, `ocifit_misplaced_pods_total`, the policy's
+//! `status.pods.misplaced`. With `misplaced: Evict` the pods [`to_evict`] chooses are evicted one
 //! every [`EVICTION_SPACING`]; a PodDisruptionBudget's refusal (429) is left for the next pass.
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -1,13 +1,11 @@
 //! Exec format errors of the pods placement released (every replica watches; the leader reports):
-//! a watch of the released pods (a label selector) read as each pod comes and never stored, so
-//! what a replica holds does not grow with them; only which failed instances each pod's status
-//! still shows is kept ([`Seen`]). Each new failure is a Warning Event `ExecFormatError` on the
-//! pod and its controlling owner, one count in `ocifit_exec_format_errors_total` and in its
-//! policy's `status.pods.execFormatErrors`, and the image's cached tag and platforms are dropped
-//! so the next pod is placed from a fresh inspection. A replica that is not leading remembers
-//! what it saw all the same, so a new leader reports only what fails after it took over; a
-//! replica that starts reports once what statuses show then. [`report_finding`] reports each
-//! failure, and the audit's misplaced pods, alike.
+//! the released pods are watched and never stored, only which failed instances each pod's status
+//! still shows ([`Seen`]). Each new failure is a Warning Event `ExecFormatError` on the pod and its
+//! controlling owner, a count in `ocifit_exec_format_errors_total` and the policy's
+//! `status.pods.execFormatErrors`, and the image's cached platforms are dropped so the next pod is
+//! placed from a fresh inspection. Followers remember what they saw, so a new leader reports only
+//! what fails after it took over, and a starting replica reports once what statuses show then.
+//! [`report_finding`] reports these and the audit's misplaced pods alike.
 
 use std::collections::HashSet;
 use std::sync::Arc;

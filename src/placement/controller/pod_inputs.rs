@@ -18,10 +18,9 @@ use crate::placement::planner::release::{Inspected, Inspection, InspectionFailur
 use crate::registry::{DockerConfig, Inspector, Lookup, parse_reference};
 use crate::telemetry::Metrics;
 
-/// The pod's pull Secrets, then its ServiceAccount's, read from its namespace. A missing
-/// ServiceAccount is skipped, as is a Secret that does not exist (the kubelet skips it too); every
-/// Secret that could not be used, and why (missing, in a namespace ocifit may not read, refused by
-/// the apiserver), is a problem of the result, for an Event on the pod.
+/// The pod's pull Secrets, then its ServiceAccount's, from its namespace. A missing ServiceAccount
+/// or Secret is skipped (as the kubelet does); every Secret that could not be used, and why, is a
+/// problem of the result, for an Event on the pod.
 pub async fn pull_secrets(client: &Client, reader: &Secrets, pod: &Pod) -> PullSecrets {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let spec = pod.spec.as_ref();

@@ -32,9 +32,7 @@ pub const PAUSE: Duration = Duration::from_millis(500);
 /// The running totals of a policy's status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Running {
-    /// Pods released.
     pub released: i32,
-    /// Exec format errors reported.
     pub exec_format_errors: i32,
     /// Misplaced pods the audit reported.
     pub misplaced: i32,
@@ -108,7 +106,6 @@ pub struct Keeper {
     pub cluster: ClusterView,
     pub policies: UsablePolicies,
     pub pods: Reflected<Pod>,
-    /// Releases written.
     pub releases: Arc<Tally>,
     /// Exec format errors reported.
     pub exec_errors: Arc<Tally>,

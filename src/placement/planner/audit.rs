@@ -238,10 +238,9 @@ impl Finding {
     }
 }
 
-/// Of the misplaced pods a pass found (`(owner uid, evictable)` each, in order), the ones to
-/// evict: evictable, with an owner that recreates them, at most one per owner (a Deployment
-/// loses one pod to ocifit at a time, like a rolling update with `maxUnavailable: 1`), and at
-/// most [`EVICTIONS_PER_PASS`] in all.
+/// Of a pass's misplaced pods (`(owner uid, evictable)` each, in order), the ones to evict:
+/// evictable, with an owner that recreates them, at most one per owner (as a rolling update with
+/// `maxUnavailable: 1`) and [`EVICTIONS_PER_PASS`] in all.
 pub fn to_evict<'a>(found: impl IntoIterator<Item = (Option<&'a str>, bool)>) -> Vec<usize> {
     let mut owners = BTreeSet::new();
     found

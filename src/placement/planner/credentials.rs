@@ -35,7 +35,7 @@ pub enum SecretProblem {
          operatorCredentials: true)"
     )]
     NotAllowed { name: String, namespace: String },
-    #[error("pull secret {name} could not be read: {message}")]
+    #[error("failed to read pull secret {name}: {message}")]
     Unreadable { name: String, message: String },
 }
 

@@ -1,13 +1,10 @@
-//! Containers of placed pods that failed with `exec format error`: the CPU of their node cannot
-//! run their image's entrypoint, so placement let the pod through wrongly (a fail-open path, a
-//! registry that lied, a tag moved after inspection). runc writes the error only to the
-//! container's log; the gate gives the pods it places `FallbackToLogsOnError`, so the kubelet
-//! copies the log's tail into the terminated state's `message`, which is what [`failures`]
-//! reads: `state.terminated` and `lastState.terminated` of every container and init container.
-//! Each failure is one container instance, named by its container ID (the same in `state` and,
-//! once the kubelet restarts it or backs off, in `lastState`; the restart count is not: it stays
-//! while the kubelet backs off); [`Seen`] reports each instance once, however often the pod's
-//! status is seen again. [`describe`] writes the Event's note. Pure.
+//! Containers of placed pods that failed with `exec format error`: their node's CPU cannot run
+//! the image's entrypoint, so placement let the pod through wrongly (fail-open, a lying registry,
+//! a tag moved after inspection). runc writes the error only to the log; the gate gives placed
+//! pods `FallbackToLogsOnError`, so the kubelet copies its tail into the terminated `message` that
+//! [`failures`] reads (`state` and `lastState` of every container and init container). A failure
+//! is one container instance, named by its container ID (the restart count stays while the
+//! kubelet backs off); [`Seen`] reports each once. [`describe`] writes the Event's note. Pure.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

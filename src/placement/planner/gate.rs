@@ -20,10 +20,12 @@ pub const LOG_FALLBACK: &str = "FallbackToLogsOnError";
 /// What admission does with a pod.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GatePlan {
-    /// Leave the pod as it is.
     Leave(Leave),
     /// Apply `patch`, which gates the pod for `policy`.
-    Gate { policy: String, patch: Patch },
+    Gate {
+        policy: String,
+        patch: Patch,
+    },
 }
 
 /// Why a pod is left as it is.

@@ -1,13 +1,10 @@
-//! Which pods each replica watches ([`watched`]: labelled by admission and not yet released by
-//! the controller, whose release labels the pod out of the watch), what it holds of them, and how
-//! a decision reaches the live pod. Anyone who creates pods can set the label, with megabytes of
-//! `args`, `env` or annotations, so the watch keeps only the fields placement reads ([`trim`]): of
-//! a pod gated by ocifit, its identity, labels, owners, ocifit's own annotations and the
-//! scheduling fields and container images the release planner reads; of any other (released by
-//! hand, or never ocifit's), its identity and the policy it names. A trimmed object must never be
-//! written back whole (a replace would be refused, or wipe what was trimmed), so a decision is
-//! sent as the shared floor's guarded JSON patch of what the plan changed ([`release_patch`]).
-//! Pure.
+//! Which pods each replica watches ([`watched`]: labelled by admission, not yet released), what it
+//! holds of them, and how a decision reaches the live pod. Anyone who creates pods can set the
+//! label with megabytes of `args`, `env` or annotations, so the watch keeps only what placement
+//! reads ([`trim`]): of a pod ocifit gated, its identity, labels, owners, ocifit's annotations, and
+//! the scheduling fields and images the release planner reads; of any other, its identity and
+//! policy. A trimmed object is never written back whole, so a decision is the shared floor's
+//! guarded JSON patch of what the plan changed ([`release_patch`]). Pure.
 
 use json_patch::Patch;
 use k8s_openapi::api::core::v1::Pod;
@@ -66,10 +63,9 @@ pub fn trim(pod: &mut Pod) {
     held::trim(pod, if gated { &GATED } else { &UNGATED });
 }
 
-/// The one guarded release patch that turns the live pod `stored` was trimmed from into
-/// `planned`: only what the plan changed (its annotations, gates, affinity, tolerations), pinned
-/// to `stored`'s resourceVersion, so the apiserver refuses it (409) if the pod changed since.
-/// `None` when the plan changes nothing.
+/// The guarded release patch turning the live pod `stored` was trimmed from into `planned`: only
+/// what the plan changed, pinned to `stored`'s resourceVersion so the apiserver refuses it (409)
+/// if the pod changed since. `None` when the plan changes nothing.
 pub fn release_patch(stored: &Pod, planned: &Pod) -> Result<Option<Patch>, serde_json::Error> {
     let changes = held::changes(stored, planned)?;
     Ok((!changes.is_empty()).then(|| guarded(stored, changes)))

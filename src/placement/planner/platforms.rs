@@ -1,11 +1,8 @@
 //! The platforms every container of a pod can run on: placement's own question, the
-//! intersection across containers. Each image's platforms (from the registry room: attestation
-//! and `unknown/unknown` entries already left out) are read by the one platform model
-//! (`crate::platform`: `aarch64` is `arm64`, `arm64/v8` is plain `arm64`, plain `arm` is
-//! `arm/v7`, `amd64/v1` is plain `amd64`); an image runs on a node of the same os and
-//! architecture whose variant is at least the image's. The pod's answer, for any number of
-//! containers, is each os/architecture every container offers, with the lowest variant a node
-//! must have for all of them (the highest of the containers' lowest).
+//! intersection across containers. Each image's platforms (from the registry room, attestations
+//! already left out) are read by the one platform model, [`crate::platform`]. The pod's answer is
+//! each os/architecture every container offers, with the lowest variant a node must have for all
+//! of them (the highest of the containers' lowest).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,7 +12,6 @@ use crate::platform::{NodePlatform, NormalPlatform, OsArch, Platform, Variant};
 /// A container and the platforms its image is built for.
 #[derive(Debug, Clone, Copy)]
 pub struct ContainerImage<'a> {
-    /// The container's name.
     pub name: &'a str,
     /// The image's platforms, as the registry read them.
     pub platforms: &'a [Platform],

@@ -1,11 +1,9 @@
 //! A pod as placement's selection and gate read it: its metadata (labels, annotations, owners,
 //! namespace), its node, its scheduling gates and each container's `terminationMessagePolicy`,
-//! and nothing else. The controller takes this
-//! view of a pod it watches ([`PodView::from`] a `Pod`); admission decodes a review's pod
-//! straight into [`GatePod`], which holds only these fields. k8s-openapi's whole `Pod` (2.4 KiB
-//! as a value, every container some 2 KiB) made the gate's read of a review cost more than all
-//! its deciding; selection and the gate read the same fields through the same functions either
-//! way.
+//! and nothing else. The controller takes this view of a pod it watches ([`PodView::from`] a
+//! `Pod`); admission decodes a review's pod straight into [`GatePod`], since reading a whole `Pod`
+//! cost the gate more than its deciding (docs/performance.md). Both read the same fields through
+//! the same functions.
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSchedulingGate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -126,7 +124,6 @@ pub struct GatePod {
     spec: GateSpec,
 }
 
-/// The pod as read.
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct Read {

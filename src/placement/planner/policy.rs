@@ -48,7 +48,6 @@ pub struct Policy {
 pub struct Architecture {
     /// Preferred node affinity weight, 1-100.
     pub weight: Option<i32>,
-    /// Tolerations to add.
     pub tolerations: Vec<Toleration>,
     /// Node labels a node of this architecture must also carry.
     pub required_labels: BTreeMap<String, String>,

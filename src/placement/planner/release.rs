@@ -61,9 +61,7 @@ pub struct Inspected {
 pub struct Note {
     /// `Warning` rather than `Normal`.
     pub warning: bool,
-    /// The Event's reason.
     pub reason: &'static str,
-    /// The Event's message.
     pub message: String,
 }
 
@@ -76,7 +74,6 @@ pub struct ReleasePlan {
     pub outcome: Option<Outcome>,
     /// When to look at the pod again (it is still gated).
     pub requeue: Option<Duration>,
-    /// Events to emit.
     pub events: Vec<Note>,
 }
 
@@ -94,10 +91,9 @@ pub struct ReleaseInputs<'a> {
 /// The pull policy of a container the kubelet never pulls an image for.
 const NEVER_PULLED: &str = "Never";
 
-/// Every container whose image is inspected, init containers first. Ephemeral containers are
-/// added to running pods only, after scheduling; a container with `imagePullPolicy: Never` runs
-/// whatever image its node already has (the registry's is not what runs), so it constrains
-/// nothing.
+/// Every container whose image is inspected, init containers first. Ephemeral containers come
+/// after scheduling, and one with `imagePullPolicy: Never` runs whatever image its node has, so
+/// neither constrains anything.
 pub fn containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
     spec.init_containers
         .iter()
@@ -246,10 +242,9 @@ fn constrain(
     })
 }
 
-/// The platforms to require, in order of preference. Node affinity cannot say "linux/arm64 or
-/// windows/amd64" in one term, so platforms spanning several operating systems whose
-/// architectures differ are required one OS at a time: linux first, then the others by name.
-/// When every OS has the same architectures (os × arch is exactly the set), all at once.
+/// The platforms to require, in order of preference. One node affinity term cannot say
+/// "linux/arm64 or windows/amd64", so operating systems with different architectures are required
+/// one at a time, linux first; when every OS has the same architectures, all at once.
 fn os_choices(common: &Common) -> Vec<Common> {
     let oses: BTreeSet<&str> = common.os_arches().map(|p| p.os.as_str()).collect();
     let arches: BTreeSet<&str> = common

@@ -50,7 +50,6 @@ impl fmt::Display for Exclusion {
     }
 }
 
-/// The outcome of selection.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Selection<'p> {
     /// Never selected.
@@ -155,10 +154,9 @@ pub enum NotSelected {
     },
 }
 
-/// Whether `policy`, the one a gated pod in `namespace` names by its tracking label, selects it:
-/// the exclusions and the policy's own selectors, as admission would have applied them. Priority
-/// is not asked again: the winner was chosen at admission, and later policy edits never move a
-/// gated pod.
+/// Whether `policy`, named by a gated pod's tracking label in `namespace`, still selects it: the
+/// exclusions and the policy's selectors, as admission applied them. Priority is not asked again:
+/// admission chose the winner, and later policy edits never move a gated pod.
 pub fn recheck<'a>(
     pod: impl Into<PodView<'a>>,
     namespace: Namespace<'_>,

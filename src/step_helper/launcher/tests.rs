@@ -87,7 +87,10 @@ async fn a_missing_command_is_127_with_the_reason_as_termination_message() {
     let launch = launch_in(dir.path(), &["/no/such/program", "x"]);
     assert_eq!(super::launch(&launch).await, EXIT_NOT_FOUND);
     let message = termination_message(dir.path());
-    assert!(message.contains("cannot run /no/such/program"), "{message}");
+    assert!(
+        message.contains("failed to run /no/such/program"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -153,7 +156,7 @@ async fn a_successful_step_without_its_output_fails() {
     assert_eq!(super::launch(&launch).await, EXIT_PUSH_FAILED);
     let message = termination_message(dir.path());
     assert!(
-        message.contains("cannot read the output") && message.contains("never-written"),
+        message.contains("failed to read the output") && message.contains("never-written"),
         "{message}"
     );
 }
@@ -275,7 +278,7 @@ async fn inputs_that_cannot_be_put_in_place_stop_the_step_before_it_runs() {
     assert_eq!(super::launch(&launch).await, EXIT_CANNOT_RUN);
     assert!(!launch.working_dir.join("ran").exists());
     let message = termination_message(dir.path());
-    assert!(message.contains("cannot put the inputs in"), "{message}");
+    assert!(message.contains("failed to put the inputs in"), "{message}");
 }
 
 #[tokio::test]

@@ -17,12 +17,9 @@ use crate::step_helper::layout::DEFAULT_ARTIFACT_TYPE;
 use crate::step_helper::report::Report;
 use crate::telemetry::error_chain;
 
-/// Serves the launcher's requests from `run` until SIGTERM: each pushed to `to` and answered. A
-/// request that cannot be served (a forged or broken one: the step's code can write `run`) is
-/// logged and left; the launcher's own request replaces it. The process holds the push
-/// credentials while the step runs: `main` made it non-dumpable before reading anything, on every
-/// start, and the planner refuses a shared process namespace to a step with credentials. What it
-/// pushed is added to `report` (left untouched when nothing was asked of it).
+/// Serves the launcher's requests from `run` until SIGTERM, each pushed to `to` and answered. A
+/// request that cannot be served (step code can write `run`) is logged and left for the launcher's
+/// own to replace. `report` gets what was pushed (untouched when nothing was asked).
 pub async fn deliver(
     registry: &Registry,
     run: &Path,
@@ -61,7 +58,7 @@ pub async fn deliver(
 /// Why a request in the run volume is not served.
 #[derive(Debug, thiserror::Error)]
 enum Unserved {
-    #[error("cannot read {request}: {0}", request = handoff::REQUEST)]
+    #[error("failed to read {request}: {0}", request = handoff::REQUEST)]
     Unreadable(#[source] io::Error),
     #[error(transparent)]
     Id(#[from] BadId),
@@ -117,7 +114,7 @@ async fn deliver_one(
             }
         }
         Err(err) => {
-            let message = format!("pushing to {to}: {}", error_chain(&err));
+            let message = format!("failed to push to {to}: {}", error_chain(&err));
             tracing::error!(%message, "outputs not pushed");
             report.seconds += started.elapsed().as_secs_f64();
             report.failed(message.clone());
@@ -129,19 +126,19 @@ async fn deliver_one(
 /// Why the staged outputs cannot be pushed.
 #[derive(Debug, thiserror::Error)]
 enum Unstaged {
-    #[error("cannot read the staged outputs {}: {source}", shown.display())]
+    #[error("failed to read the staged outputs {}: {source}", shown.display())]
     Unreadable {
         shown: PathBuf,
         #[source]
         source: BeneathError,
     },
     #[error(
-        "cannot read the staged outputs {}: there is nothing to push (an empty working directory?)",
+        "the staged outputs {} hold nothing to push (an empty working directory?)",
         shown.display()
     )]
     Empty { shown: PathBuf },
     #[error(
-        "cannot read the staged outputs {}: {name:?} is no UTF-8 name to title a layer with",
+        "the staged outputs {} hold {name:?}, which is no UTF-8 name to title a layer with",
         shown.display()
     )]
     NotUtf8 { shown: PathBuf, name: OsString },

@@ -1,14 +1,11 @@
 //! The hand-off between a step's launcher and its pusher, through files in the run volume both
-//! mount. When the step succeeds, the launcher copies its outputs to `outputs-<id>/` and writes
-//! `request` (naming `<id>`); the pusher pushes them and writes `result-<id>`; the launcher exits
-//! with that result. Every file appears whole (written beside, then renamed), ids make a restarted
-//! step's request a new one, and a restarted pusher finds a request it has not answered. A failed
-//! step writes nothing, so nothing of it is ever pushed.
-//!
-//! The step's own code can write the run volume too, so the pusher trusts nothing in it but the
-//! content to push: the request carries only an id, which must be a plain token; the directory
-//! pushed (`outputs-<id>`) and the reference pushed to are the pusher's own (its command line, as
-//! the webhook planned it); no file here is read or written through a symbolic link.
+//! mount: on success the launcher copies its outputs to `outputs-<id>/` and writes `request`; the
+//! pusher pushes them and writes `result-<id>`; the launcher exits with that result. Every file
+//! appears whole (written beside, then renamed), ids make a restarted step's request new, a
+//! restarted pusher finds a request it has not answered, and a failed step writes nothing. The
+//! step's code can write the run volume too, so the pusher trusts only the content: the request
+//! carries only a plain-token id, the directory and the reference pushed to are the pusher's own
+//! (its command line), and no file is read or written through a symbolic link.
 
 use std::fs;
 use std::io;
@@ -103,7 +100,8 @@ pub fn write<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> 
     fs::rename(&partial, dir.join(name))
 }
 
-/// Reads `dir/name` when it is there (and whole): a regular file of at most 64 KiB, not a link.
+/// Reads `dir/name` when it is there (and whole): a regular file of at most `MAX_FILE` bytes, not a
+/// link.
 pub fn read<T: for<'de> Deserialize<'de>>(dir: &Path, name: &str) -> io::Result<Option<T>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
@@ -130,11 +128,9 @@ pub fn read<T: for<'de> Deserialize<'de>>(dir: &Path, name: &str) -> io::Result<
         .map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))
 }
 
-/// Copies a step's output (a file or a directory tree) to `into/<its name>`, readable by the
-/// pusher whatever user it runs as: modes keep their bits and gain read (and, for directories,
-/// search) for everyone. Symbolic links stay links; an output that is itself a link is refused
-/// (its target is never what a step means to push, and following it is how a push would leak
-/// what the link names). The copy's path.
+/// Copies a step's output (a file or a tree) to `into/<its name>`, readable by the pusher whatever
+/// its user (modes gain read, and search on directories, for all). Links stay links; an output that
+/// is itself a link is refused, as following it could leak its target. Returns the copy's path.
 pub fn stage(output: &Path, into: &Path) -> io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let own = fs::symlink_metadata(output)?;
@@ -185,9 +181,8 @@ pub fn stage(output: &Path, into: &Path) -> io::Result<PathBuf> {
     Ok(staged)
 }
 
-/// Stages each entry of `dir` (a step's working directory, pushed whole as the oras-operator
-/// pushes it) to `into/<its name>`, as [`stage`] does one; the names of the links among them,
-/// which are left out (a link's target is never pushed). `/` is refused: it would push the
+/// Stages each entry of `dir` (a step's working directory, pushed whole as the oras-operator does)
+/// as [`stage`] does; returns the names of the links left out. `/` is refused: it would push the
 /// container's whole file system.
 pub fn stage_entries(dir: &Path, into: &Path) -> io::Result<Vec<String>> {
     if fs::canonicalize(dir)? == Path::new("/") {

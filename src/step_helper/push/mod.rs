@@ -1,13 +1,10 @@
-//! Everything the step helper pushes. `ocifit artifact push` (here): files and directories
-//! pushed as one artifact in the ORAS layout. A step's outputs take the same push: the launcher
-//! stages them and asks through `handoff`, and the sidecar `deliver` pushes them and answers.
-//!
-//! A file streams from disk; a directory is archived and compressed on a blocking thread while it
-//! uploads, both hashed on the way (the blob's digest for the registry, the tar's for
-//! `io.deis.oras.content.digest`), so nothing is written to a temporary file and memory holds only
-//! the chunks in flight. No symbolic link is followed: each path is opened with `O_NOFOLLOW` (a
-//! link named to be pushed is refused) and read through that handle, and links inside a
-//! directory are archived as links.
+//! Everything the step helper pushes: `ocifit artifact push` (here) pushes files and directories
+//! as one artifact in the ORAS layout, and a step's outputs take the same push (staged by the
+//! launcher, asked for through `handoff`, pushed by `deliver`). A file streams from disk; a
+//! directory is archived and compressed on a blocking thread while it uploads, both hashed on the
+//! way (the blob's digest, and the tar's for `io.deis.oras.content.digest`), so nothing goes to a
+//! temporary file. No symbolic link is followed: each path is opened with `O_NOFOLLOW` (a link
+//! named to be pushed is refused) and links inside a directory are archived as links.
 
 mod deliver;
 pub(super) mod handoff;
@@ -112,7 +109,6 @@ fn given_up<E: Into<PushError>>(what: String, gave_up: GaveUp<E>) -> PushError {
     }
 }
 
-/// An artifact pushed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pushed {
     pub reference: String,

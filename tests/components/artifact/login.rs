@@ -197,7 +197,7 @@ async fn a_credential_helper_the_config_names_gives_the_credentials() {
     ];
     let message = failed(run(&push, &env, ""));
     assert!(
-        message.contains("docker-credential-not-installed could not be run for")
+        message.contains("failed to run the credential helper docker-credential-not-installed for")
             && message.contains(registry.addr()),
         "{message}"
     );

@@ -1,16 +1,11 @@
-//! The status's size bound. etcd refuses objects over 1.5 MiB (its default request limit), and a
-//! status it refuses is never written: the old one would be served forever. What grows is the
-//! classes (one row per kind of node, each with a reason that explains every skipped set) and
-//! `classKeys` (every label and feature the artifact's rules read): together they are cut to fit
-//! [`MAX_CLASSES_BYTES`], leaving room for the spec, the metadata and the rest of the status.
-//! `classKeys` cannot be cut in part (the webhook groups nodes by all of them, as the controller
-//! did): over [`MAX_CLASS_KEYS_BYTES`] it is left out, and every class with it. The classes take
-//! what the keys leave: first every reason is cut to [`MAX_REASON_BYTES`], then, if still too
-//! large, reasons and set descriptions go altogether, and last the classes beyond the bound. Pods
-//! of a class left out are denied as not ready rather than given a guess. What was cut is said
-//! in a `Truncated` condition. A policy ocifit took charge of for a pod's `image-ref` holds what
-//! an artifact any pod author names decides, in an object every replica and etcd keep: its
-//! bounds ([`Limits::MANAGED`]) are a few classes' worth.
+//! The status's size bound: etcd refuses an object over its request limit, and a refused status
+//! is never written (the old one would be served forever). The classes and `classKeys` are cut to
+//! fit [`MAX_CLASSES_BYTES`]. `classKeys` cannot be cut in part (the webhook groups nodes by all
+//! of them): over [`MAX_CLASS_KEYS_BYTES`] it is left out, with every class. Then each reason is
+//! cut to [`MAX_REASON_BYTES`], then reasons and set descriptions go, last the classes
+//! beyond the bound; a class left out denies its pods as not ready, and a `Truncated` condition
+//! says what was cut. A policy ocifit took charge of for a pod's `image-ref` gets a few classes'
+//! worth ([`Limits::MANAGED`]).
 
 use crate::api::{ClassStatus, ImageSelectionPolicyStatus};
 
@@ -186,7 +181,7 @@ mod tests {
 
     #[test]
     fn many_classes_lose_reasons_then_rows_and_stay_under_the_bound() {
-        // 5,000 kinds of node with reasons of a large artifact: some 6 MiB as computed.
+        // 5,000 kinds of node with reasons of a large artifact: far over the bound.
         let mut classes: Vec<_> = (0..5_000).map(|i| class(i, 1_000, 4)).collect();
         let said = super::classes(&mut classes, MAX_CLASSES_BYTES, MAX_CLASSES_BYTES).unwrap();
         assert!(size(&classes) <= MAX_CLASSES_BYTES);
@@ -217,7 +212,7 @@ mod tests {
 
     #[test]
     fn class_keys_over_their_bound_are_left_out_with_every_class_and_said() {
-        // 10,000 label keys of 100 bytes: an artifact within the engine's limits, some 1 MiB.
+        // 10,000 label keys of 100 bytes: within the engine's limits, over the keys' bound.
         let mut status = status_with(vec![class(0, 100, 2), class(1, 100, 2)], 10_000);
         let said = super::status(&mut status, Limits::WRITTEN).unwrap();
         assert_eq!(status.class_keys, None);
@@ -232,7 +227,7 @@ mod tests {
 
     #[test]
     fn class_keys_under_their_bound_are_kept_and_the_classes_take_what_is_left() {
-        // 2,000 keys (some 200 KiB) and classes that alone would fit the whole bound.
+        // 2,000 keys and classes that alone would fit the whole bound.
         let mut status = status_with((0..600).map(|i| class(i, 900, 4)).collect(), 2_000);
         let keys = serde_json::to_vec(&status.class_keys).unwrap().len();
         assert!(size(&status.classes) < MAX_CLASSES_BYTES);

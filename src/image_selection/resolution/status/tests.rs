@@ -647,7 +647,7 @@ fn a_failed_platform_lookup_skips_the_candidate_with_the_cause() {
             .reason
             .as_deref()
             .unwrap()
-            .contains("cannot read the platforms of debian:11: manifest unknown"),
+            .contains("failed to read the platforms of debian:11: manifest unknown"),
         "{:?}",
         vanilla.reason
     );

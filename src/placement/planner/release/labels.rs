@@ -1,15 +1,10 @@
 //! Pinning with the node labels each architecture requires (`requireNodeLabels`): the pod's
 //! platforms grouped by the labels their architecture asks for, each group's os, arch and labels
-//! ANDed into the pod's required node affinity.
-//!
-//! One group (every architecture asks the same, or nothing) is ANDed into every term, as the
-//! platforms alone are. Several groups mean "arch A with labels X, or arch B with labels Y": an
-//! OR, which a gated pod can only be given when it has no required node affinity of its own
-//! (Kubernetes lets a gated pod's required terms be set when there are none, and otherwise only
-//! narrowed). Such a pod gets one term per group. A pod with terms of its own is narrowed to
-//! one group instead (the one with the most architectures, then the first by name, that its own
-//! requirements allow), never to the labels of every group at once (which no node of one group
-//! may carry), and a warning says which architectures it lost and why.
+//! ANDed into the pod's required node affinity. One group is ANDed into every term. Several groups
+//! are an OR, which Kubernetes lets a gated pod have only when it has no required terms of its own
+//! (otherwise terms may only be narrowed): such a pod gets one term per group; a pod with its own
+//! terms is narrowed to one group (most architectures, then first by name, that its requirements
+//! allow), never to every group's labels at once, and a warning says which architectures it lost.
 
 use std::collections::{BTreeMap, BTreeSet};
 

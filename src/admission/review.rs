@@ -15,7 +15,9 @@ use head::Lenient;
 
 mod encode;
 mod head;
-pub mod shape;
+mod shape;
+pub use shape::MAX_ARRAY_ELEMENTS;
+pub(crate) use shape::{Scan, check, scan};
 
 /// The largest request body read. The apiserver refuses requests over 3 MiB and etcd objects
 /// over 1.5 MiB, and a CREATE review carries one object: no real review comes near it.

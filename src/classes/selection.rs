@@ -14,7 +14,7 @@
 //! pod's author decides its size, and each node it is matched against costs that much.
 
 mod error;
-pub mod limits;
+mod limits;
 mod pin;
 mod require;
 mod requirement;
@@ -25,7 +25,7 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::{NodeSelectorTerm, PodSpec};
 
-pub use error::{RequirementList, RequirementProblem, SelectionError};
+pub use error::SelectionError;
 pub use pin::{ClassSelector, pin};
 pub use require::{Narrowed, narrow};
 use requirement::Term;

@@ -14,7 +14,7 @@
 //! namespaces or caches that do not exist (anyone who reaches the webhook port can send them)
 //! cost the apiserver a few reads a second and hold no route's place.
 
-pub mod budget;
+mod budget;
 
 use std::fmt;
 use std::future::Future;

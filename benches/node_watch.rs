@@ -11,8 +11,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Node;
 use kube::core::PartialObjectMeta;
 use kube::core::watch::WatchEvent;
-use ocifit::cluster::node_meta::NodeMeta;
-use ocifit::cluster::nodes::{ClusterNode, Strings};
+use ocifit::cluster::NodeMeta;
+use ocifit::cluster::{ClusterNode, Strings};
 use ocifit_testkit::flavors::realistic_flavor_node;
 use serde_json::{Map, Value, json};
 

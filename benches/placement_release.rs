@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use kube::runtime::{WatchStreamExt, watcher};
-use ocifit::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use ocifit::api::placement_pod::{POLICY_LABEL, SCHEDULING_GATE};
 use ocifit_cluster_tests::Env;
 use ocifit_cluster_tests::placement::{self, create_policy};
 use serde_json::json;

@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use ocifit::admission::request::Request;
+use ocifit::admission::Request;
 use ocifit::api::{ClassMatch, ClassStatus, ImageSelectionPolicy, ImageSelectionPolicyStatus};
-use ocifit::classes::grouping;
+use ocifit::classes::group;
 use ocifit::engine::{NodeInputs, Reads};
-use ocifit::image_selection::planner::read_pod::SelectionPod;
-use ocifit::image_selection::planner::{ImagePlan, Index};
+use ocifit::image_selection::SelectionPod;
+use ocifit::image_selection::{ImagePlan, Index};
 use serde_json::{Value, json};
 
 const NODES: usize = 5_000;
@@ -66,7 +66,7 @@ fn policies(nodes: &[(String, NodeInputs)], distinct: bool) -> Vec<ImageSelectio
                 features: BTreeMap::new(),
             };
             let classes: Vec<ClassStatus> =
-                grouping::group(&reads, nodes.iter().map(|(n, i)| (n.as_str(), i)))
+                group(&reads, nodes.iter().map(|(n, i)| (n.as_str(), i)))
                     .into_iter()
                     .map(|class| {
                         let image = format!("app-{i}:{}", class.labels["flavor"]);

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ocifit::api::ImageSelectionPolicySpec;
-use ocifit::cluster::inventory::node_inputs;
-use ocifit::cluster::nodes::{ClusterNode, Strings};
-use ocifit::image_selection::resolution::status::compute;
+use ocifit::cluster::node_inputs;
+use ocifit::cluster::{ClusterNode, Strings};
+use ocifit::image_selection::compute;
 use ocifit_cluster_tests::flavor_example::FlavorExample;
 
 const NODES: usize = 5_000;

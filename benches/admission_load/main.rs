@@ -30,7 +30,7 @@ use clap::Parser;
 use ocifit_testkit::pki::{CertificateAuthority, install_crypto_provider};
 
 use load::Measured;
-use ocifit::admission::tls::ServingCert;
+use ocifit::admission::ServingCert;
 use servers::{FLOOR, NOOP, Server};
 
 // The allocator `ocifit` itself runs with (src/main.rs), so the server measured here allocates

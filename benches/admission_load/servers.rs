@@ -12,18 +12,18 @@ use bytes::Bytes;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
-use ocifit::admission::route::Route;
-use ocifit::admission::server::{DEADLINE, Host, admission_server};
-use ocifit::admission::tls::ServingCert;
+use ocifit::admission::Route;
+use ocifit::admission::ServingCert;
+use ocifit::admission::{DEADLINE, Host, admission_server};
 use ocifit::api::{ArtifactCache, PlacementPolicy};
-use ocifit::artifact_cache::planner::{Helper, StepRegistries};
-use ocifit::artifact_cache::route::{self as steps, StepJobs, StepPods, Steps};
-use ocifit::artifact_cache::status::{Observed, status};
-use ocifit::image_selection::feed::SharedIndex;
-use ocifit::image_selection::planner::Index;
-use ocifit::image_selection::route::{self as mutate, MutatePods};
-use ocifit::placement::planner::compiled::{PolicySet, UsablePolicies};
-use ocifit::placement::route::{self as gate, GatePods};
+use ocifit::artifact_cache::{Helper, StepRegistries};
+use ocifit::artifact_cache::{JOBS, PODS, StepJobs, StepPods, Steps};
+use ocifit::artifact_cache::{Observed, status};
+use ocifit::image_selection::Index;
+use ocifit::image_selection::SharedIndex;
+use ocifit::image_selection::{self, MutatePods};
+use ocifit::placement::{self, GatePods};
+use ocifit::placement::{PolicySet, UsablePolicies};
 use ocifit::telemetry::Metrics;
 use serde_json::json;
 
@@ -100,10 +100,10 @@ pub fn start(
     let wanted = |path: &str| routes.is_empty() || routes.iter().any(|r| r == path);
     let host = Host {
         routes: vec![
-            Route::new(mutate::PATH, mutate_pods(nodes)?),
-            Route::new(gate::PATH, gate_pods()?),
-            Route::new(steps::PODS, StepPods(step_settings()?)),
-            Route::new(steps::JOBS, StepJobs(step_settings()?)),
+            Route::new(image_selection::PATH, mutate_pods(nodes)?),
+            Route::new(placement::PATH, gate_pods()?),
+            Route::new(PODS, StepPods(step_settings()?)),
+            Route::new(JOBS, StepJobs(step_settings()?)),
         ],
         metrics: Metrics::new(None),
         deadline: DEADLINE,
@@ -115,10 +115,10 @@ pub fn start(
     let handle = server.handle();
     tokio::spawn(server);
     let ocifit: [(&'static str, Vec<Request>); 4] = [
-        (mutate::PATH, pods(|answer| answer)?),
-        (gate::PATH, pods(|_| Expect::Gated)?),
-        (steps::PODS, steps_of(fixture::step_pods()?)),
-        (steps::JOBS, steps_of(fixture::step_jobs()?)),
+        (image_selection::PATH, pods(|answer| answer)?),
+        (placement::PATH, pods(|_| Expect::Gated)?),
+        (PODS, steps_of(fixture::step_pods()?)),
+        (JOBS, steps_of(fixture::step_jobs()?)),
     ];
     for (path, requests) in ocifit {
         if wanted(path) {

@@ -5,10 +5,10 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use libfuzzer_sys::fuzz_target;
-use ocifit::admission::review;
+use ocifit::admission;
 
 fuzz_target!(|body: &[u8]| {
-    match review::read::<Pod>(body) {
+    match admission::read::<Pod>(body) {
         Ok(request) => {
             let _ = request.object.map(|pod| pod.spec);
         }

@@ -11,18 +11,13 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use ocifit::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy};
-use ocifit::artifact_cache::planner::{Helper, StepRegistries};
-use ocifit::artifact_cache::route::{StepJobs, StepPods, Steps};
-use ocifit::artifact_cache::status::{Observed, status};
+use ocifit::artifact_cache::{Helper, Observed, StepJobs, StepPods, StepRegistries, Steps, status};
 use ocifit::engine::{Artifact, Format, NodeInputs};
-use ocifit::image_selection::feed::SharedIndex;
-use ocifit::image_selection::planner::Index;
-use ocifit::image_selection::resolution::platform::PlatformLookup;
-use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, Limits, compute};
-use ocifit::image_selection::resolution::{Content, Resolved};
-use ocifit::image_selection::route::MutatePods;
-use ocifit::placement::planner::compiled::{PolicySet, UsablePolicies};
-use ocifit::placement::route::GatePods;
+use ocifit::image_selection::{
+    ArtifactState, Content, Index, Inputs, Limits, MutatePods, PlatformLookup, Resolved,
+    SharedIndex, compute,
+};
+use ocifit::placement::{GatePods, PolicySet, UsablePolicies};
 use ocifit::registry::Platform;
 use serde_json::{Value, json};
 

@@ -11,11 +11,9 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use libfuzzer_sys::fuzz_target;
-use ocifit::admission::request::Request;
-use ocifit::admission::review::{self, Answer};
-use ocifit::admission::route::Planner;
-use ocifit::image_selection::events::notice;
-use ocifit::placement::planner::pod_view::PodView;
+use ocifit::admission::{self, Answer, Planner, Request};
+use ocifit::image_selection::notice;
+use ocifit::placement::PodView;
 
 mod route_planners;
 
@@ -41,7 +39,7 @@ fuzz_target!(|body: &[u8]| {
 /// Reads `body` as `planner`'s route does and, if it reads, plans and encodes the answer, then
 /// hands the request and plan to `after`.
 fn route<P: Planner>(planner: &P, body: &[u8], after: impl Fn(&Request<P::Object>, &P::Plan)) {
-    match review::read::<P::Object>(body) {
+    match admission::read::<P::Object>(body) {
         Ok(request) => {
             let plan = planner.plan(&request);
             let answer = Answer::planned(&request.uid, &plan);

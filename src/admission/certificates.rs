@@ -17,13 +17,9 @@ use std::time::Duration;
 
 use super::tls::{ServingCert, TlsError};
 
-pub use inspect::{CertificateProblem, PemProblem};
 pub use issue::{IssueError, Material};
 pub use manager::manage;
-pub use plan::{
-    Action, CA_RENEW_BEFORE, CA_VALIDITY, CertificatePlan, SERVING_VALIDITY, ServingReason, Stored,
-    Unusable, plan,
-};
+pub use plan::{Action, ServingReason, Stored, plan};
 
 /// Where the served certificate goes (the webhook's TLS resolver).
 pub trait CertificateSink: Send + Sync {

@@ -5,13 +5,25 @@
 //! [`serve`], not a server. The host writes to the apiserver only, in the managed mode, its own
 //! Secret, Events on it and its webhook configuration's caBundle; it never reaches a registry.
 
-pub mod certificates;
-pub mod patch;
-pub mod request;
-pub mod review;
-pub mod route;
-pub mod server;
-pub mod tls;
+mod certificates;
+mod patch;
+mod request;
+mod review;
+mod route;
+mod server;
+mod tls;
+pub use certificates::{
+    Action, CertificateSettings, CertificateSink, Stored, manage, plan, service_dns_names,
+};
+pub use patch::{WrittenPatch, add, remove, replace};
+pub(crate) use request::read_as;
+pub use request::{ReadMetadata, Request};
+#[cfg(test)]
+pub(crate) use review::tests as review_fixtures;
+pub use review::{Answer, MAX_ARRAY_ELEMENTS, MAX_BODY_BYTES, read};
+pub use route::{Planner, Response, Route, Undecided, Verdict};
+pub use server::{DEADLINE, Host, admission_server};
+pub use tls::{ServingCert, TlsError, Uncertified};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,10 +37,8 @@ use tokio::sync::watch;
 
 use crate::process::{Shutdown, Tasks, until};
 use crate::telemetry::Metrics;
-use certificates::CertificateSink;
-use route::Route;
-use server::{Host, ServerError, admission_server};
-use tls::{CertFiles, ServingCert};
+use server::ServerError;
+use tls::CertFiles;
 
 /// Where the serving certificate comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,7 +15,9 @@ use head::Lenient;
 
 mod encode;
 mod head;
-pub mod shape;
+mod shape;
+pub use shape::MAX_ARRAY_ELEMENTS;
+pub(crate) use shape::{Scan, check, scan};
 
 /// The largest request body read: the apiserver's own request limit, larger than any object etcd
 /// stores, and a CREATE review carries one object, so no real review comes near it.

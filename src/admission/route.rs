@@ -14,9 +14,9 @@ use crate::admission::request::Request;
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
-use super::review::shape::{self, Scan};
 use super::review::{self, Answer};
 pub use super::review::{Response, Verdict};
+use crate::admission::review::{Scan, check};
 
 /// One feature's admission decision for one kind of object. Pure CPU over memory; the one wait
 /// allowed is a bounded read of what its store may lag ([`crate::cluster::read_again`]), only
@@ -111,7 +111,7 @@ impl Route {
     /// The answer to a request body, as the server sends it (decoded, planned, encoded,
     /// `answered`): what a feature's tests call to see its route through the host.
     pub fn answer(&self, body: &[u8]) -> Answer {
-        self.handler.answer(body, shape::check(body), true)
+        self.handler.answer(body, check(body), true)
     }
 }
 

@@ -18,9 +18,9 @@ use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
-use super::review::{Answer, MAX_BODY_BYTES, Refused, shape};
 use super::route::{Handler, Route, Undecided};
 use super::tls::{ServingCert, TlsError, Uncertified};
+use crate::admission::review::{Answer, MAX_BODY_BYTES, Refused, check, scan};
 use crate::telemetry::{Metrics, review_span};
 use peers::Peers;
 
@@ -263,7 +263,7 @@ async fn answer(
         // more than planning. A planner that panics is answered as on the pool, and takes
         // neither the worker nor its other connections down with it.
         let planned = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            handler.answer_now(&body.bytes, shape::check(&body.bytes), events)
+            handler.answer_now(&body.bytes, check(&body.bytes), events)
         }));
         match planned {
             Ok(Some(answer)) => return answer,
@@ -298,7 +298,7 @@ async fn answer(
     let review = tracing::Span::current();
     let planned = tokio::task::spawn_blocking(move || {
         let _review = review.enter();
-        let scan = shape::scan(&planning.bytes);
+        let scan = scan(&planning.bytes);
         let _ = uid_sender.send(scan.uid.clone());
         let answer = handler.answer(&planning.bytes, scan, events);
         drop(permit);
@@ -386,7 +386,7 @@ async fn late_uid(
 /// The uid in the first [`UID_PREFIX_BYTES`] of `body` (all of it or its first part); empty if
 /// it is not there.
 fn uid_in(body: &[u8]) -> String {
-    shape::scan(&body[..body.len().min(UID_PREFIX_BYTES)])
+    scan(&body[..body.len().min(UID_PREFIX_BYTES)])
         .uid
         .unwrap_or_default()
 }

@@ -218,13 +218,6 @@ pub struct CertFiles {
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
 impl CertFiles {
-    /// Loads the files into `cert` once; the bytes read, to compare later reads against.
-    pub fn load(&self, cert: &ServingCert) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
-        let bytes = (read(&self.cert)?, read(&self.key)?);
-        cert.set_pem(&bytes.0, &bytes.1)?;
-        Ok(bytes)
-    }
-
     /// Reads the files every `interval` until dropped, and sets the pair on `cert` whenever their
     /// bytes change. A pair that does not load (half-written, mismatched) is logged, the previous
     /// certificate kept, and retried when either file changes again.

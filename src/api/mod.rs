@@ -5,8 +5,12 @@
 mod artifact_cache;
 mod conditions;
 mod duration;
-pub mod placement;
+mod placement;
 mod policy;
+pub use placement::{
+    FailureAction, Misplaced, NoCommonPlatform, PlacementPolicy, PlacementPolicySpec,
+    PlacementPolicyStatus, PlacementReason, PodCounts,
+};
 
 pub use artifact_cache::{
     ArtifactCache, ArtifactCacheSpec, ArtifactCacheStatus, CaReference, CacheReason, CacheStorage,
@@ -15,7 +19,7 @@ pub use artifact_cache::{
 };
 pub use conditions::{ConditionType, Reason, WantedCondition, merge_condition};
 pub use duration::{DURATION_PATTERN, parse_duration};
-pub use placement::{PlacementPolicy, PlacementPolicySpec, PlacementPolicyStatus};
+pub use placement::pod as placement_pod;
 pub use policy::{
     ArtifactSource, ArtifactStatus, Candidate, ClassMatch, ClassStatus, ImageSelectionPolicy,
     ImageSelectionPolicySpec, ImageSelectionPolicyStatus, OnNoMatch, OnUnpinned, SecretReference,

@@ -26,8 +26,8 @@ use super::secret::{self, Generated};
 use super::status::{self, Observed};
 use crate::api::{ArtifactCache, ArtifactCacheStatus, CacheReason, FIELD_MANAGER};
 use crate::cluster::ClusterView;
-use crate::cluster::events::{EventReporter, Notice};
-use crate::cluster::reflected::{Change, Reflected};
+use crate::cluster::{Change, Reflected};
+use crate::cluster::{EventReporter, Notice};
 use tracing::Instrument;
 
 use crate::telemetry::{self, Metrics, error_chain};

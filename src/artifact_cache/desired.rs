@@ -28,7 +28,7 @@ use crate::api::{
 
 use deployment::{Auth, DeploymentInputs, Store};
 
-pub use object_store::{Endpoint, HTTP_SECRET_KEY, endpoint};
+pub use object_store::HTTP_SECRET_KEY;
 
 /// The emptyDir size when a cache names no storage.
 pub const DEFAULT_SIZE_LIMIT: &str = "10Gi";

@@ -14,10 +14,10 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::planner::{CacheState, wiring_of};
-use crate::admission::patch::add;
+use crate::admission::add;
 use crate::api::step;
-use crate::cluster::gates::{self, Gate, HoldFailure, Mark, held_at};
-use crate::cluster::held::{Kept, Keys, Spec, guarded};
+use crate::cluster::{Gate, HoldFailure, Mark, held_at};
+use crate::cluster::{Kept, Keys, Spec, guarded};
 
 /// The cache's scheduling gate, on every step it holds (each carries the held label).
 pub const GATE: Gate = Gate {
@@ -181,7 +181,7 @@ fn unhold(pod: &Pod) -> Patch {
         Mark::Label(step::HELD_LABEL),
         Mark::Annotation(step::HELD_ANNOTATION),
     ];
-    guarded(pod, gates::unhold(pod, GATE, &marks))
+    guarded(pod, crate::cluster::unhold(pod, GATE, &marks))
 }
 
 #[cfg(test)]

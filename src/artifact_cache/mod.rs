@@ -6,24 +6,27 @@
 //! Pure: `planner`, `desired` (a cache's objects), `status`, `held` (a step held while its cache
 //! starts). Adapters: `controller`, `route`, `release` (held steps), `transfers` (moves counted).
 
-pub mod controller;
-pub mod desired;
-pub mod held;
-pub mod owned;
-pub mod planner;
+mod controller;
+mod desired;
+mod held;
+mod owned;
+mod planner;
 mod release;
-pub mod restored;
-pub mod route;
-pub mod secret;
-pub mod status;
+mod restored;
+mod route;
+mod secret;
+mod status;
 mod transfers;
+pub use desired::{CacheEnvironment, Desired, HTTP_SECRET_KEY, desired};
+pub use planner::{Helper, StepRegistries};
+pub use route::{JOBS, PODS, StepJobs, StepPods, Steps, read_cache_again};
+pub use secret::{Generated, secret};
+pub use status::{Observed, status};
 
 pub use controller::CacheControllerSettings;
 pub use desired::object_name;
 pub use held::{GATE, HoldRules};
-pub use planner::{
-    Helper, PREPARE, PUSH, Source as StepSource, StepRegistries, cache_of, step_settings, wiring_of,
-};
+pub use planner::{PREPARE, PUSH, Source as StepSource, cache_of, step_settings, wiring_of};
 pub use secret::PUSH_USER_KEY;
 
 use std::sync::Arc;
@@ -31,14 +34,13 @@ use std::sync::Arc;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::admission::route::Route;
+use crate::admission::Route;
 use crate::api::{ArtifactCache, REPORTING_CONTROLLER};
 use crate::cluster::ClusterView;
-use crate::cluster::events::EventReporter;
-use crate::cluster::reflected::{Reflected, reflect};
+use crate::cluster::EventReporter;
+use crate::cluster::{Reflected, reflect};
 use crate::process::{Feature, Readiness, Shutdown, until};
 use crate::telemetry::Metrics;
-use route::{StepJobs, StepPods, Steps};
 
 /// What the artifact cache needs from the rest of the process.
 pub struct ArtifactCacheDeps {
@@ -76,7 +78,7 @@ pub fn run(parts: ArtifactCacheDeps) -> Feature<Route> {
         watcher(
             Api::<ArtifactCache>::all(cluster.client.clone()),
             // Any namespace admin writes caches: a page of the largest is held whole while read.
-            watcher::Config::default().page_size(crate::cluster::watches::UNTRUSTED_LIST_PAGE),
+            watcher::Config::default().page_size(crate::cluster::UNTRUSTED_LIST_PAGE),
         )
         .backoff(crate::process::watch_backoff())
         .modify(trim),
@@ -225,7 +227,7 @@ where
     use futures_util::FutureExt;
     let config = watcher::Config::default()
         .labels(controller::OWNED)
-        .page_size(crate::cluster::watches::UNTRUSTED_LIST_PAGE);
+        .page_size(crate::cluster::UNTRUSTED_LIST_PAGE);
     let (reflected, watch) = reflect(
         owned::made_only(
             watcher(Api::<K>::all(cluster.client.clone()), config)

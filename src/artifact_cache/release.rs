@@ -23,11 +23,11 @@ use super::planner::CacheState;
 use super::status::cache_state;
 use crate::api::{ArtifactCache, step};
 use crate::cluster::ClusterView;
-use crate::cluster::events::{EventReporter, Notice, Notices, queue};
-use crate::cluster::gates::held_at;
-use crate::cluster::held::trim;
-use crate::cluster::reflected::{Change, Reflected, reflect};
-use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
+use crate::cluster::held_at;
+use crate::cluster::{EventReporter, Notice, Notices, queue};
+
+use crate::cluster::UNTRUSTED_LIST_PAGE;
+use crate::cluster::{Change, Reflected, reflect};
 use crate::process::{Shutdown, Tasks, until};
 use crate::telemetry::error_chain;
 
@@ -70,7 +70,7 @@ pub fn run(
                 .page_size(UNTRUSTED_LIST_PAGE),
         )
         .backoff(crate::process::watch_backoff())
-        .modify(|pod| trim(pod, &held::KEPT)),
+        .modify(|pod| crate::cluster::trim(pod, &held::KEPT)),
         "held steps",
     );
     let context = Context {

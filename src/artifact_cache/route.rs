@@ -7,16 +7,15 @@
 
 use std::cell::Cell;
 
-use crate::admission::request::Request;
+use crate::admission::Request;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 
-use super::planner::read_step::{StepJob, StepPod};
 use super::planner::{self, CacheState, Denial, Helper, StepPlan, StepRegistries};
 use super::status::cache_state;
-use crate::admission::route::{Planner, Response, Verdict};
+use crate::admission::{Planner, Response, Verdict};
 use crate::api::ArtifactCache;
-use crate::cluster::read_again;
+use crate::artifact_cache::planner::{StepJob, StepPod};
 
 /// The path the Pod webhook calls.
 pub const PODS: &str = "/artifacts/pods";
@@ -39,7 +38,7 @@ pub struct Steps {
 /// Reads a cache from the apiserver, as the leader last wrote it: `None` when it is not there or
 /// cannot be read in time. Called on the blocking pool only: a step whose cache the store shows
 /// Ready is planned on the connection's worker, any other there.
-pub type ReadAgain = read_again::ReadAgain<ObjectRef<ArtifactCache>, ArtifactCache>;
+pub type ReadAgain = crate::cluster::ReadAgain<ObjectRef<ArtifactCache>, ArtifactCache>;
 
 /// The step routes' read of a cache from the apiserver (the ClusterRole's `get` on
 /// artifactcaches); `None` outside a Tokio runtime.

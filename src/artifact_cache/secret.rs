@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::desired::{self, DesiredError, HTPASSWD_KEY, HTTP_SECRET_KEY};
 use crate::api::ArtifactCache;
-use crate::step_helper::credentials::{PULL_PASS, PUSH_PASS, USER};
+use crate::step_helper::{PULL_PASS, PUSH_PASS, USER};
 
 /// The user steps pull with.
 pub const PULL_USER: &str = "steps-pull";

@@ -20,8 +20,8 @@ use kube::{Api, Client};
 
 use super::planner::{self, PREPARE, PUSH};
 use crate::api::{ArtifactCache, step};
-use crate::cluster::leader::Leadership;
-use crate::step_helper::report::Report;
+use crate::cluster::Leadership;
+use crate::step_helper::Report;
 use crate::telemetry::{Metrics, StepTransfer};
 
 /// One finished helper container run and what it reported.
@@ -194,7 +194,7 @@ pub fn count(
 ) -> BoxFuture<'static, ()> {
     let config = watcher::Config::default()
         .labels(&format!("{}={}", step::STEP_LABEL, step::STEP_LABEL_VALUE))
-        .page_size(crate::cluster::watches::UNTRUSTED_LIST_PAGE);
+        .page_size(crate::cluster::UNTRUSTED_LIST_PAGE);
     let events = watcher(Api::<Pod>::all(client), config)
         .backoff(crate::process::watch_backoff())
         .modify(trim);

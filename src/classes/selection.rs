@@ -7,7 +7,7 @@
 //! groups nodes, chooses images or talks to the apiserver.
 
 mod error;
-pub mod limits;
+mod limits;
 mod pin;
 mod require;
 mod requirement;
@@ -18,7 +18,7 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::{NodeSelectorTerm, PodSpec};
 
-pub use error::{RequirementList, RequirementProblem, SelectionError};
+pub use error::SelectionError;
 pub use pin::{ClassSelector, pin};
 pub use require::{Narrowed, narrow};
 use requirement::Term;

@@ -15,12 +15,10 @@ use clap::{Args, Subcommand};
 
 use super::cache_access::{self, AccessError, CacheArgs, Reached};
 use crate::registry::{self, PrivateRegistries, Reference, Registry, RegistryOptions};
-use crate::step_helper::command::{Deliver, Launch, Prepare, Transfer};
-use crate::step_helper::limits::{Budget, Limits};
-use crate::step_helper::report::{self, Report};
-use crate::step_helper::{
-    self, PrepareError, PullError, PushError, PushRequest, credentials::Direction,
-};
+use crate::step_helper::Report;
+use crate::step_helper::{self, Direction, PrepareError, PullError, PushError, PushRequest};
+use crate::step_helper::{Budget, Limits};
+use crate::step_helper::{Deliver, Launch, Prepare, Transfer};
 use crate::telemetry::{LogFormat, error_chain, init_logs};
 
 #[derive(Debug, Args)]
@@ -266,7 +264,7 @@ async fn prepare(args: Prepare) -> Result<(), ArtifactError> {
     if args.debug {
         tracing::info!(?args, "prepare");
     }
-    let mut report = Report::new(report::Direction::Pull);
+    let mut report = Report::new(Direction::Pull);
     let result = async {
         let references = parse(&args.inputs)?;
         let registry = step_helper::client(
@@ -315,7 +313,7 @@ async fn launch(args: Launch) -> u8 {
             return step_helper::EXIT_CANNOT_RUN;
         }
     };
-    let launch = step_helper::Launch {
+    let launch = step_helper::LaunchSpec {
         run: args.run,
         working_dir,
         inputs: args.inputs,
@@ -336,7 +334,7 @@ async fn deliver(args: Deliver) -> Result<(), ArtifactError> {
     let references = parse(std::slice::from_ref(&args.to))?;
     let to = &references[0];
     let registry = step_helper::client(&[to], args.transfer.plain_http, Direction::Push)?;
-    let mut report = Report::new(report::Direction::Push);
+    let mut report = Report::new(Direction::Push);
     let result = step_helper::deliver(
         &registry,
         &args.run,

@@ -21,7 +21,7 @@ use crate::api::{ArtifactCache, REGISTRY_PORT};
 use crate::artifact_cache::PUSH_USER_KEY;
 use crate::artifact_cache::object_name;
 use crate::registry::DockerConfig;
-use crate::step_helper::credentials::{self, Direction};
+use crate::step_helper::{Direction, USER, docker_config, from_environment};
 
 /// The registry's port, as the port-forward names it.
 const FORWARDED_PORT: u16 = REGISTRY_PORT as u16;
@@ -154,8 +154,8 @@ pub fn login(secret: &Secret, direction: Direction) -> Option<(String, String)> 
             .and_then(|v| String::from_utf8(v.0.clone()).ok())
     };
     let user = match direction {
-        Direction::Push => text(PUSH_USER_KEY).or_else(|| text(credentials::USER)),
-        Direction::Pull => text(credentials::USER),
+        Direction::Push => text(PUSH_USER_KEY).or_else(|| text(USER)),
+        Direction::Pull => text(USER),
     };
     Some((user?, text(direction.password_variable())?))
 }
@@ -278,9 +278,9 @@ pub async fn reach(
         }
     };
     let secret = cache.status.and_then(|s| s.credentials_secret);
-    let from_environment = std::env::var(credentials::USER).is_ok();
+    let user_in_environment = std::env::var(USER).is_ok();
     let login = match secret {
-        Some(secret) if !from_environment => {
+        Some(secret) if !user_in_environment => {
             let secret_object = Api::<Secret>::namespaced(client, &namespace)
                 .get(&secret)
                 .await
@@ -294,10 +294,8 @@ pub async fn reach(
         _ => None,
     };
     let credentials = match login {
-        Some((user, password)) => {
-            credentials::docker_config(&[host.as_str()], Some(&user), Some(&password))
-        }
-        None => credentials::from_environment(&[host.as_str()], direction),
+        Some((user, password)) => docker_config(&[host.as_str()], Some(&user), Some(&password)),
+        None => from_environment(&[host.as_str()], direction),
     }
     .map_err(AccessError::Credentials)?;
     Ok(Reached {

@@ -107,7 +107,7 @@ async fn gather(client: &Client, namespace: &str, pod: Pod) -> Gathered {
         let api = Api::<ImageSelectionPolicy>::all(client.clone());
         gathered.selection_policy = read(api, name, &mut gathered.unread).await;
     }
-    if let Some(name) = labels.get(crate::api::placement::pod::POLICY_LABEL) {
+    if let Some(name) = labels.get(crate::api::placement_pod::POLICY_LABEL) {
         let api = Api::<PlacementPolicy>::all(client.clone());
         gathered.placement_policy = read(api, name, &mut gathered.unread).await;
     }

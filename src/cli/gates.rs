@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::exit::Exit;
 use super::output::{Output, OutputArgs};
-use crate::cluster::gates::{Gate, GateError, Scope, release_all};
+use crate::cluster::{Gate, GateError, Scope, release_all};
 use crate::startup::KubeArgs;
 
 /// A gate ocifit adds, as `--gate` names it.

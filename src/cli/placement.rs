@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::exit::Exit;
 use super::gates::{GateName, release};
 use super::output::OutputArgs;
-use crate::cluster::gates::Scope;
+use crate::cluster::Scope;
 use crate::placement::untaint_all;
 use crate::startup::KubeArgs;
 

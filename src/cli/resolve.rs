@@ -21,7 +21,7 @@ use super::exit::Exit;
 use super::input;
 use crate::api::ImageSelectionPolicy;
 use crate::engine::{NodeFeature, NodeInputs, features_by_node};
-use crate::image_selection::resolution::{PlatformLookup, Platforms};
+use crate::image_selection::{PlatformLookup, Platforms};
 use crate::registry::{self, ErrorKind, Registry, RegistryFlags, RegistryOptions};
 pub use args::ResolveArgs;
 pub use error::ResolveError;

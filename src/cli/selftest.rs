@@ -165,7 +165,7 @@ impl Probe {
                 "held by its scheduling gate",
             ),
             Probe::Placement => (
-                gated(object, crate::api::placement::pod::SCHEDULING_GATE),
+                gated(object, crate::api::placement_pod::SCHEDULING_GATE),
                 "gated",
             ),
             Probe::StepPod => (

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use crate::telemetry::Metrics;
 use quota::Quota;
 
-pub mod quota;
+mod quota;
 
 /// Kubernetes caps an Event's note at 1 kB.
 const MAX_NOTE: usize = 1024;

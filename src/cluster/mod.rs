@@ -6,19 +6,32 @@
 //! polls), watches its own kinds with [`reflected::reflect`], and acts only while
 //! [`leader::Leadership::is_leader`]. Decides nothing about images, pods or policies.
 
-pub mod events;
-pub mod gates;
-pub mod guarded_patch;
-pub mod held;
-pub mod inventory;
-pub mod leader;
-pub mod node_meta;
-pub mod nodes;
-pub mod read_again;
-pub mod reflected;
-pub mod secrets;
-pub mod trim;
-pub mod watches;
+mod events;
+mod gates;
+mod guarded_patch;
+mod held;
+mod inventory;
+mod leader;
+mod node_meta;
+mod nodes;
+mod read_again;
+mod reflected;
+mod secrets;
+mod trim;
+mod watches;
+pub use events::{EventReporter, Notice, Notices, queue};
+pub use gates::{Gate, GateError, HoldFailure, Mark, Scope, held_at, release_all, unhold};
+pub use guarded_patch::{ATTEMPTS, patch_as_read};
+pub use held::{Kept, Keys, Spec, changes, guarded, trim};
+pub use inventory::node_inputs;
+pub use leader::{LeaderTask, Leadership, LeaseSettings, elect};
+pub use node_meta::NodeMeta;
+pub use nodes::{ClusterNode, Strings};
+pub use read_again::ReadAgain;
+pub use reflected::{Change, Reflected, reflect};
+pub use secrets::{SecretNamespaces, SecretRead, Secrets};
+pub use trim::identity_and_labels;
+pub use watches::{Events, UNTRUSTED_LIST_PAGE};
 
 use std::time::Duration;
 
@@ -26,10 +39,6 @@ use kube::Client;
 
 use crate::engine::NodeFeature;
 use crate::process::{Shutdown, Tasks, until};
-use leader::Leadership;
-use nodes::ClusterNode;
-use reflected::{Reflected, reflect};
-use secrets::{SecretNamespaces, Secrets};
 
 /// How the view is kept.
 #[derive(Clone, Debug)]

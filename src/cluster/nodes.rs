@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::node_meta::NodeMeta;
-use crate::classes::selection::NodeView;
+use crate::classes::NodeView;
 
 /// A node: its name (and resource version) in `metadata`, its labels interned.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -5,7 +5,7 @@
 //! [`budget::Budget`] refuses is `None`, and the planner decides on what its store holds. So
 //! reviews naming objects that do not exist cost the apiserver a few reads a second.
 
-pub mod budget;
+mod budget;
 
 use std::fmt;
 use std::future::Future;

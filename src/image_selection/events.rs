@@ -6,13 +6,13 @@
 
 use std::time::Duration;
 
-use crate::admission::request::Request;
+use crate::admission::Request;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 
-use super::planner::read_pod::SelectionPod;
 use super::planner::{Decision, ImagePlan};
-use crate::cluster::events::Notice;
+use crate::cluster::Notice;
+use crate::image_selection::planner::SelectionPod;
 
 /// At most one Event per policy and reason in this window.
 pub const WINDOW: Duration = Duration::from_secs(60);

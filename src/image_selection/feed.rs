@@ -18,9 +18,9 @@ use tokio::sync::watch;
 
 use super::planner::Index;
 use crate::api::ImageSelectionPolicy;
+use crate::cluster::ClusterNode;
 use crate::cluster::ClusterView;
-use crate::cluster::nodes::ClusterNode;
-use crate::cluster::reflected::{Change, Reflected};
+use crate::cluster::{Change, Reflected};
 use crate::engine::{NodeFeature, features_by_node};
 use crate::telemetry::Metrics;
 

@@ -7,40 +7,42 @@
 //! [`route`] serves it, with its [`events`]; [`release`] releases the pods admission held; [`run`]
 //! composes them into one `process::Feature`.
 
-pub mod controller;
-pub mod events;
-pub mod feed;
-pub mod planner;
-pub mod release;
-pub mod resolution;
-pub mod route;
+mod controller;
+mod events;
+mod feed;
+mod planner;
+mod release;
+mod resolution;
+mod route;
+pub use controller::RegistrySource;
+pub use events::notice;
+pub use feed::SharedIndex;
+pub use planner::{ImagePlan, Index, SelectionPod, managed_name};
+pub use resolution::{
+    ArtifactState, AttachedArtifact, CandidateArtifact, ClassAnswer, Content, Inputs, Limits,
+    PlatformLookup, Platforms, Resolved, classes, compute,
+};
+pub use route::{MutatePods, PATH};
 
 // The face `startup` and the CLI use: the artifact source and its settings, how held pods are
 // treated; the decision itself is `resolution`.
-pub use controller::context::{ControllerTunables, ManagedShare};
-pub use controller::registry_source::RegistrySource;
-pub use controller::schedule::Backoff;
-pub use controller::source::{Request, Source, Wanted};
-pub use planner::hold::GATE;
-pub use planner::managed::Quota;
-pub use planner::release::{HoldFailure, HoldRules};
+pub use controller::{Backoff, ControllerTunables, ManagedShare, Request, Source, Wanted};
+pub use planner::{GATE, HoldFailure, HoldRules, Quota};
 
 use std::sync::Arc;
 
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::admission::route::Route;
+use crate::admission::Route;
 use crate::api::{ImageSelectionPolicy, REPORTING_ADMISSION, REPORTING_CONTROLLER};
 use crate::cluster::ClusterView;
-use crate::cluster::events::{EventReporter, queue};
-use crate::cluster::reflected::reflect;
-use crate::cluster::trim::identity_and_labels;
+use crate::cluster::identity_and_labels;
+use crate::cluster::reflect;
+use crate::cluster::{EventReporter, queue};
 use crate::process::{Feature, Readiness, Shutdown, Tasks, until};
 use crate::telemetry::Metrics;
-use controller::runner::{self, controller};
-use feed::SharedIndex;
-use route::MutatePods;
+use controller::{ControllerDeps, controller};
 
 /// What image selection needs from the rest of the process.
 pub struct ImageSelectionDeps {
@@ -141,7 +143,7 @@ pub fn run(parts: ImageSelectionDeps) -> Feature<Route> {
         )
     });
     let run = controller(
-        runner::ControllerDeps {
+        ControllerDeps {
             cluster,
             source,
             metrics,

@@ -8,22 +8,26 @@
 //! is done once per store change in an [`Index`]; [`Index::plan`] plans each request.
 
 mod best_image;
-pub mod hold;
+mod hold;
 mod index;
-pub mod managed;
+mod managed;
 mod mutation;
 mod nodes;
 mod patch;
 mod policy_choice;
-pub mod read_pod;
+mod read_pod;
 mod reasons;
-pub mod release;
+mod release;
 mod request;
+pub use hold::{GATE, gate_at, hold};
+pub use managed::{Quota, Room, counted_against, foreign, is_managed, managed_name, room};
+pub use read_pod::SelectionPod;
+pub use release::{HoldFailure, HoldRules, Release, failed, release};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::admission::route::{Response, Verdict};
+use crate::admission::{Response, Verdict};
 use crate::api::ImageSelectionPolicy;
 
 pub use index::Index;

@@ -2,16 +2,16 @@
 //! (a pod created before the first one is built is held), and the Event the answer deserves
 //! queued once it is sent.
 
-use crate::admission::request::Request;
+use crate::admission::Request;
 use kube::core::admission::Operation;
 
 use super::events::notice;
 use super::feed::SharedIndex;
-use super::planner::hold::hold;
-use super::planner::read_pod::SelectionPod;
 use super::planner::{DenyReason, ImagePlan, SkipReason};
-use crate::admission::route::Planner;
-use crate::cluster::events::Notices;
+use crate::admission::Planner;
+use crate::cluster::Notices;
+use crate::image_selection::planner::SelectionPod;
+use crate::image_selection::planner::hold;
 
 /// The path the MutatingWebhookConfiguration calls.
 pub const PATH: &str = "/mutate";

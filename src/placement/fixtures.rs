@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kube::core::ObjectMeta;
 
-use super::planner::policy::Policy;
-use super::planner::release::{Inspected, Inspection};
-use crate::api::placement::{PlacementPolicy, PlacementPolicySpec};
+use crate::api::{PlacementPolicy, PlacementPolicySpec};
+use crate::placement::planner::Policy;
+use crate::placement::planner::{Inspected, Inspection};
 use crate::platform::Platform;
 
 /// A pod in `default` with one container per `(name, image)`.

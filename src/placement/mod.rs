@@ -7,16 +7,18 @@
 //! counts a policy's pods. The command line's side: [`way_out`] (release every gate, untaint) and
 //! [`running_audit`]. [`run`] starts it all over the cluster view. Imports no other feature.
 
-pub mod controller;
-pub mod namespaces;
-pub mod planner;
-pub mod route;
-pub mod running_audit;
-pub mod status;
-pub mod way_out;
+mod controller;
+mod namespaces;
+mod planner;
+mod route;
+mod running_audit;
+mod status;
+mod way_out;
+pub use planner::{ContainerImage, PodView, PolicySet, PullSecrets, UsablePolicies, intersect};
+pub use route::{GatePods, PATH};
 
-pub use controller::exec_errors::REASON as EXEC_FORMAT_ERROR_REASON;
-pub use planner::audit::Finding;
+pub use controller::REASON as EXEC_FORMAT_ERROR_REASON;
+pub use planner::Finding;
 pub use running_audit::{AuditError, AuditRegistry, AuditReport, audit_cluster};
 pub use way_out::{GATE, WayOutError, untaint_all};
 
@@ -33,17 +35,15 @@ use kube::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::admission::route::Route;
+use crate::admission::Route;
 use crate::api::{PlacementPolicy, REPORTING_CONTROLLER};
 use crate::cluster::ClusterView;
-use crate::cluster::events::{EventReporter, queue};
-use crate::cluster::reflected::{Change, Reflected, reflect};
-use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
+use crate::cluster::UNTRUSTED_LIST_PAGE;
+use crate::cluster::{Change, Reflected, reflect};
+use crate::cluster::{EventReporter, queue};
 use crate::process::{Feature, Readiness, Shutdown, Tasks, until};
 use crate::registry::{DockerConfig, Inspector, InspectorOptions};
 use crate::telemetry::Metrics;
-use planner::compiled::{PolicySet, UsablePolicies};
-use route::GatePods;
 
 /// What placement needs from the rest of the process.
 pub struct PlacementDeps {
@@ -84,9 +84,9 @@ pub fn run(parts: PlacementDeps) -> Feature<Route> {
     let client = cluster.client.clone();
     let (policies, policy_watch, pods, pod_watch) = watches(&client);
     let usable = UsablePolicies::default();
-    let releases = Arc::new(controller::tally::Tally::default());
-    let exec_errors = Arc::new(controller::tally::Tally::default());
-    let misplaced = Arc::new(controller::tally::Tally::default());
+    let releases = Arc::new(controller::Tally::default());
+    let exec_errors = Arc::new(controller::Tally::default());
+    let misplaced = Arc::new(controller::Tally::default());
     let mut tasks: Tasks = vec![
         (
             "placement policy watch",
@@ -101,14 +101,14 @@ pub fn run(parts: PlacementDeps) -> Feature<Route> {
             "placement node taints",
             until(
                 shutdown.clone(),
-                controller::node_tainting::keep(cluster.clone(), usable.clone()),
+                controller::keep_node_taints(cluster.clone(), usable.clone()),
             ),
         ),
         (
             "placement status",
             until(
                 shutdown.clone(),
-                controller::status_write::keep(controller::status_write::Keeper {
+                controller::keep_status(controller::StatusKeeper {
                     cluster: cluster.clone(),
                     policies: usable.clone(),
                     pods: pods.clone(),
@@ -149,11 +149,11 @@ pub fn run(parts: PlacementDeps) -> Feature<Route> {
         slots,
         releases,
     };
-    let reporter = controller::exec_errors::Reporter::new(&context, exec_errors);
+    let reporter = controller::ExecErrorReporter::new(&context, exec_errors);
     let watched = until(shutdown.clone(), reporter.watch_released());
     tasks.push(("placement exec format errors", watched));
     if let Some(interval) = audit_interval {
-        let auditor = controller::audit::Auditor::new(&context, misplaced, interval);
+        let auditor = controller::Auditor::new(&context, misplaced, interval);
         tasks.push(("placement audit", until(shutdown.clone(), auditor.run())));
     }
     tasks.push((
@@ -189,7 +189,7 @@ fn gate_route(
         },
     )
     // An ungated pod is always safe (failurePolicy Ignore): admitted unchanged when busy.
-    .when_undecided(crate::admission::route::Undecided::AdmitUnchanged);
+    .when_undecided(crate::admission::Undecided::AdmitUnchanged);
     (route, store, namespace_watch)
 }
 
@@ -231,7 +231,7 @@ fn watches(
             watcher::Config::default(),
         )
         .backoff(crate::process::watch_backoff())
-        .modify(planner::policy::trim),
+        .modify(planner::trim_policy),
         "placementpolicies",
     );
     // Only the pods carrying the tracking label and not yet released (the store never holds
@@ -240,11 +240,11 @@ fn watches(
         watcher(
             Api::<Pod>::all(client.clone()),
             watcher::Config::default()
-                .labels(&planner::held::watched().to_string())
+                .labels(&planner::held_selector().to_string())
                 .page_size(UNTRUSTED_LIST_PAGE),
         )
         .backoff(crate::process::watch_backoff())
-        .modify(planner::held::trim),
+        .modify(planner::trim_held),
         "placement pods",
     );
     (policies, policy_watch, pods, pod_watch)

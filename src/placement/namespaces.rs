@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use crate::cluster::read_again::ReadAgain;
+use crate::cluster::ReadAgain;
 
 /// The label the apiserver puts on every namespace, naming it.
 pub const NAME_LABEL: &str = "kubernetes.io/metadata.name";

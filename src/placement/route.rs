@@ -7,17 +7,17 @@
 
 use std::collections::BTreeMap;
 
-use crate::admission::request::Request;
+use crate::admission::Request;
 use k8s_openapi::api::core::v1::Namespace as NamespaceObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::namespaces::{ReadNamespace, name_only};
-use super::planner::compiled::UsablePolicies;
-use super::planner::gate::{GatePlan, Leave, plan};
-use super::planner::pod_view::{GatePod, PodView};
-use super::planner::select::{Namespace, select};
-use crate::admission::route::{Planner, Response, Verdict};
+use crate::admission::{Planner, Response, Verdict};
+use crate::placement::planner::UsablePolicies;
+use crate::placement::planner::{GatePlan, Leave, plan_gate};
+use crate::placement::planner::{GatePod, PodView};
+use crate::placement::planner::{Namespace, select};
 
 /// The path the webhook configuration's second webhook calls.
 pub const PATH: &str = "/placement";
@@ -63,7 +63,7 @@ impl GatePods {
             &self.own_namespace,
             &policies,
         );
-        plan(pod, selection)
+        plan_gate(pod, selection)
     }
 
     /// The plan for `pod` in `namespace` as the store holds it, or `None` if it does not.

@@ -11,12 +11,12 @@ use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde::Serialize;
 
-use super::planner::audit::{Finding, as_run, audited, judge, node};
-use super::planner::compiled::{PolicySet, UsablePolicies};
-use super::planner::release::{Inspected, Inspection, InspectionFailure, containers};
-use super::planner::select::Namespace as SelectedNamespace;
 use crate::api::PlacementPolicy;
-use crate::classes::grouping::{ARCH_LABEL, OS_LABEL};
+use crate::classes::{ARCH_LABEL, OS_LABEL};
+use crate::placement::planner::Namespace as SelectedNamespace;
+use crate::placement::planner::{Finding, as_run, audited, judge, node};
+use crate::placement::planner::{Inspected, Inspection, InspectionFailure, containers};
+use crate::placement::planner::{PolicySet, UsablePolicies};
 use crate::platform::NodePlatform;
 use crate::registry::{
     AllowList, PrivateRegistries, Reference, Registry, RegistryOptions, parse_reference,

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::api::placement::PodCounts;
-use crate::api::placement::pod::{OUTCOME_ANNOTATION, Outcome, POLICY_LABEL, SCHEDULING_GATE};
+use crate::api::PodCounts;
+use crate::api::placement_pod::{OUTCOME_ANNOTATION, Outcome, POLICY_LABEL, SCHEDULING_GATE};
 use crate::telemetry::PolicyGates;
 
 /// Where a labelled pod stands.

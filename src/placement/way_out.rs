@@ -13,10 +13,10 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{ListParams, Patch};
 use kube::{Api, Client, ResourceExt};
 
-use super::planner::taints;
-use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
-use crate::cluster::gates::Gate;
-use crate::cluster::guarded_patch::{ATTEMPTS, patch_as_read};
+use crate::api::placement_pod::{POLICY_LABEL, SCHEDULING_GATE};
+use crate::cluster::Gate;
+use crate::cluster::{ATTEMPTS, patch_as_read};
+use crate::placement::planner::plan_taints;
 
 /// Placement's scheduling gate, on every pod it holds (each carries the tracking label).
 pub const GATE: Gate = Gate {
@@ -58,7 +58,7 @@ pub struct Untainted {
 pub fn untaint_patch(node: &Node) -> Option<serde_json::Value> {
     let taints = node.spec.as_ref()?.taints.as_deref()?;
     let labels = node.metadata.labels.clone().unwrap_or_default();
-    let kept = taints::plan(&labels, taints, &BTreeSet::new())?;
+    let kept = plan_taints(&labels, taints, &BTreeSet::new())?;
     Some(serde_json::json!({
         "metadata": {"resourceVersion": node.resource_version()},
         "spec": {"taints": if kept.is_empty() { None } else { Some(kept) }},
@@ -136,7 +136,7 @@ mod tests {
     fn untainting_removes_only_ocifits_taint_and_is_refused_if_the_node_changed() {
         let node = node_with_taints(&[
             ("pool", "arm"),
-            (crate::api::placement::pod::TAINT_KEY, "arm64"),
+            (crate::api::placement_pod::TAINT_KEY, "arm64"),
         ]);
         let patch = untaint_patch(&node).unwrap();
         assert_eq!(
@@ -146,7 +146,7 @@ mod tests {
                 "spec": {"taints": [{"key": "pool", "value": "arm", "effect": "NoSchedule"}]},
             })
         );
-        let only_ours = node_with_taints(&[(crate::api::placement::pod::TAINT_KEY, "arm64")]);
+        let only_ours = node_with_taints(&[(crate::api::placement_pod::TAINT_KEY, "arm64")]);
         assert_eq!(
             untaint_patch(&only_ours).unwrap()["spec"]["taints"],
             serde_json::Value::Null

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::admission::CertificateSettings;
 use crate::admission::CertificateSource;
-use crate::admission::certificates;
-use crate::admission::tls::Uncertified;
+use crate::admission::Uncertified;
 use crate::api::parse_duration;
 use crate::image_selection::HoldFailure;
 use crate::telemetry::LogFormat;
@@ -326,14 +326,14 @@ impl RunArgs {
                 cert: cert.clone(),
                 key: key.clone(),
             }),
-            _ if self.manage_webhook_certificate => Some(CertificateSource::Managed(
-                certificates::CertificateSettings::new(
+            _ if self.manage_webhook_certificate => {
+                Some(CertificateSource::Managed(CertificateSettings::new(
                     &self.lease_namespace,
                     &self.webhook_secret,
                     &self.webhook_service,
                     &self.webhook_configuration,
-                ),
-            )),
+                )))
+            }
             _ => None,
         }
     }

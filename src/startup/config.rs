@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::args::RunArgs;
-use crate::admission::{self, server::DEADLINE};
+use crate::admission::{self, DEADLINE};
 use crate::artifact_cache::{Helper, StepRegistries};
 use crate::cluster;
-use crate::cluster::leader::LeaseSettings;
-use crate::cluster::secrets::SecretNamespaces;
+use crate::cluster::LeaseSettings;
+use crate::cluster::SecretNamespaces;
 use crate::image_selection::{Backoff, ControllerTunables, HoldRules, ManagedShare, Quota};
 use crate::registry::{
     AllowList, CacheOptions, DockerConfig, Mirrors, PrivateRegistries, RegistryOptions,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::admission::route::Route;
+use crate::admission::Route;
 use crate::cluster::ClusterView;
 use crate::image_selection::{self, RegistrySource};
 use crate::process::{Feature, Shutdown};

@@ -16,11 +16,12 @@ use futures_util::future::BoxFuture;
 use kube::Resource as _;
 
 mod args;
-pub mod config;
+mod config;
 mod features;
 mod kube_access;
 mod scrape;
-pub mod supervise;
+mod supervise;
+pub use supervise::Ended;
 
 pub use args::RunArgs;
 pub use config::Config;
@@ -29,11 +30,11 @@ pub use kube_access::{KubeArgs, kube_client};
 use crate::admission;
 use crate::api::{ArtifactCache, GROUP, ImageSelectionPolicy, PlacementPolicy};
 use crate::cluster::ClusterView;
-use crate::cluster::leader::{self, LeaderTask, Leadership};
+use crate::cluster::{LeaderTask, Leadership, LeaseSettings};
 use crate::image_selection::RegistrySource;
 use crate::process::{Readiness, Shutdown, Tasks};
 use crate::telemetry::{Health, Metrics, admin_server, init_logs};
-use supervise::{Ended, GRACE, supervise};
+use supervise::{GRACE, supervise};
 
 /// Runs until SIGTERM or SIGINT; exit 0 after a clean shutdown, 1 when a task failed or the
 /// process could not start, 2 for unusable flags or files.
@@ -232,33 +233,37 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
 /// naming the fix.
 async fn elect(
     client: &kube::Client,
-    lease: Option<&leader::LeaseSettings>,
+    lease: Option<&LeaseSettings>,
     metrics: &Arc<Metrics>,
 ) -> anyhow::Result<(Leadership, LeaderTask)> {
     Ok(match lease {
-        Some(settings) => leader::elect(client.clone(), settings.clone(), Arc::clone(metrics))
-            .await
-            .map_err(|err| {
-                if err.namespace_missing() {
-                    anyhow::anyhow!(
-                        "the namespace {} of the leader-election Lease does not exist: create it \
+        Some(settings) => crate::cluster::elect(
+            client.clone(),
+            settings.clone(),
+            Arc::clone(metrics),
+        )
+        .await
+        .map_err(|err| {
+            if err.namespace_missing() {
+                anyhow::anyhow!(
+                    "the namespace {} of the leader-election Lease does not exist: create it \
                          (kubectl create namespace {}), or run in an existing one \
                          (--lease-namespace, POD_NAMESPACE)",
-                        settings.namespace,
-                        settings.namespace
-                    )
-                } else if err.lease_missing() {
-                    anyhow::anyhow!(
-                        "the leader-election Lease {}/{} does not exist and this replica may not \
+                    settings.namespace,
+                    settings.namespace
+                )
+            } else if err.lease_missing() {
+                anyhow::anyhow!(
+                    "the leader-election Lease {}/{} does not exist and this replica may not \
                          create it: apply config/rbac/leader_election_lease.yaml (the chart \
                          creates it), or turn leader election off (--leader-elect=false)",
-                        settings.namespace,
-                        settings.name
-                    )
-                } else {
-                    anyhow::Error::new(err)
-                }
-            })?,
+                    settings.namespace,
+                    settings.name
+                )
+            } else {
+                anyhow::Error::new(err)
+            }
+        })?,
         None => {
             metrics.set_leader(true);
             Leadership::always()

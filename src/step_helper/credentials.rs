@@ -3,6 +3,7 @@
 //! Secret named by the `oras-env` annotation). They go into a docker config for the one registry
 //! of the transfer and nowhere else; nothing logs them.
 
+use super::report::Direction;
 use crate::registry::{ConfigError, DockerConfig};
 
 /// The user name, for both directions.
@@ -15,13 +16,6 @@ pub const PUSH_PASS: &str = "ORAS_PUSH_PASS";
 /// generated Secret's `ORAS_USER`, and `ORAS_USER` from its optional `ORAS_PUSH_USER`, so a Secret
 /// from before the pull/push split (one user, no `ORAS_PUSH_USER`) still pushes as its one user.
 pub const PRE_SPLIT_USER: &str = "OCIFIT_PRE_SPLIT_USER";
-
-/// Which password a transfer uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    Pull,
-    Push,
-}
 
 impl Direction {
     /// The environment variable holding this direction's password.

@@ -32,7 +32,7 @@ pub const EXIT_NOT_FOUND: u8 = 127;
 
 /// What to run and what to do after.
 #[derive(Debug, Clone)]
-pub struct Launch {
+pub struct LaunchSpec {
     /// The run volume shared with the pusher.
     pub run: PathBuf,
     /// The working directory: the command runs there, relative paths are read from there.
@@ -56,7 +56,7 @@ pub struct Launch {
 }
 
 /// Runs the step; the container's exit status.
-pub async fn launch(launch: &Launch) -> u8 {
+pub async fn launch(launch: &LaunchSpec) -> u8 {
     let Some((program, args)) = launch.command.split_first() else {
         return fail(launch, EXIT_CANNOT_RUN, "no command to run".to_string());
     };
@@ -139,7 +139,7 @@ const INPUTS_PLACED: &str = "inputs-placed";
 
 /// Copies the inputs where `cp -R <inputs>/ <input-path>` puts them, or where a first run of
 /// this pod put them.
-fn place_inputs(launch: &Launch, from: &Path) -> Result<(), String> {
+fn place_inputs(launch: &LaunchSpec, from: &Path) -> Result<(), String> {
     let dest = match &launch.input_path {
         Some(path) => launch.working_dir.join(path),
         None => launch.working_dir.clone(),
@@ -222,7 +222,7 @@ enum Unasked {
 }
 
 /// Stages the outputs, asks the pusher, waits for its answer.
-async fn push(launch: &Launch, output: &Path) -> Result<Outcome, Unasked> {
+async fn push(launch: &LaunchSpec, output: &Path) -> Result<Outcome, Unasked> {
     let request = Request::new(run_id());
     let into = launch.run.join(request.outputs());
     let whole_dir = is_working_directory(output);
@@ -274,7 +274,7 @@ fn run_id() -> String {
 }
 
 /// Says why on stderr and in the termination message; the exit status.
-fn fail(launch: &Launch, code: u8, message: String) -> u8 {
+fn fail(launch: &LaunchSpec, code: u8, message: String) -> u8 {
     eprintln!("ocifit: {message}");
     if let Some(path) = &launch.termination_log {
         // Without a termination log the message is still in the container's log.

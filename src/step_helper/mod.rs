@@ -11,26 +11,32 @@ mod beneath;
 #[cfg(test)]
 mod broken_transfers;
 mod channel;
-pub mod command;
-pub mod credentials;
+mod command;
+mod credentials;
 mod file_error;
 mod file_ref;
 mod inputs;
 mod install;
 mod launcher;
 mod layout;
-pub mod limits;
+mod limits;
 mod prepare;
 mod pull;
 mod push;
-pub mod report;
+mod report;
 mod unpack;
+pub use command::{Deliver, INPUTS_DIR, Launch, Prepare, Transfer, strings};
+pub use credentials::{
+    PRE_SPLIT_USER, PULL_PASS, PUSH_PASS, USER, docker_config, from_environment, user,
+};
+pub use limits::{Budget, DEFAULT_MAX_BYTES, Limits};
+pub use report::{Direction, Report};
 
 pub use archive::{ArchiveError, PackCount};
 pub use file_ref::{FileRefError, PushPath, parse_file_ref};
 pub use inputs::INPUTS_NAME;
 pub use install::InstallError;
-pub use launcher::{EXIT_CANNOT_RUN, EXIT_NOT_FOUND, EXIT_PUSH_FAILED, Launch, launch};
+pub use launcher::{EXIT_CANNOT_RUN, EXIT_NOT_FOUND, EXIT_PUSH_FAILED, LaunchSpec, launch};
 pub use layout::{
     DEFAULT_ARTIFACT_TYPE, DIRECTORY_MEDIA_TYPE, FILE_MEDIA_TYPE, LayoutError, TAR_DIGEST, TITLE,
     UNPACK,
@@ -51,7 +57,7 @@ pub const DEFAULT_COMPRESSION: u32 = 1;
 pub fn client(
     references: &[&Reference],
     plain_http: bool,
-    direction: credentials::Direction,
+    direction: Direction,
 ) -> Result<Registry, registry::Error> {
     let mut options = options(references, plain_http);
     options.credentials = credentials::from_environment(&hosts(references), direction)?;

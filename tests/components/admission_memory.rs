@@ -4,7 +4,7 @@
 //! read in a streaming pass it costs what the typed request keeps.
 
 use k8s_openapi::api::core::v1::Pod;
-use ocifit::admission::review::{MAX_BODY_BYTES, read};
+use ocifit::admission::{MAX_BODY_BYTES, read};
 use tikv_jemalloc_ctl::thread::allocatedp;
 
 // The binary's allocator, as ocifit's: jemalloc counts what each thread allocates.

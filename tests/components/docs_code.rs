@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use kube::CustomResourceExt;
-use ocifit::api::placement::PlacementReason;
+use ocifit::api::PlacementReason;
 use ocifit::api::{
     ArtifactCache, CacheReason, ConditionType, ImageSelectionPolicy, PlacementPolicy, Reason,
 };

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use ocifit::image_selection::controller::registry_source::RegistrySource;
+use ocifit::image_selection::RegistrySource;
 use ocifit::registry::RegistryOptions;
 
 /// Set, the test rewrites the table rather than failing (as the chart's generated files).

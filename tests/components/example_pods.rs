@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Node;
-use ocifit::admission::request::Request;
+use ocifit::admission::Request;
 use ocifit::api::ImageSelectionPolicy;
 use ocifit::api::pod::DECISION_IMAGES;
 use ocifit::engine::NodeInputs;
-use ocifit::image_selection::planner::read_pod::SelectionPod;
-use ocifit::image_selection::planner::{ImagePlan, Index};
+use ocifit::image_selection::SelectionPod;
+use ocifit::image_selection::{ImagePlan, Index};
 use serde_json::Value;
 
 use ocifit_testkit::review::create_request;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ocifit::image_selection::controller::registry_source::RegistrySource;
+use ocifit::image_selection::RegistrySource;
 use ocifit::registry::RegistryOptions;
 use ocifit::telemetry::{Health, admin_server};
 use ocifit_testkit::{Tool, Tools};

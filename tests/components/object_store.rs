@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use ocifit::api::ArtifactCache;
-use ocifit::artifact_cache::desired::{self, CacheEnvironment, HTTP_SECRET_KEY};
+use ocifit::artifact_cache::{CacheEnvironment, HTTP_SECRET_KEY, desired};
 use ocifit_testkit::{ObjectStore, Tool, Tools, htpasswd_line};
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
@@ -74,7 +74,7 @@ fn environment(
         own_namespace: "ocifit-system",
         credentials: Some(GENERATED),
     };
-    let desired = desired::desired(&cache, settings).unwrap().unwrap();
+    let desired = desired(&cache, settings).unwrap().unwrap();
     let pod = desired.deployment.spec.unwrap().template.spec.unwrap();
     let keys = BTreeMap::from([
         (("store-keys", "accessKey"), store.access_key()),

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ocifit::placement::planner::credentials::PullSecrets;
-use ocifit::placement::planner::platforms::{ContainerImage, intersect};
+use ocifit::placement::PullSecrets;
+use ocifit::placement::{ContainerImage, intersect};
 use ocifit::registry::{
     BackoffPolicy, Credentials, ErrorKind, ImageFacts, InspectError, Inspector, InspectorOptions,
     Lookup, Platform, PrivateRegistries, Reference, RegistryOptions, RetryPolicy, parse_reference,

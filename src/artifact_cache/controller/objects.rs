@@ -16,8 +16,8 @@ use crate::artifact_cache::desired::{self, Desired};
 use crate::artifact_cache::owned::Trimmed;
 use crate::artifact_cache::restored::{self, ours, restored};
 use crate::artifact_cache::secret;
-use crate::cluster::events::{EventReporter, Notice};
-use crate::cluster::reflected::Reflected;
+use crate::cluster::Reflected;
+use crate::cluster::{EventReporter, Notice};
 
 /// A reconcile failed against the apiserver (what the cache's objects say is status, not this).
 #[derive(Debug, thiserror::Error)]

@@ -210,7 +210,7 @@ fn the_watch_keeps_what_the_release_reads_and_its_patch_leaves_the_rest_of_the_p
     }]);
     let whole: Pod = serde_json::from_value(whole).unwrap();
     let mut trimmed = whole.clone();
-    crate::cluster::held::trim(&mut trimmed, &KEPT);
+    crate::cluster::trim(&mut trimmed, &KEPT);
     let kept = serde_json::to_string(&trimmed).unwrap();
     assert!(kept.len() < 1024, "{kept}");
     assert_eq!(

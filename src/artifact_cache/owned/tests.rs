@@ -5,7 +5,7 @@ use kube::core::ObjectMeta;
 use kube::runtime::reflector::store::Writer;
 
 use super::*;
-use crate::cluster::reflected::reflect;
+use crate::cluster::reflect;
 
 const CACHE: &str = "ocifit.io/v1alpha1";
 

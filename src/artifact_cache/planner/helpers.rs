@@ -12,9 +12,9 @@ use serde::Serialize;
 use super::settings::StepSettings;
 use super::{Denial, Helper};
 use crate::artifact_cache::secret;
-use crate::step_helper::command::{self, Deliver, Prepare, Transfer};
-use crate::step_helper::credentials::{self, Direction};
-use crate::step_helper::limits::Limits;
+use crate::step_helper::Limits;
+use crate::step_helper::{Deliver, Prepare, Transfer, strings};
+use crate::step_helper::{Direction, PRE_SPLIT_USER, USER};
 
 /// The init container that pulls the inputs and installs the launcher.
 pub const PREPARE: &str = "ocifit-prepare";
@@ -24,7 +24,7 @@ pub const PUSH: &str = "ocifit-push";
 pub const INPUTS_VOLUME: &str = "ocifit-inputs";
 /// The volume holding the launcher and the hand-off between the step and the pusher.
 pub const RUN_VOLUME: &str = "ocifit-run";
-pub use crate::step_helper::command::INPUTS_DIR;
+pub use crate::step_helper::INPUTS_DIR;
 /// Where every container of the step sees the run volume.
 pub const RUN_DIR: &str = "/ocifit/run";
 /// The launcher: ocifit with its loader (`ld.so`) and libraries.
@@ -107,7 +107,7 @@ struct SizeLimit {
 }
 
 /// Each injected volume's `sizeLimit`: the inputs one pull may write
-/// ([`crate::step_helper::limits::DEFAULT_MAX_BYTES`]); the run volume holds the launcher and a copy of the outputs,
+/// ([`crate::step_helper::DEFAULT_MAX_BYTES`]); the run volume holds the launcher and a copy of the outputs,
 /// which a pull of them must fit in as well.
 pub const VOLUME_SIZE_LIMIT: &str = "10Gi";
 
@@ -221,7 +221,7 @@ fn helper_container<'a>(
     security_context: SecurityContext,
 ) -> HelperContainer<'a> {
     HelperContainer {
-        args: command::strings(args),
+        args: strings(args),
         env,
         image: &helper.image,
         image_pull_policy: helper.pull_policy.as_deref(),
@@ -236,7 +236,7 @@ fn helper_container<'a>(
 
 /// A helper's credentials for its one direction, as Secret references (never values), given only
 /// to the helpers: from the step's `oras-env` Secret, else the cache's generated one. The pusher's
-/// user falls back to `ORAS_USER` ([`credentials::PRE_SPLIT_USER`]) so older Secrets keep pushing.
+/// user falls back to `ORAS_USER` ([`PRE_SPLIT_USER`]) so older Secrets keep pushing.
 fn credentials<'a>(
     settings: &'a StepSettings,
     registry: &'a Registry,
@@ -260,16 +260,16 @@ fn credentials<'a>(
     };
     match (generated, direction) {
         (false, _) => vec![
-            variable(credentials::USER, credentials::USER, false),
+            variable(USER, USER, false),
             variable(password, password, true),
         ],
         (true, Direction::Pull) => vec![
-            variable(credentials::USER, credentials::USER, false),
+            variable(USER, USER, false),
             variable(password, password, false),
         ],
         (true, Direction::Push) => vec![
-            variable(credentials::USER, secret::PUSH_USER_KEY, true),
-            variable(credentials::PRE_SPLIT_USER, credentials::USER, false),
+            variable(USER, secret::PUSH_USER_KEY, true),
+            variable(PRE_SPLIT_USER, USER, false),
             variable(password, password, false),
         ],
     }
@@ -370,7 +370,7 @@ mod tests {
     fn the_volumes_size_limit_is_what_one_pull_may_write() {
         assert_eq!(
             VOLUME_SIZE_LIMIT.strip_suffix("Gi").map(str::parse::<u64>),
-            Some(Ok(crate::step_helper::limits::DEFAULT_MAX_BYTES >> 30))
+            Some(Ok(crate::step_helper::DEFAULT_MAX_BYTES >> 30))
         );
     }
 }

@@ -10,12 +10,13 @@ mod cache;
 mod helpers;
 mod mutation;
 mod patch;
-pub mod read_step;
+mod read_step;
 mod settings;
+pub use read_step::{StepJob, StepPod};
 
 use std::collections::BTreeMap;
 
-use crate::admission::patch::WrittenPatch;
+use crate::admission::WrittenPatch;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 

@@ -18,8 +18,8 @@ use super::helpers::{
 use super::settings::StepSettings;
 use crate::api::step;
 use crate::registry;
-use crate::step_helper::command::{self, Launch};
 use crate::step_helper::{INPUTS_NAME, PUSH_TIMEOUT};
+use crate::step_helper::{Launch, strings};
 
 pub use super::helpers::{LAUNCHER_DIR, PREPARE, PUSH, Registry};
 
@@ -316,6 +316,6 @@ fn launch_command(
         LAUNCHER_DIR.into(),
         format!("{LAUNCHER_DIR}/ocifit"),
     ];
-    command.extend(command::strings(launch.to_args()));
+    command.extend(strings(launch.to_args()));
     command
 }

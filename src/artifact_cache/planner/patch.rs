@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::PodSpec;
 use serde::Serialize;
 
 use super::mutation::Mutation;
-use crate::admission::patch::WrittenPatch;
+use crate::admission::WrittenPatch;
 use crate::api::step;
 
 /// Where the pod spec and its annotations are in the object patched.

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
-use crate::admission::request::{ReadMetadata, read_as};
+use crate::admission::{ReadMetadata, read_as};
 
 /// A review's pod, holding only what the step planner reads.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]

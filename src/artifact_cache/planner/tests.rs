@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::helpers::{LAUNCHER_DIR, PREPARE, PUSH, RUN_DIR};
 use super::read_step::{StepJob, StepPod};
 use super::*;
-use crate::step_helper::credentials::{self, Direction};
+use crate::step_helper::{Direction, user};
 
 mod golden;
 mod held;
@@ -558,7 +558,7 @@ fn login(name: &str, environment: &[(String, String)]) -> (Option<String>, Optio
             .find(|(name, _)| name == variable)
             .map(|(_, value)| value.as_str())
     };
-    let user = credentials::user(direction, get("ORAS_USER"), get("OCIFIT_PRE_SPLIT_USER"));
+    let user = user(direction, get("ORAS_USER"), get("OCIFIT_PRE_SPLIT_USER"));
     let password = get(direction.password_variable());
     (user.map(str::to_owned), password.map(str::to_owned))
 }

@@ -8,8 +8,8 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::admission::review::tests::{UID, apiserver_review};
-use crate::admission::route::Route;
+use crate::admission::Route;
+use crate::admission::review_fixtures::{UID, apiserver_review};
 use crate::artifact_cache::status::{Observed, status};
 
 const P: &str = "oras.converged-computing.github.io/";

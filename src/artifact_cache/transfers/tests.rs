@@ -2,7 +2,7 @@ use k8s_openapi::api::core::v1::Container;
 use serde_json::json;
 
 use super::*;
-use crate::step_helper::report::Direction;
+use crate::step_helper::Direction;
 
 fn report(direction: Direction, bytes: u64) -> String {
     let mut report = Report::new(direction);

@@ -5,6 +5,7 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::core::{ObjectMeta, PartialObjectMeta};
 
+use super::error::{RequirementList, RequirementProblem};
 use super::*;
 
 pub(crate) fn node(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {

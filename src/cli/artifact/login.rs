@@ -17,7 +17,7 @@ use crate::registry::{
     self, ConfigError, CredentialHelpers, Credentials, DockerConfig, HelperAnswer, HelperError,
     Reference, Registry,
 };
-use crate::step_helper::{self, credentials::Direction};
+use crate::step_helper::{self, Direction};
 
 /// How long a credential helper may take (a keychain may prompt; a hung one must not hang us).
 const HELPER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -87,7 +87,7 @@ pub async fn client(
     let hosts = step_helper::hosts(references);
     let given = Given {
         flags: flags(login)?,
-        environment: step_helper::credentials::from_environment(&hosts, direction)
+        environment: step_helper::from_environment(&hosts, direction)
             .map_err(registry::Error::from)?,
     };
     let (file, helpers) = read_docker_config(login.registry_config.as_deref())?;

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Event, Node, Pod};
 use serde::Serialize;
 
-use crate::api::placement::pod as placement;
+use crate::api::placement_pod as placement;
 use crate::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy, pod as selection, step};
 use crate::artifact_cache::{PREPARE, PUSH, StepSource as Source, step_settings, wiring_of};
-use crate::classes::grouping::group;
+use crate::classes::group;
 use crate::engine::NodeInputs;
 
 /// Everything read from the cluster about one pod.

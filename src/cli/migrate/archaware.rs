@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::stranded::{Stranded, Workload, stranded};
 use super::{Migration, Output, describe};
-use crate::api::placement::pod::TAINT_KEY;
+use crate::api::placement_pod::TAINT_KEY;
 
 /// The PlacementPolicy's name.
 const POLICY: &str = "archaware-controller";

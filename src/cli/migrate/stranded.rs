@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::api::placement::pod::TAINT_KEY;
+use crate::api::placement_pod::TAINT_KEY;
 
 const ARCH_LABEL: &str = "kubernetes.io/arch";
 const MIRROR: &str = "kubernetes.io/config.mirror";

@@ -3,7 +3,7 @@
 //! reason. Reads the policies, namespaces, nodes and running pods with the user's kubeconfig,
 //! each image (by the digest its node ran, when the runtime reports one) once from its registry
 //! with the user's credentials, and decides with the controller's own functions
-//! ([`crate::placement::planner::audit`]). Exit status by docs/cli.md's table: 1 when something is
+//! ([`crate::placement::audit`]). Exit status by docs/cli.md's table: 1 when something is
 //! misplaced.
 
 use std::path::Path;

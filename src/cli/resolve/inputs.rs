@@ -9,7 +9,7 @@ use super::error::ResolveError;
 use crate::api::ImageSelectionPolicy;
 use crate::cli::input;
 use crate::engine::{Artifact, Format};
-use crate::image_selection::resolution::{Content, Resolved};
+use crate::image_selection::{Content, Resolved};
 use crate::image_selection::{RegistrySource, Request, Wanted};
 use crate::registry::{
     self, PrivateRegistries, Reference, Registry, RegistryFlags, RegistryOptions, sha256_digest,

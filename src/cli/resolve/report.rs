@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::inputs::Loaded;
 use crate::engine::{Explanation, Format, NodeInputs};
-use crate::image_selection::resolution::{ClassAnswer, PlatformLookup, Platforms, classes};
+use crate::image_selection::{ClassAnswer, PlatformLookup, Platforms, classes};
 
 /// The JSON document `-o json` prints.
 #[derive(Debug, Serialize)]

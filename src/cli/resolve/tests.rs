@@ -13,8 +13,8 @@ use super::inputs::Loaded;
 use super::report::Report;
 use crate::api::ImageSelectionPolicySpec;
 use crate::engine::{Artifact, Format, NodeInputs};
-use crate::image_selection::resolution::status::{ArtifactState, Inputs, Limits, compute};
-use crate::image_selection::resolution::{
+use crate::image_selection::{ArtifactState, Inputs, Limits, compute};
+use crate::image_selection::{
     AttachedArtifact, CandidateArtifact, Content, PlatformLookup, Platforms, Resolved,
 };
 use crate::platform::Platform;

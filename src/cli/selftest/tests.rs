@@ -87,7 +87,7 @@ fn an_admitted_object_counts_only_with_its_webhooks_mark() {
     let gated = |gate: &str| json!({"spec": {"schedulingGates": [{"name": gate}]}});
     assert!(
         Probe::Placement
-            .judge(Ok(&gated(crate::api::placement::pod::SCHEDULING_GATE)))
+            .judge(Ok(&gated(crate::api::placement_pod::SCHEDULING_GATE)))
             .is_ok()
     );
     assert!(

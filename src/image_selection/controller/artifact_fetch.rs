@@ -17,9 +17,9 @@ use super::context::Context;
 use super::resolution_memory::Memo;
 use super::source::{PullSecret, Request, Wanted};
 use crate::api::{ImageSelectionPolicy, Reason};
-use crate::cluster::secrets::SecretRead;
-use crate::image_selection::planner::managed::is_managed;
-use crate::image_selection::resolution::status::Failure;
+use crate::cluster::SecretRead;
+use crate::image_selection::planner::is_managed;
+use crate::image_selection::resolution::Failure;
 
 /// The key of a dockerconfigjson Secret's content.
 const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";

@@ -15,8 +15,8 @@ use super::trackers::{InventoryVersion, Tracked};
 use super::triggers::{Interest, Interests};
 use crate::api::{ImageSelectionPolicy, ImageSelectionPolicyStatus};
 use crate::cluster::ClusterView;
-use crate::cluster::events::EventReporter;
-use crate::cluster::inventory::node_inputs;
+use crate::cluster::EventReporter;
+use crate::cluster::node_inputs;
 use crate::engine::NodeInputs;
 use crate::telemetry::Metrics;
 

@@ -7,16 +7,21 @@
 //! parse flags.
 
 mod artifact_fetch;
-pub mod context;
-pub mod reconcile;
-pub mod registry_source;
-pub mod resolution_memory;
-pub mod runner;
-pub mod schedule;
-pub mod source;
+mod context;
+mod reconcile;
+mod registry_source;
+mod resolution_memory;
+mod runner;
+mod schedule;
+mod source;
 mod status_write;
-pub mod trackers;
-pub mod triggers;
+mod trackers;
+mod triggers;
+pub use context::{ControllerTunables, ManagedShare};
+pub use registry_source::RegistrySource;
+pub use runner::{ControllerDeps, controller};
+pub use schedule::Backoff;
+pub use source::{Request, Source, Wanted};
 
 /// A reconcile failed against the apiserver (artifact problems are status, not errors).
 #[derive(Debug, thiserror::Error)]

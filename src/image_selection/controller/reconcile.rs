@@ -20,10 +20,10 @@ use super::status_write::{publish, update_policy_gauges, write_status};
 use super::triggers::Interest;
 use crate::api::ImageSelectionPolicy;
 use crate::api::parse_duration;
-use crate::image_selection::planner::managed::is_managed;
-use crate::image_selection::resolution::platform::Platforms;
-use crate::image_selection::resolution::status::bound::Limits;
-use crate::image_selection::resolution::status::{ArtifactState, Inputs, compute};
+use crate::image_selection::planner::is_managed;
+use crate::image_selection::resolution::Limits;
+use crate::image_selection::resolution::Platforms;
+use crate::image_selection::resolution::{ArtifactState, Inputs, compute};
 use tracing::Instrument;
 
 use crate::telemetry::{Controller, ReconcileResult, error_chain, reconcile_span};

@@ -23,11 +23,11 @@ use crate::registry::{
 const MANAGED_REQUESTS: usize = 4;
 /// Content managed policies' client keeps (their own cache).
 const MANAGED_CACHE_BYTES: u64 = 8 * 1024 * 1024;
-use crate::image_selection::resolution::platform::{PlatformLookup, Platforms};
-use crate::image_selection::resolution::status::Failure;
+use crate::image_selection::resolution::Failure;
 use crate::image_selection::resolution::{
     AttachedArtifact, CandidateArtifact, Content, Resolved, candidates_digest,
 };
+use crate::image_selection::resolution::{PlatformLookup, Platforms};
 use crate::telemetry::error_chain;
 
 /// Resolves artifacts through registry clients built from one set of options.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::schedule::{Backoff, due, remaining};
 use super::source::{Fetched, Request};
-use crate::image_selection::resolution::status::Failure;
+use crate::image_selection::resolution::Failure;
 
 /// The outcome of the last resolution.
 #[derive(Clone, Debug)]
@@ -96,7 +96,7 @@ mod tests {
     use crate::api::Reason;
     use crate::engine::{Artifact, Format};
     use crate::image_selection::controller::source::Wanted;
-    use crate::image_selection::resolution::platform::Platforms;
+    use crate::image_selection::resolution::Platforms;
     use crate::image_selection::resolution::{Content, Resolved};
 
     fn request(reference: &str) -> Request {

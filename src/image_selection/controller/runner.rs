@@ -18,8 +18,8 @@ use super::source::Source;
 use super::trackers::{FeatureTracker, NodeTracker, Tracked};
 use crate::api::{ImageSelectionPolicy, REPORTING_CONTROLLER};
 use crate::cluster::ClusterView;
-use crate::cluster::events::EventReporter;
-use crate::cluster::reflected::{Change, Reflected};
+use crate::cluster::EventReporter;
+use crate::cluster::{Change, Reflected};
 use crate::telemetry::{Metrics, error_chain};
 
 /// The controller's parts, before it runs.

@@ -8,9 +8,9 @@ use std::fmt;
 use futures_util::future::BoxFuture;
 
 use crate::api::Candidate;
+use crate::image_selection::resolution::Failure;
+use crate::image_selection::resolution::Platforms;
 use crate::image_selection::resolution::Resolved;
-use crate::image_selection::resolution::platform::Platforms;
-use crate::image_selection::resolution::status::Failure;
 
 /// Credentials from a policy's pull Secret. Its `Debug` never shows the content.
 #[derive(Clone, PartialEq, Eq)]

@@ -9,8 +9,8 @@ use kube::{Api, Resource, ResourceExt};
 use super::Error;
 use super::context::Context;
 use crate::api::{FIELD_MANAGER, ImageSelectionPolicy, ImageSelectionPolicyStatus};
-use crate::cluster::events::Notice;
-use crate::image_selection::resolution::status::{Event, EventKind};
+use crate::cluster::Notice;
+use crate::image_selection::resolution::{Event, EventKind};
 
 pub(super) async fn write_status(
     ctx: &Context,

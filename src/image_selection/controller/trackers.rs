@@ -14,7 +14,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::triggers::{Interest, Interests, NodeChange};
 use crate::api::ImageSelectionPolicy;
-use crate::cluster::nodes::ClusterNode;
+use crate::cluster::ClusterNode;
 use crate::engine::NodeFeature;
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -246,7 +246,7 @@ mod tests {
     use crate::engine::Reads;
 
     fn node(name: &str, flavor: &str, team: &str) -> ClusterNode {
-        let mut strings = crate::cluster::nodes::Strings::default();
+        let mut strings = crate::cluster::Strings::default();
         ClusterNode::new(name, [("flavor", flavor), ("team", team)], &mut strings)
     }
 

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
-use crate::classes::grouping::{CONTROL_PLANE_LABELS, distinguishes, node_counts};
+use crate::classes::{CONTROL_PLANE_LABELS, distinguishes, node_counts};
 use crate::engine::Reads;
 
 /// What each reconciled policy reads from nodes, by policy name; the node watch's mapper reads it
@@ -76,7 +76,7 @@ impl Interest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classes::grouping::{ARCH_LABEL, OS_LABEL};
+    use crate::classes::{ARCH_LABEL, OS_LABEL};
     use crate::engine::FeatureReads;
 
     #[test]

@@ -3,15 +3,15 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::*;
-use crate::cluster::leader::Leadership;
-use crate::cluster::reflected::reflect;
-use crate::cluster::watches::Events;
+use crate::cluster::Events;
+use crate::cluster::Leadership;
+use crate::cluster::reflect;
 use crate::image_selection::planner::tests::fixtures::{policy, resolved, simple_pod};
 
 /// A node as the node watch hands it on (`version`: its resourceVersion, which a heartbeat
 /// changes and nothing else).
 fn node(name: &str, flavor: &str, version: &str) -> ClusterNode {
-    let mut strings = crate::cluster::nodes::Strings::default();
+    let mut strings = crate::cluster::Strings::default();
     let labels = [
         ("flavor", flavor),
         ("kubernetes.io/arch", "amd64"),

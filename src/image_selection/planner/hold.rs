@@ -9,10 +9,10 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::{DenyReason, ImagePlan};
-use crate::admission::patch::add;
+use crate::admission::add;
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{HELD_LABEL, SCHEDULING_GATE};
-use crate::cluster::gates::{Gate, held_at};
+use crate::cluster::{Gate, held_at};
 
 /// Image selection's scheduling gate, on every pod it holds (each carries the held label).
 pub const GATE: Gate = Gate {

@@ -11,8 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use super::nodes::Nodes;
 use crate::api::ImageSelectionPolicy;
-use crate::classes::grouping::{self, CONTROL_PLANE_LABELS, NodeClass};
-use crate::cluster::nodes::{ClusterNode, Strings};
+use crate::classes::{
+    ARCH_LABEL, CONTROL_PLANE_LABELS, NodeClass, OS_LABEL, distinguishes, group, node_counts,
+};
+use crate::cluster::{ClusterNode, Strings};
 use crate::engine::{Features, NodeInputs, Reads};
 
 /// Placements remembered per index before the memo starts over.
@@ -103,7 +105,7 @@ impl Grouping {
     /// Whether every node of a class has the same value (or absence) of label `key`: the keys
     /// classes are drawn on, arch and os.
     pub(super) fn is_class_key(&self, key: &str) -> bool {
-        key == grouping::ARCH_LABEL || key == grouping::OS_LABEL || self.reads.labels.contains(key)
+        key == ARCH_LABEL || key == OS_LABEL || self.reads.labels.contains(key)
     }
 }
 
@@ -220,7 +222,7 @@ impl Index {
         // Each node's labels that decide whether it counts and which class it is in: copied for
         // the drawing only.
         let read = |key: &str| {
-            grouping::distinguishes(reads, key)
+            distinguishes(reads, key)
                 || selector.contains_key(key)
                 || CONTROL_PLANE_LABELS.contains(&key)
         };
@@ -228,7 +230,7 @@ impl Index {
             .nodes
             .iter()
             .map(|(at, node)| (at, node.name(), node.labels_where(read)))
-            .filter(|(_, _, labels)| grouping::node_counts(selector, labels))
+            .filter(|(_, _, labels)| node_counts(selector, labels))
             .map(|(at, name, labels)| {
                 let features = (!reads.features.is_empty())
                     .then(|| features.get(name).cloned())
@@ -236,7 +238,7 @@ impl Index {
                 (at, name, NodeInputs::new(labels).with_features(features))
             })
             .collect();
-        let classes = grouping::group(reads, counted.iter().map(|(_, name, i)| (*name, i)));
+        let classes = group(reads, counted.iter().map(|(_, name, i)| (*name, i)));
         let class_of: HashMap<&str, usize> = classes
             .iter()
             .enumerate()

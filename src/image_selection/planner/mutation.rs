@@ -13,7 +13,7 @@ use crate::api::pod::{
     DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_IMAGES, DECISION_POLICY,
     MANAGED_POLICY_LABEL,
 };
-use crate::classes::selection::{ClassSelector, pin};
+use crate::classes::{ClassSelector, pin};
 
 /// An image decided for the pod, to be written as a patch.
 pub(super) struct Decided<'a> {

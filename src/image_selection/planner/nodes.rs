@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::cluster::nodes::ClusterNode;
+use crate::cluster::ClusterNode;
 
 /// Every named node, as the store holds it.
 #[derive(Debug, Default)]
@@ -40,8 +40,8 @@ impl Nodes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classes::selection::NodeView;
-    use crate::cluster::nodes::Strings;
+    use crate::classes::NodeView;
+    use crate::cluster::Strings;
 
     #[test]
     fn unnamed_nodes_are_left_out_and_the_stores_objects_are_shared_not_copied() {

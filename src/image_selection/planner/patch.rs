@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Affinity, Pod};
 use serde_json::Value;
 
 use super::policy_choice::List;
-use crate::admission::patch::{add, replace};
+use crate::admission::{add, replace};
 
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 

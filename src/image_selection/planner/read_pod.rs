@@ -2,7 +2,7 @@
 //! its identity, labels, annotations and owners, the containers' and init containers' names and
 //! images, and the scheduling fields (`nodeName`, `nodeSelector`, `affinity`,
 //! `schedulingGates`). These are the fields the held-pod watch keeps of a pod it releases with the
-//! same planner ([`held::trim`](crate::image_selection::release::held::trim)), so admission and
+//! same planner (`release::held::trim`), so admission and
 //! release decide from the same fields. The rest is skipped unread, never built
 //! (docs/performance.md says what a whole `Pod` costs); the apiserver validates it after admission.
 
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Affinity, Container, Pod, PodSchedulingGate, PodSpec};
 use serde::Deserialize;
 
-use crate::admission::request::{ReadMetadata, read_as};
+use crate::admission::{ReadMetadata, read_as};
 
 /// A review's pod, holding only what the planner reads.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -88,7 +88,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::image_selection::release::held::trim;
+    use crate::image_selection::release::trim;
 
     /// A pod with every field the planner reads, labels and annotations of the pod contract
     /// only (the held watch keeps no others), and much it does not read.

@@ -15,14 +15,14 @@ use serde_json::{Value, json};
 use super::hold::GATE;
 use super::managed::{Quota, managed_policy};
 use super::{DenyReason, ImagePlan, Index};
-use crate::admission::patch::add;
+use crate::admission::add;
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{HELD_ANNOTATION, HELD_LABEL, SCHEDULING_GATE};
 
-use crate::cluster::gates::{self, Mark};
-use crate::cluster::held::guarded;
+use crate::cluster::Mark;
+use crate::cluster::guarded;
 
-pub use crate::cluster::gates::HoldFailure;
+pub use crate::cluster::HoldFailure;
 
 /// How long a pod may be held, and what follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,7 +182,7 @@ pub fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
 /// annotation, where present.
 fn unhold(pod: &Pod) -> Vec<PatchOperation> {
     let marks = [Mark::Label(HELD_LABEL), Mark::Annotation(HELD_ANNOTATION)];
-    gates::unhold(pod, GATE, &marks)
+    crate::cluster::unhold(pod, GATE, &marks)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::admission::request::Request;
+use crate::admission::Request;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kube::core::admission::Operation;
 use sha2::{Digest, Sha256};
@@ -21,7 +21,7 @@ use super::{DenyReason, ImagePlan, SkipReason};
 use crate::api::pod::{
     DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL, MIRROR_ANNOTATION, MODEL_ANNOTATION,
 };
-use crate::classes::selection::{ClassSelector, Placement, required_terms};
+use crate::classes::{ClassSelector, Placement, required_terms};
 
 impl Index {
     /// Plans one admission request. Whether the request is a dry run does not change the plan

@@ -17,13 +17,11 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::Error;
-use crate::admission::patch::{add, replace};
+use crate::admission::{add, replace};
 use crate::api::pod::HELD_ANNOTATION;
 use crate::api::{FIELD_MANAGER, ImageSelectionPolicy};
-use crate::cluster::events::{Notice, Notices};
-use crate::image_selection::planner::managed::{
-    Quota, Room, counted_against, foreign, is_managed, room,
-};
+use crate::cluster::{Notice, Notices};
+use crate::image_selection::planner::{Quota, Room, counted_against, foreign, is_managed, room};
 
 /// How long a policy this leader created counts before its store shows it.
 const PENDING_FOR: Duration = Duration::from_secs(60);

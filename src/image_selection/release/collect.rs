@@ -15,9 +15,9 @@ use kube::{Api, ResourceExt};
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::MANAGED_POLICY_LABEL;
 use crate::cluster::ClusterView;
-use crate::cluster::reflected::Reflected;
-use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
-use crate::image_selection::planner::managed::is_managed;
+use crate::cluster::Reflected;
+use crate::cluster::UNTRUSTED_LIST_PAGE;
+use crate::image_selection::planner::is_managed;
 use crate::telemetry::error_chain;
 
 /// The managed policies to delete now, given those that exist and those a pod uses; `seen`

@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::api::pod::MIRROR_ANNOTATION;
-use crate::cluster::held::{self, Kept, Keys, Spec};
+use crate::cluster::{Kept, Keys, Spec};
 
 /// Label and annotation prefixes the planner and the release read.
 const READ_PREFIXES: &[&str] = &[
@@ -23,7 +23,7 @@ const KEPT: Kept = Kept {
 
 /// Keeps of `pod` only what the planner reads.
 pub fn trim(pod: &mut Pod) {
-    held::trim(pod, &KEPT);
+    crate::cluster::trim(pod, &KEPT);
 }
 
 #[cfg(test)]

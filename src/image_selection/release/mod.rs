@@ -7,10 +7,12 @@
 //! waiting for an `image-ref` no policy uses gets a managed policy within the quotas ([`adopt`])
 //! unless that is turned off. Only namespaces the webhook covers are acted on ([`coverage`]).
 
-pub mod adopt;
-pub mod collect;
-pub mod coverage;
-pub mod held;
+mod adopt;
+mod collect;
+mod coverage;
+mod held;
+#[cfg(test)]
+pub(crate) use held::trim;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -27,14 +29,14 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 
 use super::feed::SharedIndex;
-use super::planner::hold::gate_at;
-use super::planner::release::{HoldRules, Release, failed, release};
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::HELD_LABEL;
 use crate::cluster::ClusterView;
-use crate::cluster::events::{EventReporter, Notice, Notices, queue};
-use crate::cluster::reflected::{Change, Reflected, reflect};
-use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
+use crate::cluster::UNTRUSTED_LIST_PAGE;
+use crate::cluster::{Change, Reflected, reflect};
+use crate::cluster::{EventReporter, Notice, Notices, queue};
+use crate::image_selection::planner::gate_at;
+use crate::image_selection::planner::{HoldRules, Release, failed, release};
 use crate::process::{Shutdown, Tasks, until};
 use crate::telemetry::error_chain;
 use adopt::{Adopter, adopt};

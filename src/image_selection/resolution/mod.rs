@@ -8,17 +8,19 @@
 use std::collections::BTreeMap;
 use std::fmt::Display;
 
-use crate::classes::grouping::{self, NodeClass};
+use crate::classes::{NodeClass, group, node_counts};
 use crate::engine::{
     Artifact, Candidate, Explanation, Mode, NodeInputs, Reads, SetStatus, best_candidate,
 };
 use crate::telemetry::error_chain;
 
-pub mod platform;
+mod platform;
 mod resolved;
-pub mod status;
+mod status;
+pub use platform::{PlatformLookup, Platforms};
+pub use status::{ArtifactState, Event, EventKind, Failure, Inputs, Limits, compute};
 
-pub use platform::{PlatformLookup, Platforms, runs_on};
+pub use platform::runs_on;
 pub use resolved::{AttachedArtifact, CandidateArtifact, Content, Resolved, candidates_digest};
 
 /// Where the candidates come from: the sets of one artifact, or candidate images each with its
@@ -67,6 +69,7 @@ pub struct ResolvedClass {
     pub explanation: Explanation,
 }
 
+#[cfg(test)]
 impl ResolvedClass {
     /// The image for the class's nodes, if any candidate fits.
     pub fn image(&self) -> Option<&str> {
@@ -85,8 +88,8 @@ pub fn resolve<'n, E: Display>(
 ) -> Vec<ResolvedClass> {
     let counted = nodes
         .into_iter()
-        .filter(|(_, inputs)| grouping::node_counts(node_selector, &inputs.labels));
-    grouping::group(&choice.reads(), counted)
+        .filter(|(_, inputs)| node_counts(node_selector, &inputs.labels));
+    group(&choice.reads(), counted)
         .into_iter()
         .map(|class| {
             let explanation = choice.best_fit(&class.inputs, |image| platform(&class, image));

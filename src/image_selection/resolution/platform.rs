@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::classes::grouping::NodeClass;
+use crate::classes::NodeClass;
 use crate::platform::{NodePlatform, Platform};
 
 /// What is known about one candidate image's platforms.
@@ -78,7 +78,7 @@ pub fn runs_on(class: &NodeClass, image: &str, platforms: &Platforms) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classes::grouping::{ARCH_LABEL, OS_LABEL};
+    use crate::classes::{ARCH_LABEL, OS_LABEL};
     use crate::engine::NodeInputs;
 
     fn platform(os: &str, arch: &str, variant: Option<&str>) -> Platform {

@@ -6,10 +6,9 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-pub mod bound;
+mod bound;
 mod conditions;
 mod events;
-
 pub use bound::Limits;
 
 use super::classes;

@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::admission::review::tests::{UID, apiserver_review};
-use crate::admission::route::Route;
+use crate::admission::Route;
+use crate::admission::review_fixtures::{UID, apiserver_review};
 use crate::image_selection::planner::tests::fixtures::{index, policy, resolved, simple_pod};
 
 /// The body kube-apiserver sends for a pod CREATE.

@@ -22,17 +22,17 @@ use super::Context;
 use super::exec_errors::{Finding, report_finding};
 use super::pod_inputs::{inspections, pull_secrets};
 use super::tally::Tally;
-use crate::api::placement::Misplaced;
-use crate::classes::grouping::{ARCH_LABEL, OS_LABEL};
+use crate::api::Misplaced;
+use crate::classes::{ARCH_LABEL, OS_LABEL};
 use crate::cluster::ClusterView;
-use crate::cluster::events::Notices;
+use crate::cluster::Notices;
 use crate::placement::namespaces::read_labels;
-use crate::placement::planner::audit::{
+use crate::placement::planner::Namespace as SelectedNamespace;
+use crate::placement::planner::Note;
+use crate::placement::planner::UsablePolicies;
+use crate::placement::planner::{
     Misplacement, as_run, audited, judge, node, recreating_owner, to_evict,
 };
-use crate::placement::planner::compiled::UsablePolicies;
-use crate::placement::planner::release::Note;
-use crate::placement::planner::select::Namespace as SelectedNamespace;
 use crate::platform::NodePlatform;
 use crate::registry::{DockerConfig, Inspector};
 use crate::telemetry::Metrics;
@@ -43,7 +43,7 @@ pub const REASON: &str = "Misplaced";
 pub const EVICTED: &str = "EvictedMisplaced";
 /// Running pods listed per request.
 const PAGE: u32 = 100;
-/// Least time between two evictions: at most [`crate::placement::planner::audit::EVICTIONS_PER_PASS`]
+/// Least time between two evictions: at most [`crate::placement::planner::EVICTIONS_PER_PASS`]
 /// pods a pass, spread so the replacements' inspections and scheduling keep up.
 pub const EVICTION_SPACING: Duration = Duration::from_secs(1);
 

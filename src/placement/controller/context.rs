@@ -13,10 +13,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use super::slots::NamespaceSlots;
 use super::tally::Tally;
 use crate::cluster::ClusterView;
-use crate::cluster::events::Notices;
-use crate::placement::planner::compiled::{PolicySet, UsablePolicies};
-use crate::placement::planner::policy::{Policy, PolicyError};
-use crate::placement::planner::retries::Retries;
+use crate::cluster::Notices;
+use crate::placement::planner::Retries;
+use crate::placement::planner::{Policy, PolicyError};
+use crate::placement::planner::{PolicySet, UsablePolicies};
 use crate::registry::{DockerConfig, Inspector};
 use crate::telemetry::Metrics;
 

@@ -17,15 +17,15 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
 use super::tally::Tally;
-use crate::api::placement::pod::{OUTCOME_ANNOTATION, POLICY_LABEL};
+use crate::api::placement_pod::{OUTCOME_ANNOTATION, POLICY_LABEL};
 use crate::cluster::ClusterView;
-use crate::cluster::events::Notices;
-use crate::cluster::watches::UNTRUSTED_LIST_PAGE;
-use crate::placement::planner::exec_format::{
+use crate::cluster::Notices;
+use crate::cluster::UNTRUSTED_LIST_PAGE;
+use crate::placement::planner::Note;
+use crate::placement::planner::released;
+use crate::placement::planner::{
     Failure, Known, Seen, describe, failures, inspected_digest, spec_image,
 };
-use crate::placement::planner::held;
-use crate::placement::planner::release::Note;
 use crate::platform::NodePlatform;
 use crate::registry::{Inspector, parse_reference};
 use crate::telemetry::Metrics;
@@ -34,7 +34,7 @@ use crate::telemetry::Metrics;
 pub const REASON: &str = "ExecFormatError";
 
 /// What the reporter reads and writes.
-pub struct Reporter {
+pub struct ExecErrorReporter {
     pub cluster: ClusterView,
     pub inspector: Inspector,
     pub notices: Notices,
@@ -43,10 +43,10 @@ pub struct Reporter {
     pub tally: Arc<Tally>,
 }
 
-impl Reporter {
+impl ExecErrorReporter {
     /// The reporter over what the controller reads, counting into `tally`.
     pub fn new(context: &super::Context, tally: Arc<Tally>) -> Self {
-        Reporter {
+        ExecErrorReporter {
             cluster: context.cluster.clone(),
             inspector: context.inspector.clone(),
             notices: context.notices.clone(),
@@ -60,7 +60,7 @@ impl Reporter {
         let events = watcher(
             Api::<Pod>::all(self.cluster.client.clone()),
             watcher::Config::default()
-                .labels(&held::released().to_string())
+                .labels(&released().to_string())
                 .page_size(UNTRUSTED_LIST_PAGE),
         )
         .backoff(crate::process::watch_backoff());

@@ -7,15 +7,20 @@
 //! [`exec_errors`]; running pods on the wrong platform are found, reported and, when a policy
 //! says so, evicted by [`audit`].
 
-pub mod audit;
-pub mod context;
-pub mod exec_errors;
-pub mod node_tainting;
-pub mod pod_inputs;
-pub mod reconcile;
-pub mod slots;
-pub mod status_write;
-pub mod tally;
+mod audit;
+mod context;
+mod exec_errors;
+mod node_tainting;
+mod pod_inputs;
+mod reconcile;
+mod slots;
+mod status_write;
+mod tally;
+pub use audit::Auditor;
+pub use exec_errors::{ExecErrorReporter, REASON};
+pub use node_tainting::keep_node_taints;
+pub use status_write::{StatusKeeper, keep_status};
+pub use tally::Tally;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -26,7 +31,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::Controller;
 use kube::runtime::controller::Config;
 
-use crate::cluster::reflected::{Change, Reflected};
+use crate::cluster::{Change, Reflected};
 use crate::telemetry::error_chain;
 pub use context::Context;
 use reconcile::{error_policy, gated, reconcile};

@@ -11,16 +11,16 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
+use crate::cluster::Change;
 use crate::cluster::ClusterView;
-use crate::cluster::reflected::Change;
-use crate::placement::planner::compiled::UsablePolicies;
-use crate::placement::planner::taints::plan;
+use crate::placement::planner::UsablePolicies;
+use crate::placement::planner::plan_taints;
 
 /// Least time between two passes over every node.
 const PAUSE: Duration = Duration::from_millis(500);
 
 /// Runs until the streams end.
-pub async fn keep(cluster: ClusterView, policies: UsablePolicies) {
+pub async fn keep_node_taints(cluster: ClusterView, policies: UsablePolicies) {
     enum Wake {
         Policies,
         Node(String),
@@ -87,7 +87,7 @@ async fn apply(api: &Api<Node>, name: &str, tainted: &BTreeSet<String>) {
         .as_ref()
         .and_then(|spec| spec.taints.as_deref())
         .unwrap_or_default();
-    let Some(planned) = plan(
+    let Some(planned) = plan_taints(
         node.metadata.labels.as_ref().unwrap_or(&empty),
         taints,
         tainted,

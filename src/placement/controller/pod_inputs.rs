@@ -10,11 +10,11 @@ use futures_util::future::join_all;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::{Api, Client};
 
-use crate::cluster::secrets::{SecretRead, Secrets};
-use crate::placement::planner::credentials::{PullSecrets, SecretProblem, operator_credentials};
-use crate::placement::planner::policy::Policy;
-use crate::placement::planner::pull_policy::{Freshness, effective, freshness};
-use crate::placement::planner::release::{Inspected, Inspection, InspectionFailure, containers};
+use crate::cluster::{SecretRead, Secrets};
+use crate::placement::planner::Policy;
+use crate::placement::planner::{Freshness, effective, freshness};
+use crate::placement::planner::{Inspected, Inspection, InspectionFailure, containers};
+use crate::placement::planner::{PullSecrets, SecretProblem, operator_credentials};
 use crate::registry::{DockerConfig, Inspector, Lookup, parse_reference};
 use crate::telemetry::Metrics;
 

@@ -21,14 +21,14 @@ use kube::{Api, Resource, ResourceExt};
 use super::context::{Context, Unusable};
 use super::pod_inputs::{inspections, pull_secrets};
 use crate::api::PlacementPolicy;
-use crate::api::placement::pod::{Outcome, POLICY_LABEL, SCHEDULING_GATE};
-use crate::cluster::events::{Notice, Notices};
+use crate::api::placement_pod::{Outcome, POLICY_LABEL, SCHEDULING_GATE};
+use crate::cluster::{Notice, Notices};
 use crate::placement::namespaces::read_labels;
-use crate::placement::planner::held::release_patch;
-use crate::placement::planner::policy::Policy;
-use crate::placement::planner::release::{self, Note, ReleasePlan};
-use crate::placement::planner::retries::images;
-use crate::placement::planner::select::{Namespace, NotSelected, recheck};
+use crate::placement::planner::Policy;
+use crate::placement::planner::images;
+use crate::placement::planner::release_patch;
+use crate::placement::planner::{Namespace, NotSelected, recheck};
+use crate::placement::planner::{Note, ReleaseInputs, ReleasePlan, plan_release, without_policy};
 use tracing::Instrument;
 
 use crate::telemetry::{Controller, ReconcileResult, reconcile_span};
@@ -126,10 +126,10 @@ async fn reconcile_pod(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error
     };
     let name = pod.labels().get(POLICY_LABEL).cloned().unwrap_or_default();
     let plan = match named_policy(&ctx, &name).await? {
-        Err(why) => release::without_policy(&pod, &why.to_string()),
+        Err(why) => without_policy(&pod, &why.to_string()),
         Ok(policy) => match selects(&ctx, &pod, &policy).await? {
-            Err(why) => release::without_policy(&pod, &why.to_string()),
-            Ok(()) => plan_release(&ctx, &pod, &policy).await,
+            Err(why) => without_policy(&pod, &why.to_string()),
+            Ok(()) => plan(&ctx, &pod, &policy).await,
         },
     };
     // The stored pod is trimmed (see `held`): only what the plan changed is sent.
@@ -244,7 +244,7 @@ async fn selects(
 }
 
 /// Reads the pod's Secrets and images and plans its release.
-async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> ReleasePlan {
+async fn plan(ctx: &Context, pod: &Pod, policy: &Policy) -> ReleasePlan {
     let secrets = pull_secrets(&ctx.cluster.client, &ctx.cluster.secrets(), pod).await;
     let inspected = inspections(
         &ctx.inspector,
@@ -265,10 +265,10 @@ async fn plan_release(ctx: &Context, pod: &Pod, policy: &Policy) -> ReleasePlan 
         .duration_since(created)
         .try_into()
         .unwrap_or(Duration::ZERO);
-    let mut plan = release::plan(
+    let mut plan = plan_release(
         pod,
         &inspected,
-        release::ReleaseInputs {
+        ReleaseInputs {
             policy,
             tainted: &tainted,
             since_creation,

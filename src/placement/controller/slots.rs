@@ -59,6 +59,12 @@ impl Wakes {
 }
 
 impl NamespaceSlots {
+    #[cfg(test)]
+    /// Namespaces with a reconcile in flight or a pod waiting.
+    pub fn busy(&self) -> usize {
+        self.lock().namespaces.len()
+    }
+
     /// At most `per_namespace` reconciles of one namespace at once (at least one), more while
     /// fewer than `borrow_below` are taken in all namespaces; the pods woken when a slot is given
     /// back come out of the [`Wakes`].
@@ -95,11 +101,6 @@ impl NamespaceSlots {
             slots: self,
             namespace: namespace.to_owned(),
         })
-    }
-
-    /// Namespaces with a reconcile in flight or a pod waiting.
-    pub fn busy(&self) -> usize {
-        self.lock().namespaces.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

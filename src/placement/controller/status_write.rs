@@ -18,11 +18,11 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
 use super::tally::{Tally, Totals};
-use crate::api::placement::{PlacementPolicyStatus, PlacementReason, PodCounts};
 use crate::api::{ConditionType, FIELD_MANAGER, PlacementPolicy, WantedCondition, merge_condition};
+use crate::api::{PlacementPolicyStatus, PlacementReason, PodCounts};
 use crate::cluster::ClusterView;
-use crate::cluster::reflected::Reflected;
-use crate::placement::planner::compiled::{Compiled, PolicySet, UsablePolicies};
+use crate::cluster::Reflected;
+use crate::placement::planner::{Compiled, PolicySet, UsablePolicies};
 use crate::placement::status::{counts, gates};
 use crate::telemetry::Metrics;
 
@@ -102,7 +102,7 @@ fn changes(
 }
 
 /// What the status keeper reads.
-pub struct Keeper {
+pub struct StatusKeeper {
     pub cluster: ClusterView,
     pub policies: UsablePolicies,
     pub pods: Reflected<Pod>,
@@ -115,8 +115,8 @@ pub struct Keeper {
 }
 
 /// Keeps the status of every policy until the streams end.
-pub async fn keep(keeper: Keeper) {
-    let Keeper {
+pub async fn keep_status(keeper: StatusKeeper) {
+    let StatusKeeper {
         cluster,
         policies,
         pods,

@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use tokio::sync::Notify;
 
 use crate::api::PlacementPolicy;
-use crate::api::placement::PodCounts;
+use crate::api::PodCounts;
 
 /// Tally written since the status keeper last took them, by policy name.
 #[derive(Debug, Default)]
@@ -110,7 +110,7 @@ impl Totals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::placement::PlacementPolicyStatus;
+    use crate::api::PlacementPolicyStatus;
 
     fn policy(uid: &str, stored_released: Option<i32>) -> PlacementPolicy {
         let spec = serde_json::from_value(serde_json::json!({})).unwrap();

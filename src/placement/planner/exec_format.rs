@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
-use crate::api::placement::pod::DIGESTS_ANNOTATION;
+use crate::api::placement_pod::DIGESTS_ANNOTATION;
 use crate::platform::Platform;
 
 /// What runc's log line says (`exec /bin/app: exec format error`).
@@ -124,6 +124,18 @@ pub fn inspected_digest(pod: &Pod, container: &str) -> Option<String> {
 pub struct Seen(HashMap<String, BTreeSet<(bool, String, String)>>);
 
 impl Seen {
+    #[cfg(test)]
+    /// How many pods show a failure.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    #[cfg(test)]
+    /// Whether no pod shows a failure.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The failures of pod `uid` not reported before; remembers what the status shows now.
     pub fn fresh(&mut self, uid: &str, now: Vec<Failure>) -> Vec<Failure> {
         let key = |failure: &Failure| {
@@ -153,16 +165,6 @@ impl Seen {
     /// Forgets a deleted pod.
     pub fn forget(&mut self, uid: &str) {
         self.0.remove(uid);
-    }
-
-    /// How many pods show a failure.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether no pod shows a failure.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 

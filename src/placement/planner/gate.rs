@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::pod_view::PodView;
 use super::select::{Exclusion, Selection};
-use crate::admission::patch::{add, remove};
-use crate::api::placement::pod::{POLICY_LABEL, RELEASED_LABEL, SCHEDULING_GATE};
+use crate::admission::{add, remove};
+use crate::api::placement_pod::{POLICY_LABEL, RELEASED_LABEL, SCHEDULING_GATE};
 
 /// The termination message policy the gate gives containers left at `File`.
 pub const LOG_FALLBACK: &str = "FallbackToLogsOnError";
@@ -40,7 +40,7 @@ pub enum Leave {
 }
 
 /// Plans admission for `pod` given its [`Selection`].
-pub fn plan<'a>(pod: impl Into<PodView<'a>>, selection: Selection<'_>) -> GatePlan {
+pub fn plan_gate<'a>(pod: impl Into<PodView<'a>>, selection: Selection<'_>) -> GatePlan {
     let pod = pod.into();
     let policy = match selection {
         Selection::Excluded(exclusion) => return GatePlan::Leave(Leave::Excluded(exclusion)),

@@ -10,8 +10,8 @@ use json_patch::Patch;
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::{Expression, Selector};
 
-use crate::api::placement::pod::{POLICY_LABEL, RELEASED_LABEL, SCHEDULING_GATE};
-use crate::cluster::held::{self, Kept, Keys, Spec, guarded};
+use crate::api::placement_pod::{POLICY_LABEL, RELEASED_LABEL, SCHEDULING_GATE};
+use crate::cluster::{Kept, Keys, Spec, changes, guarded};
 
 /// The prefix of every annotation ocifit reads or writes on a placed pod.
 pub const OWN_ANNOTATIONS: &str = "placement.ocifit.io/";
@@ -21,7 +21,7 @@ const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// The label selector of the watched pods: what a replica holds is bounded by the pods waiting
 /// for the controller (and pods labelled by hand), never by the pods it released.
-pub fn watched() -> Selector {
+pub fn held_selector() -> Selector {
     Selector::from_iter([
         Expression::Exists(POLICY_LABEL.to_owned()),
         Expression::DoesNotExist(RELEASED_LABEL.to_owned()),
@@ -54,20 +54,20 @@ pub fn released() -> Selector {
 }
 
 /// Keeps of `pod` only what placement reads (see the module's summary).
-pub fn trim(pod: &mut Pod) {
+pub fn trim_held(pod: &mut Pod) {
     let gated = pod
         .spec
         .as_ref()
         .and_then(|spec| spec.scheduling_gates.as_ref())
         .is_some_and(|gates| gates.iter().any(|gate| gate.name == SCHEDULING_GATE));
-    held::trim(pod, if gated { &GATED } else { &UNGATED });
+    crate::cluster::trim(pod, if gated { &GATED } else { &UNGATED });
 }
 
 /// The guarded release patch turning the live pod `stored` was trimmed from into `planned`: only
 /// what the plan changed, pinned to `stored`'s resourceVersion so the apiserver refuses it (409)
 /// if the pod changed since. `None` when the plan changes nothing.
 pub fn release_patch(stored: &Pod, planned: &Pod) -> Result<Option<Patch>, serde_json::Error> {
-    let changes = held::changes(stored, planned)?;
+    let changes = changes(stored, planned)?;
     Ok((!changes.is_empty()).then(|| guarded(stored, changes)))
 }
 

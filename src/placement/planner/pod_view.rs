@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSchedulingGate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
-use crate::admission::request::{ReadMetadata, read_as};
+use crate::admission::{ReadMetadata, read_as};
 
 /// What selection and the gate read of a pod.
 #[derive(Clone, Copy, Debug)]

@@ -11,10 +11,8 @@ use kube::ResourceExt as _;
 use kube::core::{Selector, SelectorExt as _};
 
 use crate::api::parse_duration;
-use crate::api::placement::{
-    FailureAction, Misplaced, NoCommonPlatform, PlacementPolicy, PlacementReason,
-};
-use crate::cluster::trim::identity_and_labels;
+use crate::api::{FailureAction, Misplaced, NoCommonPlatform, PlacementPolicy, PlacementReason};
+use crate::cluster::identity_and_labels;
 use crate::platform::architecture_name;
 
 /// A policy ready for decisions.
@@ -238,7 +236,7 @@ fn selector(
 
 /// What the watch keeps of a PlacementPolicy: the spec and status (bounded by the CRD schema)
 /// and its identity; no label, annotation, owner or finalizer is read.
-pub fn trim(policy: &mut PlacementPolicy) {
+pub fn trim_policy(policy: &mut PlacementPolicy) {
     identity_and_labels(&mut policy.metadata, &[]);
 }
 

@@ -16,10 +16,10 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use super::failure::{LONGEST_RETRY, Step, after_failure};
 use super::platforms::{Common, ContainerImage, intersect};
 use super::policy::{GiveUp, Policy};
-use crate::api::placement::NoCommonPlatform;
-use crate::api::placement::pod::{ATTEMPTS_ANNOTATION, Outcome};
-use crate::classes::grouping::{ARCH_LABEL, OS_LABEL};
-use crate::classes::selection::{Placement, SelectionError, narrow};
+use crate::api::NoCommonPlatform;
+use crate::api::placement_pod::{ATTEMPTS_ANNOTATION, Outcome};
+use crate::classes::{ARCH_LABEL, OS_LABEL};
+use crate::classes::{Placement, SelectionError, narrow};
 use crate::platform::{OsArch, Platform};
 
 /// The OS tried first when a pod's platforms span several operating systems whose architectures
@@ -103,7 +103,11 @@ pub fn containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
 }
 
 /// Plans the update of `pod` given the `inspections` of its containers' images.
-pub fn plan(pod: &Pod, inspections: &[Inspection], context: ReleaseInputs<'_>) -> ReleasePlan {
+pub fn plan_release(
+    pod: &Pod,
+    inspections: &[Inspection],
+    context: ReleaseInputs<'_>,
+) -> ReleasePlan {
     if inspections.is_empty() {
         // Every container runs what its node has: nothing to narrow, and nothing went wrong.
         let mut plan = unconstrained(

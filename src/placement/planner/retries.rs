@@ -39,6 +39,18 @@ pub fn images(pod: &Pod) -> String {
 }
 
 impl Retries {
+    #[cfg(test)]
+    /// Pods waiting.
+    pub fn len(&self) -> usize {
+        self.due.len()
+    }
+
+    #[cfg(test)]
+    /// Whether no pod is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.due.is_empty()
+    }
+
     /// How long the pod `uid` with `images` must still wait at `now`; `None`: inspect it now.
     pub fn wait(&self, uid: &str, images: &str, now: Instant) -> Option<Duration> {
         let due = self.due.get(uid)?;
@@ -55,16 +67,6 @@ impl Retries {
     /// The pod `uid` waits for nothing any more (released, or gone).
     pub fn forget(&mut self, uid: &str) {
         self.due.remove(uid);
-    }
-
-    /// Pods waiting.
-    pub fn len(&self) -> usize {
-        self.due.len()
-    }
-
-    /// Whether no pod is waiting.
-    pub fn is_empty(&self) -> bool {
-        self.due.is_empty()
     }
 }
 

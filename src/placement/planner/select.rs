@@ -10,7 +10,7 @@ use std::fmt;
 
 use super::pod_view::PodView;
 use super::policy::Policy;
-use crate::api::placement::pod::{ENABLED_LABEL, EXCLUDED_NAMESPACES, OPT_OUT_VALUE, POLICY_LABEL};
+use crate::api::placement_pod::{ENABLED_LABEL, EXCLUDED_NAMESPACES, OPT_OUT_VALUE, POLICY_LABEL};
 
 /// The annotation the kubelet puts on mirror pods of static pods.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";

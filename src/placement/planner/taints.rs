@@ -8,15 +8,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Taint;
 
-use crate::api::placement::pod::TAINT_KEY;
-use crate::classes::grouping::ARCH_LABEL;
+use crate::api::placement_pod::TAINT_KEY;
+use crate::classes::ARCH_LABEL;
 
 /// The effect of ocifit's taint: pods without the toleration are not scheduled there (running
 /// pods stay).
 pub const EFFECT: &str = "NoSchedule";
 
 /// The node's taints after applying `tainted`, or `None` when they are right already.
-pub fn plan(
+pub fn plan_taints(
     labels: &BTreeMap<String, String>,
     taints: &[Taint],
     tainted: &BTreeSet<String>,
@@ -70,12 +70,16 @@ mod tests {
     #[test]
     fn a_node_of_a_tainted_architecture_gets_ocifits_taint_beside_its_own() {
         let labels = map(&[(ARCH_LABEL, "arm64")]);
-        let planned = plan(&labels, &[taint("pool", "arm64")], &arm()).unwrap();
+        let planned = plan_taints(&labels, &[taint("pool", "arm64")], &arm()).unwrap();
         assert_eq!(
             planned,
             vec![taint("pool", "arm64"), taint(TAINT_KEY, "arm64")]
         );
-        assert_eq!(plan(&labels, &planned, &arm()), None, "then nothing to do");
+        assert_eq!(
+            plan_taints(&labels, &planned, &arm()),
+            None,
+            "then nothing to do"
+        );
     }
 
     #[test]
@@ -83,24 +87,27 @@ mod tests {
         let tainted = [taint("pool", "x"), taint(TAINT_KEY, "arm64")];
         let labels = map(&[(ARCH_LABEL, "arm64")]);
         assert_eq!(
-            plan(&labels, &tainted, &BTreeSet::new()),
+            plan_taints(&labels, &tainted, &BTreeSet::new()),
             Some(vec![taint("pool", "x")])
         );
         let relabelled = map(&[(ARCH_LABEL, "amd64")]);
         assert_eq!(
-            plan(&relabelled, &tainted, &arm()),
+            plan_taints(&relabelled, &tainted, &arm()),
             Some(vec![taint("pool", "x")])
         );
-        assert_eq!(plan(&relabelled, &[taint("pool", "x")], &arm()), None);
+        assert_eq!(
+            plan_taints(&relabelled, &[taint("pool", "x")], &arm()),
+            None
+        );
     }
 
     #[test]
     fn a_stale_value_is_replaced_and_a_node_without_an_architecture_is_never_tainted() {
         let labels = map(&[(ARCH_LABEL, "arm64")]);
         assert_eq!(
-            plan(&labels, &[taint(TAINT_KEY, "amd64")], &arm()),
+            plan_taints(&labels, &[taint(TAINT_KEY, "amd64")], &arm()),
             Some(vec![taint(TAINT_KEY, "arm64")])
         );
-        assert_eq!(plan(&BTreeMap::new(), &[], &arm()), None);
+        assert_eq!(plan_taints(&BTreeMap::new(), &[], &arm()), None);
     }
 }

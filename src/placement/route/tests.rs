@@ -14,13 +14,13 @@ use serde_json::{Value, json};
 use super::*;
 use kube::ResourceExt;
 
-use crate::admission::review::tests::apiserver_review;
-use crate::admission::route::Route;
-use crate::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use crate::admission::Route;
+use crate::admission::review_fixtures::apiserver_review;
+use crate::api::placement_pod::{POLICY_LABEL, SCHEDULING_GATE};
 use crate::placement::fixtures::{labelled, map, pod, policy, without_the_gate};
 use crate::placement::namespaces::ReadNamespace;
-use crate::placement::planner::compiled::PolicySet;
-use crate::placement::planner::policy::Policy;
+use crate::placement::planner::Policy;
+use crate::placement::planner::PolicySet;
 
 fn namespaces(labelled: &[(&str, &[(&str, &str)])]) -> Store<PartialObjectMeta<NamespaceObject>> {
     let mut writer = Writer::<PartialObjectMeta<NamespaceObject>>::default();

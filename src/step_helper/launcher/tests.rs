@@ -1,8 +1,8 @@
 use super::*;
 
-fn launch_in(dir: &Path, command: &[&str]) -> Launch {
+fn launch_in(dir: &Path, command: &[&str]) -> LaunchSpec {
     fs::create_dir_all(dir.join("run")).unwrap();
-    Launch {
+    LaunchSpec {
         run: dir.join("run"),
         working_dir: dir.to_path_buf(),
         inputs: None,
@@ -16,7 +16,7 @@ fn launch_in(dir: &Path, command: &[&str]) -> Launch {
 }
 
 /// A step that writes `out.txt` and pushes it.
-fn writing_out_txt(dir: &Path) -> Launch {
+fn writing_out_txt(dir: &Path) -> LaunchSpec {
     let file = dir.join("out.txt");
     let script = format!("echo x > {}", file.display());
     let mut launch = launch_in(dir, &["/bin/sh", "-c", &script]);
@@ -180,7 +180,7 @@ async fn an_output_that_is_a_link_is_refused_and_nothing_is_handed_over() {
 }
 
 /// A step whose working directory is `dir/work`, holding what its image put there.
-fn in_work(dir: &Path, script: &str) -> Launch {
+fn in_work(dir: &Path, script: &str) -> LaunchSpec {
     let mut launch = launch_in(dir, &["/bin/sh", "-c", script]);
     launch.working_dir = dir.join("work");
     fs::create_dir_all(launch.working_dir.join("out")).unwrap();

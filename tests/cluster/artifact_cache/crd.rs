@@ -17,10 +17,10 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use ocifit::admission::route::Route;
+use ocifit::admission::Route;
 use ocifit::api::ArtifactCache;
-use ocifit::artifact_cache::planner::{Helper, StepRegistries};
-use ocifit::artifact_cache::route::{PODS, StepPods, Steps, read_cache_again};
+use ocifit::artifact_cache::{Helper, StepRegistries};
+use ocifit::artifact_cache::{PODS, StepPods, Steps, read_cache_again};
 use ocifit_testkit::{Cluster, SharedCluster, SharedClusterGuard, apply_crd_dir, create_namespace};
 
 use crate::support::{Controller, Env};

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use ocifit::api::PlacementPolicy;
-use ocifit::api::placement::pod::{
+use ocifit::api::placement_pod::{
     MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, PLATFORMS_ANNOTATION, POLICY_LABEL, SCHEDULING_GATE,
 };
 use serde_json::json;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
-use ocifit::api::placement::pod::{PLATFORMS_ANNOTATION, SCHEDULING_GATE};
+use ocifit::api::placement_pod::{PLATFORMS_ANNOTATION, SCHEDULING_GATE};
 use ocifit_testkit::image::{flavor_image, foreign_architecture, machine_architecture};
 use ocifit_testkit::{wait_for_pod_log, wait_for_pod_ready};
 use serde_json::json;

@@ -13,7 +13,7 @@
 use k8s_openapi::api::core::v1::{Container, Pod, Secret};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use ocifit::api::placement::pod::{
+use ocifit::api::placement_pod::{
     DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, PLATFORMS_ANNOTATION, POLICY_LABEL,
 };
 use ocifit_testkit::{Registry, pull_secret};

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use ocifit::api::PlacementPolicy;
-use ocifit::api::placement::pod::TAINT_KEY;
+use ocifit::api::placement_pod::TAINT_KEY;
 use serde_json::json;
 
 use crate::support::objects::linux_node;

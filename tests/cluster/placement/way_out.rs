@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount, Taint};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::Api;
 use kube::api::PostParams;
-use ocifit::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE, TAINT_KEY};
+use ocifit::api::placement_pod::{POLICY_LABEL, SCHEDULING_GATE, TAINT_KEY};
 use ocifit_testkit::{Cluster, FakeNode, Tool};
 use serde_json::json;
 

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use kube::Api;
 use kube::api::PostParams;
 use ocifit::api::PlacementPolicy;
-use ocifit::api::placement::pod::{MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, SCHEDULING_GATE};
+use ocifit::api::placement_pod::{MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, SCHEDULING_GATE};
 use ocifit::api::pod::{DECISION_IMAGES, ENABLED_LABEL};
 use ocifit_testkit::{PodWebhook, register_pod_webhook, wait_until_admitted};
 use serde_json::json;

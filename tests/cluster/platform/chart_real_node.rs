@@ -25,7 +25,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use ocifit::api::ImageSelectionPolicy;
-use ocifit::api::placement::pod::{OUTCOME_ANNOTATION, Outcome, SCHEDULING_GATE};
+use ocifit::api::placement_pod::{OUTCOME_ANNOTATION, Outcome, SCHEDULING_GATE};
 use ocifit_testkit::chart::{NAMESPACE, RELEASE, chart_dir, helm, repo_root};
 use ocifit_testkit::flavors::{
     FLAVOR_LABEL, FLAVOR_POLICY, FlavorArtifact, apply_flavor_policy, create_flavor_nodes,

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{HostPathVolumeSource, PodSpec, Volume};
 use kube::api::{PostParams, Resource};
 use kube::{Api, Client};
 use ocifit::api::ArtifactCache;
-use ocifit::artifact_cache::desired::{CacheEnvironment, Desired, desired};
-use ocifit::artifact_cache::secret::{Generated, secret};
+use ocifit::artifact_cache::{CacheEnvironment, Desired, desired};
+use ocifit::artifact_cache::{Generated, secret};
 use ocifit_testkit::create_namespace;
 
 use crate::support::access::{client_from, service_account_kubeconfig};

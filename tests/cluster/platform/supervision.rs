@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use ocifit::startup::supervise::Ended;
+use ocifit::startup::Ended;
 use ocifit::startup::{Config, RunArgs, start};
 use ocifit_testkit::pki::CertificateAuthority;
 use tokio::sync::oneshot;

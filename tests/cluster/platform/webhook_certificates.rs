@@ -15,7 +15,9 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
-use ocifit::admission::certificates::{self, CertificateSettings, CertificateSink, Stored};
+use ocifit::admission::{
+    Action, CertificateSettings, CertificateSink, Stored, plan, service_dns_names,
+};
 use ocifit_testkit::{
     Cluster, PodWebhook, SharedCluster, create_namespace, register_pod_webhook, wait_until_admitted,
 };
@@ -35,13 +37,13 @@ async fn first_start_creates_the_secret_patches_every_ca_bundle_and_serves_a_ver
     let (secret, ca) = settled(&client, &settings).await;
     assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
     let stored = stored(&secret);
-    let plan = certificates::plan(
+    let plan = plan(
         &stored,
-        &certificates::service_dns_names("ocifit-webhook", "certs-first"),
+        &service_dns_names("ocifit-webhook", "certs-first"),
         jiff::Timestamp::now(),
     );
     assert!(
-        matches!(plan.action(), certificates::Action::Keep { .. }),
+        matches!(plan.action(), Action::Keep { .. }),
         "the Secret holds a current CA and a serving certificate for the Service: {:?}",
         plan.action()
     );
@@ -184,8 +186,8 @@ async fn an_expiring_serving_certificate_is_renewed_on_time_from_the_same_ca() {
     // A CA and a serving certificate valid for 9 more seconds of a 10-second life: due for
     // renewal in about 6 seconds.
     let now = jiff::Timestamp::now();
-    let names = certificates::service_dns_names("ocifit-webhook", "certs-expiring");
-    let material = certificates::plan(&Stored::default(), &names, now)
+    let names = service_dns_names("ocifit-webhook", "certs-expiring");
+    let material = plan(&Stored::default(), &names, now)
         .carry_out(now)
         .expect("a CA and certificate")
         .expect("new material");
@@ -238,7 +240,7 @@ async fn a_ca_near_its_end_is_rotated_in_two_steps_so_every_served_certificate_i
 
     // A CA with 30 days left (less than a year: due for rotation) and a current serving
     // certificate from it.
-    let names = certificates::service_dns_names("ocifit-webhook", "certs-rotation");
+    let names = service_dns_names("ocifit-webhook", "certs-rotation");
     let [old_ca, old_key, old_crt, old_tls_key] = ca_near_its_end(&names);
     create_secret(
         &client,
@@ -486,7 +488,7 @@ async fn a_ca_rotation_whose_bundle_cannot_be_set_stops_after_its_first_step(
     operator: kube::Client,
     settings: &CertificateSettings,
 ) {
-    let names = certificates::service_dns_names("ocifit-webhook", "ocifit-system");
+    let names = service_dns_names("ocifit-webhook", "ocifit-system");
     let [old_ca, old_key, old_crt, old_tls_key] = ca_near_its_end(&names);
     let admin_secrets = Api::<Secret>::namespaced(admin.clone(), "ocifit-system");
     let mut current = admin_secrets

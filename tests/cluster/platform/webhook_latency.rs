@@ -9,7 +9,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
-use ocifit::api::placement::pod::SCHEDULING_GATE;
+use ocifit::api::placement_pod::SCHEDULING_GATE;
 use ocifit_testkit::webhook_durations;
 use serde_json::json;
 

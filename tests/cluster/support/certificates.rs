@@ -16,8 +16,8 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{ObjectMeta, PostParams};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::{Api, Client};
-use ocifit::admission::certificates::{self, CertificateSettings, CertificateSink, Stored};
-use ocifit::admission::tls::TlsError;
+use ocifit::admission::TlsError;
+use ocifit::admission::{CertificateSettings, CertificateSink, Stored, manage};
 use ocifit_testkit::{Cluster, create_namespace};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -89,15 +89,9 @@ impl Replica {
         let (stop, stopped) = oneshot::channel::<()>();
         let (leading, leadership) = watch::channel(false);
         let sink: Arc<dyn CertificateSink> = served.clone();
-        tokio::spawn(certificates::manage(
-            client,
-            settings,
-            leadership,
-            sink,
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        tokio::spawn(manage(client, settings, leadership, sink, async {
+            let _ = stopped.await;
+        }));
         Replica {
             served,
             leading,

@@ -11,9 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use ocifit::api::{ImageSelectionPolicy, ImageSelectionPolicySpec, ImageSelectionPolicyStatus};
 use ocifit::engine::{Artifact, Format, NodeInputs};
-use ocifit::image_selection::resolution::platform::{PlatformLookup, Platforms};
-use ocifit::image_selection::resolution::status::{ArtifactState, Inputs, Limits, compute};
-use ocifit::image_selection::resolution::{Content, Resolved};
+use ocifit::image_selection::{ArtifactState, Inputs, Limits, compute};
+use ocifit::image_selection::{Content, Resolved};
+use ocifit::image_selection::{PlatformLookup, Platforms};
 use ocifit::registry::Platform;
 
 pub struct FlavorExample {

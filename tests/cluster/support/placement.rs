@@ -10,8 +10,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use ocifit::api::PlacementPolicy;
-use ocifit::api::placement::PodCounts;
-use ocifit::api::placement::pod::SCHEDULING_GATE;
+use ocifit::api::PodCounts;
+use ocifit::api::placement_pod::SCHEDULING_GATE;
 use ocifit_testkit::image::ImageBuilder;
 use ocifit_testkit::pki::CertificateAuthority;
 use ocifit_testkit::{

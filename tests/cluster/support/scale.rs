@@ -20,7 +20,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use ocifit::api::placement::pod::SCHEDULING_GATE;
+use ocifit::api::placement_pod::SCHEDULING_GATE;
 use ocifit::api::pod::ENABLED_LABEL;
 use ocifit_testkit::{Cluster, webhook_durations};
 use serde_json::json;

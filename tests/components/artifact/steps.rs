@@ -8,7 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::support::{ocifit, sdk_pull, sdk_push, tree};
-use ocifit::step_helper::report::{Direction, Report};
+use ocifit::step_helper::{Direction, Report};
 use ocifit_testkit::Registry;
 
 /// A pod's worth of directories: the inputs volume, the run volume, the step's working directory.

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ocifit::image_selection::resolution::platform::PlatformLookup;
+use ocifit::image_selection::PlatformLookup;
 use ocifit::image_selection::{RegistrySource, Request, Source, Wanted};
 use ocifit::registry::{
     DockerConfig, ErrorKind, Inspector, InspectorOptions, Lookup, Mirrors, PrivateRegistries,

@@ -13,7 +13,7 @@ use crate::api::pod::{HELD_ANNOTATION, HELD_LABEL, SCHEDULING_GATE};
 use crate::image_selection::planner::managed::{is_managed, managed_name};
 use crate::image_selection::planner::tests::fixtures::*;
 use crate::image_selection::planner::tests::property::{FLAVORS, IMAGES, arb_nodes, arb_pod_spec};
-use crate::image_selection::release::held::trim;
+use crate::image_selection::release::trim;
 
 const RULES: HoldRules = HoldRules {
     bound: Duration::from_secs(300),

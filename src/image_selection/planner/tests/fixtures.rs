@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use crate::admission::request::Request;
+use crate::admission::Request;
 use crate::api::{
     ArtifactStatus, ClassMatch, ClassStatus, ImageSelectionPolicy, ImageSelectionPolicyStatus,
 };
-use crate::classes::grouping;
+use crate::classes::{group, node_counts};
 use crate::engine::{Format, NodeInputs, Reads};
 use crate::image_selection::planner::read_pod::SelectionPod;
 use crate::image_selection::planner::{ImagePlan, Index};
@@ -97,9 +97,9 @@ pub fn status_over(
     let reads = flavor_reads();
     let counted = nodes
         .iter()
-        .filter(|(_, i)| grouping::node_counts(&policy.spec.node_selector, &i.labels))
+        .filter(|(_, i)| node_counts(&policy.spec.node_selector, &i.labels))
         .map(|(n, i)| (n.as_str(), i));
-    let classes: Vec<ClassStatus> = grouping::group(&reads, counted)
+    let classes: Vec<ClassStatus> = group(&reads, counted)
         .into_iter()
         .map(|class| {
             let flavor = class.labels.get("flavor").cloned().unwrap_or_default();
@@ -235,12 +235,11 @@ pub fn annotation(pod: &Pod, key: &str) -> Option<String> {
 
 /// The names of the inventory's workers the patched pod may run on.
 pub fn placed_on(pod: &Pod) -> Vec<String> {
-    let placement =
-        crate::classes::selection::Placement::from_pod_spec(pod.spec.as_ref().unwrap()).unwrap();
+    let placement = crate::classes::Placement::from_pod_spec(pod.spec.as_ref().unwrap()).unwrap();
     inventory()
         .into_iter()
         .filter(|(name, inputs)| {
-            grouping::node_counts(&BTreeMap::new(), &inputs.labels)
+            node_counts(&BTreeMap::new(), &inputs.labels)
                 && placement.matches(&node_meta(name, &inputs.labels))
         })
         .map(|(name, _)| name)

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::fixtures::{inventory, policy, resolved};
-use crate::cluster::nodes::{ClusterNode, Strings};
+use crate::cluster::{ClusterNode, Strings};
 use crate::image_selection::planner::Index;
 
 fn stored(names: &[&str]) -> Vec<Arc<ClusterNode>> {

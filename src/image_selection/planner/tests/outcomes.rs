@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::fixtures::*;
 use crate::api::pod::{DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_POLICY};
-use crate::classes::selection::tests::required_terms;
+use crate::classes::fixtures::required_terms;
 use crate::image_selection::planner::{Decision, ImagePlan};
 
 fn flavors(spec: serde_json::Value) -> crate::api::ImageSelectionPolicy {
@@ -346,8 +346,8 @@ fn a_remembered_placement_is_kept_apart_per_policy_node_set() {
 fn classes_drawn_on_nfd_features_are_pinned_by_node_name() {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use crate::classes::grouping;
-    use crate::classes::selection::Placement;
+    use crate::classes::Placement;
+    use crate::classes::group;
     use crate::engine::{FeatureReads, Features, NodeInputs, Reads};
 
     let node = |name: &str, flag: &str| {
@@ -381,7 +381,7 @@ fn classes_drawn_on_nfd_features_are_pinned_by_node_name() {
     };
     let mut policy = policy("cpu", json!({}));
     let mut status = status_over(&policy, &[], &[]);
-    status.classes = grouping::group(&reads, nodes.iter().map(|(n, i)| (n.as_str(), i)))
+    status.classes = group(&reads, nodes.iter().map(|(n, i)| (n.as_str(), i)))
         .into_iter()
         .map(|class| {
             let fast = class.nodes.contains(&"a1".to_owned());

@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::fixtures::*;
-use crate::classes::grouping;
-use crate::classes::selection::Placement;
+use crate::classes::Placement;
+use crate::classes::group;
 use crate::engine::NodeInputs;
 use crate::image_selection::planner::{Decision, ImagePlan};
 
@@ -99,7 +99,7 @@ proptest! {
             .iter()
             .filter(|(name, inputs)| placement.matches(&node_meta(name, &inputs.labels)))
             .map(|(name, inputs)| (name.as_str(), inputs));
-        let classes = grouping::group(&flavor_reads(), candidates);
+        let classes = group(&flavor_reads(), candidates);
         prop_assert!(!classes.is_empty());
         let status = policy.status.as_ref().unwrap();
         let by_name: BTreeMap<&str, Option<&str>> = status
@@ -120,7 +120,7 @@ proptest! {
             let before = Placement::from_pod_spec(pod.spec.as_ref().unwrap()).unwrap();
             for (name, inputs) in &nodes {
                 let meta = node_meta(name, &inputs.labels);
-                let class = grouping::group(&flavor_reads(), [(name.as_str(), inputs)]);
+                let class = group(&flavor_reads(), [(name.as_str(), inputs)]);
                 if before.matches(&meta) && by_name[class[0].name.as_str()] == Some(image.as_str()) {
                     prop_assert!(placement.matches(&meta), "{name} lost by pinning");
                 }

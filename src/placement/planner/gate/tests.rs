@@ -32,7 +32,7 @@ fn a_selected_pod_gets_the_gate_and_the_label_and_nothing_else() {
     let GatePlan::Gate {
         policy: name,
         patch,
-    } = plan(&original, Selection::Selected(&policy))
+    } = plan_gate(&original, Selection::Selected(&policy))
     else {
         panic!("not gated")
     };
@@ -62,7 +62,7 @@ fn containers_left_at_file_report_their_log_tail_and_a_chosen_policy_is_kept() {
         image: Some("d:1".into()),
         ..Default::default()
     }]);
-    let patch = gate_patch(plan(&original, Selection::Selected(&policy)));
+    let patch = gate_patch(plan_gate(&original, Selection::Selected(&policy)));
     let text = serde_json::to_string(&patch).unwrap();
     assert!(
         !text.contains("/spec/containers/2/"),
@@ -95,7 +95,7 @@ fn other_gates_and_labels_are_kept_and_the_label_key_is_escaped() {
     original.spec.as_mut().unwrap().scheduling_gates = Some(vec![PodSchedulingGate {
         name: "example.com/quota".into(),
     }]);
-    let patch = gate_patch(plan(&original, Selection::Selected(&policy)));
+    let patch = gate_patch(plan_gate(&original, Selection::Selected(&policy)));
     let text = serde_json::to_string(&patch).unwrap();
     assert!(
         text.contains("/metadata/labels/placement.ocifit.io~1policy"),
@@ -121,10 +121,10 @@ fn reinvocation_on_its_own_output_plans_nothing() {
     let original = pod(&[("web", "app:v1")]);
     let gated = patched(
         &original,
-        &gate_patch(plan(&original, Selection::Selected(&policy))),
+        &gate_patch(plan_gate(&original, Selection::Selected(&policy))),
     );
     assert_eq!(
-        plan(&gated, Selection::Selected(&policy)),
+        plan_gate(&gated, Selection::Selected(&policy)),
         GatePlan::Leave(Leave::AlreadyGated)
     );
 }
@@ -136,10 +136,10 @@ fn a_gate_already_there_keeps_the_policy_that_put_it() {
     let original = pod(&[("web", "app:v1")]);
     let gated = patched(
         &original,
-        &gate_patch(plan(&original, Selection::Selected(&first))),
+        &gate_patch(plan_gate(&original, Selection::Selected(&first))),
     );
     assert_eq!(
-        plan(&gated, Selection::Selected(&later)),
+        plan_gate(&gated, Selection::Selected(&later)),
         GatePlan::Leave(Leave::AlreadyGated)
     );
 }
@@ -153,7 +153,7 @@ fn a_copied_released_pod_is_gated_again_for_the_policy_selecting_it_now() {
     );
     let gated = patched(
         &copied,
-        &gate_patch(plan(&copied, Selection::Selected(&policy))),
+        &gate_patch(plan_gate(&copied, Selection::Selected(&policy))),
     );
     assert_eq!(gate_names(&gated), ["placement.ocifit.io/platforms"]);
     assert_eq!(
@@ -178,7 +178,7 @@ fn a_copy_of_a_released_pod_loses_the_released_label_so_the_controller_sees_it()
             existing.map(|name| vec![PodSchedulingGate { name: name.into() }]);
         let gated = patched(
             &copied,
-            &gate_patch(plan(&copied, Selection::Selected(&policy))),
+            &gate_patch(plan_gate(&copied, Selection::Selected(&policy))),
         );
         assert_eq!(gate_names(&gated), ["placement.ocifit.io/platforms"]);
         let labels = gated.metadata.labels.unwrap();
@@ -193,11 +193,11 @@ fn a_copy_of_a_released_pod_loses_the_released_label_so_the_controller_sees_it()
 fn excluded_and_unselected_pods_are_left_untouched() {
     let original = pod(&[("web", "app:v1")]);
     assert_eq!(
-        plan(&original, Selection::Excluded(Exclusion::DaemonSet)),
+        plan_gate(&original, Selection::Excluded(Exclusion::DaemonSet)),
         GatePlan::Leave(Leave::Excluded(Exclusion::DaemonSet))
     );
     assert_eq!(
-        plan(&original, Selection::Unselected),
+        plan_gate(&original, Selection::Unselected),
         GatePlan::Leave(Leave::Unselected)
     );
 }
@@ -241,7 +241,7 @@ proptest! {
     #[test]
     fn after_admission_every_selected_pod_is_gated_labelled_and_stable(pod in arb_pod()) {
         let policy = web();
-        let after = match plan(&pod, Selection::Selected(&policy)) {
+        let after = match plan_gate(&pod, Selection::Selected(&policy)) {
             GatePlan::Gate { patch, .. } => patched(&pod, &patch),
             GatePlan::Leave(Leave::AlreadyGated) => pod.clone(),
             GatePlan::Leave(other) => return Err(TestCaseError::fail(format!("{other:?}"))),
@@ -258,7 +258,7 @@ proptest! {
                 prop_assert_eq!(&after.metadata.labels.as_ref().unwrap()[key], value);
             }
         }
-        prop_assert_eq!(plan(&after, Selection::Selected(&policy)), GatePlan::Leave(Leave::AlreadyGated));
+        prop_assert_eq!(plan_gate(&after, Selection::Selected(&policy)), GatePlan::Leave(Leave::AlreadyGated));
         let mut containers = after.spec.as_ref().unwrap().containers.clone();
         for container in &mut containers {
             let policy = container.termination_message_policy.take();

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
 use super::*;
-use crate::api::placement::pod::{
+use crate::api::placement_pod::{
     ATTEMPTS_ANNOTATION, DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, Outcome,
     PLATFORMS_ANNOTATION,
 };
@@ -67,7 +67,7 @@ fn live(gated: bool) -> Pod {
 
 fn trimmed(pod: &Pod) -> Pod {
     let mut pod = pod.clone();
-    trim(&mut pod);
+    trim_held(&mut pod);
     pod
 }
 
@@ -149,7 +149,7 @@ fn plan_for(pod: &Pod) -> release::ReleasePlan {
         json!({"architectures": [{"name": "arm64", "weight": 50,
             "tolerations": [{"key": "arm", "operator": "Exists"}]}]}),
     );
-    release::plan(
+    release::plan_release(
         pod,
         &[
             inspected("init", &["linux/amd64", "linux/arm64"]),
@@ -249,7 +249,7 @@ fn labels_after(pod: &Pod, patch: &json_patch::Patch) -> BTreeMap<String, String
 
 #[test]
 fn a_released_pod_leaves_the_watch_and_a_held_one_stays_in_it() {
-    let watched = watched();
+    let watched = held_selector();
     let whole = live(true);
     let held = trimmed(&whole);
     assert!(watched.matches(whole.metadata.labels.as_ref().unwrap()));

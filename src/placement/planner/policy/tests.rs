@@ -163,7 +163,7 @@ fn the_watch_holds_a_policy_without_its_labels_annotations_owners_and_finalizers
     }))
     .unwrap();
     let spec = serde_json::to_value(&held.spec).unwrap();
-    trim(&mut held);
+    trim_policy(&mut held);
     assert_eq!(
         serde_json::to_value(&held.metadata).unwrap(),
         json!({"name": "p", "uid": "u", "generation": 2, "labels": {}})

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Affinity, PodSpec};
 
 use super::{describe, requirements};
-use crate::classes::selection::{SelectionError, narrow};
+use crate::classes::{SelectionError, narrow};
 use crate::placement::planner::platforms::Common;
 use crate::placement::planner::policy::Policy;
 
@@ -140,7 +140,7 @@ fn any_of(
     narrow_to: impl Fn(
         &BTreeMap<String, String>,
         &Common,
-    ) -> Result<(crate::classes::selection::Narrowed, String), SelectionError>,
+    ) -> Result<(crate::classes::Narrowed, String), SelectionError>,
 ) -> Result<Option<Pinned>, SelectionError> {
     let mut affinity: Option<Affinity> = None;
     let mut terms = Vec::new();

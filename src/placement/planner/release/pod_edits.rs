@@ -9,11 +9,11 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::{Inspection, ReleaseInputs};
-use crate::api::placement::pod::{
+use crate::api::placement_pod::{
     DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, Outcome, PLATFORMS_ANNOTATION,
     RELEASED_LABEL, SCHEDULING_GATE, TAINT_KEY,
 };
-use crate::classes::grouping::ARCH_LABEL;
+use crate::classes::ARCH_LABEL;
 
 /// Removes ocifit's scheduling gate, keeping any other, and labels the pod released (which
 /// takes it out of every replica's watch).

@@ -5,11 +5,11 @@ use k8s_openapi::api::core::v1::{PodOS, PodSchedulingGate, Toleration};
 use serde_json::json;
 
 use super::*;
-use crate::api::placement::pod::{
+use crate::api::placement_pod::{
     DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, PLATFORMS_ANNOTATION,
     SCHEDULING_GATE, TAINT_KEY,
 };
-use crate::classes::selection::tests::{exprs, req, required};
+use crate::classes::fixtures::{exprs, req, required};
 use crate::placement::fixtures::{gate_names, inspected, pod, policy};
 
 mod labels;
@@ -99,7 +99,7 @@ fn an_arm64_only_sidecar_releases_the_pod_onto_arm64_with_its_settings_in_one_up
     let policy = arm_pool_policy(json!({}));
     let none = BTreeSet::new();
     let pod = gated(&[("web", "w"), ("metrics", "m")]);
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[
             inspected("web", &["linux/amd64", "linux/arm64"]),
@@ -186,7 +186,7 @@ fn a_pod_whose_images_list_aarch64_lands_on_arm64_nodes_with_the_arm64_settings(
     );
     let tainted = BTreeSet::from(["arm64".to_owned()]);
     let pod = gated(&[("web", "w"), ("metrics", "m")]);
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[
             inspected("web", &["linux/aarch64", "linux/s390x"]),
@@ -219,7 +219,7 @@ fn each_of_the_users_terms_gets_the_platform_requirement_and_no_term_is_added() 
         exprs(vec![req("zone", "In", &["a"])]),
         exprs(vec![req("kubernetes.io/arch", "In", &["amd64", "s390x"])]),
     ]));
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &none, 3),
@@ -252,7 +252,7 @@ fn a_user_requirement_outside_every_shared_platform_holds_the_pod_with_the_reaso
         "kubernetes.io/arch",
         "s390x",
     )]));
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &none, 3),
@@ -280,7 +280,7 @@ fn tolerations_for_ocifits_taint_are_added_only_for_tainted_architectures_the_po
     let policy = arm_pool_policy(json!({}));
     let tainted = BTreeSet::from(["arm64".to_owned(), "s390x".to_owned()]);
     let pod = gated(&[("web", "w")]);
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &tainted, 3),
@@ -300,12 +300,12 @@ fn a_pods_own_tolerations_and_preferences_are_kept_and_never_repeated() {
     let none = BTreeSet::new();
     let pod = gated(&[("web", "w")]);
     let inspections = [inspected("web", &["linux/arm64"])];
-    let once = plan(&pod, &inspections, context(&policy, &none, 3)).pod;
+    let once = plan_release(&pod, &inspections, context(&policy, &none, 3)).pod;
     let mut regated = once.clone();
     regated.spec.as_mut().unwrap().scheduling_gates = Some(vec![PodSchedulingGate {
         name: SCHEDULING_GATE.into(),
     }]);
-    let twice = plan(&regated, &inspections, context(&policy, &none, 3)).pod;
+    let twice = plan_release(&regated, &inspections, context(&policy, &none, 3)).pod;
     assert_eq!(
         twice.spec.as_ref().unwrap().affinity,
         once.spec.as_ref().unwrap().affinity

@@ -11,7 +11,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use ocifit::api::ArtifactCache;
 use ocifit::api::step::{INJECTED, STEP_LABEL, STEP_LABEL_VALUE};
-use ocifit::step_helper::report::{Direction, Report};
+use ocifit::step_helper::{Direction, Report};
 use serde_json::json;
 
 use crate::support::{Controller, Env, get};

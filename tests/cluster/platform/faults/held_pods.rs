@@ -19,7 +19,7 @@ use ocifit::api::pod::{
     HELD_ANNOTATION, HELD_LABEL, IMAGE_REF_ANNOTATION, MANAGED_LABEL, MANAGED_POLICY_LABEL, POLICY,
     SCHEDULING_GATE,
 };
-use ocifit::image_selection::planner::managed::managed_name;
+use ocifit::image_selection::managed_name;
 
 use super::{AT_ONCE, NAMESPACE, Served, create_in_bursts};
 use crate::support::FLAVOR;

@@ -5,7 +5,7 @@
 //! bodies do not make it busy (`faults::slow_bodies`).
 
 use k8s_openapi::api::core::v1::EnvVar;
-use ocifit::admission::review::shape::MAX_ARRAY_ELEMENTS;
+use ocifit::admission::MAX_ARRAY_ELEMENTS;
 
 use super::{Served, flavored};
 

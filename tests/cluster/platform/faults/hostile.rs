@@ -19,7 +19,7 @@ use ocifit_testkit::review::{admission_review, create_request};
 
 use super::{CHART_LIMIT_KIB, Served, flavored};
 use crate::support::objects::PLACEHOLDER;
-/// The host's deadline ([`ocifit::admission::server::DEADLINE`]) and what loopback TLS on two
+/// The host's deadline ([`ocifit::admission::DEADLINE`]) and what loopback TLS on two
 /// shared cores adds to it.
 const ANSWERED_WITHIN: Duration = Duration::from_secs(4);
 

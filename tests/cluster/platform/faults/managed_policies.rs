@@ -16,7 +16,7 @@ use ocifit::api::pod::{
     HELD_ANNOTATION, HELD_LABEL, IMAGE_REF_ANNOTATION, MANAGED_LABEL, MANAGED_NAMESPACE_LABEL,
     MANAGED_POLICY_LABEL, SCHEDULING_GATE,
 };
-use ocifit::image_selection::planner::managed::managed_name;
+use ocifit::image_selection::managed_name;
 use ocifit_testkit::{create_namespace, silent_server};
 
 use super::{NAMESPACE, Served, create_in_bursts, rss_kib};

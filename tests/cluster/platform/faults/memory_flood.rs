@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use ocifit::api::PlacementPolicy;
-use ocifit::api::placement::pod::{OUTCOME_ANNOTATION, POLICY_LABEL, SCHEDULING_GATE};
+use ocifit::api::placement_pod::{OUTCOME_ANNOTATION, POLICY_LABEL, SCHEDULING_GATE};
 use serde_json::json;
 use tokio::task::JoinSet;
 

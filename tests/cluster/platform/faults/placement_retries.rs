@@ -13,7 +13,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Pod, PodSchedulingGate};
 use kube::Api;
 use kube::api::PostParams;
-use ocifit::api::placement::pod::{ATTEMPTS_ANNOTATION, POLICY_LABEL, SCHEDULING_GATE};
+use ocifit::api::placement_pod::{ATTEMPTS_ANNOTATION, POLICY_LABEL, SCHEDULING_GATE};
 use serde_json::json;
 
 use crate::support::Env;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use ocifit::api::placement::pod::{
+use ocifit::api::placement_pod::{
     ATTEMPTS_ANNOTATION, DIGESTS_ANNOTATION, OUTCOME_ANNOTATION, PLATFORMS_ANNOTATION,
     POLICY_LABEL, SCHEDULING_GATE,
 };

@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use ocifit::api::placement::pod::{POLICY_LABEL, SCHEDULING_GATE};
+use ocifit::api::placement_pod::{POLICY_LABEL, SCHEDULING_GATE};
 use ocifit_testkit::WebhookDurations;
 use tokio::sync::Notify;
 

@@ -36,7 +36,7 @@ fn labels_every_architecture_shares_are_anded_into_every_term() {
         exprs(vec![req("zone", "In", &["a"])]),
         exprs(vec![req("zone", "In", &["b"])]),
     ]));
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &none, 3),
@@ -58,7 +58,7 @@ fn labels_every_architecture_shares_are_anded_into_every_term() {
 fn a_pod_without_terms_of_its_own_gets_one_term_per_set_of_labels() {
     let policy = labelled_policy(json!({}));
     let none = BTreeSet::new();
-    let plan = plan(
+    let plan = plan_release(
         &gated(&[("web", "w")]),
         &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &none, 3),
@@ -90,7 +90,7 @@ fn a_pod_with_its_own_terms_is_narrowed_to_one_set_of_labels_with_a_warning() {
     let mut pod = gated(&[("web", "w")]);
     pod.spec.as_mut().unwrap().affinity =
         Some(required(vec![exprs(vec![req("zone", "In", &["a"])])]));
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &none, 3),
@@ -129,7 +129,7 @@ fn the_set_of_labels_the_pods_own_terms_allow_is_the_one_kept() {
     let mut pod = gated(&[("web", "w")]);
     pod.spec.as_mut().unwrap().affinity =
         Some(required(vec![exprs(vec![arch(&["arm64", "s390x"])])]));
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[inspected("web", &["linux/amd64", "linux/arm64"])],
         context(&policy, &none, 3),

@@ -7,7 +7,7 @@ fn containers_with_no_common_platform_are_held_with_a_message_naming_them() {
     let policy = arm_pool_policy(json!({}));
     let none = BTreeSet::new();
     let pod = gated(&[("web", "w"), ("legacy", "l")]);
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[
             inspected("web", &["linux/amd64"]),
@@ -36,7 +36,7 @@ fn with_release_chosen_no_common_platform_removes_the_gate_and_constrains_nothin
     let policy = arm_pool_policy(json!({"onNoCommonPlatform": "Release"}));
     let none = BTreeSet::new();
     let pod = gated(&[("web", "w"), ("legacy", "l")]);
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[
             inspected("web", &["linux/amd64"]),
@@ -61,7 +61,7 @@ fn a_failed_inspection_below_the_bound_records_the_attempt_and_retries() {
     let pod = gated(&[("web", "w"), ("metrics", "m")]);
     let error =
         "failed to reach the registry for registry.example.com/metrics:v1: connection refused";
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[inspected("web", &["linux/amd64"]), failed("metrics", error)],
         context(&policy, &none, 1),
@@ -100,7 +100,7 @@ fn giving_up_releases_unconstrained_by_default() {
     let policy = arm_pool_policy(json!({}));
     let none = BTreeSet::new();
     let pod = exhausted(&gated(&[("web", "w")]));
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[failed("web", "tag not found")],
         context(&policy, &none, 600),
@@ -121,7 +121,7 @@ fn giving_up_with_fallback_constrains_to_the_fallback_architecture_and_its_setti
     }));
     let none = BTreeSet::new();
     let pod = exhausted(&gated(&[("web", "w")]));
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[failed("web", "unauthorized")],
         context(&policy, &none, 600),
@@ -141,7 +141,7 @@ fn giving_up_with_hold_keeps_the_gate_and_keeps_trying() {
     let policy = arm_pool_policy(json!({"onInspectionFailure": {"action": "Hold"}}));
     let none = BTreeSet::new();
     let pod = exhausted(&gated(&[("web", "w")]));
-    let plan = plan(
+    let plan = plan_release(
         &pod,
         &[failed("web", "registry down")],
         context(&policy, &none, 600),
@@ -162,7 +162,7 @@ fn platforms_across_operating_systems_narrow_to_linux_unless_the_pod_names_its_o
         "web",
         &["linux/amd64", "linux/arm64", "windows/amd64"],
     )];
-    let plan_linux = plan(
+    let plan_linux = plan_release(
         &gated(&[("web", "w")]),
         &inspections,
         context(&policy, &none, 3),
@@ -176,7 +176,7 @@ fn platforms_across_operating_systems_narrow_to_linux_unless_the_pod_names_its_o
     windows.spec.as_mut().unwrap().os = Some(PodOS {
         name: "windows".into(),
     });
-    let plan_windows = plan(&windows, &inspections, context(&policy, &none, 3));
+    let plan_windows = plan_release(&windows, &inspections, context(&policy, &none, 3));
     assert_eq!(
         annotation(&plan_windows.pod, PLATFORMS_ANNOTATION),
         Some("windows/amd64")
@@ -190,7 +190,7 @@ fn platforms_across_operating_systems_narrow_to_linux_unless_the_pod_names_its_o
     );
 
     let square = [inspected("web", &["linux/amd64", "windows/amd64"])];
-    let plan_both = plan(&gated(&[("web", "w")]), &square, context(&policy, &none, 3));
+    let plan_both = plan_release(&gated(&[("web", "w")]), &square, context(&policy, &none, 3));
     assert_eq!(
         annotation(&plan_both.pod, PLATFORMS_ANNOTATION),
         Some("linux/amd64,windows/amd64"),
@@ -206,7 +206,7 @@ fn a_pod_naming_an_os_its_containers_do_not_share_is_held_saying_so() {
     windows.spec.as_mut().unwrap().os = Some(PodOS {
         name: "windows".into(),
     });
-    let plan = plan(
+    let plan = plan_release(
         &windows,
         &[inspected("web", &["linux/amd64"])],
         context(&policy, &none, 3),
@@ -252,7 +252,7 @@ fn when_linux_is_excluded_by_the_pods_own_terms_another_shared_os_is_used() {
         &["arm64"],
     )])]));
     let inspections = [inspected("web", &["linux/amd64", "windows/arm64"])];
-    let plan = plan(&pod, &inspections, context(&policy, &none, 3));
+    let plan = plan_release(&pod, &inspections, context(&policy, &none, 3));
     assert_eq!(plan.outcome, Some(Outcome::Constrained));
     assert_eq!(
         annotation(&plan.pod, PLATFORMS_ANNOTATION),
@@ -317,7 +317,7 @@ fn a_pod_whose_containers_all_never_pull_is_released_without_a_constraint_or_a_w
     );
     assert_eq!(containers(pod.spec.as_ref().unwrap()).count(), 0);
 
-    let plan = plan(&pod, &[], context(&policy, &none, 3));
+    let plan = plan_release(&pod, &[], context(&policy, &none, 3));
 
     assert_eq!(plan.outcome, Some(Outcome::Unconstrained));
     assert_eq!(gate_names(&plan.pod), ["example.com/quota"]);

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::NodeSelectorTerm;
 use proptest::prelude::*;
 
 use super::*;
-use crate::classes::selection::tests::{node, term};
+use crate::classes::fixtures::{node, term};
 use crate::platform::NodePlatform;
 
 const PLATFORMS: [&str; 5] = [
@@ -59,7 +59,7 @@ proptest! {
                 inspected(&format!("c{index}"), &texts)
             })
             .collect();
-        let plan = plan(&pod, &inspections, context(&policy, &none, 3));
+        let plan = plan_release(&pod, &inspections, context(&policy, &none, 3));
 
         let before = Placement::from_pod_spec(pod.spec.as_ref().unwrap()).unwrap();
         let after = Placement::from_pod_spec(plan.pod.spec.as_ref().unwrap()).unwrap();

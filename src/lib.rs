@@ -5,6 +5,10 @@
 //! shared `cluster`, `admission`, `step_helper`; features `image_selection`, `placement`,
 //! `artifact_cache` (each used through its `mod.rs`); top `startup`, then `cli`.
 
+// An item is `pub` only where the crate's API exports it (through a room's door); inside a room
+// it is `pub(crate)` at most.
+#![warn(unreachable_pub)]
+
 pub mod admission;
 pub mod api;
 pub mod artifact_cache;

@@ -17,9 +17,13 @@ use std::time::Duration;
 
 use super::tls::{ServingCert, TlsError};
 
-pub use issue::{IssueError, Material};
+pub(super) use issue::IssueError;
+
+pub(super) use issue::Material;
 pub use manager::manage;
-pub use plan::{Action, ServingReason, Stored, plan};
+pub use plan::Action;
+pub(super) use plan::ServingReason;
+pub use plan::{Stored, plan};
 
 /// Where the served certificate goes (the webhook's TLS resolver).
 pub trait CertificateSink: Send + Sync {
@@ -85,7 +89,7 @@ impl CertificateSettings {
 
 /// Keeping the certificates current failed (this time; it is retried).
 #[derive(Debug, thiserror::Error)]
-pub enum CertificatesError {
+pub(super) enum CertificatesError {
     /// A request to the apiserver failed.
     #[error("failed to {what}")]
     Kube {

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// The pointer made of `tokens`, each escaped.
-pub fn pointer<T: AsRef<str>>(tokens: &[T]) -> PointerBuf {
+pub(super) fn pointer<T: AsRef<str>>(tokens: &[T]) -> PointerBuf {
     PointerBuf::from_tokens(tokens.iter().map(AsRef::as_ref))
 }
 

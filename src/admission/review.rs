@@ -80,10 +80,10 @@ pub struct Answer {
 }
 
 /// The outcome label of a request refused before any planner saw it.
-pub const DENIED: &str = "denied";
+pub(super) const DENIED: &str = "denied";
 
 /// The outcome label of a request admitted unchanged because no planner could decide it.
-pub const SKIPPED: &str = "skipped";
+pub(super) const SKIPPED: &str = "skipped";
 
 impl Answer {
     /// A denial of the request with `uid` (empty when it could not be read: the apiserver

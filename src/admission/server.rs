@@ -33,17 +33,17 @@ pub const DEADLINE: Duration = Duration::from_secs(2);
 
 /// Requests planned at once, per route, so a flood of one route (the gate sees nearly every pod)
 /// never takes another's places; each holds its body, its typed object and the patch.
-pub const MAX_IN_FLIGHT: usize = 4;
+pub(super) const MAX_IN_FLIGHT: usize = 4;
 
 /// Requests waiting on the apiserver at once, over every route: a request whose planner declines
 /// ([`Planner::plan_now`](super::route::Planner::plan_now)) gives its place back and waits here,
 /// so reviews naming objects that do not exist never take the places real reviews need.
-pub const MAX_WAITING: usize = 4;
+pub(super) const MAX_WAITING: usize = 4;
 
 /// The memory all request bodies together may hold, over every route and connection, charged by
 /// the bytes that arrived (so slow bodies cost what they sent) and kept under the chart's memory
 /// limit. Each peer address may hold at most its share ([`peers::PEER_SHARE`]).
-pub const MAX_BODY_MEMORY: usize = 48 * 1024 * 1024;
+pub(super) const MAX_BODY_MEMORY: usize = 48 * 1024 * 1024;
 
 /// The largest body a bounded planner plans on the connection's worker: a body the caps still
 /// allow (large, deeply nested) would take the worker long enough to stall its other

@@ -206,7 +206,7 @@ impl ResolvesServerCert for ServingCert {
 
 /// The files [`CertFiles::watch`] reads.
 #[derive(Clone, Debug)]
-pub struct CertFiles {
+pub(super) struct CertFiles {
     /// PEM certificate chain, leaf first.
     pub cert: PathBuf,
     /// PEM private key.
@@ -215,13 +215,13 @@ pub struct CertFiles {
 
 /// How often [`CertFiles::watch`] reads the files. Reading two small files a few times a second
 /// costs nothing and, unlike inotify on the files, sees a Secret volume's `..data` symlink swap.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+pub(super) const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
 impl CertFiles {
     /// Reads the files every `interval` until dropped, and sets the pair on `cert` whenever their
     /// bytes change. A pair that does not load (half-written, mismatched) is logged, the previous
     /// certificate kept, and retried when either file changes again.
-    pub async fn watch(self, cert: Arc<ServingCert>, interval: Duration) {
+    pub(super) async fn watch(self, cert: Arc<ServingCert>, interval: Duration) {
         let mut seen: Option<(Vec<u8>, Vec<u8>)> = None;
         let mut unreadable = false;
         let mut ticks = tokio::time::interval(interval);

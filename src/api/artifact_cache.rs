@@ -2,6 +2,10 @@
 //! their outputs to) and the step contract: the oras-operator's annotation names, kept as they are so
 //! workflow tools that write them work unchanged. Types and constants only.
 
+// kube's `x_kube` validation derive copies each validated type into a private scope, where
+// `unreachable_pub` sees it unexported; the types themselves are exported at `api`'s door.
+#![allow(unreachable_pub)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};

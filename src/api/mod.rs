@@ -12,11 +12,37 @@ pub use placement::{
     PlacementPolicyStatus, PlacementReason, PodCounts,
 };
 
-pub use artifact_cache::{
-    ArtifactCache, ArtifactCacheSpec, ArtifactCacheStatus, CaReference, CacheReason, CacheStorage,
-    ClaimStorage, DEFAULT_REGISTRY_IMAGE, EmptyDirStorage, KeyReference, LocalSecretReference,
-    REGISTRY_PORT, S3CredentialsReference, S3Storage, SecretKeyReference, step,
-};
+pub use artifact_cache::ArtifactCache;
+
+pub use artifact_cache::ArtifactCacheSpec;
+
+pub use artifact_cache::ArtifactCacheStatus;
+
+pub use artifact_cache::CaReference;
+
+pub use artifact_cache::CacheReason;
+
+pub use artifact_cache::CacheStorage;
+
+pub use artifact_cache::ClaimStorage;
+
+pub use artifact_cache::DEFAULT_REGISTRY_IMAGE;
+
+pub use artifact_cache::EmptyDirStorage;
+
+pub use artifact_cache::KeyReference;
+
+pub use artifact_cache::LocalSecretReference;
+
+pub use artifact_cache::REGISTRY_PORT;
+
+pub use artifact_cache::S3CredentialsReference;
+
+pub use artifact_cache::S3Storage;
+
+pub use artifact_cache::SecretKeyReference;
+
+pub use artifact_cache::step;
 pub use conditions::{ConditionType, Reason, WantedCondition, merge_condition};
 pub use duration::{DURATION_PATTERN, parse_duration};
 pub use placement::pod as placement_pod;

@@ -7,6 +7,10 @@
 //! the name that sorts first. The winner is written on the pod at admission (the tracking label),
 //! so a later policy change never moves a pod that is already gated.
 
+// kube's `x_kube` validation derive copies each validated type into a private scope, where
+// `unreachable_pub` sees it unexported; the types themselves are exported at `api`'s door.
+#![allow(unreachable_pub)]
+
 pub mod pod;
 
 use std::collections::BTreeMap;

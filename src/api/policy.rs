@@ -1,6 +1,10 @@
 //! The ImageSelectionPolicy custom resource: its spec (what the user asks), its status (what the
 //! controller resolved), and the schema rules the apiserver enforces on it.
 
+// kube's `x_kube` validation derive copies each validated type into a private scope, where
+// `unreachable_pub` sees it unexported; the types themselves are exported at `api`'s door.
+#![allow(unreachable_pub)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};

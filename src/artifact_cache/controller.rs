@@ -34,10 +34,11 @@ use crate::telemetry::{self, Metrics, error_chain};
 
 mod objects;
 
-pub use objects::Error;
+pub(super) use objects::Error;
 
 /// The labels every owned object carries; the owned watches select by them.
-pub const OWNED: &str = "app.kubernetes.io/name=artifact-cache,app.kubernetes.io/managed-by=ocifit";
+pub(super) const OWNED: &str =
+    "app.kubernetes.io/name=artifact-cache,app.kubernetes.io/managed-by=ocifit";
 /// How soon a cache that is not Ready yet is looked at again, besides its objects' changes.
 const NOT_READY_RECHECK: Duration = Duration::from_secs(30);
 /// The longest wait before retrying a reconcile that failed against the apiserver.
@@ -47,7 +48,7 @@ const RETRY: Duration = Duration::from_secs(10);
 /// cache in the store: [`super::owned`]): what the controller is about to put back, and its
 /// triggers.
 #[derive(Clone)]
-pub struct Owned {
+pub(super) struct Owned {
     pub deployments: Reflected<Trimmed<Deployment>>,
     pub services: Reflected<Trimmed<Service>>,
     pub claims: Reflected<Trimmed<PersistentVolumeClaim>>,
@@ -72,7 +73,7 @@ struct Context {
 
 /// The controller over `caches`; the future runs until `shutdown` resolves and in-flight
 /// reconciles finish.
-pub fn controller(
+pub(super) fn controller(
     cluster: ClusterView,
     reporter: EventReporter,
     caches: &Reflected<ArtifactCache>,

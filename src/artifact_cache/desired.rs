@@ -31,9 +31,9 @@ use deployment::{Auth, DeploymentInputs, Store};
 pub use object_store::HTTP_SECRET_KEY;
 
 /// The emptyDir size when a cache names no storage.
-pub const DEFAULT_SIZE_LIMIT: &str = "10Gi";
+pub(super) const DEFAULT_SIZE_LIMIT: &str = "10Gi";
 /// The key of the generated credentials Secret holding the registry's htpasswd file.
-pub const HTPASSWD_KEY: &str = "htpasswd";
+pub(super) const HTPASSWD_KEY: &str = "htpasswd";
 
 /// The owned objects of a deployed cache.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,7 +67,7 @@ pub enum DesiredError {
 }
 
 /// The registry image `cache` deploys.
-pub fn image(cache: &ArtifactCache) -> String {
+pub(super) fn image(cache: &ArtifactCache) -> String {
     cache
         .spec
         .image
@@ -76,13 +76,13 @@ pub fn image(cache: &ArtifactCache) -> String {
 }
 
 /// Whether `image` may be deployed: it is one of `allowed` exactly (`--artifact-cache-images`).
-pub fn image_allowed(image: &str, allowed: &[String]) -> bool {
+pub(super) fn image_allowed(image: &str, allowed: &[String]) -> bool {
     allowed.iter().any(|a| a == image)
 }
 
 /// The metadata every owned object starts from: the name of the cache's Deployment and Service,
 /// its namespace, labels and the cache as controlling owner.
-pub fn owned_meta(cache: &ArtifactCache) -> Result<ObjectMeta, DesiredError> {
+pub(super) fn owned_meta(cache: &ArtifactCache) -> Result<ObjectMeta, DesiredError> {
     let cache_name = cache
         .metadata
         .name
@@ -112,7 +112,7 @@ pub fn owned_meta(cache: &ArtifactCache) -> Result<ObjectMeta, DesiredError> {
 
 /// Whether an existing object's metadata names `cache` (by uid) as its controlling owner: only
 /// then does the controller write it.
-pub fn owned_by(object: &ObjectMeta, cache: &ArtifactCache) -> bool {
+pub(super) fn owned_by(object: &ObjectMeta, cache: &ArtifactCache) -> bool {
     let Some(uid) = cache.metadata.uid.as_deref() else {
         return false;
     };

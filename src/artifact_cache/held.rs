@@ -35,7 +35,7 @@ pub struct HoldRules {
 
 /// An Event on the pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
+pub(super) struct Note {
     pub warning: bool,
     pub reason: &'static str,
     pub note: String,
@@ -43,7 +43,7 @@ pub struct Note {
 
 /// What to do with one held step now.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Release {
+pub(super) struct Release {
     /// The JSON patch for the live pod, when something changes.
     pub patch: Option<Patch>,
     pub event: Option<Note>,
@@ -52,7 +52,7 @@ pub struct Release {
 }
 
 /// The cache a held step was wired to (name and endpoint), from its marker annotation.
-pub fn wired_to(pod: &Pod) -> Option<(&str, &str)> {
+pub(super) fn wired_to(pod: &Pod) -> Option<(&str, &str)> {
     pod.metadata
         .annotations
         .as_ref()?
@@ -62,14 +62,19 @@ pub fn wired_to(pod: &Pod) -> Option<(&str, &str)> {
 
 /// What the held-step watch keeps of a pod besides its identity: ocifit's labels and
 /// annotations and the scheduling gates.
-pub const KEPT: Kept = Kept {
+pub(super) const KEPT: Kept = Kept {
     labels: Keys::Prefixed(&["artifacts.ocifit.io/"]),
     annotations: Keys::Prefixed(&["artifacts.ocifit.io/"]),
     spec: Spec::Gates,
 };
 
 /// Decides the release of `pod` (held by [`GATE`]) whose cache is now `cache`, held for `waited`.
-pub fn release(pod: &Pod, cache: &CacheState, rules: HoldRules, waited: Duration) -> Release {
+pub(super) fn release(
+    pod: &Pod,
+    cache: &CacheState,
+    rules: HoldRules,
+    waited: Duration,
+) -> Release {
     if held_at(pod, GATE).is_none() {
         return Release::default();
     }
@@ -129,7 +134,7 @@ pub fn release(pod: &Pod, cache: &CacheState, rules: HoldRules, waited: Duration
 }
 
 /// `pod` follows the hold failure rule because of `why`.
-pub fn failed(pod: &Pod, rules: HoldRules, why: String) -> Release {
+pub(super) fn failed(pod: &Pod, rules: HoldRules, why: String) -> Release {
     match rules.failure {
         HoldFailure::Ignore => Release {
             patch: Some(unhold(pod)),

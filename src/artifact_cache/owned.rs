@@ -22,7 +22,7 @@ use crate::api::ArtifactCache;
 
 /// What the owned watches keep of an object of kind `K`.
 #[derive(Debug)]
-pub struct Trimmed<K> {
+pub(super) struct Trimmed<K> {
     /// Name, namespace, UID, resourceVersion and the controlling owner.
     pub metadata: ObjectMeta,
     /// The digest of the parts the controller sets.
@@ -68,7 +68,7 @@ impl<K: Resource<DynamicType = ()>> Resource for Trimmed<K> {
 }
 
 /// Keeps of `object` what the controller reads.
-pub fn trim<K: Resource + Serialize>(object: &K) -> Trimmed<K> {
+pub(super) fn trim<K: Resource + Serialize>(object: &K) -> Trimmed<K> {
     let meta = object.meta();
     Trimmed {
         metadata: ObjectMeta {
@@ -97,7 +97,7 @@ fn controlling_cache(
 
 /// Whether `meta` is that of an object ocifit made for a cache in `caches` (see the module's
 /// summary).
-pub fn made_for_a_cache(meta: &ObjectMeta, caches: &Store<ArtifactCache>) -> bool {
+pub(super) fn made_for_a_cache(meta: &ObjectMeta, caches: &Store<ArtifactCache>) -> bool {
     let (Some(owner), Some(namespace)) = (controlling_cache(meta), meta.namespace.as_deref())
     else {
         return false;
@@ -112,7 +112,7 @@ pub fn made_for_a_cache(meta: &ObjectMeta, caches: &Store<ArtifactCache>) -> boo
 /// `events` with only the objects ocifit made for a cache in `caches`, trimmed: another object's
 /// listing is skipped, and its change announced as a deletion (so one that lost its cache leaves
 /// the store).
-pub fn made_only<K, S>(
+pub(super) fn made_only<K, S>(
     events: S,
     caches: Store<ArtifactCache>,
 ) -> impl Stream<Item = watcher::Result<watcher::Event<Trimmed<K>>>>

@@ -39,7 +39,7 @@ const AFTER_CONFLICT: Duration = Duration::from_millis(200);
 /// The pod could not be patched.
 #[derive(Debug, thiserror::Error)]
 #[error("failed to release step {namespace}/{name}")]
-pub struct Error {
+pub(super) struct Error {
     namespace: String,
     name: String,
     #[source]
@@ -54,7 +54,7 @@ struct Context {
 }
 
 /// The held-step watch, the controller over it and the queue of its Events, as tasks.
-pub fn run(
+pub(super) fn run(
     cluster: ClusterView,
     caches: &Reflected<ArtifactCache>,
     reporter: EventReporter,

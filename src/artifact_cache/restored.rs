@@ -7,7 +7,7 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 /// The reason of the Event on the cache when one of its objects was put back.
-pub const REASON: &str = "ObjectRestored";
+pub(super) const REASON: &str = "ObjectRestored";
 
 /// The parts of an owned object the controller sets and compares: the rest (status, fields
 /// others added) is not ours to put back.
@@ -16,7 +16,7 @@ const OURS: [(&str, &[&str]); 2] = [("spec", &["spec"]), ("labels", &["metadata"
 /// The object's UID and the SHA-256 of each of its parts in [`OURS`] (of `null` when absent):
 /// what the owned watches keep of those parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ours {
+pub(super) struct Ours {
     /// Another UID after the apply: the object was deleted and created anew, seen even before
     /// the watch has the deletion (the apply can overtake it).
     uid: Option<String>,
@@ -24,7 +24,7 @@ pub struct Ours {
 }
 
 /// The UID and the digest of `object`'s parts the controller sets.
-pub fn ours<K: Serialize>(object: &K) -> Ours {
+pub(super) fn ours<K: Serialize>(object: &K) -> Ours {
     let value = serde_json::to_value(object).unwrap_or(Value::Null);
     Ours {
         uid: at(&value, &["metadata", "uid"])
@@ -40,7 +40,7 @@ pub fn ours<K: Serialize>(object: &K) -> Ours {
 /// What the controller did to an owned object someone else changed or deleted: the Event's
 /// action (`Recreate`, `Restore`: an object put back twice stays two Events) and its note.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Restored {
+pub(super) struct Restored {
     pub action: &'static str,
     pub note: String,
 }
@@ -48,7 +48,7 @@ pub struct Restored {
 /// The Event when the apply put back `what` (e.g. "its Deployment") named `name`, if it undid
 /// someone's change: `before` is the watch's digest (`None`: absent), `after` the applied object's;
 /// only with `applied_before` (this generation applied, a full list held) is a difference theirs.
-pub fn restored(
+pub(super) fn restored(
     what: &str,
     name: &str,
     before: Option<&Ours>,

@@ -38,7 +38,7 @@ pub struct Steps {
 /// Reads a cache from the apiserver, as the leader last wrote it: `None` when it is not there or
 /// cannot be read in time. Called on the blocking pool only: a step whose cache the store shows
 /// Ready is planned on the connection's worker, any other there.
-pub type ReadAgain = crate::cluster::ReadAgain<ObjectRef<ArtifactCache>, ArtifactCache>;
+pub(super) type ReadAgain = crate::cluster::ReadAgain<ObjectRef<ArtifactCache>, ArtifactCache>;
 
 /// The step routes' read of a cache from the apiserver (the ClusterRole's `get` on
 /// artifactcaches); `None` outside a Tokio runtime.

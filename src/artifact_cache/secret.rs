@@ -19,9 +19,9 @@ use crate::api::ArtifactCache;
 use crate::step_helper::{PULL_PASS, PUSH_PASS, USER};
 
 /// The user steps pull with.
-pub const PULL_USER: &str = "steps-pull";
+pub(super) const PULL_USER: &str = "steps-pull";
 /// The user steps push with.
-pub const PUSH_USER: &str = "steps-push";
+pub(super) const PUSH_USER: &str = "steps-push";
 /// The Secret's key holding the push user (`ORAS_USER` holds the pull user, as the contract's
 /// one user: what reads it for pulls reads what it always did).
 pub const PUSH_USER_KEY: &str = "ORAS_PUSH_USER";

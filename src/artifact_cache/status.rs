@@ -27,7 +27,7 @@ pub struct Observed<'a> {
 
 /// The Event a status change deserves.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
+pub(super) struct Change {
     pub warning: bool,
     pub reason: CacheReason,
     pub note: String,
@@ -56,7 +56,7 @@ pub fn status(
 
 /// The status of a cache the controller wrote nothing for (`Conflict`, `ImageNotAllowed`): not
 /// Ready, saying why; the endpoint it had is kept off, so no step is sent to it.
-pub fn refused(
+pub(super) fn refused(
     cache: &ArtifactCache,
     reason: CacheReason,
     message: String,
@@ -101,7 +101,10 @@ fn build(
 
 /// The Event for going from `before` to `after`: one when readiness or its reason changes; a
 /// Warning when a Ready cache stops being Ready, or when the controller refuses to write.
-pub fn change(before: Option<&ArtifactCacheStatus>, after: &ArtifactCacheStatus) -> Option<Change> {
+pub(super) fn change(
+    before: Option<&ArtifactCacheStatus>,
+    after: &ArtifactCacheStatus,
+) -> Option<Change> {
     let ready = |s: &ArtifactCacheStatus| {
         s.conditions
             .iter()
@@ -129,7 +132,9 @@ pub fn change(before: Option<&ArtifactCacheStatus>, after: &ArtifactCacheStatus)
 }
 
 /// How many of `caches` steps' admission sees as Ready, and how many not (for the metrics).
-pub fn count_ready<'a>(caches: impl IntoIterator<Item = &'a ArtifactCache>) -> (usize, usize) {
+pub(super) fn count_ready<'a>(
+    caches: impl IntoIterator<Item = &'a ArtifactCache>,
+) -> (usize, usize) {
     caches
         .into_iter()
         .fold((0, 0), |(ready, not_ready), cache| {
@@ -143,7 +148,7 @@ pub fn count_ready<'a>(caches: impl IntoIterator<Item = &'a ArtifactCache>) -> (
 /// What steps' admission knows of a cache: Ready, starting (not Ready, but its current status
 /// names its endpoint and any generated credentials, so steps can be wired and held), not Ready
 /// (with the condition's message; stuck when it cannot become Ready as it is), or missing.
-pub fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {
+pub(super) fn cache_state(cache: Option<&ArtifactCache>) -> CacheState {
     let Some(cache) = cache else {
         return CacheState::Missing;
     };
@@ -230,7 +235,7 @@ fn storage_unavailable(cache: &ArtifactCache, pods: &[Pod]) -> Option<String> {
 
 /// Whether the Deployment has a ready replica of its current template: a replica counts once the
 /// Deployment controller saw this generation.
-pub fn has_ready_replica(deployment: &Deployment) -> bool {
+pub(super) fn has_ready_replica(deployment: &Deployment) -> bool {
     let status = deployment.status.as_ref();
     let ready = status.and_then(|s| s.ready_replicas).unwrap_or(0);
     let current = status.and_then(|s| s.observed_generation) >= deployment.metadata.generation;

@@ -26,7 +26,7 @@ use crate::telemetry::{Metrics, StepTransfer};
 
 /// One finished helper container run and what it reported.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Finished {
+pub(super) struct Finished {
     /// The run's container ID (a restarted container is a new run).
     pub id: String,
     /// The ArtifactCache as `namespace/name`, from the cache object; empty for a step naming its
@@ -36,7 +36,7 @@ pub struct Finished {
 }
 
 /// What a step pod is checked against: ocifit's helper image and the caches in the store.
-pub struct Facts<'a> {
+pub(super) struct Facts<'a> {
     /// The image ocifit injects its helpers with.
     pub helper_image: &'a str,
     /// The ArtifactCache of a namespace and name, as the store holds it.
@@ -68,7 +68,7 @@ fn injected_cache(pod: &Pod, facts: &Facts<'_>) -> Option<String> {
 }
 
 /// A cache's `namespace/name` from its own object.
-pub fn label(cache: &ArtifactCache) -> Option<String> {
+pub(super) fn label(cache: &ArtifactCache) -> Option<String> {
     let metadata = &cache.metadata;
     Some(format!(
         "{}/{}",
@@ -79,7 +79,7 @@ pub fn label(cache: &ArtifactCache) -> Option<String> {
 
 /// The finished helper runs a pod's status shows (the current and the last state of each), with
 /// a report in their termination message; none for a pod whose steps ocifit did not inject.
-pub fn finished(pod: &Pod, facts: &Facts<'_>) -> Vec<Finished> {
+pub(super) fn finished(pod: &Pod, facts: &Facts<'_>) -> Vec<Finished> {
     let Some(cache) = injected_cache(pod, facts) else {
         return Vec::new();
     };
@@ -113,7 +113,7 @@ fn read(run: &ContainerStateTerminated, cache: &str) -> Option<Finished> {
 
 /// Keeps of a step pod what the counting reads: identity, the marker, its helper containers'
 /// names and images, and its status.
-pub fn trim(pod: &mut Pod) {
+pub(super) fn trim(pod: &mut Pod) {
     let Pod {
         metadata,
         spec,
@@ -151,14 +151,14 @@ pub fn trim(pod: &mut Pod) {
 
 /// The runs already seen, by pod.
 #[derive(Debug, Default)]
-pub struct Tally {
+pub(super) struct Tally {
     seen: HashMap<String, BTreeSet<String>>,
 }
 
 impl Tally {
     /// The runs of `pod` not seen before, now marked seen.
     /// A pod whose steps ocifit did not inject is not remembered.
-    pub fn new_runs(&mut self, pod: &Pod, facts: &Facts<'_>) -> Vec<Finished> {
+    pub(super) fn new_runs(&mut self, pod: &Pod, facts: &Facts<'_>) -> Vec<Finished> {
         let runs = finished(pod, facts);
         if runs.is_empty() {
             return runs;
@@ -171,21 +171,21 @@ impl Tally {
     }
 
     /// Forgets a pod that is gone.
-    pub fn forget(&mut self, pod: &Pod) {
+    pub(super) fn forget(&mut self, pod: &Pod) {
         if let Some(uid) = &pod.metadata.uid {
             self.seen.remove(uid);
         }
     }
 
     /// Keeps only the pods a relist returned: one deleted while the watch was down is forgotten.
-    pub fn keep_only(&mut self, listed: &BTreeSet<String>) {
+    pub(super) fn keep_only(&mut self, listed: &BTreeSet<String>) {
         self.seen.retain(|uid, _| listed.contains(uid));
     }
 }
 
 /// Watches the step pods and counts each new finished helper run of `helper_image` while
 /// leading; what is there at the first list is marked, not counted.
-pub fn count(
+pub(super) fn count(
     client: Client,
     leadership: Leadership,
     metrics: Arc<Metrics>,

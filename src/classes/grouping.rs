@@ -91,12 +91,12 @@ pub fn distinguishes(reads: &Reads, key: &str) -> bool {
 }
 
 /// True for a control-plane node (`node-role.kubernetes.io/control-plane` or `…/master`).
-pub fn is_control_plane(labels: &BTreeMap<String, String>) -> bool {
+pub(super) fn is_control_plane(labels: &BTreeMap<String, String>) -> bool {
     CONTROL_PLANE_LABELS.iter().any(|l| labels.contains_key(*l))
 }
 
 /// True when the node has every label of a plain nodeSelector, with the same value.
-pub fn node_selector_matches(
+pub(super) fn node_selector_matches(
     selector: &BTreeMap<String, String>,
     labels: &BTreeMap<String, String>,
 ) -> bool {

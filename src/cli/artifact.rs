@@ -121,7 +121,7 @@ enum ArtifactError {
 
 /// Runs an `ocifit artifact` command: 0 when it did what it was asked, 1 otherwise (the reason on
 /// stderr).
-pub async fn run(args: ArtifactArgs) -> ExitCode {
+pub(super) async fn run(args: ArtifactArgs) -> ExitCode {
     if let Err(err) = init_logs(args.log_format) {
         eprintln!("error: {}", error_chain(&err));
         return ExitCode::FAILURE;
@@ -372,7 +372,7 @@ fn exit_of(err: &ArtifactError) -> super::Exit {
 }
 
 /// Fills the `--cache` flags of `pull` and `push` from the global cluster flags.
-pub fn with_cluster(args: &mut ArtifactArgs, kube: &crate::startup::KubeArgs) {
+pub(super) fn with_cluster(args: &mut ArtifactArgs, kube: &crate::startup::KubeArgs) {
     let cache = match &mut args.command {
         ArtifactCommand::Pull(pull) => &mut pull.cache,
         ArtifactCommand::Push(push) => &mut push.cache,

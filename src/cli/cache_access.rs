@@ -44,7 +44,7 @@ pub struct CacheArgs {
 
 /// Why a cache cannot be reached.
 #[derive(Debug, thiserror::Error)]
-pub enum AccessError {
+pub(super) enum AccessError {
     #[error("{0:#}")]
     Client(anyhow::Error),
     #[error("failed to read ArtifactCache {namespace}/{name}")]
@@ -98,7 +98,7 @@ pub enum AccessError {
 
 /// How to reach the cache from here.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+pub(super) enum Route {
     /// Through a port-forward to a pod of this Deployment.
     Forward { deployment: String },
     /// At the cache's endpoint (`deploy: false`).
@@ -107,7 +107,7 @@ pub enum Route {
 
 /// Why a cache has no route yet, as the end of "ArtifactCache … is not Ready…".
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotReady {
+pub(super) enum NotReady {
     /// Its Ready condition is not True.
     #[error(": {reason} ({message})")]
     Condition { reason: String, message: String },
@@ -118,7 +118,7 @@ pub enum NotReady {
 }
 
 /// The route to `cache`, or why there is none. Pure.
-pub fn route(cache: &ArtifactCache) -> Result<Route, NotReady> {
+pub(super) fn route(cache: &ArtifactCache) -> Result<Route, NotReady> {
     let status = cache.status.clone().unwrap_or_default();
     match status.conditions.iter().find(|c| c.type_ == "Ready") {
         Some(ready) if ready.status == "True" => {}
@@ -147,7 +147,7 @@ pub fn route(cache: &ArtifactCache) -> Result<Route, NotReady> {
 
 /// The direction's user and password in the cache's credentials Secret: for a push its push
 /// user, or `ORAS_USER` in a Secret generated before pushes had a user of their own. Pure.
-pub fn login(secret: &Secret, direction: Direction) -> Option<(String, String)> {
+pub(super) fn login(secret: &Secret, direction: Direction) -> Option<(String, String)> {
     let data = secret.data.as_ref()?;
     let text = |key: &str| {
         data.get(key)
@@ -162,7 +162,7 @@ pub fn login(secret: &Secret, direction: Direction) -> Option<(String, String)> 
 
 /// Why the cache's objects lead to no pod to forward to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NoPod {
+pub(super) enum NoPod {
     #[error("it does not exist")]
     NoDeployment,
     #[error("it is not owned by the ArtifactCache (ocifit forwards only to the cache's own)")]
@@ -175,7 +175,7 @@ pub enum NoPod {
 
 /// The pod to forward to: a Ready pod of `deployment`'s current ReplicaSet, each link checked by
 /// the controller's UID in the ownerReferences, from the cache down. Pure.
-pub fn registry_pod(
+pub(super) fn registry_pod(
     cache: &ArtifactCache,
     deployment: Option<&Deployment>,
     replica_sets: &[ReplicaSet],
@@ -231,7 +231,7 @@ fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
 }
 
 /// A cache reached from here: its registry's `host:port`, and what to use with it.
-pub struct Reached {
+pub(super) struct Reached {
     pub host: String,
     pub plain_http: bool,
     pub credentials: DockerConfig,
@@ -240,7 +240,7 @@ pub struct Reached {
 }
 
 /// Finds the cache and opens the way to it.
-pub async fn reach(
+pub(super) async fn reach(
     args: &CacheArgs,
     name: &str,
     direction: Direction,

@@ -14,7 +14,7 @@ pub struct CompletionArgs {
 }
 
 /// The completion script for `shell`, completing the command named `name`.
-pub fn script(shell: clap_complete::Shell, name: &'static str) -> Vec<u8> {
+pub(super) fn script(shell: clap_complete::Shell, name: &'static str) -> Vec<u8> {
     let mut command = super::Cli::command_named(name);
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut command, name, &mut out);
@@ -22,7 +22,7 @@ pub fn script(shell: clap_complete::Shell, name: &'static str) -> Vec<u8> {
 }
 
 /// Prints the script for `ocifit` on stdout.
-pub fn run(args: &CompletionArgs) -> ExitCode {
+pub(super) fn run(args: &CompletionArgs) -> ExitCode {
     use std::io::Write;
     // A closed stdout (e.g. `| head`) is not worth a panic.
     let _ = std::io::stdout().write_all(&script(args.shell, "ocifit"));

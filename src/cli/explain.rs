@@ -16,7 +16,11 @@ use crate::startup::KubeArgs;
 
 mod report;
 
-pub use report::{Explained, Gathered, explain};
+pub(super) use report::Explained;
+
+pub(super) use report::Gathered;
+
+pub(super) use report::explain;
 
 /// `ocifit explain`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -41,7 +45,7 @@ pub struct ExplainPodArgs {
 
 /// Runs `ocifit explain pod`: 0 with the report, [`Exit::Usage`] when the pod does not exist,
 /// [`Exit::Cluster`] when the cluster cannot be used.
-pub async fn run(args: &ExplainArgs, kube: &KubeArgs) -> ExitCode {
+pub(super) async fn run(args: &ExplainArgs, kube: &KubeArgs) -> ExitCode {
     let ExplainWhat::Pod(pod_args) = &args.what;
     let client = match super::connect(kube).await {
         Ok(client) => client,
@@ -147,7 +151,7 @@ fn unread(what: &str, err: &kube::Error) -> String {
 }
 
 /// The report for people: one paragraph per feature that touched the pod.
-pub fn table(report: &Explained) -> String {
+pub(super) fn table(report: &Explained) -> String {
     let mut out = format!("Pod {}", report.pod);
     match &report.node {
         Some(node) => {

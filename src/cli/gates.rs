@@ -55,7 +55,7 @@ pub struct ReleaseGatesArgs {
 /// What a release did (or, dry-run, would do), as `-o json|yaml` prints it.
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ReleaseReport {
+pub(super) struct ReleaseReport {
     /// Whether nothing was written.
     pub dry_run: bool,
     /// Every pod released (or that would be), with the gate.
@@ -66,7 +66,7 @@ pub struct ReleaseReport {
 
 /// One pod released from one gate.
 #[derive(Debug, Serialize)]
-pub struct ReleasedPod {
+pub(super) struct ReleasedPod {
     /// `namespace/name`.
     pub pod: String,
     /// The gate removed.
@@ -82,7 +82,7 @@ impl ReleaseReport {
     }
 
     /// One line per pod and gate, then the count.
-    pub fn table(&self) -> String {
+    pub(super) fn table(&self) -> String {
         let verb = if self.dry_run {
             "would release"
         } else {
@@ -103,7 +103,7 @@ impl ReleaseReport {
 }
 
 /// Runs `ocifit release-gates`.
-pub async fn run(args: &ReleaseGatesArgs) -> ExitCode {
+pub(super) async fn run(args: &ReleaseGatesArgs) -> ExitCode {
     let gates: Vec<Gate> = if args.gates.is_empty() {
         vec![
             crate::placement::GATE,
@@ -123,7 +123,12 @@ pub async fn run(args: &ReleaseGatesArgs) -> ExitCode {
 /// Removes each of `gates` from every pod in `scope` holding it and reports each pod: exit 0
 /// when every one was released, [`Exit::Failed`] when some were not (every other one still
 /// is, and each failure is named), the cluster's or the input's code when none could be listed.
-pub async fn release(kube: &KubeArgs, gates: &[Gate], scope: &Scope, output: Output) -> ExitCode {
+pub(super) async fn release(
+    kube: &KubeArgs,
+    gates: &[Gate],
+    scope: &Scope,
+    output: Output,
+) -> ExitCode {
     let client = match super::connect(kube).await {
         Ok(client) => client,
         Err(exit) => return exit,

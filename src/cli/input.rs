@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 
 /// A file given to `ocifit resolve` that cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum InputError {
+pub(super) enum InputError {
     /// The file cannot be read.
     #[error("failed to read {path}: {source}")]
     Read {
@@ -37,7 +37,7 @@ pub enum InputError {
 }
 
 /// Reads the whole file.
-pub fn read_file(path: &Path) -> Result<Vec<u8>, InputError> {
+pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, InputError> {
     std::fs::read(path).map_err(|source| InputError::Read {
         path: path.to_owned(),
         source,
@@ -46,7 +46,10 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, InputError> {
 
 /// Reads objects of `kind` from a file holding one such object, a `List` of them or a `<kind>List`,
 /// in JSON or YAML.
-pub fn read_objects<T: DeserializeOwned>(path: &Path, kind: &str) -> Result<Vec<T>, InputError> {
+pub(super) fn read_objects<T: DeserializeOwned>(
+    path: &Path,
+    kind: &str,
+) -> Result<Vec<T>, InputError> {
     let bytes = read_file(path)?;
     let document = parse_document(path, &bytes)?;
     let list_kind = format!("{kind}List");

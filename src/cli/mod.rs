@@ -32,8 +32,7 @@ pub use crd::{CrdError, crd_documents, crd_yaml};
 pub use exit::Exit;
 pub use migrate::MigrateArgs;
 pub use output::Output;
-pub use placement::RELEASE_ALL_DEPRECATED;
-pub use placement::{PlacementArgs, PlacementCommand};
+pub use placement::{PlacementArgs, PlacementCommand, RELEASE_ALL_DEPRECATED};
 pub use resolve::ResolveArgs;
 pub use selftest::{PLACEMENT_PROBE, PROBE_LABEL};
 

@@ -56,7 +56,7 @@ pub const RELEASE_ALL_DEPRECATED: &str = "warning: `ocifit placement release-all
 
 /// Runs the command; exit 0 when every gated pod (tainted node) was released (untainted),
 /// [`Exit::Failed`] otherwise (every other one still is, and each failure is reported).
-pub async fn run(args: &PlacementArgs) -> ExitCode {
+pub(super) async fn run(args: &PlacementArgs) -> ExitCode {
     match &args.command {
         PlacementCommand::ReleaseAll(flags) => {
             eprintln!("{RELEASE_ALL_DEPRECATED}");

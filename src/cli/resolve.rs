@@ -24,14 +24,14 @@ use crate::engine::{NodeFeature, NodeInputs, features_by_node};
 use crate::image_selection::{PlatformLookup, Platforms};
 use crate::registry::{self, ErrorKind, Registry, RegistryFlags, RegistryOptions};
 pub use args::ResolveArgs;
-pub use error::ResolveError;
+pub(super) use error::ResolveError;
 use inputs::Loaded;
-pub use report::Report;
+pub(super) use report::Report;
 
 /// The namespace nfd-master runs in by default; its NodeFeature objects are merged first.
 const NFD_NAMESPACE: &str = "node-feature-discovery";
 
-pub async fn run(args: &ResolveArgs) -> ExitCode {
+pub(super) async fn run(args: &ResolveArgs) -> ExitCode {
     match answer(args).await {
         Ok(report) => {
             if report.classes.is_empty() {

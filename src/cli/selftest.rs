@@ -71,7 +71,7 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
 
 /// What one dry run is sent as and which webhook must answer it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Probe {
+pub(super) enum Probe {
     ImageSelection,
     Placement,
     StepPod,
@@ -80,7 +80,7 @@ pub enum Probe {
 
 impl Probe {
     /// The probes of the webhooks asked for, in the order the webhooks are called.
-    pub fn of(webhooks: &[Webhook]) -> Vec<Probe> {
+    pub(super) fn of(webhooks: &[Webhook]) -> Vec<Probe> {
         let mut probes = Vec::new();
         if webhooks.contains(&Webhook::ImageSelection) {
             probes.push(Probe::ImageSelection);
@@ -95,7 +95,7 @@ impl Probe {
     }
 
     /// The webhook's name in the chart's MutatingWebhookConfiguration.
-    pub fn webhook(self) -> &'static str {
+    pub(super) fn webhook(self) -> &'static str {
         match self {
             Probe::ImageSelection => "pods.ocifit.io",
             Probe::Placement => "placement.ocifit.io",
@@ -107,7 +107,7 @@ impl Probe {
     /// The object dry-run for this probe, carrying `labels`: each is one the webhook must act
     /// on (an opted-in pod naming no policy's placeholder, a pod the test's PlacementPolicy
     /// selects, a step pod and a step Job naming a cache that does not exist).
-    pub fn object(self, labels: &[(String, String)]) -> Value {
+    pub(super) fn object(self, labels: &[(String, String)]) -> Value {
         let mut pod_labels: serde_json::Map<String, Value> = labels
             .iter()
             .map(|(k, v)| (k.clone(), Value::String(v.clone())))
@@ -148,7 +148,7 @@ impl Probe {
 
     /// Whether the webhook acted on the dry run: the apiserver's error when it refused, else the
     /// object as it would have been stored. `Ok` says how, `Err` why not.
-    pub fn judge(self, answer: Result<&Value, &str>) -> Result<String, String> {
+    pub(super) fn judge(self, answer: Result<&Value, &str>) -> Result<String, String> {
         let webhook = self.webhook();
         let object = match answer {
             Err(message)
@@ -217,7 +217,7 @@ fn crds() -> [(String, String); 3] {
 }
 
 /// Runs `ocifit selftest`: one line per check; exit 0 when every check passed, 1 otherwise.
-pub async fn run(args: &SelftestArgs) -> ExitCode {
+pub(super) async fn run(args: &SelftestArgs) -> ExitCode {
     let Some(namespace) = args.kube.namespace.as_deref() else {
         eprintln!("error: selftest needs --namespace: where the probe objects are dry-run");
         return Exit::Usage.into();
@@ -263,7 +263,7 @@ pub async fn run(args: &SelftestArgs) -> ExitCode {
 
 /// One check's outcome, as `-o json|yaml` prints it.
 #[derive(Debug, serde::Serialize)]
-pub struct Check {
+pub(super) struct Check {
     /// What was checked.
     pub check: String,
     pub passed: bool,

@@ -34,7 +34,7 @@ const QUEUE: usize = 1024;
 const IN_FLIGHT: usize = 8;
 
 /// Events a reporter's recorder remembers (for series) before a fresh one replaces it.
-pub const SERIES_MEMORY: usize = 4096;
+pub(super) const SERIES_MEMORY: usize = 4096;
 
 /// One Event to publish.
 #[derive(Clone, Debug, PartialEq)]

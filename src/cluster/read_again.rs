@@ -20,7 +20,7 @@ use budget::Budget;
 static BUDGET: LazyLock<Arc<Budget>> = LazyLock::new(|| Budget::new(Instant::now()));
 
 /// How long admission waits for one read again.
-pub const READ_WITHIN: Duration = Duration::from_millis(500);
+pub(super) const READ_WITHIN: Duration = Duration::from_millis(500);
 
 /// Reads what key `K` names (a namespace's name, an object reference) afresh as a `T`: `None`
 /// when it is not there or cannot be read within [`READ_WITHIN`]. Blocks its thread: call it

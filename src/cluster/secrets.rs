@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 
 /// What `--pull-secret-namespaces` names as an entry for every namespace.
-pub const EVERY_NAMESPACE: &str = "*";
+pub(super) const EVERY_NAMESPACE: &str = "*";
 
 /// The namespaces Secrets may be read in.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -33,7 +33,7 @@ pub const UNTRUSTED_LIST_PAGE: u32 = 20;
 pub type Events<K> = watcher::Result<watcher::Event<K>>;
 
 /// Node metadata events, as [`ClusterNode`]s: names and labels (interned), nothing else.
-pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send + 'static {
+pub(super) fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send + 'static {
     let mut strings = Strings::default();
     watcher(Api::<NodeMeta>::all(client), watcher::Config::default())
         .backoff(watch_backoff())
@@ -51,7 +51,7 @@ pub fn nodes(client: Client) -> impl Stream<Item = Events<ClusterNode>> + Send +
 
 /// NodeFeature events once NFD's CRD is installed (looked for every `interval` until then),
 /// objects with equal features sharing one copy of them (a node pool's machines are alike).
-pub fn node_features(
+pub(super) fn node_features(
     client: Client,
     interval: Duration,
 ) -> impl Stream<Item = Events<NodeFeature>> + Send + 'static {

@@ -31,7 +31,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-pub use artifact::{Artifact, CompatSet};
+pub use artifact::Artifact;
+
+pub use artifact::CompatSet;
 pub use error::{ArtifactError, Location, Problem};
 pub use explain::{Chosen, Explanation, Mode, SetOutcome, SetRef, SetStatus};
 pub use inputs::{

@@ -15,7 +15,7 @@ use crate::cluster::Notice;
 use crate::image_selection::planner::SelectionPod;
 
 /// At most one Event per policy and reason in this window.
-pub const WINDOW: Duration = Duration::from_secs(60);
+pub(super) const WINDOW: Duration = Duration::from_secs(60);
 
 /// The Event `plan` deserves, if any: a denial under a known policy, or a pin.
 pub fn notice(request: &Request<SelectionPod>, plan: &ImagePlan) -> Option<Notice> {

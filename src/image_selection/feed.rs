@@ -132,7 +132,7 @@ fn feature_key(object: &NodeFeature) -> String {
 /// Rebuilds `index` from the stores whenever what it is built from changes, until every
 /// subscription ends (never, while the watches run). The first index is built once the policy
 /// and node stores hold a first list (NodeFeature objects may never come: NFD not installed).
-pub async fn feed(
+pub(super) async fn feed(
     policies: Reflected<ImageSelectionPolicy>,
     cluster: ClusterView,
     index: SharedIndex,

@@ -19,10 +19,15 @@ mod read_pod;
 mod reasons;
 mod release;
 mod request;
-pub use hold::{GATE, gate_at, hold};
-pub use managed::{Quota, Room, counted_against, foreign, is_managed, managed_name, room};
+pub use hold::GATE;
+pub(super) use hold::{gate_at, hold};
+pub use managed::Quota;
+pub use managed::managed_name;
+pub(super) use managed::room;
+pub(super) use managed::{Room, counted_against, foreign, is_managed};
 pub use read_pod::SelectionPod;
-pub use release::{HoldFailure, HoldRules, Release, failed, release};
+pub use release::{HoldFailure, HoldRules};
+pub(super) use release::{Release, failed, release};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,7 +36,7 @@ use crate::admission::{Response, Verdict};
 use crate::api::ImageSelectionPolicy;
 
 pub use index::Index;
-pub use reasons::{ClassRow, DenyReason, NoFit, SkipReason};
+pub(super) use reasons::{ClassRow, DenyReason, NoFit, SkipReason};
 
 /// What to do with one admission request.
 #[derive(Debug, Clone, PartialEq)]

@@ -12,16 +12,16 @@ use kube::{Api, Client};
 use crate::cluster::ReadAgain;
 
 /// The label the apiserver puts on every namespace, naming it.
-pub const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+pub(super) const NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// The labels every namespace is sure to carry: its name label.
-pub fn name_only(name: &str) -> BTreeMap<String, String> {
+pub(super) fn name_only(name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([(NAME_LABEL.to_owned(), name.to_owned())])
 }
 
 /// The labels of namespace `name`, read from the apiserver; a namespace not found has only its
 /// name label, as admission assumes.
-pub async fn read_labels(
+pub(super) async fn read_labels(
     client: &Client,
     name: &str,
 ) -> Result<BTreeMap<String, String>, kube::Error> {
@@ -48,11 +48,11 @@ async fn find_labels(
 
 /// Reads a namespace's labels for admission when the store does not hold it: `None` when it
 /// cannot be read in time. Called on the blocking pool (the gate plans there only then).
-pub type ReadNamespace = ReadAgain<str, BTreeMap<String, String>>;
+pub(super) type ReadNamespace = ReadAgain<str, BTreeMap<String, String>>;
 
 /// The gate's read of a namespace from the apiserver, within admission's budget of reads (a
 /// namespace not found is not read again for a while); `None` outside a Tokio runtime.
-pub fn read_namespace(client: &Client) -> Option<ReadNamespace> {
+pub(super) fn read_namespace(client: &Client) -> Option<ReadNamespace> {
     ReadAgain::from_apiserver(client, |client, name: &str| {
         let name = name.to_owned();
         async move { find_labels(&client, &name).await }

@@ -12,14 +12,14 @@ use crate::telemetry::PolicyGates;
 
 /// Where a labelled pod stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodState {
+pub(super) enum PodState {
     Gated,
     Held,
     Released,
 }
 
 /// The state of a pod ocifit gated, and the policy that did; `None` for other pods.
-pub fn state(pod: &Pod) -> Option<(&str, PodState)> {
+pub(super) fn state(pod: &Pod) -> Option<(&str, PodState)> {
     let policy = pod.metadata.labels.as_ref()?.get(POLICY_LABEL)?;
     let gated = pod
         .spec
@@ -41,7 +41,7 @@ pub fn state(pod: &Pod) -> Option<(&str, PodState)> {
 }
 
 /// Counts by policy name over `pods`.
-pub fn counts<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> BTreeMap<String, PodCounts> {
+pub(super) fn counts<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> BTreeMap<String, PodCounts> {
     let mut counts: BTreeMap<String, PodCounts> = BTreeMap::new();
     for (policy, state) in pods.into_iter().filter_map(state) {
         let entry = counts.entry(policy.to_owned()).or_default();
@@ -57,7 +57,7 @@ pub fn counts<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> BTreeMap<String, P
 
 /// By policy name, its pods still gated over `pods`: how many wait and are held, and when the
 /// oldest waiting one was created (the bound is the caller's to add).
-pub fn gates<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> BTreeMap<String, PolicyGates> {
+pub(super) fn gates<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> BTreeMap<String, PolicyGates> {
     let mut gates: BTreeMap<String, PolicyGates> = BTreeMap::new();
     for pod in pods {
         let Some((policy, state)) = state(pod) else {

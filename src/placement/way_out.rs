@@ -55,7 +55,7 @@ pub struct Untainted {
 
 /// The merge patch removing ocifit's taint from `node` (every other taint kept), if it carries
 /// it; it carries the resourceVersion read, so it is refused if the node changed since.
-pub fn untaint_patch(node: &Node) -> Option<serde_json::Value> {
+pub(super) fn untaint_patch(node: &Node) -> Option<serde_json::Value> {
     let taints = node.spec.as_ref()?.taints.as_deref()?;
     let labels = node.metadata.labels.clone().unwrap_or_default();
     let kept = plan_taints(&labels, taints, &BTreeSet::new())?;

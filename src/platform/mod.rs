@@ -10,7 +10,15 @@ mod normal;
 use std::fmt;
 use std::str::FromStr;
 
-pub use normal::{NodePlatform, NormalPlatform, OsArch, Variant, architecture_name};
+pub use normal::NodePlatform;
+
+pub use normal::NormalPlatform;
+
+pub use normal::OsArch;
+
+pub use normal::Variant;
+
+pub use normal::architecture_name;
 
 /// The node label holding the CPU architecture.
 pub const ARCH_LABEL: &str = "kubernetes.io/arch";

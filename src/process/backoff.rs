@@ -10,11 +10,11 @@ use std::time::Duration;
 use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 
 /// The wait before a failed watch's first retry.
-pub const FIRST_RETRY: Duration = Duration::from_millis(800);
+pub(super) const FIRST_RETRY: Duration = Duration::from_millis(800);
 /// The longest wait before jitter; jitter adds up to as much again.
-pub const LONGEST_RETRY: Duration = Duration::from_secs(2);
+pub(super) const LONGEST_RETRY: Duration = Duration::from_secs(2);
 /// How long a watch must go without failing for its backoff to start over.
-pub const RESET_AFTER: Duration = Duration::from_secs(120);
+pub(super) const RESET_AFTER: Duration = Duration::from_secs(120);
 
 /// The wait after `failures` consecutive failures (1 for the first): `first`, doubled after each
 /// further failure, never longer than `longest`.

@@ -13,7 +13,9 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
 use tokio::sync::watch;
 
-pub use backoff::{growing_delay, watch_backoff};
+pub use backoff::growing_delay;
+
+pub use backoff::watch_backoff;
 
 /// Long-lived tasks by name, for the supervisor. Each ends once shutdown begins (after
 /// finishing what it has in flight); any other end is a failure.

@@ -50,7 +50,7 @@ fn in_range(bits: u128, width: u32, (network, length): (u128, u32)) -> bool {
 
 /// Whether `ip` is internal: private, loopback, link-local, shared, `0/8`, `240/4`, multicast,
 /// unspecified or broadcast, or an IPv6 form that embeds such an IPv4 address or tunnels to any.
-pub fn is_internal(ip: IpAddr) -> bool {
+pub(super) fn is_internal(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4_internal(v4),
         IpAddr::V6(v6) => v6_internal(v6),

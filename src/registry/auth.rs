@@ -13,7 +13,7 @@ use super::error::Refusal;
 
 /// What a registry asked for in its 401 answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Challenge {
+pub(super) enum Challenge {
     /// Fetch a token from `realm` (the distribution token flow).
     Bearer {
         realm: String,
@@ -25,7 +25,7 @@ pub enum Challenge {
 }
 
 /// Reads the first challenge this client can answer (Bearer preferred over Basic).
-pub fn parse_challenge(header: &str) -> Option<Challenge> {
+pub(super) fn parse_challenge(header: &str) -> Option<Challenge> {
     let mut basic = false;
     for challenge in ChallengeParser::new(header).flatten() {
         if challenge.scheme.eq_ignore_ascii_case("bearer") {
@@ -53,7 +53,7 @@ pub fn parse_challenge(header: &str) -> Option<Challenge> {
 /// Whether the client may ask `realm` for a token for the registry at `registry_host` (and send
 /// it the credentials): HTTPS, or plain HTTP on a plain-HTTP registry's host; and on the
 /// registry's own host or an allowed one.
-pub fn check_realm(
+pub(super) fn check_realm(
     realm: &Url,
     registry_host: &str,
     plain_http: &[String],
@@ -73,7 +73,7 @@ pub fn check_realm(
 /// Whether a redirect from `previous` to `next` may be followed: never HTTPS to plain HTTP, plain
 /// HTTP only between plain-HTTP registries, and only to the same host or an allowed one. (The
 /// HTTP client drops the Authorization header on a change of host.)
-pub fn check_redirect(
+pub(super) fn check_redirect(
     next: &Url,
     previous: &Url,
     plain_http: &[String],
@@ -93,18 +93,18 @@ pub fn check_redirect(
 
 /// The scope to ask a token for: pull access to the repository (what the challenge named, when
 /// it named a scope, since some registries want exactly that).
-pub fn token_scope(repository: &str, challenged: Option<&str>) -> String {
+pub(super) fn token_scope(repository: &str, challenged: Option<&str>) -> String {
     challenged
         .map(str::to_string)
         .unwrap_or_else(|| format!("repository:{repository}:pull"))
 }
 
 /// The client id ocifit names itself with in OAuth2 token requests (the spec requires one).
-pub const OAUTH_CLIENT_ID: &str = "ocifit";
+pub(super) const OAUTH_CLIENT_ID: &str = "ocifit";
 
 /// The form of an OAuth2 token request exchanging a refresh token (docker's `identitytoken`) for
 /// an access token, as the distribution spec's OAuth2 flow has it: `POST` to the realm.
-pub fn refresh_token_form<'a>(
+pub(super) fn refresh_token_form<'a>(
     service: Option<&'a str>,
     scope: &'a str,
     refresh_token: &'a str,
@@ -123,7 +123,7 @@ pub fn refresh_token_form<'a>(
 
 /// A bearer token and how long it may be used.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Token {
+pub(super) struct Token {
     pub value: String,
     pub lifetime: Duration,
 }
@@ -145,7 +145,7 @@ const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
 
 /// Reads a token endpoint's answer (`token` or the OAuth2 `access_token`). The lifetime is cut
 /// by a tenth so a token is renewed before the registry rejects it.
-pub fn parse_token_response(body: &[u8]) -> Option<Token> {
+pub(super) fn parse_token_response(body: &[u8]) -> Option<Token> {
     #[derive(Deserialize)]
     struct Response {
         #[serde(default)]

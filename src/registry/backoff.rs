@@ -30,7 +30,7 @@ impl Default for BackoffPolicy {
 
 /// A registry being left alone: until when, and the failure that started it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cooling {
+pub(super) struct Cooling {
     pub retry_in: Duration,
     pub last_error: String,
 }
@@ -44,13 +44,13 @@ struct State {
 
 /// Backoff state of every registry, by host and credentials (a fingerprint; one for anonymous).
 #[derive(Debug, Default)]
-pub struct Backoffs {
+pub(super) struct Backoffs {
     policy: BackoffPolicy,
     hosts: HashMap<(String, u128), State>,
 }
 
 impl Backoffs {
-    pub fn new(policy: BackoffPolicy) -> Self {
+    pub(super) fn new(policy: BackoffPolicy) -> Self {
         Backoffs {
             policy,
             hosts: HashMap::new(),
@@ -58,7 +58,7 @@ impl Backoffs {
     }
 
     /// Whether `host` is being left alone for `credentials` at `now`.
-    pub fn check(&self, host: &str, credentials: u128, now: Instant) -> Option<Cooling> {
+    pub(super) fn check(&self, host: &str, credentials: u128, now: Instant) -> Option<Cooling> {
         let state = self.hosts.get(&(host.to_owned(), credentials))?;
         (now < state.until).then(|| Cooling {
             retry_in: state.until - now,
@@ -67,7 +67,7 @@ impl Backoffs {
     }
 
     /// Records the outcome of a lookup on `host` with `credentials` at `now`.
-    pub fn record(
+    pub(super) fn record(
         &mut self,
         (host, credentials): (&str, u128),
         outcome: Result<(), &Error>,

@@ -7,7 +7,7 @@ use crate::engine::{Format, NFD_ARTIFACT_TYPE, NFD_LAYER_MEDIA_TYPE, OCIFIT_LAYE
 
 /// The chosen layer and the format it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChosenLayer {
+pub(super) struct ChosenLayer {
     pub format: Format,
     pub layer: Descriptor,
 }
@@ -15,7 +15,7 @@ pub struct ChosenLayer {
 /// Picks the one compatibility layer of an artifact manifest: the ocifit or NFD media type, else
 /// an NFD artifact's only layer whatever its media type (as NFD's client reads layer 0). Two
 /// candidates, or none, are an error rather than a guess.
-pub fn choose_layer(manifest: &ImageManifest) -> Result<ChosenLayer, ContentProblem> {
+pub(super) fn choose_layer(manifest: &ImageManifest) -> Result<ChosenLayer, ContentProblem> {
     let known: Vec<ChosenLayer> = manifest
         .layers
         .iter()

@@ -11,14 +11,15 @@ use super::error::ContentProblem;
 /// OCI image manifest.
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 /// OCI image index.
-pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub(super) const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 /// Docker schema 2 image manifest.
-pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+pub(super) const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 /// Docker schema 2 manifest list.
-pub const DOCKER_MANIFEST_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+pub(super) const DOCKER_MANIFEST_LIST: &str =
+    "application/vnd.docker.distribution.manifest.list.v2+json";
 
 /// Every manifest media type we ask registries for.
-pub const MANIFEST_ACCEPT: [&str; 4] = [
+pub(super) const MANIFEST_ACCEPT: [&str; 4] = [
     OCI_MANIFEST,
     OCI_INDEX,
     DOCKER_MANIFEST,
@@ -26,7 +27,7 @@ pub const MANIFEST_ACCEPT: [&str; 4] = [
 ];
 
 /// The annotation that says when an artifact was created (RFC 3339).
-pub const CREATED_ANNOTATION: &str = "org.opencontainers.image.created";
+pub(super) const CREATED_ANNOTATION: &str = "org.opencontainers.image.created";
 
 /// A content descriptor: what a manifest or index points at.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -62,7 +63,7 @@ pub struct PlatformField {
 /// registries and Docker's older tools omit `mediaType` from the body).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RawManifest {
+pub(super) struct RawManifest {
     #[serde(default)]
     pub schema_version: Option<i64>,
     #[serde(default)]
@@ -87,13 +88,13 @@ pub struct ImageManifest {
 
 /// An image index (or Docker manifest list).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImageIndex {
+pub(super) struct ImageIndex {
     pub manifests: Vec<Descriptor>,
 }
 
 /// A parsed manifest body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Manifest {
+pub(super) enum Manifest {
     Image(Box<ImageManifest>),
     Index(ImageIndex),
 }
@@ -101,7 +102,7 @@ pub enum Manifest {
 impl Manifest {
     /// Parses a manifest body. `header_type` is the response's Content-Type, used when the body
     /// does not name its own media type.
-    pub fn parse(body: &[u8], header_type: Option<&str>) -> Result<Self, ContentProblem> {
+    pub(super) fn parse(body: &[u8], header_type: Option<&str>) -> Result<Self, ContentProblem> {
         let raw: RawManifest = serde_json::from_slice(body)
             .map_err(|err| ContentProblem::NotAManifest(err.to_string()))?;
         if raw.schema_version.is_some_and(|v| v != 2) {
@@ -144,7 +145,7 @@ fn image(raw: RawManifest) -> Result<Manifest, ContentProblem> {
 }
 
 /// True when a descriptor's media type names an index rather than an image manifest.
-pub fn is_index_media_type(media_type: &str) -> bool {
+pub(super) fn is_index_media_type(media_type: &str) -> bool {
     media_type == OCI_INDEX || media_type == DOCKER_MANIFEST_LIST
 }
 
@@ -154,7 +155,7 @@ pub fn sha256_digest(bytes: &[u8]) -> String {
 }
 
 /// Checks that `bytes` hash to `expected` (`sha256:` or `sha512:`).
-pub fn verify_digest(expected: &str, bytes: &[u8]) -> Result<(), ContentProblem> {
+pub(super) fn verify_digest(expected: &str, bytes: &[u8]) -> Result<(), ContentProblem> {
     let actual = match expected.split_once(':') {
         Some(("sha256", _)) => sha256_digest(bytes),
         Some(("sha512", _)) => format!("sha512:{}", hex(&Sha512::digest(bytes))),
@@ -171,7 +172,7 @@ pub fn verify_digest(expected: &str, bytes: &[u8]) -> Result<(), ContentProblem>
 }
 
 /// Checks that a string is a digest this client can verify, so it is safe to put in a URL.
-pub fn is_valid_digest(digest: &str) -> bool {
+pub(super) fn is_valid_digest(digest: &str) -> bool {
     let Some((algorithm, hex)) = digest.split_once(':') else {
         return false;
     };

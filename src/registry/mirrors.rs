@@ -18,7 +18,7 @@ const DEFAULT_NAMESPACE: &str = "_default";
 
 /// What a host may be asked for (containerd's `capabilities`; `push` is read and never used).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Capabilities {
+pub(super) struct Capabilities {
     pub pull: bool,
     pub resolve: bool,
     pub push: bool,

@@ -34,7 +34,7 @@ fn from_field(field: &PlatformField) -> Option<Platform> {
 
 /// What an index says directly, and which entries must be read to learn more.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IndexPlan {
+pub(super) struct IndexPlan {
     /// Platforms named by the index entries.
     pub platforms: Vec<Platform>,
     /// Nested indexes, and image entries that name no platform (their config says).
@@ -42,7 +42,7 @@ pub struct IndexPlan {
 }
 
 /// Reads an index's entries: platforms it names, and entries to follow.
-pub fn plan_index(index: &ImageIndex) -> IndexPlan {
+pub(super) fn plan_index(index: &ImageIndex) -> IndexPlan {
     let mut plan = IndexPlan::default();
     for entry in &index.manifests {
         let attestation = entry
@@ -69,7 +69,7 @@ pub fn plan_index(index: &ImageIndex) -> IndexPlan {
 }
 
 /// Reads the platform from an image config blob; `None` when the config names none.
-pub fn platform_from_config(config: &[u8]) -> Result<Option<Platform>, ContentProblem> {
+pub(super) fn platform_from_config(config: &[u8]) -> Result<Option<Platform>, ContentProblem> {
     #[derive(Deserialize)]
     struct Config {
         #[serde(flatten)]
@@ -81,7 +81,7 @@ pub fn platform_from_config(config: &[u8]) -> Result<Option<Platform>, ContentPr
 }
 
 /// Drops repeated platforms, keeping the first occurrence's position.
-pub fn dedupe(platforms: Vec<Platform>) -> Vec<Platform> {
+pub(super) fn dedupe(platforms: Vec<Platform>) -> Vec<Platform> {
     let mut out: Vec<Platform> = Vec::with_capacity(platforms.len());
     for platform in platforms {
         if !out.contains(&platform) {

@@ -32,7 +32,7 @@ pub fn parse(input: &str) -> Result<Reference, Error> {
 
 /// What to ask the registry for: the digest when there is one (a digest wins over a tag), else
 /// the tag.
-pub fn manifest_reference(reference: &Reference) -> &str {
+pub(super) fn manifest_reference(reference: &Reference) -> &str {
     reference
         .digest()
         .or_else(|| reference.tag())
@@ -40,7 +40,7 @@ pub fn manifest_reference(reference: &Reference) -> &str {
 }
 
 /// The host (with port) that serves the registry API for a reference.
-pub fn api_host(reference: &Reference) -> &str {
+pub(super) fn api_host(reference: &Reference) -> &str {
     match reference.registry() {
         DOCKER_HUB => DOCKER_HUB_API,
         other => other,
@@ -48,7 +48,7 @@ pub fn api_host(reference: &Reference) -> &str {
 }
 
 /// The request target for error messages and cache keys.
-pub fn target(reference: &Reference) -> Target {
+pub(super) fn target(reference: &Reference) -> Target {
     Target {
         registry: reference.registry().to_string(),
         repository: reference.repository().to_string(),
@@ -57,7 +57,7 @@ pub fn target(reference: &Reference) -> Target {
 }
 
 /// The same repository at another digest (a child manifest, a referrer).
-pub fn at_digest(reference: &Reference, digest: &str) -> Reference {
+pub(super) fn at_digest(reference: &Reference, digest: &str) -> Reference {
     Reference::with_digest(
         reference.registry().to_string(),
         reference.repository().to_string(),
@@ -66,7 +66,7 @@ pub fn at_digest(reference: &Reference, digest: &str) -> Reference {
 }
 
 /// The same repository at another tag (the referrers fallback tag).
-pub fn at_tag(reference: &Reference, tag: &str) -> Reference {
+pub(super) fn at_tag(reference: &Reference, tag: &str) -> Reference {
     Reference::with_tag(
         reference.registry().to_string(),
         reference.repository().to_string(),
@@ -76,7 +76,7 @@ pub fn at_tag(reference: &Reference, tag: &str) -> Reference {
 
 /// The tag under which registries without the referrers API keep a subject's referrers:
 /// `sha256:<hex>` becomes `sha256-<hex>`.
-pub fn referrers_tag(subject_digest: &str) -> String {
+pub(super) fn referrers_tag(subject_digest: &str) -> String {
     subject_digest.replacen(':', "-", 1)
 }
 

@@ -9,7 +9,7 @@ use crate::engine::NFD_ARTIFACT_TYPE;
 /// Picks the newest NFD artifact among an image's referrers, filtered here too since the
 /// referrers tag fallback cannot filter. An undated entry is older than any dated one; on equal
 /// times the one listed last wins, as registries append.
-pub fn newest_nfd_referrer(referrers: &[Descriptor]) -> Option<&Descriptor> {
+pub(super) fn newest_nfd_referrer(referrers: &[Descriptor]) -> Option<&Descriptor> {
     referrers
         .iter()
         .filter(|d| d.artifact_type.as_deref() == Some(NFD_ARTIFACT_TYPE))

@@ -35,7 +35,7 @@ impl Default for RetryPolicy {
 
 /// A failed attempt, as far as retrying is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
+pub(super) enum Failure {
     /// The connection could not be made or broke off.
     Connection,
     /// No complete answer within the request timeout.
@@ -49,13 +49,13 @@ pub enum Failure {
 
 /// What to do after a failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(super) enum Decision {
     RetryIn(Duration),
     GiveUp,
 }
 
 /// Decides whether attempt number `attempt` (1 for the first) is followed by another.
-pub fn decide(policy: &RetryPolicy, attempt: u32, failure: Failure) -> Decision {
+pub(super) fn decide(policy: &RetryPolicy, attempt: u32, failure: Failure) -> Decision {
     if attempt >= policy.max_attempts {
         return Decision::GiveUp;
     }
@@ -79,7 +79,7 @@ fn is_transient_status(code: u16) -> bool {
 }
 
 /// Parses a Retry-After header: delay-seconds or an HTTP date (a date in the past is zero).
-pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+pub(super) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));

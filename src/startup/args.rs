@@ -341,7 +341,7 @@ impl RunArgs {
 
 /// Why a duration flag's value is refused (clap prints it after the flag's name).
 #[derive(Debug, thiserror::Error)]
-pub enum DurationFlagError {
+pub(super) enum DurationFlagError {
     #[error("{0:?} is not a duration such as 10s, 5m, 250ms or 1d12h")]
     NotADuration(String),
     #[error(
@@ -362,10 +362,10 @@ fn duration(text: &str) -> Result<Duration, DurationFlagError> {
 
 /// The longest `--webhook-shutdown-delay`: the chart's termination grace period is this plus
 /// the time tasks get to finish.
-pub const MAX_SHUTDOWN_DELAY: Duration = Duration::from_secs(60);
+pub(super) const MAX_SHUTDOWN_DELAY: Duration = Duration::from_secs(60);
 
 /// The shortest `--placement-audit-interval` but 0s (off).
-pub const MIN_AUDIT_INTERVAL: Duration = Duration::from_secs(10);
+pub(super) const MIN_AUDIT_INTERVAL: Duration = Duration::from_secs(10);
 
 fn audit_interval(text: &str) -> Result<Duration, DurationFlagError> {
     let interval = duration(text)?;

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// The variable `ocifit run` read before it read `$KUBECONFIG` like every other subcommand.
-pub const DEPRECATED_VARIABLE: &str = "OCIFIT_KUBECONFIG";
+pub(super) const DEPRECATED_VARIABLE: &str = "OCIFIT_KUBECONFIG";
 
 /// The flags that say which cluster (and namespace), global to every subcommand and accepted
 /// anywhere on the command line, as kubectl's.
@@ -32,7 +32,7 @@ pub struct KubeArgs {
 
 /// Where the cluster's configuration comes from.
 #[derive(Debug, PartialEq)]
-pub enum Source {
+pub(super) enum Source {
     /// Kubeconfig files, merged in this order.
     Files(Vec<PathBuf>),
     /// No kubeconfig: the service account of the pod this runs in.
@@ -41,7 +41,7 @@ pub enum Source {
 
 /// kubectl's rules: the flag's file (which must exist), else `$KUBECONFIG`'s existing files
 /// (empty entries and missing files skipped), else `home`'s `.kube/config` when it exists.
-pub fn source(
+pub(super) fn source(
     flag: Option<&Path>,
     variable: Option<&OsStr>,
     home: Option<&Path>,
@@ -74,7 +74,7 @@ pub fn source(
 
 /// `ocifit run`'s kubeconfig flag: `--kubeconfig`, else the deprecated variable's file (it
 /// used to win over `$KUBECONFIG`, and still does for one release); whether that was read.
-pub fn with_deprecated(
+pub(super) fn with_deprecated(
     flag: Option<PathBuf>,
     deprecated: Option<&OsStr>,
 ) -> (Option<PathBuf>, bool) {

@@ -13,7 +13,7 @@ use crate::image_selection::RegistrySource;
 use crate::telemetry::ScrapeFn;
 
 /// The scrape function: `source`'s counters, then the allocator's figures.
-pub fn scraped(source: Arc<RegistrySource>) -> ScrapeFn {
+pub(super) fn scraped(source: Arc<RegistrySource>) -> ScrapeFn {
     let registry = registry_metrics(source);
     Box::new(move |encoder| {
         registry(encoder)?;

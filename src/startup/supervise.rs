@@ -16,7 +16,7 @@ use crate::telemetry::Health;
 /// How long tasks get to finish after shutdown begins before they are cut off (below the
 /// kubelet's default 30 s termination grace period; the chart adds the webhook's shutdown
 /// delay to both).
-pub const GRACE: Duration = Duration::from_secs(25);
+pub(super) const GRACE: Duration = Duration::from_secs(25);
 
 /// How the supervised tasks ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub enum Ended {
 
 /// Runs `tasks` until `signal` resolves or one of them ends; then begins shutdown through
 /// `stop`, waits up to `grace` for the rest, and says how it ended.
-pub async fn supervise(
+pub(super) async fn supervise(
     tasks: Vec<(&'static str, BoxFuture<'static, ()>)>,
     stop: &watch::Sender<bool>,
     health: &Health,

@@ -51,7 +51,7 @@ pub struct PackCount {
 /// Writes the open directory `dir` (`shown` in errors) as a tar stream of entries under `prefix`,
 /// in name order so one tree gives one archive. Entries are opened with `O_NOFOLLOW` from their
 /// directory's handle, so links go in as links and a name swapped for one is refused.
-pub fn pack_dir(
+pub(super) fn pack_dir(
     dir: OwnedFd,
     shown: &str,
     prefix: &str,

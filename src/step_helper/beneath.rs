@@ -21,7 +21,7 @@ const BASE: OFlags = OFlags::NOFOLLOW
 
 /// Why a path beneath a handle cannot be opened.
 #[derive(Debug, thiserror::Error)]
-pub enum BeneathError {
+pub(super) enum BeneathError {
     #[error("{0} is a symbolic link, which is never followed")]
     Symlink(String),
     #[error(transparent)]
@@ -30,7 +30,7 @@ pub enum BeneathError {
 
 /// Opens the directory `path` itself (following what leads to it: it is the caller's), refusing
 /// a symbolic link at its end.
-pub fn open_dir(path: &Path) -> Result<OwnedFd, BeneathError> {
+pub(super) fn open_dir(path: &Path) -> Result<OwnedFd, BeneathError> {
     open_dir_at(
         rustix::fs::CWD,
         path.as_os_str(),
@@ -39,7 +39,11 @@ pub fn open_dir(path: &Path) -> Result<OwnedFd, BeneathError> {
 }
 
 /// Opens the directory `name` in `dir`, refusing a symbolic link.
-pub fn open_dir_at(dir: impl AsFd, name: &OsStr, shown: &str) -> Result<OwnedFd, BeneathError> {
+pub(super) fn open_dir_at(
+    dir: impl AsFd,
+    name: &OsStr,
+    shown: &str,
+) -> Result<OwnedFd, BeneathError> {
     match rustix::fs::openat(
         dir.as_fd(),
         name,
@@ -53,7 +57,7 @@ pub fn open_dir_at(dir: impl AsFd, name: &OsStr, shown: &str) -> Result<OwnedFd,
 
 /// Opens `name` in `dir` for reading, refusing a symbolic link; the caller checks its type on
 /// the handle (an open never blocks, even on a FIFO).
-pub fn open_at(dir: impl AsFd, name: &OsStr, shown: &str) -> Result<File, BeneathError> {
+pub(super) fn open_at(dir: impl AsFd, name: &OsStr, shown: &str) -> Result<File, BeneathError> {
     match rustix::fs::openat(dir.as_fd(), name, BASE | OFlags::RDONLY, Mode::empty()) {
         Ok(fd) => Ok(File::from(fd)),
         Err(err) => Err(refusal(dir, name, shown, err)),
@@ -63,7 +67,7 @@ pub fn open_at(dir: impl AsFd, name: &OsStr, shown: &str) -> Result<File, Beneat
 /// The handle of the directory that holds `relative` (a path of normal components, as archive
 /// entries are after their checks) and its last component. With `create`, missing directories
 /// on the way are made (mode 0755). An empty path has no parent: `None`.
-pub fn parent(
+pub(super) fn parent(
     root: impl AsFd,
     relative: &Path,
     create: bool,
@@ -96,7 +100,7 @@ pub fn parent(
 }
 
 /// The type of `name` in `dir`, the link itself for a link; `None` when there is nothing.
-pub fn kind_at(dir: impl AsFd, name: &OsStr) -> io::Result<Option<FileType>> {
+pub(super) fn kind_at(dir: impl AsFd, name: &OsStr) -> io::Result<Option<FileType>> {
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(stat) => Ok(Some(FileType::from_raw_mode(stat.st_mode))),
         Err(Errno::NOENT) => Ok(None),
@@ -105,7 +109,7 @@ pub fn kind_at(dir: impl AsFd, name: &OsStr) -> io::Result<Option<FileType>> {
 }
 
 /// Removes `name` from `dir`, a directory with everything in it, never following a link.
-pub fn remove_at(dir: impl AsFd, name: &OsStr) -> io::Result<()> {
+pub(super) fn remove_at(dir: impl AsFd, name: &OsStr) -> io::Result<()> {
     let dir = dir.as_fd();
     if kind_at(dir, name)? != Some(FileType::Directory) {
         return rustix::fs::unlinkat(dir, name, AtFlags::empty()).map_err(io::Error::from);
@@ -121,7 +125,7 @@ pub fn remove_at(dir: impl AsFd, name: &OsStr) -> io::Result<()> {
 }
 
 /// The names in a directory, sorted, without `.` and `..`.
-pub fn names(dir: impl AsFd) -> io::Result<Vec<OsString>> {
+pub(super) fn names(dir: impl AsFd) -> io::Result<Vec<OsString>> {
     use std::os::unix::ffi::OsStrExt;
     let mut found = Vec::new();
     for entry in rustix::fs::Dir::read_from(dir)? {

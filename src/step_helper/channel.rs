@@ -10,19 +10,21 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::mpsc;
 
 /// Size of the chunks the blocking side sends.
-pub const CHUNK: usize = 256 * 1024;
+pub(super) const CHUNK: usize = 256 * 1024;
 /// How many chunks may wait between the two sides.
-pub const CHUNKS_IN_FLIGHT: usize = 8;
+pub(super) const CHUNKS_IN_FLIGHT: usize = 8;
 
-pub type Chunk = io::Result<Bytes>;
+pub(super) type Chunk = io::Result<Bytes>;
 
 /// A bounded channel of chunks.
-pub fn channel() -> (mpsc::Sender<Chunk>, mpsc::Receiver<Chunk>) {
+pub(super) fn channel() -> (mpsc::Sender<Chunk>, mpsc::Receiver<Chunk>) {
     mpsc::channel(CHUNKS_IN_FLIGHT)
 }
 
 /// The receiving end as a stream, for an upload's body.
-pub fn into_stream(receiver: mpsc::Receiver<Chunk>) -> impl Stream<Item = Chunk> + Send + 'static {
+pub(super) fn into_stream(
+    receiver: mpsc::Receiver<Chunk>,
+) -> impl Stream<Item = Chunk> + Send + 'static {
     futures_util::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|chunk| (chunk, receiver))
     })
@@ -31,19 +33,19 @@ pub fn into_stream(receiver: mpsc::Receiver<Chunk>) -> impl Stream<Item = Chunk>
 const STOPPED: &str = "the transfer stopped";
 
 /// Whether a write failed only because the async side stopped taking chunks.
-pub fn is_stopped(error: &io::Error) -> bool {
+pub(super) fn is_stopped(error: &io::Error) -> bool {
     error.kind() == io::ErrorKind::BrokenPipe && error.to_string() == STOPPED
 }
 
 /// Reads what the async side sends, blocking; the end of the channel is the end of the data, an
 /// error sent is an error read.
-pub struct ChannelReader {
+pub(super) struct ChannelReader {
     receiver: mpsc::Receiver<Chunk>,
     current: Bytes,
 }
 
 impl ChannelReader {
-    pub fn new(receiver: mpsc::Receiver<Chunk>) -> Self {
+    pub(super) fn new(receiver: mpsc::Receiver<Chunk>) -> Self {
         ChannelReader {
             receiver,
             current: Bytes::new(),
@@ -69,13 +71,13 @@ impl Read for ChannelReader {
 
 /// Sends what is written to the async side in [`CHUNK`]-sized pieces, blocking while the channel
 /// is full. `flush` sends a partial chunk.
-pub struct ChannelWriter {
+pub(super) struct ChannelWriter {
     sender: mpsc::Sender<Chunk>,
     buffer: BytesMut,
 }
 
 impl ChannelWriter {
-    pub fn new(sender: mpsc::Sender<Chunk>) -> Self {
+    pub(super) fn new(sender: mpsc::Sender<Chunk>) -> Self {
         ChannelWriter {
             sender,
             buffer: BytesMut::with_capacity(CHUNK),
@@ -83,7 +85,7 @@ impl ChannelWriter {
     }
 
     /// Ends the stream with an error instead of its end, so the upload fails.
-    pub fn fail(self, error: io::Error) {
+    pub(super) fn fail(self, error: io::Error) {
         // The upload may have stopped already; then there is no one left to tell.
         let _ = self.sender.blocking_send(Err(error));
     }
@@ -117,13 +119,13 @@ impl Write for ChannelWriter {
 }
 
 /// Passes reads through, hashing them (sha256).
-pub struct HashingReader<R> {
+pub(super) struct HashingReader<R> {
     inner: R,
     hasher: Sha256,
 }
 
 impl<R: Read> HashingReader<R> {
-    pub fn new(inner: R) -> Self {
+    pub(super) fn new(inner: R) -> Self {
         HashingReader {
             inner,
             hasher: Sha256::new(),
@@ -131,7 +133,7 @@ impl<R: Read> HashingReader<R> {
     }
 
     /// `sha256:<hex>` of everything read.
-    pub fn digest(self) -> String {
+    pub(super) fn digest(self) -> String {
         digest_of(self.hasher)
     }
 }
@@ -145,13 +147,13 @@ impl<R: Read> Read for HashingReader<R> {
 }
 
 /// Passes writes through, hashing them (sha256).
-pub struct HashingWriter<W> {
+pub(super) struct HashingWriter<W> {
     inner: W,
     hasher: Sha256,
 }
 
 impl<W: Write> HashingWriter<W> {
-    pub fn new(inner: W) -> Self {
+    pub(super) fn new(inner: W) -> Self {
         HashingWriter {
             inner,
             hasher: Sha256::new(),
@@ -159,7 +161,7 @@ impl<W: Write> HashingWriter<W> {
     }
 
     /// The inner writer and `sha256:<hex>` of everything written.
-    pub fn finish(self) -> (W, String) {
+    pub(super) fn finish(self) -> (W, String) {
         (self.inner, digest_of(self.hasher))
     }
 }

@@ -11,7 +11,7 @@ use super::limits::Limits;
 use super::{DEFAULT_COMPRESSION, PUSH_TIMEOUT};
 
 /// The `ocifit` subcommand every helper command sits under.
-pub const ARTIFACT: &str = "artifact";
+pub(super) const ARTIFACT: &str = "artifact";
 /// Where the helpers (and a launched step) see the pulled inputs.
 pub const INPUTS_DIR: &str = "/ocifit/inputs";
 

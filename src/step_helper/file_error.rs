@@ -14,7 +14,10 @@ pub struct FileError {
 }
 
 /// For `map_err`: the I/O error of doing `action` on `path`.
-pub fn at<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> FileError + 'a {
+pub(super) fn at<'a>(
+    action: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> FileError + 'a {
     move |source| FileError {
         action,
         path: path.to_path_buf(),

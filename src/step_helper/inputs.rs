@@ -31,7 +31,7 @@ pub enum MergeError {
 /// What has been placed in the merged tree so far: each path moved in whole, with the input it
 /// came from. A path's input is that of the path itself or of its nearest ancestor moved in whole.
 #[derive(Debug, Default)]
-pub struct Merged {
+pub(super) struct Merged {
     placed: BTreeMap<PathBuf, String>,
 }
 
@@ -39,7 +39,7 @@ impl Merged {
     /// Moves everything under `from` (an input pulled on its own, on the same file system) into
     /// `into`, merging directories; `input` names it in a conflict. Nothing is followed through
     /// a symbolic link: a link is an entry like a file.
-    pub fn add(&mut self, from: &Path, into: &Path, input: &str) -> Result<(), MergeError> {
+    pub(super) fn add(&mut self, from: &Path, into: &Path, input: &str) -> Result<(), MergeError> {
         self.merge(from, into, Path::new(""), input)
     }
 
@@ -103,7 +103,7 @@ pub const INPUTS_NAME: &str = "inputs";
 /// Where GNU `cp -R /mnt/oras/inputs/ <dest>` puts the inputs (the trailing `/` changes nothing):
 /// inside `dest` as `inputs/` when `dest` is a directory (or a link to one), as `dest` itself when
 /// nothing is there. A file at `dest` is an error, as `cp` cannot put a directory over a file.
-pub fn destination(dest: &Path) -> Result<PathBuf, FileError> {
+pub(super) fn destination(dest: &Path) -> Result<PathBuf, FileError> {
     match fs::metadata(dest) {
         Ok(meta) if meta.is_dir() => Ok(dest.join(INPUTS_NAME)),
         Ok(_) => Err(FileError {
@@ -122,7 +122,7 @@ pub fn destination(dest: &Path) -> Result<PathBuf, FileError> {
 /// Copies the tree at `from` into `to` as `cp -R from/. to` does: directories merged (created with
 /// their modes), files and links replacing a file or link of the same name. A directory where the
 /// tree has a file, or the reverse, is an error: copying over it would delete the image's files.
-pub fn copy_into(from: &Path, to: &Path) -> Result<(), FileError> {
+pub(super) fn copy_into(from: &Path, to: &Path) -> Result<(), FileError> {
     use std::os::unix::fs::PermissionsExt;
     fs::create_dir_all(to).map_err(file_error::at("create", to))?;
     for entry in walkdir::WalkDir::new(from)

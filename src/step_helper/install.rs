@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use super::file_error::{self, FileError};
 
 /// The loader's name in the launcher's directory.
-pub const LOADER: &str = "ld.so";
+pub(super) const LOADER: &str = "ld.so";
 /// The binary's name in the launcher's directory.
-pub const BINARY: &str = "ocifit";
+pub(super) const BINARY: &str = "ocifit";
 
 /// What the launcher needs besides the binary.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Needs {
+pub(super) struct Needs {
     /// The dynamic loader (`ld-linux-x86-64.so.2`, `ld-linux-aarch64.so.1`, …).
     pub loader: PathBuf,
     /// The shared libraries, by the names the loader looks them up by.
@@ -38,7 +38,7 @@ pub enum InstallError {
 
 /// The loader and libraries among a process's mappings (`/proc/<pid>/maps`): file-backed
 /// mappings whose name is a shared object; the one named `ld-*` is the loader.
-pub fn needs(maps: &str) -> Result<Needs, InstallError> {
+pub(super) fn needs(maps: &str) -> Result<Needs, InstallError> {
     let mut loader = None;
     let mut libraries = BTreeSet::new();
     for line in maps.lines() {
@@ -71,7 +71,7 @@ pub fn needs(maps: &str) -> Result<Needs, InstallError> {
 }
 
 /// Copies `binary` (this process's executable) with what it `needs` into `dir`.
-pub fn install(binary: &Path, needs: &Needs, dir: &Path) -> Result<(), InstallError> {
+pub(super) fn install(binary: &Path, needs: &Needs, dir: &Path) -> Result<(), InstallError> {
     fs::create_dir_all(dir).map_err(file_error::at("create", dir))?;
     let mut copies = vec![
         (binary.to_path_buf(), dir.join(BINARY)),
@@ -91,7 +91,7 @@ pub fn install(binary: &Path, needs: &Needs, dir: &Path) -> Result<(), InstallEr
 }
 
 /// Installs the running process's own binary, loader and libraries into `dir`.
-pub fn install_self(dir: &Path) -> Result<(), InstallError> {
+pub(super) fn install_self(dir: &Path) -> Result<(), InstallError> {
     let maps_path = Path::new("/proc/self/maps");
     let maps = fs::read_to_string(maps_path).map_err(file_error::at("read", maps_path))?;
     let binary =

@@ -17,7 +17,7 @@ pub const UNPACK: &str = "io.deis.oras.content.unpack";
 /// Layer annotation: the digest of the uncompressed tar of a directory layer.
 pub const TAR_DIGEST: &str = "io.deis.oras.content.digest";
 /// Manifest annotation: when the artifact was made (RFC 3339).
-pub const CREATED: &str = "org.opencontainers.image.created";
+pub(super) const CREATED: &str = "org.opencontainers.image.created";
 
 /// A file's layer media type, as `oras push` gives it.
 pub const FILE_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar";
@@ -26,9 +26,9 @@ pub const DIRECTORY_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar+g
 /// The artifact type `oras push` gives an artifact when none is named.
 pub const DEFAULT_ARTIFACT_TYPE: &str = "application/vnd.unknown.artifact.v1";
 /// The empty config of OCI 1.1 artifacts: the two bytes `{}`.
-pub const EMPTY_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
+pub(super) const EMPTY_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
 /// The empty config's content.
-pub const EMPTY_CONFIG: &[u8] = b"{}";
+pub(super) const EMPTY_CONFIG: &[u8] = b"{}";
 
 /// A layer pushed, as the manifest lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,7 +114,7 @@ struct DescriptorOut<'a> {
 
 /// The manifest of an artifact of these layers, as `oras push` writes it (OCI image manifest,
 /// `artifactType`, the empty config inline, a creation time).
-pub fn manifest_json(
+pub(super) fn manifest_json(
     layers: &[PushedLayer],
     artifact_type: &str,
     created: &str,
@@ -149,7 +149,7 @@ pub fn manifest_json(
 
 /// What a pull does with one layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LayerAction {
+pub(super) enum LayerAction {
     /// Write the blob as the file `path`.
     File { path: PathBuf, layer: Descriptor },
     /// Unpack the blob (a `.tar.gz` whose entries all lie under `path`) as the directory `path`;
@@ -163,7 +163,7 @@ pub enum LayerAction {
 
 impl LayerAction {
     /// Where the layer lands, relative to the output directory.
-    pub fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         match self {
             LayerAction::File { path, .. } | LayerAction::Unpack { path, .. } => path,
         }
@@ -192,7 +192,10 @@ pub enum LayoutError {
 /// What to do with each layer: files are written under their title; a layer marked
 /// `io.deis.oras.content.unpack: "true"`, or an unmarked `.tar+gzip` one (the ORAS Python SDK's
 /// directories), is unpacked, or with `unpack` false written as `<title>.tar.gz`.
-pub fn plan_pull(manifest: &ImageManifest, unpack: bool) -> Result<Vec<LayerAction>, LayoutError> {
+pub(super) fn plan_pull(
+    manifest: &ImageManifest,
+    unpack: bool,
+) -> Result<Vec<LayerAction>, LayoutError> {
     if manifest.layers.is_empty() {
         return Err(LayoutError::NoLayers);
     }
@@ -258,7 +261,7 @@ pub fn plan_pull(manifest: &ImageManifest, unpack: bool) -> Result<Vec<LayerActi
 
 /// A relative path of normal components only (no `..`, no root), as a title or a tar entry must be
 /// to stay inside the output directory; `.` is the empty path (the directory itself).
-pub fn safe_relative(text: &str) -> Result<PathBuf, &'static str> {
+pub(super) fn safe_relative(text: &str) -> Result<PathBuf, &'static str> {
     if text.is_empty() {
         return Err("empty");
     }

@@ -14,7 +14,7 @@ use clap::Args;
 pub const DEFAULT_MAX_BYTES: u64 = 10 * 1024 * 1024 * 1024;
 /// Entries one pull may write unless told otherwise: many small files fit, a million do not (each
 /// is an inode of the node's disk, which every pod on it shares).
-pub const DEFAULT_MAX_ENTRIES: u64 = 250_000;
+pub(super) const DEFAULT_MAX_ENTRIES: u64 = 250_000;
 
 /// The limits, as `pull` and `prepare` take them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]

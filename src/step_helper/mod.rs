@@ -32,7 +32,9 @@ pub use credentials::{
 pub use limits::{Budget, DEFAULT_MAX_BYTES, Limits};
 pub use report::{Direction, Report};
 
-pub use archive::{ArchiveError, PackCount};
+pub use archive::ArchiveError;
+
+pub use archive::PackCount;
 pub use file_ref::{FileRefError, PushPath, parse_file_ref};
 pub use inputs::INPUTS_NAME;
 pub use install::InstallError;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// The kubelet keeps at most this much of a termination message; a report is cut to fit.
-pub const MESSAGE_LIMIT: usize = 4096;
+pub(super) const MESSAGE_LIMIT: usize = 4096;
 
 /// Which way a helper moved artifacts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

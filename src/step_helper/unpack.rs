@@ -35,7 +35,7 @@ pub struct UnpackCount {
 /// Unpacks a tar stream into the empty directory `root`: entries under `prefix` (the layer's title;
 /// empty for `.`), without it. Read to its end so a digest covers every byte; entries are made from
 /// `O_NOFOLLOW` directory handles, so no link is followed; `budget` stops it before a write.
-pub fn unpack(
+pub(super) fn unpack(
     input: impl Read,
     prefix: &Path,
     root: &Path,

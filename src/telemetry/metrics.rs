@@ -21,7 +21,9 @@ mod process;
 mod snake;
 mod steps;
 
-pub use features::{Controller, PolicyGates};
+pub use features::Controller;
+
+pub use features::PolicyGates;
 pub use process::Certificate;
 pub use snake::snake_case;
 pub use steps::StepTransfer;

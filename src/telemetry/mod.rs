@@ -6,7 +6,9 @@ mod admin;
 mod logs;
 mod metrics;
 
-pub use admin::{Health, admin_server};
+pub use admin::Health;
+
+pub use admin::admin_server;
 pub use logs::{LogFormat, LogsError, error_chain, init_logs, reconcile_span, review_span};
 pub use metrics::{
     Certificate, Controller, Metrics, PolicyGates, ReconcileResult, ScrapeFn, StepTransfer,

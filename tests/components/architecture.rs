@@ -577,104 +577,61 @@ fn the_checker_sees_a_cycle_and_follows_re_exports() {
     );
 }
 
-/// The rooms above the features, which compose or call them.
-const ABOVE_FEATURES: &[&str] = &["startup", "cli"];
-
-/// Modules of a feature that are part of its face as a whole: image selection's decision and
-/// the policy status built from it, which `ocifit resolve` calls as the controller does. Anything else inside a feature is reached through what its `mod.rs` defines or
-/// re-exports.
-const FACE_MODULES: &[&[&str]] = &[
-    &["image_selection", "resolution"],
-    &["image_selection", "resolution", "status"],
+/// Modules below a room's door that may stay `pub`: namespaces of constants the door exports whole
+/// (`api::pod`, `api::step`, and placement's pod vocabulary the door names `placement_pod`).
+const PUBLIC_NAMESPACES: &[&str] = &[
+    "src/api/mod.rs",
+    "src/api/artifact_cache.rs",
+    "src/api/placement.rs",
 ];
 
-/// What `ABOVE_FEATURES` name inside `feature` deeper than its face: a path through one of its
-/// modules (other than `FACE_MODULES`) rather than through what its `mod.rs` (or a face
-/// module's) defines or re-exports.
-fn reaches_past_face(krate: &Crate, src: &Path, feature: &str) -> BTreeSet<String> {
-    let mut wrong = BTreeSet::new();
-    for (file, facts) in &krate.facts {
-        let Some(room) = room_of(src, file) else {
-            continue;
-        };
-        if !ABOVE_FEATURES.contains(&room.as_str()) {
-            continue;
-        }
-        for path in &facts.references {
-            if path.len() < 2 || path[0] != feature {
-                continue;
-            }
-            let inside = (2..=path.len())
-                .map(|n| &path[..n])
-                .take_while(|module| krate.files.contains_key(*module))
-                .find(|module| !FACE_MODULES.iter().any(|face| face == module));
-            if inside.is_some() {
-                wrong.insert(format!("{} names {}", shown(src, file), path.join("::")));
-            }
-        }
-    }
-    wrong
+/// `pub mod` lines below `src/lib.rs` outside [`PUBLIC_NAMESPACES`]: a room's inside is private
+/// and what leaves it is re-exported at its door (the compiler then guards the rest, with
+/// `unreachable_pub`); a `pub mod` would open the room again without any warning.
+fn public_modules(sources: &[(PathBuf, String)]) -> Vec<String> {
+    sources
+        .iter()
+        .filter(|(file, _)| !file.ends_with("src/lib.rs"))
+        .filter(|(file, _)| {
+            !PUBLIC_NAMESPACES
+                .iter()
+                .any(|allowed| file.ends_with(allowed))
+        })
+        .flat_map(|(file, text)| {
+            text.lines()
+                .enumerate()
+                .filter(|(_, line)| line.trim_start().starts_with("pub mod "))
+                .map(move |(n, line)| format!("{}:{}: {}", file.display(), n + 1, line.trim()))
+        })
+        .collect()
 }
 
 #[test]
-fn startup_and_cli_use_a_feature_only_through_its_face() {
+fn every_room_keeps_its_inside_private() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let krate = read_crate();
-    let (_, features) = FLOORS
-        .iter()
-        .find(|(name, _)| *name == "features")
-        .expect("a features floor");
-    let wrong: Vec<String> = features
-        .iter()
-        .flat_map(|feature| reaches_past_face(&krate, &src, feature))
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let sources: Vec<(PathBuf, String)> = files
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(&file).expect("read a source file");
+            (file, text)
+        })
         .collect();
+    let public = public_modules(&sources);
     assert!(
-        wrong.is_empty(),
-        "startup and cli reach inside a feature (re-export what they need from its mod.rs):\n{}",
-        wrong.join("\n")
+        public.is_empty(),
+        "a room's module is `pub` (make it `mod` and re-export what leaves the room at its door):\n{}",
+        public.join("\n")
     );
-}
-
-#[test]
-fn the_checker_sees_cli_reaching_past_a_features_face() {
-    let src = PathBuf::from("/src");
-    let module = |parts: &[&str]| -> ModPath { parts.iter().map(|p| (*p).to_owned()).collect() };
-    let cli = src.join("cli/placement.rs");
-    let krate = Crate {
-        files: BTreeMap::from([
-            (module(&["placement"]), src.join("placement/mod.rs")),
-            (
-                module(&["placement", "way_out"]),
-                src.join("placement/way_out.rs"),
-            ),
-            (
-                module(&["image_selection"]),
-                src.join("image_selection/mod.rs"),
-            ),
-            (
-                module(&["image_selection", "resolution"]),
-                src.join("image_selection/resolution/mod.rs"),
-            ),
-            (module(&["cli", "placement"]), cli.clone()),
-        ]),
-        facts: BTreeMap::from([(
-            cli,
-            FileFacts {
-                references: vec![
-                    module(&["placement", "way_out", "release_all"]),
-                    module(&["placement", "untaint_all"]),
-                    module(&["image_selection", "resolution", "Platforms"]),
-                ],
-                ..FileFacts::default()
-            },
-        )]),
-        reexports: BTreeMap::new(),
-    };
+    let planted = vec![(
+        PathBuf::from("src/placement/mod.rs"),
+        "mod route;\npub mod planner;\n".to_owned(),
+    )];
     assert_eq!(
-        reaches_past_face(&krate, &src, "placement"),
-        BTreeSet::from(["cli/placement.rs names placement::way_out::release_all".to_owned()])
+        public_modules(&planted),
+        vec!["src/placement/mod.rs:2: pub mod planner;".to_owned()]
     );
-    assert!(reaches_past_face(&krate, &src, "image_selection").is_empty());
 }
 
 /// The parts of a feature that decide without I/O: its `planner/` (and image selection's

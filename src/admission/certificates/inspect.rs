@@ -62,17 +62,17 @@ pub(super) struct Facts {
 
 impl Facts {
     /// The certificate as one PEM block.
-    pub fn pem(&self) -> String {
+    pub(super) fn pem(&self) -> String {
         encode_pem("CERTIFICATE", &self.der)
     }
 
     /// Whether `key` is this certificate's private key.
-    pub fn belongs_to(&self, key: &KeyPair) -> bool {
+    pub(super) fn belongs_to(&self, key: &KeyPair) -> bool {
         self.public_key == key.public_key_raw()
     }
 
     /// Whether `issuer`'s key signed this certificate.
-    pub fn signed_by(&self, issuer: &Facts) -> bool {
+    pub(super) fn signed_by(&self, issuer: &Facts) -> bool {
         let (Ok((_, cert)), Ok((_, issuer))) = (
             X509Certificate::from_der(&self.der),
             X509Certificate::from_der(&issuer.der),

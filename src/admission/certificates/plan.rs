@@ -13,17 +13,21 @@ use std::collections::BTreeSet;
 
 use jiff::{SignedDuration, Timestamp};
 
-pub use action::{Action, ServingReason, Unusable};
+pub use action::Action;
+
+pub(crate) use action::ServingReason;
+
+pub(super) use action::Unusable;
 
 use super::inspect::{self, Facts};
 
 /// How long a new CA is valid: ten years.
-pub const CA_VALIDITY: SignedDuration = SignedDuration::from_hours(24 * 3650);
+pub(super) const CA_VALIDITY: SignedDuration = SignedDuration::from_hours(24 * 3650);
 /// A CA with this much validity left, or less, is rotated: one year.
-pub const CA_RENEW_BEFORE: SignedDuration = SignedDuration::from_hours(24 * 365);
+pub(super) const CA_RENEW_BEFORE: SignedDuration = SignedDuration::from_hours(24 * 365);
 /// How long a new serving certificate is valid: one year. It is reissued when a third of its
 /// life remains.
-pub const SERVING_VALIDITY: SignedDuration = SignedDuration::from_hours(24 * 365);
+pub(super) const SERVING_VALIDITY: SignedDuration = SignedDuration::from_hours(24 * 365);
 
 /// The webhook Secret's data as stored: each key may be absent or hold anything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

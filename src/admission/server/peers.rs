@@ -13,18 +13,18 @@ use super::MAX_BODY_MEMORY;
 
 /// The memory for bodies one peer address may hold: a quarter of the host's, so it takes four
 /// addresses to fill it, and a peer's largest bodies several at once still fit.
-pub const PEER_SHARE: usize = MAX_BODY_MEMORY / 4;
+pub(super) const PEER_SHARE: usize = MAX_BODY_MEMORY / 4;
 
 /// The shares of the peers holding bodies now.
 #[derive(Debug, Default)]
-pub struct Peers {
+pub(super) struct Peers {
     shares: Mutex<HashMap<IpAddr, Arc<Semaphore>>>,
 }
 
 impl Peers {
     /// The share of `peer` (one it holds already, or a whole new one). Shares no body holds are
     /// dropped as new peers come, so the map holds at most the peers with bodies in flight.
-    pub fn share(&self, peer: IpAddr) -> Arc<Semaphore> {
+    pub(super) fn share(&self, peer: IpAddr) -> Arc<Semaphore> {
         // Every update below is whole before it can panic: a poisoned map is consistent.
         let mut shares = self.shares.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(share) = shares.get(&peer) {

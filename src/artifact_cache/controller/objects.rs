@@ -21,7 +21,7 @@ use crate::cluster::{EventReporter, Notice};
 
 /// A reconcile failed against the apiserver (what the cache's objects say is status, not this).
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("failed to make the ArtifactCache's objects")]
     Desired(#[from] desired::DesiredError),
     #[error("failed to generate the ArtifactCache's credentials")]

@@ -7,10 +7,10 @@ use super::{CacheEnvironment, Desired, DesiredError, desired};
 use crate::api::ArtifactCache;
 
 /// The name of the generated credentials' Secret.
-pub const GENERATED: &str = "oras-registry-credentials-x7k2p";
+pub(super) const GENERATED: &str = "oras-registry-credentials-x7k2p";
 
 /// The cache `workflow/oras` with `spec`.
-pub fn cache(spec: serde_json::Value) -> ArtifactCache {
+pub(super) fn cache(spec: serde_json::Value) -> ArtifactCache {
     serde_json::from_value(json!({
         "apiVersion": "ocifit.io/v1alpha1",
         "kind": "ArtifactCache",
@@ -21,7 +21,7 @@ pub fn cache(spec: serde_json::Value) -> ArtifactCache {
 }
 
 /// The objects of `cache` with ocifit in `ocifit-system` and generated credentials.
-pub fn made(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
+pub(super) fn made(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
     let settings = CacheEnvironment {
         own_namespace: "ocifit-system",
         credentials: Some(GENERATED),
@@ -30,12 +30,12 @@ pub fn made(cache: &ArtifactCache) -> Result<Option<Desired>, DesiredError> {
 }
 
 /// The registry Deployment's pod.
-pub fn pod(desired: &Desired) -> &PodSpec {
+pub(super) fn pod(desired: &Desired) -> &PodSpec {
     let spec = desired.deployment.spec.as_ref().unwrap();
     spec.template.spec.as_ref().unwrap()
 }
 
 /// The registry's container.
-pub fn registry_container(desired: &Desired) -> &Container {
+pub(super) fn registry_container(desired: &Desired) -> &Container {
     &pod(desired).containers[0]
 }

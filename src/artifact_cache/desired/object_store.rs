@@ -25,7 +25,7 @@ use crate::api::S3Storage;
 /// upload state with it: replicas that share it continue each other's uploads).
 pub const HTTP_SECRET_KEY: &str = "httpSecret";
 /// How often the registry checks its bucket.
-pub const HEALTH_INTERVAL_SECONDS: i32 = 5;
+pub(super) const HEALTH_INTERVAL_SECONDS: i32 = 5;
 /// Where the CA bundle is mounted.
 const CA_DIR: &str = "/etc/ocifit/s3-ca";
 /// The file name of the mounted CA bundle.
@@ -33,14 +33,14 @@ const CA_FILE: &str = "ca.crt";
 
 /// The scheme, host and port of an `http(s)://host[:port]` endpoint (the CRD's pattern).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
+pub(super) struct Endpoint {
     pub secure: bool,
     pub host: String,
     pub port: u16,
 }
 
 /// `endpoint` taken apart; `None` when it is not what the CRD admits.
-pub fn endpoint(endpoint: &str) -> Option<Endpoint> {
+pub(super) fn endpoint(endpoint: &str) -> Option<Endpoint> {
     let (secure, rest) = match endpoint.split_once("://")? {
         ("https", rest) => (true, rest),
         ("http", rest) => (false, rest),
@@ -71,7 +71,7 @@ pub fn endpoint(endpoint: &str) -> Option<Endpoint> {
 /// The registry's storage settings for `s3`; `http_secret` names the generated Secret holding
 /// [`HTTP_SECRET_KEY`] (none when the cache brings its own htpasswd: then its `envSecretRefs`
 /// carry `REGISTRY_HTTP_SECRET`).
-pub fn env(s3: &S3Storage, http_secret: Option<&str>) -> Vec<EnvVar> {
+pub(super) fn env(s3: &S3Storage, http_secret: Option<&str>) -> Vec<EnvVar> {
     let secure = endpoint(&s3.endpoint).is_none_or(|e| e.secure);
     let mut env = vec![
         value("REGISTRY_STORAGE", "s3"),
@@ -129,7 +129,7 @@ pub fn env(s3: &S3Storage, http_secret: Option<&str>) -> Vec<EnvVar> {
 }
 
 /// The CA bundle's volume and its mount, when the cache names one.
-pub fn ca(s3: &S3Storage) -> Option<(Volume, VolumeMount)> {
+pub(super) fn ca(s3: &S3Storage) -> Option<(Volume, VolumeMount)> {
     let ca = s3.ca.as_ref()?;
     let items = |key: &str| {
         Some(vec![KeyToPath {
@@ -170,7 +170,7 @@ pub fn ca(s3: &S3Storage) -> Option<(Volume, VolumeMount)> {
 
 /// The egress the registry needs for `s3`: the endpoint's port (to its address alone when the
 /// endpoint is one), and DNS to resolve a named endpoint.
-pub fn egress(s3: &S3Storage) -> Vec<NetworkPolicyEgressRule> {
+pub(super) fn egress(s3: &S3Storage) -> Vec<NetworkPolicyEgressRule> {
     let Some(endpoint) = endpoint(&s3.endpoint) else {
         return Vec::new();
     };
@@ -202,7 +202,7 @@ pub fn egress(s3: &S3Storage) -> Vec<NetworkPolicyEgressRule> {
 
 /// At most one replica down at a time by a voluntary disruption (a drain): with two or more,
 /// one keeps serving; with one, a drain is not blocked.
-pub fn disruption_budget(
+pub(super) fn disruption_budget(
     metadata: ObjectMeta,
     selector: &BTreeMap<String, String>,
 ) -> PodDisruptionBudget {

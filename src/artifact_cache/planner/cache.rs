@@ -10,7 +10,7 @@ use super::{CACHE_MARKER, CacheState, Denial, StepPlan, patch};
 use crate::api::step;
 
 /// Where the step is, for what a cache not wired yet makes of it.
-pub struct Context<'a> {
+pub(super) struct Context<'a> {
     pub namespace: &'a str,
     /// The object's own annotations (the contract).
     pub annotations: &'a BTreeMap<String, String>,
@@ -21,7 +21,7 @@ pub struct Context<'a> {
 
 /// The registry a step of cache `name` (in `state`) is wired to, and whether it is held; else the
 /// plan for a step that cannot be wired.
-pub fn wire(
+pub(super) fn wire(
     name: &str,
     state: CacheState,
     context: &Context<'_>,

@@ -21,19 +21,19 @@ pub const PREPARE: &str = "ocifit-prepare";
 /// The native sidecar that pushes the outputs.
 pub const PUSH: &str = "ocifit-push";
 /// The volume holding the pulled inputs.
-pub const INPUTS_VOLUME: &str = "ocifit-inputs";
+pub(super) const INPUTS_VOLUME: &str = "ocifit-inputs";
 /// The volume holding the launcher and the hand-off between the step and the pusher.
-pub const RUN_VOLUME: &str = "ocifit-run";
-pub use crate::step_helper::INPUTS_DIR;
+pub(super) const RUN_VOLUME: &str = "ocifit-run";
+pub(super) use crate::step_helper::INPUTS_DIR;
 /// Where every container of the step sees the run volume.
-pub const RUN_DIR: &str = "/ocifit/run";
+pub(super) const RUN_DIR: &str = "/ocifit/run";
 /// The launcher: ocifit with its loader (`ld.so`) and libraries.
-pub const LAUNCHER_DIR: &str = "/ocifit/run/bin";
+pub(super) const LAUNCHER_DIR: &str = "/ocifit/run/bin";
 /// The container's termination message path unless it sets its own.
-pub const TERMINATION_LOG: &str = "/dev/termination-log";
+pub(super) const TERMINATION_LOG: &str = "/dev/termination-log";
 
 /// Where the step's URIs are.
-pub struct Registry {
+pub(super) struct Registry {
     /// `host[:port]` prefixed to every URI.
     pub host: String,
     pub plain_http: bool,
@@ -46,7 +46,7 @@ pub struct Registry {
 /// A helper container, as the patch writes it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HelperContainer<'a> {
+pub(super) struct HelperContainer<'a> {
     args: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     env: Vec<SecretKeyEnv<'a>>,
@@ -86,14 +86,14 @@ struct SecretKeyRef<'a> {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Mount {
+pub(super) struct Mount {
     mount_path: String,
     name: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EmptyDirVolume {
+pub(super) struct EmptyDirVolume {
     empty_dir: SizeLimit,
     name: &'static str,
 }
@@ -109,12 +109,12 @@ struct SizeLimit {
 /// Each injected volume's `sizeLimit`: the inputs one pull may write
 /// ([`crate::step_helper::DEFAULT_MAX_BYTES`]); the run volume holds the launcher and a copy of the outputs,
 /// which a pull of them must fit in as well.
-pub const VOLUME_SIZE_LIMIT: &str = "10Gi";
+pub(super) const VOLUME_SIZE_LIMIT: &str = "10Gi";
 
 /// A helper's lock-down ([`security_context`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SecurityContext {
+pub(super) struct SecurityContext {
     allow_privilege_escalation: bool,
     capabilities: Capabilities,
     read_only_root_filesystem: bool,
@@ -139,7 +139,7 @@ struct SeccompProfile {
 
 /// Requests and limits.
 #[derive(Debug, PartialEq, Eq, Serialize)]
-pub struct Resources {
+pub(super) struct Resources {
     limits: Quantities,
     requests: Quantities,
 }
@@ -150,7 +150,7 @@ struct Quantities {
     memory: &'static str,
 }
 
-pub fn prepare<'a>(
+pub(super) fn prepare<'a>(
     settings: &'a StepSettings,
     registry: &'a Registry,
     helper: &'a Helper,
@@ -181,7 +181,7 @@ pub fn prepare<'a>(
     helper_container(PREPARE, helper, args, env, mounts, security)
 }
 
-pub fn pusher<'a>(
+pub(super) fn pusher<'a>(
     settings: &'a StepSettings,
     registry: &'a Registry,
     helper: &'a Helper,
@@ -283,7 +283,7 @@ fn pusher_holds_credentials(settings: &StepSettings, registry: &Registry) -> boo
 /// Refuses a pod whose containers could see the pusher's process while it holds credentials: a
 /// shared process namespace (or the host's) lets step code signal the sidecar and read its
 /// `/proc/<pid>`. Files are shared through volumes, so a step needs neither.
-pub fn check_process_isolation(
+pub(super) fn check_process_isolation(
     settings: &StepSettings,
     registry: &Registry,
     spec: &PodSpec,
@@ -305,12 +305,12 @@ pub fn check_process_isolation(
 
 /// The user the helpers run as when the step's would be root or is not named: ocifit's image's
 /// own (distroless `nonroot`).
-pub const HELPER_USER: i64 = 65532;
+pub(super) const HELPER_USER: i64 = 65532;
 
 /// Pod Security `restricted` whatever the pod's settings, and the step's user when it names one,
 /// so each side can read what the other writes. A step running as root gets [`HELPER_USER`]
 /// helpers: root can still read what they make, and they never need root.
-pub fn security_context(step: &Container, pod: &PodSpec) -> SecurityContext {
+pub(super) fn security_context(step: &Container, pod: &PodSpec) -> SecurityContext {
     let step_security = step.security_context.as_ref();
     let pod_user = pod.security_context.as_ref().and_then(|s| s.run_as_user);
     let run_as_user = match (step_security.and_then(|s| s.run_as_user), pod_user) {
@@ -346,14 +346,14 @@ static HELPER_RESOURCES: Resources = Resources {
     },
 };
 
-pub fn mount(volume: &'static str, path: &str) -> Mount {
+pub(super) fn mount(volume: &'static str, path: &str) -> Mount {
     Mount {
         mount_path: path.to_owned(),
         name: volume,
     }
 }
 
-pub fn empty_dir(name: &'static str) -> EmptyDirVolume {
+pub(super) fn empty_dir(name: &'static str) -> EmptyDirVolume {
     EmptyDirVolume {
         empty_dir: SizeLimit {
             size_limit: VOLUME_SIZE_LIMIT,

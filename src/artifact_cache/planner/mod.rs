@@ -12,7 +12,7 @@ mod mutation;
 mod patch;
 mod read_step;
 mod settings;
-pub use read_step::{StepJob, StepPod};
+pub(super) use read_step::{StepJob, StepPod};
 
 use std::collections::BTreeMap;
 
@@ -23,8 +23,12 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use crate::api::step;
 use crate::registry::AllowList;
 
-pub use helpers::{PREPARE, PUSH};
-pub use settings::{Source, StepSettings, parse as step_settings};
+pub use helpers::PREPARE;
+
+pub use helpers::PUSH;
+pub use settings::Source;
+pub(super) use settings::StepSettings;
+pub use settings::parse as step_settings;
 
 /// The registries a step's `registry` annotation may name instead of its namespace's cache:
 /// ocifit's `--allowed-registries`. None when that list is empty: a step then reaches only its
@@ -59,7 +63,7 @@ impl StepRegistries {
 
 /// What the planner knows of the cache a step names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CacheState {
+pub(super) enum CacheState {
     /// Ready: steps reach it at `endpoint` (`host:port`) with the credentials of the Secret
     /// `credentials` (generated for the cache) when it has one.
     Ready {
@@ -221,7 +225,7 @@ impl Denial {
 
 /// Plans a pod. `caches` answers for a cache name in `namespace`; `registries` are those the
 /// `registry` annotation may name.
-pub fn plan_pod(
+pub(super) fn plan_pod(
     pod: &Pod,
     namespace: &str,
     caches: &dyn Fn(&str) -> CacheState,
@@ -276,7 +280,7 @@ pub fn wiring_of(marker: &str) -> Option<(&str, &str)> {
 
 /// Plans a Job: its own annotations are the contract, its pod template is mutated (and marked, so
 /// its pods are not injected again).
-pub fn plan_job(
+pub(super) fn plan_job(
     job: &Job,
     namespace: &str,
     caches: &dyn Fn(&str) -> CacheState,
@@ -437,7 +441,7 @@ fn checked(
 
 /// The settings of a step whose `debug` annotation is `"true"`, for the admission log: the
 /// oras-operator logs the settings it parsed when it admits such a step.
-pub fn debug_settings(annotations: &BTreeMap<String, String>) -> Option<StepSettings> {
+pub(super) fn debug_settings(annotations: &BTreeMap<String, String>) -> Option<StepSettings> {
     // Read again only for a step that asks (nearly none): every step's admission asks this.
     let asks = annotations.iter().any(|(key, value)| {
         key.strip_prefix(step::PREFIX) == Some(step::DEBUG) && value.trim() == "true"

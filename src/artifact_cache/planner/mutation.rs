@@ -21,15 +21,21 @@ use crate::registry;
 use crate::step_helper::{INPUTS_NAME, PUSH_TIMEOUT};
 use crate::step_helper::{Launch, strings};
 
-pub use super::helpers::{LAUNCHER_DIR, PREPARE, PUSH, Registry};
+pub(super) use super::helpers::LAUNCHER_DIR;
+
+pub(super) use super::helpers::PREPARE;
+
+pub(super) use super::helpers::PUSH;
+
+pub(super) use super::helpers::Registry;
 
 /// What `output-path` is when the step names none: the working directory, whose entries are
 /// pushed as the artifact's top level (what the oras-operator pushes for its working directory).
-pub const WORKING_DIRECTORY: &str = ".";
+pub(super) const WORKING_DIRECTORY: &str = ".";
 
 /// Who restarts the step's pod, which decides what a restart policy of `Always` means.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Owner {
+pub(super) enum Owner {
     /// A pod of its own (the oras-operator's examples): ocifit may make it run once.
     Bare,
     /// A pod a controller made (this kind and name), which would replace it whatever it says.
@@ -41,7 +47,7 @@ pub enum Owner {
 /// The mutation of the pod spec; its helpers borrow from the step's settings, its registry and
 /// the helper image.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Mutation<'a> {
+pub(super) struct Mutation<'a> {
     /// Init containers to put first, in order.
     pub init_containers: Vec<HelperContainer<'a>>,
     pub volumes: Vec<EmptyDirVolume>,
@@ -60,12 +66,12 @@ pub struct Mutation<'a> {
 }
 
 /// Whether a pod spec already carries the helpers (injected before the marker was known).
-pub fn is_injected(spec: Option<&PodSpec>) -> bool {
+pub(super) fn is_injected(spec: Option<&PodSpec>) -> bool {
     spec.and_then(|s| s.init_containers.as_ref())
         .is_some_and(|init| init.iter().any(|c| c.name == PREPARE || c.name == PUSH))
 }
 
-pub fn build<'a>(
+pub(super) fn build<'a>(
     settings: &'a StepSettings,
     registry: &'a Registry,
     spec: &PodSpec,

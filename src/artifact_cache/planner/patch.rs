@@ -15,7 +15,7 @@ use crate::api::step;
 
 /// Where the pod spec and its annotations are in the object patched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
+pub(super) enum Target {
     /// A pod: `/spec`, `/metadata/annotations`, `/metadata/labels`.
     Pod { has_labels: bool },
     /// A Job: `/spec/template/spec`, `/spec/template/metadata/annotations` and `labels`.
@@ -43,7 +43,7 @@ impl Target {
 
 /// The patch, written from the mutation's containers, volumes and mounts; `held` adds the cache's
 /// scheduling gate and the held label (the cache is not Ready yet).
-pub fn build(
+pub(super) fn build(
     mutation: &Mutation<'_>,
     spec: &PodSpec,
     annotations: &BTreeMap<String, String>,
@@ -168,7 +168,7 @@ fn mark(
 /// The patch that defers a Job's injection to its pods: the Job's contract annotations copied
 /// onto its pod template, so each pod the Job makes is a step of its own, planned when it is
 /// created (its cache may be Ready by then, or wired and the pod held).
-pub fn defer(
+pub(super) fn defer(
     contract: &BTreeMap<String, String>,
     template_annotations: &BTreeMap<String, String>,
     has_template_metadata: bool,

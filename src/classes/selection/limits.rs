@@ -8,14 +8,14 @@ use k8s_openapi::api::core::v1::PodSpec;
 use super::error::SelectionError;
 
 /// Terms of the required node affinity.
-pub const MAX_TERMS: usize = 64;
+pub(super) const MAX_TERMS: usize = 64;
 /// Requirements: nodeSelector entries, matchExpressions and matchFields, over all terms.
-pub const MAX_REQUIREMENTS: usize = 512;
+pub(super) const MAX_REQUIREMENTS: usize = 512;
 /// Values of all requirements together.
-pub const MAX_VALUES: usize = 2048;
+pub(super) const MAX_VALUES: usize = 2048;
 
 /// Checks the pod's nodeSelector and required node affinity against the limits.
-pub fn check(spec: &PodSpec) -> Result<(), SelectionError> {
+pub(super) fn check(spec: &PodSpec) -> Result<(), SelectionError> {
     let terms = super::required_terms(spec);
     over(
         terms.len(),

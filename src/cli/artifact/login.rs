@@ -43,7 +43,7 @@ pub struct Login {
 
 /// Why `pull` or `push` cannot log in.
 #[derive(Debug, thiserror::Error)]
-pub enum LoginError {
+pub(super) enum LoginError {
     #[error(transparent)]
     Registry(#[from] registry::Error),
     #[error("failed to read the password from stdin")]
@@ -71,13 +71,13 @@ pub enum LoginError {
 
 /// Credentials a caller gave explicitly, in precedence order: flags, then the environment.
 #[derive(Debug, Default)]
-pub struct Given {
+pub(super) struct Given {
     pub flags: Option<Credentials>,
     pub environment: DockerConfig,
 }
 
 /// A client for the references' registries with credentials as `oras` finds them.
-pub async fn client(
+pub(super) async fn client(
     references: &[&Reference],
     plain_http: bool,
     direction: Direction,
@@ -113,7 +113,7 @@ pub async fn client(
 
 /// What was given for `host`: the flags, else the environment; `None` leaves it to the docker
 /// config (its helper, else its `auths`).
-pub fn chosen(given: &Given, host: &str) -> Option<Credentials> {
+pub(super) fn chosen(given: &Given, host: &str) -> Option<Credentials> {
     given
         .flags
         .clone()
@@ -135,7 +135,7 @@ fn flags(login: &Login) -> Result<Option<Credentials>, LoginError> {
 }
 
 /// Where the docker config is: the flag, `$DOCKER_CONFIG/config.json`, `~/.docker/config.json`.
-pub fn config_path(
+pub(super) fn config_path(
     flag: Option<&Path>,
     docker_config: Option<&str>,
     home: Option<&str>,

@@ -10,11 +10,11 @@ use tokio::task::JoinHandle;
 use crate::registry::Registry;
 
 /// Transfers below this show no progress.
-pub const SHOWN_FROM: u64 = 4 * 1024 * 1024;
+pub(super) const SHOWN_FROM: u64 = 4 * 1024 * 1024;
 const TICK: Duration = Duration::from_millis(200);
 
 /// A transfer's progress line, updated from the client's streamed bytes.
-pub struct Progress {
+pub(super) struct Progress {
     bar: ProgressBar,
     registry: Registry,
     ticker: Option<JoinHandle<()>>,
@@ -22,7 +22,7 @@ pub struct Progress {
 
 impl Progress {
     /// Starts following `registry`'s transfers, labelled `verb` ("pushing", "pulling").
-    pub fn start(registry: &Registry, verb: &'static str) -> Progress {
+    pub(super) fn start(registry: &Registry, verb: &'static str) -> Progress {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
         if let Ok(style) =
             ProgressStyle::with_template("{prefix} {bytes} ({binary_bytes_per_sec}) {elapsed}")
@@ -47,7 +47,7 @@ impl Progress {
     }
 
     /// Stops following, leaving the last line on a terminal when it was shown.
-    pub fn finish(mut self) {
+    pub(super) fn finish(mut self) {
         if let Some(ticker) = self.ticker.take() {
             ticker.abort();
             show(&self.bar, self.registry.streamed_bytes());

@@ -12,18 +12,18 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 
 /// The longest string: an image reference with a tag and a digest (a 255-byte name, a 128-byte
 /// tag, a sha512 digest) fits.
-pub const STRING: i64 = 1024;
+pub(super) const STRING: i64 = 1024;
 /// The longest map key: a qualified label key (a 253-byte DNS prefix, `/`, a 63-byte name).
-pub const KEY: i64 = 317;
+pub(super) const KEY: i64 = 317;
 /// The longest quantity (`resources`, sizes).
-pub const QUANTITY: i64 = 64;
+pub(super) const QUANTITY: i64 = 64;
 /// The most items in a list.
-pub const ITEMS: i64 = 64;
+pub(super) const ITEMS: i64 = 64;
 /// The most entries in a map.
-pub const PROPERTIES: i64 = 64;
+pub(super) const PROPERTIES: i64 = 64;
 
 /// Bounds the `spec` of every version of `crd`.
-pub fn bound_crd(crd: &mut CustomResourceDefinition) {
+pub(super) fn bound_crd(crd: &mut CustomResourceDefinition) {
     for version in &mut crd.spec.versions {
         let spec = version
             .schema

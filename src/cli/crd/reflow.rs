@@ -8,7 +8,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 
 /// Reflows the description of every schema in every version of `crd`.
-pub fn reflow_crd(crd: &mut CustomResourceDefinition) {
+pub(super) fn reflow_crd(crd: &mut CustomResourceDefinition) {
     for version in &mut crd.spec.versions {
         if let Some(schema) = version
             .schema
@@ -47,7 +47,7 @@ fn reflow_schema(schema: &mut JSONSchemaProps) {
 }
 
 /// One line per paragraph and per list item; blank lines between paragraphs kept.
-pub fn reflow(text: &str) -> String {
+pub(super) fn reflow(text: &str) -> String {
     text.split("\n\n")
         .map(|paragraph| {
             let mut joined = String::new();

@@ -16,7 +16,7 @@ use crate::engine::NodeInputs;
 
 /// Everything read from the cluster about one pod.
 #[derive(Debug, Default)]
-pub struct Gathered {
+pub(crate) struct Gathered {
     pub pod: Pod,
     /// The Events whose object is the pod.
     pub events: Vec<Event>,
@@ -31,7 +31,7 @@ pub struct Gathered {
 /// The answer, as `-o json|yaml` prints it.
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Explained {
+pub(crate) struct Explained {
     /// `namespace/name`.
     pub pod: String,
     /// The node it was scheduled to, if any.
@@ -54,7 +54,7 @@ pub struct Explained {
 
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeReport {
+pub(crate) struct NodeReport {
     pub name: String,
     /// `os/arch` from its `kubernetes.io/` labels.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -64,7 +64,7 @@ pub struct NodeReport {
 /// Image selection's part: which policy, which class, which image per container.
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SelectionReport {
+pub(crate) struct SelectionReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
     /// `selected`, `held` (behind its gate) or `unchanged` (admitted without a decision).
@@ -88,7 +88,7 @@ pub struct SelectionReport {
 
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClassReport {
+pub(crate) struct ClassReport {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
@@ -99,7 +99,7 @@ pub struct ClassReport {
 /// Placement's part: the gate, the platforms, the node's, exec format errors.
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PlacementReport {
+pub(crate) struct PlacementReport {
     pub policy: String,
     /// `held` (the gate is on) or `released`.
     pub gate: String,
@@ -124,7 +124,7 @@ pub struct PlacementReport {
 /// The artifact cache's part: which cache, which steps, which helpers.
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StepReport {
+pub(crate) struct StepReport {
     /// The ArtifactCache the step was wired to (absent when it named its own registry).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<String>,
@@ -147,7 +147,7 @@ pub struct StepReport {
 
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EventReport {
+pub(crate) struct EventReport {
     #[serde(rename = "type")]
     pub kind: String,
     pub reason: String,
@@ -156,7 +156,7 @@ pub struct EventReport {
 }
 
 /// The report on `gathered`.
-pub fn explain(gathered: &Gathered) -> Explained {
+pub(crate) fn explain(gathered: &Gathered) -> Explained {
     let pod = &gathered.pod;
     let name = format!(
         "{}/{}",

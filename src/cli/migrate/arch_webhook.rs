@@ -38,13 +38,13 @@ const ARCH_LABEL: &str = "kubernetes.io/arch";
 const NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// Whether a document without a kind is kube-arch-webhook's values.
-pub fn is_values(value: &Value) -> bool {
+pub(super) fn is_values(value: &Value) -> bool {
     value
         .as_object()
         .is_some_and(|map| OWN_KEYS.iter().any(|key| map.contains_key(*key)))
 }
 
-pub fn translate(source: &str, values: &Value, migration: &mut Migration) {
+pub(super) fn translate(source: &str, values: &Value, migration: &mut Migration) {
     let mut notes = vec![format!(
         "{source}: kube-arch-webhook's values → PlacementPolicy {POLICY} (every pod the chart's \
          placement webhook selects). Unlike kube-arch-webhook, pods that already carry a \

@@ -16,13 +16,13 @@ const TAINT_KEY_SEED: &str = "supported-arch";
 const NAME: &str = "archaware-controller";
 
 /// Whether the object is archaware-controller's own Deployment.
-pub fn is_controller(value: &Value) -> bool {
+pub(super) fn is_controller(value: &Value) -> bool {
     value.get("kind").and_then(Value::as_str) == Some("Deployment")
         && images(value).iter().any(|image| image.contains(NAME))
 }
 
 /// Whether the object is part of archaware-controller's install.
-pub fn is_archaware(value: &Value) -> bool {
+pub(super) fn is_archaware(value: &Value) -> bool {
     let named = value
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -42,7 +42,7 @@ fn images(value: &Value) -> Vec<&str> {
 }
 
 /// `workloads`: the cluster's DaemonSets and kube-system pods, when the user passed them.
-pub fn translate(
+pub(super) fn translate(
     source: &str,
     value: &Value,
     workloads: Option<&[Workload]>,

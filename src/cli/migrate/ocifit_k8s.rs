@@ -20,7 +20,7 @@ const UNNAMED: [(&str, &str); 2] = [
 
 /// Whether the object is part of ocifit-k8s's install. `beside` says whether its file holds
 /// another object that is: only then are its generically named objects taken for its own.
-pub fn is_ocifit_k8s(value: &Value, beside: bool) -> bool {
+pub(super) fn is_ocifit_k8s(value: &Value, beside: bool) -> bool {
     let text = |pointer: &str| value.pointer(pointer).and_then(Value::as_str);
     let (kind, name) = (text("/kind"), text("/metadata/name"));
     let named = name.is_some_and(|name| name.starts_with(NAME));
@@ -53,7 +53,7 @@ fn runs_it(value: &Value) -> bool {
     })
 }
 
-pub fn translate(source: &str, value: &Value, migration: &mut Migration) {
+pub(super) fn translate(source: &str, value: &Value, migration: &mut Migration) {
     let what = describe(value);
     let replaced_by = match value.get("kind").and_then(Value::as_str) {
         Some("MutatingWebhookConfiguration") => format!(

@@ -7,11 +7,11 @@ use super::{Migration, Output, describe};
 use crate::api::{DEFAULT_REGISTRY_IMAGE, step};
 
 /// The oras-operator's API group, as `apiVersion` starts.
-pub const GROUP_PREFIX: &str = "cache.converged-computing.github.io/";
+pub(super) const GROUP_PREFIX: &str = "cache.converged-computing.github.io/";
 /// The oras-operator's default registry image.
 const SEED_IMAGE: &str = "ghcr.io/oras-project/registry:latest";
 
-pub fn translate(source: &str, cache: &Value, migration: &mut Migration) {
+pub(super) fn translate(source: &str, cache: &Value, migration: &mut Migration) {
     let what = describe(cache);
     let name = cache
         .pointer("/metadata/name")
@@ -233,7 +233,7 @@ fn env_secret_refs(
 }
 
 /// A value on one line, for a note.
-pub fn compact(value: &Value) -> String {
+pub(super) fn compact(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
         other => other.to_string(),

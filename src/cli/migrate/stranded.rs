@@ -14,7 +14,7 @@ const MIRROR: &str = "kubernetes.io/config.mirror";
 
 /// A workload ocifit never gives its toleration: a DaemonSet, or a pod in kube-system.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Workload {
+pub(super) struct Workload {
     /// `DaemonSet ns/name` or `Pod kube-system/name`.
     pub what: String,
     /// A DaemonSet runs on every node, so each tainted architecture it cannot tolerate loses it
@@ -26,7 +26,7 @@ pub struct Workload {
 }
 
 /// Whether the document is one of the cluster's objects this module reads.
-pub fn is_cluster_object(value: &Value) -> bool {
+pub(super) fn is_cluster_object(value: &Value) -> bool {
     matches!(
         value.get("kind").and_then(Value::as_str),
         Some("Pod" | "DaemonSet")
@@ -34,7 +34,7 @@ pub fn is_cluster_object(value: &Value) -> bool {
 }
 
 /// The workloads among the cluster's objects, each once (a DaemonSet and its pods are one).
-pub fn workloads<'a>(values: impl Iterator<Item = &'a Value>) -> Vec<Workload> {
+pub(super) fn workloads<'a>(values: impl Iterator<Item = &'a Value>) -> Vec<Workload> {
     let mut out: Vec<Workload> = Vec::new();
     for value in values {
         let text = |pointer: &str| value.pointer(pointer).and_then(Value::as_str);
@@ -143,7 +143,7 @@ fn tolerates(tolerations: &[Value], arch: &str) -> bool {
 
 /// A workload and the tainted architectures it would lose.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Stranded {
+pub(super) struct Stranded {
     pub what: String,
     pub daemon_set: bool,
     pub lost: Vec<String>,
@@ -151,7 +151,11 @@ pub struct Stranded {
 
 /// Which workloads lose nodes with `tainted` tainted and `untainted` left alone (the cluster's
 /// architectures are the two together).
-pub fn stranded(workloads: &[Workload], tainted: &[String], untainted: &[String]) -> Vec<Stranded> {
+pub(super) fn stranded(
+    workloads: &[Workload],
+    tainted: &[String],
+    untainted: &[String],
+) -> Vec<Stranded> {
     let mut out = Vec::new();
     for workload in workloads {
         let allowed = |arch: &String| {

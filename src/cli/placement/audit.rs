@@ -38,7 +38,7 @@ pub struct AuditArgs {
 
 /// Runs the audit and prints its report: [`Exit::Ok`] when nothing is misplaced,
 /// [`Exit::Failed`] when something is (the report is printed all the same).
-pub async fn run(kube: &KubeArgs, args: &AuditArgs) -> ExitCode {
+pub(super) async fn run(kube: &KubeArgs, args: &AuditArgs) -> ExitCode {
     let registry = match registry(args) {
         Ok(registry) => registry,
         Err(err) => {

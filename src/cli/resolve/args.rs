@@ -69,7 +69,7 @@ fn parse_format(s: &str) -> Result<Format, crate::engine::UnknownFormat> {
 /// A `--label` value that is not `KEY=VALUE`.
 #[derive(Debug, thiserror::Error)]
 #[error("expected KEY=VALUE, got {0:?}")]
-pub struct NotALabel(String);
+pub(super) struct NotALabel(String);
 
 fn parse_label(s: &str) -> Result<(String, String), NotALabel> {
     match s.split_once('=') {

@@ -8,7 +8,7 @@ use crate::registry;
 
 /// Why `ocifit resolve` could not answer.
 #[derive(Debug, thiserror::Error)]
-pub enum ResolveError {
+pub(crate) enum ResolveError {
     /// A nodes, node-features or policy file is unusable.
     #[error(transparent)]
     Input(#[from] InputError),
@@ -67,7 +67,7 @@ pub enum ResolveError {
 impl ResolveError {
     /// Its exit status by the one table: a registry that could not give what was asked is the
     /// registry's; everything else is unusable input.
-    pub fn exit(&self) -> crate::cli::Exit {
+    pub(crate) fn exit(&self) -> crate::cli::Exit {
         match self {
             ResolveError::Registry(_) | ResolveError::Candidates(_) => crate::cli::Exit::Registry,
             _ => crate::cli::Exit::Usage,

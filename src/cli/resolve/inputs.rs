@@ -16,7 +16,7 @@ use crate::registry::{
 };
 
 /// What was read, ready to evaluate.
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// The artifact, or the candidates with theirs.
     pub resolved: Resolved,
     /// The registry client that read it (none for a file), which also looks up platforms.
@@ -31,7 +31,7 @@ pub struct Loaded {
 }
 
 /// Reads `--artifact` (a file, or a reference) or, without it, the policy's own artifact.
-pub async fn load(
+pub(super) async fn load(
     args: &ResolveArgs,
     policy: Option<&ImageSelectionPolicy>,
     flags: &RegistryFlags,

@@ -15,7 +15,7 @@ use crate::image_selection::{ClassAnswer, PlatformLookup, Platforms, classes};
 /// The JSON document `-o json` prints.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub(crate) struct Report {
     /// What was read: the artifact file or reference, or the policy's candidates.
     #[serde(skip)]
     source: String,
@@ -47,7 +47,7 @@ struct PlatformReport {
 }
 
 #[derive(Debug, Serialize)]
-pub struct ClassReport {
+pub(crate) struct ClassReport {
     name: String,
     nodes: Vec<String>,
     labels: BTreeMap<String, String>,
@@ -95,7 +95,7 @@ impl From<ClassAnswer> for ClassReport {
 
 impl Report {
     /// The answer for `loaded` over `nodes` (those `selector` counts), with `platforms`.
-    pub fn new(
+    pub(crate) fn new(
         loaded: &Loaded,
         policy: Option<String>,
         selector: &BTreeMap<String, String>,
@@ -123,7 +123,7 @@ impl Report {
     }
 
     /// The table, under a header saying what was read and what was checked.
-    pub fn table(&self) -> String {
+    pub(crate) fn table(&self) -> String {
         let mut out = String::new();
         if let Some(policy) = &self.policy {
             let _ = write!(out, "policy {policy}, ");

@@ -10,11 +10,11 @@ use std::time::Instant;
 
 /// Events one namespace may queue at once: a quarter of the queue, so a Job of a few hundred pods
 /// released together gets each its Event and three namespaces flooding at once still leave room.
-pub const BURST: f64 = 256.0;
+pub(super) const BURST: f64 = 256.0;
 /// Events a second a namespace's bucket refills with, past the burst.
-pub const RATE: f64 = 10.0;
+pub(super) const RATE: f64 = 10.0;
 /// Namespaces with a bucket of their own: each costs its name and two numbers.
-pub const NAMESPACES: usize = 1024;
+pub(super) const NAMESPACES: usize = 1024;
 
 #[derive(Debug, Clone, Copy)]
 struct Bucket {

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 /// Reads a second the bucket refills with: a real review needs a read only for a namespace
 /// created a moment before its first pod, or a step whose cache became Ready a moment before.
-pub const RATE: f64 = 5.0;
+pub(super) const RATE: f64 = 5.0;
 /// Reads the bucket holds (a burst of new namespaces).
-pub const BURST: f64 = 10.0;
+pub(super) const BURST: f64 = 10.0;
 /// How long a key read and not found is not read again.
-pub const FORGET_AFTER: Duration = Duration::from_secs(10);
+pub(super) const FORGET_AFTER: Duration = Duration::from_secs(10);
 /// Reads waiting on the apiserver at once, over every route: each holds a blocking thread.
-pub const MAX_READING: usize = 2;
+pub(super) const MAX_READING: usize = 2;
 
 /// The shared budget (one per process: [`super::ReadAgain::from_apiserver`] takes from it).
 #[derive(Debug)]

@@ -64,7 +64,7 @@ impl Default for ControllerTunables {
 }
 
 /// Shared by every reconcile.
-pub struct Context {
+pub(super) struct Context {
     pub(super) cluster: ClusterView,
     pub(super) policies: Store<ImageSelectionPolicy>,
     pub(super) source: Arc<dyn Source>,
@@ -83,7 +83,7 @@ pub struct Context {
 
 impl Context {
     /// A context over the given parts.
-    pub fn new(
+    pub(super) fn new(
         cluster: ClusterView,
         policies: Store<ImageSelectionPolicy>,
         source: Arc<dyn Source>,

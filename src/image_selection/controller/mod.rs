@@ -19,13 +19,13 @@ mod trackers;
 mod triggers;
 pub use context::{ControllerTunables, ManagedShare};
 pub use registry_source::RegistrySource;
-pub use runner::{ControllerDeps, controller};
+pub(super) use runner::{ControllerDeps, controller};
 pub use schedule::Backoff;
 pub use source::{Request, Source, Wanted};
 
 /// A reconcile failed against the apiserver (artifact problems are status, not errors).
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(super) enum Error {
     /// The pull Secret could not be read (other than missing or forbidden).
     #[error("failed to read the pull secret {namespace}/{name}")]
     ReadSecret {

@@ -32,7 +32,7 @@ use crate::telemetry::{Controller, ReconcileResult, error_chain, reconcile_span}
 const SHARE_BUSY: Duration = Duration::from_secs(2);
 
 /// Reconciles one policy (the kube-runtime entry point).
-pub async fn reconcile(
+pub(super) async fn reconcile(
     policy: Arc<ImageSelectionPolicy>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
@@ -69,7 +69,11 @@ pub async fn reconcile(
 }
 
 /// Requeues a policy whose reconcile failed against the apiserver, with a growing backoff.
-pub fn error_policy(policy: Arc<ImageSelectionPolicy>, error: &Error, ctx: Arc<Context>) -> Action {
+pub(super) fn error_policy(
+    policy: Arc<ImageSelectionPolicy>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
     let name = policy.name_any();
     let failures = ctx.api_failed(&name);
     let wait = ctx.settings.backoff.after(failures, Duration::MAX);

@@ -12,7 +12,7 @@ use crate::image_selection::resolution::Failure;
 
 /// The outcome of the last resolution.
 #[derive(Clone, Debug)]
-pub enum Outcome {
+pub(super) enum Outcome {
     /// Resolved.
     Current(Arc<Fetched>),
     /// Failed, with the reason and message.
@@ -21,7 +21,7 @@ pub enum Outcome {
 
 /// One policy's memory.
 #[derive(Clone, Debug)]
-pub struct Memo {
+pub(super) struct Memo {
     /// What was resolved (reference and credentials key).
     pub request: Request,
     /// The last outcome.
@@ -36,7 +36,7 @@ pub struct Memo {
 
 impl Memo {
     /// How long after `checked_at` the next resolution is due.
-    pub fn wait(&self, refresh: Duration, backoff: &Backoff) -> Duration {
+    pub(super) fn wait(&self, refresh: Duration, backoff: &Backoff) -> Duration {
         match self.outcome {
             Outcome::Current(_) => refresh,
             Outcome::Failed(_) => backoff.after(self.failures, refresh),
@@ -44,7 +44,7 @@ impl Memo {
     }
 
     /// Whether `request` must be resolved now rather than served from this memo.
-    pub fn stale_for(
+    pub(super) fn stale_for(
         &self,
         request: &Request,
         refresh: Duration,
@@ -55,12 +55,17 @@ impl Memo {
     }
 
     /// How long until the next resolution is due.
-    pub fn next_check(&self, refresh: Duration, backoff: &Backoff, now: Instant) -> Duration {
+    pub(super) fn next_check(
+        &self,
+        refresh: Duration,
+        backoff: &Backoff,
+        now: Instant,
+    ) -> Duration {
         remaining(self.checked_at, self.wait(refresh, backoff), now)
     }
 
     /// The memo after a resolution of `request` at `now` that ended with `result`.
-    pub fn after(
+    pub(super) fn after(
         previous: Option<&Memo>,
         request: Request,
         result: Result<Fetched, Failure>,

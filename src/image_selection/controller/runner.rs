@@ -23,7 +23,7 @@ use crate::cluster::{Change, Reflected};
 use crate::telemetry::{Metrics, error_chain};
 
 /// The controller's parts, before it runs.
-pub struct ControllerDeps {
+pub(crate) struct ControllerDeps {
     /// The cluster view (its leadership decides who reconciles).
     pub cluster: ClusterView,
     /// Where artifacts come from.
@@ -37,7 +37,7 @@ pub struct ControllerDeps {
 
 /// The controller over `policies`; the future runs it until `shutdown` resolves and every
 /// in-flight reconcile has finished.
-pub fn controller(
+pub(crate) fn controller(
     parts: ControllerDeps,
     policies: &Reflected<ImageSelectionPolicy>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::process::growing_delay;
 
 /// `spec.artifact.refreshInterval` when the policy gives none.
-pub const DEFAULT_REFRESH: Duration = Duration::from_secs(600);
+pub(super) const DEFAULT_REFRESH: Duration = Duration::from_secs(600);
 
 /// How long to wait before retrying a failed resolution, and the cap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,12 +34,12 @@ impl Backoff {
 }
 
 /// Whether a resolution checked at `checked_at` must be redone at `now`: after `wait`.
-pub fn due(checked_at: Instant, wait: Duration, now: Instant) -> bool {
+pub(super) fn due(checked_at: Instant, wait: Duration, now: Instant) -> bool {
     now.saturating_duration_since(checked_at) >= wait
 }
 
 /// How long until a check made at `checked_at` is due again.
-pub fn remaining(checked_at: Instant, wait: Duration, now: Instant) -> Duration {
+pub(super) fn remaining(checked_at: Instant, wait: Duration, now: Instant) -> Duration {
     wait.saturating_sub(now.saturating_duration_since(checked_at))
 }
 

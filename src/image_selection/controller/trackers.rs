@@ -42,11 +42,11 @@ fn policies(
 /// Counts changes to the node inventory (labels, nodes, features): equal counts mean equal
 /// inventories, so what was read from it can be used again. Cheap to clone.
 #[derive(Clone, Debug, Default)]
-pub struct InventoryVersion(Arc<AtomicU64>);
+pub(super) struct InventoryVersion(Arc<AtomicU64>);
 
 impl InventoryVersion {
     /// The count now.
-    pub fn get(&self) -> u64 {
+    pub(super) fn get(&self) -> u64 {
         self.0.load(Ordering::SeqCst)
     }
 
@@ -59,7 +59,7 @@ impl InventoryVersion {
 /// it, the trackers consult it), and the inventory's version (the trackers count changes, the
 /// reconciler reuses what it read while it holds).
 #[derive(Clone, Debug, Default)]
-pub struct Tracked {
+pub(super) struct Tracked {
     /// What each reconciled policy reads from nodes.
     pub interests: Interests,
     /// Changes to the node inventory so far.
@@ -68,7 +68,7 @@ pub struct Tracked {
 
 /// Remembers each node's labels as last seen (keys interned, values hashed), to tell which
 /// policies a change concerns.
-pub struct NodeTracker {
+pub(super) struct NodeTracker {
     interests: Interests,
     version: InventoryVersion,
     state: Mutex<Seen>,
@@ -126,7 +126,7 @@ impl Seen {
 
 impl NodeTracker {
     /// A tracker for the policies' interests, counting changes in their version.
-    pub fn new(tracked: Tracked) -> NodeTracker {
+    pub(super) fn new(tracked: Tracked) -> NodeTracker {
         NodeTracker {
             interests: tracked.interests,
             version: tracked.version,
@@ -135,7 +135,7 @@ impl NodeTracker {
     }
 
     /// The policies a node's addition or update concerns.
-    pub fn applied(&self, node: &ClusterNode) -> Vec<ObjectRef<ImageSelectionPolicy>> {
+    pub(super) fn applied(&self, node: &ClusterNode) -> Vec<ObjectRef<ImageSelectionPolicy>> {
         let mut state = lock(&self.state);
         let now = state.digest(node);
         let before = state.nodes.insert(node.name().to_owned(), now.clone());
@@ -164,7 +164,7 @@ impl NodeTracker {
     }
 
     /// The policies a node's deletion concerns (`node` as last seen).
-    pub fn deleted(&self, node: &ClusterNode) -> Vec<ObjectRef<ImageSelectionPolicy>> {
+    pub(super) fn deleted(&self, node: &ClusterNode) -> Vec<ObjectRef<ImageSelectionPolicy>> {
         if lock(&self.state).nodes.remove(node.name()).is_none() {
             return Vec::new();
         }
@@ -178,7 +178,10 @@ impl NodeTracker {
     /// After a relist: forgets nodes the store no longer holds (deleted while the watch was
     /// down, so never announced) and, if there were any, concerns every policy with an
     /// interest (what those nodes were is no longer known).
-    pub fn resynced(&self, store: &Store<ClusterNode>) -> Vec<ObjectRef<ImageSelectionPolicy>> {
+    pub(super) fn resynced(
+        &self,
+        store: &Store<ClusterNode>,
+    ) -> Vec<ObjectRef<ImageSelectionPolicy>> {
         let present: HashSet<String> = store.state().iter().map(|n| n.name_any()).collect();
         let mut state = lock(&self.state);
         let before = state.nodes.len();
@@ -196,7 +199,7 @@ impl NodeTracker {
 
 /// Remembers a hash of each NodeFeature's features, so a rewrite with the same features (or of
 /// its other fields) triggers nothing.
-pub struct FeatureTracker {
+pub(super) struct FeatureTracker {
     interests: Interests,
     version: InventoryVersion,
     last: Mutex<HashMap<(String, String), u64>>,
@@ -204,7 +207,7 @@ pub struct FeatureTracker {
 
 impl FeatureTracker {
     /// A tracker for the policies' interests, counting changes in their version.
-    pub fn new(tracked: Tracked) -> FeatureTracker {
+    pub(super) fn new(tracked: Tracked) -> FeatureTracker {
         FeatureTracker {
             interests: tracked.interests,
             version: tracked.version,
@@ -214,7 +217,7 @@ impl FeatureTracker {
 
     /// The policies reading NFD features, when this object's features changed (`deleted`: it
     /// is gone).
-    pub fn changed(
+    pub(super) fn changed(
         &self,
         object: &NodeFeature,
         deleted: bool,

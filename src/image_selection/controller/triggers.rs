@@ -10,14 +10,14 @@ use crate::engine::Reads;
 
 /// What each reconciled policy reads from nodes, by policy name; the node watch's mapper reads it
 /// to decide which policies a node change concerns.
-pub type Interests = Arc<RwLock<HashMap<String, Interest>>>;
+pub(super) type Interests = Arc<RwLock<HashMap<String, Interest>>>;
 
 /// Node labels by key.
-pub type Labels = BTreeMap<String, String>;
+pub(super) type Labels = BTreeMap<String, String>;
 
 /// What happened to one node, as the tracker saw it.
 #[derive(Clone, Copy, Debug)]
-pub enum NodeChange<'a> {
+pub(super) enum NodeChange<'a> {
     /// A node seen for the first time, with its labels.
     Added(&'a Labels),
     /// A known node whose labels `keys` changed (added, removed or given another value); its
@@ -34,7 +34,7 @@ pub enum NodeChange<'a> {
 
 /// What a reconciled policy reads from nodes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Interest {
+pub(super) struct Interest {
     /// The policy's `spec.nodeSelector`.
     pub node_selector: Labels,
     /// What its artifact reads.
@@ -43,12 +43,12 @@ pub struct Interest {
 
 impl Interest {
     /// Whether the policy reads NFD features (so NodeFeature changes concern it).
-    pub fn reads_features(&self) -> bool {
+    pub(super) fn reads_features(&self) -> bool {
         !self.reads.features.is_empty()
     }
 
     /// Whether `change` can change the policy's classes or their node counts.
-    pub fn affected_by(&self, change: NodeChange<'_>) -> bool {
+    pub(super) fn affected_by(&self, change: NodeChange<'_>) -> bool {
         match change {
             NodeChange::Added(labels) | NodeChange::Removed(labels) => {
                 node_counts(&self.node_selector, labels)
@@ -66,7 +66,7 @@ impl Interest {
 
     /// Whether the policy's status can depend on a node's label `key`: it draws classes on it,
     /// or decides with it whether the node counts. Other labels need not be kept for it.
-    pub fn reads_label(&self, key: &str) -> bool {
+    pub(super) fn reads_label(&self, key: &str) -> bool {
         distinguishes(&self.reads, key)
             || self.node_selector.contains_key(key)
             || CONTROL_PLANE_LABELS.contains(&key)

@@ -21,7 +21,11 @@ pub const GATE: Gate = Gate {
 };
 
 /// The plan holding `pod` because of `reason` (one that waits).
-pub fn hold(pod: &Pod, policy: Option<Arc<ImageSelectionPolicy>>, reason: DenyReason) -> ImagePlan {
+pub(crate) fn hold(
+    pod: &Pod,
+    policy: Option<Arc<ImageSelectionPolicy>>,
+    reason: DenyReason,
+) -> ImagePlan {
     let mut ops = Vec::new();
     let gates = pod
         .spec
@@ -53,11 +57,11 @@ pub fn hold(pod: &Pod, policy: Option<Arc<ImageSelectionPolicy>>, reason: DenyRe
 }
 
 /// The warning a held pod's creator sees.
-pub fn warning(reason: &DenyReason) -> String {
+pub(super) fn warning(reason: &DenyReason) -> String {
     format!("held by scheduling gate {SCHEDULING_GATE} until ocifit can choose its image: {reason}")
 }
 
 /// Where ocifit's gate is in the pod's scheduling gates, if there.
-pub fn gate_at(pod: &Pod) -> Option<usize> {
+pub(crate) fn gate_at(pod: &Pod) -> Option<usize> {
     held_at(pod, GATE)
 }

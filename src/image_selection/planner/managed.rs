@@ -18,7 +18,7 @@ use crate::api::{
 };
 
 /// The prefix of a managed policy's name.
-pub const MANAGED_PREFIX: &str = "ocifit-image-ref-";
+pub(super) const MANAGED_PREFIX: &str = "ocifit-image-ref-";
 
 /// The name of the managed policy for `reference`: 128 bits of its SHA-256 (no two artifacts
 /// meet on one name; the name stays a valid label value, as pods carry it).
@@ -30,7 +30,7 @@ pub fn managed_name(reference: &str) -> String {
 
 /// The image a pod naming a managed policy's artifact has replaced: its `target-image`
 /// annotation, else its first container's image.
-pub fn pod_placeholder<'p>(meta: &'p ObjectMeta, spec: &'p PodSpec) -> Option<&'p String> {
+pub(super) fn pod_placeholder<'p>(meta: &'p ObjectMeta, spec: &'p PodSpec) -> Option<&'p String> {
     let annotated = meta
         .annotations
         .as_ref()
@@ -45,7 +45,7 @@ pub fn pod_placeholder<'p>(meta: &'p ObjectMeta, spec: &'p PodSpec) -> Option<&'
 
 /// The policy to create for `pod`, whose `image-ref` is `reference`; `None` when the pod names
 /// no placeholder at all (no annotation, no container) or has no namespace.
-pub fn managed_policy(pod: &Pod, reference: &str) -> Option<ImageSelectionPolicy> {
+pub(super) fn managed_policy(pod: &Pod, reference: &str) -> Option<ImageSelectionPolicy> {
     let placeholder = pod_placeholder(&pod.metadata, pod.spec.as_ref()?)?;
     let namespace = pod.metadata.namespace.as_ref()?;
     let mut policy = ImageSelectionPolicy::new(
@@ -83,7 +83,7 @@ pub struct Quota {
 
 /// Whether a managed policy may be created now.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Room {
+pub(crate) enum Room {
     /// It exists already (or is being created): nothing to create.
     Exists,
     /// Within both quotas.
@@ -94,7 +94,7 @@ pub enum Room {
 
 /// Whether `policy` may be created, given the managed policies there are (name and the
 /// namespace each counts against).
-pub fn room<'a>(
+pub(crate) fn room<'a>(
     there: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
     policy: &ImageSelectionPolicy,
     quota: Quota,
@@ -129,7 +129,7 @@ pub fn room<'a>(
 }
 
 /// The namespace a managed policy counts against.
-pub fn counted_against(policy: &ImageSelectionPolicy) -> Option<&str> {
+pub(crate) fn counted_against(policy: &ImageSelectionPolicy) -> Option<&str> {
     policy
         .metadata
         .labels
@@ -141,7 +141,10 @@ pub fn counted_against(policy: &ImageSelectionPolicy) -> Option<&str> {
 /// Why `existing`, found under the name of the managed policy `wanted`, is not it: it names
 /// another artifact, or ocifit did not create it (the apiserver's record of who created it,
 /// not a label anyone writing policies could set).
-pub fn foreign(existing: &ImageSelectionPolicy, wanted: &ImageSelectionPolicy) -> Option<String> {
+pub(crate) fn foreign(
+    existing: &ImageSelectionPolicy,
+    wanted: &ImageSelectionPolicy,
+) -> Option<String> {
     let name = existing.metadata.name.as_deref().unwrap_or_default();
     if existing.spec.artifact.reference != wanted.spec.artifact.reference
         || existing.spec.artifact.candidates.is_some()
@@ -168,7 +171,7 @@ pub fn foreign(existing: &ImageSelectionPolicy, wanted: &ImageSelectionPolicy) -
 }
 
 /// Whether `policy` is one ocifit took charge of.
-pub fn is_managed(policy: &ImageSelectionPolicy) -> bool {
+pub(crate) fn is_managed(policy: &ImageSelectionPolicy) -> bool {
     policy
         .metadata
         .labels

@@ -41,7 +41,7 @@ pub struct HoldRules {
 
 /// An Event on the pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
+pub(crate) struct Note {
     /// Warning, else Normal.
     pub warning: bool,
     pub reason: &'static str,
@@ -51,7 +51,7 @@ pub struct Note {
 
 /// What to do with one held pod now.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Release {
+pub(crate) struct Release {
     /// The JSON patch for the live pod, when something changes.
     pub patch: Option<Patch>,
     /// The Event it deserves, if any.
@@ -64,7 +64,12 @@ pub struct Release {
 
 /// Decides the release of `pod` (as the watch holds it, gated by ocifit), held for `waited`
 /// so far, with `index` (none built yet: still waiting).
-pub fn release(index: Option<&Index>, pod: &Pod, rules: HoldRules, waited: Duration) -> Release {
+pub(crate) fn release(
+    index: Option<&Index>,
+    pod: &Pod,
+    rules: HoldRules,
+    waited: Duration,
+) -> Release {
     let plan = match index {
         Some(index) => index.plan_pod(pod),
         None => ImagePlan::Hold {
@@ -122,7 +127,7 @@ pub fn release(index: Option<&Index>, pod: &Pod, rules: HoldRules, waited: Durat
 }
 
 /// `pod` follows the failure rule because of `why` (also when the apiserver refused a release).
-pub fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
+pub(crate) fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
     match rules.failure {
         HoldFailure::Ignore => Release {
             patch: Some(guarded(pod, unhold(pod))),

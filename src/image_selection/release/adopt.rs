@@ -27,7 +27,7 @@ use crate::image_selection::planner::{Quota, Room, counted_against, foreign, is_
 const PENDING_FOR: Duration = Duration::from_secs(60);
 
 /// What the creation needs.
-pub struct Adopter {
+pub(super) struct Adopter {
     pub(super) policies: Store<ImageSelectionPolicy>,
     pub(super) quota: Quota,
     /// Created here, maybe not in the store yet: name, namespace, when.
@@ -36,7 +36,7 @@ pub struct Adopter {
 
 impl Adopter {
     /// Creates within `quota`, counting what `policies` holds.
-    pub fn new(policies: Store<ImageSelectionPolicy>, quota: Quota) -> Adopter {
+    pub(super) fn new(policies: Store<ImageSelectionPolicy>, quota: Quota) -> Adopter {
         Adopter {
             policies,
             quota,
@@ -200,7 +200,7 @@ async fn held_saying(
 
 /// The patch writing `why` as `pod`'s held annotation (against the version it was read at), or
 /// `None` when it says so already. Pure.
-pub fn saying(pod: &Pod, why: &str) -> Option<JsonPatch> {
+pub(super) fn saying(pod: &Pod, why: &str) -> Option<JsonPatch> {
     let annotations = pod.metadata.annotations.as_ref();
     if annotations
         .and_then(|a| a.get(HELD_ANNOTATION))

@@ -22,7 +22,7 @@ use crate::telemetry::error_chain;
 
 /// The managed policies to delete now, given those that exist and those a pod uses; `seen`
 /// remembers when each was last used (or first seen) across passes.
-pub fn unused(
+pub(super) fn unused(
     seen: &mut HashMap<String, Instant>,
     managed: &[String],
     in_use: &BTreeSet<String>,
@@ -74,7 +74,7 @@ async fn in_use(client: &kube::Client) -> Option<BTreeSet<String>> {
 
 /// Deletes unused managed policies, looking every quarter of `ttl` (1 s to 5 min), until the
 /// process stops.
-pub async fn collect(
+pub(super) async fn collect(
     cluster: ClusterView,
     policies: Reflected<ImageSelectionPolicy>,
     ttl: Duration,

@@ -20,7 +20,7 @@ use kube::{Api, Client};
 use crate::telemetry::error_chain;
 
 /// The webhook of the configuration whose namespaceSelector counts (the chart's name).
-pub const WEBHOOK: &str = "pods.ocifit.io";
+pub(super) const WEBHOOK: &str = "pods.ocifit.io";
 /// How long a read of the configuration, or a namespace's answer, is used.
 const READ_EVERY: Duration = Duration::from_secs(30);
 /// Most namespaces' answers kept (beyond, all are forgotten and read again).
@@ -28,7 +28,7 @@ const NAMESPACES_KEPT: usize = 4096;
 
 /// What the webhook covers, as read from its configuration.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Covers {
+pub(super) enum Covers {
     /// The configuration's namespaceSelector (none: every namespace).
     Selector(Option<LabelSelector>),
     /// No such configuration (or webhook): only the fixed exclusions.
@@ -36,7 +36,7 @@ pub enum Covers {
 }
 
 /// Whether the webhook covers `namespace`, labelled `labels`; `own` is ocifit's namespace.
-pub fn covered(
+pub(super) fn covered(
     covers: &Covers,
     namespace: &str,
     labels: &BTreeMap<String, String>,
@@ -54,7 +54,7 @@ pub fn covered(
 }
 
 /// Reads the configuration and namespaces for [`covered`].
-pub struct Coverage {
+pub(super) struct Coverage {
     client: Client,
     configuration: String,
     own_namespace: String,
@@ -64,7 +64,7 @@ pub struct Coverage {
 
 impl Coverage {
     /// Coverage as the configuration `configuration` says; `own_namespace` is ocifit's.
-    pub fn new(client: Client, configuration: String, own_namespace: String) -> Coverage {
+    pub(super) fn new(client: Client, configuration: String, own_namespace: String) -> Coverage {
         Coverage {
             client,
             configuration,
@@ -75,7 +75,7 @@ impl Coverage {
     }
 
     /// Whether the webhook covers `namespace`; `false` when that cannot be read now.
-    pub async fn covers(&self, namespace: &str) -> bool {
+    pub(super) async fn covers(&self, namespace: &str) -> bool {
         if let Some((at, answer)) = lock(&self.answers).get(namespace)
             && at.elapsed() < READ_EVERY
         {

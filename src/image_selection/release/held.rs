@@ -22,7 +22,7 @@ const KEPT: Kept = Kept {
 };
 
 /// Keeps of `pod` only what the planner reads.
-pub fn trim(pod: &mut Pod) {
+pub(crate) fn trim(pod: &mut Pod) {
     crate::cluster::trim(pod, &KEPT);
 }
 

@@ -49,7 +49,7 @@ const AFTER_CONFLICT: Duration = Duration::from_millis(200);
 
 /// A release failed against the apiserver.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(super) enum Error {
     /// The policy ocifit takes charge of could not be created.
     #[error("failed to create ImageSelectionPolicy {name}")]
     CreatePolicy {
@@ -67,7 +67,7 @@ pub enum Error {
     },
 }
 
-pub struct ReleaseDeps {
+pub(super) struct ReleaseDeps {
     /// The cluster view (its leadership decides who releases).
     pub cluster: ClusterView,
     /// The planner's index, the same the route plans from.
@@ -97,7 +97,7 @@ struct ReleaseContext {
 
 /// The held-pod watch, the controller over it, the queue of its Events and, when ocifit takes
 /// charge of policies, their collection, as tasks.
-pub fn run(parts: ReleaseDeps, shutdown: &Shutdown) -> Tasks {
+pub(super) fn run(parts: ReleaseDeps, shutdown: &Shutdown) -> Tasks {
     // Every notice is published (no window): each is about one held pod.
     let (notices, publisher) = queue(parts.reporter, Duration::ZERO);
     let collection = parts.rules.take_charge.then(|| {

@@ -18,15 +18,18 @@ mod platform;
 mod resolved;
 mod status;
 pub use platform::{PlatformLookup, Platforms};
-pub use status::{ArtifactState, Event, EventKind, Failure, Inputs, Limits, compute};
+pub use status::ArtifactState;
+pub(super) use status::{Event, EventKind, Failure};
+pub use status::{Inputs, Limits, compute};
 
-pub use platform::runs_on;
-pub use resolved::{AttachedArtifact, CandidateArtifact, Content, Resolved, candidates_digest};
+pub(super) use platform::runs_on;
+pub(super) use resolved::candidates_digest;
+pub use resolved::{AttachedArtifact, CandidateArtifact, Content, Resolved};
 
 /// Where the candidates come from: the sets of one artifact, or candidate images each with its
 /// own NFD artifact.
 #[derive(Clone, Copy, Debug)]
-pub enum Choice<'a> {
+pub(super) enum Choice<'a> {
     /// `spec.artifact.ref`: the sets of one artifact.
     Sets(&'a Artifact),
     /// `spec.artifact.candidates`: images with their own artifacts.
@@ -35,7 +38,7 @@ pub enum Choice<'a> {
 
 impl Choice<'_> {
     /// What the rules read from a node (the union over candidates).
-    pub fn reads(&self) -> Reads {
+    pub(super) fn reads(&self) -> Reads {
         match self {
             Choice::Sets(artifact) => artifact.reads(),
             Choice::Candidates(candidates) => {
@@ -62,7 +65,7 @@ impl Choice<'_> {
 
 /// One node class and the answer for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedClass {
+pub(super) struct ResolvedClass {
     /// The class: name, distinguishing labels, nodes.
     pub class: NodeClass,
     /// The chosen image (if any) and why, set by set.
@@ -72,7 +75,7 @@ pub struct ResolvedClass {
 #[cfg(test)]
 impl ResolvedClass {
     /// The image for the class's nodes, if any candidate fits.
-    pub fn image(&self) -> Option<&str> {
+    pub(super) fn image(&self) -> Option<&str> {
         self.explanation.image()
     }
 }
@@ -80,7 +83,7 @@ impl ResolvedClass {
 /// Resolves every class of the nodes that count under `node_selector` (empty: all but control-plane
 /// nodes). `platform(class, image)` says whether `image` runs on the class (`Err` skips it there);
 /// pass `|_, _| Ok::<(), Infallible>(())` where platforms are unknown.
-pub fn resolve<'n, E: Display>(
+pub(super) fn resolve<'n, E: Display>(
     choice: Choice<'_>,
     node_selector: &BTreeMap<String, String>,
     nodes: impl IntoIterator<Item = (&'n str, &'n NodeInputs)>,

@@ -26,7 +26,7 @@ pub type Platforms = BTreeMap<String, PlatformLookup>;
 
 /// Why an image does not run on a class's nodes (each class row shows it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotRunnable {
+pub(crate) enum NotRunnable {
     #[error("the platforms of {image} were not looked up")]
     NotLookedUp { image: String },
     #[error("failed to read the platforms of {image}: {why}")]
@@ -43,7 +43,11 @@ pub enum NotRunnable {
 /// `Ok` when `image` can run on the class's nodes; `Err` says why not, naming the platforms. A
 /// missing os or arch label leaves that field unconstrained; nodes carry no variant label, so any
 /// variant of the architecture is accepted.
-pub fn runs_on(class: &NodeClass, image: &str, platforms: &Platforms) -> Result<(), NotRunnable> {
+pub(crate) fn runs_on(
+    class: &NodeClass,
+    image: &str,
+    platforms: &Platforms,
+) -> Result<(), NotRunnable> {
     let lookup = platforms
         .get(image)
         .ok_or_else(|| NotRunnable::NotLookedUp {

@@ -98,7 +98,7 @@ impl Resolved {
 /// The digest of candidates mode: `sha256` over one `image weight artifact-digest` line per
 /// candidate with an artifact, in spec order. It names the exact set of artifacts the status was
 /// computed from, as the manifest digest does in `ref` mode.
-pub fn candidates_digest(candidates: &[CandidateArtifact]) -> String {
+pub(crate) fn candidates_digest(candidates: &[CandidateArtifact]) -> String {
     let mut text = String::new();
     for candidate in candidates {
         if let Ok(attached) = &candidate.artifact {

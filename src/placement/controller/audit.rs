@@ -38,20 +38,20 @@ use crate::registry::{DockerConfig, Inspector};
 use crate::telemetry::Metrics;
 
 /// The Event's reason for a misplaced pod.
-pub const REASON: &str = "Misplaced";
+pub(super) const REASON: &str = "Misplaced";
 /// The Event's reason for an eviction.
-pub const EVICTED: &str = "EvictedMisplaced";
+pub(super) const EVICTED: &str = "EvictedMisplaced";
 /// Running pods listed per request.
 const PAGE: u32 = 100;
 /// Least time between two evictions: at most [`crate::placement::planner::EVICTIONS_PER_PASS`]
 /// pods a pass, spread so the replacements' inspections and scheduling keep up.
-pub const EVICTION_SPACING: Duration = Duration::from_secs(1);
+pub(super) const EVICTION_SPACING: Duration = Duration::from_secs(1);
 
 /// Longest wait for the Eviction API's answer.
 const EVICTION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the audit reads and writes.
-pub struct Auditor {
+pub(crate) struct Auditor {
     pub cluster: ClusterView,
     pub policies: UsablePolicies,
     pub inspector: Inspector,
@@ -76,7 +76,7 @@ struct Candidate {
 
 impl Auditor {
     /// The audit over what the controller reads, counting into `tally`, every `interval`.
-    pub fn new(context: &Context, tally: Arc<Tally>, interval: Duration) -> Self {
+    pub(crate) fn new(context: &Context, tally: Arc<Tally>, interval: Duration) -> Self {
         Auditor {
             cluster: context.cluster.clone(),
             policies: context.policies.clone(),
@@ -92,7 +92,7 @@ impl Auditor {
     }
 
     /// Audits every interval until the task is stopped.
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let mut reported = HashSet::new();
         let mut ticks = tokio::time::interval(self.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

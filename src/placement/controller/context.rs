@@ -23,7 +23,7 @@ use crate::telemetry::Metrics;
 /// Why a held pod's policy cannot place it: the pod is released unconstrained, with this as the
 /// reason its Event gives.
 #[derive(Debug, thiserror::Error)]
-pub enum Unusable {
+pub(crate) enum Unusable {
     /// The policy named by the pod's label was deleted (or never existed).
     #[error("placement policy {name} no longer exists")]
     Gone { name: String },
@@ -45,7 +45,7 @@ fn usable_policy(set: &PolicySet, name: &str) -> Result<Policy, Unusable> {
 }
 
 /// What a reconcile reads.
-pub struct Context {
+pub(crate) struct Context {
     /// The cluster view (client, leadership).
     pub cluster: ClusterView,
     /// The policies, compiled once per change of the store.
@@ -73,24 +73,24 @@ pub struct Context {
 
 impl Context {
     /// The usable policy `name`, or why there is none.
-    pub fn usable_policy(&self, name: &str) -> Result<Policy, Unusable> {
+    pub(crate) fn usable_policy(&self, name: &str) -> Result<Policy, Unusable> {
         usable_policy(&self.policies.set(), name)
     }
 
     /// The labels of namespace `name` as the gate's store holds them, if it holds it.
-    pub fn stored_namespace_labels(&self, name: &str) -> Option<BTreeMap<String, String>> {
+    pub(crate) fn stored_namespace_labels(&self, name: &str) -> Option<BTreeMap<String, String>> {
         let stored = self.namespaces.as_ref()?.get(&ObjectRef::new(name))?;
         Some(stored.metadata.labels.clone().unwrap_or_default())
     }
 
     /// The retry schedule.
-    pub fn retries(&self) -> MutexGuard<'_, Retries> {
+    pub(crate) fn retries(&self) -> MutexGuard<'_, Retries> {
         // Every update is one insert or remove: the map stays consistent after a panic.
         self.retries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The architectures whose nodes ocifit taints (every policy's node tainting together).
-    pub fn tainted(&self) -> BTreeSet<String> {
+    pub(crate) fn tainted(&self) -> BTreeSet<String> {
         self.policies.set().tainted()
     }
 }

@@ -34,7 +34,7 @@ use crate::telemetry::Metrics;
 pub const REASON: &str = "ExecFormatError";
 
 /// What the reporter reads and writes.
-pub struct ExecErrorReporter {
+pub(crate) struct ExecErrorReporter {
     pub cluster: ClusterView,
     pub inspector: Inspector,
     pub notices: Notices,
@@ -45,7 +45,7 @@ pub struct ExecErrorReporter {
 
 impl ExecErrorReporter {
     /// The reporter over what the controller reads, counting into `tally`.
-    pub fn new(context: &super::Context, tally: Arc<Tally>) -> Self {
+    pub(crate) fn new(context: &super::Context, tally: Arc<Tally>) -> Self {
         ExecErrorReporter {
             cluster: context.cluster.clone(),
             inspector: context.inspector.clone(),
@@ -56,7 +56,7 @@ impl ExecErrorReporter {
     }
 
     /// Watches the released pods until the stream ends.
-    pub async fn watch_released(self) {
+    pub(crate) async fn watch_released(self) {
         let events = watcher(
             Api::<Pod>::all(self.cluster.client.clone()),
             watcher::Config::default()

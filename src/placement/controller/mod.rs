@@ -16,11 +16,12 @@ mod reconcile;
 mod slots;
 mod status_write;
 mod tally;
-pub use audit::Auditor;
-pub use exec_errors::{ExecErrorReporter, REASON};
-pub use node_tainting::keep_node_taints;
-pub use status_write::{StatusKeeper, keep_status};
-pub use tally::Tally;
+pub(super) use audit::Auditor;
+pub(super) use exec_errors::ExecErrorReporter;
+pub use exec_errors::REASON;
+pub(super) use node_tainting::keep_node_taints;
+pub(super) use status_write::{StatusKeeper, keep_status};
+pub(super) use tally::Tally;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use kube::runtime::controller::Config;
 
 use crate::cluster::{Change, Reflected};
 use crate::telemetry::error_chain;
-pub use context::Context;
+pub(super) use context::Context;
 use reconcile::{error_policy, gated, reconcile};
 
 /// Gated pods reconciled at once (each waits mostly on the registry).
@@ -46,13 +47,13 @@ const PER_NAMESPACE: usize = 8;
 const BORROW_BELOW: usize = CONCURRENCY as usize / 2;
 
 /// The controller's reconcile slots per namespace, at the shares above, and the pods they wake.
-pub fn namespace_slots() -> (slots::NamespaceSlots, slots::Wakes) {
+pub(super) fn namespace_slots() -> (slots::NamespaceSlots, slots::Wakes) {
     slots::NamespaceSlots::new(PER_NAMESPACE, BORROW_BELOW)
 }
 
 /// The controller over `pods`; the future runs it until `shutdown` resolves and every
 /// in-flight reconcile has finished.
-pub fn controller(
+pub(super) fn controller(
     context: Context,
     pods: &Reflected<Pod>,
     wakes: slots::Wakes,

@@ -20,7 +20,7 @@ use crate::placement::planner::plan_taints;
 const PAUSE: Duration = Duration::from_millis(500);
 
 /// Runs until the streams end.
-pub async fn keep_node_taints(cluster: ClusterView, policies: UsablePolicies) {
+pub(crate) async fn keep_node_taints(cluster: ClusterView, policies: UsablePolicies) {
     enum Wake {
         Policies,
         Node(String),

@@ -21,7 +21,7 @@ use crate::telemetry::Metrics;
 /// The pod's pull Secrets, then its ServiceAccount's, from its namespace. A missing ServiceAccount
 /// or Secret is skipped (as the kubelet does); every Secret that could not be used, and why, is a
 /// problem of the result, for an Event on the pod.
-pub async fn pull_secrets(client: &Client, reader: &Secrets, pod: &Pod) -> PullSecrets {
+pub(super) async fn pull_secrets(client: &Client, reader: &Secrets, pod: &Pod) -> PullSecrets {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let spec = pod.spec.as_ref();
     let mut names: Vec<String> = spec
@@ -83,7 +83,7 @@ pub async fn pull_secrets(client: &Client, reader: &Secrets, pod: &Pod) -> PullS
 }
 
 /// Every container's image inspected (init containers first), concurrently.
-pub async fn inspections(
+pub(super) async fn inspections(
     inspector: &Inspector,
     pod: &Pod,
     policy: &Policy,

@@ -45,7 +45,7 @@ const POLICIES_UNREAD: Duration = Duration::from_secs(1);
 /// A reconcile failed against the apiserver (registry problems are Events and retries, not
 /// errors).
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(super) enum Error {
     /// The pod could not be updated.
     #[error("failed to update pod {namespace}/{name}")]
     UpdatePod {
@@ -79,7 +79,7 @@ pub enum Error {
 }
 
 /// Whether ocifit's gate is on `pod`.
-pub fn gated(pod: &Pod) -> bool {
+pub(super) fn gated(pod: &Pod) -> bool {
     pod.spec
         .as_ref()
         .and_then(|spec| spec.scheduling_gates.as_ref())
@@ -87,7 +87,7 @@ pub fn gated(pod: &Pod) -> bool {
 }
 
 /// Reconciles one pod (the kube-runtime entry point), counted with its duration.
-pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(super) async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !ctx.cluster.leadership.is_leader() {
         ctx.metrics
             .reconciled(Controller::Placement, ReconcileResult::NotLeader, 0.0);
@@ -318,7 +318,7 @@ pub(super) fn publish(notices: &Notices, pod: &Pod, notes: &[Note], action: &'st
 }
 
 /// A failed reconcile: retried soon.
-pub fn error_policy(_pod: Arc<Pod>, error: &Error, _ctx: Arc<Context>) -> Action {
+pub(super) fn error_policy(_pod: Arc<Pod>, error: &Error, _ctx: Arc<Context>) -> Action {
     tracing::warn!(error = %crate::telemetry::error_chain(error), "placement reconcile failed");
     Action::requeue(Duration::from_secs(5))
 }

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 /// Reconciles in flight, and the pods waiting for one, by namespace.
 #[derive(Debug)]
-pub struct NamespaceSlots {
+pub(crate) struct NamespaceSlots {
     per_namespace: usize,
     borrow_below: usize,
     state: Mutex<State>,
@@ -41,17 +41,17 @@ struct Line {
 
 /// One reconcile's slot, given back when dropped.
 #[derive(Debug)]
-pub struct Slot<'a> {
+pub(crate) struct Slot<'a> {
     slots: &'a NamespaceSlots,
     namespace: String,
 }
 
 /// The pods to reconcile again because a slot of their namespace was given back.
-pub struct Wakes(mpsc::UnboundedReceiver<ObjectRef<Pod>>);
+pub(crate) struct Wakes(mpsc::UnboundedReceiver<ObjectRef<Pod>>);
 
 impl Wakes {
     /// As a stream, for the controller's `reconcile_on`.
-    pub fn into_stream(self) -> impl Stream<Item = ObjectRef<Pod>> + Send + 'static {
+    pub(crate) fn into_stream(self) -> impl Stream<Item = ObjectRef<Pod>> + Send + 'static {
         futures_util::stream::unfold(self.0, |mut receiver| async move {
             receiver.recv().await.map(|pod| (pod, receiver))
         })
@@ -61,14 +61,14 @@ impl Wakes {
 impl NamespaceSlots {
     #[cfg(test)]
     /// Namespaces with a reconcile in flight or a pod waiting.
-    pub fn busy(&self) -> usize {
+    pub(crate) fn busy(&self) -> usize {
         self.lock().namespaces.len()
     }
 
     /// At most `per_namespace` reconciles of one namespace at once (at least one), more while
     /// fewer than `borrow_below` are taken in all namespaces; the pods woken when a slot is given
     /// back come out of the [`Wakes`].
-    pub fn new(per_namespace: usize, borrow_below: usize) -> (Self, Wakes) {
+    pub(crate) fn new(per_namespace: usize, borrow_below: usize) -> (Self, Wakes) {
         let (wake, wakes) = mpsc::unbounded_channel();
         let slots = NamespaceSlots {
             per_namespace: per_namespace.max(1),
@@ -82,7 +82,7 @@ impl NamespaceSlots {
     /// A slot for `pod` of `namespace`, unless its namespace has all of its own in use and
     /// there is none to borrow: then the pod waits in its namespace's line (once, however often
     /// it asks).
-    pub fn try_take(&self, namespace: &str, pod: &ObjectRef<Pod>) -> Option<Slot<'_>> {
+    pub(crate) fn try_take(&self, namespace: &str, pod: &ObjectRef<Pod>) -> Option<Slot<'_>> {
         let mut state = self.lock();
         let may_borrow = state.taken < self.borrow_below;
         let line = state.namespaces.entry(namespace.to_owned()).or_default();

@@ -27,11 +27,11 @@ use crate::placement::status::{counts, gates};
 use crate::telemetry::Metrics;
 
 /// Least time between two passes (a burst of pod changes makes one pass).
-pub const PAUSE: Duration = Duration::from_millis(500);
+pub(super) const PAUSE: Duration = Duration::from_millis(500);
 
 /// The running totals of a policy's status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Running {
+pub(super) struct Running {
     pub released: i32,
     pub exec_format_errors: i32,
     /// Misplaced pods the audit reported.
@@ -40,7 +40,7 @@ pub struct Running {
 
 /// The status a compiled policy should have, given every watched pod's counts and its running
 /// totals; the stored condition's transition time is kept while its status is unchanged.
-pub fn desired(
+pub(super) fn desired(
     compiled: &Compiled,
     counts: &BTreeMap<String, PodCounts>,
     running: Running,
@@ -102,7 +102,7 @@ fn changes(
 }
 
 /// What the status keeper reads.
-pub struct StatusKeeper {
+pub(crate) struct StatusKeeper {
     pub cluster: ClusterView,
     pub policies: UsablePolicies,
     pub pods: Reflected<Pod>,
@@ -115,7 +115,7 @@ pub struct StatusKeeper {
 }
 
 /// Keeps the status of every policy until the streams end.
-pub async fn keep_status(keeper: StatusKeeper) {
+pub(crate) async fn keep_status(keeper: StatusKeeper) {
     let StatusKeeper {
         cluster,
         policies,

@@ -16,7 +16,7 @@ use crate::api::PodCounts;
 
 /// Tally written since the status keeper last took them, by policy name.
 #[derive(Debug, Default)]
-pub struct Tally {
+pub(crate) struct Tally {
     fresh: Mutex<BTreeMap<String, i32>>,
     added: Notify,
 }
@@ -28,7 +28,7 @@ impl Tally {
     }
 
     /// Counts `n` releases for `policy` and wakes the status keeper (nothing when `n` is 0).
-    pub fn add(&self, policy: &str, n: i32) {
+    pub(crate) fn add(&self, policy: &str, n: i32) {
         if n == 0 {
             return;
         }
@@ -40,12 +40,12 @@ impl Tally {
     }
 
     /// The releases counted since the last call, by policy name.
-    pub fn take(&self) -> BTreeMap<String, i32> {
+    pub(crate) fn take(&self) -> BTreeMap<String, i32> {
         std::mem::take(&mut *self.fresh())
     }
 
     /// Resolves after the next [`Tally::add`] (or at once if one came since the last wait).
-    pub async fn added(&self) {
+    pub(crate) async fn added(&self) {
         self.added.notified().await;
     }
 }
@@ -54,7 +54,7 @@ impl Tally {
 /// the keeper's own last write, and a policy deleted and created again under its name starts
 /// from zero.
 #[derive(Debug)]
-pub struct Totals {
+pub(super) struct Totals {
     /// Which count of the stored status the total is.
     stored: fn(&PodCounts) -> i32,
     written: HashMap<String, i32>,
@@ -62,7 +62,7 @@ pub struct Totals {
 
 impl Totals {
     /// The totals of the count `stored` reads from a policy's status.
-    pub fn of(stored: fn(&PodCounts) -> i32) -> Self {
+    pub(super) fn of(stored: fn(&PodCounts) -> i32) -> Self {
         Totals {
             stored,
             written: HashMap::new(),
@@ -71,7 +71,7 @@ impl Totals {
 
     /// The total to write for `policy` with `fresh` more releases: what this keeper last
     /// wrote for it, else what its stored status says (written by an earlier leader).
-    pub fn total(&self, policy: &PlacementPolicy, fresh: i32) -> i32 {
+    pub(super) fn total(&self, policy: &PlacementPolicy, fresh: i32) -> i32 {
         let base = policy
             .uid()
             .and_then(|uid| self.written.get(&uid).copied())
@@ -86,19 +86,19 @@ impl Totals {
     }
 
     /// Records that `total` was written for `policy`.
-    pub fn written(&mut self, policy: &PlacementPolicy, total: i32) {
+    pub(super) fn written(&mut self, policy: &PlacementPolicy, total: i32) {
         if let Some(uid) = policy.uid() {
             self.written.insert(uid, total);
         }
     }
 
     /// Forgets every total (leadership lost: the next leader's writes may follow).
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.written.clear();
     }
 
     /// Forgets the policies no longer stored.
-    pub fn retain<'p>(&mut self, policies: impl IntoIterator<Item = &'p PlacementPolicy>) {
+    pub(super) fn retain<'p>(&mut self, policies: impl IntoIterator<Item = &'p PlacementPolicy>) {
         let stored: std::collections::BTreeSet<String> = policies
             .into_iter()
             .filter_map(|policy| policy.uid())

@@ -20,7 +20,7 @@ use crate::platform::NodePlatform;
 use crate::registry::{Reference, parse_reference};
 
 /// Pods evicted in one pass at most, cluster-wide.
-pub const EVICTIONS_PER_PASS: usize = 10;
+pub(super) const EVICTIONS_PER_PASS: usize = 10;
 
 /// The owners whose controllers recreate a pod that is evicted (`apiVersion` group, kind).
 const RECREATING_OWNERS: [(&str, &str); 4] = [
@@ -32,7 +32,7 @@ const RECREATING_OWNERS: [(&str, &str); 4] = [
 
 /// The policy that selects `pod`, if it is running on a node (not being deleted) and a policy
 /// selects it: the gate's selection, the pod's node set aside (every running pod is bound).
-pub fn audited<'p>(
+pub(crate) fn audited<'p>(
     pod: &Pod,
     namespace: Namespace<'_>,
     own_namespace: &str,
@@ -59,7 +59,7 @@ pub fn audited<'p>(
 }
 
 /// The node `pod` is bound to.
-pub fn node(pod: &Pod) -> Option<&str> {
+pub(crate) fn node(pod: &Pod) -> Option<&str> {
     pod.spec
         .as_ref()
         .and_then(|spec| spec.node_name.as_deref())
@@ -69,7 +69,7 @@ pub fn node(pod: &Pod) -> Option<&str> {
 /// `pod` with each container's image named by the digest its node ran (`imageID`), when the
 /// runtime reports a registry digest: a tag moved since the pod started is judged by what runs,
 /// not by what the tag names now. Containers without one keep their image.
-pub fn as_run(pod: &Pod) -> Pod {
+pub(crate) fn as_run(pod: &Pod) -> Pod {
     let mut ran = pod.clone();
     let statuses: Vec<(String, String)> = pod
         .status
@@ -150,7 +150,7 @@ impl Misplacement {
 
 /// Whether a pod on `node` (of `platform`) whose containers' images gave `inspections` is
 /// misplaced, and why: an image not inspected first, then the planner's intersection.
-pub fn judge(
+pub(crate) fn judge(
     node: &str,
     platform: &NodePlatform,
     inspections: &[Inspection],
@@ -191,7 +191,7 @@ pub fn judge(
 }
 
 /// The owner that recreates `pod` once it is evicted, if it has one.
-pub fn recreating_owner(pod: &Pod) -> Option<&OwnerReference> {
+pub(crate) fn recreating_owner(pod: &Pod) -> Option<&OwnerReference> {
     pod.metadata
         .owner_references
         .iter()
@@ -241,7 +241,7 @@ impl Finding {
 /// Of a pass's misplaced pods (`(owner uid, evictable)` each, in order), the ones to evict:
 /// evictable, with an owner that recreates them, at most one per owner (as a rolling update with
 /// `maxUnavailable: 1`) and [`EVICTIONS_PER_PASS`] in all.
-pub fn to_evict<'a>(found: impl IntoIterator<Item = (Option<&'a str>, bool)>) -> Vec<usize> {
+pub(crate) fn to_evict<'a>(found: impl IntoIterator<Item = (Option<&'a str>, bool)>) -> Vec<usize> {
     let mut owners = BTreeSet::new();
     found
         .into_iter()

@@ -114,7 +114,7 @@ fn docker_config(name: &str, secret: Option<&Secret>) -> Result<DockerConfig, Se
 }
 
 /// ocifit's own credentials, for the pods of `policy` when it opted in; `None` otherwise.
-pub fn operator_credentials<'a>(
+pub(crate) fn operator_credentials<'a>(
     policy: &Policy,
     own: &'a DockerConfig,
 ) -> Option<&'a DockerConfig> {

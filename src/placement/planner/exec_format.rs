@@ -14,11 +14,11 @@ use crate::api::placement_pod::DIGESTS_ANNOTATION;
 use crate::platform::Platform;
 
 /// What runc's log line says (`exec /bin/app: exec format error`).
-pub const PHRASE: &str = "exec format error";
+pub(super) const PHRASE: &str = "exec format error";
 
 /// One container instance that failed with an exec format error.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// The container's name.
     pub container: String,
     /// Whether it is an init container.
@@ -36,7 +36,7 @@ pub struct Failure {
 
 impl Failure {
     /// The digest of the image the node ran, from its `imageID`.
-    pub fn ran_digest(&self) -> Option<&str> {
+    pub(crate) fn ran_digest(&self) -> Option<&str> {
         self.image_id
             .rsplit_once('@')
             .map(|(_, digest)| digest)
@@ -45,7 +45,7 @@ impl Failure {
 }
 
 /// Every container instance of `pod` whose termination message says [`PHRASE`].
-pub fn failures(pod: &Pod) -> Vec<Failure> {
+pub(crate) fn failures(pod: &Pod) -> Vec<Failure> {
     let Some(status) = pod.status.as_ref() else {
         return Vec::new();
     };
@@ -96,7 +96,7 @@ fn of_container(init: bool, status: &ContainerStatus) -> Vec<Failure> {
 
 /// The image the pod's spec names for the failed container (what ocifit inspected), else the
 /// one its status names.
-pub fn spec_image<'a>(pod: &'a Pod, failure: &'a Failure) -> &'a str {
+pub(crate) fn spec_image<'a>(pod: &'a Pod, failure: &'a Failure) -> &'a str {
     let spec = pod.spec.as_ref();
     let list = if failure.init {
         spec.and_then(|spec| spec.init_containers.as_deref())
@@ -111,7 +111,7 @@ pub fn spec_image<'a>(pod: &'a Pod, failure: &'a Failure) -> &'a str {
 }
 
 /// The digest ocifit inspected for `container`, from the pod's digests annotation.
-pub fn inspected_digest(pod: &Pod, container: &str) -> Option<String> {
+pub(crate) fn inspected_digest(pod: &Pod, container: &str) -> Option<String> {
     let digests = pod.metadata.annotations.as_ref()?.get(DIGESTS_ANNOTATION)?;
     let digests: BTreeMap<String, String> = serde_json::from_str(digests).ok()?;
     digests.get(container).cloned()
@@ -121,23 +121,23 @@ pub fn inspected_digest(pod: &Pod, container: &str) -> Option<String> {
 /// reported once. Only what the latest status shows is kept (at most two instances per
 /// container), and a pod's entry goes with the pod.
 #[derive(Debug, Default)]
-pub struct Seen(HashMap<String, BTreeSet<(bool, String, String)>>);
+pub(crate) struct Seen(HashMap<String, BTreeSet<(bool, String, String)>>);
 
 impl Seen {
     #[cfg(test)]
     /// How many pods show a failure.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
     #[cfg(test)]
     /// Whether no pod shows a failure.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// The failures of pod `uid` not reported before; remembers what the status shows now.
-    pub fn fresh(&mut self, uid: &str, now: Vec<Failure>) -> Vec<Failure> {
+    pub(crate) fn fresh(&mut self, uid: &str, now: Vec<Failure>) -> Vec<Failure> {
         let key = |failure: &Failure| {
             (
                 failure.init,
@@ -158,19 +158,19 @@ impl Seen {
     }
 
     /// Keeps only the pods `keep` says still exist.
-    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+    pub(crate) fn retain(&mut self, keep: impl Fn(&str) -> bool) {
         self.0.retain(|uid, _| keep(uid));
     }
 
     /// Forgets a deleted pod.
-    pub fn forget(&mut self, uid: &str) {
+    pub(crate) fn forget(&mut self, uid: &str) {
         self.0.remove(uid);
     }
 }
 
 /// What ocifit knew of a failed container's image when it released the pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Known {
+pub(crate) enum Known {
     /// The platforms inspection found for this digest (still in the inspection cache).
     Platforms {
         digest: String,
@@ -184,7 +184,7 @@ pub enum Known {
 
 /// The Event's note: the container, its image, the node and its platform, what ocifit decided
 /// (`outcome`: the pod's outcome annotation) and knew of the image.
-pub fn describe(
+pub(crate) fn describe(
     failure: &Failure,
     node: &str,
     node_platform: &str,

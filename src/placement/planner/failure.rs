@@ -9,13 +9,13 @@ use super::policy::{FailureBound, GiveUp};
 use crate::process::growing_delay;
 
 /// The delay after the first failure; doubled after each further one.
-pub const FIRST_RETRY: Duration = Duration::from_secs(1);
+pub(super) const FIRST_RETRY: Duration = Duration::from_secs(1);
 /// The longest delay between inspections, and the cadence of a held pod.
-pub const LONGEST_RETRY: Duration = Duration::from_secs(300);
+pub(super) const LONGEST_RETRY: Duration = Duration::from_secs(300);
 
 /// What to do after a failed inspection.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub(super) enum Step {
     /// Keep the gate and inspect again after this long.
     RetryIn(Duration),
     /// The bound is reached: do what the policy says (for `Hold`, also inspect again after
@@ -25,7 +25,7 @@ pub enum Step {
 
 /// The step after the `failed`-th failed inspection (1 for the first) of a pod created
 /// `since_creation` ago.
-pub fn after_failure(bound: &FailureBound, failed: u32, since_creation: Duration) -> Step {
+pub(super) fn after_failure(bound: &FailureBound, failed: u32, since_creation: Duration) -> Step {
     let attempts_used = failed >= bound.attempts;
     let time_used = since_creation >= bound.timeout;
     if attempts_used && time_used {

@@ -15,7 +15,7 @@ use crate::admission::{add, remove};
 use crate::api::placement_pod::{POLICY_LABEL, RELEASED_LABEL, SCHEDULING_GATE};
 
 /// The termination message policy the gate gives containers left at `File`.
-pub const LOG_FALLBACK: &str = "FallbackToLogsOnError";
+pub(super) const LOG_FALLBACK: &str = "FallbackToLogsOnError";
 
 /// What admission does with a pod.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,7 +40,7 @@ pub enum Leave {
 }
 
 /// Plans admission for `pod` given its [`Selection`].
-pub fn plan_gate<'a>(pod: impl Into<PodView<'a>>, selection: Selection<'_>) -> GatePlan {
+pub(crate) fn plan_gate<'a>(pod: impl Into<PodView<'a>>, selection: Selection<'_>) -> GatePlan {
     let pod = pod.into();
     let policy = match selection {
         Selection::Excluded(exclusion) => return GatePlan::Leave(Leave::Excluded(exclusion)),

@@ -14,14 +14,14 @@ use crate::api::placement_pod::{POLICY_LABEL, RELEASED_LABEL, SCHEDULING_GATE};
 use crate::cluster::{Kept, Keys, Spec, changes, guarded};
 
 /// The prefix of every annotation ocifit reads or writes on a placed pod.
-pub const OWN_ANNOTATIONS: &str = "placement.ocifit.io/";
+pub(super) const OWN_ANNOTATIONS: &str = "placement.ocifit.io/";
 
 /// The kubelet's annotation on mirror pods (placement never selects them).
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// The label selector of the watched pods: what a replica holds is bounded by the pods waiting
 /// for the controller (and pods labelled by hand), never by the pods it released.
-pub fn held_selector() -> Selector {
+pub(crate) fn held_selector() -> Selector {
     Selector::from_iter([
         Expression::Exists(POLICY_LABEL.to_owned()),
         Expression::DoesNotExist(RELEASED_LABEL.to_owned()),
@@ -46,7 +46,7 @@ const UNGATED: Kept = Kept {
 
 /// The label selector of the pods the controller released: the exec format error watch reads
 /// their container statuses (and holds none of them).
-pub fn released() -> Selector {
+pub(crate) fn released() -> Selector {
     Selector::from_iter([
         Expression::Exists(POLICY_LABEL.to_owned()),
         Expression::Exists(RELEASED_LABEL.to_owned()),
@@ -54,7 +54,7 @@ pub fn released() -> Selector {
 }
 
 /// Keeps of `pod` only what placement reads (see the module's summary).
-pub fn trim_held(pod: &mut Pod) {
+pub(crate) fn trim_held(pod: &mut Pod) {
     let gated = pod
         .spec
         .as_ref()
@@ -66,7 +66,10 @@ pub fn trim_held(pod: &mut Pod) {
 /// The guarded release patch turning the live pod `stored` was trimmed from into `planned`: only
 /// what the plan changed, pinned to `stored`'s resourceVersion so the apiserver refuses it (409)
 /// if the pod changed since. `None` when the plan changes nothing.
-pub fn release_patch(stored: &Pod, planned: &Pod) -> Result<Option<Patch>, serde_json::Error> {
+pub(crate) fn release_patch(
+    stored: &Pod,
+    planned: &Pod,
+) -> Result<Option<Patch>, serde_json::Error> {
     let changes = changes(stored, planned)?;
     Ok((!changes.is_empty()).then(|| guarded(stored, changes)))
 }

@@ -21,20 +21,26 @@ mod release;
 mod retries;
 mod select;
 mod taints;
-pub use audit::{Finding, Misplacement, as_run, audited, judge, node, recreating_owner, to_evict};
-pub use compiled::{Compiled, PolicySet, UsablePolicies};
-pub use credentials::{PullSecrets, SecretProblem, operator_credentials};
-pub use exec_format::{Failure, Known, Seen, describe, failures, inspected_digest, spec_image};
-pub use gate::{GatePlan, Leave, plan_gate};
-pub use held::{held_selector, release_patch, released, trim_held};
+pub use audit::Finding;
+pub(super) use audit::{Misplacement, as_run, audited, judge, node, recreating_owner, to_evict};
+pub(super) use compiled::Compiled;
+pub use compiled::{PolicySet, UsablePolicies};
+pub use credentials::PullSecrets;
+pub(super) use credentials::{SecretProblem, operator_credentials};
+pub(super) use exec_format::{
+    Failure, Known, Seen, describe, failures, inspected_digest, spec_image,
+};
+pub(super) use gate::{GatePlan, Leave, plan_gate};
+pub(super) use held::{held_selector, release_patch, released, trim_held};
 pub use platforms::{ContainerImage, intersect};
-pub use pod_view::{GatePod, PodView};
-pub use policy::{Policy, PolicyError, trim_policy};
-pub use pull_policy::{Freshness, effective, freshness};
-pub use release::{
+pub(super) use pod_view::GatePod;
+pub use pod_view::PodView;
+pub(super) use policy::{Policy, PolicyError, trim_policy};
+pub(super) use pull_policy::{Freshness, effective, freshness};
+pub(super) use release::{
     Inspected, Inspection, InspectionFailure, Note, ReleaseInputs, ReleasePlan, containers,
     plan_release, without_policy,
 };
-pub use retries::{Retries, images};
-pub use select::{Namespace, NotSelected, recheck, select};
-pub use taints::plan_taints;
+pub(super) use retries::{Retries, images};
+pub(super) use select::{Namespace, NotSelected, recheck, select};
+pub(super) use taints::plan_taints;

@@ -40,7 +40,7 @@ pub enum Containers<'a> {
 }
 
 /// The containers' list in the pod spec: `initContainers` or `containers`.
-pub type ListName = &'static str;
+pub(super) type ListName = &'static str;
 
 impl Containers<'_> {
     /// Where a container keeps the default `File` termination message policy (or none), as

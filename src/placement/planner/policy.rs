@@ -236,7 +236,7 @@ fn selector(
 
 /// What the watch keeps of a PlacementPolicy: the spec and status (bounded by the CRD schema)
 /// and its identity; no label, annotation, owner or finalizer is read.
-pub fn trim_policy(policy: &mut PlacementPolicy) {
+pub(crate) fn trim_policy(policy: &mut PlacementPolicy) {
     identity_and_labels(&mut policy.metadata, &[]);
 }
 

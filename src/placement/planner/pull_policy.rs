@@ -11,7 +11,7 @@ use crate::registry::Reference;
 
 /// A container's imagePullPolicy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PullPolicy {
+pub(crate) enum PullPolicy {
     Always,
     IfNotPresent,
     Never,
@@ -19,7 +19,7 @@ pub enum PullPolicy {
 
 /// What a lookup of the image must respect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Freshness {
+pub(crate) enum Freshness {
     /// The reference names a digest: its platforms never change.
     Pinned,
     /// A tag's digest may be reused while younger than this.
@@ -27,7 +27,7 @@ pub enum Freshness {
 }
 
 /// The container's pull policy as the kubelet applies it.
-pub fn effective(container: &Container, image: &Reference) -> PullPolicy {
+pub(crate) fn effective(container: &Container, image: &Reference) -> PullPolicy {
     match container.image_pull_policy.as_deref() {
         Some("Always") => PullPolicy::Always,
         Some("Never") => PullPolicy::Never,
@@ -45,7 +45,7 @@ pub fn effective(container: &Container, image: &Reference) -> PullPolicy {
 }
 
 /// How fresh the digest of `image` must be for a container with `policy`.
-pub fn freshness(image: &Reference, policy: PullPolicy, ages: &TagMaxAge) -> Freshness {
+pub(crate) fn freshness(image: &Reference, policy: PullPolicy, ages: &TagMaxAge) -> Freshness {
     if image.digest().is_some() {
         return Freshness::Pinned;
     }

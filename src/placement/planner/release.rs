@@ -28,7 +28,7 @@ const PREFERRED_OS: &str = "linux";
 
 /// What inspecting one container's image gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inspection {
+pub(crate) struct Inspection {
     /// The container's name.
     pub container: String,
     /// The image as the pod names it.
@@ -40,7 +40,7 @@ pub struct Inspection {
 /// Why an image was not inspected, as the pod's Events and annotations say it: the kind of
 /// failure only (the whole error is in ocifit's log).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InspectionFailure {
+pub(crate) enum InspectionFailure {
     /// The pod names something that is no image reference (the pod's own text, clipped).
     #[error("{0}")]
     InvalidReference(String),
@@ -51,14 +51,14 @@ pub enum InspectionFailure {
 
 /// A successfully inspected image.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inspected {
+pub(crate) struct Inspected {
     pub digest: String,
     pub platforms: Vec<Platform>,
 }
 
 /// An Event to emit on the pod (and its owner).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
+pub(crate) struct Note {
     /// `Warning` rather than `Normal`.
     pub warning: bool,
     pub reason: &'static str,
@@ -67,7 +67,7 @@ pub struct Note {
 
 /// The controller's answer for one gated pod.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReleasePlan {
+pub(crate) struct ReleasePlan {
     /// The pod after the one update to make (equal to the input: nothing to write).
     pub pod: Pod,
     /// What was decided; `None` while inspection is still being retried.
@@ -79,7 +79,7 @@ pub struct ReleasePlan {
 
 /// What the planner needs besides the pod.
 #[derive(Debug, Clone, Copy)]
-pub struct ReleaseInputs<'a> {
+pub(crate) struct ReleaseInputs<'a> {
     /// The policy named by the pod's tracking label.
     pub policy: &'a Policy,
     /// Architectures whose nodes ocifit taints (all policies' node tainting together).
@@ -94,7 +94,7 @@ const NEVER_PULLED: &str = "Never";
 /// Every container whose image is inspected, init containers first. Ephemeral containers come
 /// after scheduling, and one with `imagePullPolicy: Never` runs whatever image its node has, so
 /// neither constrains anything.
-pub fn containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
+pub(crate) fn containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
     spec.init_containers
         .iter()
         .flatten()
@@ -103,7 +103,7 @@ pub fn containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
 }
 
 /// Plans the update of `pod` given the `inspections` of its containers' images.
-pub fn plan_release(
+pub(crate) fn plan_release(
     pod: &Pod,
     inspections: &[Inspection],
     context: ReleaseInputs<'_>,
@@ -152,7 +152,7 @@ pub fn plan_release(
 
 /// The plan for a gated pod whose policy is gone (deleted, or no longer usable): a gate is
 /// never left behind, so the pod is released without a platform constraint, saying why.
-pub fn without_policy(pod: &Pod, why: &str) -> ReleasePlan {
+pub(crate) fn without_policy(pod: &Pod, why: &str) -> ReleasePlan {
     unconstrained(
         pod,
         &[],

@@ -15,7 +15,7 @@ use super::release::containers;
 
 /// The next inspection of each gated pod that is waiting for one, by pod UID.
 #[derive(Debug, Default)]
-pub struct Retries {
+pub(crate) struct Retries {
     due: HashMap<String, Due>,
 }
 
@@ -26,7 +26,7 @@ struct Due {
 }
 
 /// What the pod's inspection reads: every container's image, init containers first.
-pub fn images(pod: &Pod) -> String {
+pub(crate) fn images(pod: &Pod) -> String {
     pod.spec
         .as_ref()
         .map(|spec| {
@@ -41,31 +41,31 @@ pub fn images(pod: &Pod) -> String {
 impl Retries {
     #[cfg(test)]
     /// Pods waiting.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.due.len()
     }
 
     #[cfg(test)]
     /// Whether no pod is waiting.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.due.is_empty()
     }
 
     /// How long the pod `uid` with `images` must still wait at `now`; `None`: inspect it now.
-    pub fn wait(&self, uid: &str, images: &str, now: Instant) -> Option<Duration> {
+    pub(crate) fn wait(&self, uid: &str, images: &str, now: Instant) -> Option<Duration> {
         let due = self.due.get(uid)?;
         (due.images == images && now < due.at).then(|| due.at - now)
     }
 
     /// The pod `uid` with `images` is next inspected at `at`. Entries long past are dropped
     /// here: a pod deleted while gated is never reconciled again to forget its own.
-    pub fn schedule(&mut self, uid: &str, images: String, at: Instant, now: Instant) {
+    pub(crate) fn schedule(&mut self, uid: &str, images: String, at: Instant, now: Instant) {
         self.due.retain(|_, due| due.at + LONGEST_RETRY > now);
         self.due.insert(uid.to_owned(), Due { at, images });
     }
 
     /// The pod `uid` waits for nothing any more (released, or gone).
-    pub fn forget(&mut self, uid: &str) {
+    pub(crate) fn forget(&mut self, uid: &str) {
         self.due.remove(uid);
     }
 }

@@ -51,7 +51,7 @@ impl fmt::Display for Exclusion {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Selection<'p> {
+pub(crate) enum Selection<'p> {
     /// Never selected.
     Excluded(Exclusion),
     /// No policy selects the pod.
@@ -62,7 +62,7 @@ pub enum Selection<'p> {
 
 /// The pod's namespace as admission sees it: its name and labels.
 #[derive(Debug, Clone, Copy)]
-pub struct Namespace<'a> {
+pub(crate) struct Namespace<'a> {
     pub name: &'a str,
     pub labels: &'a BTreeMap<String, String>,
 }
@@ -114,7 +114,7 @@ fn opted_out(labels: Option<&BTreeMap<String, String>>) -> bool {
 /// The policy that selects `pod` in `namespace`, if any: unless the pod is excluded, among
 /// `policies` (the usable ones) whose selectors match, the highest priority, then the name that
 /// sorts first.
-pub fn select<'a, 'p>(
+pub(crate) fn select<'a, 'p>(
     pod: impl Into<PodView<'a>>,
     namespace: Namespace<'_>,
     own_namespace: &str,
@@ -139,7 +139,7 @@ pub fn select<'a, 'p>(
 
 /// Why the policy a gated pod names may not act on it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotSelected {
+pub(crate) enum NotSelected {
     /// The pod is never selected, whatever a policy says.
     #[error("{0}")]
     Excluded(Exclusion),
@@ -157,7 +157,7 @@ pub enum NotSelected {
 /// Whether `policy`, named by a gated pod's tracking label in `namespace`, still selects it: the
 /// exclusions and the policy's selectors, as admission applied them. Priority is not asked again:
 /// admission chose the winner, and later policy edits never move a gated pod.
-pub fn recheck<'a>(
+pub(crate) fn recheck<'a>(
     pod: impl Into<PodView<'a>>,
     namespace: Namespace<'_>,
     own_namespace: &str,

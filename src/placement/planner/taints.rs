@@ -13,10 +13,10 @@ use crate::classes::ARCH_LABEL;
 
 /// The effect of ocifit's taint: pods without the toleration are not scheduled there (running
 /// pods stay).
-pub const EFFECT: &str = "NoSchedule";
+pub(super) const EFFECT: &str = "NoSchedule";
 
 /// The node's taints after applying `tainted`, or `None` when they are right already.
-pub fn plan_taints(
+pub(crate) fn plan_taints(
     labels: &BTreeMap<String, String>,
     taints: &[Taint],
     tainted: &BTreeSet<String>,

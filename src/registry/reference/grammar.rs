@@ -19,7 +19,7 @@ const DOCKER_HUB_OFFICIAL: &str = "library/";
 const DEFAULT_TAG: &str = "latest";
 
 /// Parses a reference exactly as written (no trimming).
-pub fn parse(input: &str) -> Result<Reference, ParseError> {
+pub(super) fn parse(input: &str) -> Result<Reference, ParseError> {
     if input.is_empty() {
         return Err(ParseError::NameEmpty);
     }

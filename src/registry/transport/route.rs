@@ -26,7 +26,7 @@ pub(super) struct Via<'a> {
 
 impl Via<'_> {
     /// The URL of a request path (`/v2/…`) at this host.
-    pub fn url(&self, path: &str) -> Result<Url, String> {
+    pub(super) fn url(&self, path: &str) -> Result<Url, String> {
         let below = path.strip_prefix("/v2").unwrap_or(path);
         let mut url = Url::parse(&format!("{}{}{below}", self.origin, self.root))
             .map_err(|err| err.to_string())?;

@@ -15,9 +15,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// The file naming the outputs to push.
-pub const REQUEST: &str = "request";
+pub(crate) const REQUEST: &str = "request";
 /// How often a side looks for the other's file.
-pub const POLL: Duration = Duration::from_millis(100);
+pub(crate) const POLL: Duration = Duration::from_millis(100);
 
 /// The longest id a request may carry.
 const MAX_ID: usize = 64;
@@ -26,7 +26,7 @@ const MAX_FILE: u64 = 64 * 1024;
 
 /// What the launcher asks: to push the outputs of this run of the step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Request {
+pub(crate) struct Request {
     /// This run of the step: letters, digits and `-` only.
     pub id: String,
 }
@@ -34,7 +34,7 @@ pub struct Request {
 /// What the pusher answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Pushed: the reference and the manifest's digest.
     Pushed { reference: String, digest: String },
     /// Not pushed, and why.
@@ -45,19 +45,19 @@ pub enum Outcome {
 /// run volume).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the request's id {shown:?} is not 1 to {MAX_ID} letters, digits or '-'")]
-pub struct BadId {
+pub(crate) struct BadId {
     /// The id, cut after one character too many.
     shown: String,
 }
 
 impl Request {
     /// A request for a new run.
-    pub fn new(id: String) -> Self {
+    pub(crate) fn new(id: String) -> Self {
         Request { id }
     }
 
     /// The id, when it is a plain token that names nothing but files of this run.
-    pub fn checked_id(&self) -> Result<&str, BadId> {
+    pub(crate) fn checked_id(&self) -> Result<&str, BadId> {
         let plain = !self.id.is_empty()
             && self.id.len() <= MAX_ID
             && self
@@ -75,19 +75,19 @@ impl Request {
 
     /// The directory, in the run volume, holding the outputs to push (one entry: the file or
     /// directory).
-    pub fn outputs(&self) -> String {
+    pub(crate) fn outputs(&self) -> String {
         format!("outputs-{}", self.id)
     }
 
     /// The file the answer to this request is written to.
-    pub fn result_file(&self) -> String {
+    pub(crate) fn result_file(&self) -> String {
         format!("result-{}", self.id)
     }
 }
 
 /// Writes `value` as JSON to `dir/name`, whole: to a temporary name first (created new, so a link
 /// put there is replaced, never written through), then renamed.
-pub fn write<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> {
+pub(crate) fn write<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> {
     use std::io::Write;
     let json = serde_json::to_vec(value).map_err(io::Error::other)?;
     let partial = dir.join(format!(".{name}.partial"));
@@ -102,7 +102,7 @@ pub fn write<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()> 
 
 /// Reads `dir/name` when it is there (and whole): a regular file of at most `MAX_FILE` bytes, not a
 /// link.
-pub fn read<T: for<'de> Deserialize<'de>>(dir: &Path, name: &str) -> io::Result<Option<T>> {
+pub(crate) fn read<T: for<'de> Deserialize<'de>>(dir: &Path, name: &str) -> io::Result<Option<T>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let opened = fs::OpenOptions::new()
@@ -131,7 +131,7 @@ pub fn read<T: for<'de> Deserialize<'de>>(dir: &Path, name: &str) -> io::Result<
 /// Copies a step's output (a file or a tree) to `into/<its name>`, readable by the pusher whatever
 /// its user (modes gain read, and search on directories, for all). Links stay links; an output that
 /// is itself a link is refused, as following it could leak its target. Returns the copy's path.
-pub fn stage(output: &Path, into: &Path) -> io::Result<PathBuf> {
+pub(crate) fn stage(output: &Path, into: &Path) -> io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let own = fs::symlink_metadata(output)?;
     if own.file_type().is_symlink() {
@@ -184,7 +184,7 @@ pub fn stage(output: &Path, into: &Path) -> io::Result<PathBuf> {
 /// Stages each entry of `dir` (a step's working directory, pushed whole as the oras-operator does)
 /// as [`stage`] does; returns the names of the links left out. `/` is refused: it would push the
 /// container's whole file system.
-pub fn stage_entries(dir: &Path, into: &Path) -> io::Result<Vec<String>> {
+pub(crate) fn stage_entries(dir: &Path, into: &Path) -> io::Result<Vec<String>> {
     if fs::canonicalize(dir)? == Path::new("/") {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

@@ -9,7 +9,9 @@
 mod deliver;
 pub(super) mod handoff;
 
-pub use deliver::{PUSH_TIMEOUT, deliver};
+pub use deliver::PUSH_TIMEOUT;
+
+pub use deliver::deliver;
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
@@ -119,7 +121,7 @@ pub struct Pushed {
 
 /// A file or directory to push, already open (nothing is read by name after this), with its
 /// layer's title.
-pub struct Source {
+pub(super) struct Source {
     /// How it is named in messages.
     path: PathBuf,
     pub(super) name: String,
@@ -136,7 +138,7 @@ enum Opened {
 impl Source {
     /// Opens `name` in the directory `dir` without following a link: a link, or anything but a
     /// file or a directory, is refused. `shown` names it in messages.
-    pub fn open_at(dir: impl AsFd, name: &str, shown: &Path) -> Result<Source, PushError> {
+    pub(super) fn open_at(dir: impl AsFd, name: &str, shown: &Path) -> Result<Source, PushError> {
         let file = beneath::open_at(dir, OsStr::new(name), &shown.display().to_string())
             .map_err(|err| opening_error(shown, err))?;
         Source::from_file(file, name.to_string(), shown)
@@ -229,7 +231,7 @@ pub async fn push(
 }
 
 /// Pushes sources already open as one artifact to `reference` (the request's paths unused).
-pub async fn push_sources(
+pub(super) async fn push_sources(
     registry: &Registry,
     reference: &Reference,
     request: &PushRequest,

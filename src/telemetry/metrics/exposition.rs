@@ -6,14 +6,14 @@
 
 /// A text exposition format, with the content type that names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     OpenMetrics,
     PrometheusText,
 }
 
 impl Format {
     /// The `Content-Type` of a body in this format.
-    pub const fn content_type(self) -> &'static str {
+    pub(crate) const fn content_type(self) -> &'static str {
         match self {
             Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
             Format::PrometheusText => "text/plain; version=0.0.4; charset=utf-8",
@@ -23,7 +23,7 @@ impl Format {
     /// The format to answer a request whose `Accept` header is `accept`: the one of the two
     /// the client prefers (by `q`, then by order), OpenMetrics only when it names it; without
     /// an `Accept`, or with only `*/*`, the 0.0.4 text, as Prometheus's Go client answers.
-    pub fn negotiate(accept: Option<&str>) -> Format {
+    pub(crate) fn negotiate(accept: Option<&str>) -> Format {
         let mut best: Option<(f32, Format)> = None;
         for range in accept.unwrap_or_default().split(',') {
             let mut parts = range.split(';').map(str::trim);
@@ -50,14 +50,14 @@ impl Format {
 /// 0.0.4 format has no word for (the caller then serves the OpenMetrics).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the OpenMetrics line {line:?} has no Prometheus text 0.0.4 form")]
-pub struct Untranslatable {
+pub(crate) struct Untranslatable {
     pub line: String,
 }
 
 /// `openmetrics` (as the library writes it) in the Prometheus text format 0.0.4: counters'
 /// `# HELP`/`# TYPE` name `…_total`, `unknown` is `untyped`, `# UNIT` and `# EOF` go; exemplars,
 /// `_created` samples and the types ocifit never writes are refused.
-pub fn prometheus_text(openmetrics: &str) -> Result<String, Untranslatable> {
+pub(crate) fn prometheus_text(openmetrics: &str) -> Result<String, Untranslatable> {
     let untranslatable = |line: &str| Untranslatable {
         line: line.to_owned(),
     };

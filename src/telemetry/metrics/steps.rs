@@ -19,11 +19,11 @@ use super::{Metrics, Registering};
 
 /// The most caches with series of their own: each costs 2 counters and a 17-bucket histogram per
 /// direction, so this bounds what steps add to every scrape whatever tenants create.
-pub const STEP_CACHE_SERIES: usize = 256;
+pub(super) const STEP_CACHE_SERIES: usize = 256;
 
 /// The `cache` label of steps whose cache came after [`STEP_CACHE_SERIES`] others; no cache's
 /// `namespace/name` can be spelt so.
-pub const OTHER_CACHES: &str = "(other)";
+pub(super) const OTHER_CACHES: &str = "(other)";
 
 /// The `cache` label of steps that name their own registry.
 const NO_CACHE: &str = "";

@@ -15,17 +15,17 @@ use crate::engine::{Format, NodeInputs, Reads};
 use crate::image_selection::planner::read_pod::SelectionPod;
 use crate::image_selection::planner::{ImagePlan, Index};
 
-pub const PLACEHOLDER: &str = "placeholder:latest";
-pub const DIGEST: &str = "sha256:0123abcd";
+pub(crate) const PLACEHOLDER: &str = "placeholder:latest";
+pub(crate) const DIGEST: &str = "sha256:0123abcd";
 
-pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()
 }
 
-pub fn worker(name: &str, flavor: &str, zone: &str) -> (String, NodeInputs) {
+pub(crate) fn worker(name: &str, flavor: &str, zone: &str) -> (String, NodeInputs) {
     (
         name.to_owned(),
         NodeInputs::new(labels(&[
@@ -39,7 +39,7 @@ pub fn worker(name: &str, flavor: &str, zone: &str) -> (String, NodeInputs) {
 }
 
 /// n1, n2: vanilla in zone a; n3: chocolate, n4: strawberry, both in zone b; cp: control plane.
-pub fn inventory() -> Vec<(String, NodeInputs)> {
+pub(crate) fn inventory() -> Vec<(String, NodeInputs)> {
     let mut cp = worker("cp", "vanilla", "a");
     cp.1.labels.insert(
         "node-role.kubernetes.io/control-plane".into(),
@@ -56,7 +56,7 @@ pub fn inventory() -> Vec<(String, NodeInputs)> {
 
 /// What each flavor resolves to: vanilla → debian:11 (weight 0), chocolate → ubuntu:24.04
 /// (weight 5), strawberry → nothing.
-pub fn flavor_images() -> Vec<(&'static str, Option<&'static str>, i32)> {
+pub(crate) fn flavor_images() -> Vec<(&'static str, Option<&'static str>, i32)> {
     vec![
         ("vanilla", Some("debian:11"), 0),
         ("chocolate", Some("ubuntu:24.04"), 5),
@@ -64,7 +64,7 @@ pub fn flavor_images() -> Vec<(&'static str, Option<&'static str>, i32)> {
     ]
 }
 
-pub fn flavor_reads() -> Reads {
+pub(crate) fn flavor_reads() -> Reads {
     Reads {
         labels: BTreeSet::from(["flavor".to_owned()]),
         features: BTreeMap::new(),
@@ -72,7 +72,7 @@ pub fn flavor_reads() -> Reads {
 }
 
 /// A policy with `spec` (JSON, `targetImage` and `artifact` defaulted) and no status.
-pub fn policy(name: &str, spec: Value) -> ImageSelectionPolicy {
+pub(crate) fn policy(name: &str, spec: Value) -> ImageSelectionPolicy {
     let mut full = json!({"artifact": {"ref": format!("registry.example/{name}-compat:v1")},
                           "targetImage": PLACEHOLDER});
     if let (Some(full), Some(spec)) = (full.as_object_mut(), spec.as_object()) {
@@ -89,7 +89,7 @@ pub fn policy(name: &str, spec: Value) -> ImageSelectionPolicy {
 
 /// The status the controller writes for `policy` over `nodes`, classes drawn on the flavor
 /// label, each flavor's image from `images`.
-pub fn status_over(
+pub(crate) fn status_over(
     policy: &ImageSelectionPolicy,
     nodes: &[(String, NodeInputs)],
     images: &[(&str, Option<&str>, i32)],
@@ -142,28 +142,31 @@ pub fn status_over(
 }
 
 /// `policy` resolved over the whole inventory with the flavor images.
-pub fn resolved(mut policy: ImageSelectionPolicy) -> ImageSelectionPolicy {
+pub(crate) fn resolved(mut policy: ImageSelectionPolicy) -> ImageSelectionPolicy {
     policy.status = Some(status_over(&policy, &inventory(), &flavor_images()));
     policy
 }
 
-pub fn index(policies: &[ImageSelectionPolicy]) -> Index {
+pub(crate) fn index(policies: &[ImageSelectionPolicy]) -> Index {
     index_over(policies, &inventory())
 }
 
 /// An index of `policies` over `nodes`.
-pub fn index_over(policies: &[ImageSelectionPolicy], nodes: &[(String, NodeInputs)]) -> Index {
+pub(crate) fn index_over(
+    policies: &[ImageSelectionPolicy],
+    nodes: &[(String, NodeInputs)],
+) -> Index {
     Index::over_inputs(policies, nodes)
 }
 
 /// A pod from its JSON, as the apiserver would send it.
-pub fn pod(value: Value) -> Pod {
+pub(crate) fn pod(value: Value) -> Pod {
     serde_json::from_value(value).unwrap()
 }
 
 /// An opted-in pod with one container using the placeholder; `metadata` is merged into its
 /// metadata (maps key by key), `spec` into its spec.
-pub fn simple_pod(metadata: Value, spec: Value) -> Pod {
+pub(crate) fn simple_pod(metadata: Value, spec: Value) -> Pod {
     let mut full_spec = json!({"containers": [{"name": "app", "image": PLACEHOLDER}]});
     if let (Some(full), Some(spec)) = (full_spec.as_object_mut(), spec.as_object()) {
         full.extend(spec.clone());
@@ -187,11 +190,15 @@ pub fn simple_pod(metadata: Value, spec: Value) -> Pod {
 }
 
 /// The admission request creating `pod`.
-pub fn request(pod: &Pod, dry_run: bool) -> Request<SelectionPod> {
+pub(crate) fn request(pod: &Pod, dry_run: bool) -> Request<SelectionPod> {
     request_for("CREATE", Some(pod), dry_run)
 }
 
-pub fn request_for(operation: &str, pod: Option<&Pod>, dry_run: bool) -> Request<SelectionPod> {
+pub(crate) fn request_for(
+    operation: &str,
+    pod: Option<&Pod>,
+    dry_run: bool,
+) -> Request<SelectionPod> {
     serde_json::from_value(json!({
         "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
@@ -205,12 +212,12 @@ pub fn request_for(operation: &str, pod: Option<&Pod>, dry_run: bool) -> Request
     .unwrap()
 }
 
-pub fn plan(index: &Index, pod: &Pod) -> ImagePlan {
+pub(crate) fn plan(index: &Index, pod: &Pod) -> ImagePlan {
     index.plan(&request(pod, false))
 }
 
 /// The pod after applying the plan's patch (panics unless the plan is a patch).
-pub fn patched(pod: &Pod, plan: &ImagePlan) -> Pod {
+pub(crate) fn patched(pod: &Pod, plan: &ImagePlan) -> Pod {
     let ImagePlan::Patch { patch, .. } = plan else {
         panic!("expected a patch, got {plan:?}");
     };
@@ -219,7 +226,7 @@ pub fn patched(pod: &Pod, plan: &ImagePlan) -> Pod {
     serde_json::from_value(value).unwrap()
 }
 
-pub fn image_of(pod: &Pod, container: &str) -> String {
+pub(crate) fn image_of(pod: &Pod, container: &str) -> String {
     let spec = pod.spec.as_ref().unwrap();
     spec.containers
         .iter()
@@ -229,12 +236,12 @@ pub fn image_of(pod: &Pod, container: &str) -> String {
         .unwrap()
 }
 
-pub fn annotation(pod: &Pod, key: &str) -> Option<String> {
+pub(crate) fn annotation(pod: &Pod, key: &str) -> Option<String> {
     pod.metadata.annotations.as_ref()?.get(key).cloned()
 }
 
 /// The names of the inventory's workers the patched pod may run on.
-pub fn placed_on(pod: &Pod) -> Vec<String> {
+pub(crate) fn placed_on(pod: &Pod) -> Vec<String> {
     let placement = crate::classes::Placement::from_pod_spec(pod.spec.as_ref().unwrap()).unwrap();
     inventory()
         .into_iter()
@@ -246,7 +253,7 @@ pub fn placed_on(pod: &Pod) -> Vec<String> {
         .collect()
 }
 
-pub fn node_meta(name: &str, labels: &BTreeMap<String, String>) -> kube::core::ObjectMeta {
+pub(crate) fn node_meta(name: &str, labels: &BTreeMap<String, String>) -> kube::core::ObjectMeta {
     kube::core::ObjectMeta {
         name: Some(name.to_owned()),
         labels: Some(labels.clone()),
@@ -255,7 +262,7 @@ pub fn node_meta(name: &str, labels: &BTreeMap<String, String>) -> kube::core::O
 }
 
 /// A denial's reason (its name) and message.
-pub fn denied(plan: &ImagePlan) -> (&'static str, String) {
+pub(crate) fn denied(plan: &ImagePlan) -> (&'static str, String) {
     match plan {
         ImagePlan::Deny { reason, .. } => (reason.as_str(), reason.to_string()),
         other => panic!("expected a denial, got {other:?}"),
@@ -263,7 +270,7 @@ pub fn denied(plan: &ImagePlan) -> (&'static str, String) {
 }
 
 /// A hold's reason (its name) and message.
-pub fn held_for(plan: &ImagePlan) -> (&'static str, String) {
+pub(crate) fn held_for(plan: &ImagePlan) -> (&'static str, String) {
     match plan {
         ImagePlan::Hold { reason, .. } => (reason.as_str(), reason.to_string()),
         other => panic!("expected a hold, got {other:?}"),
@@ -271,7 +278,7 @@ pub fn held_for(plan: &ImagePlan) -> (&'static str, String) {
 }
 
 /// A skip's reason (its name) and message.
-pub fn skipped(plan: &ImagePlan) -> (&'static str, String) {
+pub(crate) fn skipped(plan: &ImagePlan) -> (&'static str, String) {
     match plan {
         ImagePlan::Skip(reason) => (reason.as_str(), reason.to_string()),
         other => panic!("expected a skip, got {other:?}"),

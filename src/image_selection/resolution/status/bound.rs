@@ -10,11 +10,11 @@
 use crate::api::{ClassStatus, ImageSelectionPolicyStatus};
 
 /// The most one class's reason keeps.
-pub const MAX_REASON_BYTES: usize = 1024;
+pub(super) const MAX_REASON_BYTES: usize = 1024;
 /// The most the classes and `classKeys` take in the status together, as JSON.
-pub const MAX_CLASSES_BYTES: usize = 1024 * 1024;
+pub(super) const MAX_CLASSES_BYTES: usize = 1024 * 1024;
 /// The most `classKeys` takes, as JSON.
-pub const MAX_CLASS_KEYS_BYTES: usize = 256 * 1024;
+pub(super) const MAX_CLASS_KEYS_BYTES: usize = 256 * 1024;
 
 /// How much of a status the classes and `classKeys` may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use crate::placement::planner::policy::Policy;
 
 /// The pod's new affinity and what it allows.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Pinned {
+pub(super) struct Pinned {
     pub affinity: Affinity,
     /// The architectures the pod may land on.
     pub architectures: BTreeSet<String>,
@@ -89,7 +89,7 @@ fn has_own_terms(spec: &PodSpec) -> bool {
 
 /// Pins the pod to `common` with each architecture's required labels; `None` when its own
 /// requirements allow none of it.
-pub fn pin(
+pub(super) fn pin(
     spec: &PodSpec,
     common: &Common,
     policy: &Policy,

@@ -1,6 +1,6 @@
-//! The admission host: one HTTPS server for every feature's admission route ([`route`]), with
-//! TLS and certificate reload ([`tls`]), the managed certificates ([`certificates`]), body caps and
-//! deadlines ([`server`]), review decoding and response encoding ([`review`], [`patch`]), and the
+//! The admission host: one HTTPS server for every feature's admission route (`route`), with
+//! TLS and certificate reload (`tls`), the managed certificates (`certificates`), body caps and
+//! deadlines (`server`), review decoding and response encoding (`review`, `patch`), and the
 //! admission metrics. A new feature adds a planner and a route to the list `ocifit run` hands
 //! [`serve`], not a server. The host writes to the apiserver only, in the managed mode, its own
 //! Secret, Events on it and its webhook configuration's caBundle; it never reaches a registry.

@@ -36,7 +36,7 @@ pub struct Request<K> {
 
 /// The members of an object's metadata the planners read — identity, labels, annotations and
 /// owners — read from a review into k8s-openapi's `ObjectMeta`; the rest (`managedFields`, …) is
-/// skipped unread. Every feature's read of its kind ([`read_as!`]) takes its metadata through it.
+/// skipped unread. Every feature's read of its kind (`read_as!`) takes its metadata through it.
 #[derive(Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct ReadMetadata {

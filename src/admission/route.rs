@@ -19,7 +19,7 @@ pub use super::review::{Response, Verdict};
 use crate::admission::review::{Scan, check};
 
 /// One feature's admission decision for one kind of object. Pure CPU over memory; the one wait
-/// allowed is a bounded read of what its store may lag ([`crate::cluster::read_again`]), only
+/// allowed is a bounded read of what its store may lag (`crate::cluster::read_again`), only
 /// on the blocking pool: a [`Planner::BOUNDED`] planner that needs it declines in [`Planner::plan_now`].
 pub trait Planner: Send + Sync + 'static {
     /// The kind this route admits.

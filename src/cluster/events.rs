@@ -172,7 +172,7 @@ impl Notices {
     }
 
     /// Queues `notice`, caused by something in `namespace` (the pod a policy's Event names),
-    /// without waiting; a namespace past its share ([`quota`]) or a full queue drops it, counted
+    /// without waiting; a namespace past its share (`quota`) or a full queue drops it, counted
     /// (Events are best effort).
     pub fn send_caused_by(&self, namespace: &str, notice: Notice) {
         let allowed = self
@@ -195,7 +195,7 @@ impl Notices {
     }
 }
 
-/// The queue and the task that publishes from it through `reporter`, [`IN_FLIGHT`] at once, at
+/// The queue and the task that publishes from it through `reporter`, `IN_FLIGHT` at once, at
 /// most one Event per object and reason per `window` (every one with a zero window). The task
 /// ends when every [`Notices`] is dropped.
 pub fn queue(reporter: EventReporter, window: Duration) -> (Notices, BoxFuture<'static, ()>) {

@@ -1,7 +1,7 @@
 //! The cluster view every feature reads: the node and NodeFeature stores with their watches and
-//! change subscriptions ([`reflected`]), leadership ([`leader`]), the node inventory the engine
-//! reads ([`inventory`]), Events ([`events`]), the one way Secrets are read ([`secrets`]),
-//! admission's bounded read of what a store may lag ([`read_again`]) and the metadata trim
+//! change subscriptions (`reflected`), leadership (`leader`), the node inventory the engine
+//! reads (`inventory`), Events (`events`), the one way Secrets are read (`secrets`),
+//! admission's bounded read of what a store may lag (`read_again`) and the metadata trim
 //! ([`trim`]). A feature takes a [`ClusterView`], [`Reflected::subscribe`]s to changes (never
 //! polls), watches its own kinds with [`reflected::reflect`], and acts only while
 //! [`leader::Leadership::is_leader`]. Decides nothing about images, pods or policies.

@@ -23,7 +23,7 @@ static BUDGET: LazyLock<Arc<Budget>> = LazyLock::new(|| Budget::new(Instant::now
 pub(super) const READ_WITHIN: Duration = Duration::from_millis(500);
 
 /// Reads what key `K` names (a namespace's name, an object reference) afresh as a `T`: `None`
-/// when it is not there or cannot be read within [`READ_WITHIN`]. Blocks its thread: call it
+/// when it is not there or cannot be read within `READ_WITHIN`. Blocks its thread: call it
 /// on the blocking pool only.
 pub struct ReadAgain<K: ?Sized, T>(Arc<Read<K, T>>);
 
@@ -70,7 +70,7 @@ impl<K: ?Sized + fmt::Display + 'static, T: 'static> ReadAgain<K, T> {
 
 impl<K: ?Sized + fmt::Display + 'static, T: 'static> ReadAgain<K, T> {
     /// A read from the apiserver with `client`, on the current Tokio runtime, within the
-    /// process's [`Budget`]; `None` outside one. `read` starts the request for a key (`Ok(None)`: not there); a failed or late one is
+    /// process's `Budget`; `None` outside one. `read` starts the request for a key (`Ok(None)`: not there); a failed or late one is
     /// logged at debug level, naming the key.
     pub fn from_apiserver<F, R>(client: &Client, read: F) -> Option<Self>
     where

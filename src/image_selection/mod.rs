@@ -1,10 +1,10 @@
 //! Image selection: the controller part (every ImageSelectionPolicy's status: per node class, the
-//! image [`resolution`] picks) and the `/mutate` admission route (opted-in pods get their images
+//! image `resolution` picks) and the `/mutate` admission route (opted-in pods get their images
 //! from that status). Imports no other feature.
 //!
-//! [`resolution`] is pure and serves `ocifit resolve` too; [`controller`] reconciles policies
-//! (leader only); [`planner`] plans pods over a [`planner::Index`] that [`feed`] keeps current;
-//! [`route`] serves it, with its [`events`]; [`release`] releases the pods admission held; [`run`]
+//! `resolution` is pure and serves `ocifit resolve` too; `controller` reconciles policies
+//! (leader only); `planner` plans pods over a [`planner::Index`] that `feed` keeps current;
+//! `route` serves it, with its `events`; `release` releases the pods admission held; [`run`]
 //! composes them into one `process::Feature`.
 
 mod controller;

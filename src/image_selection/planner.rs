@@ -69,7 +69,7 @@ pub enum ImagePlan {
     Hold {
         /// The policy the pod was planned under, when one was chosen.
         policy: Option<Arc<ImageSelectionPolicy>>,
-        /// What is missing; one that [`DenyReason::waits`].
+        /// What is missing; one that `DenyReason::waits`.
         reason: DenyReason,
         /// The JSON patch adding the gate and the held label (empty when the pod has both).
         patch: json_patch::Patch,

@@ -1,11 +1,11 @@
 //! Platform placement: selected pods land only on nodes where every one of their containers can
-//! run. Laid out as every feature is: [`route`] is `/placement` (a selected pod gets the scheduling
-//! gate and the tracking label, nothing else); [`planner`] decides, pure (selection, the gate, the
+//! run. Laid out as every feature is: `route` is `/placement` (a selected pod gets the scheduling
+//! gate and the tracking label, nothing else); `planner` decides, pure (selection, the gate, the
 //! platforms every container shares, the release of a gated pod, the audit's verdicts); the
-//! [`controller`] (leader) inspects the images of gated pods through the registry room and
-//! releases them, keeps policies' status, node taints, exec format errors and the audit; [`status`]
-//! counts a policy's pods. The command line's side: [`way_out`] (release every gate, untaint) and
-//! [`running_audit`]. [`run`] starts it all over the cluster view. Imports no other feature.
+//! `controller` (leader) inspects the images of gated pods through the registry room and
+//! releases them, keeps policies' status, node taints, exec format errors and the audit; `status`
+//! counts a policy's pods. The command line's side: `way_out` (release every gate, untaint) and
+//! `running_audit`. [`run`] starts it all over the cluster view. Imports no other feature.
 
 mod controller;
 mod namespaces;

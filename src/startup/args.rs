@@ -32,7 +32,7 @@ pub struct RunArgs {
     #[arg(long, env = "OCIFIT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// A registry reached over plain HTTP, exactly as references spell it (HOST[:PORT]);
+    /// A registry reached over plain HTTP, exactly as references spell it (`HOST[:PORT]`);
     /// repeatable (comma-separated in the environment). Every other registry is HTTPS.
     #[arg(
         long = "plain-http-registry",
@@ -42,7 +42,7 @@ pub struct RunArgs {
     )]
     pub plain_http_registries: Vec<String>,
 
-    /// Registries the operator may reach (HOST[:PORT] or *.DOMAIN[:PORT]; repeatable,
+    /// Registries the operator may reach (`HOST[:PORT]` or `*.DOMAIN[:PORT]`; repeatable,
     /// comma-separated in the environment): artifact references, candidate images, the images
     /// artifacts name, token realms on another host and redirects. Empty: any registry. Also the
     /// only registries a workflow step's `registry` annotation may name (none when empty).

@@ -1,5 +1,5 @@
-//! `ocifit run`: the configuration read once ([`config`]), the cluster view, every feature's `run`
-//! and the admission host composed into one process, its tasks supervised ([`supervise`]), and the
+//! `ocifit run`: the configuration read once (`config`), the cluster view, every feature's `run`
+//! and the admission host composed into one process, its tasks supervised (`supervise`), and the
 //! admin HTTP server. Ready once the stores synced and, when admission is served, its index is
 //! built and a certificate loaded. SIGTERM or SIGINT: readiness drops, admission keeps serving for
 //! its shutdown delay (so endpoints drop the replica first), tasks finish what is in flight, the

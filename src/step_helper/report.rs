@@ -72,7 +72,7 @@ impl Report {
         self.error = Some(why);
     }
 
-    /// The report as a termination message: JSON within [`MESSAGE_LIMIT`], the error cut short
+    /// The report as a termination message: JSON within `MESSAGE_LIMIT`, the error cut short
     /// (at a character boundary) when it would not fit.
     pub fn message(&self) -> String {
         let whole = serde_json::to_string(self).unwrap_or_default();

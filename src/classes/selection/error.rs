@@ -23,7 +23,7 @@ pub enum SelectionError {
         /// What is wrong with it.
         problem: RequirementProblem,
     },
-    /// The selection is larger than planning may take on (see [`super::limits`]).
+    /// The selection is larger than planning may take on (see `super::limits`).
     #[error(
         "the pod's node selection is too large to plan: {count} {what}, over ocifit's limit of {limit}"
     )]

@@ -47,7 +47,7 @@ pub struct ResolveArgs {
     #[command(flatten)]
     pub registry: RegistryAccessArgs,
 
-    /// Registries that may be reached (HOST[:PORT] or *.DOMAIN[:PORT], repeatable or
+    /// Registries that may be reached (`HOST[:PORT]` or `*.DOMAIN[:PORT]`, repeatable or
     /// comma-separated), as the operator's flag of the same name. Default: any.
     #[arg(long, value_name = "PATTERN", value_delimiter = ',')]
     pub allowed_registries: Vec<String>,

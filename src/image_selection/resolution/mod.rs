@@ -157,7 +157,7 @@ impl ClassAnswer {
 
 /// The whole decision for a policy: every class of the nodes that count under `node_selector`
 /// and its best image, where a candidate must also run on the class's os/arch as `platforms`
-/// says (see [`runs_on`]).
+/// says (see `runs_on`).
 pub fn classes<'n>(
     resolved: &Resolved,
     node_selector: &BTreeMap<String, String>,

@@ -9,7 +9,7 @@ use crate::registry::{ResolveError, sha256_digest};
 /// What a policy's compatibility information resolved to, and where it came from.
 #[derive(Debug)]
 pub struct Resolved {
-    /// `ref` mode: the artifact manifest's digest. Candidates mode: [`candidates_digest`] of the
+    /// `ref` mode: the artifact manifest's digest. Candidates mode: `candidates_digest` of the
     /// candidates' artifacts, so it changes whenever any candidate's artifact does.
     pub digest: String,
     /// Its format (from the layer's media type); `nfd` in candidates mode.

@@ -51,7 +51,7 @@ pub struct Inputs<'a> {
     pub artifact: ArtifactState<'a>,
     /// Every node (name, labels and NFD features); the policy's nodeSelector is applied here.
     pub nodes: &'a [(String, NodeInputs)],
-    /// The platforms of every candidate image (see [`images_to_check`]).
+    /// The platforms of every candidate image (see `images_to_check`).
     pub platforms: &'a Platforms,
     /// The status as stored now.
     pub previous: Option<&'a ImageSelectionPolicyStatus>,

@@ -214,9 +214,9 @@ pub struct Finding {
     pub pod: String,
     pub node: String,
     pub policy: String,
-    /// [`Misplacement::kind`].
+    /// `Misplacement::kind`.
     pub reason: String,
-    /// [`Misplacement`]'s sentence.
+    /// `Misplacement`'s sentence.
     pub message: String,
     /// The controlling owner that recreates the pod (`Kind/name`), if any.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -6,8 +6,6 @@ mod selection;
 pub use grouping::{
     ARCH_LABEL, CONTROL_PLANE_LABELS, NodeClass, OS_LABEL, distinguishes, group, node_counts,
 };
-#[cfg(test)]
-pub(crate) use selection::tests as fixtures;
 pub use selection::{
     ClassSelector, Narrowed, NodeView, Placement, SelectionError, narrow, pin, required_terms,
 };

@@ -123,4 +123,4 @@ impl fmt::Display for Placement {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;

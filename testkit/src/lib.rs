@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod affinity;
 pub mod chart;
 mod cluster;
 mod command;

@@ -1,71 +1,11 @@
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
-};
+use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec};
 use kube::core::{ObjectMeta, PartialObjectMeta};
+use ocifit_testkit::affinity::{exprs, node, req, required, term};
 
 use super::error::{RequirementList, RequirementProblem};
 use super::*;
-
-pub(crate) fn node(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_owned()),
-        labels: Some(
-            labels
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        ),
-        ..ObjectMeta::default()
-    }
-}
-
-pub(crate) fn req(key: &str, operator: &str, values: &[&str]) -> NodeSelectorRequirement {
-    NodeSelectorRequirement {
-        key: key.to_owned(),
-        operator: operator.to_owned(),
-        values: (!values.is_empty()).then(|| values.iter().map(|v| (*v).to_owned()).collect()),
-    }
-}
-
-pub(crate) fn term(
-    expressions: Vec<NodeSelectorRequirement>,
-    fields: Vec<NodeSelectorRequirement>,
-) -> NodeSelectorTerm {
-    NodeSelectorTerm {
-        match_expressions: (!expressions.is_empty()).then_some(expressions),
-        match_fields: (!fields.is_empty()).then_some(fields),
-    }
-}
-
-pub(crate) fn exprs(requirements: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {
-    term(requirements, Vec::new())
-}
-
-/// The terms of an affinity's required node affinity.
-pub(crate) fn required_terms(affinity: &Affinity) -> &[NodeSelectorTerm] {
-    &affinity
-        .node_affinity
-        .as_ref()
-        .unwrap()
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()
-        .unwrap()
-        .node_selector_terms
-}
-
-pub(crate) fn required(terms: Vec<NodeSelectorTerm>) -> Affinity {
-    Affinity {
-        node_affinity: Some(NodeAffinity {
-            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                node_selector_terms: terms,
-            }),
-            ..NodeAffinity::default()
-        }),
-        ..Affinity::default()
-    }
-}
 
 fn spec(node_selector: &[(&str, &str)], terms: Option<Vec<NodeSelectorTerm>>) -> PodSpec {
     PodSpec {

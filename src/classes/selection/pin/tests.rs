@@ -3,7 +3,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::*;
-use crate::classes::selection::tests::{exprs, req, required, term};
+use ocifit_testkit::affinity::{exprs, req, required, term};
 
 fn labels(pairs: &[(&str, Option<&str>)]) -> ClassSelector {
     ClassSelector::Labels(

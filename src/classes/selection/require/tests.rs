@@ -3,8 +3,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, PodSpec, PreferredSchedulingTerm};
 
 use super::narrow;
-use crate::classes::selection::tests::{exprs, node, req, required, required_terms, term};
 use crate::classes::selection::{Placement, SelectionError};
+use ocifit_testkit::affinity::{exprs, node, req, required, required_terms, term};
 
 mod property;
 

@@ -4,8 +4,8 @@ use serde_json::json;
 
 use super::fixtures::*;
 use crate::api::pod::{DECISION_ARTIFACT_DIGEST, DECISION_CLASSES, DECISION_POLICY};
-use crate::classes::fixtures::required_terms;
 use crate::image_selection::planner::{Decision, ImagePlan};
+use ocifit_testkit::affinity::required_terms;
 
 fn flavors(spec: serde_json::Value) -> crate::api::ImageSelectionPolicy {
     resolved(policy("flavors", spec))

@@ -9,8 +9,8 @@ use crate::api::placement_pod::{
     DIGESTS_ANNOTATION, MESSAGE_ANNOTATION, OUTCOME_ANNOTATION, PLATFORMS_ANNOTATION,
     SCHEDULING_GATE, TAINT_KEY,
 };
-use crate::classes::fixtures::{exprs, req, required};
 use crate::placement::fixtures::{gate_names, inspected, pod, policy};
+use ocifit_testkit::affinity::{exprs, req, required};
 
 mod labels;
 mod outcomes;

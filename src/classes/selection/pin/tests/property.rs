@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, PodS
 use kube::core::ObjectMeta;
 use proptest::prelude::*;
 
-use crate::classes::selection::tests::{node, req, required, term};
 use crate::classes::selection::{ClassSelector, NodeView, Placement, SelectionError, pin};
+use ocifit_testkit::affinity::{node, req, required, term};
 
 const KEYS: [&str; 3] = ["zone", "gpu", "cores"];
 const VALUES: [&[&str]; 3] = [&["a", "b", "c"], &["x", "y"], &["1", "4", "8", "many"]];

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use crate::classes::selection::Placement;
 use crate::classes::selection::narrow;
-use crate::classes::selection::tests::{node, req, required, term};
+use ocifit_testkit::affinity::{node, req, required, term};
 
 const ARCHES: [&str; 3] = ["amd64", "arm64", "s390x"];
 const OSES: [&str; 2] = ["linux", "windows"];

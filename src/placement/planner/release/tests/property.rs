@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::NodeSelectorTerm;
 use proptest::prelude::*;
 
 use super::*;
-use crate::classes::fixtures::{node, term};
 use crate::platform::NodePlatform;
+use ocifit_testkit::affinity::{node, term};
 
 const PLATFORMS: [&str; 5] = [
     "linux/amd64",

@@ -501,6 +501,17 @@ fn no_file_imports_a_file_that_imports_it_back() {
 }
 
 #[test]
+fn no_file_of_the_pure_crate_imports_a_file_that_imports_it_back() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("core/src");
+    let described = described_cycles(&src, &read_crate_at(&src));
+    assert!(
+        described.is_empty(),
+        "import cycles in core/src/ (move the shared item to a file both can use):\n{}",
+        described.join("\n")
+    );
+}
+
+#[test]
 fn no_file_of_the_test_kit_imports_a_file_that_imports_it_back() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("testkit/src");
     let described = described_cycles(&src, &read_crate_at(&src));
@@ -511,13 +522,12 @@ fn no_file_of_the_test_kit_imports_a_file_that_imports_it_back() {
     );
 }
 
-#[test]
-fn every_room_uses_only_rooms_of_lower_floors() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = read_crate().graph();
+/// Where a room of the crate read from `src` uses a sibling, a higher floor or a room in no floor.
+fn floor_faults(src: &Path, krate: &Crate) -> BTreeSet<String> {
+    let graph = krate.graph();
     let mut wrong = BTreeSet::new();
     for (file, targets) in &graph {
-        let Some(room) = room_of(&src, file) else {
+        let Some(room) = room_of(src, file) else {
             continue;
         };
         if room == "lib" {
@@ -525,12 +535,13 @@ fn every_room_uses_only_rooms_of_lower_floors() {
         }
         let Some(floor) = floor_of(&room) else {
             wrong.insert(format!(
-                "src/{room} is in no floor: add it to FLOORS here and to the layout in CONTRIBUTING.md"
+                "{}/{room} is in no floor: add it to FLOORS here and to the layout in CONTRIBUTING.md",
+                src.display()
             ));
             continue;
         };
         for target in targets {
-            let Some(other) = room_of(&src, target).filter(|r| *r != room && r != "lib") else {
+            let Some(other) = room_of(src, target).filter(|r| *r != room && r != "lib") else {
                 continue;
             };
             let allowed = floor_of(&other).is_some_and(|f| f < floor);
@@ -542,11 +553,25 @@ fn every_room_uses_only_rooms_of_lower_floors() {
                 };
                 wrong.insert(format!(
                     "{} uses {} ({why})",
-                    shown(&src, file),
-                    shown(&src, target)
+                    shown(src, file),
+                    shown(src, target)
                 ));
             }
         }
+    }
+    wrong
+}
+
+/// The floors hold in both crates of the house: `ocifit` (`src/`) and its pure rooms,
+/// `ocifit-core` (`core/src/`: `engine`, `platform`, `classes`), which Cargo keeps from importing
+/// anything of `ocifit` or any client, runtime or network crate.
+#[test]
+fn every_room_uses_only_rooms_of_lower_floors() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut wrong = BTreeSet::new();
+    for dir in ["src", "core/src"] {
+        let src = root.join(dir);
+        wrong.extend(floor_faults(&src, &read_crate_at(&src)));
     }
     assert!(
         wrong.is_empty(),
@@ -566,7 +591,7 @@ fn the_checker_sees_a_cycle_and_follows_re_exports() {
         (c.clone(), BTreeSet::from([a.clone()])),
     ]);
     assert_eq!(cycles(&graph), vec![vec![a, b, c]]);
-    let krate = read_crate();
+    let krate = read_crate_at(&Path::new(env!("CARGO_MANIFEST_DIR")).join("core/src"));
     let artifact = krate
         .file_of(&vec!["engine".to_owned(), "Artifact".to_owned()])
         .expect("engine::Artifact is defined somewhere");
@@ -608,9 +633,10 @@ fn public_modules(sources: &[(PathBuf, String)]) -> Vec<String> {
 
 #[test]
 fn every_room_keeps_its_inside_private() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("core/src"), &mut files);
     let sources: Vec<(PathBuf, String)> = files
         .into_iter()
         .map(|file| {
@@ -788,7 +814,9 @@ fn docs_architecture_draws_the_floors_and_names_only_paths_that_exist() {
         .split('`')
         .skip(1)
         .step_by(2)
-        .filter(|span| span.starts_with("src/") && !root.join(span).exists())
+        .filter(|span| {
+            (span.starts_with("src/") || span.starts_with("core/src/")) && !root.join(span).exists()
+        })
         .collect();
     assert!(
         missing.is_empty(),
@@ -921,6 +949,7 @@ fn no_target_compiles_another_targets_file_with_a_path_attribute() {
     let mut files = Vec::new();
     for dir in [
         "src",
+        "core/src",
         "testkit/src",
         "tests",
         "benches",

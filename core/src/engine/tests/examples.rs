@@ -10,11 +10,11 @@ use crate::engine::{
     Artifact, ArtifactError, Format, NodeFeatureList, NodeInputs, any_platform, features_by_node,
 };
 
-const FLAVOR_COMPAT: &[u8] = include_bytes!("../../../example/flavor-compat.json");
-const FLAVOR_NODES: &str = include_str!("../../../example/flavor-nodes.json");
-const NFD_COMPAT: &[u8] = include_bytes!("../../../example/nfd-compat.yaml");
-const NFD_NODES: &str = include_str!("../../../example/nfd-nodes.json");
-const NFD_NODEFEATURES: &str = include_str!("../../../example/nfd-nodefeatures.json");
+const FLAVOR_COMPAT: &[u8] = include_bytes!("../../../../example/flavor-compat.json");
+const FLAVOR_NODES: &str = include_str!("../../../../example/flavor-nodes.json");
+const NFD_COMPAT: &[u8] = include_bytes!("../../../../example/nfd-compat.yaml");
+const NFD_NODES: &str = include_str!("../../../../example/nfd-nodes.json");
+const NFD_NODEFEATURES: &str = include_str!("../../../../example/nfd-nodefeatures.json");
 
 /// NFD's documented example (docs/usage/image-compatibility.md, with compat-formats.md §2's
 /// `matchName` and `type: version` terms).

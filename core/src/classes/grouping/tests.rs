@@ -37,7 +37,7 @@ fn classes_of(artifact: &Artifact, nodes: &[(String, NodeInputs)]) -> Vec<NodeCl
 fn flavor() -> Artifact {
     Artifact::parse(
         Format::Ocifit,
-        include_bytes!("../../../example/flavor-compat.json"),
+        include_bytes!("../../../../example/flavor-compat.json"),
     )
     .expect("the flavor example parses")
 }
@@ -292,7 +292,7 @@ fn node_selector_needs_every_label_with_its_value() {
 
 #[test]
 fn flavor_example_nodes_group_into_one_class_per_worker_flavor() {
-    let list: Value = serde_json::from_str(include_str!("../../../example/flavor-nodes.json"))
+    let list: Value = serde_json::from_str(include_str!("../../../../example/flavor-nodes.json"))
         .expect("a node list");
     let nodes: Vec<(String, NodeInputs)> = list["items"]
         .as_array()

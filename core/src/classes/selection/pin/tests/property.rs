@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, PodSpec};
-use kube::core::ObjectMeta;
+use kube_core::ObjectMeta;
 use proptest::prelude::*;
 
 use crate::classes::selection::{ClassSelector, NodeView, Placement, SelectionError, pin};

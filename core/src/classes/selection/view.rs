@@ -1,7 +1,7 @@
 //! What node selection reads of a node, for every shape a node comes in.
 
 use k8s_openapi::api::core::v1::Node;
-use kube::core::{ObjectMeta, PartialObjectMeta};
+use kube_core::{ObjectMeta, PartialObjectMeta};
 
 /// What node selection reads of a node: its name and labels; for `ObjectMeta`, `Node` and
 /// `PartialObjectMeta<Node>`, so the controller (node metadata) and the CLI (whole nodes) share it.

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec};
-use kube::core::{ObjectMeta, PartialObjectMeta};
+use kube_core::{ObjectMeta, PartialObjectMeta};
 use ocifit_testkit::affinity::{exprs, node, req, required, term};
 
 use super::error::{RequirementList, RequirementProblem};

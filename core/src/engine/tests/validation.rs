@@ -207,7 +207,7 @@ fn nfd_match_name_and_match_any_errors_say_where() {
 
 #[test]
 fn ocifit_document_read_as_nfd_names_the_offending_field() {
-    let flavor = include_bytes!("../../../example/flavor-compat.json");
+    let flavor = include_bytes!("../../../../example/flavor-compat.json");
     let err = Artifact::parse(Format::Nfd, flavor)
         .err()
         .map(|e| e.to_string());
@@ -223,7 +223,7 @@ fn ocifit_document_read_as_nfd_names_the_offending_field() {
 
 #[test]
 fn nfd_document_read_as_ocifit_names_the_offending_field() {
-    let nfd = serde_saphyr::from_str::<Value>(include_str!("../../../example/nfd-compat.yaml"))
+    let nfd = serde_saphyr::from_str::<Value>(include_str!("../../../../example/nfd-compat.yaml"))
         .expect("the example is YAML");
     let got = parse_error(Format::Ocifit, &nfd);
     assert!(

@@ -152,7 +152,7 @@ fn node_feature_objects_take_precedence_over_labels() {
 
 #[test]
 fn node_feature_is_a_kube_resource_at_nfd_api_path() {
-    use kube::Resource;
+    use kube_core::Resource;
     assert_eq!(
         NodeFeature::url_path(&(), Some("node-feature-discovery")),
         "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/node-feature-discovery/nodefeatures"

@@ -22,7 +22,6 @@ mod input;
 mod migrate;
 mod output;
 mod placement;
-mod registry_access;
 mod resolve;
 mod selftest;
 

@@ -12,7 +12,6 @@ mod hold;
 mod index;
 mod managed;
 mod mutation;
-mod nodes;
 mod patch;
 mod policy_choice;
 mod read_pod;

@@ -2,7 +2,7 @@
 //! [`compiled`]), which pods it selects ([`select`]) and the gate admission adds ([`gate`]); for a
 //! gated pod, the credentials and freshness of each image's lookup ([`credentials`],
 //! [`pull_policy`]), the platforms every container shares ([`platforms`]) and the pod after one
-//! update ([`release`], retried as [`retries`] says), written back as [`held`] says;
+//! update ([`release`], retried by [`failure`] and [`retries`]), written back as [`held`] says;
 //! which taints a node wants ([`taints`]), the exec format errors of released pods
 //! ([`exec_format`]) and the running-pod audit's verdicts ([`audit`]).
 
@@ -10,6 +10,7 @@ mod audit;
 mod compiled;
 mod credentials;
 mod exec_format;
+mod failure;
 mod gate;
 mod held;
 mod platforms;

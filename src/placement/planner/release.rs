@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 
+use super::failure::{LONGEST_RETRY, Step, after_failure};
 use super::platforms::{Common, ContainerImage, intersect};
 use super::policy::{GiveUp, Policy};
-use super::retries::{LONGEST_RETRY, Step, after_failure};
 use crate::api::NoCommonPlatform;
 use crate::api::placement_pod::{ATTEMPTS_ANNOTATION, Outcome};
 use crate::classes::{ARCH_LABEL, OS_LABEL};

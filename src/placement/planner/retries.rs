@@ -1,52 +1,17 @@
-//! When a gated pod is inspected again. After a failed inspection: again after a growing delay
-//! until both bounds of the policy are reached (attempts, and time since the pod was created),
-//! then give up as the policy says; holding keeps retrying at the longest delay, so a registry
-//! that comes back still releases the pod. The controller also reconciles its own write (the
-//! attempt count, a hold's reason), so [`Retries`] keeps each pod's due time: a pod whose images
-//! are unchanged waits until it is due, whoever changed it; a pod whose images changed is looked
-//! at again at once (the old answer is about other images). Pure: the time is passed in.
+//! When a gated pod may be inspected again. The controller reconciles every change of a gated
+//! pod, including the update it wrote itself (the attempt count, a hold's reason); without a
+//! schedule of its own, that write would start the next inspection at once instead of after the
+//! backoff. A pod whose images are unchanged waits until its retry is due, whoever changed it;
+//! a pod whose images changed is looked at again at once (the old answer is about other images).
+//! Pure: the time is passed in.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::policy::{FailureBound, GiveUp};
+use super::failure::LONGEST_RETRY;
 use super::release::containers;
-use crate::process::growing_delay;
-
-/// The delay after the first failure; doubled after each further one.
-pub(super) const FIRST_RETRY: Duration = Duration::from_secs(1);
-/// The longest delay between inspections, and the cadence of a held pod.
-pub(super) const LONGEST_RETRY: Duration = Duration::from_secs(300);
-
-/// What to do after a failed inspection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Step {
-    /// Keep the gate and inspect again after this long.
-    RetryIn(Duration),
-    /// The bound is reached: do what the policy says (for `Hold`, also inspect again after
-    /// [`LONGEST_RETRY`]).
-    GiveUp(GiveUp),
-}
-
-/// The step after the `failed`-th failed inspection (1 for the first) of a pod created
-/// `since_creation` ago.
-pub(super) fn after_failure(bound: &FailureBound, failed: u32, since_creation: Duration) -> Step {
-    let attempts_used = failed >= bound.attempts;
-    let time_used = since_creation >= bound.timeout;
-    if attempts_used && time_used {
-        return Step::GiveUp(bound.action.clone());
-    }
-    let backoff = growing_delay(FIRST_RETRY, LONGEST_RETRY, failed);
-    // Attempts used up early: the next look is when the timeout is reached, not later.
-    let wait = if attempts_used {
-        backoff.min(bound.timeout.saturating_sub(since_creation))
-    } else {
-        backoff
-    };
-    Step::RetryIn(wait.max(FIRST_RETRY))
-}
 
 /// The next inspection of each gated pod that is waiting for one, by pod UID.
 #[derive(Debug, Default)]
@@ -106,4 +71,50 @@ impl Retries {
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+    use crate::placement::fixtures::pod;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_pod_changed_before_its_retry_is_due_waits_for_the_rest_of_it() {
+        let mut retries = Retries::default();
+        let now = Instant::now();
+        let images = images(&pod(&[("web", "registry.example.com/web:missing")]));
+        retries.schedule("uid-1", images.clone(), now + 4 * SECOND, now);
+        // The controller's own write of the attempt count arrives at once: no inspection.
+        assert_eq!(retries.wait("uid-1", &images, now), Some(4 * SECOND));
+        assert_eq!(
+            retries.wait("uid-1", &images, now + 3 * SECOND),
+            Some(SECOND)
+        );
+        assert_eq!(retries.wait("uid-1", &images, now + 4 * SECOND), None);
+        assert_eq!(retries.wait("uid-2", &images, now), None, "another pod");
+    }
+
+    #[test]
+    fn a_pod_whose_images_changed_is_inspected_at_once() {
+        let mut retries = Retries::default();
+        let now = Instant::now();
+        let before = images(&pod(&[("web", "registry.example.com/web:missing")]));
+        let after = images(&pod(&[("web", "registry.example.com/web:v2")]));
+        assert_ne!(before, after);
+        retries.schedule("uid-1", before, now + 300 * SECOND, now);
+        assert_eq!(retries.wait("uid-1", &after, now), None);
+    }
+
+    #[test]
+    fn a_released_pod_is_forgotten_and_long_past_entries_are_dropped() {
+        let mut retries = Retries::default();
+        let now = Instant::now();
+        retries.schedule("released", String::new(), now + SECOND, now);
+        retries.forget("released");
+        assert!(retries.is_empty());
+        retries.schedule("deleted-while-gated", String::new(), now + SECOND, now);
+        let later = now + SECOND + LONGEST_RETRY;
+        retries.schedule("live", String::new(), later + SECOND, later);
+        assert_eq!(retries.len(), 1, "only the live pod is kept");
+        assert_eq!(retries.wait("live", "", later), Some(SECOND));
+    }
+}

@@ -18,7 +18,7 @@ fn containers_with_no_common_platform_are_held_with_a_message_naming_them() {
     assert_eq!(plan.outcome, Some(Outcome::Held));
     assert_eq!(
         plan.requeue,
-        Some(crate::placement::planner::retries::LONGEST_RETRY)
+        Some(crate::placement::planner::failure::LONGEST_RETRY)
     );
     assert!(gate_names(&plan.pod).contains(&SCHEDULING_GATE));
     assert_eq!(annotation(&plan.pod, OUTCOME_ANNOTATION), Some("Held"));
@@ -149,7 +149,7 @@ fn giving_up_with_hold_keeps_the_gate_and_keeps_trying() {
     assert_eq!(plan.outcome, Some(Outcome::Held));
     assert_eq!(
         plan.requeue,
-        Some(crate::placement::planner::retries::LONGEST_RETRY)
+        Some(crate::placement::planner::failure::LONGEST_RETRY)
     );
     assert!(gate_names(&plan.pod).contains(&SCHEDULING_GATE));
 }

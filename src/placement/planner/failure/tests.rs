@@ -1,7 +1,6 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::placement::fixtures::pod;
 
 fn bound(action: GiveUp) -> FailureBound {
     FailureBound {
@@ -77,48 +76,4 @@ proptest! {
             prop_assert!(now <= limit, "still retrying at {:?}", now);
         }
     }
-}
-
-// The schedule of pods waiting for their retry.
-const SECOND: Duration = Duration::from_secs(1);
-
-#[test]
-fn a_pod_changed_before_its_retry_is_due_waits_for_the_rest_of_it() {
-    let mut retries = Retries::default();
-    let now = Instant::now();
-    let images = images(&pod(&[("web", "registry.example.com/web:missing")]));
-    retries.schedule("uid-1", images.clone(), now + 4 * SECOND, now);
-    // The controller's own write of the attempt count arrives at once: no inspection.
-    assert_eq!(retries.wait("uid-1", &images, now), Some(4 * SECOND));
-    assert_eq!(
-        retries.wait("uid-1", &images, now + 3 * SECOND),
-        Some(SECOND)
-    );
-    assert_eq!(retries.wait("uid-1", &images, now + 4 * SECOND), None);
-    assert_eq!(retries.wait("uid-2", &images, now), None, "another pod");
-}
-
-#[test]
-fn a_pod_whose_images_changed_is_inspected_at_once() {
-    let mut retries = Retries::default();
-    let now = Instant::now();
-    let before = images(&pod(&[("web", "registry.example.com/web:missing")]));
-    let after = images(&pod(&[("web", "registry.example.com/web:v2")]));
-    assert_ne!(before, after);
-    retries.schedule("uid-1", before, now + 300 * SECOND, now);
-    assert_eq!(retries.wait("uid-1", &after, now), None);
-}
-
-#[test]
-fn a_released_pod_is_forgotten_and_long_past_entries_are_dropped() {
-    let mut retries = Retries::default();
-    let now = Instant::now();
-    retries.schedule("released", String::new(), now + SECOND, now);
-    retries.forget("released");
-    assert!(retries.is_empty());
-    retries.schedule("deleted-while-gated", String::new(), now + SECOND, now);
-    let later = now + SECOND + LONGEST_RETRY;
-    retries.schedule("live", String::new(), later + SECOND, later);
-    assert_eq!(retries.len(), 1, "only the live pod is kept");
-    assert_eq!(retries.wait("live", "", later), Some(SECOND));
 }

@@ -27,7 +27,6 @@ mod options;
 mod platforms;
 mod reference;
 mod referrers;
-mod resolve;
 mod restart;
 mod retry;
 mod stats;
@@ -40,7 +39,7 @@ pub use addresses::PrivateRegistries;
 pub use allow::AllowList;
 pub use backoff::BackoffPolicy;
 pub use cache::CacheOptions;
-pub use client::{FetchedArtifact, Registry};
+pub use client::{FetchedArtifact, Registry, ResolveError, ResolvedArtifact};
 pub use clients::Clients;
 pub use credential_helpers::{
     CredentialHelpers, HelperAnswer, HelperError, helper_program, read_answer, server_address,
@@ -55,7 +54,6 @@ pub use options::RegistryOptions;
 pub use options::{RegistryFlags, read_ca_file};
 pub use platforms::ImagePlatforms;
 pub use reference::{Reference, parse as parse_reference};
-pub use resolve::{ResolveError, ResolvedArtifact};
 pub use restart::{BrokeOff, GaveUp, Restarts, restarting};
 pub use retry::RetryPolicy;
 pub use stats::{CacheCounts, RegistryStats, RequestOutcomes};

@@ -2,11 +2,10 @@
 //! `kubernetes.io/tls` Secret (`ca.crt`, `ca.key`, `tls.crt`, `tls.key`) and keeps the CA in the
 //! `caBundle` of its MutatingWebhookConfiguration. The decision (keep, reissue, rotate, start
 //! over) is pure, in [`plan()`]; minting is [`CertificatePlan::carry_out`]. The adapters (`secret`,
-//! `ca_bundle`, [`manage`]) write only as leader and read on every replica. It must not serve
+//! [`manage`]) write only as leader and read on every replica. It must not serve
 //! HTTP nor decide admissions (the webhook's HTTP side and planner do): it only hands PEM to
 //! whatever serves, through a [`CertificateSink`].
 
-mod ca_bundle;
 mod inspect;
 mod issue;
 mod manager;

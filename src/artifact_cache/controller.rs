@@ -1,6 +1,6 @@
 //! The ArtifactCache controller (leader only): each cache's desired objects ([`desired`]) applied
 //! server-side with the cache as controlling owner, so an edited or deleted Deployment, Service or
-//! claim is put back on the next reconcile with an Event saying why ([`restored`]); the status
+//! claim is put back on the next reconcile with an Event saying why (`owned::restored`); the status
 //! ([`status`]) written from what the apply returned, with an Event when readiness changes.
 //! Nothing is written over an object the cache does not already own, nor for an image off the
 //! allow-list: the status says which and why. A cache without `htpasswdSecretRef` gets generated

@@ -14,10 +14,13 @@ use k8s_openapi::api::core::v1::{
     PersistentVolumeClaimVolumeSource, Service, ServicePort, ServiceSpec, Volume,
     VolumeResourceRequirements,
 };
-use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer,
+    NetworkPolicyPort, NetworkPolicySpec,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use sha2::{Digest as _, Sha256};
 
@@ -184,10 +187,10 @@ pub fn desired(
         },
     );
     let egress = storage.s3.as_ref().map(object_store::egress);
-    let network_policy = network_policy::network_policy(
+    let network_policy = network_policy(
         metadata(name.clone()),
         &selector,
-        network_policy::Peers {
+        Peers {
             namespace: namespace.as_deref().unwrap_or_default(),
             own_namespace: settings.own_namespace,
             egress,
@@ -310,10 +313,74 @@ pub fn object_name(cache: &str) -> String {
     format!("artifact-cache-{hash}")
 }
 
+/// The label every namespace carries with its own name; the NetworkPolicy selects by it.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Who the registry talks with.
+struct Peers<'a> {
+    /// The cache's namespace.
+    namespace: &'a str,
+    /// ocifit's namespace.
+    own_namespace: &'a str,
+    /// The only egress allowed, when it is restricted (a cache on object storage).
+    egress: Option<Vec<NetworkPolicyEgressRule>>,
+}
+
+/// The registry's port open to pods of the cache's namespace and of ocifit's, to nothing else:
+/// defence in depth where the network enforces NetworkPolicy (the credentials hold either way).
+/// A registry on object storage reaches only its store.
+fn network_policy(
+    metadata: ObjectMeta,
+    selector: &BTreeMap<String, String>,
+    peers: Peers<'_>,
+) -> NetworkPolicy {
+    let Peers {
+        namespace,
+        own_namespace,
+        egress,
+    } = peers;
+    let mut namespaces = vec![namespace.to_string()];
+    if own_namespace != namespace {
+        namespaces.push(own_namespace.to_string());
+    }
+    let from = namespaces
+        .into_iter()
+        .map(|name| NetworkPolicyPeer {
+            namespace_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(NAMESPACE_NAME_LABEL.to_string(), name)])),
+                match_expressions: None,
+            }),
+            ..NetworkPolicyPeer::default()
+        })
+        .collect();
+    NetworkPolicy {
+        metadata,
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(selector.clone()),
+                match_expressions: None,
+            }),
+            policy_types: Some(if egress.is_some() {
+                vec!["Ingress".into(), "Egress".into()]
+            } else {
+                vec!["Ingress".into()]
+            }),
+            ingress: Some(vec![NetworkPolicyIngressRule {
+                from: Some(from),
+                ports: Some(vec![NetworkPolicyPort {
+                    port: Some(IntOrString::Int(REGISTRY_PORT)),
+                    protocol: Some("TCP".into()),
+                    end_port: None,
+                }]),
+            }]),
+            egress,
+        }),
+    }
+}
+
 mod deployment;
 #[cfg(test)]
 mod fixtures;
-mod network_policy;
 mod object_store;
 #[cfg(test)]
 mod tests;

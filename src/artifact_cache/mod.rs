@@ -12,7 +12,6 @@ mod held;
 mod owned;
 mod planner;
 mod release;
-mod restored;
 mod route;
 mod secret;
 mod status;

@@ -13,7 +13,6 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod artifact;
 mod cache_access;
-mod completion;
 mod crd;
 mod exit;
 mod explain;
@@ -22,7 +21,6 @@ mod input;
 mod migrate;
 mod output;
 mod placement;
-mod registry_access;
 mod resolve;
 mod selftest;
 
@@ -129,7 +127,7 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell), e.g.
     /// `source <(ocifit completion bash)`.
-    Completion(completion::CompletionArgs),
+    Completion(CompletionArgs),
 }
 
 /// Makes this process non-dumpable: its `/proc/<pid>/environ`, `mem` and the like become root's
@@ -193,8 +191,32 @@ pub async fn run(cli: Cli) -> ExitCode {
             selftest::run(&args).await
         }
         Command::Explain(args) => explain::run(&args, &kube).await,
-        Command::Completion(args) => completion::run(&args),
+        Command::Completion(args) => print_completion(&args),
     }
+}
+
+/// `ocifit completion`'s argument.
+#[derive(Debug, clap::Args)]
+pub struct CompletionArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// The completion script for `shell`, completing the command named `name`.
+fn completion_script(shell: clap_complete::Shell, name: &'static str) -> Vec<u8> {
+    let mut command = Cli::command_named(name);
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command, name, &mut out);
+    out
+}
+
+/// `ocifit completion SHELL`: prints the script for `ocifit` on stdout, generated from the same
+/// command definition the binary parses with (so it never lags a flag).
+fn print_completion(args: &CompletionArgs) -> ExitCode {
+    // A closed stdout (e.g. `| head`) is not worth a panic.
+    let _ = std::io::stdout().write_all(&completion_script(args.shell, "ocifit"));
+    Exit::Ok.into()
 }
 
 #[cfg(test)]
@@ -252,5 +274,25 @@ mod tests {
             .render_usage()
             .to_string();
         assert!(help.contains("kubectl ocifit"), "{help}");
+    }
+
+    #[test]
+    fn each_shell_s_script_completes_the_subcommands_and_the_global_flags() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let text = String::from_utf8(completion_script(shell, "ocifit")).unwrap();
+            for word in [
+                "release-gates",
+                "explain",
+                "context",
+                "namespace",
+                "dry-run",
+            ] {
+                assert!(text.contains(word), "{shell}: no {word}");
+            }
+        }
     }
 }

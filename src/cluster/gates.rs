@@ -1,22 +1,22 @@
 //! The way out of a scheduling gate: the one removal every release uses ([`unhold`]), and
 //! removing one gate from every pod that still carries it (after an uninstall, or while every
-//! replica is down), leaving any other gate alone. The removal first tests the gate is still at
-//! the index it was read at, so a pod changed meanwhile is read again, never stripped of another
-//! gate. A pod that cannot be released does not stop the others: every failure is reported at
-//! the end. Every feature that holds pods (placement, image selection, the artifact cache's
-//! steps) uses it, each with its own [`Gate`], and the holds share one failure rule
-//! ([`HoldFailure`]).
+//! replica is down), leaving any other gate alone. A removal tests the gate is still where it was
+//! read; [`patch_as_read`] (placement's untaint uses it too) reads a pod or node that moved on
+//! again and remakes the patch, a bounded number of times. A pod that cannot be released does not
+//! stop the others: every failure is reported at the end. Every feature that holds pods uses it,
+//! each with its own [`Gate`], and the holds share one failure rule ([`HoldFailure`]).
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{PatchOperation, RemoveOperation, TestOperation};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ListParams, Patch};
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
-
-use super::guarded_patch::{ATTEMPTS, patch_as_read};
 
 /// What follows a hold that cannot end as it should (no decision within the bound, a decision
 /// that would have refused the pod, a cache that cannot become Ready): one rule for every hold.
@@ -209,6 +209,43 @@ pub async fn release_all(client: Client, gate: Gate, scope: &Scope) -> Result<Re
         }
     }
     Ok(released)
+}
+
+/// Attempts per object when it keeps changing under the patch.
+pub const ATTEMPTS: usize = 5;
+
+/// Patches `name` with what `patch_for` makes of `current`: `Ok(true)` applied, `Ok(false)`
+/// nothing to do, `Err(None)` it changed under every attempt, `Err(Some(_))` refused otherwise;
+/// an answer whose code is in `moved_on` means "read again".
+pub async fn patch_as_read<K, P>(
+    api: &Api<K>,
+    name: &str,
+    mut current: K,
+    moved_on: &[u16],
+    patch_for: impl Fn(&K) -> Option<Patch<P>>,
+) -> Result<bool, Option<kube::Error>>
+where
+    K: Clone + DeserializeOwned + Debug,
+    P: Serialize + Debug,
+{
+    for _ in 0..ATTEMPTS {
+        let Some(patch) = patch_for(&current) else {
+            return Ok(false);
+        };
+        match api.patch(name, &PatchParams::default(), &patch).await {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
+            Err(kube::Error::Api(status)) if moved_on.contains(&status.code) => {
+                match api.get_opt(name).await {
+                    Ok(Some(object)) => current = object,
+                    Ok(None) => return Ok(false),
+                    Err(source) => return Err(Some(source)),
+                }
+            }
+            Err(source) => return Err(Some(source)),
+        }
+    }
+    Err(None)
 }
 
 #[cfg(test)]

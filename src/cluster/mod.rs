@@ -1,36 +1,33 @@
 //! The cluster view every feature reads: the node and NodeFeature stores with their watches and
-//! change subscriptions (`reflected`), leadership (`leader`), the node inventory the engine
-//! reads (`inventory`), Events (`events`), the one way Secrets are read (`secrets`),
-//! admission's bounded read of what a store may lag (`read_again`) and the metadata trim
-//! ([`trim`]). A feature takes a [`ClusterView`], [`Reflected::subscribe`]s to changes (never
-//! polls), watches its own kinds with [`reflected::reflect`], and acts only while
+//! change subscriptions (`reflected`), leadership (`leader`), the node inventory the engine reads
+//! (`node_inputs`), Events (`events`), the one way Secrets are read (`secrets`), admission's
+//! bounded read of what a store may lag (`read_again`) and the metadata trim
+//! ([`identity_and_labels`]). A feature takes a [`ClusterView`], [`Reflected::subscribe`]s to
+//! changes (never polls), watches its own kinds with [`reflected::reflect`], and acts only while
 //! [`leader::Leadership::is_leader`]. Decides nothing about images, pods or policies.
 
 mod events;
 mod gates;
-mod guarded_patch;
 mod held;
-mod inventory;
 mod leader;
 mod node_meta;
 mod nodes;
 mod read_again;
 mod reflected;
 mod secrets;
-mod trim;
 mod watches;
 pub use events::{EventReporter, Notice, Notices, queue};
+pub use gates::{ATTEMPTS, patch_as_read};
 pub use gates::{Gate, GateError, HoldFailure, Mark, Scope, held_at, release_all, unhold};
-pub use guarded_patch::{ATTEMPTS, patch_as_read};
 pub use held::{Kept, Keys, Spec, changes, guarded, trim};
-pub use inventory::node_inputs;
 pub use leader::{LeaderTask, Leadership, LeaseSettings, elect};
 pub use node_meta::NodeMeta;
+pub use nodes::node_inputs;
 pub use nodes::{ClusterNode, Strings};
 pub use read_again::ReadAgain;
 pub use reflected::{Change, Reflected, reflect};
 pub use secrets::{SecretNamespaces, SecretRead, Secrets};
-pub use trim::identity_and_labels;
+pub use watches::identity_and_labels;
 pub use watches::{Events, UNTRUSTED_LIST_PAGE};
 
 use std::time::Duration;

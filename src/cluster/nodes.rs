@@ -2,6 +2,8 @@
 //! interned string shared by all the nodes that carry it (thousands of nodes carry the same few
 //! dozen keys and mostly the same values), in a sorted slice. Pods may select on any label, so
 //! every label is kept; this is the one copy of them in the process.
+//! [`node_inputs`] is the node inventory a status is computed from: every node's labels with its
+//! NFD features (merged NodeFeature objects, when NFD publishes them). Pure.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -11,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::node_meta::NodeMeta;
 use crate::classes::NodeView;
+use crate::engine::{NodeFeature, NodeInputs, features_by_node};
 
 /// A node: its name (and resource version) in `metadata`, its labels interned.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -136,9 +139,35 @@ impl Strings {
     }
 }
 
+/// Nodes as (name, inputs), with NodeFeature features merged as nfd-master merges them (objects
+/// in `nfd_namespace` first). Only labels for which `keep` holds are copied: a reconcile copies
+/// what its policy reads, not every label of every node.
+pub fn node_inputs(
+    nodes: &[Arc<ClusterNode>],
+    node_features: &[Arc<NodeFeature>],
+    nfd_namespace: &str,
+    keep: impl Fn(&str) -> bool,
+) -> Vec<(String, NodeInputs)> {
+    let mut features = if node_features.is_empty() {
+        BTreeMap::new()
+    } else {
+        features_by_node(node_features.iter().map(|nf| &**nf), nfd_namespace)
+    };
+    nodes
+        .iter()
+        .filter_map(|node| {
+            let name = node.metadata.name.clone()?;
+            let labels = node.labels_where(&keep);
+            let inputs = NodeInputs::new(labels).with_features(features.remove(&name));
+            Some((name, inputs))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::NODE_NAME_LABEL;
 
     #[test]
     fn nodes_share_each_key_and_value_and_read_their_own_labels() {
@@ -168,5 +197,45 @@ mod tests {
             let _ = strings.get(&format!("host-{i}"));
         }
         assert!(strings.set.len() < 3000, "{}", strings.set.len());
+    }
+
+    fn node(name: &str, labels: &[(&str, &str)]) -> Arc<ClusterNode> {
+        let mut strings = Strings::default();
+        Arc::new(ClusterNode::new(name, labels.iter().copied(), &mut strings))
+    }
+
+    fn feature(ns: &str, name: &str, node: &str, flag: &str) -> Arc<NodeFeature> {
+        let value = serde_json::json!({
+            "metadata": {"name": name, "namespace": ns, "labels": {NODE_NAME_LABEL: node}},
+            "spec": {"features": {"flags": {"cpu.cpuid": {"elements": {flag: {}}}}}}
+        });
+        Arc::new(serde_json::from_value(value).unwrap())
+    }
+
+    #[test]
+    fn nodes_carry_their_labels_and_their_merged_node_features() {
+        let nodes = [
+            node("a", &[("zone", "x"), ("kubernetes.io/hostname", "a")]),
+            node("b", &[]),
+        ];
+        let features = [
+            feature("nfd", "a", "a", "AVX512F"),
+            feature("other", "a-extra", "a", "AMX"),
+        ];
+        let inventory = node_inputs(&nodes, &features, "nfd", |key| key == "zone");
+        assert_eq!(inventory.len(), 2);
+        let (name, a) = &inventory[0];
+        assert_eq!(name, "a");
+        assert_eq!(a.labels["zone"], "x");
+        assert!(
+            !a.labels.contains_key("kubernetes.io/hostname"),
+            "labels the policy does not read are not copied"
+        );
+        let flags = &a.features.as_ref().unwrap().flags["cpu.cpuid"];
+        assert!(
+            flags.contains("AVX512F") && flags.contains("AMX"),
+            "{flags:?}"
+        );
+        assert_eq!(inventory[1].1.features, None);
     }
 }

@@ -4,25 +4,24 @@
 //!
 //! `resolution` is pure and serves `ocifit resolve` too; `controller` reconciles policies
 //! (leader only); `planner` plans pods over a [`planner::Index`] that `feed` keeps current;
-//! `route` serves it, with its `events`; `release` releases the pods admission held; [`run`]
-//! composes them into one `process::Feature`.
+//! `route` serves it, with the Events its answers deserve; `release` releases the pods admission
+//! held; [`run`] composes them into one `process::Feature`.
 
 mod controller;
-mod events;
 mod feed;
 mod planner;
 mod release;
 mod resolution;
 mod route;
 pub use controller::RegistrySource;
-pub use events::notice;
+
 pub use feed::SharedIndex;
 pub use planner::{ImagePlan, Index, SelectionPod, managed_name};
 pub use resolution::{
     ArtifactState, AttachedArtifact, CandidateArtifact, ClassAnswer, Content, Inputs, Limits,
     PlatformLookup, Platforms, Resolved, classes, compute,
 };
-pub use route::{MutatePods, PATH};
+pub use route::{MutatePods, PATH, notice};
 
 // The face `startup` and the CLI use: the artifact source and its settings, how held pods are
 // treated; the decision itself is `resolution`.
@@ -132,7 +131,7 @@ pub fn run(parts: ImageSelectionDeps) -> Feature<Route> {
             identity.clone(),
             Arc::clone(&metrics),
         );
-        let (notices, publisher) = queue(reporter, events::WINDOW);
+        let (notices, publisher) = queue(reporter, route::WINDOW);
         tasks.push(("admission events", until(shutdown.clone(), publisher)));
         Route::new(
             route::PATH,

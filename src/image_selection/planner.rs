@@ -8,26 +8,24 @@
 //! is done once per store change in an [`Index`]; [`Index::plan`] plans each request.
 
 mod best_image;
-mod hold;
 mod index;
 mod managed;
 mod mutation;
-mod nodes;
 mod patch;
 mod policy_choice;
 mod read_pod;
 mod reasons;
 mod release;
 mod request;
-pub use hold::GATE;
-pub(super) use hold::{gate_at, hold};
 pub use managed::Quota;
 pub use managed::managed_name;
 pub(super) use managed::room;
 pub(super) use managed::{Room, counted_against, foreign, is_managed};
 pub use read_pod::SelectionPod;
+pub use release::GATE;
 pub use release::{HoldFailure, HoldRules};
 pub(super) use release::{Release, failed, release};
+pub(super) use release::{gate_at, hold};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -106,7 +104,7 @@ impl ImagePlan {
             ImagePlan::Patch { warnings, .. } => warnings.clone(),
             ImagePlan::Deny { .. } => Vec::new(),
             ImagePlan::Skip(reason) => vec![reason.to_string()],
-            ImagePlan::Hold { reason, .. } => vec![hold::warning(reason)],
+            ImagePlan::Hold { reason, .. } => vec![release::warning(reason)],
         }
     }
 }
@@ -137,7 +135,7 @@ impl Verdict for ImagePlan {
                 patch: Some(patch)
                     .filter(|patch| !patch.0.is_empty())
                     .map(Into::into),
-                warnings: vec![hold::warning(reason)],
+                warnings: vec![release::warning(reason)],
             },
         }
     }

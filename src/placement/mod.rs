@@ -2,13 +2,12 @@
 //! run. Laid out as every feature is: `route` is `/placement` (a selected pod gets the scheduling
 //! gate and the tracking label, nothing else); `planner` decides, pure (selection, the gate, the
 //! platforms every container shares, the release of a gated pod, the audit's verdicts); the
-//! `controller` (leader) inspects the images of gated pods through the registry room and
-//! releases them, keeps policies' status, node taints, exec format errors and the audit; `status`
-//! counts a policy's pods. The command line's side: `way_out` (release every gate, untaint) and
-//! `running_audit`. [`run`] starts it all over the cluster view. Imports no other feature.
+//! `controller` (leader) inspects the images of gated pods through the registry room and releases
+//! them, keeps policies' status, node taints, exec format errors and the audit; `status` counts a
+//! policy's pods; `way_out` and `running_audit` are the command line's. [`run`] starts it all,
+//! with the namespaces' labels (one not watched yet is read by name). Imports no other feature.
 
 mod controller;
-mod namespaces;
 mod planner;
 mod route;
 mod running_audit;
@@ -25,21 +24,23 @@ pub use way_out::{GATE, WayOutError, untaint_all};
 #[cfg(test)]
 mod fixtures;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::Api;
+use kube::api::ListParams;
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
 
 use crate::admission::Route;
 use crate::api::{PlacementPolicy, REPORTING_CONTROLLER};
-use crate::cluster::ClusterView;
 use crate::cluster::UNTRUSTED_LIST_PAGE;
 use crate::cluster::{Change, Reflected, reflect};
+use crate::cluster::{ClusterView, ReadAgain};
 use crate::cluster::{EventReporter, queue};
 use crate::process::{Feature, Readiness, Shutdown, Tasks, until};
 use crate::registry::{DockerConfig, Inspector, InspectorOptions};
@@ -184,7 +185,7 @@ fn gate_route(
         GatePods {
             policies: usable.clone(),
             namespaces: store.store(),
-            read_namespace: namespaces::read_namespace(client),
+            read_namespace: read_namespace(client),
             own_namespace: own_namespace.to_owned(),
         },
     )
@@ -269,6 +270,51 @@ fn namespaces(
         }),
         "namespaces",
     )
+}
+
+/// The label the apiserver puts on every namespace, naming it.
+const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The labels every namespace is sure to carry: its name label.
+fn name_only(name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(NAME_LABEL.to_owned(), name.to_owned())])
+}
+
+/// The labels of namespace `name`, read from the apiserver; a namespace not found has only its
+/// name label, as admission assumes.
+async fn read_labels(client: &Client, name: &str) -> Result<BTreeMap<String, String>, kube::Error> {
+    Ok(find_labels(client, name)
+        .await?
+        .unwrap_or_else(|| name_only(name)))
+}
+
+/// The labels of namespace `name` if it exists (one without labels has its name label).
+async fn find_labels(
+    client: &Client,
+    name: &str,
+) -> Result<Option<BTreeMap<String, String>>, kube::Error> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let listed = namespaces
+        .list_metadata(&ListParams::default().fields(&format!("metadata.name={name}")))
+        .await?;
+    Ok(listed
+        .items
+        .into_iter()
+        .next()
+        .map(|namespace| namespace.metadata.labels.unwrap_or_else(|| name_only(name))))
+}
+
+/// Reads a namespace's labels for admission when the store does not hold it: `None` when it
+/// cannot be read in time. Called on the blocking pool (the gate plans there only then).
+type ReadNamespace = ReadAgain<str, BTreeMap<String, String>>;
+
+/// The gate's read of a namespace from the apiserver, within admission's budget of reads (a
+/// namespace not found is not read again for a while); `None` outside a Tokio runtime.
+fn read_namespace(client: &Client) -> Option<ReadNamespace> {
+    ReadAgain::from_apiserver(client, |client, name: &str| {
+        let name = name.to_owned();
+        async move { find_labels(&client, &name).await }
+    })
 }
 
 /// Keeps `usable` equal to the store's policies compiled, after each change of the store.

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Namespace as NamespaceObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::namespaces::{ReadNamespace, name_only};
+use super::{ReadNamespace, name_only};
 use crate::admission::{Planner, Response, Verdict};
 use crate::placement::planner::UsablePolicies;
 use crate::placement::planner::{GatePlan, Leave, plan_gate};

@@ -17,7 +17,6 @@ use kube::Resource as _;
 
 mod args;
 mod config;
-mod features;
 mod kube_access;
 mod scrape;
 mod supervise;
@@ -27,13 +26,15 @@ pub use args::RunArgs;
 pub use config::Config;
 pub use kube_access::{KubeArgs, kube_client};
 
-use crate::admission;
+use crate::admission::{self, Route};
 use crate::api::{ArtifactCache, GROUP, ImageSelectionPolicy, PlacementPolicy};
 use crate::cluster::ClusterView;
 use crate::cluster::{LeaderTask, Leadership, LeaseSettings};
-use crate::image_selection::RegistrySource;
-use crate::process::{Readiness, Shutdown, Tasks};
+use crate::image_selection::{self, RegistrySource};
+use crate::process::{Feature, Readiness, Shutdown, Tasks};
+use crate::registry::{DockerConfig, InspectorOptions, RegistryOptions};
 use crate::telemetry::{Health, Metrics, admin_server, init_logs};
+use crate::{artifact_cache, placement};
 use supervise::{GRACE, supervise};
 
 /// Runs until SIGTERM or SIGINT; exit 0 after a clean shutdown, 1 when a task failed or the
@@ -159,7 +160,7 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
              (or OCIFIT_TLS_CERT_FILE/OCIFIT_TLS_KEY_FILE), or --manage-webhook-certificate"
         );
     }
-    let features = features::run(&config, &cluster, source, &metrics, &shutdown);
+    let features = run_features(&config, &cluster, source, &metrics, &shutdown);
     let (nodes, synced_nodes) = (cluster.nodes.clone(), cluster.nodes.clone());
     let mut readiness = vec![Readiness::new(
         async move { synced_nodes.wait_synced().await },
@@ -230,6 +231,66 @@ pub async fn start(config: Config) -> anyhow::Result<Process> {
 }
 
 /// Elects with `lease` (or leads alone without one); a missing namespace or Lease is one line
+/// Image selection, placement and the artifact cache, in that order (the order of their tasks in
+/// the supervisor's list).
+fn run_features(
+    config: &Config,
+    cluster: &ClusterView,
+    source: Arc<RegistrySource>,
+    metrics: &Arc<Metrics>,
+    shutdown: &Shutdown,
+) -> [Feature<Route>; 3] {
+    [
+        image_selection::run(image_selection::ImageSelectionDeps {
+            cluster: cluster.clone(),
+            source,
+            metrics: Arc::clone(metrics),
+            settings: config.controller.clone(),
+            hold: config.hold,
+            identity: config.identity.clone(),
+            admission: config.admission.is_some(),
+            webhook_configuration: config.webhook_configuration.clone(),
+            own_namespace: config.own_namespace.clone(),
+            shutdown: shutdown.clone(),
+        }),
+        placement::run(placement::PlacementDeps {
+            cluster: cluster.clone(),
+            metrics: Arc::clone(metrics),
+            identity: config.identity.clone(),
+            own_namespace: config.own_namespace.clone(),
+            // Credentials come with each lookup (the pod's Secrets, then ocifit's own).
+            inspector: InspectorOptions {
+                registry: RegistryOptions {
+                    credentials: DockerConfig::default(),
+                    ..config.registry.clone()
+                },
+                ..InspectorOptions::default()
+            },
+            own_credentials: config.placement_credentials.clone(),
+            admission: config.admission.is_some(),
+            audit_interval: config.placement_audit_interval,
+            shutdown: shutdown.clone(),
+        }),
+        artifact_cache::run(artifact_cache::ArtifactCacheDeps {
+            cluster: cluster.clone(),
+            metrics: Arc::clone(metrics),
+            identity: config.identity.clone(),
+            helper: config.artifact_helper.clone(),
+            registries: config.step_registries.clone(),
+            settings: artifact_cache::CacheControllerSettings {
+                own_namespace: config.own_namespace.clone(),
+                images: config.artifact_cache_images.clone(),
+            },
+            // The hold bound and failure rule every ocifit hold shares.
+            hold: artifact_cache::HoldRules {
+                bound: config.hold.bound,
+                failure: config.hold.failure,
+            },
+            shutdown: shutdown.clone(),
+        }),
+    ]
+}
+
 /// naming the fix.
 async fn elect(
     client: &kube::Client,

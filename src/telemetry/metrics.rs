@@ -5,6 +5,7 @@
 //! certificate. Every label value is snake_case from a closed vocabulary, or names a policy or an
 //! ArtifactCache: never a pod. [`exposition`] writes them as OpenMetrics or Prometheus text.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -18,14 +19,12 @@ mod controller;
 pub(super) mod exposition;
 mod features;
 mod process;
-mod snake;
 mod steps;
 
 pub use features::Controller;
 
 pub use features::PolicyGates;
 pub use process::Certificate;
-pub use snake::snake_case;
 pub use steps::StepTransfer;
 
 /// How a reconcile ended.
@@ -384,6 +383,34 @@ impl Metrics {
         encode_eof(&mut out)?;
         Ok(out)
     }
+}
+
+/// `value` in snake_case (`ArtifactNotFound` → `artifact_not_found`, `TLSError` → `tls_error`):
+/// the label values of the names ocifit's Events and conditions spell in CamelCase.
+pub fn snake_case(value: &str) -> Cow<'_, str> {
+    if !value.chars().any(|c| c.is_ascii_uppercase()) {
+        return Cow::Borrowed(value);
+    }
+    let chars: Vec<char> = value.chars().collect();
+    let mut out = String::with_capacity(value.len() + 4);
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_ascii_uppercase() {
+            let previous = i.checked_sub(1).and_then(|p| chars.get(p));
+            let next_lower = chars.get(i + 1).is_some_and(char::is_ascii_lowercase);
+            let boundary = previous.is_some_and(|p| {
+                p.is_ascii_lowercase()
+                    || p.is_ascii_digit()
+                    || (p.is_ascii_uppercase() && next_lower)
+            });
+            if boundary {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 #[cfg(test)]

@@ -20,9 +20,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{
-    CertificateSettings, CertificateSink, CertificatesError, ca_bundle, secret, service_dns_names,
-};
+use super::{CertificateSettings, CertificateSink, CertificatesError, secret, service_dns_names};
 use crate::api::REPORTING_CONTROLLER;
 use crate::telemetry::error_chain;
 
@@ -316,7 +314,7 @@ impl Keeper {
             return;
         };
         let configuration = &self.settings.configuration;
-        let result = ca_bundle::make_current(&self.configurations, configuration, bundle).await;
+        let result = secret::make_bundle_current(&self.configurations, configuration, bundle).await;
         self.bundle_due = match result {
             Ok(patched) => {
                 if !patched.is_empty() {

@@ -1,15 +1,22 @@
-//! The webhook Secret on the apiserver: read it, plan, and write what the plan carries out, with
-//! optimistic concurrency (a create that finds the Secret already there, or an update whose
-//! resourceVersion is stale, re-reads and plans again rather than overwriting another replica's
-//! work). Only the leader calls it. Unknown keys, labels and the Secret's type are left as found.
+//! What the leader writes on the apiserver. The webhook Secret: read it, plan, and write what the
+//! plan carries out, with optimistic concurrency (a create that finds the Secret already there, or
+//! an update whose resourceVersion is stale, re-reads and plans again rather than overwriting
+//! another replica's work); unknown keys, labels and the Secret's type are left as found. The
+//! `caBundle` of every webhook in the MutatingWebhookConfiguration: patched to the Secret's
+//! `ca.crt` where it differs (a `helm upgrade` or a person may have reset it), by a strategic
+//! merge with the resourceVersion read as a precondition: a concurrent change is re-read, never
+//! clobbered.
 
 use std::collections::BTreeMap;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 
 use super::{Action, CertificatesError, Material, ServingReason, Stored, plan};
 use crate::api::FIELD_MANAGER;
@@ -165,6 +172,57 @@ fn with_material(
         data.insert(key.to_owned(), ByteString(value.clone().into_bytes()));
     }
     data
+}
+
+/// Sets `bundle` as the caBundle of every webhook of the configuration `name` that lacks it;
+/// returns the names of the webhooks patched.
+pub(super) async fn make_bundle_current(
+    api: &Api<MutatingWebhookConfiguration>,
+    name: &str,
+    bundle: &[u8],
+) -> Result<Vec<String>, CertificatesError> {
+    let configuration = api
+        .get_opt(name)
+        .await
+        .map_err(CertificatesError::kube("read the webhook configuration"))?
+        .ok_or_else(|| CertificatesError::ConfigurationMissing {
+            name: name.to_owned(),
+        })?;
+    let stale: Vec<String> = configuration
+        .webhooks
+        .iter()
+        .flatten()
+        .filter(|webhook| {
+            webhook
+                .client_config
+                .ca_bundle
+                .as_ref()
+                .map(|b| b.0.as_slice())
+                != Some(bundle)
+        })
+        .map(|webhook| webhook.name.clone())
+        .collect();
+    if stale.is_empty() {
+        return Ok(stale);
+    }
+    let encoded = STANDARD.encode(bundle);
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": configuration.metadata.resource_version},
+        "webhooks": stale
+            .iter()
+            .map(|webhook| serde_json::json!({"name": webhook, "clientConfig": {"caBundle": encoded}}))
+            .collect::<Vec<_>>(),
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    api.patch(name, &params, &Patch::Strategic(patch))
+        .await
+        .map_err(CertificatesError::kube(
+            "patch the webhook configuration's caBundle",
+        ))?;
+    Ok(stale)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use crate::api::{ArtifactCache, FIELD_MANAGER};
 use crate::artifact_cache::desired::{self, Desired};
 use crate::artifact_cache::owned::Trimmed;
-use crate::artifact_cache::restored::{self, ours, restored};
+use crate::artifact_cache::owned::{REASON, ours, restored};
 use crate::artifact_cache::secret;
 use crate::cluster::Reflected;
 use crate::cluster::{EventReporter, Notice};
@@ -159,7 +159,7 @@ where
         let notice = Notice {
             on: cache.object_ref(&()),
             warning: true,
-            reason: restored::REASON,
+            reason: REASON,
             action: put_back.action,
             note: put_back.note,
         };

@@ -7,6 +7,8 @@ use kube::runtime::reflector::store::Writer;
 use super::*;
 use crate::cluster::reflect;
 
+mod restored;
+
 const CACHE: &str = "ocifit.io/v1alpha1";
 
 /// A store holding the cache `team-a/cache` of UID `c-1`.
@@ -143,7 +145,7 @@ async fn a_fat_owned_object_is_kept_as_its_identity_and_a_digest() {
         kept.metadata.owner_references.as_ref().map(Vec::len),
         Some(1)
     );
-    assert_eq!(kept.ours, restored::ours(&fat), "what put-backs compare");
+    assert_eq!(kept.ours, ours(&fat), "what put-backs compare");
     let held = std::mem::size_of_val(&*kept) + serde_json::to_string(&kept.metadata).unwrap().len();
     assert!(held < 1024, "{held} bytes held");
 }

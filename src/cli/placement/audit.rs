@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use crate::cli::exit::Exit;
 use crate::cli::output::OutputArgs;
-use crate::cli::registry_access::RegistryAccessArgs;
+use crate::cli::resolve::RegistryAccessArgs;
 use crate::placement::{AuditError, AuditRegistry, AuditReport, audit_cluster};
 use crate::registry::{DockerConfig, RegistryOptions};
 use crate::startup::KubeArgs;

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::args::ResolveArgs;
-use super::error::ResolveError;
+use super::ResolveArgs;
+use super::ResolveError;
 use crate::api::ImageSelectionPolicy;
 use crate::cli::input;
 use crate::engine::{Artifact, Format};

@@ -1,7 +1,7 @@
 //! The controller part of image selection: reconciles every ImageSelectionPolicy into per-class
 //! images in its status. The decisions are pure and unit-tested (`triggers`, `schedule`,
 //! `resolution_memory`; the status itself is `resolution`'s); the adapters (`artifact_fetch`,
-//! `status_write`, `reconcile`, `runner`, `registry_source`) gather their inputs from the cluster
+//! `reconcile`, `runner`, `registry_source`) gather their inputs from the cluster
 //! view and the registry and apply the result. It must not decide anything the webhook or
 //! `ocifit resolve` decides differently: all three call `resolution`. It must not serve HTTP nor
 //! parse flags.
@@ -14,7 +14,6 @@ mod resolution_memory;
 mod runner;
 mod schedule;
 mod source;
-mod status_write;
 mod trackers;
 mod triggers;
 pub use context::{ControllerTunables, ManagedShare};

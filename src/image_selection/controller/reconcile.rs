@@ -1,29 +1,32 @@
 //! The reconciler: gathers a policy's inputs (artifact through the memo and the registry seam,
 //! pull Secret, node inventory from the stores), calls the pure status computation, and applies
-//! the result by server-side apply only when it differs, publishing Events for its transitions.
-//! Only the leader gets this far; every decision lives in `status`.
+//! the result by server-side apply under the one field manager only when it differs, publishing
+//! Events for its transitions (through the cluster view's reporter) and the policies-by-condition
+//! gauges. Only the leader gets this far; every decision lives in `status`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::{Api, Resource, ResourceExt};
 
 use super::Error;
 use super::artifact_fetch::resolve;
 use super::context::Context;
 use super::resolution_memory::Outcome;
 use super::schedule::DEFAULT_REFRESH;
-use super::status_write::{publish, update_policy_gauges, write_status};
 use super::triggers::Interest;
-use crate::api::ImageSelectionPolicy;
 use crate::api::parse_duration;
+use crate::api::{FIELD_MANAGER, ImageSelectionPolicy, ImageSelectionPolicyStatus};
+use crate::cluster::Notice;
 use crate::image_selection::planner::is_managed;
 use crate::image_selection::resolution::Limits;
 use crate::image_selection::resolution::Platforms;
-use crate::image_selection::resolution::{ArtifactState, Inputs, compute};
+use crate::image_selection::resolution::{ArtifactState, Event, EventKind, Inputs, compute};
 use tracing::Instrument;
 
 use crate::telemetry::{Controller, ReconcileResult, error_chain, reconcile_span};
@@ -171,6 +174,67 @@ async fn reconcile_policy(
 fn now() -> Time {
     let seconds = Timestamp::now().as_second();
     Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+pub(super) async fn write_status(
+    ctx: &Context,
+    name: &str,
+    status: &ImageSelectionPolicyStatus,
+) -> Result<(), Error> {
+    let api: Api<ImageSelectionPolicy> = Api::all(ctx.cluster.client.clone());
+    let patch = serde_json::json!({
+        "apiVersion": ImageSelectionPolicy::api_version(&()),
+        "kind": ImageSelectionPolicy::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(|source| Error::WriteStatus {
+        name: name.to_owned(),
+        source,
+    })?;
+    ctx.metrics.status_written();
+    tracing::info!(policy = %name, classes = status.class_count, "status written");
+    Ok(())
+}
+
+pub(super) async fn publish(ctx: &Context, policy: &ImageSelectionPolicy, event: &Event) {
+    ctx.reporter
+        .publish(Notice {
+            on: policy.object_ref(&()),
+            warning: event.kind == EventKind::Warning,
+            reason: event.reason.as_str(),
+            action: "Reconcile",
+            note: event.note.clone(),
+        })
+        .await;
+}
+
+/// Policies by condition, from the store with this policy's new status.
+pub(super) fn update_policy_gauges(ctx: &Context, name: &str, status: &ImageSelectionPolicyStatus) {
+    let policies = ctx.policies.state();
+    let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
+    let statuses = policies
+        .iter()
+        .filter(|p| p.name_any() != name)
+        .filter_map(|p| p.status.as_ref())
+        .chain(std::iter::once(status));
+    for s in statuses {
+        for c in &s.conditions {
+            *counts
+                .entry((c.type_.clone(), c.status.clone()))
+                .or_default() += 1;
+        }
+    }
+    ctx.metrics.set_policies(
+        counts
+            .iter()
+            .map(|((t, s), n)| ((t.as_str(), s.as_str()), *n)),
+    );
 }
 
 #[cfg(test)]

@@ -3,13 +3,13 @@
 //! count for it and the class of each, drawn with its `status.classKeys` as the controller draws
 //! them. Policies that read the same keys under the same nodeSelector share one grouping.
 //! A pod's candidate nodes take one node per class when its placement reads only class keys, else
-//! a walk of its policy's nodes (`nodes`). Answers are remembered per placement and grouping in a
-//! bounded memo that lives and dies with the index, so none goes stale.
+//! a walk of its policy's nodes ([`Nodes`]: the node store's own objects, shared, so each node's
+//! labels are held once however many indexes are built). Answers are remembered per placement and
+//! grouping in a bounded memo that lives and dies with the index, so none goes stale.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use super::nodes::Nodes;
 use crate::api::ImageSelectionPolicy;
 use crate::classes::{
     ARCH_LABEL, CONTROL_PLANE_LABELS, NodeClass, OS_LABEL, distinguishes, group, node_counts,
@@ -260,5 +260,62 @@ impl Index {
             representatives,
         }));
         self.groupings.len() - 1
+    }
+}
+
+/// Every named node, as the store holds it.
+#[derive(Debug, Default)]
+pub(super) struct Nodes(Vec<Arc<ClusterNode>>);
+
+impl Nodes {
+    /// The named nodes, in the order given: the `n`th is [`Nodes::get`]`(n)`.
+    pub(super) fn new(nodes: Vec<Arc<ClusterNode>>) -> Nodes {
+        Nodes(
+            nodes
+                .into_iter()
+                .filter(|node| !node.name().is_empty())
+                .collect(),
+        )
+    }
+
+    /// The `at`th node.
+    pub(super) fn get(&self, at: usize) -> Option<&ClusterNode> {
+        self.0.get(at).map(|node| &**node)
+    }
+
+    /// Every node's name, in order.
+    pub(super) fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|node| node.name())
+    }
+
+    /// Every node, with its position.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (usize, &ClusterNode)> {
+        self.0.iter().map(|node| &**node).enumerate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classes::NodeView;
+
+    #[test]
+    fn unnamed_nodes_are_left_out_and_the_stores_objects_are_shared_not_copied() {
+        let mut strings = Strings::default();
+        let stored = Arc::new(ClusterNode::new("n1", [("zone", "a")], &mut strings));
+        let nodes = Nodes::new(vec![
+            Arc::clone(&stored),
+            Arc::new(ClusterNode::new("", [("zone", "c")], &mut strings)),
+            Arc::new(ClusterNode::new("n2", [("zone", "b")], &mut strings)),
+        ]);
+        let (n1, n2) = (nodes.get(0).unwrap(), nodes.get(1).unwrap());
+        assert_eq!((NodeView::name(n1), NodeView::name(n2)), ("n1", "n2"));
+        assert_eq!(NodeView::label(n2, "zone"), Some("b"));
+        assert!(nodes.get(2).is_none());
+        assert_eq!(
+            Arc::strong_count(&stored),
+            2,
+            "the store's object, not a copy"
+        );
     }
 }

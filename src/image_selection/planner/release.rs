@@ -1,18 +1,19 @@
-//! Releasing a held pod: the planner's decision for the pod as it is now ([`Index::plan_pod`],
-//! the very function admission calls), written as one JSON patch against the live pod that
-//! applies the decision (images, pinning, decision annotations), removes ocifit's gate and the
-//! held label: the one guarded release patch, carrying the resourceVersion it was planned from
-//! (the apiserver answers 409 if the pod changed since). A pod still undecidable waits until the hold bound, then follows
-//! the hold failure rule; a decision that would have refused it follows that rule at once (an
-//! admitted pod cannot be refused). Pure: time passed in.
+//! A pod's way through ocifit's gate. Held ([`hold`]): admitted with the scheduling gate (the
+//! scheduler leaves it alone) and the held label (the controller watches only such pods), nothing
+//! else, and nothing more when reinvoked on its own output. Released: the planner's decision for
+//! the pod as it is now ([`Index::plan_pod`], the very function admission calls), written as one
+//! guarded JSON patch against the live pod (images, pinning, decision annotations, gate and held
+//! label removed) carrying the resourceVersion it was planned from. A pod still undecidable waits
+//! until the hold bound, then follows the hold failure rule; a decision that would have refused
+//! it follows that rule at once (an admitted pod cannot be refused). Pure: time passed in.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use json_patch::{Patch, PatchOperation};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use super::hold::GATE;
 use super::managed::{Quota, managed_policy};
 use super::{DenyReason, ImagePlan, Index};
 use crate::admission::add;
@@ -20,9 +21,61 @@ use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{HELD_ANNOTATION, HELD_LABEL, SCHEDULING_GATE};
 
 use crate::cluster::Mark;
-use crate::cluster::guarded;
+use crate::cluster::{Gate, guarded, held_at};
 
 pub use crate::cluster::HoldFailure;
+
+/// Image selection's scheduling gate, on every pod it holds (each carries the held label).
+pub const GATE: Gate = Gate {
+    name: SCHEDULING_GATE,
+    label: HELD_LABEL,
+};
+
+/// The plan holding `pod` because of `reason` (one that waits).
+pub(crate) fn hold(
+    pod: &Pod,
+    policy: Option<Arc<ImageSelectionPolicy>>,
+    reason: DenyReason,
+) -> ImagePlan {
+    let mut ops = Vec::new();
+    let gates = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.scheduling_gates.as_ref());
+    if gate_at(pod).is_none() {
+        let gate = json!({ "name": SCHEDULING_GATE });
+        ops.push(match gates {
+            None => add(&["spec", "schedulingGates"], Value::Array(vec![gate])),
+            Some(_) => add(&["spec", "schedulingGates", "-"], gate),
+        });
+    }
+    let labels = pod.metadata.labels.as_ref();
+    if labels
+        .and_then(|labels| labels.get(HELD_LABEL))
+        .map(String::as_str)
+        != Some("true")
+    {
+        ops.push(match labels {
+            None => add(&["metadata", "labels"], json!({ HELD_LABEL: "true" })),
+            Some(_) => add(&["metadata", "labels", HELD_LABEL], Value::from("true")),
+        });
+    }
+    ImagePlan::Hold {
+        policy,
+        reason,
+        patch: Patch(ops),
+    }
+}
+
+/// The warning a held pod's creator sees.
+pub(super) fn warning(reason: &DenyReason) -> String {
+    format!("held by scheduling gate {SCHEDULING_GATE} until ocifit can choose its image: {reason}")
+}
+
+/// Where ocifit's gate is in the pod's scheduling gates, if there.
+pub(crate) fn gate_at(pod: &Pod) -> Option<usize> {
+    held_at(pod, GATE)
+}
 
 /// How long a pod may be held, and what follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

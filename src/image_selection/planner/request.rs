@@ -12,11 +12,11 @@ use kube::core::admission::Operation;
 use sha2::{Digest, Sha256};
 
 use super::best_image::{BestImage, decide};
-use super::hold::hold;
 use super::index::{Candidate, Grouping, Index, PlacementDigest};
 use super::mutation::Decided;
 use super::policy_choice::{List, choose, rewritten};
 use super::read_pod::SelectionPod;
+use super::release::hold;
 use super::{DenyReason, ImagePlan, SkipReason};
 use crate::api::pod::{
     DECISION_IMAGES, DECISION_POLICY, ENABLED_LABEL, MIRROR_ANNOTATION, MODEL_ANNOTATION,

@@ -3,20 +3,23 @@
 //! transitions deserve. No client, no registry, no clock: the reconciler gathers the inputs and
 //! applies the result. Nothing here may depend on when it runs except through `now`, and `now` is
 //! only written where something changed, so a pass with nothing new yields the previous status.
+//! An Event for each condition whose status or reason moved (Degraded only when it turns on, or
+//! off again), and one for a new artifact digest.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 mod bound;
 mod conditions;
-mod events;
 pub use bound::Limits;
 
 use super::classes;
 use super::platform::Platforms;
 use super::resolved::Resolved;
 use crate::api::{
-    ArtifactStatus, ClassMatch, ClassStatus, ImageSelectionPolicySpec, ImageSelectionPolicyStatus,
-    Reason,
+    ArtifactStatus, ClassMatch, ClassStatus, ConditionType, ImageSelectionPolicySpec,
+    ImageSelectionPolicyStatus, Reason,
 };
 use crate::engine::NodeInputs;
 
@@ -124,7 +127,7 @@ pub fn compute(inputs: &Inputs<'_>) -> Computed {
     status.class_count = i32::try_from(status.classes.len()).unwrap_or(i32::MAX);
     let cut = bound::status(&mut status, inputs.limits);
     status.conditions = conditions::conditions(inputs, &status, cut);
-    let events = events::events(previous, &status);
+    let events = events(previous, &status);
     Computed { status, events }
 }
 
@@ -184,6 +187,67 @@ fn class_rows(resolved: &Resolved, inputs: &Inputs<'_>) -> Vec<ClassStatus> {
         reason: Some(answer.reason()),
     })
     .collect()
+}
+
+/// Events for what changed: a condition whose status or reason moved, and a new artifact digest.
+fn events(
+    previous: Option<&ImageSelectionPolicyStatus>,
+    status: &ImageSelectionPolicyStatus,
+) -> Vec<Event> {
+    let before: BTreeMap<&str, &Condition> = previous
+        .map(|p| p.conditions.iter().map(|c| (c.type_.as_str(), c)).collect())
+        .unwrap_or_default();
+    let mut events = Vec::new();
+    for condition in &status.conditions {
+        let earlier = before.get(condition.type_.as_str());
+        let unchanged =
+            earlier.is_some_and(|b| b.status == condition.status && b.reason == condition.reason);
+        let Some(reason) = reason_from(&condition.reason) else {
+            continue;
+        };
+        let good = condition.status == "True";
+        let kind = if condition.type_ == ConditionType::Degraded.as_str() {
+            // Degraded is news when it turns on, and when it turns off again; a first
+            // `Degraded=False` says nothing.
+            let was_on = earlier.is_some_and(|b| b.status == "True");
+            match (good, was_on) {
+                (true, _) if !unchanged => EventKind::Warning,
+                (false, true) => EventKind::Normal,
+                _ => continue,
+            }
+        } else if unchanged {
+            continue;
+        } else if good {
+            EventKind::Normal
+        } else {
+            EventKind::Warning
+        };
+        events.push(Event {
+            kind,
+            reason,
+            note: format!(
+                "{} is {}: {}",
+                condition.type_, condition.status, condition.message
+            ),
+        });
+    }
+    let old_digest = previous
+        .and_then(|p| p.artifact.as_ref())
+        .map(|a| a.digest.as_str());
+    if let (Some(old), Some(new)) = (old_digest, status.artifact.as_ref())
+        && old != new.digest
+    {
+        events.push(Event {
+            kind: EventKind::Normal,
+            reason: Reason::Fetched,
+            note: format!("the artifact changed from {old} to {}", new.digest),
+        });
+    }
+    events
+}
+
+fn reason_from(text: &str) -> Option<Reason> {
+    Reason::ALL.iter().copied().find(|r| r.as_str() == text)
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ use crate::admission::Route;
 use crate::admission::review_fixtures::{UID, apiserver_review};
 use crate::image_selection::planner::tests::fixtures::{index, policy, resolved, simple_pod};
 
+mod events;
+
 /// The body kube-apiserver sends for a pod CREATE.
 fn review(pod: &Pod) -> Vec<u8> {
     serde_json::to_vec(&apiserver_review(pod, false)).unwrap()

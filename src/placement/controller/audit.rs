@@ -26,13 +26,13 @@ use crate::api::Misplaced;
 use crate::classes::{ARCH_LABEL, OS_LABEL};
 use crate::cluster::ClusterView;
 use crate::cluster::Notices;
-use crate::placement::namespaces::read_labels;
 use crate::placement::planner::Namespace as SelectedNamespace;
 use crate::placement::planner::Note;
 use crate::placement::planner::UsablePolicies;
 use crate::placement::planner::{
     Misplacement, as_run, audited, judge, node, recreating_owner, to_evict,
 };
+use crate::placement::read_labels;
 use crate::platform::NodePlatform;
 use crate::registry::{DockerConfig, Inspector};
 use crate::telemetry::Metrics;

@@ -23,12 +23,12 @@ use super::pod_inputs::{inspections, pull_secrets};
 use crate::api::PlacementPolicy;
 use crate::api::placement_pod::{Outcome, POLICY_LABEL, SCHEDULING_GATE};
 use crate::cluster::{Notice, Notices};
-use crate::placement::namespaces::read_labels;
 use crate::placement::planner::Policy;
 use crate::placement::planner::images;
 use crate::placement::planner::release_patch;
 use crate::placement::planner::{Namespace, NotSelected, recheck};
 use crate::placement::planner::{Note, ReleaseInputs, ReleasePlan, plan_release, without_policy};
+use crate::placement::read_labels;
 use tracing::Instrument;
 
 use crate::telemetry::{Controller, ReconcileResult, reconcile_span};

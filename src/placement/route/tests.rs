@@ -17,8 +17,8 @@ use kube::ResourceExt;
 use crate::admission::Route;
 use crate::admission::review_fixtures::apiserver_review;
 use crate::api::placement_pod::{POLICY_LABEL, SCHEDULING_GATE};
+use crate::placement::ReadNamespace;
 use crate::placement::fixtures::{labelled, map, pod, policy, without_the_gate};
-use crate::placement::namespaces::ReadNamespace;
 use crate::placement::planner::Policy;
 use crate::placement::planner::PolicySet;
 

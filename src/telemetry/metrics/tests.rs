@@ -277,3 +277,19 @@ fn every_metric_served_has_a_prometheus_text_form() {
         "{text}"
     );
 }
+
+#[test]
+fn camel_case_names_become_snake_case_and_snake_case_stays() {
+    for (name, label) in [
+        ("Ok", "ok"),
+        ("ArtifactError", "artifact_error"),
+        ("NodeNameSet", "node_name_set"),
+        ("TLSError", "tls_error"),
+        ("Step2Held", "step2_held"),
+        ("True", "true"),
+        ("not_found", "not_found"),
+        ("/placement", "/placement"),
+    ] {
+        assert_eq!(snake_case(name), label, "{name}");
+    }
+}

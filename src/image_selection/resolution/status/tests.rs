@@ -4,7 +4,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use super::events::reason_from;
+use super::reason_from;
 use super::*;
 use crate::api::ConditionType;
 use crate::api::{ArtifactSource, OnNoMatch, OnUnpinned};

@@ -1,7 +1,7 @@
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::*;
+use super::super::*;
 
 fn deployment(replicas: i32, label: &str) -> Deployment {
     Deployment {

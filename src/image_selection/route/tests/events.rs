@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use super::*;
+use super::super::*;
 use crate::image_selection::planner::tests::fixtures::{
     index, policy, request, resolved, simple_pod,
 };

@@ -9,13 +9,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
-use futures_util::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, controller::Action, controller::Config, watcher};
+use kube::runtime::{WatchStreamExt, controller::Action, watcher};
 use kube::{Api, Resource, ResourceExt};
 
 use super::held::{self, HoldRules, wired_to};
@@ -27,7 +27,7 @@ use crate::cluster::held_at;
 use crate::cluster::{EventReporter, Notice, Notices, queue};
 
 use crate::cluster::UNTRUSTED_LIST_PAGE;
-use crate::cluster::{Change, Reflected, reflect};
+use crate::cluster::{Reflected, held_pods_controller, reflect};
 use crate::process::{Shutdown, Tasks, until};
 use crate::telemetry::error_chain;
 
@@ -99,24 +99,14 @@ fn controller(
     again: impl futures_util::Stream<Item = ()> + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> BoxFuture<'static, ()> {
-    let held = pods.subscribe().filter_map(|change| {
-        std::future::ready(match change {
-            Change::Applied(pod) if held_at(&pod, held::GATE).is_some() => Some(pod),
-            _ => None,
-        })
-    });
-    Controller::for_shared_stream(held, pods.store())
-        .with_config(Config::default().concurrency(CONCURRENCY))
-        .reconcile_all_on(again)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, Arc::new(context))
-        .for_each(|result| {
-            if let Err(err) = result {
-                tracing::debug!(error = %error_chain(&err), "held step release event");
-            }
-            std::future::ready(())
-        })
-        .boxed()
+    held_pods_controller(
+        pods,
+        |pod| held_at(pod, held::GATE).is_some(),
+        again,
+        shutdown,
+        (reconcile, error_policy, Arc::new(context)),
+        (CONCURRENCY, "held step release event"),
+    )
 }
 
 async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {

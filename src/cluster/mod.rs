@@ -25,6 +25,7 @@ pub use node_meta::NodeMeta;
 pub use nodes::node_inputs;
 pub use nodes::{ClusterNode, Strings};
 pub use read_again::ReadAgain;
+pub(crate) use reflected::held_pods_controller;
 pub use reflected::{Change, Reflected, reflect};
 pub use secrets::{SecretNamespaces, SecretRead, Secrets};
 pub use watches::identity_and_labels;

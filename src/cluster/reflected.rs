@@ -9,16 +9,22 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
+use kube::runtime::Controller;
+use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use tokio::sync::{mpsc, watch};
+
+use crate::telemetry::error_chain;
 
 /// What happened to a store, as its subscribers hear it.
 pub enum Change<K> {
@@ -215,6 +221,45 @@ where
     }
     .boxed();
     (reflected, task)
+}
+
+/// Runs a kube `Controller` over the pods of `pods` that `held` picks, as they change and all of
+/// them again on each `again`, `concurrency` at once, until `shutdown`: each feature's release of
+/// its held pods. A failed reconcile is the reconciler's `error_policy`'s; the controller's own
+/// errors are logged at debug as `what`.
+pub(crate) fn held_pods_controller<C, R, F, E, P>(
+    pods: &Reflected<Pod>,
+    held: fn(&Pod) -> bool,
+    again: impl Stream<Item = ()> + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    (reconcile, error_policy, context): (R, P, Arc<C>),
+    (concurrency, what): (u16, &'static str),
+) -> BoxFuture<'static, ()>
+where
+    C: Send + Sync + 'static,
+    R: FnMut(Arc<Pod>, Arc<C>) -> F + Send + 'static,
+    F: Future<Output = Result<Action, E>> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+    P: Fn(Arc<Pod>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+{
+    let picked = pods.subscribe().filter_map(move |change| {
+        std::future::ready(match change {
+            Change::Applied(pod) if held(&pod) => Some(pod),
+            _ => None,
+        })
+    });
+    Controller::for_shared_stream(picked, pods.store())
+        .with_config(Config::default().concurrency(concurrency))
+        .reconcile_all_on(again)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, context)
+        .for_each(move |result| {
+            if let Err(err) = result {
+                tracing::debug!(error = %error_chain(&err), "{what}");
+            }
+            std::future::ready(())
+        })
+        .boxed()
 }
 
 #[cfg(test)]

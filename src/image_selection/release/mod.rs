@@ -19,12 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use futures_util::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::Controller;
-use kube::runtime::controller::{Action, Config};
+use kube::runtime::controller::Action;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 
@@ -33,8 +31,8 @@ use crate::api::ImageSelectionPolicy;
 use crate::api::pod::HELD_LABEL;
 use crate::cluster::ClusterView;
 use crate::cluster::UNTRUSTED_LIST_PAGE;
-use crate::cluster::{Change, Reflected, reflect};
 use crate::cluster::{EventReporter, Notice, Notices, queue};
+use crate::cluster::{Reflected, held_pods_controller, reflect};
 use crate::image_selection::planner::gate_at;
 use crate::image_selection::planner::{HoldRules, Release, failed, release};
 use crate::process::{Shutdown, Tasks, until};
@@ -154,24 +152,14 @@ fn controller(
 ) -> BoxFuture<'static, ()> {
     let again =
         futures_util::stream::select(context.cluster.leadership.gained(), context.index.changes());
-    let held = pods.subscribe().filter_map(|change| {
-        std::future::ready(match change {
-            Change::Applied(pod) if gate_at(&pod).is_some() => Some(pod),
-            _ => None,
-        })
-    });
-    Controller::for_shared_stream(held, pods.store())
-        .with_config(Config::default().concurrency(CONCURRENCY))
-        .reconcile_all_on(again)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, Arc::new(context))
-        .for_each(|result| {
-            if let Err(err) = result {
-                tracing::debug!(error = %error_chain(&err), "held pod release event");
-            }
-            std::future::ready(())
-        })
-        .boxed()
+    held_pods_controller(
+        pods,
+        |pod| gate_at(pod).is_some(),
+        again,
+        shutdown,
+        (reconcile, error_policy, Arc::new(context)),
+        (CONCURRENCY, "held pod release event"),
+    )
 }
 
 async fn reconcile(pod: Arc<Pod>, ctx: Arc<ReleaseContext>) -> Result<Action, Error> {

@@ -223,10 +223,8 @@ where
     (reflected, task)
 }
 
-/// Runs a kube `Controller` over the pods of `pods` that `held` picks, as they change and all of
-/// them again on each `again`, `concurrency` at once, until `shutdown`: each feature's release of
-/// its held pods. A failed reconcile is the reconciler's `error_policy`'s; the controller's own
-/// errors are logged at debug as `what`.
+/// A feature's release of its held pods: a kube `Controller` over the pods `held` picks, all of
+/// them again on each `again`, until `shutdown`; the controller's own errors logged as `what`.
 pub(crate) fn held_pods_controller<C, R, F, E, P>(
     pods: &Reflected<Pod>,
     held: fn(&Pod) -> bool,

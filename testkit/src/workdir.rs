@@ -13,6 +13,8 @@ use crate::error::{Result, io};
 
 /// The lock file inside each work directory; its owner holds an exclusive lock on it.
 const LOCK_FILE: &str = "lock";
+/// The lock file's name until it is locked.
+const CREATING_FILE: &str = "lock.creating";
 /// A directory without a lock file younger than this may be one being created right now.
 const CREATION_GRACE: Duration = Duration::from_secs(60);
 
@@ -34,11 +36,15 @@ impl Workdir {
             .prefix(prefix)
             .tempdir_in(&parent)
             .map_err(io("create directory in", &parent))?;
-        let lock_path = dir.path().join(LOCK_FILE);
-        let lock = File::create(&lock_path).map_err(io("create", &lock_path))?;
+        // Locked under another name, then renamed: a sweeper never finds the lock file unlocked
+        // (it would take the lock itself, and this create would fail or lose its directory).
+        let unlocked = dir.path().join(CREATING_FILE);
+        let lock = File::create(&unlocked).map_err(io("create", &unlocked))?;
         lock.try_lock()
             .map_err(|e| std::io::Error::other(e.to_string()))
-            .map_err(io("lock", &lock_path))?;
+            .map_err(io("lock", &unlocked))?;
+        let lock_path = dir.path().join(LOCK_FILE);
+        std::fs::rename(&unlocked, &lock_path).map_err(io("rename to", &lock_path))?;
         Ok(Self { dir, _lock: lock })
     }
 
@@ -101,6 +107,28 @@ mod tests {
         assert!(in_use.exists());
         assert!(!abandoned.exists());
         assert!(being_created.exists());
+    }
+
+    #[test]
+    fn a_directory_being_created_is_never_swept_or_its_lock_taken() {
+        let parent = std::env::temp_dir().join("ocifit-testkit");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sweeper = {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    sweep(&parent);
+                }
+            })
+        };
+        let created: Vec<Result<Workdir>> =
+            (0..300).map(|_| Workdir::create("sweep-race-")).collect();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        sweeper.join().unwrap();
+        for workdir in created {
+            let workdir = workdir.unwrap();
+            assert!(workdir.path().join(LOCK_FILE).is_file());
+        }
     }
 
     #[test]

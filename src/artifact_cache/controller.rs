@@ -67,6 +67,7 @@ struct Context {
     cluster: ClusterView,
     reporter: EventReporter,
     owned: Owned,
+    applied: objects::AppliedUids,
     settings: CacheControllerSettings,
     metrics: Arc<Metrics>,
 }
@@ -97,6 +98,7 @@ pub(super) fn controller(
                 cluster,
                 reporter,
                 owned,
+                applied: objects::applied_uids(),
                 settings,
                 metrics,
             }),
@@ -264,7 +266,7 @@ async fn apply_all(
             cache,
             what,
             &claim,
-            Some(&ctx.owned.claims),
+            (Some(&ctx.owned.claims), &ctx.applied),
         )
         .await?;
     }
@@ -275,7 +277,7 @@ async fn apply_all(
         cache,
         "its Service",
         &service,
-        services,
+        (services, &ctx.applied),
     )
     .await?;
     let policy = "its NetworkPolicy";
@@ -285,7 +287,7 @@ async fn apply_all(
         cache,
         policy,
         &network_policy,
-        None,
+        (None, &ctx.applied),
     )
     .await?;
     if let Some(budget) = disruption_budget {
@@ -296,7 +298,7 @@ async fn apply_all(
             cache,
             what,
             &budget,
-            None,
+            (None, &ctx.applied),
         )
         .await?;
     }
@@ -307,7 +309,7 @@ async fn apply_all(
         cache,
         "its Deployment",
         &deployment,
-        deployments,
+        (deployments, &ctx.applied),
     )
     .await?;
     Ok((deployment, service))

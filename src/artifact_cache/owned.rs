@@ -154,6 +154,9 @@ pub(super) struct Ours {
     /// Another UID after the apply: the object was deleted and created anew, seen even before
     /// the watch has the deletion (the apply can overtake it).
     uid: Option<String>,
+    /// Bumped by the apiserver on every spec change (Deployments): a change someone made and the
+    /// apply undid shows here even when the watch never showed it.
+    generation: Option<i64>,
     parts: [[u8; 32]; OURS.len()],
 }
 
@@ -164,6 +167,7 @@ pub(super) fn ours<K: Serialize>(object: &K) -> Ours {
         uid: at(&value, &["metadata", "uid"])
             .and_then(Value::as_str)
             .map(str::to_owned),
+        generation: at(&value, &["metadata", "generation"]).and_then(Value::as_i64),
         parts: OURS.map(|(_, path)| {
             let part = at(&value, path).map(Value::to_string).unwrap_or_default();
             Sha256::digest(part.as_bytes()).into()
@@ -179,21 +183,23 @@ pub(super) struct Restored {
     pub note: String,
 }
 
-/// The Event when the apply put back `what` (e.g. "its Deployment") named `name`, if it undid
-/// someone's change: `before` is the watch's digest (`None`: absent), `after` the applied object's;
+/// The Event when the apply put back `what` named `name`, if it undid someone's change: `before`
+/// is the watch's digest, `after` the applied object's, `last_applied` this controller's last apply's;
 /// only with `applied_before` (this generation applied, a full list held) is a difference theirs.
 pub(super) fn restored(
     what: &str,
     name: &str,
     before: Option<&Ours>,
     after: &Ours,
-    applied_before: bool,
+    (applied_before, last_applied): (bool, Option<&Ours>),
 ) -> Option<Restored> {
     if !applied_before {
         return None;
     }
     let before = match before {
         Some(before) if before.uid == after.uid => before,
+        // The watch has not yet seen the object this controller's last apply created.
+        None if last_applied.is_some_and(|last| last.uid == after.uid) => return None,
         // Not there, or the watch still holds the object someone deleted: the apply created it.
         _ => {
             return Some(Restored {
@@ -202,12 +208,19 @@ pub(super) fn restored(
             });
         }
     };
-    let changed: Vec<&str> = OURS
+    let mut changed: Vec<&str> = OURS
         .iter()
         .zip(before.parts.iter().zip(&after.parts))
         .filter(|(_, (before, after))| before != after)
         .map(|((part, _), _)| *part)
         .collect();
+    // The apply overtook the watch's news of a spec change: the generation moved all the same.
+    let spec_moved = last_applied.is_some_and(|last| {
+        last.uid == after.uid && last.generation.is_some() && after.generation > last.generation
+    });
+    if changed.is_empty() && spec_moved {
+        changed.push("spec");
+    }
     (!changed.is_empty()).then(|| Restored {
         action: "Restore",
         note: format!(

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use crate::api::{ArtifactCache, FIELD_MANAGER};
 use crate::artifact_cache::desired::{self, Desired};
 use crate::artifact_cache::owned::Trimmed;
-use crate::artifact_cache::owned::{REASON, ours, restored};
+use crate::artifact_cache::owned::{Ours, REASON, ours, restored};
 use crate::artifact_cache::secret;
 use crate::cluster::Reflected;
 use crate::cluster::{EventReporter, Notice};
@@ -105,6 +105,19 @@ where
         }))
 }
 
+/// What each owned object was after this controller's last apply of it, so an object it just
+/// created that the owned watch has not seen yet is not read as deleted and created again. Bounded:
+/// an object evicted is judged by the watch alone, as after a restart.
+pub(super) type AppliedUids = moka::future::Cache<String, Ours>;
+
+/// Owned objects whose last applied UID is kept.
+const APPLIED_UIDS: u64 = 10_000;
+
+/// An empty [`AppliedUids`].
+pub(super) fn applied_uids() -> AppliedUids {
+    moka::future::Cache::new(APPLIED_UIDS)
+}
+
 /// Server-side apply of one owned object, forced: the fields we own go back, fields others added
 /// stay theirs. When that put back what someone else changed or deleted (against the digest
 /// `owned` last saw), an Event on the cache says so.
@@ -114,7 +127,7 @@ pub(super) async fn apply<K>(
     cache: &ArtifactCache,
     what: &'static str,
     object: &K,
-    owned: Option<&Reflected<Trimmed<K>>>,
+    (owned, applied): (Option<&Reflected<Trimmed<K>>>, &AppliedUids),
 ) -> Result<K, Error>
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
@@ -155,7 +168,12 @@ where
             .as_ref()
             .is_some_and(|s| s.observed_generation == cache.metadata.generation);
     let before = before.as_ref().map(|before| &before.ours);
-    if let Some(put_back) = restored(what, &name, before, &ours(&after), applied_before) {
+    let after_ours = ours(&after);
+    let key = format!("{what}/{namespace}/{name}");
+    let last_applied = applied.get(&key).await;
+    applied.insert(key, after_ours.clone()).await;
+    let known = (applied_before, last_applied.as_ref());
+    if let Some(put_back) = restored(what, &name, before, &after_ours, known) {
         let notice = Notice {
             on: cache.object_ref(&()),
             warning: true,

@@ -25,7 +25,7 @@ fn restored_deployment(before: Option<&Deployment>, after: &Deployment) -> Optio
         "oras-registry",
         before.as_ref(),
         &ours(after),
-        true,
+        (true, None),
     )
 }
 
@@ -61,6 +61,74 @@ fn an_object_created_again_before_the_watch_saw_its_deletion_says_so() {
         )
     );
     assert_eq!(restored_deployment(Some(&created), &created), None);
+}
+
+#[test]
+fn an_object_this_controller_created_that_the_watch_has_not_seen_yet_is_no_news() {
+    let mut created = deployment(1, "artifact-cache");
+    created.metadata.uid = Some("first".into());
+    let last = ours(&created);
+    let applied = (true, Some(&last));
+    assert_eq!(
+        restored(
+            "its Deployment",
+            "oras-registry",
+            None,
+            &ours(&created),
+            applied
+        ),
+        None
+    );
+    let mut again = deployment(1, "artifact-cache");
+    again.metadata.uid = Some("second".into());
+    assert_eq!(
+        restored(
+            "its Deployment",
+            "oras-registry",
+            None,
+            &ours(&again),
+            applied
+        ),
+        restore(
+            "Recreate",
+            "its Deployment oras-registry was deleted; created again"
+        )
+    );
+}
+
+#[test]
+fn a_spec_change_the_watch_never_showed_is_told_by_the_generation() {
+    let mut applied = deployment(1, "artifact-cache");
+    applied.metadata.uid = Some("first".into());
+    applied.metadata.generation = Some(1);
+    let last = ours(&applied);
+    let mut put_back = applied.clone();
+    put_back.metadata.generation = Some(3);
+    let watch_saw = ours(&applied);
+    assert_eq!(
+        restored(
+            "its Deployment",
+            "oras-registry",
+            Some(&watch_saw),
+            &ours(&put_back),
+            (true, Some(&last))
+        ),
+        restore(
+            "Restore",
+            "its Deployment oras-registry was changed (spec); put back as the cache asks"
+        )
+    );
+    assert_eq!(
+        restored(
+            "its Deployment",
+            "oras-registry",
+            Some(&watch_saw),
+            &ours(&applied),
+            (true, Some(&last))
+        ),
+        None,
+        "an apply that moved nothing is no news"
+    );
 }
 
 #[test]
@@ -100,7 +168,13 @@ fn a_first_creation_or_a_new_spec_is_not_a_put_back() {
     let before = ours(&deployment(0, "artifact-cache"));
     for before in [None, Some(&before)] {
         assert_eq!(
-            restored("its Deployment", "oras-registry", before, &after, false),
+            restored(
+                "its Deployment",
+                "oras-registry",
+                before,
+                &after,
+                (false, None)
+            ),
             None
         );
     }

@@ -67,7 +67,7 @@ struct Context {
     cluster: ClusterView,
     reporter: EventReporter,
     owned: Owned,
-    applied: objects::AppliedUids,
+    applied: objects::LastApplied,
     settings: CacheControllerSettings,
     metrics: Arc<Metrics>,
 }
@@ -98,7 +98,7 @@ pub(super) fn controller(
                 cluster,
                 reporter,
                 owned,
-                applied: objects::applied_uids(),
+                applied: objects::last_applied(),
                 settings,
                 metrics,
             }),

@@ -108,14 +108,14 @@ where
 /// What each owned object was after this controller's last apply of it, so an object it just
 /// created that the owned watch has not seen yet is not read as deleted and created again. Bounded:
 /// an object evicted is judged by the watch alone, as after a restart.
-pub(super) type AppliedUids = moka::future::Cache<String, Ours>;
+pub(super) type LastApplied = moka::future::Cache<String, Ours>;
 
 /// Owned objects whose last applied UID is kept.
-const APPLIED_UIDS: u64 = 10_000;
+const LAST_APPLIED: u64 = 10_000;
 
-/// An empty [`AppliedUids`].
-pub(super) fn applied_uids() -> AppliedUids {
-    moka::future::Cache::new(APPLIED_UIDS)
+/// An empty [`LastApplied`].
+pub(super) fn last_applied() -> LastApplied {
+    moka::future::Cache::new(LAST_APPLIED)
 }
 
 /// Server-side apply of one owned object, forced: the fields we own go back, fields others added
@@ -127,7 +127,7 @@ pub(super) async fn apply<K>(
     cache: &ArtifactCache,
     what: &'static str,
     object: &K,
-    (owned, applied): (Option<&Reflected<Trimmed<K>>>, &AppliedUids),
+    (owned, applied): (Option<&Reflected<Trimmed<K>>>, &LastApplied),
 ) -> Result<K, Error>
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>

@@ -19,6 +19,7 @@ mod fixture;
 mod floor;
 mod load;
 mod noop;
+mod routes;
 mod servers;
 
 use std::sync::Arc;

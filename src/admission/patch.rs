@@ -53,11 +53,15 @@ struct Add<'a, V: ?Sized> {
     value: &'a V,
 }
 
+/// Room a written patch starts with: a step's helpers and mounts come to about 4 KiB, and a
+/// buffer grown from empty to that size copies it over several times.
+const WRITTEN_CAPACITY: usize = 8 * 1024;
+
 impl Default for WrittenPatch {
     fn default() -> Self {
-        WrittenPatch {
-            json: b"[]".to_vec(),
-        }
+        let mut json = Vec::with_capacity(WRITTEN_CAPACITY);
+        json.extend_from_slice(b"[]");
+        WrittenPatch { json }
     }
 }
 

@@ -56,7 +56,14 @@ fn write(
     patch: Option<Patched<'_>>,
     warnings: &[String],
 ) -> io::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(512);
+    // The envelope, uid and messages fit in 512 bytes; a written patch's base64 is known ahead,
+    // so the answer is never copied to grow.
+    let patch_room = match patch {
+        Some(Patched::Written(patch)) => patch.as_bytes().len().div_ceil(3) * 4,
+        Some(Patched::Operations(_)) => 2048,
+        None => 0,
+    };
+    let mut out = Vec::with_capacity(512 + patch_room);
     out.extend_from_slice(
         br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#,
     );

@@ -4,7 +4,7 @@
 //! [`CertificatePlan::carry_out`]'s). The CA lives [`CA_VALIDITY`], renewed within
 //! [`CA_RENEW_BEFORE`]; the serving certificate [`SERVING_VALIDITY`]. A rotation takes two steps
 //! (the new CA joins `caBundle`, then serves once trusted: [`ServingReason::SignedByPreviousCa`]),
-//! as docs/operations.md's "TLS rotation" says; [`Action::is_unexpected`] says when a start-over
+//! as docs/operations.md's "TLS rotation" says; [`CertificateAction::is_unexpected`] says when a start-over
 //! deserves a Warning.
 
 mod action;
@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use jiff::{SignedDuration, Timestamp};
 
-pub use action::Action;
+pub use action::CertificateAction;
 
 pub(crate) use action::ServingReason;
 
@@ -31,7 +31,7 @@ pub(super) const SERVING_VALIDITY: SignedDuration = SignedDuration::from_hours(2
 
 /// The webhook Secret's data as stored: each key may be absent or hold anything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Stored {
+pub struct StoredCertificates {
     /// `ca.crt`: the CA bundle, PEM.
     pub ca_crt: Option<Vec<u8>>,
     /// `ca.key`: the current CA's private key, PEM.
@@ -45,7 +45,7 @@ pub struct Stored {
 /// The decision and what carrying it out keeps from the stored material.
 #[derive(Debug, Clone)]
 pub struct CertificatePlan {
-    pub(super) action: Action,
+    pub(super) action: CertificateAction,
     /// The DNS names the serving certificate carries.
     pub(super) dns_names: Vec<String>,
     /// The current CA and its key (PEM), when it stays.
@@ -58,16 +58,20 @@ pub struct CertificatePlan {
 
 impl CertificatePlan {
     /// What it does.
-    pub fn action(&self) -> &Action {
+    pub fn action(&self) -> &CertificateAction {
         &self.action
     }
 }
 
 /// Decides what to do with `stored` so the serving certificate names exactly `dns_names`.
-pub fn plan(stored: &Stored, dns_names: &[String], now: Timestamp) -> CertificatePlan {
+pub fn plan_certificates(
+    stored: &StoredCertificates,
+    dns_names: &[String],
+    now: Timestamp,
+) -> CertificatePlan {
     let want: BTreeSet<String> = dns_names.iter().cloned().collect();
     let mut plan = CertificatePlan {
-        action: Action::PruneBundle,
+        action: CertificateAction::PruneBundle,
         dns_names: want.iter().cloned().collect(),
         signer: None,
         serving: None,
@@ -77,14 +81,14 @@ pub fn plan(stored: &Stored, dns_names: &[String], now: Timestamp) -> Certificat
         Ok(ca) => ca,
         Err((reason, readable)) => {
             plan.retained = readable;
-            plan.action = Action::Replace(reason);
+            plan.action = CertificateAction::Replace(reason);
             return plan;
         }
     };
     let bundle_len = ca.bundle_len;
     plan.retained = ca.others;
     if ca.signer.not_after - CA_RENEW_BEFORE <= now {
-        plan.action = Action::RotateCa {
+        plan.action = CertificateAction::RotateCa {
             expires: ca.signer.not_after,
         };
         // Due for renewal or not, a serving certificate that is still valid bridges the rollover.
@@ -105,7 +109,7 @@ pub fn plan(stored: &Stored, dns_names: &[String], now: Timestamp) -> Certificat
     });
     plan.signer = Some((ca.signer, ca.key_pem));
     match serving {
-        Err(reason) => plan.action = Action::IssueServing(reason),
+        Err(reason) => plan.action = CertificateAction::IssueServing(reason),
         Ok(((cert, key_pem), renew_at)) => {
             plan.serving = Some((cert.pem(), key_pem));
             if 1 + plan.retained.len() < bundle_len {
@@ -123,7 +127,7 @@ pub fn plan(stored: &Stored, dns_names: &[String], now: Timestamp) -> Certificat
                 .into_iter()
                 .chain(pruned_at)
                 .fold(renew_at, Ord::min);
-            plan.action = Action::Keep { renew_at };
+            plan.action = CertificateAction::Keep { renew_at };
         }
     }
     plan
@@ -140,8 +144,11 @@ struct CurrentCa {
 }
 
 /// The current CA, or why there is none (with the CA certificates worth keeping in the bundle).
-fn current_ca(stored: &Stored, now: Timestamp) -> Result<CurrentCa, (Unusable, Vec<Facts>)> {
-    if *stored == Stored::default() {
+fn current_ca(
+    stored: &StoredCertificates,
+    now: Timestamp,
+) -> Result<CurrentCa, (Unusable, Vec<Facts>)> {
+    if *stored == StoredCertificates::default() {
         return Err((Unusable::Absent, Vec::new()));
     }
     let Some(ca_crt) = &stored.ca_crt else {
@@ -189,7 +196,7 @@ fn current_ca(stored: &Stored, now: Timestamp) -> Result<CurrentCa, (Unusable, V
 /// The stored serving certificate and its key (PEM), or why it cannot serve; whether it is due
 /// for renewal is [`serving_renew_at`]'s.
 fn serving(
-    stored: &Stored,
+    stored: &StoredCertificates,
     ca: &Facts,
     older: &[Facts],
     want: &BTreeSet<String>,

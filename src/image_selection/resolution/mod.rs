@@ -20,7 +20,7 @@ mod status;
 pub use platform::{PlatformLookup, Platforms};
 pub use status::ArtifactState;
 pub(super) use status::{Event, EventKind, Failure};
-pub use status::{Inputs, Limits, compute};
+pub use status::{StatusInputs, StatusLimits, policy_status};
 
 pub(super) use platform::runs_on;
 pub(super) use resolved::candidates_digest;
@@ -158,7 +158,7 @@ impl ClassAnswer {
 /// The whole decision for a policy: every class of the nodes that count under `node_selector`
 /// and its best image, where a candidate must also run on the class's os/arch as `platforms`
 /// says (see `runs_on`).
-pub fn classes<'n>(
+pub fn resolve_classes<'n>(
     resolved: &Resolved,
     node_selector: &BTreeMap<String, String>,
     nodes: impl IntoIterator<Item = (&'n str, &'n NodeInputs)>,

@@ -12,10 +12,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 mod bound;
 mod conditions;
-pub use bound::Limits;
+pub use bound::StatusLimits;
 
-use super::classes;
 use super::platform::Platforms;
+use super::resolve_classes;
 use super::resolved::Resolved;
 use crate::api::{
     ArtifactStatus, ClassMatch, ClassStatus, ConditionType, ImageSelectionPolicySpec,
@@ -46,7 +46,7 @@ pub enum ArtifactState<'a> {
 
 /// Everything the status is computed from.
 #[derive(Clone, Copy, Debug)]
-pub struct Inputs<'a> {
+pub struct StatusInputs<'a> {
     /// The policy's `metadata.generation`.
     pub generation: Option<i64>,
     pub spec: &'a ImageSelectionPolicySpec,
@@ -60,9 +60,9 @@ pub struct Inputs<'a> {
     pub previous: Option<&'a ImageSelectionPolicyStatus>,
     /// The time written where something changes.
     pub now: &'a Time,
-    /// How much the classes and `classKeys` may take ([`bound::Limits::MANAGED`] for a policy
+    /// How much the classes and `classKeys` may take ([`bound::StatusLimits::MANAGED`] for a policy
     /// ocifit took charge of).
-    pub limits: bound::Limits,
+    pub limits: bound::StatusLimits,
 }
 
 /// Whether an Event reports something normal or something to look at.
@@ -95,7 +95,7 @@ pub struct Computed {
 }
 
 /// Computes the status for `inputs`.
-pub fn compute(inputs: &Inputs<'_>) -> Computed {
+pub fn policy_status(inputs: &StatusInputs<'_>) -> Computed {
     let previous = inputs.previous;
     let source = inputs.spec.artifact.source_digest();
     let serving = match inputs.artifact {
@@ -157,12 +157,12 @@ fn artifact_status(
 }
 
 /// One row per class of the nodes that count: the decision's answers, as status rows.
-fn class_rows(resolved: &Resolved, inputs: &Inputs<'_>) -> Vec<ClassStatus> {
+fn class_rows(resolved: &Resolved, inputs: &StatusInputs<'_>) -> Vec<ClassStatus> {
     let nodes = inputs
         .nodes
         .iter()
         .map(|(name, node)| (name.as_str(), node));
-    classes(
+    resolve_classes(
         resolved,
         &inputs.spec.node_selector,
         nodes,

@@ -1,4 +1,4 @@
-//! What a plan does and why, in words for logs and Events: the [`Action`], and the reasons a
+//! What a plan does and why, in words for logs and Events: the [`CertificateAction`], and the reasons a
 //! serving certificate is reissued ([`ServingReason`]) or a CA replaced ([`Unusable`]).
 
 use std::fmt;
@@ -9,7 +9,7 @@ use super::super::inspect::PemProblem;
 
 /// What the plan does, with why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum CertificateAction {
     /// Everything is current; look again at `renew_at`, when the first renewal or pruning is due.
     Keep {
         /// When the next change is due.
@@ -30,53 +30,57 @@ pub enum Action {
     Replace(Unusable),
 }
 
-impl Action {
+impl CertificateAction {
     /// Whether it deserves a Warning (something was broken or tampered with), rather than being
     /// the first start or a scheduled renewal.
     pub fn is_unexpected(&self) -> bool {
         match self {
-            Action::Keep { .. } | Action::RotateCa { .. } => false,
-            Action::PruneBundle => false,
-            Action::IssueServing(reason) => !matches!(
+            CertificateAction::Keep { .. } | CertificateAction::RotateCa { .. } => false,
+            CertificateAction::PruneBundle => false,
+            CertificateAction::IssueServing(reason) => !matches!(
                 reason,
                 ServingReason::Expiring { .. }
                     | ServingReason::DnsNames { .. }
                     | ServingReason::SignedByPreviousCa
             ),
-            Action::Replace(reason) => *reason != Unusable::Absent,
+            CertificateAction::Replace(reason) => *reason != Unusable::Absent,
         }
     }
 }
 
-impl Action {
+impl CertificateAction {
     /// A short CamelCase name for Events and logs.
     pub fn reason(&self) -> &'static str {
         match self {
-            Action::Keep { .. } => "CertificatesCurrent",
-            Action::PruneBundle => "CABundlePruned",
-            Action::IssueServing(_) => "ServingCertificateIssued",
-            Action::RotateCa { .. } => "CARotated",
-            Action::Replace(Unusable::Absent) => "CertificatesCreated",
-            Action::Replace(_) => "CAReplaced",
+            CertificateAction::Keep { .. } => "CertificatesCurrent",
+            CertificateAction::PruneBundle => "CABundlePruned",
+            CertificateAction::IssueServing(_) => "ServingCertificateIssued",
+            CertificateAction::RotateCa { .. } => "CARotated",
+            CertificateAction::Replace(Unusable::Absent) => "CertificatesCreated",
+            CertificateAction::Replace(_) => "CAReplaced",
         }
     }
 }
 
-impl fmt::Display for Action {
+impl fmt::Display for CertificateAction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Action::Keep { renew_at } => write!(f, "certificates are current until {renew_at}"),
-            Action::PruneBundle => f.write_str("dropping expired or unreadable CA certificates"),
-            Action::IssueServing(reason) => {
+            CertificateAction::Keep { renew_at } => {
+                write!(f, "certificates are current until {renew_at}")
+            }
+            CertificateAction::PruneBundle => {
+                f.write_str("dropping expired or unreadable CA certificates")
+            }
+            CertificateAction::IssueServing(reason) => {
                 write!(f, "issuing a new serving certificate: {reason}")
             }
-            Action::RotateCa { expires } => {
+            CertificateAction::RotateCa { expires } => {
                 write!(
                     f,
                     "rotating the CA, which expires at {expires}; it stays trusted until then"
                 )
             }
-            Action::Replace(reason) => write!(f, "creating a new CA: {reason}"),
+            CertificateAction::Replace(reason) => write!(f, "creating a new CA: {reason}"),
         }
     }
 }

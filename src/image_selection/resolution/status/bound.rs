@@ -5,7 +5,7 @@
 //! cut to [`MAX_REASON_BYTES`], then reasons and set descriptions go, last the classes
 //! beyond the bound; a class left out denies its pods as not ready, and a `Truncated` condition
 //! says what was cut. A policy ocifit took charge of for a pod's `image-ref` gets a few classes'
-//! worth ([`Limits::MANAGED`]).
+//! worth ([`StatusLimits::MANAGED`]).
 
 use crate::api::{ClassStatus, ImageSelectionPolicyStatus};
 
@@ -18,21 +18,21 @@ pub(super) const MAX_CLASS_KEYS_BYTES: usize = 256 * 1024;
 
 /// How much of a status the classes and `classKeys` may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
+pub struct StatusLimits {
     /// The classes and `classKeys` together, as JSON.
     pub classes_bytes: usize,
     /// `classKeys` alone, as JSON.
     pub class_keys_bytes: usize,
 }
 
-impl Limits {
+impl StatusLimits {
     /// A policy an admin wrote: what etcd stores, with room for the rest.
-    pub const WRITTEN: Limits = Limits {
+    pub const WRITTEN: StatusLimits = StatusLimits {
         classes_bytes: MAX_CLASSES_BYTES,
         class_keys_bytes: MAX_CLASS_KEYS_BYTES,
     };
     /// A policy ocifit took charge of: a few classes' worth, whatever the artifact says.
-    pub const MANAGED: Limits = Limits {
+    pub const MANAGED: StatusLimits = StatusLimits {
         classes_bytes: 16 * 1024,
         class_keys_bytes: 2 * 1024,
     };
@@ -40,7 +40,10 @@ impl Limits {
 
 /// Cuts the classes and `classKeys` of `status` to `limits`; what was cut, if anything, for the
 /// `Truncated` condition.
-pub(super) fn status(status: &mut ImageSelectionPolicyStatus, limits: Limits) -> Option<String> {
+pub(super) fn status(
+    status: &mut ImageSelectionPolicyStatus,
+    limits: StatusLimits,
+) -> Option<String> {
     let keys = status.class_keys.as_ref().map_or(0, |keys| {
         serde_json::to_vec(keys).map_or(usize::MAX, |json| json.len())
     });
@@ -214,7 +217,7 @@ mod tests {
     fn class_keys_over_their_bound_are_left_out_with_every_class_and_said() {
         // 10,000 label keys of 100 bytes: within the engine's limits, over the keys' bound.
         let mut status = status_with(vec![class(0, 100, 2), class(1, 100, 2)], 10_000);
-        let said = super::status(&mut status, Limits::WRITTEN).unwrap();
+        let said = super::status(&mut status, StatusLimits::WRITTEN).unwrap();
         assert_eq!(status.class_keys, None);
         assert!(status.classes.is_empty());
         assert_eq!(status.class_count, 2, "the count says how many are missing");
@@ -232,7 +235,7 @@ mod tests {
         let keys = serde_json::to_vec(&status.class_keys).unwrap().len();
         assert!(size(&status.classes) < MAX_CLASSES_BYTES);
         assert!(size(&status.classes) + keys > MAX_CLASSES_BYTES);
-        let said = super::status(&mut status, Limits::WRITTEN).unwrap();
+        let said = super::status(&mut status, StatusLimits::WRITTEN).unwrap();
         assert!(status.class_keys.is_some());
         assert!(size(&status.classes) + keys <= MAX_CLASSES_BYTES);
         assert!(
@@ -241,7 +244,7 @@ mod tests {
         );
         assert!(said.contains("less what classKeys takes"), "{said}");
         let mut small = status_with(vec![class(0, 100, 2)], 10);
-        assert_eq!(super::status(&mut small, Limits::WRITTEN), None);
+        assert_eq!(super::status(&mut small, StatusLimits::WRITTEN), None);
     }
 
     #[test]
@@ -249,16 +252,16 @@ mod tests {
         // 600 classes and 100 keys of 100 bytes: fits an admin's policy whole.
         let written = || status_with((0..600).map(|i| class(i, 100, 2)).collect(), 10);
         let mut whole = written();
-        assert_eq!(super::status(&mut whole, Limits::WRITTEN), None);
+        assert_eq!(super::status(&mut whole, StatusLimits::WRITTEN), None);
         let mut managed = written();
-        let said = super::status(&mut managed, Limits::MANAGED).unwrap();
+        let said = super::status(&mut managed, StatusLimits::MANAGED).unwrap();
         let keys = serde_json::to_vec(&managed.class_keys).unwrap().len();
-        assert!(size(&managed.classes) + keys <= Limits::MANAGED.classes_bytes);
+        assert!(size(&managed.classes) + keys <= StatusLimits::MANAGED.classes_bytes);
         assert!(!managed.classes.is_empty() && managed.classes.len() < 100);
         assert!(said.contains("classes left out"), "{said}");
         let mut keyed = status_with(vec![class(0, 100, 2)], 100);
-        assert!(super::status(&mut keyed.clone(), Limits::WRITTEN).is_none());
-        let said = super::status(&mut keyed, Limits::MANAGED).unwrap();
+        assert!(super::status(&mut keyed.clone(), StatusLimits::WRITTEN).is_none());
+        let said = super::status(&mut keyed, StatusLimits::MANAGED).unwrap();
         assert_eq!(keyed.class_keys, None);
         assert!(said.contains("over its limit of 2048 bytes"), "{said}");
     }

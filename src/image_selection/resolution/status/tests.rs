@@ -116,7 +116,7 @@ impl Case {
         previous: Option<&ImageSelectionPolicyStatus>,
         now: &Time,
     ) -> Computed {
-        compute(&Inputs {
+        policy_status(&StatusInputs {
             generation: self.generation,
             spec: &self.spec,
             artifact,
@@ -124,7 +124,7 @@ impl Case {
             platforms: &self.platforms,
             previous,
             now,
-            limits: super::bound::Limits::WRITTEN,
+            limits: super::bound::StatusLimits::WRITTEN,
         })
     }
 

@@ -1,13 +1,20 @@
 //! The compiled artifact: parsing either format into one immutable model (patterns compiled
-//! once), the sets it lists, and which node inputs its rules read (for grouping nodes into
-//! classes). Owns no evaluation (`eval`) and no choice between sets (`select`).
+//! once), the sets it lists, evaluating one set on one node (every rule must hold; the first
+//! failing expression explains a miss; a set with no rules matches every node), and what its
+//! rules read from a node ([`Reads`]: for grouping nodes into classes and the policy status's
+//! `classKeys`). Owns no choice between sets (`select`) and no format details (`ocifit`,
+//! `nfd_eval`).
 
-use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::doc::{CompiledSet, shape};
 use super::error::{ArtifactError, Location, Problem};
+use super::explain::Miss;
+use super::inputs::Features;
 use super::limits::{self, LIMITS};
-use super::reads::Reads;
 use super::{Format, detect, nfd, ocifit};
 
 /// A parsed, validated compatibility artifact. Immutable, `Send + Sync`, cheap to share in an
@@ -176,5 +183,65 @@ impl Artifact {
             }
         }
         reads
+    }
+}
+
+impl CompatSet {
+    /// Checks every rule. `features` are the node's NFD features (needed for NFD rules only).
+    pub(crate) fn evaluate(
+        &self,
+        labels: &BTreeMap<String, String>,
+        features: &Features,
+    ) -> Result<(), Miss> {
+        let base = Location::set(self.index, &self.tag);
+        match &self.rules {
+            Rules::Ocifit(rules) => rules
+                .iter()
+                .enumerate()
+                .try_for_each(|(r, rule)| rule.evaluate(&base, r, labels)),
+            Rules::Nfd(rules) => rules
+                .iter()
+                .enumerate()
+                .try_for_each(|(r, rule)| rule.evaluate(&base, r, features)),
+        }
+    }
+}
+
+/// What an artifact's rules read from a node: the values that distinguish node classes. Part of
+/// the policy status (`classKeys`), so the webhook groups nodes exactly as the controller did
+/// without the artifact at hand.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Reads {
+    /// Node label keys (ocifit rules).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub labels: BTreeSet<String>,
+    /// NFD features by name (NFD rules).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub features: BTreeMap<String, FeatureReads>,
+}
+
+/// What NFD rules read of one feature. Whether the feature exists (and as flags, attributes or
+/// instances) is always read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureReads {
+    /// Element names read by `matchExpressions` (their presence and value, in every instance).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub elements: BTreeSet<String>,
+    /// A `matchName` reads the whole set of element names of the feature.
+    #[serde(default)]
+    pub names: bool,
+}
+
+impl Reads {
+    /// Adds what `other` reads (candidates mode: the union over every candidate's artifact).
+    pub fn extend(&mut self, other: &Reads) {
+        self.labels.extend(other.labels.iter().cloned());
+        for (feature, reads) in &other.features {
+            let mine = self.features.entry(feature.clone()).or_default();
+            mine.elements.extend(reads.elements.iter().cloned());
+            mine.names |= reads.names;
+        }
     }
 }

@@ -11,7 +11,6 @@ mod artifact;
 mod detect;
 mod doc;
 mod error;
-mod eval;
 mod explain;
 mod inputs;
 mod limits;
@@ -19,7 +18,6 @@ mod nfd;
 mod nfd_eval;
 mod ocifit;
 mod op;
-mod reads;
 mod select;
 mod value;
 
@@ -34,6 +32,7 @@ use serde::{Deserialize, Serialize};
 pub use artifact::Artifact;
 
 pub use artifact::CompatSet;
+pub use artifact::{FeatureReads, Reads};
 pub use error::{ArtifactError, Location, Problem};
 pub use explain::{Chosen, Explanation, Mode, SetOutcome, SetRef, SetStatus};
 pub use inputs::{
@@ -41,7 +40,6 @@ pub use inputs::{
     NodeFeatureSpec, NodeInputs, features_by_node,
 };
 pub use limits::{LIMITS, Limits};
-pub use reads::{FeatureReads, Reads};
 pub use select::{Candidate, any_platform, best_candidate};
 
 /// Media type of the layer holding an ocifit compatibility artifact (JSON).

@@ -9,10 +9,10 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::Format;
+use super::artifact::Reads;
 use super::doc::{self, CompiledSet, Tag};
 use super::error::{ArtifactError, Location, Problem};
 use super::op::Expr;
-use super::reads::Reads;
 use super::value::list_only;
 
 #[derive(Deserialize)]

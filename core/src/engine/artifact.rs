@@ -10,12 +10,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::doc::{CompiledSet, shape};
+use super::doc::{CompiledSet, mismatch_hint, shape};
 use super::error::{ArtifactError, Location, Problem};
 use super::explain::Miss;
 use super::inputs::Features;
 use super::limits::{self, LIMITS};
-use super::{Format, detect, nfd, ocifit};
+use super::{Format, nfd, ocifit};
 
 /// A parsed, validated compatibility artifact. Immutable, `Send + Sync`, cheap to share in an
 /// `Arc`.
@@ -129,7 +129,7 @@ impl Artifact {
                 format,
                 at,
                 message,
-                hint: detect::mismatch_hint(format, &doc),
+                hint: mismatch_hint(format, &doc),
             },
             other => other,
         })

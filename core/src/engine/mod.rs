@@ -8,7 +8,6 @@
 //! differ (NotIn on a missing key, non-integer node values, operator sets), each keeps its own.
 
 mod artifact;
-mod detect;
 mod doc;
 mod error;
 mod explain;
@@ -72,7 +71,7 @@ impl Format {
     /// from the first evidence in document order (a `matchExpressions` list or map, an NFD-only
     /// field), else JSON is ocifit and YAML NFD, and says why in one sentence.
     pub fn detect(bytes: &[u8]) -> Result<(Format, &'static str), ArtifactError> {
-        detect::detect(bytes)
+        doc::detect(bytes)
     }
 }
 

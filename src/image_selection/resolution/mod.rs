@@ -1,21 +1,22 @@
-//! Image selection's decision, which every face of image selection shares: which nodes count for a policy, the classes they
-//! form, and the best image for each class, explained, with the candidate images' platforms as
-//! an input ([`classes`]); and the policy status built from it ([`status`]). `ocifit resolve`
-//! prints it, the controller writes it into the policy status and the webhook's planner reads
-//! that status; none has a second copy of any rule. Pure: it composes the engine and the classes
-//! rooms and must not fetch, watch or read a clock.
+//! Image selection's decision, which every face of image selection shares: from what a policy's
+//! compatibility information resolved to ([`Resolved`]: the parsed artifact, or each candidate
+//! image with its NFD artifact, with digest and format), which nodes count, the classes they
+//! form and the best image for each class, explained, with the candidate images' platforms as
+//! an input ([`resolve_classes`]); and the policy status built from it ([`status`]). `ocifit
+//! resolve` prints it, the controller writes it and the webhook's planner reads that status;
+//! none has a second copy of any rule. Pure: it must not fetch, watch or read a clock.
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
 
 use crate::classes::{NodeClass, group, node_counts};
 use crate::engine::{
-    Artifact, Candidate, Explanation, Mode, NodeInputs, Reads, SetStatus, best_candidate,
+    Artifact, Candidate, Explanation, Format, Mode, NodeInputs, Reads, SetStatus, best_candidate,
 };
+use crate::registry::{ResolveError, sha256_digest};
 use crate::telemetry::error_chain;
 
 mod platform;
-mod resolved;
 mod status;
 pub use platform::{PlatformLookup, Platforms};
 pub use status::ArtifactState;
@@ -23,8 +24,6 @@ pub(super) use status::{Event, EventKind, Failure};
 pub use status::{StatusInputs, StatusLimits, policy_status};
 
 pub(super) use platform::runs_on;
-pub(super) use resolved::candidates_digest;
-pub use resolved::{AttachedArtifact, CandidateArtifact, Content, Resolved};
 
 /// Where the candidates come from: the sets of one artifact, or candidate images each with its
 /// own NFD artifact.
@@ -226,6 +225,111 @@ fn renumber(explanation: &mut Explanation, positions: &[usize]) {
     for outcome in &mut explanation.sets {
         outcome.index = at(outcome.index);
     }
+}
+
+/// What a policy's compatibility information resolved to, and where it came from.
+#[derive(Debug)]
+pub struct Resolved {
+    /// `ref` mode: the artifact manifest's digest. Candidates mode: `candidates_digest` of the
+    /// candidates' artifacts, so it changes whenever any candidate's artifact does.
+    pub digest: String,
+    /// Its format (from the layer's media type); `nfd` in candidates mode.
+    pub format: Format,
+    /// The parsed artifact, or the candidates with theirs.
+    pub content: Content,
+}
+
+/// The parsed compatibility information of a policy.
+#[derive(Debug)]
+pub enum Content {
+    /// `spec.artifact.ref`: the sets of one artifact.
+    Sets(Artifact),
+    /// `spec.artifact.candidates`, in the order the spec lists them.
+    Candidates(Vec<CandidateArtifact>),
+}
+
+/// One candidate image of `spec.artifact.candidates` and its NFD artifact.
+#[derive(Debug)]
+pub struct CandidateArtifact {
+    /// The image reference, as the spec spells it.
+    pub image: String,
+    /// Its weight from the spec.
+    pub weight: i32,
+    /// The NFD artifact attached to it, or why it has none (the candidate is then skipped for
+    /// every class, and each class row says so).
+    pub artifact: Result<AttachedArtifact, ResolveError>,
+}
+
+/// An NFD artifact found among an image's referrers.
+#[derive(Debug)]
+pub struct AttachedArtifact {
+    /// The artifact manifest's digest.
+    pub digest: String,
+    pub artifact: Artifact,
+}
+
+impl Resolved {
+    /// What the rules read from a node (the union over candidates in candidates mode).
+    pub fn reads(&self) -> Reads {
+        match &self.content {
+            Content::Sets(artifact) => artifact.reads(),
+            Content::Candidates(candidates) => {
+                let mut reads = Reads::default();
+                for attached in candidates.iter().filter_map(|c| c.artifact.as_ref().ok()) {
+                    reads.extend(&attached.artifact.reads());
+                }
+                reads
+            }
+        }
+    }
+
+    /// The candidate images whose platforms the status needs, each once, sorted: every
+    /// non-empty set tag, or every candidate with an artifact.
+    pub fn images(&self) -> Vec<String> {
+        let mut images: Vec<String> = match &self.content {
+            Content::Sets(artifact) => artifact
+                .sets()
+                .iter()
+                .map(|set| set.tag().to_owned())
+                .filter(|tag| !tag.is_empty())
+                .collect(),
+            Content::Candidates(candidates) => candidates
+                .iter()
+                .filter(|c| c.artifact.is_ok())
+                .map(|c| c.image.clone())
+                .collect(),
+        };
+        images.sort();
+        images.dedup();
+        images
+    }
+
+    /// How many candidates there are: sets of the artifact, or candidate images with an
+    /// artifact.
+    pub fn candidate_count(&self) -> usize {
+        match &self.content {
+            Content::Sets(artifact) => artifact.sets().len(),
+            Content::Candidates(candidates) => {
+                candidates.iter().filter(|c| c.artifact.is_ok()).count()
+            }
+        }
+    }
+}
+
+/// The digest of candidates mode: `sha256` over one `image weight artifact-digest` line per
+/// candidate with an artifact, in spec order. It names the exact set of artifacts the status was
+/// computed from, as the manifest digest does in `ref` mode.
+pub(crate) fn candidates_digest(candidates: &[CandidateArtifact]) -> String {
+    let mut text = String::new();
+    for candidate in candidates {
+        if let Ok(attached) = &candidate.artifact {
+            text.push_str(&format!(
+                "{} {} {}\n",
+                candidate.image, candidate.weight, attached.digest
+            ));
+        }
+    }
+    sha256_digest(text.as_bytes())
 }
 
 #[cfg(test)]

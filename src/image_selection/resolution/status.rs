@@ -14,9 +14,9 @@ mod bound;
 mod conditions;
 pub use bound::StatusLimits;
 
+use super::Resolved;
 use super::platform::Platforms;
 use super::resolve_classes;
-use super::resolved::Resolved;
 use crate::api::{
     ArtifactStatus, ClassMatch, ClassStatus, ConditionType, ImageSelectionPolicySpec,
     ImageSelectionPolicyStatus, Reason,

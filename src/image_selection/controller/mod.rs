@@ -1,10 +1,10 @@
 //! The controller part of image selection: reconciles every ImageSelectionPolicy into per-class
-//! images in its status. The decisions are pure and unit-tested (`triggers`, `schedule`,
-//! `resolution_memory`; the status itself is `resolution`'s); the adapters (`artifact_fetch`,
-//! `reconcile`, `runner`, `registry_source`) gather their inputs from the cluster
-//! view and the registry and apply the result. It must not decide anything the webhook or
-//! `ocifit resolve` decides differently: all three call `resolution`. It must not serve HTTP nor
-//! parse flags.
+//! images in its status. The decisions are pure and unit-tested (`triggers`, `resolution_memory`;
+//! the status itself is `resolution`'s); the adapters (`artifact_fetch`, `reconcile`, `runner`,
+//! `registry_source`) gather their inputs from the cluster view and the registry and apply the
+//! result. The seam to the registry is [`Source`] (here; `registry_source` implements it). It
+//! must not decide anything the webhook or `ocifit resolve` decides differently: all three call
+//! `resolution`. It must not serve HTTP nor parse flags.
 
 mod artifact_fetch;
 mod context;
@@ -12,15 +12,19 @@ mod reconcile;
 mod registry_source;
 mod resolution_memory;
 mod runner;
-mod schedule;
-mod source;
 mod trackers;
 mod triggers;
 pub use context::{ControllerTunables, ManagedShare};
 pub use registry_source::RegistrySource;
+pub use resolution_memory::Backoff;
 pub(super) use runner::{ControllerDeps, controller};
-pub use schedule::Backoff;
-pub use source::{Request, Source, Wanted};
+
+use std::fmt;
+
+use futures_util::future::BoxFuture;
+
+use crate::api::Candidate;
+use crate::image_selection::resolution::{Failure, Platforms, Resolved};
 
 /// A reconcile failed against the apiserver (artifact problems are status, not errors).
 #[derive(Debug, thiserror::Error)]
@@ -40,4 +44,98 @@ pub(super) enum Error {
         #[source]
         source: kube::Error,
     },
+}
+
+/// Credentials from a policy's pull Secret. Its `Debug` never shows the content.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PullSecret {
+    /// `namespace/name@resourceVersion`: a new version of the Secret is a new key.
+    pub key: String,
+    /// The `.dockerconfigjson` content.
+    pub docker_config_json: Vec<u8>,
+}
+
+impl fmt::Debug for PullSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PullSecret")
+            .field("key", &self.key)
+            .field("docker_config_json", &"<redacted>")
+            .finish()
+    }
+}
+
+/// What a policy's compatibility information is read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wanted {
+    /// One artifact reference (`spec.artifact.ref`).
+    Reference(String),
+    /// Candidate images, each with its NFD artifact among its referrers
+    /// (`spec.artifact.candidates`, in spec order).
+    Candidates(Vec<Candidate>),
+}
+
+impl fmt::Display for Wanted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Wanted::Reference(reference) => f.write_str(reference),
+            Wanted::Candidates(candidates) => {
+                let images: Vec<&str> = candidates.iter().map(|c| c.image.as_str()).collect();
+                write!(f, "candidates {}", images.join(", "))
+            }
+        }
+    }
+}
+
+/// One resolution to make.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The artifact reference or the candidate images.
+    pub wanted: Wanted,
+    /// Credentials from the pull Secret, if the policy names one.
+    pub pull_secret: Option<PullSecret>,
+    /// A policy ocifit took charge of for a pod's `image-ref`: what a pod author named, so read
+    /// anonymously (never ocifit's credentials) and never from a private, loopback or
+    /// link-local address unless the admin allows those for pod-named registries.
+    pub managed: bool,
+}
+
+/// A resolved artifact (or candidates' artifacts) and the platforms of every candidate image.
+#[derive(Debug)]
+pub struct Fetched {
+    /// The parsed artifact with its digest and format.
+    pub resolved: Resolved,
+    /// Platform lookups for every candidate image.
+    pub platforms: Platforms,
+}
+
+/// Resolves artifacts for the reconciler.
+pub trait Source: Send + Sync + 'static {
+    /// Resolves `request`: the artifact or each candidate's attached artifact (tags re-resolved,
+    /// content cached by digest), then the platforms of the candidate images.
+    fn fetch<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Fetched, Failure>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pull_secret_debug_shows_its_key_and_never_its_content() {
+        let secret = PullSecret {
+            key: "ns/regcred@7".into(),
+            docker_config_json: br#"{"auths":{"r":{"username":"u","password":"hunter2"}}}"#
+                .to_vec(),
+        };
+        let request = Request {
+            wanted: Wanted::Reference("r/a:v1".into()),
+            pull_secret: Some(secret),
+            managed: false,
+        };
+        let text = format!("{request:?}");
+        assert!(text.contains("ns/regcred@7"), "{text}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("104, 117"),
+            "{text}"
+        );
+    }
 }

@@ -12,9 +12,9 @@ use futures_util::{FutureExt, StreamExt, stream};
 use kube::runtime::Controller;
 use kube::runtime::controller::Config;
 
+use super::Source;
 use super::context::{Context, ControllerTunables};
 use super::reconcile::{error_policy, reconcile};
-use super::source::Source;
 use super::trackers::{FeatureTracker, NodeTracker, Tracked};
 use crate::api::{ImageSelectionPolicy, REPORTING_CONTROLLER};
 use crate::cluster::ClusterView;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ocifit_testkit::{Proxy, Registry as TestRegistry};
 
-use super::limits::{Budget, Limits};
+use super::{Budget, Limits};
 use super::{PushRequest, pull, push};
 use crate::registry::{
     PrivateRegistries, Reference, Registry, RegistryOptions, Restarts, RetryPolicy, parse_reference,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::limits::Limits;
+use super::Limits;
 use super::{DEFAULT_COMPRESSION, PUSH_TIMEOUT};
 
 /// The `ocifit` subcommand every helper command sits under.

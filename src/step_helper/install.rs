@@ -9,7 +9,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::file_error::{self, FileError};
+use super::{FileError, file_error};
 
 /// The loader's name in the launcher's directory.
 pub(super) const LOADER: &str = "ld.so";
@@ -72,7 +72,7 @@ pub(super) fn needs(maps: &str) -> Result<Needs, InstallError> {
 
 /// Copies `binary` (this process's executable) with what it `needs` into `dir`.
 pub(super) fn install(binary: &Path, needs: &Needs, dir: &Path) -> Result<(), InstallError> {
-    fs::create_dir_all(dir).map_err(file_error::at("create", dir))?;
+    fs::create_dir_all(dir).map_err(file_error("create", dir))?;
     let mut copies = vec![
         (binary.to_path_buf(), dir.join(BINARY)),
         (needs.loader.clone(), dir.join(LOADER)),
@@ -83,9 +83,9 @@ pub(super) fn install(binary: &Path, needs: &Needs, dir: &Path) -> Result<(), In
         }
     }
     for (from, to) in copies {
-        fs::copy(&from, &to).map_err(file_error::at("copy", &from))?;
+        fs::copy(&from, &to).map_err(file_error("copy", &from))?;
         fs::set_permissions(&to, fs::Permissions::from_mode(0o755))
-            .map_err(file_error::at("make executable", &to))?;
+            .map_err(file_error("make executable", &to))?;
     }
     Ok(())
 }
@@ -93,9 +93,9 @@ pub(super) fn install(binary: &Path, needs: &Needs, dir: &Path) -> Result<(), In
 /// Installs the running process's own binary, loader and libraries into `dir`.
 pub(super) fn install_self(dir: &Path) -> Result<(), InstallError> {
     let maps_path = Path::new("/proc/self/maps");
-    let maps = fs::read_to_string(maps_path).map_err(file_error::at("read", maps_path))?;
+    let maps = fs::read_to_string(maps_path).map_err(file_error("read", maps_path))?;
     let binary =
-        std::env::current_exe().map_err(file_error::at("find", Path::new("/proc/self/exe")))?;
+        std::env::current_exe().map_err(file_error("find", Path::new("/proc/self/exe")))?;
     install(&binary, &needs(&maps)?, dir)
 }
 

@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
-use super::file_error::{self, FileError};
 use super::inputs::{MergeError, Merged};
 use super::install::{self, InstallError};
-use super::limits::{Budget, Limits};
 use super::pull::{PullError, pull};
 use super::report::Report;
+use super::{Budget, Limits};
+use super::{FileError, file_error};
 use crate::registry::{Reference, Registry};
 
 /// Why preparing a step failed.
@@ -57,7 +57,7 @@ pub async fn prepare(
         report.moved(pulled.layers.iter().map(|l| l.size), started.elapsed());
         merged.add(&alone, into, &reference.whole())?;
         // Only the directories merged into others are left, empty.
-        std::fs::remove_dir_all(&alone).map_err(file_error::at("remove", &alone))?;
+        std::fs::remove_dir_all(&alone).map_err(file_error("remove", &alone))?;
         let layers: Vec<String> = pulled
             .layers
             .iter()

@@ -1,5 +1,5 @@
 //! The controller part of image selection: reconciles every ImageSelectionPolicy into per-class
-//! images in its status. The decisions are pure and unit-tested (`triggers`, `resolution_memory`;
+//! images in its status. The decisions are pure and unit-tested (`trackers`, `resolution_memory`;
 //! the status itself is `resolution`'s); the adapters (`artifact_fetch`, `reconcile`, `runner`,
 //! `registry_source`) gather their inputs from the cluster view and the registry and apply the
 //! result. The seam to the registry is [`Source`] (here; `registry_source` implements it). It
@@ -13,7 +13,7 @@ mod registry_source;
 mod resolution_memory;
 mod runner;
 mod trackers;
-mod triggers;
+
 pub use context::{ControllerTunables, ManagedShare};
 pub use registry_source::RegistrySource;
 pub use resolution_memory::Backoff;

@@ -19,7 +19,7 @@ use super::artifact_fetch::resolve;
 use super::context::Context;
 use super::resolution_memory::DEFAULT_REFRESH;
 use super::resolution_memory::Outcome;
-use super::triggers::Interest;
+use super::trackers::Interest;
 use crate::api::parse_duration;
 use crate::api::{FIELD_MANAGER, ImageSelectionPolicy, ImageSelectionPolicyStatus};
 use crate::cluster::Notice;

@@ -10,7 +10,7 @@ use super::cache::Caches;
 use super::docker_config::DockerConfig;
 use super::error::{ContentProblem, Error, ErrorKind, Result};
 use super::fetch::Inner;
-use super::layers::choose_layer;
+use super::manifest::choose_layer;
 use super::manifest::{Descriptor, ImageManifest, Manifest, is_index_media_type};
 use super::options::RegistryOptions;
 use super::platforms::{self, ImagePlatforms};

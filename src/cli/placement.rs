@@ -11,9 +11,9 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::exit::Exit;
+use super::Exit;
+use super::OutputArgs;
 use super::gates::{GateName, release};
-use super::output::OutputArgs;
 use super::resolve::RegistryAccessArgs;
 use crate::cluster::Scope;
 use crate::placement::{AuditError, AuditRegistry, AuditReport, audit_cluster, untaint_all};

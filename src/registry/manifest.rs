@@ -1,10 +1,12 @@
 //! The OCI and Docker manifest shapes this room reads, their media types, and content digests;
-//! and which layer of an artifact manifest holds the compatibility document, decided by media
-//! type only (never by trying to parse). Only the fields a decision needs are modelled; unknown
-//! fields are ignored. Pure: no I/O.
+//! which layer of an artifact manifest holds the compatibility document, decided by media type
+//! only (never by trying to parse); and which referrer of an image is its NFD artifact (the NFD
+//! artifactType, newest by `org.opencontainers.image.created`). Only the fields a decision needs
+//! are modelled; unknown fields are ignored. Pure: no I/O.
 
 use std::collections::BTreeMap;
 
+use jiff::Timestamp;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256, Sha512};
 
@@ -244,6 +246,23 @@ pub(super) fn choose_layer(manifest: &ImageManifest) -> Result<ChosenLayer, Cont
         expected: format!("{OCIFIT_LAYER_MEDIA_TYPE} or {NFD_LAYER_MEDIA_TYPE}"),
         found,
     })
+}
+
+/// Picks the newest NFD artifact among an image's referrers, filtered here too since the
+/// referrers tag fallback cannot filter. An undated entry is older than any dated one; on equal
+/// times the one listed last wins, as registries append.
+pub(super) fn newest_nfd_referrer(referrers: &[Descriptor]) -> Option<&Descriptor> {
+    referrers
+        .iter()
+        .filter(|d| d.artifact_type.as_deref() == Some(NFD_ARTIFACT_TYPE))
+        .max_by_key(|d| created(d))
+}
+
+fn created(descriptor: &Descriptor) -> Option<Timestamp> {
+    descriptor
+        .annotations
+        .get(CREATED_ANNOTATION)
+        .and_then(|text| text.parse::<Timestamp>().ok())
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The registry room: reads compatibility artifacts and image platforms from OCI registries, and
 //! moves content of any size both ways for the artifact helper (`upload`, `download`). It owns
 //! references, the registry protocol (auth, retries, timeouts, size caps, digest checks) and the
-//! caches; its decisions are pure modules (`manifest`, `referrers`, `platforms`, `auth`, `allow`,
+//! caches; its decisions are pure modules (`manifest`, `platforms`, `auth`, `allow`,
 //! `mirrors`, ...), and `fence` (the one HTTP client constructor), `transport`, `client` and
 //! `clients` the thin adapters. The engine parses compatibility documents, at the very end
 //! (`resolve`). It knows nothing of Kubernetes objects: credentials come as a docker config.
@@ -25,7 +25,6 @@ mod mirrors;
 mod options;
 mod platforms;
 mod reference;
-mod referrers;
 mod retry;
 mod stats;
 mod transport;

@@ -252,7 +252,6 @@ mod tests {
         assert!(err.contains("artifactcaches.ocifit.io"), "{err}");
     }
 
-    /// The tests of what was `bounds.rs`.
     mod bounds {
         use super::*;
         use crate::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy};
@@ -324,7 +323,6 @@ mod tests {
         }
     }
 
-    /// The tests of what was `reflow.rs`.
     mod reflow {
         use super::*;
 

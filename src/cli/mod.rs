@@ -431,7 +431,6 @@ mod tests {
         }
     }
 
-    /// The tests of what was `exit.rs`.
     mod exit {
         use super::*;
 
@@ -460,7 +459,6 @@ mod tests {
         }
     }
 
-    /// The tests of what was `output.rs`.
     mod output {
         use super::*;
 

@@ -298,7 +298,6 @@ mod tests {
         assert_eq!(parse_retry_after("-5", now), None);
     }
 
-    /// The tests of what was `restart.rs`.
     mod restart {
         use super::*;
         use crate::registry::Target;

@@ -1,13 +1,11 @@
 //! The step helper: the program ocifit's image runs inside a step's pod (`ocifit artifact …`), not
 //! in the operator. `prepare` (the init container) installs the launcher and pulls the inputs,
 //! `launch` runs the step's command and hands its outputs over, `deliver` (the native sidecar)
-//! pushes them; all of pushing is in `push`. `pull` and `push` also move artifacts by hand, and
-//! `report` is what `prepare` and `deliver` moved, in their termination message. The command line
-//! is defined once (`command`), for the step planner to write and `ocifit artifact` to parse.
-//! Built on the registry client and telemetry; knows nothing of the cluster. Here, what every
-//! part shares: a file-system failure in one shape ([`FileError`]), and how much one pull may
-//! write ([`Limits`], taken from a [`Budget`] before a byte is written: gzip bombs and a million
-//! empty files stop at a limit with an error naming it).
+//! pushes them (all of pushing is in `push`); `pull` and `push` also move artifacts by hand, and
+//! `report` is what was moved, in the termination message. The command line is defined once
+//! (`command`). Here, what every part shares: one [`FileError`] shape and how much one pull may
+//! write ([`Limits`], taken from a [`Budget`] before a byte is written, so gzip bombs and a
+//! million empty files stop with an error naming the limit). Knows nothing of the cluster.
 
 mod archive;
 mod beneath;

@@ -237,7 +237,6 @@ mod tests {
         assert_eq!(other.failures, 1);
     }
 
-    /// The tests of what was `schedule.rs`.
     mod schedule {
         use super::*;
 

@@ -371,7 +371,6 @@ mod tests {
         assert_eq!(tracker.resynced(&store).len(), 0, "forgotten once");
     }
 
-    /// The tests of what was `triggers.rs`.
     mod triggers {
         use super::*;
         use crate::classes::{ARCH_LABEL, OS_LABEL};

@@ -95,7 +95,6 @@ async fn a_release_refused_for_the_pod_as_planned_is_invalid() {
     );
 }
 
-/// The tests of what was `held.rs`.
 mod held {
     use std::collections::BTreeMap;
 

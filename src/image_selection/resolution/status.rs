@@ -14,8 +14,8 @@ mod bound;
 mod conditions;
 pub use bound::StatusLimits;
 
+use super::Platforms;
 use super::Resolved;
-use super::platform::Platforms;
 use super::resolve_classes;
 use crate::api::{
     ArtifactStatus, ClassMatch, ClassStatus, ConditionType, ImageSelectionPolicySpec,

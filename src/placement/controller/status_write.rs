@@ -406,7 +406,6 @@ mod tests {
         assert_eq!(status.pods, PodCounts::default());
     }
 
-    /// The tests of what was `tally.rs`.
     mod tally {
         use super::*;
         use crate::api::PlacementPolicyStatus;

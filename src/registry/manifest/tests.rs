@@ -113,7 +113,6 @@ fn only_well_formed_digests_are_valid() {
     assert!(!is_valid_digest("nocolon"));
 }
 
-/// The tests of what was `layers.rs`.
 mod layers {
     use super::*;
 
@@ -227,7 +226,6 @@ mod layers {
     }
 }
 
-/// The tests of what was `referrers.rs`.
 mod referrers {
     use super::*;
 

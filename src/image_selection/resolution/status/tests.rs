@@ -9,7 +9,7 @@ use super::*;
 use crate::api::ConditionType;
 use crate::api::{ArtifactSource, OnNoMatch, OnUnpinned};
 use crate::engine::{Artifact, Format};
-use crate::image_selection::resolution::platform::PlatformLookup;
+use crate::image_selection::resolution::PlatformLookup;
 use crate::image_selection::resolution::{AttachedArtifact, CandidateArtifact, Content, Resolved};
 use crate::platform::Platform;
 

@@ -55,7 +55,7 @@ fn request(paths: Vec<std::path::PathBuf>) -> PushRequest {
     PushRequest {
         paths: paths
             .into_iter()
-            .map(super::file_ref::PushPath::plain)
+            .map(super::command::PushPath::plain)
             .collect(),
         unpack: true,
         artifact_type: "application/vnd.test".into(),

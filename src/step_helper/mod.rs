@@ -14,9 +14,7 @@ mod broken_transfers;
 mod channel;
 mod command;
 mod credentials;
-mod file_ref;
 mod inputs;
-mod install;
 mod launcher;
 mod layout;
 mod prepare;
@@ -33,14 +31,14 @@ pub use report::{Direction, Report};
 pub use archive::ArchiveError;
 
 pub use archive::PackCount;
-pub use file_ref::{FileRefError, PushPath, parse_file_ref};
+pub use command::{FileRefError, PushPath, parse_file_ref};
 pub use inputs::INPUTS_NAME;
-pub use install::InstallError;
 pub use launcher::{EXIT_CANNOT_RUN, EXIT_NOT_FOUND, EXIT_PUSH_FAILED, LaunchSpec, launch};
 pub use layout::{
     DEFAULT_ARTIFACT_TYPE, DIRECTORY_MEDIA_TYPE, FILE_MEDIA_TYPE, LayoutError, TAR_DIGEST, TITLE,
     UNPACK,
 };
+pub use prepare::InstallError;
 pub use prepare::{PrepareError, prepare};
 pub use pull::{PullError, Pulled, PulledLayer, pull};
 pub use push::{PUSH_TIMEOUT, PushError, PushRequest, Pushed, deliver, push};

@@ -1,30 +1,39 @@
 //! The controller part of image selection: reconciles every ImageSelectionPolicy into per-class
-//! images in its status. The decisions are pure and unit-tested (`trackers`, `resolution_memory`;
-//! the status itself is `resolution`'s); the adapters (`artifact_fetch`, `reconcile`, `runner`,
-//! `registry_source`) gather their inputs from the cluster view and the registry and apply the
-//! result. The seam to the registry is [`Source`] (here; `registry_source` implements it). It
-//! must not decide anything the webhook or `ocifit resolve` decides differently: all three call
-//! `resolution`. It must not serve HTTP nor parse flags.
+//! images in its status, assembled here as a kube-runtime `Controller` over the shared cluster
+//! view (policy spec changes, node and NodeFeature changes through the [`trackers`], all on
+//! becoming leader; in-flight reconciles finish on shutdown). The decisions are pure
+//! (`trackers`, `resolution_memory`; the status is `resolution`'s); the adapters
+//! (`artifact_fetch`, `reconcile`, `registry_source`, behind the [`Source`] seam) gather inputs
+//! and apply the result. It must not decide anything the webhook or `ocifit resolve` decides
+//! differently: all three call `resolution`. It must not serve HTTP nor parse flags.
 
 mod artifact_fetch;
 mod context;
 mod reconcile;
 mod registry_source;
 mod resolution_memory;
-mod runner;
 mod trackers;
 
 pub use context::{ControllerTunables, ManagedShare};
 pub use registry_source::RegistrySource;
 pub use resolution_memory::Backoff;
-pub(super) use runner::{ControllerDeps, controller};
 
 use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt, stream};
+use kube::runtime::Controller;
+use kube::runtime::controller::Config;
 
-use crate::api::Candidate;
+use crate::api::{Candidate, ImageSelectionPolicy, REPORTING_CONTROLLER};
+use crate::cluster::{Change, ClusterView, EventReporter, Reflected};
 use crate::image_selection::resolution::{Failure, Platforms, Resolved};
+use crate::telemetry::{Metrics, error_chain};
+use context::Context;
+use reconcile::{error_policy, reconcile};
+use trackers::{FeatureTracker, NodeTracker, Tracked};
 
 /// A reconcile failed against the apiserver (artifact problems are status, not errors).
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +122,91 @@ pub trait Source: Send + Sync + 'static {
     /// Resolves `request`: the artifact or each candidate's attached artifact (tags re-resolved,
     /// content cached by digest), then the platforms of the candidate images.
     fn fetch<'a>(&'a self, request: &'a Request) -> BoxFuture<'a, Result<Fetched, Failure>>;
+}
+
+/// The controller's parts, before it runs.
+pub(crate) struct ControllerDeps {
+    /// The cluster view (its leadership decides who reconciles).
+    pub cluster: ClusterView,
+    /// Where artifacts come from.
+    pub source: Arc<dyn Source>,
+    /// Metrics to count into.
+    pub metrics: Arc<Metrics>,
+    pub settings: ControllerTunables,
+    /// This replica's identity (pod name), on its Events.
+    pub identity: String,
+}
+
+/// The controller over `policies`; the future runs it until `shutdown` resolves and every
+/// in-flight reconcile has finished.
+pub(crate) fn controller(
+    parts: ControllerDeps,
+    policies: &Reflected<ImageSelectionPolicy>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> BoxFuture<'static, ()> {
+    let ControllerDeps {
+        cluster,
+        source,
+        metrics,
+        settings,
+        identity,
+    } = parts;
+    let tracked = Tracked::default();
+    let node_tracker = NodeTracker::new(tracked.clone());
+    let feature_tracker = FeatureTracker::new(tracked.clone());
+    let node_store = cluster.nodes.store();
+    let node_triggers = cluster.nodes.subscribe().flat_map(move |change| {
+        stream::iter(match change {
+            Change::Applied(node) => node_tracker.applied(&node),
+            Change::Deleted(node) => node_tracker.deleted(&node),
+            Change::Synced => node_tracker.resynced(&node_store),
+        })
+    });
+    let feature_triggers = cluster.node_features.subscribe().flat_map(move |change| {
+        stream::iter(match change {
+            Change::Applied(object) => feature_tracker.changed(&object, false),
+            Change::Deleted(object) => feature_tracker.changed(&object, true),
+            Change::Synced => Vec::new(),
+        })
+    });
+    let reporter = EventReporter::new(
+        cluster.client.clone(),
+        REPORTING_CONTROLLER,
+        identity,
+        Arc::clone(&metrics),
+    );
+    let config = Config::default()
+        .debounce(settings.debounce)
+        // Managed policies take at most their share's places, never one of the others'.
+        .concurrency(
+            settings
+                .concurrency
+                .saturating_add(settings.managed.concurrency),
+        );
+    let gained = cluster.leadership.gained();
+    let context = Arc::new(Context::new(
+        cluster,
+        policies.store(),
+        source,
+        reporter,
+        metrics,
+        tracked,
+        settings,
+    ));
+    Controller::for_shared_stream(policies.spec_changes(), policies.store())
+        .with_config(config)
+        .reconcile_on(node_triggers)
+        .reconcile_on(feature_triggers)
+        .reconcile_all_on(gained)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| {
+            if let Err(err) = result {
+                tracing::debug!(error = %error_chain(&err), "controller event");
+            }
+            std::future::ready(())
+        })
+        .boxed()
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@
 //! chooses images or talks to the apiserver.
 
 mod pin;
-mod require;
 mod requirement;
 
 use std::collections::BTreeMap;
@@ -17,8 +16,7 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{Node, NodeSelectorTerm, PodSpec};
 use kube_core::{ObjectMeta, PartialObjectMeta};
 
-pub use pin::{ClassSelector, pin};
-pub use require::{Narrowed, narrow};
+pub use pin::{ClassSelector, Narrowed, narrow, pin};
 use requirement::Term;
 
 /// The terms of the pod's required node affinity (none when it has none).

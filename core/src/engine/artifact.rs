@@ -1,19 +1,17 @@
 //! The compiled artifact: parsing either format into one immutable model (patterns compiled
 //! once), the sets it lists, evaluating one set on one node (every rule must hold; the first
 //! failing expression explains a miss; a set with no rules matches every node), and what its
-//! rules read from a node ([`Reads`]: for grouping nodes into classes and the policy status's
-//! `classKeys`). Owns no choice between sets (`select`) and no format details (`ocifit`,
-//! `nfd_eval`).
+//! rules read from a node (the [`Reads`] in `inputs`). Owns no choice between sets (`select`)
+//! and no format details (`ocifit`, `nfd_eval`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::doc::{CompiledSet, mismatch_hint, shape};
 use super::error::{ArtifactError, Location, Problem};
 use super::explain::Miss;
-use super::inputs::Features;
+use super::inputs::{Features, Reads};
 use super::limits::{self, LIMITS};
 use super::{Format, nfd, ocifit};
 
@@ -203,45 +201,6 @@ impl CompatSet {
                 .iter()
                 .enumerate()
                 .try_for_each(|(r, rule)| rule.evaluate(&base, r, features)),
-        }
-    }
-}
-
-/// What an artifact's rules read from a node: the values that distinguish node classes. Part of
-/// the policy status (`classKeys`), so the webhook groups nodes exactly as the controller did
-/// without the artifact at hand.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Reads {
-    /// Node label keys (ocifit rules).
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub labels: BTreeSet<String>,
-    /// NFD features by name (NFD rules).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub features: BTreeMap<String, FeatureReads>,
-}
-
-/// What NFD rules read of one feature. Whether the feature exists (and as flags, attributes or
-/// instances) is always read.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FeatureReads {
-    /// Element names read by `matchExpressions` (their presence and value, in every instance).
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub elements: BTreeSet<String>,
-    /// A `matchName` reads the whole set of element names of the feature.
-    #[serde(default)]
-    pub names: bool,
-}
-
-impl Reads {
-    /// Adds what `other` reads (candidates mode: the union over every candidate's artifact).
-    pub fn extend(&mut self, other: &Reads) {
-        self.labels.extend(other.labels.iter().cloned());
-        for (feature, reads) in &other.features {
-            let mine = self.features.entry(feature.clone()).or_default();
-            mine.elements.extend(reads.elements.iter().cloned());
-            mine.names |= reads.names;
         }
     }
 }

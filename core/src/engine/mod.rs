@@ -31,13 +31,13 @@ use serde::{Deserialize, Serialize};
 pub use artifact::Artifact;
 
 pub use artifact::CompatSet;
-pub use artifact::{FeatureReads, Reads};
 pub use error::{ArtifactError, Location, Problem};
 pub use explain::{Chosen, Explanation, Mode, SetOutcome, SetRef, SetStatus};
 pub use inputs::{
     FEATURE_LABEL_PREFIX, FeatureSource, Features, NODE_NAME_LABEL, NodeFeature, NodeFeatureList,
     NodeFeatureSpec, NodeInputs, features_by_node,
 };
+pub use inputs::{FeatureReads, Reads};
 pub use limits::{LIMITS, Limits};
 pub use select::{Candidate, any_platform, best_candidate};
 

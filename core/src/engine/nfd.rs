@@ -9,9 +9,9 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::Format;
-use super::artifact::Reads;
 use super::doc::{self, CompiledSet, Tag};
 use super::error::{ArtifactError, Location, Problem};
+use super::inputs::Reads;
 use super::op::Expr;
 use super::value::list_only;
 

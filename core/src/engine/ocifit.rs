@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::Format;
-use super::artifact::Reads;
 use super::doc::{self, CompiledSet, Tag};
 use super::error::{ArtifactError, Location, Problem};
 use super::explain::Miss;
+use super::inputs::Reads;
 use super::op::{Check, Expr, Input};
 use super::value::one_or_many;
 

@@ -1,6 +1,6 @@
-//! The release controller (leader only): pods carrying the held label are watched (kept by
-//! [`trim`] to what the planner reads, by the shared floor's one trim) and each is released once
-//! the planner can decide it ([`crate::image_selection::planner::release`]): when it appears, when the planner's index is
+//! The release controller (leader only): pods carrying the held label are watched (trimmed by
+//! [`held`]) and each is released once the planner can decide it
+//! ([`crate::image_selection::planner::release`]): when it appears, when the planner's index is
 //! rebuilt, when its hold bound passes, and all of them on becoming leader. The decision is one
 //! JSON patch guarded by the resourceVersion it was planned from; an invalid patch follows the
 //! hold failure rule, a conflict is planned again, and each outcome is an Event on the pod. A pod
@@ -10,6 +10,9 @@
 mod adopt;
 mod collect;
 mod coverage;
+mod held;
+#[cfg(test)]
+pub(crate) use held::trim;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -25,11 +28,10 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::feed::SharedIndex;
 use crate::api::ImageSelectionPolicy;
-use crate::api::pod::{HELD_LABEL, MIRROR_ANNOTATION};
+use crate::api::pod::HELD_LABEL;
 use crate::cluster::ClusterView;
 use crate::cluster::UNTRUSTED_LIST_PAGE;
 use crate::cluster::{EventReporter, Notice, Notices, queue};
-use crate::cluster::{Kept, Keys, Spec};
 use crate::cluster::{Reflected, held_pods_controller, reflect};
 use crate::image_selection::planner::gate_at;
 use crate::image_selection::planner::{HoldRules, Release, failed, release};
@@ -123,7 +125,7 @@ pub(super) fn run(parts: ReleaseDeps, shutdown: &Shutdown) -> Tasks {
                 .page_size(UNTRUSTED_LIST_PAGE),
         )
         .backoff(crate::process::watch_backoff())
-        .modify(trim),
+        .modify(held::trim),
         "held pods",
     );
     let mut tasks: Tasks = vec![
@@ -287,25 +289,6 @@ async fn apply(api: &Api<Pod>, pod: &Pod, patch: &json_patch::Patch) -> Result<S
 fn error_policy(_pod: Arc<Pod>, error: &Error, _ctx: Arc<ReleaseContext>) -> Action {
     tracing::warn!(error = %error_chain(error), "held pod release failed");
     Action::requeue(Duration::from_secs(5))
-}
-
-/// Label and annotation prefixes the planner and the release read.
-const READ_PREFIXES: &[&str] = &[
-    "oci.image.compatibilities.selection/",
-    "ocifit.io/",
-    "selection.ocifit.io/",
-    MIRROR_ANNOTATION,
-];
-
-const KEPT: Kept = Kept {
-    labels: Keys::Prefixed(READ_PREFIXES),
-    annotations: Keys::Prefixed(READ_PREFIXES),
-    spec: Spec::Scheduling,
-};
-
-/// Keeps of `pod` only what the planner reads.
-pub(crate) fn trim(pod: &mut Pod) {
-    crate::cluster::trim(pod, &KEPT);
 }
 
 #[cfg(test)]

@@ -119,7 +119,7 @@ pub fn watch_backoff() -> ResetTimerBackoff<WatchBackoff> {
     ResetTimerBackoff::new(WatchBackoff::default(), RESET_AFTER)
 }
 
-/// A watch's waits: [`growing_delay`] from [`FIRST_RETRY`] to [`LONGEST_RETRY`], each plus up to
+/// A watch's waits: [`growing_delay`] from `FIRST_RETRY` to `LONGEST_RETRY`, each plus up to
 /// as much again at random, so replicas that lost the same apiserver do not return in step.
 #[derive(Debug, Default)]
 pub struct WatchBackoff {

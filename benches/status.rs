@@ -10,7 +10,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use ocifit::api::ImageSelectionPolicySpec;
 use ocifit::cluster::node_inputs;
 use ocifit::cluster::{ClusterNode, Strings};
-use ocifit::image_selection::compute;
+use ocifit::image_selection::policy_status;
 use ocifit_cluster_tests::flavor_example::FlavorExample;
 
 const NODES: usize = 5_000;
@@ -54,12 +54,12 @@ fn bench(c: &mut Criterion) {
     .expect("a spec");
     let metadata = nodes();
     let inventory = node_inputs(&metadata, &[], "node-feature-discovery", |_| true);
-    let previous = compute(&example.inputs(&spec, &inventory, None)).status;
+    let previous = policy_status(&example.inputs(&spec, &inventory, None)).status;
     assert_eq!(previous.class_count, 6);
 
     c.bench_function("status over 5000 nodes", |b| {
         b.iter(|| {
-            compute(black_box(&example.inputs(
+            policy_status(black_box(&example.inputs(
                 &spec,
                 &inventory,
                 Some(&previous),
@@ -72,7 +72,7 @@ fn bench(c: &mut Criterion) {
                 node_inputs(black_box(&metadata), &[], "node-feature-discovery", |_| {
                     true
                 });
-            compute(&example.inputs(&spec, &inventory, Some(&previous)))
+            policy_status(&example.inputs(&spec, &inventory, Some(&previous)))
         })
     });
 }

@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use ocifit::admission;
 
 fuzz_target!(|body: &[u8]| {
-    match admission::read::<Pod>(body) {
+    match admission::read_review::<Pod>(body) {
         Ok(request) => {
             let _ = request.object.map(|pod| pod.spec);
         }

@@ -14,8 +14,8 @@ use ocifit::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy};
 use ocifit::artifact_cache::{Helper, Observed, StepJobs, StepPods, StepRegistries, Steps, status};
 use ocifit::engine::{Artifact, Format, NodeInputs};
 use ocifit::image_selection::{
-    ArtifactState, Content, Index, Inputs, Limits, MutatePods, PlatformLookup, Resolved,
-    SharedIndex, compute,
+    ArtifactState, Content, Index, StatusInputs, StatusLimits, MutatePods, PlatformLookup, Resolved,
+    SharedIndex, policy_status,
 };
 use ocifit::placement::{GatePods, PolicySet, UsablePolicies};
 use ocifit::registry::Platform;
@@ -114,7 +114,7 @@ fn selection() -> MutatePods {
     }))
     .expect("the example policy");
     let epoch = Time(Timestamp::UNIX_EPOCH);
-    let computed = compute(&Inputs {
+    let computed = policy_status(&StatusInputs {
         generation: Some(1),
         spec: &policy.spec,
         artifact: ArtifactState::Current(&resolved),
@@ -122,7 +122,7 @@ fn selection() -> MutatePods {
         platforms: &platforms,
         previous: None,
         now: &epoch,
-        limits: Limits::WRITTEN,
+        limits: StatusLimits::WRITTEN,
     });
     policy.status = Some(computed.status);
     let index = SharedIndex::default();

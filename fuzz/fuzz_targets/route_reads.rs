@@ -39,7 +39,7 @@ fuzz_target!(|body: &[u8]| {
 /// Reads `body` as `planner`'s route does and, if it reads, plans and encodes the answer, then
 /// hands the request and plan to `after`.
 fn route<P: Planner>(planner: &P, body: &[u8], after: impl Fn(&Request<P::Object>, &P::Plan)) {
-    match admission::read::<P::Object>(body) {
+    match admission::read_review::<P::Object>(body) {
         Ok(request) => {
             let plan = planner.plan(&request);
             let answer = Answer::planned(&request.uid, &plan);

@@ -1,8 +1,8 @@
 //! Managed TLS for the webhook: the operator keeps its own CA and serving certificate in a
 //! `kubernetes.io/tls` Secret (`ca.crt`, `ca.key`, `tls.crt`, `tls.key`) and keeps the CA in the
 //! `caBundle` of its MutatingWebhookConfiguration. The decision (keep, reissue, rotate, start
-//! over) is pure, in [`plan()`]; minting is [`CertificatePlan::carry_out`]. The adapters (`secret`,
-//! [`manage`]) write only as leader and read on every replica. It must not serve
+//! over) is pure, in [`plan_certificates()`]; minting is [`CertificatePlan::carry_out`]. The adapters (`secret`,
+//! [`manage_certificates`]) write only as leader and read on every replica. It must not serve
 //! HTTP nor decide admissions (the webhook's HTTP side and planner do): it only hands PEM to
 //! whatever serves, through a [`CertificateSink`].
 
@@ -19,10 +19,10 @@ use super::tls::{ServingCert, TlsError};
 pub(super) use issue::IssueError;
 
 pub(super) use issue::Material;
-pub use manager::manage;
-pub use plan::Action;
+pub use manager::manage_certificates;
+pub use plan::CertificateAction;
 pub(super) use plan::ServingReason;
-pub use plan::{Stored, plan};
+pub use plan::{StoredCertificates, plan_certificates};
 
 /// Where the served certificate goes (the webhook's TLS resolver).
 pub trait CertificateSink: Send + Sync {

@@ -13,14 +13,15 @@ mod route;
 mod server;
 mod tls;
 pub use certificates::{
-    Action, CertificateSettings, CertificateSink, Stored, manage, plan, service_dns_names,
+    CertificateAction, CertificateSettings, CertificateSink, StoredCertificates,
+    manage_certificates, plan_certificates, service_dns_names,
 };
 pub use patch::{WrittenPatch, add, remove, replace};
 pub(crate) use request::read_as;
 pub use request::{ReadMetadata, Request};
 #[cfg(test)]
 pub(crate) use review::tests as review_fixtures;
-pub use review::{Answer, MAX_ARRAY_ELEMENTS, MAX_BODY_BYTES, read};
+pub use review::{Answer, MAX_ARRAY_ELEMENTS, MAX_BODY_BYTES, read_review};
 pub use route::{Planner, Response, Route, Undecided, Verdict};
 pub use server::{DEADLINE, Host, admission_server};
 pub use tls::{ServingCert, TlsError, Uncertified};
@@ -104,7 +105,7 @@ pub fn serve(
         ),
         CertificateSource::Managed(managed) => (
             "managed certificates",
-            certificates::manage(
+            certificates::manage_certificates(
                 client,
                 managed,
                 leading,

@@ -141,14 +141,14 @@ impl Answer {
 
 /// Reads a request body as the apiserver sends it, for an object of kind `K`. On error, the
 /// denial to send.
-pub fn read<K>(body: &[u8]) -> Result<Request<K>, Box<Answer>>
+pub fn read_review<K>(body: &[u8]) -> Result<Request<K>, Box<Answer>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
     read_scanned(body, shape::check(body))
 }
 
-/// As [`read`], with the body's shape already checked ([`shape::check`] or [`shape::scan`]).
+/// As [`read_review`], with the body's shape already checked ([`shape::check`] or [`shape::scan`]).
 pub(crate) fn read_scanned<K>(body: &[u8], scan: shape::Scan) -> Result<Request<K>, Box<Answer>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,

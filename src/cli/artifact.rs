@@ -1,17 +1,21 @@
 //! `ocifit artifact …`: the step helper. `pull` and `push` move artifacts in the ORAS layout
-//! between a directory and a registry; `prepare`, `launch` and `deliver` are what the step
-//! planner puts in a step's pod (init container, the step's own command, the pushing sidecar).
-//! `pull` and `push` log in as `oras` does (`login`); the step's commands read `ORAS_USER`,
-//! `ORAS_PULL_PASS` and `ORAS_PUSH_PASS` only.
+//! between a directory and a registry, with progress on stderr only when it is a terminal and
+//! the transfer is past [`SHOWN_FROM`] bytes (CI logs get none); `prepare`, `launch` and
+//! `deliver` are what the step planner puts in a step's pod (init container, the step's own
+//! command, the pushing sidecar). `pull` and `push` log in as `oras` does (`login`); the step's
+//! commands read `ORAS_USER`, `ORAS_PULL_PASS` and `ORAS_PUSH_PASS` only.
 
 mod login;
-mod progress;
 
 use std::io;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tokio::task::JoinHandle;
 
 use super::cache_access::{self, AccessError, CacheArgs, Reached};
 use crate::registry::{self, PrivateRegistries, Reference, Registry, RegistryOptions};
@@ -200,7 +204,7 @@ async fn pull(args: PullArgs) -> Result<(), ArtifactError> {
     )
     .await?;
     let budget = std::sync::Arc::new(Budget::new(args.limits));
-    let progress = progress::Progress::start(&registry, "pulling");
+    let progress = Progress::start(&registry, "pulling");
     for reference in &references {
         let unpack = !args.transfer.no_unpack;
         let pulled = step_helper::pull(&registry, reference, &args.output, unpack, &budget)
@@ -248,7 +252,7 @@ async fn push(args: PushArgs) -> Result<(), ArtifactError> {
         artifact_type: args.artifact_type,
         compression: args.compression_level,
     };
-    let progress = progress::Progress::start(&registry, "pushing");
+    let progress = Progress::start(&registry, "pushing");
     let pushed = step_helper::push(&registry, reference, &request)
         .await
         .map_err(|source| ArtifactError::Push {
@@ -380,6 +384,70 @@ pub(super) fn with_cluster(args: &mut ArtifactArgs, kube: &crate::startup::KubeA
     };
     cache.kube = kube.clone();
     cache.namespace = kube.namespace.clone();
+}
+
+/// Transfers below this show no progress.
+const SHOWN_FROM: u64 = 4 * 1024 * 1024;
+const TICK: Duration = Duration::from_millis(200);
+
+/// A transfer's progress line, updated from the client's streamed bytes.
+pub(super) struct Progress {
+    bar: ProgressBar,
+    registry: Registry,
+    ticker: Option<JoinHandle<()>>,
+}
+
+impl Progress {
+    /// Starts following `registry`'s transfers, labelled `verb` ("pushing", "pulling").
+    pub(super) fn start(registry: &Registry, verb: &'static str) -> Progress {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        if let Ok(style) =
+            ProgressStyle::with_template("{prefix} {bytes} ({binary_bytes_per_sec}) {elapsed}")
+        {
+            bar.set_style(style);
+        }
+        bar.set_prefix(verb);
+        let ticker = std::io::stderr().is_terminal().then(|| {
+            let (bar, registry) = (bar.clone(), registry.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(TICK).await;
+                    show(&bar, registry.streamed_bytes());
+                }
+            })
+        });
+        Progress {
+            bar,
+            registry: registry.clone(),
+            ticker,
+        }
+    }
+
+    /// Stops following, leaving the last line on a terminal when it was shown.
+    pub(super) fn finish(mut self) {
+        if let Some(ticker) = self.ticker.take() {
+            ticker.abort();
+            show(&self.bar, self.registry.streamed_bytes());
+            self.bar.finish();
+        }
+    }
+}
+
+impl Drop for Progress {
+    /// A failed transfer stops the line where it was; the error follows on its own line.
+    fn drop(&mut self) {
+        if let Some(ticker) = self.ticker.take() {
+            ticker.abort();
+            self.bar.abandon();
+        }
+    }
+}
+
+fn show(bar: &ProgressBar, moved: u64) {
+    if moved >= SHOWN_FROM && bar.is_hidden() {
+        bar.set_draw_target(ProgressDrawTarget::stderr());
+    }
+    bar.set_position(moved);
 }
 
 #[cfg(test)]

@@ -1,12 +1,16 @@
 //! `ocifit crd`: the CustomResourceDefinitions as YAML, generated from the Rust types. `crds/`
 //! holds one file per CRD with the same text; a test keeps them equal. Descriptions are reflowed
-//! into paragraphs ([`reflow`]) so `kubectl explain` reads them as prose, and every string, list
-//! and map a tenant writes gets a bound ([`bounds`]).
+//! into paragraphs ([`reflow`]: `kubectl explain` prints every newline of the wrapped doc
+//! comments); in every `spec`, a string, list or map a tenant writes without a bound gets one
+//! ([`STRING`], [`ITEMS`], [`PROPERTIES`] and [`KEY`], [`QUANTITY`]), so the apiserver refuses an
+//! object past them, naming the field, before every replica's watches hold it. The status is
+//! ocifit's own writing and is left as it is.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    ValidationRule,
+};
 use kube::CustomResourceExt;
-
-mod bounds;
-mod reflow;
 
 use crate::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy};
 
@@ -20,8 +24,8 @@ pub fn crd_documents() -> Result<Vec<(String, String)>, serde_saphyr::SerializeE
     ]
         .into_iter()
         .map(|mut crd| {
-            reflow::reflow_crd(&mut crd);
-            bounds::bound_crd(&mut crd);
+            reflow_crd(&mut crd);
+            bound_crd(&mut crd);
             let name = crd.metadata.name.clone().unwrap_or_default();
             let yaml = serde_saphyr::to_string(&crd)?;
             let header = format!(
@@ -64,6 +68,154 @@ pub enum CrdError {
     Unknown { name: String, known: String },
 }
 
+/// The longest string: an image reference with a tag and a digest (a 255-byte name, a 128-byte
+/// tag, a sha512 digest) fits.
+const STRING: i64 = 1024;
+/// The longest map key: a qualified label key (a 253-byte DNS prefix, `/`, a 63-byte name).
+const KEY: i64 = 317;
+/// The longest quantity (`resources`, sizes).
+const QUANTITY: i64 = 64;
+/// The most items in a list.
+const ITEMS: i64 = 64;
+/// The most entries in a map.
+const PROPERTIES: i64 = 64;
+
+/// Bounds the `spec` of every version of `crd`.
+fn bound_crd(crd: &mut CustomResourceDefinition) {
+    for version in &mut crd.spec.versions {
+        let spec = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"));
+        if let Some(spec) = spec {
+            bound_schema(spec);
+        }
+    }
+}
+
+fn bound_schema(schema: &mut JSONSchemaProps) {
+    match schema.type_.as_deref() {
+        Some("string") if schema.enum_.is_none() => {
+            schema.max_length.get_or_insert(STRING);
+        }
+        Some("array") => {
+            schema.max_items.get_or_insert(ITEMS);
+        }
+        Some("object")
+            if matches!(
+                schema.additional_properties,
+                Some(JSONSchemaPropsOrBool::Schema(_))
+            ) =>
+        {
+            if schema.max_properties.is_none() {
+                schema.max_properties = Some(PROPERTIES);
+            }
+            schema
+                .x_kubernetes_validations
+                .get_or_insert_default()
+                .push(ValidationRule {
+                    rule: format!("self.all(k, size(k) <= {KEY})"),
+                    message: Some(format!("keys must be at most {KEY} characters")),
+                    ..ValidationRule::default()
+                });
+        }
+        None if schema.x_kubernetes_int_or_string == Some(true) => {
+            schema.max_length.get_or_insert(QUANTITY);
+        }
+        _ => {}
+    }
+    let children = schema
+        .properties
+        .iter_mut()
+        .flat_map(|p| p.values_mut())
+        .chain(schema.all_of.iter_mut().flatten())
+        .chain(schema.any_of.iter_mut().flatten())
+        .chain(schema.one_of.iter_mut().flatten());
+    let items = match schema.items.as_mut() {
+        Some(JSONSchemaPropsOrArray::Schema(one)) => vec![one.as_mut()],
+        Some(JSONSchemaPropsOrArray::Schemas(many)) => many.iter_mut().collect(),
+        None => Vec::new(),
+    };
+    let additional = match schema.additional_properties.as_mut() {
+        Some(JSONSchemaPropsOrBool::Schema(one)) => Some(one.as_mut()),
+        _ => None,
+    };
+    for child in children.chain(items).chain(additional) {
+        bound_schema(child);
+    }
+}
+
+/// Reflows the description of every schema in every version of `crd`.
+fn reflow_crd(crd: &mut CustomResourceDefinition) {
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            reflow_schema(schema);
+        }
+    }
+}
+
+fn reflow_schema(schema: &mut JSONSchemaProps) {
+    if let Some(description) = schema.description.as_mut() {
+        *description = reflow(description);
+    }
+    let children = schema
+        .properties
+        .iter_mut()
+        .flat_map(|p| p.values_mut())
+        .chain(schema.all_of.iter_mut().flatten())
+        .chain(schema.any_of.iter_mut().flatten())
+        .chain(schema.one_of.iter_mut().flatten())
+        .chain(schema.not.as_deref_mut());
+    let items = match schema.items.as_mut() {
+        Some(JSONSchemaPropsOrArray::Schema(one)) => vec![one.as_mut()],
+        Some(JSONSchemaPropsOrArray::Schemas(many)) => many.iter_mut().collect(),
+        None => Vec::new(),
+    };
+    let additional = match schema.additional_properties.as_mut() {
+        Some(JSONSchemaPropsOrBool::Schema(one)) => Some(one.as_mut()),
+        _ => None,
+    };
+    for child in children.chain(items).chain(additional) {
+        reflow_schema(child);
+    }
+}
+
+/// One line per paragraph and per list item; blank lines between paragraphs kept.
+fn reflow(text: &str) -> String {
+    text.split("\n\n")
+        .map(|paragraph| {
+            let mut joined = String::new();
+            for line in paragraph.lines().map(str::trim_end) {
+                if joined.is_empty() {
+                    joined.push_str(line);
+                } else if opens_item(line) {
+                    joined.push('\n');
+                    joined.push_str(line);
+                } else {
+                    joined.push(' ');
+                    joined.push_str(line.trim_start());
+                }
+            }
+            joined
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+fn opens_item(line: &str) -> bool {
+    let line = line.trim_start();
+    let numbered = line
+        .split_once(". ")
+        .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+    line.starts_with("- ") || line.starts_with("* ") || numbered
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +250,140 @@ mod tests {
         let err = crd_yaml(Some("pods")).unwrap_err().to_string();
         assert!(err.contains("\"pods\""), "{err}");
         assert!(err.contains("artifactcaches.ocifit.io"), "{err}");
+    }
+
+    mod bounds {
+        use super::*;
+        use crate::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy};
+        use kube::CustomResourceExt;
+
+        /// Where under `schema` a string, list, map or quantity has no bound.
+        fn unbounded(schema: &JSONSchemaProps, path: &str, found: &mut Vec<String>) {
+            let missing = match schema.type_.as_deref() {
+                Some("string") => schema.max_length.is_none() && schema.enum_.is_none(),
+                Some("array") => schema.max_items.is_none(),
+                Some("object") => {
+                    matches!(
+                        schema.additional_properties,
+                        Some(JSONSchemaPropsOrBool::Schema(_))
+                    ) && schema.max_properties.is_none()
+                }
+                _ => schema.x_kubernetes_int_or_string == Some(true) && schema.max_length.is_none(),
+            };
+            if missing {
+                found.push(path.to_owned());
+            }
+            for (name, child) in schema.properties.iter().flatten() {
+                unbounded(child, &format!("{path}.{name}"), found);
+            }
+            if let Some(JSONSchemaPropsOrArray::Schema(item)) = &schema.items {
+                unbounded(item, &format!("{path}[]"), found);
+            }
+            if let Some(JSONSchemaPropsOrBool::Schema(value)) = &schema.additional_properties {
+                unbounded(value, &format!("{path}{{}}"), found);
+            }
+        }
+
+        fn spec_of(crd: &CustomResourceDefinition) -> &JSONSchemaProps {
+            crd.spec.versions[0]
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .and_then(|s| s.properties.as_ref())
+                .and_then(|p| p.get("spec"))
+                .unwrap()
+        }
+
+        #[test]
+        fn every_string_list_map_and_quantity_a_tenant_writes_is_bounded() {
+            for mut crd in [
+                ImageSelectionPolicy::crd(),
+                PlacementPolicy::crd(),
+                ArtifactCache::crd(),
+            ] {
+                let mut before = Vec::new();
+                unbounded(spec_of(&crd), "spec", &mut before);
+                assert!(!before.is_empty(), "the types alone leave some unbounded");
+                bound_crd(&mut crd);
+                let mut after = Vec::new();
+                unbounded(spec_of(&crd), "spec", &mut after);
+                assert_eq!(after, Vec::<String>::new(), "{:?}", crd.metadata.name);
+            }
+        }
+
+        #[test]
+        fn a_types_own_bound_is_kept() {
+            let mut crd = ArtifactCache::crd();
+            bound_crd(&mut crd);
+            let spec = spec_of(&crd).properties.as_ref().unwrap();
+            assert_eq!(spec["image"].max_length, Some(512));
+            assert_eq!(spec["tolerations"].max_items, Some(16));
+            assert_eq!(spec["nodeSelector"].max_properties, Some(16));
+            assert_eq!(spec["endpoint"].max_length, Some(253));
+        }
+    }
+
+    mod reflow {
+        use super::*;
+
+        #[test]
+        fn wrapped_lines_join_into_one_paragraph_and_paragraphs_stay_apart() {
+            let text = "Settings per architecture: tolerations to add and a\nscheduling preference.\n\nAbsent: none.";
+            assert_eq!(
+                reflow(text),
+                "Settings per architecture: tolerations to add and a scheduling preference.\n\nAbsent: none."
+            );
+        }
+
+        #[test]
+        fn list_items_keep_their_own_lines() {
+            let text = "Either:\n- a tag, or\n  its digest;\n- nothing.\n1. first\n2. second";
+            assert_eq!(
+                reflow(text),
+                "Either:\n- a tag, or its digest;\n- nothing.\n1. first\n2. second"
+            );
+        }
+
+        /// Every description in `schema` and beneath it.
+        fn descriptions(schema: &JSONSchemaProps, out: &mut Vec<String>) {
+            out.extend(schema.description.clone());
+            for child in schema.properties.iter().flat_map(|p| p.values()) {
+                descriptions(child, out);
+            }
+            if let Some(JSONSchemaPropsOrArray::Schema(item)) = &schema.items {
+                descriptions(item, out);
+            }
+            if let Some(JSONSchemaPropsOrBool::Schema(value)) = &schema.additional_properties {
+                descriptions(value, out);
+            }
+        }
+
+        #[test]
+        fn the_committed_crds_describe_every_field_in_paragraphs_not_wrapped_lines() {
+            for name in [
+                "artifactcaches.ocifit.io",
+                "imageselectionpolicies.ocifit.io",
+                "placementpolicies.ocifit.io",
+            ] {
+                let path = format!("{}/crds/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
+                let text = std::fs::read_to_string(&path).expect("a committed CRD");
+                let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).expect("a CRD");
+                let schema = crd.spec.versions[0]
+                    .schema
+                    .as_ref()
+                    .and_then(|s| s.open_api_v3_schema.as_ref())
+                    .expect("a schema");
+                let mut all = Vec::new();
+                descriptions(schema, &mut all);
+                assert!(all.len() > 20, "{name}: descriptions read: {}", all.len());
+                for description in all {
+                    assert_eq!(
+                        reflow(&description),
+                        description,
+                        "{name}: a description still wrapped as its doc comment was"
+                    );
+                }
+            }
+        }
     }
 }

@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::exit::Exit;
-use super::output::OutputArgs;
+use super::Exit;
+use super::OutputArgs;
 use crate::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy};
 use crate::startup::KubeArgs;
 

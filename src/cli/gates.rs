@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::exit::Exit;
-use super::output::{Output, OutputArgs};
+use super::Exit;
+use super::{Output, OutputArgs};
 use crate::cluster::{Gate, GateError, Scope, release_all};
 use crate::startup::KubeArgs;
 

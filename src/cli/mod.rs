@@ -3,6 +3,8 @@
 //! explain` and `ocifit completion`, by kubectl's habits: the cluster flags (`--kubeconfig`,
 //! `--context`, `-n`) anywhere on the line, `-o table|json|yaml` where there is an answer, one
 //! table of exit codes ([`Exit`]), and the same binary as a kubectl plugin (`kubectl-ocifit`).
+//! The output format ([`Output`]) and the exit codes are here, at the edge every subcommand
+//! shares, so the same failure exits the same way and prints alike whichever subcommand met it.
 
 use std::ffi::OsStr;
 use std::io::Write;
@@ -10,16 +12,15 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use serde::Serialize;
 
 mod artifact;
 mod cache_access;
 mod crd;
-mod exit;
 mod explain;
 mod gates;
 mod input;
 mod migrate;
-mod output;
 mod placement;
 mod resolve;
 mod selftest;
@@ -27,9 +28,7 @@ mod selftest;
 pub use crate::startup::RunArgs;
 pub use artifact::ArtifactArgs;
 pub use crd::{CrdError, crd_documents, crd_yaml};
-pub use exit::Exit;
 pub use migrate::MigrateArgs;
-pub use output::Output;
 pub use placement::{PlacementArgs, PlacementCommand, RELEASE_ALL_DEPRECATED};
 pub use resolve::ResolveArgs;
 pub use selftest::{PLACEMENT_PROBE, PROBE_LABEL};
@@ -219,6 +218,142 @@ fn print_completion(args: &CompletionArgs) -> ExitCode {
     Exit::Ok.into()
 }
 
+/// How a subcommand ended, as its exit status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Done: everything asked for was done (or, with `--dry-run`, would be).
+    Ok,
+    /// The command ran and its answer is a failure: a node class without an image, a pod or
+    /// node left unreleased, a failed selftest check, a task that failed in `ocifit run`.
+    Failed,
+    /// Unusable input: flags, arguments or files (clap's own usage errors exit 2 too), or an
+    /// object named on the command line that does not exist.
+    Usage,
+    /// The cluster cannot be used: no kubeconfig and no in-cluster account, an unknown
+    /// context, the apiserver unreachable, or the credentials refused (401/403).
+    Cluster,
+    /// A registry cannot be used: unreachable, refused the credentials, or has not the artifact.
+    Registry,
+}
+
+impl Exit {
+    /// Every exit status, in the order docs/cli.md lists them.
+    pub const ALL: [Exit; 5] = [
+        Exit::Ok,
+        Exit::Failed,
+        Exit::Usage,
+        Exit::Cluster,
+        Exit::Registry,
+    ];
+
+    /// The process's exit status.
+    pub const fn code(self) -> u8 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Failed => 1,
+            Exit::Usage => 2,
+            Exit::Cluster => 3,
+            Exit::Registry => 4,
+        }
+    }
+
+    /// The name docs/cli.md gives it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Exit::Ok => "ok",
+            Exit::Failed => "failed",
+            Exit::Usage => "usage",
+            Exit::Cluster => "cluster",
+            Exit::Registry => "registry",
+        }
+    }
+
+    /// The exit status of a failed Kubernetes API call: the apiserver unreachable or refusing
+    /// who we are is the cluster's; an object named that is not there
+    /// is the input's; anything else it answered is a failure.
+    pub fn of_kube(err: &kube::Error) -> Exit {
+        match err {
+            kube::Error::Api(status) => match status.code {
+                401 | 403 => Exit::Cluster,
+                404 => Exit::Usage,
+                _ => Exit::Failed,
+            },
+            kube::Error::Auth(_)
+            | kube::Error::HyperError(_)
+            | kube::Error::Service(_)
+            | kube::Error::HttpError(_)
+            | kube::Error::RustlsTls(_)
+            | kube::Error::InferConfig(_) => Exit::Cluster,
+            _ => Exit::Failed,
+        }
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> ExitCode {
+        ExitCode::from(exit.code())
+    }
+}
+
+/// How a subcommand prints its answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// Lines for people.
+    #[default]
+    Table,
+    /// One JSON document (a stable contract for scripts).
+    Json,
+    /// The same document as YAML.
+    Yaml,
+}
+
+/// The `-o` flag.
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+/// Why a report could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("failed to render the report as JSON")]
+    Json(#[from] serde_json::Error),
+    #[error("failed to render the report as YAML")]
+    Yaml(#[from] serde_saphyr::SerializeError),
+}
+
+impl Output {
+    /// `report` as this format; `table` draws it for people.
+    pub fn render<T: Serialize>(
+        self,
+        report: &T,
+        table: impl FnOnce(&T) -> String,
+    ) -> Result<String, RenderError> {
+        Ok(match self {
+            Output::Table => table(report),
+            Output::Json => {
+                let mut json = serde_json::to_string_pretty(report)?;
+                json.push('\n');
+                json
+            }
+            Output::Yaml => serde_saphyr::to_string(report)?,
+        })
+    }
+
+    /// Prints `report` on stdout; an error rendering it on stderr.
+    pub fn print<T: Serialize>(self, report: &T, table: impl FnOnce(&T) -> String) {
+        match self.render(report, table) {
+            // A closed stdout (e.g. `| head`) is not worth a panic.
+            Ok(text) => {
+                let _ = std::io::stdout().write_all(text.as_bytes());
+            }
+            Err(err) => eprintln!("error: {}", crate::telemetry::error_chain(&err)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +428,62 @@ mod tests {
             ] {
                 assert!(text.contains(word), "{shell}: no {word}");
             }
+        }
+    }
+
+    mod exit {
+        use super::*;
+
+        fn api(code: u16) -> kube::Error {
+            kube::Error::Api(
+                kube::core::Status::failure("refused", "Refused")
+                    .with_code(code)
+                    .boxed(),
+            )
+        }
+
+        #[test]
+        fn every_code_is_distinct_and_ok_is_zero() {
+            let codes: std::collections::BTreeSet<u8> =
+                Exit::ALL.iter().map(|e| e.code()).collect();
+            assert_eq!(codes.len(), Exit::ALL.len());
+            assert_eq!(Exit::Ok.code(), 0);
+        }
+
+        #[test]
+        fn refused_credentials_are_the_cluster_s_and_a_missing_object_the_input_s() {
+            assert_eq!(Exit::of_kube(&api(401)), Exit::Cluster);
+            assert_eq!(Exit::of_kube(&api(403)), Exit::Cluster);
+            assert_eq!(Exit::of_kube(&api(404)), Exit::Usage);
+            assert_eq!(Exit::of_kube(&api(500)), Exit::Failed);
+        }
+    }
+
+    mod output {
+        use super::*;
+
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Report {
+            dry_run: bool,
+            pods: Vec<&'static str>,
+        }
+
+        #[test]
+        fn json_and_yaml_carry_the_same_fields_and_the_table_is_the_caller_s() {
+            let report = Report {
+                dry_run: true,
+                pods: vec!["shop/web"],
+            };
+            let json = Output::Json.render(&report, |_| String::new()).unwrap();
+            let yaml = Output::Yaml.render(&report, |_| String::new()).unwrap();
+            let from_json: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let from_yaml: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
+            assert_eq!(from_json, from_yaml);
+            assert_eq!(from_json["dryRun"], true);
+            assert_eq!(from_json["pods"][0], "shop/web");
+            let table = Output::Table.render(&report, |r| format!("{} pod(s)\n", r.pods.len()));
+            assert_eq!(table.unwrap(), "1 pod(s)\n");
         }
     }
 }

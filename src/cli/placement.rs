@@ -1,19 +1,23 @@
 //! `ocifit placement untaint` and `ocifit placement release-all` (a deprecated alias of
 //! `ocifit release-gates --gate placement`): the way out (see `docs/placement.md`), runnable
-//! with nothing but a kubeconfig, whether ocifit runs or not; and `ocifit placement audit`
-//! ([`audit`]): the running pods on the wrong platform.
+//! with nothing but a kubeconfig, whether ocifit runs or not; and `ocifit placement audit`: the
+//! running pods a PlacementPolicy selects whose node's platform is not among their images'
+//! platforms (or unknown), each with the reason, read with the user's kubeconfig and
+//! credentials and decided by the controller's own functions ([`crate::placement::audit`]).
+//! Exit status by docs/cli.md's table: 1 when something is misplaced.
 
-mod audit;
-
+use std::path::Path;
 use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::exit::Exit;
+use super::Exit;
+use super::OutputArgs;
 use super::gates::{GateName, release};
-use super::output::OutputArgs;
+use super::resolve::RegistryAccessArgs;
 use crate::cluster::Scope;
-use crate::placement::untaint_all;
+use crate::placement::{AuditError, AuditRegistry, AuditReport, audit_cluster, untaint_all};
+use crate::registry::{DockerConfig, RegistryOptions};
 use crate::startup::KubeArgs;
 
 /// `ocifit placement`'s commands.
@@ -37,7 +41,7 @@ pub enum PlacementCommand {
     /// List the running pods a PlacementPolicy selects whose node's platform is not among their
     /// images' platforms, or whose images' platforms are unknown, each with the reason, and the
     /// registry requests made. Exit 1 when some pod is misplaced.
-    Audit(audit::AuditArgs),
+    Audit(AuditArgs),
 }
 
 /// `ocifit placement release-all`'s flags: those of `release-gates`.
@@ -68,7 +72,7 @@ pub(super) async fn run(args: &PlacementArgs) -> ExitCode {
             release(&args.kube, &gates, &scope, flags.output.output).await
         }
         PlacementCommand::Untaint(output) => untaint(&args.kube, output).await,
-        PlacementCommand::Audit(audit) => audit::run(&args.kube, audit).await,
+        PlacementCommand::Audit(audit) => run_audit(&args.kube, audit).await,
     }
 }
 
@@ -128,4 +132,102 @@ async fn untaint(kube: &KubeArgs, output: &OutputArgs) -> ExitCode {
             .into()
         }
     }
+}
+
+/// `ocifit placement audit`'s flags: the registry flags reach every image's registry.
+#[derive(Debug, clap::Args)]
+#[command(
+    mut_arg("plain_http", |arg| arg.help("Reach the images' registries over plain HTTP")),
+    mut_arg("docker_config", |arg| arg.help(
+        "A docker config (`~/.docker/config.json` or a dockerconfigjson) with credentials for \
+         the images' registries (the pods' pull Secrets are not read)"
+    )),
+    mut_arg("ca_file", |arg| arg.help("A PEM file of extra CA certificates to trust")),
+)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub registry: RegistryAccessArgs,
+    /// ocifit's own namespace, whose pods placement never selects.
+    #[arg(long, value_name = "NAMESPACE", default_value = "ocifit-system")]
+    pub own_namespace: String,
+}
+
+/// Runs the audit and prints its report: [`Exit::Ok`] when nothing is misplaced,
+/// [`Exit::Failed`] when something is (the report is printed all the same).
+async fn run_audit(kube: &KubeArgs, args: &AuditArgs) -> ExitCode {
+    let registry = match registry(args) {
+        Ok(registry) => registry,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Exit::Usage.into();
+        }
+    };
+    let client = match crate::cli::connect(kube).await {
+        Ok(client) => client,
+        Err(exit) => return exit,
+    };
+    match audit_cluster(client, &args.own_namespace, &registry).await {
+        Ok(report) => {
+            args.output.output.print(&report, audit_table);
+            if report.misplaced.is_empty() {
+                Exit::Ok.into()
+            } else {
+                Exit::Failed.into()
+            }
+        }
+        Err(err) => {
+            eprintln!("error: {}", crate::telemetry::error_chain(&err));
+            match &err {
+                AuditError::List { source, .. } => Exit::of_kube(source),
+                // The client could not be built from the flags (a bad CA file).
+                AuditError::Registry(_) => Exit::Usage,
+            }
+            .into()
+        }
+    }
+}
+
+fn audit_table(report: &AuditReport) -> String {
+    use std::io::Write;
+    let mut table = tabwriter::TabWriter::new(Vec::new()).padding(2);
+    if !report.misplaced.is_empty() {
+        let _ = writeln!(table, "NAMESPACE\tPOD\tNODE\tPOLICY\tREASON\tMESSAGE");
+    }
+    for found in &report.misplaced {
+        let _ = writeln!(
+            table,
+            "{}\t{}\t{}\t{}\t{}\t{}",
+            found.namespace, found.pod, found.node, found.policy, found.reason, found.message
+        );
+    }
+    let rows = table.into_inner().unwrap_or_default();
+    format!(
+        "{}{} running pod(s) audited, {} misplaced, {} registry request(s)\n",
+        String::from_utf8_lossy(&rows),
+        report.audited,
+        report.misplaced.len(),
+        report.registry_requests
+    )
+}
+
+/// The registry access the flags ask for.
+fn registry(args: &AuditArgs) -> Result<AuditRegistry, String> {
+    let mut options = RegistryOptions::default();
+    if let Some(path) = &args.registry.docker_config {
+        options.credentials = DockerConfig::from_json(&read(path)?)
+            .map_err(|err| format!("{}: {err}", path.display()))?;
+    }
+    if let Some(path) = &args.registry.ca_file {
+        options.extra_ca_pem.push(read(path)?);
+    }
+    Ok(AuditRegistry {
+        options,
+        plain_http: args.registry.plain_http,
+    })
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|err| format!("failed to read {}: {err}", path.display()))
 }

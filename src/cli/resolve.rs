@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Node;
 mod inputs;
 mod report;
 
-use super::exit::Exit;
+use super::Exit;
 use super::input::{self, InputError};
 use crate::api::ImageSelectionPolicy;
 use crate::engine::{ArtifactError, Format, NodeFeature, NodeInputs, features_by_node};

@@ -13,7 +13,7 @@ use kube::api::PostParams;
 use kube::{Api, Client, Resource};
 use serde_json::{Value, json};
 
-use super::exit::Exit;
+use super::Exit;
 use crate::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy, parse_duration};
 
 /// The label the chart's test PlacementPolicy selects its probe pod by, with [`PLACEMENT_PROBE`].
@@ -55,7 +55,7 @@ pub struct SelftestArgs {
     #[arg(long, default_value = "60s", value_parser = wait)]
     pub placement_wait: Duration,
     #[command(flatten)]
-    pub output: super::output::OutputArgs,
+    pub output: super::OutputArgs,
 }
 
 fn wait(text: &str) -> Result<Duration, String> {

@@ -2,10 +2,10 @@
 //! each published one counted. [`EventReporter::publish`] waits for the apiserver; [`queue`]
 //! hands request handlers and per-pod reconcilers [`Notices`] that never wait, publishing from
 //! one task, optionally one Event per object and reason per window; a full queue, or a
-//! namespace past its share ([`quota`]), drops and counts. A reporter starts a fresh recorder
-//! after [`SERIES_MEMORY`] Events, as client-go's correlator does, because kube's recorder
-//! sweeps all it remembers on every publish (docs/performance.md). Decides nothing about what
-//! deserves an Event.
+//! namespace past its share (a bounded bucket per namespace: [`Quota`]), drops and counts. A
+//! reporter starts a fresh recorder after [`SERIES_MEMORY`] Events, as client-go's correlator
+//! does, because kube's recorder sweeps all it remembers on every publish. Decides nothing
+//! about what deserves an Event.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,9 +19,6 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::mpsc;
 
 use crate::telemetry::Metrics;
-use quota::Quota;
-
-mod quota;
 
 /// Kubernetes caps an Event's note at 1 kB.
 const MAX_NOTE: usize = 1024;
@@ -288,9 +285,90 @@ impl Throttle {
     }
 }
 
+/// Events one namespace may queue at once: a quarter of the queue, so a Job of a few hundred pods
+/// released together gets each its Event and three namespaces flooding at once still leave room.
+const BURST: f64 = 256.0;
+/// Events a second a namespace's bucket refills with, past the burst.
+const RATE: f64 = 10.0;
+/// Namespaces with a bucket of their own: each costs its name and two numbers.
+const NAMESPACES: usize = 1024;
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    refilled: Instant,
+}
+
+impl Bucket {
+    fn full(now: Instant) -> Bucket {
+        Bucket {
+            tokens: BURST,
+            refilled: now,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * RATE).min(BURST);
+        self.refilled = self.refilled.max(now);
+    }
+
+    fn take(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+}
+
+/// The buckets of one queue.
+#[derive(Debug)]
+struct Quota {
+    buckets: HashMap<String, Bucket>,
+    /// Shared by namespaces that found no room for a bucket of their own.
+    overflow: Bucket,
+}
+
+impl Quota {
+    fn new(now: Instant) -> Quota {
+        Quota {
+            buckets: HashMap::new(),
+            overflow: Bucket::full(now),
+        }
+    }
+
+    /// Whether `namespace` (empty for a cluster-scoped cause) may queue one more Event at `now`.
+    fn allow(&mut self, namespace: &str, now: Instant) -> bool {
+        if let Some(bucket) = self.buckets.get_mut(namespace) {
+            return bucket.take(now);
+        }
+        if self.buckets.len() >= NAMESPACES {
+            self.buckets.retain(|_, bucket| {
+                bucket.refill(now);
+                bucket.tokens < BURST
+            });
+        }
+        if self.buckets.len() >= NAMESPACES {
+            return self.overflow.take(now);
+        }
+        let mut bucket = Bucket::full(now);
+        let allowed = bucket.take(now);
+        self.buckets.insert(namespace.to_owned(), bucket);
+        allowed
+    }
+
+    #[cfg(test)]
+    fn namespaces(&self) -> usize {
+        self.buckets.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn notice(name: &str, reason: &'static str) -> Notice {
         Notice {
@@ -395,7 +473,7 @@ mod tests {
             quiet += usize::from(notice.on.namespace.as_deref() == Some("quiet"));
         }
         assert_eq!(quiet, 1, "the quiet namespace's Event was dropped");
-        assert!(metrics.events_over_quota() >= (2 * QUEUE - quota::BURST as usize) as u64);
+        assert!(metrics.events_over_quota() >= (2 * QUEUE - BURST as usize) as u64);
     }
 
     #[test]
@@ -405,5 +483,36 @@ mod tests {
         assert!(capped.len() <= MAX_NOTE, "{}", capped.len());
         assert!(capped.ends_with("..."));
         assert_eq!(cap("short".to_owned()), "short");
+    }
+
+    #[test]
+    fn a_namespace_gets_its_burst_then_its_rate_and_others_their_own() {
+        let start = Instant::now();
+        let mut quota = Quota::new(start);
+        let burst = (0..1000).filter(|_| quota.allow("flood", start)).count();
+        assert_eq!(burst, BURST as usize);
+        assert!(quota.allow("quiet", start), "another namespace has its own");
+        let later = start + Duration::from_secs(5);
+        let refilled = (0..1000).filter(|_| quota.allow("flood", later)).count();
+        assert_eq!(refilled, (5.0 * RATE) as usize);
+    }
+
+    /// A namespace per Event (as many namespaces' pods, or a forger's names) keeps at most
+    /// [`NAMESPACES`] buckets, and the ones that spent their burst keep theirs.
+    #[test]
+    fn the_buckets_stay_bounded_however_many_namespaces_send() {
+        let start = Instant::now();
+        let mut quota = Quota::new(start);
+        for _ in 0..BURST as usize {
+            assert!(quota.allow("flood", start));
+        }
+        for n in 0..10 * NAMESPACES {
+            quota.allow(&format!("ns-{n}"), start);
+            assert!(quota.namespaces() <= NAMESPACES, "{}", quota.namespaces());
+        }
+        assert!(
+            !quota.allow("flood", start),
+            "a spent bucket is not forgotten to make room"
+        );
     }
 }

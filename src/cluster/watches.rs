@@ -1,5 +1,5 @@
 //! The watches of the shared cluster view: nodes (metadata only, decoded into names and labels,
-//! all any feature reads: see [`node_meta`](super::node_meta)) and NFD NodeFeature objects once
+//! all any feature reads: see [`NodeMeta`]) and NFD NodeFeature objects once
 //! NFD's CRD exists (never Secrets: they are read by name, see [`secrets`](super::secrets)). Each
 //! yields raw watcher events, retried on the process's one [`watch_backoff`] and trimmed of what
 //! no one reads; [`reflect`](super::reflected::reflect) stores and fans them out.
@@ -18,7 +18,7 @@ use kube::core::ObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
-use super::node_meta::NodeMeta;
+use super::nodes::NodeMeta;
 use super::nodes::{ClusterNode, Strings};
 use crate::engine::{Features, NODE_NAME_LABEL, NodeFeature};
 use crate::process::watch_backoff;

@@ -18,8 +18,8 @@ pub use controller::RegistrySource;
 pub use feed::SharedIndex;
 pub use planner::{ImagePlan, Index, SelectionPod, managed_name};
 pub use resolution::{
-    ArtifactState, AttachedArtifact, CandidateArtifact, ClassAnswer, Content, Inputs, Limits,
-    PlatformLookup, Platforms, Resolved, classes, compute,
+    ArtifactState, AttachedArtifact, CandidateArtifact, ClassAnswer, Content, PlatformLookup,
+    Platforms, Resolved, StatusInputs, StatusLimits, policy_status, resolve_classes,
 };
 pub use route::{MutatePods, PATH, notice};
 

@@ -15,7 +15,7 @@ use super::error::{Access, ContentProblem, Error, Result, Target};
 use super::fetch::Inner;
 use super::manifest::{self, Descriptor, ImageManifest, Manifest, hex};
 use super::reference::{self, Reference};
-use super::restart::BrokeOff;
+use super::retry::BrokeOff;
 use super::stats::Counters;
 use super::transport::Exchange;
 

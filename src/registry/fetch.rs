@@ -22,7 +22,7 @@ pub(crate) struct Inner {
     pub counters: Arc<Counters>,
     pub max_artifact_bytes: u64,
     pub max_manifest_bytes: u64,
-    pub restarts: super::restart::Restarts,
+    pub restarts: super::retry::Restarts,
 }
 
 impl Inner {

@@ -14,12 +14,12 @@ use moka::future::Cache;
 use sha2::{Digest as _, Sha256};
 use tokio::sync::Semaphore;
 
-use super::backoff::{BackoffPolicy, Backoffs};
 use super::cache::{CacheOptions, Coalescing, Key};
 use super::client::Registry;
 use super::docker_config::{Credentials, DockerConfig};
 use super::options::RegistryOptions;
 use super::reference::{self, Reference};
+use super::retry::{BackoffPolicy, Backoffs};
 use crate::platform::Platform;
 
 mod failure;

@@ -1,12 +1,17 @@
-//! The OCI and Docker manifest shapes this room reads, their media types, and content digests.
-//! Only the fields a decision needs are modelled; unknown fields are ignored. Pure: no I/O.
+//! The OCI and Docker manifest shapes this room reads, their media types, and content digests;
+//! which layer of an artifact manifest holds the compatibility document, decided by media type
+//! only (never by trying to parse); and which referrer of an image is its NFD artifact (the NFD
+//! artifactType, newest by `org.opencontainers.image.created`). Only the fields a decision needs
+//! are modelled; unknown fields are ignored. Pure: no I/O.
 
 use std::collections::BTreeMap;
 
+use jiff::Timestamp;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256, Sha512};
 
 use super::error::ContentProblem;
+use crate::engine::{Format, NFD_ARTIFACT_TYPE, NFD_LAYER_MEDIA_TYPE, OCIFIT_LAYER_MEDIA_TYPE};
 
 /// OCI image manifest.
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -190,6 +195,74 @@ pub(super) fn is_valid_digest(digest: &str) -> bool {
 /// Lowercase hexadecimal of some bytes (a digest's value).
 pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The chosen layer and the format it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ChosenLayer {
+    pub format: Format,
+    pub layer: Descriptor,
+}
+
+/// Picks the one compatibility layer of an artifact manifest: the ocifit or NFD media type, else
+/// an NFD artifact's only layer whatever its media type (as NFD's client reads layer 0). Two
+/// candidates, or none, are an error rather than a guess.
+pub(super) fn choose_layer(manifest: &ImageManifest) -> Result<ChosenLayer, ContentProblem> {
+    let known: Vec<ChosenLayer> = manifest
+        .layers
+        .iter()
+        .filter_map(|layer| {
+            let format = match layer.media_type.as_str() {
+                OCIFIT_LAYER_MEDIA_TYPE => Format::Ocifit,
+                NFD_LAYER_MEDIA_TYPE => Format::Nfd,
+                _ => return None,
+            };
+            Some(ChosenLayer {
+                format,
+                layer: layer.clone(),
+            })
+        })
+        .collect();
+    match known.as_slice() {
+        [one] => return Ok(one.clone()),
+        [] => {}
+        many => {
+            return Err(ContentProblem::AmbiguousLayers {
+                found: many.iter().map(|c| c.layer.media_type.clone()).collect(),
+            });
+        }
+    }
+    let nfd_artifact = manifest.artifact_type.as_deref() == Some(NFD_ARTIFACT_TYPE)
+        || manifest.config.media_type == NFD_ARTIFACT_TYPE;
+    if let (true, [only]) = (nfd_artifact, manifest.layers.as_slice()) {
+        return Ok(ChosenLayer {
+            format: Format::Nfd,
+            layer: only.clone(),
+        });
+    }
+    let mut found: Vec<String> = manifest.artifact_type.iter().cloned().collect();
+    found.extend(manifest.layers.iter().map(|l| l.media_type.clone()));
+    Err(ContentProblem::NoKnownLayer {
+        expected: format!("{OCIFIT_LAYER_MEDIA_TYPE} or {NFD_LAYER_MEDIA_TYPE}"),
+        found,
+    })
+}
+
+/// Picks the newest NFD artifact among an image's referrers, filtered here too since the
+/// referrers tag fallback cannot filter. An undated entry is older than any dated one; on equal
+/// times the one listed last wins, as registries append.
+pub(super) fn newest_nfd_referrer(referrers: &[Descriptor]) -> Option<&Descriptor> {
+    referrers
+        .iter()
+        .filter(|d| d.artifact_type.as_deref() == Some(NFD_ARTIFACT_TYPE))
+        .max_by_key(|d| created(d))
+}
+
+fn created(descriptor: &Descriptor) -> Option<Timestamp> {
+    descriptor
+        .annotations
+        .get(CREATED_ANNOTATION)
+        .and_then(|text| text.parse::<Timestamp>().ok())
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The registry room: reads compatibility artifacts and image platforms from OCI registries, and
 //! moves content of any size both ways for the artifact helper (`upload`, `download`). It owns
 //! references, the registry protocol (auth, retries, timeouts, size caps, digest checks) and the
-//! caches; its decisions are pure modules (`layers`, `referrers`, `platforms`, `auth`, `allow`,
+//! caches; its decisions are pure modules (`manifest`, `platforms`, `auth`, `allow`,
 //! `mirrors`, ...), and `fence` (the one HTTP client constructor), `transport`, `client` and
 //! `clients` the thin adapters. The engine parses compatibility documents, at the very end
 //! (`resolve`). It knows nothing of Kubernetes objects: credentials come as a docker config.
@@ -9,7 +9,6 @@
 mod addresses;
 mod allow;
 mod auth;
-mod backoff;
 mod cache;
 mod client;
 mod clients;
@@ -20,14 +19,11 @@ mod error;
 mod fence;
 mod fetch;
 mod inspect;
-mod layers;
 mod manifest;
 mod mirrors;
 mod options;
 mod platforms;
 mod reference;
-mod referrers;
-mod restart;
 mod retry;
 mod stats;
 mod transport;
@@ -37,7 +33,6 @@ mod upload;
 pub use crate::platform::Platform;
 pub use addresses::PrivateRegistries;
 pub use allow::AllowList;
-pub use backoff::BackoffPolicy;
 pub use cache::CacheOptions;
 pub use client::{FetchedArtifact, Registry, ResolveError, ResolvedArtifact};
 pub use clients::Clients;
@@ -54,7 +49,8 @@ pub use options::RegistryOptions;
 pub use options::{RegistryFlags, read_ca_file};
 pub use platforms::ImagePlatforms;
 pub use reference::{Reference, parse as parse_reference};
-pub use restart::{BrokeOff, GaveUp, Restarts, restarting};
+pub use retry::BackoffPolicy;
 pub use retry::RetryPolicy;
+pub use retry::{BrokeOff, GaveUp, Restarts, restarting};
 pub use stats::{CacheCounts, RegistryStats, RequestOutcomes};
 pub use upload::PushedBlob;

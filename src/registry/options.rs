@@ -14,7 +14,7 @@ use super::docker_config::DockerConfig;
 use super::error::{ConfigError, Error};
 use super::mirrors::Mirrors;
 use super::reference::Reference;
-use super::restart::Restarts;
+use super::retry::Restarts;
 use super::retry::RetryPolicy;
 
 /// Everything the client can be told. `Default` is anonymous HTTPS with the documented limits.

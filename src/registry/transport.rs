@@ -28,12 +28,11 @@ use super::stats::Counters;
 mod exchange;
 mod failures;
 mod route;
-mod tokens;
 
+use super::auth::Tokens;
 pub(crate) use exchange::Exchange;
 use failures::{AttemptError, read_body, status_error, transport_error, unauthorized};
 use route::Via;
-use tokens::Tokens;
 
 /// One request: where, what, and how much may come back.
 pub(crate) struct Request<'a> {

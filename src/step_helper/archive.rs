@@ -17,7 +17,7 @@ use rustix::fs::FileType;
 use tar::{EntryType, Header};
 
 use super::beneath::{self, BeneathError};
-use super::file_error::{self, FileError};
+use super::{FileError, file_error};
 
 /// Why a directory could not be packed or an archive unpacked.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +35,7 @@ pub enum ArchiveError {
     #[error("the uncompressed archive's digest is {actual}, the artifact says {expected}")]
     TarDigest { expected: String, actual: String },
     #[error(transparent)]
-    Limit(#[from] super::limits::Exceeded),
+    Limit(#[from] super::Exceeded),
 }
 
 /// What a pack wrote.
@@ -62,16 +62,13 @@ pub(super) fn pack_dir(
     let root = File::from(dir);
     let metadata = root
         .metadata()
-        .map_err(file_error::at("read", Path::new(shown)))?;
+        .map_err(file_error("read", Path::new(shown)))?;
     let mut header = header_for(&metadata);
     header.set_entry_type(EntryType::Directory);
     header.set_size(0);
     builder
         .append_data(&mut header, Path::new(prefix).join(""), io::empty())
-        .map_err(file_error::at(
-            "write the archive entry for",
-            Path::new(shown),
-        ))?;
+        .map_err(file_error("write the archive entry for", Path::new(shown)))?;
     count.directories += 1;
     // Depth first, each directory's names in order, as `find | sort` lists a tree.
     let mut pending = Vec::new();
@@ -82,7 +79,7 @@ pub(super) fn pack_dir(
         let path = Path::new(shown).join(&relative);
         let file_name = relative.file_name().unwrap_or_default();
         let kind = beneath::kind_at(&*parent, file_name)
-            .map_err(file_error::at("read", &path))?
+            .map_err(file_error("read", &path))?
             .ok_or_else(|| {
                 ArchiveError::Io(FileError {
                     action: "read",
@@ -99,13 +96,13 @@ pub(super) fn pack_dir(
                 let handle = beneath::open_dir_at(&*parent, file_name, &path.display().to_string())
                     .map_err(|err| beneath_error("open", &path, err))?;
                 let handle = File::from(handle);
-                let metadata = handle.metadata().map_err(file_error::at("read", &path))?;
+                let metadata = handle.metadata().map_err(file_error("read", &path))?;
                 let mut header = header_for(&metadata);
                 header.set_entry_type(EntryType::Directory);
                 header.set_size(0);
                 builder
                     .append_data(&mut header, &name, io::empty())
-                    .map_err(file_error::at("write the archive entry for", &path))?;
+                    .map_err(file_error("write the archive entry for", &path))?;
                 count.directories += 1;
                 push_children(
                     &mut pending,
@@ -127,7 +124,7 @@ pub(super) fn pack_dir(
     builder
         .into_inner()
         .and_then(|mut out| out.flush())
-        .map_err(file_error::at("finish the archive of", Path::new(shown)))?;
+        .map_err(file_error("finish the archive of", Path::new(shown)))?;
     Ok(count)
 }
 
@@ -154,7 +151,7 @@ fn append_link_at<W: Write>(
     header.set_size(0);
     builder
         .append_link(&mut header, name, &target)
-        .map_err(file_error::at("archive the link", path))?;
+        .map_err(file_error("archive the link", path))?;
     Ok(())
 }
 
@@ -168,7 +165,7 @@ fn append_file_at<W: Write>(
 ) -> Result<(), ArchiveError> {
     let file = beneath::open_at(parent, file_name, &path.display().to_string())
         .map_err(|err| beneath_error("open", path, err))?;
-    let metadata = file.metadata().map_err(file_error::at("read", path))?;
+    let metadata = file.metadata().map_err(file_error("read", path))?;
     if !metadata.is_file() {
         return Err(FileError {
             action: "archive",
@@ -185,7 +182,7 @@ fn append_file_at<W: Write>(
     let mut limited = file.take(metadata.len());
     builder
         .append_data(&mut header, name, &mut limited)
-        .map_err(file_error::at("archive", path))?;
+        .map_err(file_error("archive", path))?;
     Ok(())
 }
 
@@ -197,7 +194,7 @@ fn push_children(
     shown: &str,
 ) -> Result<(), ArchiveError> {
     let names =
-        beneath::names(&**dir).map_err(file_error::at("read", &Path::new(shown).join(relative)))?;
+        beneath::names(&**dir).map_err(file_error("read", &Path::new(shown).join(relative)))?;
     for name in names.into_iter().rev() {
         pending.push((Rc::clone(dir), relative.join(name)));
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ocifit_testkit::{Proxy, Registry as TestRegistry};
 
-use super::limits::{Budget, Limits};
+use super::{Budget, Limits};
 use super::{PushRequest, pull, push};
 use crate::registry::{
     PrivateRegistries, Reference, Registry, RegistryOptions, Restarts, RetryPolicy, parse_reference,
@@ -55,7 +55,7 @@ fn request(paths: Vec<std::path::PathBuf>) -> PushRequest {
     PushRequest {
         paths: paths
             .into_iter()
-            .map(super::file_ref::PushPath::plain)
+            .map(super::command::PushPath::plain)
             .collect(),
         unpack: true,
         artifact_type: "application/vnd.test".into(),

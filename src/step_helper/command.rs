@@ -1,13 +1,15 @@
 //! The helper's command line, defined once: the step planner builds a container's arguments with
 //! [`Prepare::to_args`], [`Launch::to_args`] and [`Deliver::to_args`], and `ocifit artifact`
 //! parses them with clap from the same structs, so what is injected is what the helper reads.
+//! `PATH[:MEDIA_TYPE]` push arguments are read as `oras push` reads them ([`parse_file_ref`]:
+//! split at the last ':', so `a:b.txt:` is a path holding ':' with the default type).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::Args;
 
-use super::limits::Limits;
+use super::Limits;
 use super::{DEFAULT_COMPRESSION, PUSH_TIMEOUT};
 
 /// The `ocifit` subcommand every helper command sits under.
@@ -226,6 +228,78 @@ fn option(args: &mut Vec<OsString>, name: &str, value: Option<&PathBuf>) {
     }
 }
 
+/// A path to push and the media type its layer is given (`None`: the ORAS default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushPath {
+    pub path: PathBuf,
+    pub media_type: Option<String>,
+}
+
+impl PushPath {
+    /// A path pushed with the default media type.
+    pub fn plain(path: impl Into<PathBuf>) -> Self {
+        PushPath {
+            path: path.into(),
+            media_type: None,
+        }
+    }
+}
+
+/// Why a push argument names no path and type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FileRefError {
+    #[error("{0:?} names no file to push before its ':'")]
+    EmptyPath(String),
+    #[error(
+        "in {arg:?}, {media_type:?} is not a media type (type/subtype); a path that holds ':' is \
+         written with a trailing ':' (e.g. a:b.txt:)"
+    )]
+    MediaType { arg: String, media_type: String },
+}
+
+/// Reads one push argument.
+pub fn parse_file_ref(arg: &str) -> Result<PushPath, FileRefError> {
+    let Some((path, media_type)) = arg.rsplit_once(':') else {
+        return Ok(PushPath::plain(arg));
+    };
+    if path.is_empty() {
+        return Err(FileRefError::EmptyPath(arg.to_string()));
+    }
+    if media_type.is_empty() {
+        return Ok(PushPath::plain(path));
+    }
+    if !is_media_type(media_type) {
+        return Err(FileRefError::MediaType {
+            arg: arg.to_string(),
+            media_type: media_type.to_string(),
+        });
+    }
+    Ok(PushPath {
+        path: PathBuf::from(path),
+        media_type: Some(media_type.to_string()),
+    })
+}
+
+/// RFC 6838's `type/subtype`: each a restricted name of at most 127 characters.
+fn is_media_type(text: &str) -> bool {
+    let restricted = |name: &str| {
+        name.len() <= 127
+            && name
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphanumeric())
+            && name.bytes().all(|b| {
+                b.is_ascii_alphanumeric()
+                    || matches!(
+                        b,
+                        b'!' | b'#' | b'$' | b'&' | b'-' | b'^' | b'_' | b'.' | b'+'
+                    )
+            })
+    };
+    text.split_once('/')
+        .is_some_and(|(kind, subtype)| restricted(kind) && restricted(subtype))
+}
+
 #[cfg(test)]
 mod tests {
     use clap::{Parser, Subcommand};
@@ -343,5 +417,51 @@ mod tests {
             ..deliver
         };
         assert_eq!(parsed(bare.to_args()), Command::Deliver(bare));
+    }
+
+    /// The tests of what was `file_ref.rs`.
+    mod file_ref {
+        use super::*;
+
+        #[test]
+        fn a_media_type_after_the_last_colon_types_the_layer() {
+            assert_eq!(
+                parse_file_ref("a.txt:text/plain"),
+                Ok(PushPath {
+                    path: "a.txt".into(),
+                    media_type: Some("text/plain".into())
+                })
+            );
+            assert_eq!(
+                parse_file_ref("dir/conf.json:application/vnd.acme.config.v1+json")
+                    .unwrap()
+                    .media_type
+                    .as_deref(),
+                Some("application/vnd.acme.config.v1+json")
+            );
+            assert_eq!(parse_file_ref("a.txt"), Ok(PushPath::plain("a.txt")));
+        }
+
+        #[test]
+        fn a_path_holding_a_colon_is_written_with_a_trailing_one_as_with_oras() {
+            assert_eq!(parse_file_ref("a:b.txt:"), Ok(PushPath::plain("a:b.txt")));
+            assert_eq!(
+                parse_file_ref("a:b.txt:text/plain").unwrap().path,
+                PathBuf::from("a:b.txt")
+            );
+            let err = parse_file_ref("a:b.txt").unwrap_err();
+            assert_eq!(
+                err,
+                FileRefError::MediaType {
+                    arg: "a:b.txt".into(),
+                    media_type: "b.txt".into()
+                }
+            );
+            assert!(err.to_string().contains("a:b.txt:"), "{err}");
+            assert_eq!(
+                parse_file_ref(":text/plain"),
+                Err(FileRefError::EmptyPath(":text/plain".into()))
+            );
+        }
     }
 }

@@ -11,7 +11,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::file_error::{self, FileError};
+use super::{FileError, file_error};
 
 /// Why the inputs could not be put together.
 #[derive(Debug, thiserror::Error)]
@@ -51,23 +51,22 @@ impl Merged {
         input: &str,
     ) -> Result<(), MergeError> {
         let mut entries = fs::read_dir(from)
-            .map_err(file_error::at("read", from))?
+            .map_err(file_error("read", from))?
             .map(|entry| entry.map(|e| e.file_name()))
             .collect::<io::Result<Vec<_>>>()
-            .map_err(file_error::at("read", from))?;
+            .map_err(file_error("read", from))?;
         entries.sort();
         for name in entries {
             let source = from.join(&name);
             let target = into.join(&name);
             let path = relative.join(&name);
-            let source_is_dir = is_real_dir(&source).map_err(file_error::at("read", &source))?;
+            let source_is_dir = is_real_dir(&source).map_err(file_error("read", &source))?;
             match target.symlink_metadata() {
                 Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                    fs::rename(&source, &target)
-                        .map_err(file_error::at("move into place", &target))?;
+                    fs::rename(&source, &target).map_err(file_error("move into place", &target))?;
                     self.placed.insert(path, input.to_string());
                 }
-                Err(err) => return Err(file_error::at("read", &target)(err).into()),
+                Err(err) => return Err(file_error("read", &target)(err).into()),
                 Ok(existing) if existing.is_dir() && source_is_dir => {
                     self.merge(&source, &target, &path, input)?;
                 }
@@ -115,7 +114,7 @@ pub(super) fn destination(dest: &Path) -> Result<PathBuf, FileError> {
             ),
         }),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(dest.to_path_buf()),
-        Err(err) => Err(file_error::at("read", dest)(err)),
+        Err(err) => Err(file_error("read", dest)(err)),
     }
 }
 
@@ -124,7 +123,7 @@ pub(super) fn destination(dest: &Path) -> Result<PathBuf, FileError> {
 /// tree has a file, or the reverse, is an error: copying over it would delete the image's files.
 pub(super) fn copy_into(from: &Path, to: &Path) -> Result<(), FileError> {
     use std::os::unix::fs::PermissionsExt;
-    fs::create_dir_all(to).map_err(file_error::at("create", to))?;
+    fs::create_dir_all(to).map_err(file_error("create", to))?;
     for entry in walkdir::WalkDir::new(from)
         .min_depth(1)
         .follow_links(false)
@@ -155,14 +154,14 @@ pub(super) fn copy_into(from: &Path, to: &Path) -> Result<(), FileError> {
                 Some(meta) if meta.is_dir() => {}
                 Some(_) => return Err(in_the_way("a file where an input has a directory")),
                 None => {
-                    fs::create_dir(&target).map_err(file_error::at("create", &target))?;
+                    fs::create_dir(&target).map_err(file_error("create", &target))?;
                     let mode = entry
                         .metadata()
-                        .map_err(|err| file_error::at("read", entry.path())(err.into()))?
+                        .map_err(|err| file_error("read", entry.path())(err.into()))?
                         .permissions()
                         .mode();
                     fs::set_permissions(&target, fs::Permissions::from_mode(mode & 0o7777))
-                        .map_err(file_error::at("set the mode of", &target))?;
+                        .map_err(file_error("set the mode of", &target))?;
                 }
             }
             continue;
@@ -172,12 +171,12 @@ pub(super) fn copy_into(from: &Path, to: &Path) -> Result<(), FileError> {
         }
         if kind.is_symlink() {
             if existing.is_some() {
-                fs::remove_file(&target).map_err(file_error::at("replace", &target))?;
+                fs::remove_file(&target).map_err(file_error("replace", &target))?;
             }
-            let link = fs::read_link(entry.path()).map_err(file_error::at("read", entry.path()))?;
-            std::os::unix::fs::symlink(link, &target).map_err(file_error::at("link", &target))?;
+            let link = fs::read_link(entry.path()).map_err(file_error("read", entry.path()))?;
+            std::os::unix::fs::symlink(link, &target).map_err(file_error("link", &target))?;
         } else if kind.is_file() {
-            fs::copy(entry.path(), &target).map_err(file_error::at("copy to", &target))?;
+            fs::copy(entry.path(), &target).map_err(file_error("copy to", &target))?;
         }
     }
     Ok(())

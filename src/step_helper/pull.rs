@@ -17,10 +17,10 @@ use futures_util::{StreamExt, TryStreamExt};
 
 use super::archive::ArchiveError;
 use super::channel::{self, ChannelReader, HashingReader};
-use super::file_error::{self, FileError};
 use super::layout::{self, LayerAction, LayoutError};
-use super::limits::{Budget, Exceeded};
 use super::unpack;
+use super::{Budget, Exceeded};
+use super::{FileError, file_error};
 use crate::registry::{self, GaveUp, Reference, Registry, restarting};
 
 /// How many layers of one artifact move at once.
@@ -120,7 +120,7 @@ pub async fn pull(
         reference: reference.whole(),
         source,
     })?;
-    fs::create_dir_all(output).map_err(file_error::at("create", output))?;
+    fs::create_dir_all(output).map_err(file_error("create", output))?;
     for action in &actions {
         destination_is_free(output, action)?;
     }
@@ -289,10 +289,10 @@ impl Staging {
     /// Moves the staged layer to its destination.
     fn commit(mut self, output: &Path, action: &LayerAction) -> Result<(), PullError> {
         let moves: Vec<(PathBuf, PathBuf)> = if action.path().as_os_str().is_empty() {
-            let entries = fs::read_dir(&self.path).map_err(file_error::at("read", &self.path))?;
+            let entries = fs::read_dir(&self.path).map_err(file_error("read", &self.path))?;
             let mut moves = Vec::new();
             for entry in entries {
-                let entry = entry.map_err(file_error::at("read", &self.path))?;
+                let entry = entry.map_err(file_error("read", &self.path))?;
                 moves.push((entry.path(), output.join(entry.file_name())));
             }
             moves
@@ -304,9 +304,9 @@ impl Staging {
                 return Err(PullError::Exists { path: to });
             }
             if let Some(parent) = to.parent() {
-                fs::create_dir_all(parent).map_err(file_error::at("create", parent))?;
+                fs::create_dir_all(parent).map_err(file_error("create", parent))?;
             }
-            fs::rename(&from, &to).map_err(file_error::at("move into place", &to))?;
+            fs::rename(&from, &to).map_err(file_error("move into place", &to))?;
         }
         self.committed = true;
         let _ = fs::remove_dir(&self.path);

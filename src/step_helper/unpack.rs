@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use tar::EntryType;
 
+use super::Budget;
 use super::beneath::{self, BeneathError};
-use super::file_error::{self, FileError};
 use super::layout::safe_relative;
-use super::limits::Budget;
+use super::{FileError, file_error};
 
 use super::archive::{ArchiveError, beneath_error};
 
@@ -198,7 +198,7 @@ impl Unpacker<'_> {
     /// Makes a directory (kept if one is there), its mode recorded for the end.
     fn directory(&mut self, place: Place, mode: u32) -> Result<(), ArchiveError> {
         let there = beneath::kind_at(&place.dir, &place.file_name)
-            .map_err(file_error::at("read", &place.target))?;
+            .map_err(file_error("read", &place.target))?;
         if there != Some(FileType::Directory) {
             self.replace(&place)?;
             rustix::fs::mkdirat(&place.dir, &place.file_name, Mode::from_raw_mode(0o700))
@@ -302,12 +302,12 @@ impl Unpacker<'_> {
     /// following a link; a directory removed takes its recorded modes with it.
     fn replace(&mut self, place: &Place) -> Result<(), ArchiveError> {
         let there = beneath::kind_at(&place.dir, &place.file_name)
-            .map_err(file_error::at("read", &place.target))?;
+            .map_err(file_error("read", &place.target))?;
         if there.is_none() {
             return Ok(());
         }
         beneath::remove_at(&place.dir, &place.file_name)
-            .map_err(file_error::at("replace", &place.target))?;
+            .map_err(file_error("replace", &place.target))?;
         self.directory_modes
             .retain(|made, _| !made.starts_with(&place.relative));
         Ok(())
@@ -337,7 +337,7 @@ fn copy(
             return Ok(written);
         }
         file.write_all(&buffer[..n])
-            .map_err(file_error::at("write", target))?;
+            .map_err(file_error("write", target))?;
         written += n as u64;
     }
 }

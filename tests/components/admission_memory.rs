@@ -4,7 +4,7 @@
 //! read in a streaming pass it costs what the typed request keeps.
 
 use k8s_openapi::api::core::v1::Pod;
-use ocifit::admission::{MAX_BODY_BYTES, read};
+use ocifit::admission::{MAX_BODY_BYTES, read_review};
 use tikv_jemalloc_ctl::thread::allocatedp;
 
 // The binary's allocator, as ocifit's: jemalloc counts what each thread allocates.
@@ -58,7 +58,7 @@ fn a_refused_body_is_explained_without_a_tree_of_it() {
     for at in ["top", "options"] {
         let body = review("admission.k8s.io/v1beta1", at, elements);
         assert!(body.len() <= MAX_BODY_BYTES);
-        let (answer, allocated) = allocated_by(|| read::<Pod>(&body));
+        let (answer, allocated) = allocated_by(|| read_review::<Pod>(&body));
         assert!(answer.is_err(), "the body is refused");
         assert!(
             allocated < 256 * 1024,
@@ -76,7 +76,7 @@ fn options_are_not_read_into_a_tree_on_the_way_to_the_planner() {
         "options",
         (MAX_BODY_BYTES - 1024) / 2,
     );
-    let (request, allocated) = allocated_by(|| read::<Pod>(&body));
+    let (request, allocated) = allocated_by(|| read_review::<Pod>(&body));
     request.expect("a well-formed review, its options skipped");
     assert!(allocated < 256 * 1024, "{allocated} bytes allocated");
 }
@@ -91,7 +91,7 @@ fn a_pod_of_20000_containers_is_refused_before_it_is_decoded() {
         r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"resource":{{"group":"","version":"v1","resource":"pods"}},"operation":"CREATE","userInfo":{{}},"object":{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p"}},"spec":{{"containers":[{}]}}}}}}}}"#,
         containers.join(",")
     );
-    let (answer, allocated) = allocated_by(|| read::<Pod>(body.as_bytes()));
+    let (answer, allocated) = allocated_by(|| read_review::<Pod>(body.as_bytes()));
     assert_eq!(answer.expect_err("refused").reason, "TooLarge");
     assert!(allocated < 256 * 1024, "{allocated} bytes allocated");
 }

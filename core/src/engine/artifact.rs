@@ -1,14 +1,19 @@
 //! The compiled artifact: parsing either format into one immutable model (patterns compiled
-//! once), the sets it lists, and which node inputs its rules read (for grouping nodes into
-//! classes). Owns no evaluation (`eval`) and no choice between sets (`select`).
+//! once), the sets it lists, evaluating one set on one node (every rule must hold; the first
+//! failing expression explains a miss; a set with no rules matches every node), and what its
+//! rules read from a node (the [`Reads`] in `inputs`). Owns no choice between sets (`select`)
+//! and no format details (`ocifit`, `nfd_eval`).
+
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::doc::{CompiledSet, shape};
+use super::doc::{CompiledSet, mismatch_hint, shape};
 use super::error::{ArtifactError, Location, Problem};
+use super::explain::Miss;
+use super::inputs::{Features, Reads};
 use super::limits::{self, LIMITS};
-use super::reads::Reads;
-use super::{Format, detect, nfd, ocifit};
+use super::{Format, nfd, ocifit};
 
 /// A parsed, validated compatibility artifact. Immutable, `Send + Sync`, cheap to share in an
 /// `Arc`.
@@ -122,7 +127,7 @@ impl Artifact {
                 format,
                 at,
                 message,
-                hint: detect::mismatch_hint(format, &doc),
+                hint: mismatch_hint(format, &doc),
             },
             other => other,
         })
@@ -176,5 +181,26 @@ impl Artifact {
             }
         }
         reads
+    }
+}
+
+impl CompatSet {
+    /// Checks every rule. `features` are the node's NFD features (needed for NFD rules only).
+    pub(crate) fn evaluate(
+        &self,
+        labels: &BTreeMap<String, String>,
+        features: &Features,
+    ) -> Result<(), Miss> {
+        let base = Location::set(self.index, &self.tag);
+        match &self.rules {
+            Rules::Ocifit(rules) => rules
+                .iter()
+                .enumerate()
+                .try_for_each(|(r, rule)| rule.evaluate(&base, r, labels)),
+            Rules::Nfd(rules) => rules
+                .iter()
+                .enumerate()
+                .try_for_each(|(r, rule)| rule.evaluate(&base, r, features)),
+        }
     }
 }

@@ -8,10 +8,8 @@
 //! differ (NotIn on a missing key, non-integer node values, operator sets), each keeps its own.
 
 mod artifact;
-mod detect;
 mod doc;
 mod error;
-mod eval;
 mod explain;
 mod inputs;
 mod limits;
@@ -19,7 +17,6 @@ mod nfd;
 mod nfd_eval;
 mod ocifit;
 mod op;
-mod reads;
 mod select;
 mod value;
 
@@ -40,8 +37,8 @@ pub use inputs::{
     FEATURE_LABEL_PREFIX, FeatureSource, Features, NODE_NAME_LABEL, NodeFeature, NodeFeatureList,
     NodeFeatureSpec, NodeInputs, features_by_node,
 };
+pub use inputs::{FeatureReads, Reads};
 pub use limits::{LIMITS, Limits};
-pub use reads::{FeatureReads, Reads};
 pub use select::{Candidate, any_platform, best_candidate};
 
 /// Media type of the layer holding an ocifit compatibility artifact (JSON).
@@ -74,7 +71,7 @@ impl Format {
     /// from the first evidence in document order (a `matchExpressions` list or map, an NFD-only
     /// field), else JSON is ocifit and YAML NFD, and says why in one sentence.
     pub fn detect(bytes: &[u8]) -> Result<(Format, &'static str), ArtifactError> {
-        detect::detect(bytes)
+        doc::detect(bytes)
     }
 }
 

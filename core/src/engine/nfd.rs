@@ -11,8 +11,8 @@ use serde::de::IgnoredAny;
 use super::Format;
 use super::doc::{self, CompiledSet, Tag};
 use super::error::{ArtifactError, Location, Problem};
+use super::inputs::Reads;
 use super::op::Expr;
-use super::reads::Reads;
 use super::value::list_only;
 
 #[derive(Deserialize)]

@@ -11,8 +11,8 @@ use super::Format;
 use super::doc::{self, CompiledSet, Tag};
 use super::error::{ArtifactError, Location, Problem};
 use super::explain::Miss;
+use super::inputs::Reads;
 use super::op::{Check, Expr, Input};
-use super::reads::Reads;
 use super::value::one_or_many;
 
 #[derive(Deserialize)]

@@ -10,7 +10,7 @@ use rcgen::{
 use time::OffsetDateTime;
 
 use super::inspect::{self, Facts};
-use super::plan::{Action, CA_VALIDITY, CertificatePlan, SERVING_VALIDITY};
+use super::plan::{CA_VALIDITY, CertificateAction, CertificatePlan, SERVING_VALIDITY};
 
 /// New certificates start this long before they are minted, so a replica whose clock is a little
 /// behind still accepts them.
@@ -50,8 +50,8 @@ impl CertificatePlan {
     pub fn carry_out(&self, now: Timestamp) -> Result<Option<Material>, IssueError> {
         let older = |facts: &[Facts]| facts.iter().map(Facts::pem).collect::<String>();
         match (&self.action, &self.signer, &self.serving) {
-            (Action::Keep { .. }, _, _) => Ok(None),
-            (Action::PruneBundle, Some((signer, ca_key)), Some((tls_crt, tls_key))) => {
+            (CertificateAction::Keep { .. }, _, _) => Ok(None),
+            (CertificateAction::PruneBundle, Some((signer, ca_key)), Some((tls_crt, tls_key))) => {
                 Ok(Some(Material {
                     ca_crt: signer.pem() + &older(&self.retained),
                     ca_key: ca_key.clone(),
@@ -59,7 +59,7 @@ impl CertificatePlan {
                     tls_key: tls_key.clone(),
                 }))
             }
-            (Action::IssueServing(_), Some((signer, ca_key)), _) => {
+            (CertificateAction::IssueServing(_), Some((signer, ca_key)), _) => {
                 let key = KeyPair::from_pem(ca_key).map_err(mint("CA key"))?;
                 let issuer = Issuer::from_ca_cert_pem(&signer.pem(), key).map_err(mint("CA"))?;
                 let (tls_crt, tls_key) = self.serving_cert(&issuer, now)?;
@@ -76,7 +76,7 @@ impl CertificatePlan {
                 let (tls_crt, tls_key) = match (action, serving) {
                     // The first step of a rotation keeps a serving certificate that is still
                     // valid, until the new CA is trusted.
-                    (Action::RotateCa { .. }, Some(serving)) => serving.clone(),
+                    (CertificateAction::RotateCa { .. }, Some(serving)) => serving.clone(),
                     _ => self.serving_cert(&issuer, now)?,
                 };
                 Ok(Some(Material {

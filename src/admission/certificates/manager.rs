@@ -25,7 +25,7 @@ use crate::api::REPORTING_CONTROLLER;
 use crate::telemetry::error_chain;
 
 /// Runs until `shutdown` resolves. `leading` says whether this replica leads, as it changes.
-pub async fn manage(
+pub async fn manage_certificates(
     client: Client,
     settings: CertificateSettings,
     mut leading: watch::Receiver<bool>,
@@ -360,7 +360,7 @@ where
 }
 
 /// A log line and an Event on the Secret for a change written to it.
-async fn announce(recorder: &Recorder, action: &super::Action, written: &Secret) {
+async fn announce(recorder: &Recorder, action: &super::CertificateAction, written: &Secret) {
     let note = action.to_string();
     let type_ = if action.is_unexpected() {
         tracing::warn!(

@@ -4,22 +4,15 @@
 //! [`CertificatePlan::carry_out`]'s). The CA lives [`CA_VALIDITY`], renewed within
 //! [`CA_RENEW_BEFORE`]; the serving certificate [`SERVING_VALIDITY`]. A rotation takes two steps
 //! (the new CA joins `caBundle`, then serves once trusted: [`ServingReason::SignedByPreviousCa`]),
-//! as docs/operations.md's "TLS rotation" says; [`Action::is_unexpected`] says when a start-over
-//! deserves a Warning.
-
-mod action;
+//! as docs/operations.md's "TLS rotation" says; [`CertificateAction::is_unexpected`] says when a
+//! start-over deserves a Warning. Each action and reason reads in words for logs and Events.
 
 use std::collections::BTreeSet;
+use std::fmt;
 
 use jiff::{SignedDuration, Timestamp};
 
-pub use action::Action;
-
-pub(crate) use action::ServingReason;
-
-pub(super) use action::Unusable;
-
-use super::inspect::{self, Facts};
+use super::inspect::{self, Facts, PemProblem};
 
 /// How long a new CA is valid: ten years.
 pub(super) const CA_VALIDITY: SignedDuration = SignedDuration::from_hours(24 * 3650);
@@ -31,7 +24,7 @@ pub(super) const SERVING_VALIDITY: SignedDuration = SignedDuration::from_hours(2
 
 /// The webhook Secret's data as stored: each key may be absent or hold anything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Stored {
+pub struct StoredCertificates {
     /// `ca.crt`: the CA bundle, PEM.
     pub ca_crt: Option<Vec<u8>>,
     /// `ca.key`: the current CA's private key, PEM.
@@ -45,7 +38,7 @@ pub struct Stored {
 /// The decision and what carrying it out keeps from the stored material.
 #[derive(Debug, Clone)]
 pub struct CertificatePlan {
-    pub(super) action: Action,
+    pub(super) action: CertificateAction,
     /// The DNS names the serving certificate carries.
     pub(super) dns_names: Vec<String>,
     /// The current CA and its key (PEM), when it stays.
@@ -58,16 +51,20 @@ pub struct CertificatePlan {
 
 impl CertificatePlan {
     /// What it does.
-    pub fn action(&self) -> &Action {
+    pub fn action(&self) -> &CertificateAction {
         &self.action
     }
 }
 
 /// Decides what to do with `stored` so the serving certificate names exactly `dns_names`.
-pub fn plan(stored: &Stored, dns_names: &[String], now: Timestamp) -> CertificatePlan {
+pub fn plan_certificates(
+    stored: &StoredCertificates,
+    dns_names: &[String],
+    now: Timestamp,
+) -> CertificatePlan {
     let want: BTreeSet<String> = dns_names.iter().cloned().collect();
     let mut plan = CertificatePlan {
-        action: Action::PruneBundle,
+        action: CertificateAction::PruneBundle,
         dns_names: want.iter().cloned().collect(),
         signer: None,
         serving: None,
@@ -77,14 +74,14 @@ pub fn plan(stored: &Stored, dns_names: &[String], now: Timestamp) -> Certificat
         Ok(ca) => ca,
         Err((reason, readable)) => {
             plan.retained = readable;
-            plan.action = Action::Replace(reason);
+            plan.action = CertificateAction::Replace(reason);
             return plan;
         }
     };
     let bundle_len = ca.bundle_len;
     plan.retained = ca.others;
     if ca.signer.not_after - CA_RENEW_BEFORE <= now {
-        plan.action = Action::RotateCa {
+        plan.action = CertificateAction::RotateCa {
             expires: ca.signer.not_after,
         };
         // Due for renewal or not, a serving certificate that is still valid bridges the rollover.
@@ -105,7 +102,7 @@ pub fn plan(stored: &Stored, dns_names: &[String], now: Timestamp) -> Certificat
     });
     plan.signer = Some((ca.signer, ca.key_pem));
     match serving {
-        Err(reason) => plan.action = Action::IssueServing(reason),
+        Err(reason) => plan.action = CertificateAction::IssueServing(reason),
         Ok(((cert, key_pem), renew_at)) => {
             plan.serving = Some((cert.pem(), key_pem));
             if 1 + plan.retained.len() < bundle_len {
@@ -123,7 +120,7 @@ pub fn plan(stored: &Stored, dns_names: &[String], now: Timestamp) -> Certificat
                 .into_iter()
                 .chain(pruned_at)
                 .fold(renew_at, Ord::min);
-            plan.action = Action::Keep { renew_at };
+            plan.action = CertificateAction::Keep { renew_at };
         }
     }
     plan
@@ -140,8 +137,11 @@ struct CurrentCa {
 }
 
 /// The current CA, or why there is none (with the CA certificates worth keeping in the bundle).
-fn current_ca(stored: &Stored, now: Timestamp) -> Result<CurrentCa, (Unusable, Vec<Facts>)> {
-    if *stored == Stored::default() {
+fn current_ca(
+    stored: &StoredCertificates,
+    now: Timestamp,
+) -> Result<CurrentCa, (Unusable, Vec<Facts>)> {
+    if *stored == StoredCertificates::default() {
         return Err((Unusable::Absent, Vec::new()));
     }
     let Some(ca_crt) = &stored.ca_crt else {
@@ -189,7 +189,7 @@ fn current_ca(stored: &Stored, now: Timestamp) -> Result<CurrentCa, (Unusable, V
 /// The stored serving certificate and its key (PEM), or why it cannot serve; whether it is due
 /// for renewal is [`serving_renew_at`]'s.
 fn serving(
-    stored: &Stored,
+    stored: &StoredCertificates,
     ca: &Facts,
     older: &[Facts],
     want: &BTreeSet<String>,
@@ -237,6 +237,181 @@ fn serving(
 /// When a serving certificate is due for renewal: when a third of its life remains.
 fn serving_renew_at(leaf: &Facts) -> Timestamp {
     leaf.not_after - leaf.not_after.duration_since(leaf.not_before) / 3
+}
+
+/// What the plan does, with why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertificateAction {
+    /// Everything is current; look again at `renew_at`, when the first renewal or pruning is due.
+    Keep {
+        /// When the next change is due.
+        renew_at: Timestamp,
+    },
+    /// Drop CA certificates that expired or could not be read from the bundle; nothing is issued.
+    PruneBundle,
+    /// Issue a new serving certificate from the current CA.
+    IssueServing(ServingReason),
+    /// Mint a new CA and put it first in the bundle; the current CA stays in the bundle until it
+    /// expires at `expires`. The serving certificate stays while it is valid (it is reissued
+    /// from the new CA by the next plan), else a new one is issued from the new CA at once.
+    RotateCa {
+        /// When the current CA expires.
+        expires: Timestamp,
+    },
+    /// Mint a new CA and serving certificate: the stored CA cannot be used.
+    Replace(Unusable),
+}
+
+impl CertificateAction {
+    /// Whether it deserves a Warning (something was broken or tampered with), rather than being
+    /// the first start or a scheduled renewal.
+    pub fn is_unexpected(&self) -> bool {
+        match self {
+            CertificateAction::Keep { .. } | CertificateAction::RotateCa { .. } => false,
+            CertificateAction::PruneBundle => false,
+            CertificateAction::IssueServing(reason) => !matches!(
+                reason,
+                ServingReason::Expiring { .. }
+                    | ServingReason::DnsNames { .. }
+                    | ServingReason::SignedByPreviousCa
+            ),
+            CertificateAction::Replace(reason) => *reason != Unusable::Absent,
+        }
+    }
+}
+
+impl CertificateAction {
+    /// A short CamelCase name for Events and logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CertificateAction::Keep { .. } => "CertificatesCurrent",
+            CertificateAction::PruneBundle => "CABundlePruned",
+            CertificateAction::IssueServing(_) => "ServingCertificateIssued",
+            CertificateAction::RotateCa { .. } => "CARotated",
+            CertificateAction::Replace(Unusable::Absent) => "CertificatesCreated",
+            CertificateAction::Replace(_) => "CAReplaced",
+        }
+    }
+}
+
+impl fmt::Display for CertificateAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CertificateAction::Keep { renew_at } => {
+                write!(f, "certificates are current until {renew_at}")
+            }
+            CertificateAction::PruneBundle => {
+                f.write_str("dropping expired or unreadable CA certificates")
+            }
+            CertificateAction::IssueServing(reason) => {
+                write!(f, "issuing a new serving certificate: {reason}")
+            }
+            CertificateAction::RotateCa { expires } => {
+                write!(
+                    f,
+                    "rotating the CA, which expires at {expires}; it stays trusted until then"
+                )
+            }
+            CertificateAction::Replace(reason) => write!(f, "creating a new CA: {reason}"),
+        }
+    }
+}
+
+/// Why the serving certificate is reissued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServingReason {
+    /// A Secret key is absent.
+    Missing(&'static str),
+    /// A Secret key does not hold what it should.
+    Unreadable {
+        /// The Secret key.
+        key: &'static str,
+        /// What is wrong.
+        detail: PemProblem,
+    },
+    /// `tls.key` is not the key of `tls.crt`.
+    KeyMismatch,
+    /// The current CA did not sign `tls.crt`.
+    NotSignedByCa,
+    /// The CA before a rotation signed `tls.crt`: the second step of a rotation.
+    SignedByPreviousCa,
+    /// `tls.crt` is not valid yet.
+    NotYetValid { not_before: Timestamp },
+    /// A third of its life or less remains (or it has expired).
+    Expiring { not_after: Timestamp },
+    /// It names other hosts than the wanted ones.
+    DnsNames {
+        /// What it names, IP addresses and other kinds as `<other>`.
+        have: Vec<String>,
+        /// What it should name.
+        want: Vec<String>,
+    },
+}
+
+impl fmt::Display for ServingReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServingReason::Missing(key) => write!(f, "the Secret has no {key}"),
+            ServingReason::Unreadable { key, detail } => write!(f, "{key} is unusable: {detail}"),
+            ServingReason::KeyMismatch => f.write_str("tls.key is not the key of tls.crt"),
+            ServingReason::NotSignedByCa => f.write_str("tls.crt was not signed by the CA"),
+            ServingReason::SignedByPreviousCa => {
+                f.write_str("tls.crt was signed by the previous CA, and the new one is trusted now")
+            }
+            ServingReason::NotYetValid { not_before } => {
+                write!(f, "tls.crt is not valid before {not_before}")
+            }
+            ServingReason::Expiring { not_after } => write!(f, "tls.crt expires at {not_after}"),
+            ServingReason::DnsNames { have, want } => write!(
+                f,
+                "tls.crt names [{}], not [{}]",
+                have.join(", "),
+                want.join(", ")
+            ),
+        }
+    }
+}
+
+/// Why the stored CA cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unusable {
+    /// Nothing is stored yet (first start).
+    Absent,
+    /// A Secret key is absent.
+    Missing(&'static str),
+    /// A Secret key does not hold what it should.
+    Unreadable {
+        /// The Secret key.
+        key: &'static str,
+        /// What is wrong.
+        detail: PemProblem,
+    },
+    /// No certificate in `ca.crt` has `ca.key`'s public key.
+    KeyMatchesNoCertificate,
+    /// The certificate of `ca.key` is not a CA.
+    NotACa,
+    /// The CA is not valid yet.
+    NotYetValid { not_before: Timestamp },
+    /// The CA has expired.
+    Expired { not_after: Timestamp },
+}
+
+impl fmt::Display for Unusable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unusable::Absent => f.write_str("the Secret holds no certificates yet"),
+            Unusable::Missing(key) => write!(f, "the Secret has no {key}"),
+            Unusable::Unreadable { key, detail } => write!(f, "{key} is unusable: {detail}"),
+            Unusable::KeyMatchesNoCertificate => {
+                f.write_str("ca.key is not the key of any certificate in ca.crt")
+            }
+            Unusable::NotACa => f.write_str("the certificate of ca.key is not a CA"),
+            Unusable::NotYetValid { not_before } => {
+                write!(f, "the CA is not valid before {not_before}")
+            }
+            Unusable::Expired { not_after } => write!(f, "the CA expired at {not_after}"),
+        }
+    }
 }
 
 #[cfg(test)]

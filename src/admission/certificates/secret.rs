@@ -18,7 +18,10 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 
-use super::{Action, CertificatesError, Material, ServingReason, Stored, plan};
+use super::{
+    CertificateAction, CertificatesError, Material, ServingReason, StoredCertificates,
+    plan_certificates,
+};
 use crate::api::FIELD_MANAGER;
 
 /// The Secret keys.
@@ -41,7 +44,7 @@ pub(super) struct Current {
     /// others' when they come back through the watch.
     pub resource_version: Option<String>,
     /// What was written on the way (each with the Secret it was written to), oldest first.
-    pub written: Vec<(Action, Secret)>,
+    pub written: Vec<(CertificateAction, Secret)>,
 }
 
 /// Makes the Secret `name` current for `dns_names`. A write that changes the CA bundle sets
@@ -62,9 +65,11 @@ pub(super) async fn make_current(
             .map_err(CertificatesError::kube("read the webhook Secret"))?;
         let stored = found.as_ref().map(stored).unwrap_or_default();
         let now = Timestamp::now();
-        let plan = plan(&stored, dns_names, now);
+        let plan = plan_certificates(&stored, dns_names, now);
         let untrusted = stored.ca_crt.as_deref() != trusted_bundle;
-        if untrusted && *plan.action() == Action::IssueServing(ServingReason::SignedByPreviousCa) {
+        if untrusted
+            && *plan.action() == CertificateAction::IssueServing(ServingReason::SignedByPreviousCa)
+        {
             tracing::debug!(
                 secret = name,
                 "the new CA is not in the webhook configuration yet; its serving certificate waits"
@@ -77,7 +82,7 @@ pub(super) async fn make_current(
             });
         }
         let Some(material) = plan.carry_out(now)? else {
-            let Action::Keep { renew_at } = *plan.action() else {
+            let CertificateAction::Keep { renew_at } = *plan.action() else {
                 return Err(CertificatesError::Unsettled);
             };
             let ca_bundle = stored.ca_crt.unwrap_or_default();
@@ -131,10 +136,10 @@ pub(super) async fn make_current(
 }
 
 /// The certificate data of a Secret.
-pub(super) fn stored(secret: &Secret) -> Stored {
+pub(super) fn stored(secret: &Secret) -> StoredCertificates {
     let data = secret.data.as_ref();
     let get = |key: &str| data.and_then(|d| d.get(key)).map(|b| b.0.clone());
-    Stored {
+    StoredCertificates {
         ca_crt: get(CA_CRT),
         ca_key: get(CA_KEY),
         tls_crt: get(TLS_CRT),
@@ -244,7 +249,7 @@ mod tests {
         assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
         assert_eq!(
             stored(&secret),
-            Stored {
+            StoredCertificates {
                 ca_crt: Some(b"ca cert".to_vec()),
                 ca_key: Some(b"ca key".to_vec()),
                 tls_crt: Some(b"tls cert".to_vec()),
@@ -267,6 +272,6 @@ mod tests {
 
     #[test]
     fn a_secret_without_data_is_read_as_empty() {
-        assert_eq!(stored(&Secret::default()), Stored::default());
+        assert_eq!(stored(&Secret::default()), StoredCertificates::default());
     }
 }

@@ -62,7 +62,7 @@ pub(crate) fn response_of(answer: Answer) -> Value {
 }
 
 fn refused(body: &[u8]) -> (Refused, Value) {
-    let answer = read::<Pod>(body).unwrap_err();
+    let answer = read_review::<Pod>(body).unwrap_err();
     assert_eq!(answer.outcome, DENIED);
     let why = [
         Refused::MalformedReview,
@@ -78,7 +78,7 @@ fn refused(body: &[u8]) -> (Refused, Value) {
 #[test]
 fn an_apiserver_review_reads_with_its_uid_and_dry_run() {
     let pod = a_pod();
-    let request = read::<Pod>(&body(&apiserver_review(&pod, true))).unwrap();
+    let request = read_review::<Pod>(&body(&apiserver_review(&pod, true))).unwrap();
     assert_eq!(request.uid, UID);
     assert!(request.dry_run);
     assert_eq!(request.object.unwrap().metadata.name.as_deref(), Some("p"));
@@ -93,7 +93,7 @@ fn what_no_planner_reads_is_skipped_unread_so_a_review_odd_only_there_is_still_p
     request["resource"] = json!(["pods"]);
     request["requestKind"] = json!("Pod");
     request["oldObject"] = json!({"spec": {"containers": "not a list"}});
-    let request = read::<Pod>(&body(&review)).unwrap();
+    let request = read_review::<Pod>(&body(&review)).unwrap();
     assert_eq!(request.uid, UID);
     assert_eq!(request.namespace.as_deref(), Some("default"));
     assert_eq!(request.object.unwrap().metadata.name.as_deref(), Some("p"));
@@ -194,9 +194,9 @@ fn a_route_for_jobs_reads_a_job_review_and_refuses_a_pod_review() {
         "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}],
                                         "restartPolicy": "Never"}}}
     });
-    let job = read::<Job>(&body(&review)).unwrap();
+    let job = read_review::<Job>(&body(&review)).unwrap();
     assert_eq!(job.object.unwrap().metadata.name.as_deref(), Some("step-1"));
-    let pod = read::<Job>(&body(&apiserver_review(&a_pod(), false))).unwrap_err();
+    let pod = read_review::<Job>(&body(&apiserver_review(&a_pod(), false))).unwrap_err();
     assert_eq!(pod.reason, "WrongKind");
     assert!(
         response_of(*pod)["status"]["message"]
@@ -286,12 +286,12 @@ fn with_containers(count: usize) -> Vec<u8> {
 
 #[test]
 fn an_array_over_the_limit_is_refused_before_anything_is_decoded() {
-    let request = read::<Pod>(&with_containers(shape::MAX_ARRAY_ELEMENTS)).unwrap();
+    let request = read_review::<Pod>(&with_containers(shape::MAX_ARRAY_ELEMENTS)).unwrap();
     assert_eq!(
         request.object.unwrap().spec.unwrap().containers.len(),
         shape::MAX_ARRAY_ELEMENTS
     );
-    let answer = read::<Pod>(&with_containers(shape::MAX_ARRAY_ELEMENTS + 1)).unwrap_err();
+    let answer = read_review::<Pod>(&with_containers(shape::MAX_ARRAY_ELEMENTS + 1)).unwrap_err();
     assert_eq!(answer.reason, "TooLarge");
     let response = response_of(*answer);
     assert!(
@@ -322,11 +322,11 @@ fn a_refused_array_answers_the_uid_read_before_it() {
     review["request"]["object"]["spec"]["containers"] = (0..=shape::MAX_ARRAY_ELEMENTS)
         .map(|i| json!({"name": format!("c{i}"), "image": "web:1"}))
         .collect();
-    let answer = read::<Pod>(&uid_first(&review)).unwrap_err();
+    let answer = read_review::<Pod>(&uid_first(&review)).unwrap_err();
     assert_eq!(answer.reason, "TooLarge");
     assert_eq!(response_of(*answer)["uid"], UID);
     // Written after the array, the uid is never read: the answer cannot name it.
-    let answer = read::<Pod>(&body(&review)).unwrap_err();
+    let answer = read_review::<Pod>(&body(&review)).unwrap_err();
     assert_eq!(answer.reason, "TooLarge");
     assert_eq!(response_of(*answer)["uid"], "");
 }

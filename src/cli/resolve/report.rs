@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::inputs::Loaded;
 use crate::engine::{Explanation, Format, NodeInputs};
-use crate::image_selection::{ClassAnswer, PlatformLookup, Platforms, classes};
+use crate::image_selection::{ClassAnswer, PlatformLookup, Platforms, resolve_classes};
 
 /// The JSON document `-o json` prints.
 #[derive(Debug, Serialize)]
@@ -102,7 +102,7 @@ impl Report {
         nodes: &[(String, NodeInputs)],
         platforms: &Platforms,
     ) -> Report {
-        let answers = classes(
+        let answers = resolve_classes(
             &loaded.resolved,
             selector,
             nodes.iter().map(|(name, inputs)| (name.as_str(), inputs)),

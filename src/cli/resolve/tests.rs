@@ -13,7 +13,7 @@ use super::inputs::Loaded;
 use super::report::Report;
 use crate::api::ImageSelectionPolicySpec;
 use crate::engine::{Artifact, Format, NodeInputs};
-use crate::image_selection::{ArtifactState, Inputs, Limits, compute};
+use crate::image_selection::{ArtifactState, StatusInputs, StatusLimits, policy_status};
 use crate::image_selection::{
     AttachedArtifact, CandidateArtifact, Content, PlatformLookup, Platforms, Resolved,
 };
@@ -178,7 +178,7 @@ proptest! {
         };
         let spec = spec(&selector);
         let now = Time(Timestamp::UNIX_EPOCH);
-        let status = compute(&Inputs {
+        let status = policy_status(&StatusInputs {
             generation: Some(1),
             spec: &spec,
             artifact: ArtifactState::Current(&resolved),
@@ -186,7 +186,7 @@ proptest! {
             platforms: &platforms,
             previous: None,
             now: &now,
-            limits: Limits::WRITTEN,
+            limits: StatusLimits::WRITTEN,
         })
         .status;
         let loaded = Loaded {

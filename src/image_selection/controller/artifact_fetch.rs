@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use super::Error;
 use super::context::Context;
 use super::resolution_memory::Memo;
-use super::source::{PullSecret, Request, Wanted};
+use super::{PullSecret, Request, Wanted};
 use crate::api::{ImageSelectionPolicy, Reason};
 use crate::cluster::SecretRead;
 use crate::image_selection::planner::is_managed;

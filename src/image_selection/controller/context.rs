@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use kube::runtime::reflector::Store;
 
+use super::Source;
+use super::resolution_memory::Backoff;
 use super::resolution_memory::Memo;
-use super::schedule::Backoff;
-use super::source::Source;
+use super::trackers::{Interest, Interests};
 use super::trackers::{InventoryVersion, Tracked};
-use super::triggers::{Interest, Interests};
 use crate::api::{ImageSelectionPolicy, ImageSelectionPolicyStatus};
 use crate::cluster::ClusterView;
 use crate::cluster::EventReporter;

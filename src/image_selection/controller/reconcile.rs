@@ -17,16 +17,18 @@ use kube::{Api, Resource, ResourceExt};
 use super::Error;
 use super::artifact_fetch::resolve;
 use super::context::Context;
+use super::resolution_memory::DEFAULT_REFRESH;
 use super::resolution_memory::Outcome;
-use super::schedule::DEFAULT_REFRESH;
-use super::triggers::Interest;
+use super::trackers::Interest;
 use crate::api::parse_duration;
 use crate::api::{FIELD_MANAGER, ImageSelectionPolicy, ImageSelectionPolicyStatus};
 use crate::cluster::Notice;
 use crate::image_selection::planner::is_managed;
-use crate::image_selection::resolution::Limits;
 use crate::image_selection::resolution::Platforms;
-use crate::image_selection::resolution::{ArtifactState, Event, EventKind, Inputs, compute};
+use crate::image_selection::resolution::StatusLimits;
+use crate::image_selection::resolution::{
+    ArtifactState, Event, EventKind, StatusInputs, policy_status,
+};
 use tracing::Instrument;
 
 use crate::telemetry::{Controller, ReconcileResult, error_chain, reconcile_span};
@@ -134,7 +136,7 @@ async fn reconcile_policy(
         None => Arc::default(),
     };
     let now = now();
-    let computed = compute(&Inputs {
+    let computed = policy_status(&StatusInputs {
         generation: policy.metadata.generation,
         spec: &policy.spec,
         artifact,
@@ -143,9 +145,9 @@ async fn reconcile_policy(
         previous: policy.status.as_ref(),
         now: &now,
         limits: if managed {
-            Limits::MANAGED
+            StatusLimits::MANAGED
         } else {
-            Limits::WRITTEN
+            StatusLimits::WRITTEN
         },
     });
     let current = policy.status.as_ref() == Some(&computed.status)

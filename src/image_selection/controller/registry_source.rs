@@ -11,7 +11,7 @@ use std::sync::{Mutex, PoisonError};
 
 use futures_util::future::{BoxFuture, join_all};
 
-use super::source::{Fetched, Request, Source, Wanted};
+use super::{Fetched, Request, Source, Wanted};
 use crate::api::{Candidate, Reason};
 use crate::engine::Format;
 use crate::registry::{
@@ -296,7 +296,7 @@ mod tests {
         let failure = source
             .client(&Request {
                 wanted: Wanted::Reference("r/a:v1".into()),
-                pull_secret: Some(super::super::source::PullSecret {
+                pull_secret: Some(super::super::PullSecret {
                     key: "ns/regcred@1".into(),
                     docker_config_json: b"not json".to_vec(),
                 }),

@@ -1,14 +1,15 @@
 //! What the controller remembers per policy between reconciles: the last resolution (and the
 //! last good one, served during outages), when it was made, and consecutive failures. Node
 //! changes reconcile from here without registry I/O; the registry is asked again only when the
-//! refresh interval (or, after a failure, the backoff) has passed or the source changed.
+//! refresh interval (or, after a failure, a growing [`Backoff`]) has passed or the source
+//! changed. Pure: time is passed in as `Instant`s.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::schedule::{Backoff, due, remaining};
-use super::source::{Fetched, Request};
+use super::{Fetched, Request};
 use crate::image_selection::resolution::Failure;
+use crate::process::growing_delay;
 
 /// The outcome of the last resolution.
 #[derive(Clone, Debug)]
@@ -95,12 +96,50 @@ impl Memo {
     }
 }
 
+/// `spec.artifact.refreshInterval` when the policy gives none.
+pub(super) const DEFAULT_REFRESH: Duration = Duration::from_secs(600);
+
+/// How long to wait before retrying a failed resolution, and the cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    /// The wait after the first failure; doubled after each further one.
+    pub first: Duration,
+    /// The longest wait (never longer than the refresh interval either).
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            first: Duration::from_secs(1),
+            max: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait after `failures` consecutive failures (1 or more), capped by `refresh` too.
+    pub fn after(&self, failures: u32, refresh: Duration) -> Duration {
+        growing_delay(self.first, self.max, failures).min(refresh)
+    }
+}
+
+/// Whether a resolution checked at `checked_at` must be redone at `now`: after `wait`.
+fn due(checked_at: Instant, wait: Duration, now: Instant) -> bool {
+    now.saturating_duration_since(checked_at) >= wait
+}
+
+/// How long until a check made at `checked_at` is due again.
+fn remaining(checked_at: Instant, wait: Duration, now: Instant) -> Duration {
+    wait.saturating_sub(now.saturating_duration_since(checked_at))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::Reason;
     use crate::engine::{Artifact, Format};
-    use crate::image_selection::controller::source::Wanted;
+    use crate::image_selection::controller::Wanted;
     use crate::image_selection::resolution::Platforms;
     use crate::image_selection::resolution::{Content, Resolved};
 
@@ -163,7 +202,7 @@ mod tests {
         let backoff = Backoff::default();
         assert!(memo.stale_for(&request("r/a:v2"), REFRESH, &backoff, t0));
         let with_secret = Request {
-            pull_secret: Some(crate::image_selection::controller::source::PullSecret {
+            pull_secret: Some(crate::image_selection::controller::PullSecret {
                 key: "ns/s@1".into(),
                 docker_config_json: b"{}".to_vec(),
             }),
@@ -196,5 +235,41 @@ mod tests {
         let other = Memo::after(Some(&good), request("r/b:v1"), Err(failure()), t0);
         assert!(other.last_good.is_none());
         assert_eq!(other.failures, 1);
+    }
+
+    mod schedule {
+        use super::*;
+
+        #[test]
+        fn backoff_doubles_up_to_its_cap_and_the_refresh_interval() {
+            let backoff = Backoff::default();
+            let hour = Duration::from_secs(3600);
+            assert_eq!(backoff.after(1, hour), Duration::from_secs(1));
+            assert_eq!(backoff.after(2, hour), Duration::from_secs(2));
+            assert_eq!(backoff.after(4, hour), Duration::from_secs(8));
+            assert_eq!(backoff.after(20, hour), Duration::from_secs(300));
+            assert_eq!(backoff.after(u32::MAX, hour), Duration::from_secs(300));
+            assert_eq!(
+                backoff.after(10, Duration::from_secs(10)),
+                Duration::from_secs(10)
+            );
+        }
+
+        #[test]
+        fn a_check_is_due_once_its_wait_has_passed() {
+            let start = Instant::now();
+            let wait = Duration::from_secs(10);
+            assert!(!due(start, wait, start + Duration::from_secs(9)));
+            assert!(due(start, wait, start + wait));
+            assert_eq!(
+                remaining(start, wait, start + Duration::from_secs(4)),
+                Duration::from_secs(6)
+            );
+            assert_eq!(remaining(start, wait, start + hour_later()), Duration::ZERO);
+        }
+
+        fn hour_later() -> Duration {
+            Duration::from_secs(3600)
+        }
     }
 }

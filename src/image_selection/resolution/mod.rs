@@ -1,30 +1,27 @@
-//! Image selection's decision, which every face of image selection shares: which nodes count for a policy, the classes they
-//! form, and the best image for each class, explained, with the candidate images' platforms as
-//! an input ([`classes`]); and the policy status built from it ([`status`]). `ocifit resolve`
-//! prints it, the controller writes it into the policy status and the webhook's planner reads
-//! that status; none has a second copy of any rule. Pure: it composes the engine and the classes
-//! rooms and must not fetch, watch or read a clock.
+//! Image selection's decision, which every face of image selection shares: from what a policy's
+//! compatibility information resolved to ([`Resolved`]: the parsed artifact, or each candidate
+//! image with its NFD artifact, with digest and format), which nodes count, the classes they
+//! form and the best image for each class, explained, where a candidate must also run on the
+//! class's os/arch by the platforms the registry read from it (`runs_on`, by the one platform
+//! model) ([`resolve_classes`]); and the policy status built from it ([`status`]). `ocifit
+//! resolve` prints it, the controller writes it and the webhook's planner reads that status;
+//! none has a second copy of any rule. Pure: it must not fetch, watch or read a clock.
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
 
 use crate::classes::{NodeClass, group, node_counts};
 use crate::engine::{
-    Artifact, Candidate, Explanation, Mode, NodeInputs, Reads, SetStatus, best_candidate,
+    Artifact, Candidate, Explanation, Format, Mode, NodeInputs, Reads, SetStatus, best_candidate,
 };
+use crate::platform::{NodePlatform, Platform};
+use crate::registry::{ResolveError, sha256_digest};
 use crate::telemetry::error_chain;
 
-mod platform;
-mod resolved;
 mod status;
-pub use platform::{PlatformLookup, Platforms};
 pub use status::ArtifactState;
 pub(super) use status::{Event, EventKind, Failure};
-pub use status::{Inputs, Limits, compute};
-
-pub(super) use platform::runs_on;
-pub(super) use resolved::candidates_digest;
-pub use resolved::{AttachedArtifact, CandidateArtifact, Content, Resolved};
+pub use status::{StatusInputs, StatusLimits, policy_status};
 
 /// Where the candidates come from: the sets of one artifact, or candidate images each with its
 /// own NFD artifact.
@@ -158,7 +155,7 @@ impl ClassAnswer {
 /// The whole decision for a policy: every class of the nodes that count under `node_selector`
 /// and its best image, where a candidate must also run on the class's os/arch as `platforms`
 /// says (see `runs_on`).
-pub fn classes<'n>(
+pub fn resolve_classes<'n>(
     resolved: &Resolved,
     node_selector: &BTreeMap<String, String>,
     nodes: impl IntoIterator<Item = (&'n str, &'n NodeInputs)>,
@@ -226,6 +223,178 @@ fn renumber(explanation: &mut Explanation, positions: &[usize]) {
     for outcome in &mut explanation.sets {
         outcome.index = at(outcome.index);
     }
+}
+
+/// What a policy's compatibility information resolved to, and where it came from.
+#[derive(Debug)]
+pub struct Resolved {
+    /// `ref` mode: the artifact manifest's digest. Candidates mode: `candidates_digest` of the
+    /// candidates' artifacts, so it changes whenever any candidate's artifact does.
+    pub digest: String,
+    /// Its format (from the layer's media type); `nfd` in candidates mode.
+    pub format: Format,
+    /// The parsed artifact, or the candidates with theirs.
+    pub content: Content,
+}
+
+/// The parsed compatibility information of a policy.
+#[derive(Debug)]
+pub enum Content {
+    /// `spec.artifact.ref`: the sets of one artifact.
+    Sets(Artifact),
+    /// `spec.artifact.candidates`, in the order the spec lists them.
+    Candidates(Vec<CandidateArtifact>),
+}
+
+/// One candidate image of `spec.artifact.candidates` and its NFD artifact.
+#[derive(Debug)]
+pub struct CandidateArtifact {
+    /// The image reference, as the spec spells it.
+    pub image: String,
+    /// Its weight from the spec.
+    pub weight: i32,
+    /// The NFD artifact attached to it, or why it has none (the candidate is then skipped for
+    /// every class, and each class row says so).
+    pub artifact: Result<AttachedArtifact, ResolveError>,
+}
+
+/// An NFD artifact found among an image's referrers.
+#[derive(Debug)]
+pub struct AttachedArtifact {
+    /// The artifact manifest's digest.
+    pub digest: String,
+    pub artifact: Artifact,
+}
+
+impl Resolved {
+    /// What the rules read from a node (the union over candidates in candidates mode).
+    pub fn reads(&self) -> Reads {
+        match &self.content {
+            Content::Sets(artifact) => artifact.reads(),
+            Content::Candidates(candidates) => {
+                let mut reads = Reads::default();
+                for attached in candidates.iter().filter_map(|c| c.artifact.as_ref().ok()) {
+                    reads.extend(&attached.artifact.reads());
+                }
+                reads
+            }
+        }
+    }
+
+    /// The candidate images whose platforms the status needs, each once, sorted: every
+    /// non-empty set tag, or every candidate with an artifact.
+    pub fn images(&self) -> Vec<String> {
+        let mut images: Vec<String> = match &self.content {
+            Content::Sets(artifact) => artifact
+                .sets()
+                .iter()
+                .map(|set| set.tag().to_owned())
+                .filter(|tag| !tag.is_empty())
+                .collect(),
+            Content::Candidates(candidates) => candidates
+                .iter()
+                .filter(|c| c.artifact.is_ok())
+                .map(|c| c.image.clone())
+                .collect(),
+        };
+        images.sort();
+        images.dedup();
+        images
+    }
+
+    /// How many candidates there are: sets of the artifact, or candidate images with an
+    /// artifact.
+    pub fn candidate_count(&self) -> usize {
+        match &self.content {
+            Content::Sets(artifact) => artifact.sets().len(),
+            Content::Candidates(candidates) => {
+                candidates.iter().filter(|c| c.artifact.is_ok()).count()
+            }
+        }
+    }
+}
+
+/// The digest of candidates mode: `sha256` over one `image weight artifact-digest` line per
+/// candidate with an artifact, in spec order. It names the exact set of artifacts the status was
+/// computed from, as the manifest digest does in `ref` mode.
+pub(crate) fn candidates_digest(candidates: &[CandidateArtifact]) -> String {
+    let mut text = String::new();
+    for candidate in candidates {
+        if let Ok(attached) = &candidate.artifact {
+            text.push_str(&format!(
+                "{} {} {}\n",
+                candidate.image, candidate.weight, attached.digest
+            ));
+        }
+    }
+    sha256_digest(text.as_bytes())
+}
+
+/// What is known about one candidate image's platforms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlatformLookup {
+    /// The platforms the image (index or config) names.
+    Known(Vec<Platform>),
+    /// The platforms could not be read; the message says why (registry or reference error).
+    /// The image is refused for every class.
+    Failed(String),
+    /// The platforms were not looked at (`ocifit resolve --offline`, or its registry could not
+    /// be reached); the message says why. The image is taken to run anywhere.
+    NotChecked(String),
+}
+
+/// Every candidate image's lookup, by image reference as the artifact spells it.
+pub type Platforms = BTreeMap<String, PlatformLookup>;
+
+/// Why an image does not run on a class's nodes (each class row shows it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NotRunnable {
+    #[error("the platforms of {image} were not looked up")]
+    NotLookedUp { image: String },
+    #[error("failed to read the platforms of {image}: {why}")]
+    Unreadable { image: String, why: String },
+    /// `offered` lists the image's platforms as it spells them, or says it offers none.
+    #[error("{image} is not built for {node} (it offers {offered})")]
+    NotBuiltFor {
+        image: String,
+        node: String,
+        offered: String,
+    },
+}
+
+/// `Ok` when `image` can run on the class's nodes; `Err` says why not, naming the platforms. A
+/// missing os or arch label leaves that field unconstrained; nodes carry no variant label, so any
+/// variant of the architecture is accepted.
+fn runs_on(class: &NodeClass, image: &str, platforms: &Platforms) -> Result<(), NotRunnable> {
+    let lookup = platforms
+        .get(image)
+        .ok_or_else(|| NotRunnable::NotLookedUp {
+            image: image.to_owned(),
+        })?;
+    let found = match lookup {
+        PlatformLookup::Known(found) => found,
+        PlatformLookup::Failed(why) => {
+            return Err(NotRunnable::Unreadable {
+                image: image.to_owned(),
+                why: why.clone(),
+            });
+        }
+        PlatformLookup::NotChecked(_) => return Ok(()),
+    };
+    let node = NodePlatform::from_labels(&class.labels);
+    if found.iter().any(|platform| platform.runs_on(&node)) {
+        return Ok(());
+    }
+    let offered: Vec<String> = found.iter().map(ToString::to_string).collect();
+    Err(NotRunnable::NotBuiltFor {
+        image: image.to_owned(),
+        node: node.to_string(),
+        offered: if offered.is_empty() {
+            "no platform".to_owned()
+        } else {
+            offered.join(", ")
+        },
+    })
 }
 
 #[cfg(test)]
@@ -335,5 +504,148 @@ mod tests {
             "{}",
             arm.explanation.summary()
         );
+    }
+
+    mod platform {
+        use super::*;
+        use crate::classes::{ARCH_LABEL, OS_LABEL};
+        use crate::engine::NodeInputs;
+
+        fn platform(os: &str, arch: &str, variant: Option<&str>) -> Platform {
+            Platform::new(os, arch, variant, None).unwrap()
+        }
+
+        fn class(labels: &[(&str, &str)]) -> NodeClass {
+            NodeClass {
+                name: "c-0".into(),
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                nodes: vec!["n".into()],
+                selector: None,
+                inputs: NodeInputs::default(),
+            }
+        }
+
+        fn known(image: &str, found: Vec<Platform>) -> Platforms {
+            Platforms::from([(image.to_owned(), PlatformLookup::Known(found))])
+        }
+
+        #[test]
+        fn an_index_with_the_class_arch_runs_on_it() {
+            let amd = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "amd64")]);
+            let platforms = known(
+                "app:v1",
+                vec![
+                    platform("linux", "arm64", Some("v8")),
+                    platform("linux", "amd64", None),
+                ],
+            );
+            assert_eq!(runs_on(&amd, "app:v1", &platforms), Ok(()));
+        }
+
+        #[test]
+        fn every_spelling_of_the_class_arch_runs_on_it() {
+            let arm = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "arm64")]);
+            let amd = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "amd64")]);
+            for (class, arch, variant) in [
+                (&arm, "aarch64", None),
+                (&arm, "aarch64", Some("v8")),
+                (&arm, "arm64", Some("v8")),
+                (&arm, "arm64", None),
+                (&amd, "x86_64", None),
+                (&amd, "x86-64", None),
+                (&amd, "amd64", Some("v1")),
+            ] {
+                let platforms = known("app:v1", vec![platform("linux", arch, variant)]);
+                assert_eq!(
+                    runs_on(class, "app:v1", &platforms),
+                    Ok(()),
+                    "{arch}/{variant:?}"
+                );
+            }
+        }
+
+        #[test]
+        fn an_aarch64_image_is_refused_on_an_amd64_class_in_its_own_spelling() {
+            let amd = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "amd64")]);
+            let platforms = known("app:v1", vec![platform("linux", "aarch64", None)]);
+            assert_eq!(
+                runs_on(&amd, "app:v1", &platforms).unwrap_err().to_string(),
+                "app:v1 is not built for linux/amd64 (it offers linux/aarch64)"
+            );
+        }
+
+        #[test]
+        fn an_index_without_the_class_arch_is_refused_naming_what_it_offers() {
+            let arm = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "arm64")]);
+            let platforms = known("app:v1", vec![platform("linux", "amd64", None)]);
+            let err = runs_on(&arm, "app:v1", &platforms).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "app:v1 is not built for linux/arm64 (it offers linux/amd64)"
+            );
+        }
+
+        #[test]
+        fn the_os_must_match_too() {
+            let windows = class(&[(OS_LABEL, "windows"), (ARCH_LABEL, "amd64")]);
+            let platforms = known("app:v1", vec![platform("linux", "amd64", None)]);
+            assert!(runs_on(&windows, "app:v1", &platforms).is_err());
+        }
+
+        #[test]
+        fn any_variant_of_the_arch_is_accepted() {
+            let arm = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "arm")]);
+            let platforms = known("app:v1", vec![platform("linux", "arm", Some("v7"))]);
+            assert_eq!(runs_on(&arm, "app:v1", &platforms), Ok(()));
+        }
+
+        #[test]
+        fn a_class_without_arch_or_os_labels_is_not_constrained_on_them() {
+            let bare = class(&[]);
+            let platforms = known("app:v1", vec![platform("linux", "s390x", None)]);
+            assert_eq!(runs_on(&bare, "app:v1", &platforms), Ok(()));
+        }
+
+        #[test]
+        fn a_failed_or_missing_lookup_refuses_with_the_cause() {
+            let amd = class(&[(ARCH_LABEL, "amd64")]);
+            let failed = Platforms::from([(
+                "app:v1".to_owned(),
+                PlatformLookup::Failed("manifest unknown".into()),
+            )]);
+            assert_eq!(
+                runs_on(&amd, "app:v1", &failed).unwrap_err().to_string(),
+                "failed to read the platforms of app:v1: manifest unknown"
+            );
+            assert!(
+                runs_on(&amd, "other:v1", &failed)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("not looked up")
+            );
+        }
+
+        #[test]
+        fn an_image_whose_platforms_were_not_checked_runs_anywhere() {
+            let arm = class(&[(OS_LABEL, "linux"), (ARCH_LABEL, "arm64")]);
+            let platforms = Platforms::from([(
+                "app:v1".to_owned(),
+                PlatformLookup::NotChecked("--offline".into()),
+            )]);
+            assert_eq!(runs_on(&arm, "app:v1", &platforms), Ok(()));
+        }
+
+        #[test]
+        fn an_image_with_no_platform_is_refused() {
+            let amd = class(&[(ARCH_LABEL, "amd64")]);
+            let err = runs_on(&amd, "app:v1", &known("app:v1", vec![])).unwrap_err();
+            assert!(
+                err.to_string().ends_with("(it offers no platform)"),
+                "{err}"
+            );
+        }
     }
 }

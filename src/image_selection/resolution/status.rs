@@ -1,22 +1,21 @@
 //! The policy status as a pure function: artifact (or why there is none) + node inventory +
 //! platform lookups already done + previous status + now → new status and the Events its
-//! transitions deserve. No client, no registry, no clock: the reconciler gathers the inputs and
-//! applies the result. Nothing here may depend on when it runs except through `now`, and `now` is
-//! only written where something changed, so a pass with nothing new yields the previous status.
-//! An Event for each condition whose status or reason moved (Degraded only when it turns on, or
-//! off again), and one for a new artifact digest.
+//! transitions deserve (one per condition whose status or reason moved, one for a new digest).
+//! No client, no registry, no clock; `now` is written only where something changed, so a pass
+//! with nothing new yields the previous status. The status is cut to what etcd stores (a refused
+//! status is never written): reasons, then descriptions, then classes past the bound (a class
+//! left out denies its pods as not ready), `classKeys` whole or not at all ([`StatusLimits`]); a
+//! `Truncated` condition says what was cut.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-mod bound;
 mod conditions;
-pub use bound::Limits;
 
-use super::classes;
-use super::platform::Platforms;
-use super::resolved::Resolved;
+use super::Platforms;
+use super::Resolved;
+use super::resolve_classes;
 use crate::api::{
     ArtifactStatus, ClassMatch, ClassStatus, ConditionType, ImageSelectionPolicySpec,
     ImageSelectionPolicyStatus, Reason,
@@ -46,7 +45,7 @@ pub enum ArtifactState<'a> {
 
 /// Everything the status is computed from.
 #[derive(Clone, Copy, Debug)]
-pub struct Inputs<'a> {
+pub struct StatusInputs<'a> {
     /// The policy's `metadata.generation`.
     pub generation: Option<i64>,
     pub spec: &'a ImageSelectionPolicySpec,
@@ -60,9 +59,9 @@ pub struct Inputs<'a> {
     pub previous: Option<&'a ImageSelectionPolicyStatus>,
     /// The time written where something changes.
     pub now: &'a Time,
-    /// How much the classes and `classKeys` may take ([`bound::Limits::MANAGED`] for a policy
+    /// How much the classes and `classKeys` may take ([`StatusLimits::MANAGED`] for a policy
     /// ocifit took charge of).
-    pub limits: bound::Limits,
+    pub limits: StatusLimits,
 }
 
 /// Whether an Event reports something normal or something to look at.
@@ -95,7 +94,7 @@ pub struct Computed {
 }
 
 /// Computes the status for `inputs`.
-pub fn compute(inputs: &Inputs<'_>) -> Computed {
+pub fn policy_status(inputs: &StatusInputs<'_>) -> Computed {
     let previous = inputs.previous;
     let source = inputs.spec.artifact.source_digest();
     let serving = match inputs.artifact {
@@ -125,7 +124,7 @@ pub fn compute(inputs: &Inputs<'_>) -> Computed {
     };
     status.classes = classes.unwrap_or_default();
     status.class_count = i32::try_from(status.classes.len()).unwrap_or(i32::MAX);
-    let cut = bound::status(&mut status, inputs.limits);
+    let cut = bound_status(&mut status, inputs.limits);
     status.conditions = conditions::conditions(inputs, &status, cut);
     let events = events(previous, &status);
     Computed { status, events }
@@ -157,12 +156,12 @@ fn artifact_status(
 }
 
 /// One row per class of the nodes that count: the decision's answers, as status rows.
-fn class_rows(resolved: &Resolved, inputs: &Inputs<'_>) -> Vec<ClassStatus> {
+fn class_rows(resolved: &Resolved, inputs: &StatusInputs<'_>) -> Vec<ClassStatus> {
     let nodes = inputs
         .nodes
         .iter()
         .map(|(name, node)| (name.as_str(), node));
-    classes(
+    resolve_classes(
         resolved,
         &inputs.spec.node_selector,
         nodes,
@@ -248,6 +247,127 @@ fn events(
 
 fn reason_from(text: &str) -> Option<Reason> {
     Reason::ALL.iter().copied().find(|r| r.as_str() == text)
+}
+
+/// The most one class's reason keeps.
+const MAX_REASON_BYTES: usize = 1024;
+/// The most the classes and `classKeys` take in the status together, as JSON.
+const MAX_CLASSES_BYTES: usize = 1024 * 1024;
+/// The most `classKeys` takes, as JSON.
+const MAX_CLASS_KEYS_BYTES: usize = 256 * 1024;
+
+/// How much of a status the classes and `classKeys` may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatusLimits {
+    /// The classes and `classKeys` together, as JSON.
+    pub classes_bytes: usize,
+    /// `classKeys` alone, as JSON.
+    pub class_keys_bytes: usize,
+}
+
+impl StatusLimits {
+    /// A policy an admin wrote: what etcd stores, with room for the rest.
+    pub const WRITTEN: StatusLimits = StatusLimits {
+        classes_bytes: MAX_CLASSES_BYTES,
+        class_keys_bytes: MAX_CLASS_KEYS_BYTES,
+    };
+    /// A policy ocifit took charge of: a few classes' worth, whatever the artifact says.
+    pub const MANAGED: StatusLimits = StatusLimits {
+        classes_bytes: 16 * 1024,
+        class_keys_bytes: 2 * 1024,
+    };
+}
+
+/// Cuts the classes and `classKeys` of `status` to `limits`; what was cut, if anything, for the
+/// `Truncated` condition.
+fn bound_status(status: &mut ImageSelectionPolicyStatus, limits: StatusLimits) -> Option<String> {
+    let keys = status.class_keys.as_ref().map_or(0, |keys| {
+        serde_json::to_vec(keys).map_or(usize::MAX, |json| json.len())
+    });
+    if keys > limits.class_keys_bytes {
+        status.class_keys = None;
+        let left_out = status.classes.len();
+        status.classes.clear();
+        return Some(format!(
+            "the status would exceed its bound: classKeys (the labels and features the \
+             artifact's rules read, {keys} bytes) is over its limit of {} bytes, so it is \
+             left out, and with it all {left_out} classes (their pods are denied as not ready)",
+            limits.class_keys_bytes
+        ));
+    }
+    bound_classes(
+        &mut status.classes,
+        limits.classes_bytes.saturating_sub(keys),
+        limits.classes_bytes,
+    )
+}
+
+/// Cuts `classes` to `bound` bytes of JSON (and each reason to [`MAX_REASON_BYTES`]), `whole`
+/// less what `classKeys` takes; what was cut, if anything.
+fn bound_classes(classes: &mut Vec<ClassStatus>, bound: usize, whole: usize) -> Option<String> {
+    let mut cut = Vec::new();
+    let mut long = 0;
+    for reason in classes.iter_mut().filter_map(|class| class.reason.as_mut()) {
+        if clip(reason, MAX_REASON_BYTES) {
+            long += 1;
+        }
+    }
+    if long > 0 {
+        cut.push(format!(
+            "the reasons of {long} classes cut to {MAX_REASON_BYTES} bytes"
+        ));
+    }
+    if size(classes) > bound {
+        for class in classes.iter_mut() {
+            class.reason = None;
+            if let Some(matched) = class.matched.as_mut() {
+                matched.description = None;
+            }
+        }
+        cut.push("every class's reason and set description left out".to_owned());
+    }
+    if size(classes) > bound {
+        let total = classes.len();
+        let mut used = 2; // the brackets of the list
+        let kept = classes
+            .iter()
+            .take_while(|class| {
+                used += size(std::slice::from_ref(*class)) - 1;
+                used <= bound
+            })
+            .count();
+        classes.truncate(kept);
+        cut.push(format!(
+            "{} of {total} classes left out (their pods are denied as not ready)",
+            total - kept
+        ));
+    }
+    (!cut.is_empty()).then(|| {
+        format!(
+            "the status would exceed its bound: {} (classes bounded to {bound} bytes, {whole} \
+             less what classKeys takes)",
+            cut.join("; ")
+        )
+    })
+}
+
+/// Cuts `text` to at most `limit` bytes (on a character boundary, marked); whether it was cut.
+fn clip(text: &mut String, limit: usize) -> bool {
+    if text.len() <= limit {
+        return false;
+    }
+    const MARK: &str = " …(cut)";
+    let mut end = limit - MARK.len();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(MARK);
+    true
+}
+
+fn size(classes: &[ClassStatus]) -> usize {
+    serde_json::to_vec(classes).map_or(usize::MAX, |json| json.len())
 }
 
 #[cfg(test)]

@@ -19,9 +19,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
 use super::Context;
+use super::context::{inspections, pull_secrets};
 use super::exec_errors::{Finding, report_finding};
-use super::pod_inputs::{inspections, pull_secrets};
-use super::tally::Tally;
+use super::status_write::Tally;
 use crate::api::Misplaced;
 use crate::classes::{ARCH_LABEL, OS_LABEL};
 use crate::cluster::ClusterView;

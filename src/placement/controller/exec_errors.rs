@@ -16,7 +16,7 @@ use kube::runtime::watcher::Event;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
-use super::tally::Tally;
+use super::status_write::Tally;
 use crate::api::placement_pod::{OUTCOME_ANNOTATION, POLICY_LABEL};
 use crate::cluster::ClusterView;
 use crate::cluster::Notices;

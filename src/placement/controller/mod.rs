@@ -2,7 +2,7 @@
 //! (a label selector, so the store holds only those pods, not the cluster's), the gated ones are
 //! reconciled ([`reconcile`]) as they appear and again when their retry is due, all of them on
 //! becoming leader; the policies' status counts and `Ready` condition are written by
-//! [`status_write`] (with the releases tallied by [`tally`]: a released pod leaves the watch), node
+//! [`status_write`] (with the releases it tallies: a released pod leaves the watch), node
 //! tainting by [`node_tainting`]; released pods whose containers fail with `exec format error` are reported by
 //! [`exec_errors`]; running pods on the wrong platform are found, reported and, when a policy
 //! says so, evicted by [`audit`].
@@ -11,17 +11,16 @@ mod audit;
 mod context;
 mod exec_errors;
 mod node_tainting;
-mod pod_inputs;
 mod reconcile;
 mod slots;
 mod status_write;
-mod tally;
+
 pub(super) use audit::Auditor;
 pub(super) use exec_errors::ExecErrorReporter;
 pub use exec_errors::REASON;
 pub(super) use node_tainting::keep_node_taints;
+pub(super) use status_write::Tally;
 pub(super) use status_write::{StatusKeeper, keep_status};
-pub(super) use tally::Tally;
 
 use std::future::Future;
 use std::sync::Arc;

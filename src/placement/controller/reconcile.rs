@@ -19,7 +19,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::context::{Context, Unusable};
-use super::pod_inputs::{inspections, pull_secrets};
+use super::context::{inspections, pull_secrets};
 use crate::api::PlacementPolicy;
 use crate::api::placement_pod::{Outcome, POLICY_LABEL, SCHEDULING_GATE};
 use crate::cluster::{Notice, Notices};

@@ -1,13 +1,14 @@
 //! Every PlacementPolicy's status (leader only): `observedGeneration`, the counts of the pods it
 //! gated by state, and `Ready` (its selectors and durations read, or why not). The gated and held
-//! counts are recomputed from the compiled policies and the pod store (which holds no released
-//! pod) when the policies are compiled anew, a watched pod changes, a release is written or an
-//! exec format error reported, at most once per [`PAUSE`]; the released and exec format error
-//! counts are running totals those add to ([`super::tally`]). Written only when it differs
-//! from what is stored.
+//! counts are recomputed from the compiled policies and the pod store when the policies are
+//! compiled anew, a watched pod changes, a release is written or an exec format error reported,
+//! at most once per [`PAUSE`]. A released pod leaves every pod store, so the released and exec
+//! format error counts are tallied as each is written ([`Tally`]) and added to the policy's
+//! running totals ([`Totals`]), so the work does not grow with the pods released. Written only
+//! when it differs from what is stored.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -16,8 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
+use tokio::sync::Notify;
 
-use super::tally::{Tally, Totals};
 use crate::api::{ConditionType, FIELD_MANAGER, PlacementPolicy, WantedCondition, merge_condition};
 use crate::api::{PlacementPolicyStatus, PlacementReason, PodCounts};
 use crate::cluster::ClusterView;
@@ -228,6 +229,99 @@ fn record(metrics: &Metrics, policies: &PolicySet, pods: &[Arc<Pod>]) {
     metrics.set_placement_policies(ready, policies.all.len() - ready);
 }
 
+/// Tally written since the status keeper last took them, by policy name.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    fresh: Mutex<BTreeMap<String, i32>>,
+    added: Notify,
+}
+
+impl Tally {
+    fn fresh(&self) -> MutexGuard<'_, BTreeMap<String, i32>> {
+        // The map stays whole whatever panicked while holding it.
+        self.fresh.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts `n` releases for `policy` and wakes the status keeper (nothing when `n` is 0).
+    pub(crate) fn add(&self, policy: &str, n: i32) {
+        if n == 0 {
+            return;
+        }
+        let mut fresh = self.fresh();
+        let count = fresh.entry(policy.to_owned()).or_default();
+        *count = count.saturating_add(n);
+        drop(fresh);
+        self.added.notify_one();
+    }
+
+    /// The releases counted since the last call, by policy name.
+    pub(crate) fn take(&self) -> BTreeMap<String, i32> {
+        std::mem::take(&mut *self.fresh())
+    }
+
+    /// Resolves after the next [`Tally::add`] (or at once if one came since the last wait).
+    pub(crate) async fn added(&self) {
+        self.added.notified().await;
+    }
+}
+
+/// One running total last written for each policy, by uid: the stored status can lag behind
+/// the keeper's own last write, and a policy deleted and created again under its name starts
+/// from zero.
+#[derive(Debug)]
+pub(super) struct Totals {
+    /// Which count of the stored status the total is.
+    stored: fn(&PodCounts) -> i32,
+    written: HashMap<String, i32>,
+}
+
+impl Totals {
+    /// The totals of the count `stored` reads from a policy's status.
+    pub(super) fn of(stored: fn(&PodCounts) -> i32) -> Self {
+        Totals {
+            stored,
+            written: HashMap::new(),
+        }
+    }
+
+    /// The total to write for `policy` with `fresh` more releases: what this keeper last
+    /// wrote for it, else what its stored status says (written by an earlier leader).
+    pub(super) fn total(&self, policy: &PlacementPolicy, fresh: i32) -> i32 {
+        let base = policy
+            .uid()
+            .and_then(|uid| self.written.get(&uid).copied())
+            .or_else(|| {
+                policy
+                    .status
+                    .as_ref()
+                    .map(|status| (self.stored)(&status.pods))
+            })
+            .unwrap_or_default();
+        base.saturating_add(fresh)
+    }
+
+    /// Records that `total` was written for `policy`.
+    pub(super) fn written(&mut self, policy: &PlacementPolicy, total: i32) {
+        if let Some(uid) = policy.uid() {
+            self.written.insert(uid, total);
+        }
+    }
+
+    /// Forgets every total (leadership lost: the next leader's writes may follow).
+    pub(super) fn clear(&mut self) {
+        self.written.clear();
+    }
+
+    /// Forgets the policies no longer stored.
+    pub(super) fn retain<'p>(&mut self, policies: impl IntoIterator<Item = &'p PlacementPolicy>) {
+        let stored: std::collections::BTreeSet<String> = policies
+            .into_iter()
+            .filter_map(|policy| policy.uid())
+            .collect();
+        self.written.retain(|uid, _| stored.contains(uid));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -310,5 +404,62 @@ mod tests {
             ready.message
         );
         assert_eq!(status.pods, PodCounts::default());
+    }
+
+    mod tally {
+        use super::*;
+        use crate::api::PlacementPolicyStatus;
+
+        fn policy(uid: &str, stored_released: Option<i32>) -> PlacementPolicy {
+            let spec = serde_json::from_value(serde_json::json!({})).unwrap();
+            let mut policy = PlacementPolicy::new("web", spec);
+            policy.metadata.uid = Some(uid.to_owned());
+            policy.status = stored_released.map(|released| PlacementPolicyStatus {
+                pods: PodCounts {
+                    released,
+                    ..PodCounts::default()
+                },
+                ..PlacementPolicyStatus::default()
+            });
+            policy
+        }
+
+        #[test]
+        fn releases_are_taken_once_by_policy() {
+            let releases = Tally::default();
+            releases.add("web", 1);
+            releases.add("web", 1);
+            releases.add("batch", 1);
+            assert_eq!(
+                releases.take(),
+                BTreeMap::from([("batch".to_owned(), 1), ("web".to_owned(), 2)])
+            );
+            assert!(releases.take().is_empty(), "each release counted once");
+        }
+
+        #[test]
+        fn the_total_adds_to_the_last_write_even_before_the_store_shows_it() {
+            let mut totals = Totals::of(|pods| pods.released);
+            let stale = policy("u-1", Some(10));
+            assert_eq!(
+                totals.total(&stale, 3),
+                13,
+                "a new leader continues the stored total"
+            );
+            totals.written(&stale, 13);
+            assert_eq!(totals.total(&stale, 2), 15, "the store still says 10");
+            let recreated = policy("u-2", None);
+            assert_eq!(
+                totals.total(&recreated, 1),
+                1,
+                "a new policy of the same name"
+            );
+            totals.retain([&recreated]);
+            assert_eq!(
+                totals.total(&stale, 0),
+                10,
+                "the deleted policy's total is forgotten"
+            );
+        }
     }
 }

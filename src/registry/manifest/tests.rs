@@ -112,3 +112,184 @@ fn only_well_formed_digests_are_valid() {
     assert!(!is_valid_digest(&format!("sha256:{}", "g".repeat(64))));
     assert!(!is_valid_digest("nocolon"));
 }
+
+mod layers {
+    use super::*;
+
+    fn layer(media_type: &str, n: u8) -> Descriptor {
+        Descriptor {
+            media_type: media_type.into(),
+            digest: format!("sha256:{}", format!("{n:02x}").repeat(32)),
+            size: 10,
+            ..Descriptor::default()
+        }
+    }
+
+    fn manifest(artifact_type: Option<&str>, layers: Vec<Descriptor>) -> ImageManifest {
+        ImageManifest {
+            artifact_type: artifact_type.map(str::to_string),
+            config: layer("application/vnd.oci.empty.v1+json", 0),
+            layers,
+        }
+    }
+
+    #[test]
+    fn oras_pushed_ocifit_layer_is_chosen_whatever_the_artifact_type() {
+        let m = manifest(
+            Some("application/vnd.unknown.artifact.v1"),
+            vec![layer(OCIFIT_LAYER_MEDIA_TYPE, 1)],
+        );
+        let chosen = choose_layer(&m).unwrap();
+        assert_eq!(chosen.format, Format::Ocifit);
+        assert_eq!(chosen.layer, layer(OCIFIT_LAYER_MEDIA_TYPE, 1));
+    }
+
+    #[test]
+    fn nfd_layer_is_chosen_among_unrelated_layers() {
+        let m = manifest(
+            Some(NFD_ARTIFACT_TYPE),
+            vec![layer("text/plain", 1), layer(NFD_LAYER_MEDIA_TYPE, 2)],
+        );
+        let chosen = choose_layer(&m).unwrap();
+        assert_eq!(
+            (chosen.format, chosen.layer.digest),
+            (Format::Nfd, layer("", 2).digest)
+        );
+    }
+
+    #[test]
+    fn nfd_artifact_type_with_a_single_generic_layer_reads_that_layer_as_nfd() {
+        let m = manifest(Some(NFD_ARTIFACT_TYPE), vec![layer("application/yaml", 3)]);
+        assert_eq!(choose_layer(&m).unwrap().format, Format::Nfd);
+    }
+
+    #[test]
+    fn nfd_config_media_type_counts_as_the_artifact_type() {
+        let mut m = manifest(None, vec![layer("application/octet-stream", 3)]);
+        m.config.media_type = NFD_ARTIFACT_TYPE.into();
+        assert_eq!(choose_layer(&m).unwrap().format, Format::Nfd);
+    }
+
+    #[test]
+    fn unknown_layers_are_an_error_listing_what_was_found() {
+        let m = manifest(
+            Some("application/vnd.acme.thing"),
+            vec![layer("text/plain", 1), layer("application/json", 2)],
+        );
+        let err = choose_layer(&m).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, ContentProblem::NoKnownLayer { .. }));
+        for mt in [
+            "application/vnd.acme.thing",
+            "text/plain",
+            "application/json",
+            OCIFIT_LAYER_MEDIA_TYPE,
+        ] {
+            assert!(text.contains(mt), "{text}");
+        }
+    }
+
+    #[test]
+    fn manifest_without_layers_is_an_error_saying_none_were_found() {
+        let err = choose_layer(&manifest(None, vec![])).unwrap_err();
+        assert!(
+            err.to_string().ends_with("found media types: none"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn nfd_artifact_type_with_several_generic_layers_is_not_guessed() {
+        let m = manifest(
+            Some(NFD_ARTIFACT_TYPE),
+            vec![layer("a/b", 1), layer("c/d", 2)],
+        );
+        assert!(matches!(
+            choose_layer(&m),
+            Err(ContentProblem::NoKnownLayer { .. })
+        ));
+    }
+
+    #[test]
+    fn two_compatibility_layers_are_ambiguous() {
+        let m = manifest(
+            None,
+            vec![
+                layer(OCIFIT_LAYER_MEDIA_TYPE, 1),
+                layer(NFD_LAYER_MEDIA_TYPE, 2),
+            ],
+        );
+        assert!(matches!(
+            choose_layer(&m),
+            Err(ContentProblem::AmbiguousLayers { .. })
+        ));
+    }
+}
+
+mod referrers {
+    use super::*;
+
+    fn referrer(n: u8, artifact_type: &str, created: Option<&str>) -> Descriptor {
+        Descriptor {
+            media_type: "application/vnd.oci.image.manifest.v1+json".into(),
+            digest: format!("sha256:{}", format!("{n:02x}").repeat(32)),
+            artifact_type: Some(artifact_type.into()),
+            annotations: created
+                .map(|c| [(CREATED_ANNOTATION.to_string(), c.to_string())].into())
+                .unwrap_or_default(),
+            ..Descriptor::default()
+        }
+    }
+
+    fn pick(list: &[Descriptor]) -> Option<String> {
+        newest_nfd_referrer(list).map(|d| d.digest[7..9].to_string())
+    }
+
+    #[test]
+    fn newest_created_nfd_artifact_wins() {
+        let list = [
+            referrer(1, NFD_ARTIFACT_TYPE, Some("2025-01-01T00:00:00Z")),
+            referrer(2, NFD_ARTIFACT_TYPE, Some("2026-03-01T10:00:00+02:00")),
+            referrer(3, NFD_ARTIFACT_TYPE, Some("2025-12-31T23:59:59Z")),
+        ];
+        assert_eq!(pick(&list).as_deref(), Some("02"));
+    }
+
+    #[test]
+    fn other_artifact_types_are_ignored_even_when_newer() {
+        let list = [
+            referrer(1, NFD_ARTIFACT_TYPE, Some("2025-01-01T00:00:00Z")),
+            referrer(
+                2,
+                "application/vnd.dev.cosign.artifact.sig.v1+json",
+                Some("2026-01-01T00:00:00Z"),
+            ),
+        ];
+        assert_eq!(pick(&list).as_deref(), Some("01"));
+    }
+
+    #[test]
+    fn dated_artifact_beats_undated_and_unparsable_ones() {
+        let list = [
+            referrer(1, NFD_ARTIFACT_TYPE, None),
+            referrer(2, NFD_ARTIFACT_TYPE, Some("2020-01-01T00:00:00Z")),
+            referrer(3, NFD_ARTIFACT_TYPE, Some("yesterday")),
+        ];
+        assert_eq!(pick(&list).as_deref(), Some("02"));
+    }
+
+    #[test]
+    fn without_dates_the_last_listed_wins() {
+        let list = [
+            referrer(1, NFD_ARTIFACT_TYPE, None),
+            referrer(2, NFD_ARTIFACT_TYPE, None),
+        ];
+        assert_eq!(pick(&list).as_deref(), Some("02"));
+    }
+
+    #[test]
+    fn no_nfd_referrer_is_none() {
+        assert_eq!(pick(&[referrer(1, "application/spdx+json", None)]), None);
+        assert_eq!(pick(&[]), None);
+    }
+}

@@ -1,6 +1,6 @@
 use super::*;
-use crate::step_helper::limits::{Budget, Exceeded, Limits};
 use crate::step_helper::unpack::{UnpackCount, unpack};
+use crate::step_helper::{Budget, Exceeded, Limits};
 
 /// Packs the directory at `dir`, refusing a link there as the pusher does.
 fn pack(dir: &Path, prefix: &str, out: impl Write) -> Result<PackCount, ArchiveError> {

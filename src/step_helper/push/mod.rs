@@ -25,11 +25,11 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use futures_util::{StreamExt, TryStreamExt};
 
+use super::FileError;
 use super::archive::{self, ArchiveError};
 use super::beneath::{self, BeneathError};
 use super::channel::{self, ChannelWriter, HashingWriter};
-use super::file_error::FileError;
-use super::file_ref::PushPath;
+use super::command::PushPath;
 use super::layout::{self, PushedLayer};
 use crate::registry::{self, BrokeOff, GaveUp, OCI_MANIFEST, Reference, Registry, restarting};
 

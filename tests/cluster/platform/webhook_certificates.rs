@@ -16,7 +16,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use ocifit::admission::{
-    Action, CertificateSettings, CertificateSink, Stored, plan, service_dns_names,
+    CertificateAction, CertificateSettings, CertificateSink, StoredCertificates, plan_certificates,
+    service_dns_names,
 };
 use ocifit_testkit::{
     Cluster, PodWebhook, SharedCluster, create_namespace, register_pod_webhook, wait_until_admitted,
@@ -37,13 +38,13 @@ async fn first_start_creates_the_secret_patches_every_ca_bundle_and_serves_a_ver
     let (secret, ca) = settled(&client, &settings).await;
     assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
     let stored = stored(&secret);
-    let plan = plan(
+    let plan = plan_certificates(
         &stored,
         &service_dns_names("ocifit-webhook", "certs-first"),
         jiff::Timestamp::now(),
     );
     assert!(
-        matches!(plan.action(), Action::Keep { .. }),
+        matches!(plan.action(), CertificateAction::Keep { .. }),
         "the Secret holds a current CA and a serving certificate for the Service: {:?}",
         plan.action()
     );
@@ -187,7 +188,7 @@ async fn an_expiring_serving_certificate_is_renewed_on_time_from_the_same_ca() {
     // renewal in about 6 seconds.
     let now = jiff::Timestamp::now();
     let names = service_dns_names("ocifit-webhook", "certs-expiring");
-    let material = plan(&Stored::default(), &names, now)
+    let material = plan_certificates(&StoredCertificates::default(), &names, now)
         .carry_out(now)
         .expect("a CA and certificate")
         .expect("new material");

@@ -17,7 +17,9 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::{Api, Client};
 use ocifit::admission::TlsError;
-use ocifit::admission::{CertificateSettings, CertificateSink, Stored, manage};
+use ocifit::admission::{
+    CertificateSettings, CertificateSink, StoredCertificates, manage_certificates,
+};
 use ocifit_testkit::{Cluster, create_namespace};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -89,9 +91,15 @@ impl Replica {
         let (stop, stopped) = oneshot::channel::<()>();
         let (leading, leadership) = watch::channel(false);
         let sink: Arc<dyn CertificateSink> = served.clone();
-        tokio::spawn(manage(client, settings, leadership, sink, async {
-            let _ = stopped.await;
-        }));
+        tokio::spawn(manage_certificates(
+            client,
+            settings,
+            leadership,
+            sink,
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Replica {
             served,
             leading,
@@ -341,7 +349,7 @@ pub async fn event_reasons(client: &Client, settings: &CertificateSettings) -> V
     found.into_iter().filter_map(|e| e.reason).collect()
 }
 
-pub fn stored(secret: &Secret) -> Stored {
+pub fn stored(secret: &Secret) -> StoredCertificates {
     let get = |key: &str| {
         secret
             .data
@@ -349,7 +357,7 @@ pub fn stored(secret: &Secret) -> Stored {
             .and_then(|d| d.get(key))
             .map(|b| b.0.clone())
     };
-    Stored {
+    StoredCertificates {
         ca_crt: get("ca.crt"),
         ca_key: get("ca.key"),
         tls_crt: get("tls.crt"),

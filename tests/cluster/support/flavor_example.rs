@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use ocifit::api::{ImageSelectionPolicy, ImageSelectionPolicySpec, ImageSelectionPolicyStatus};
 use ocifit::engine::{Artifact, Format, NodeInputs};
-use ocifit::image_selection::{ArtifactState, Inputs, Limits, compute};
+use ocifit::image_selection::{ArtifactState, StatusInputs, StatusLimits, policy_status};
 use ocifit::image_selection::{Content, Resolved};
 use ocifit::image_selection::{PlatformLookup, Platforms};
 use ocifit::registry::Platform;
@@ -70,7 +70,7 @@ impl FlavorExample {
         mut policy: ImageSelectionPolicy,
         nodes: &[(String, NodeInputs)],
     ) -> ImageSelectionPolicy {
-        let computed = compute(&self.inputs(&policy.spec, nodes, None));
+        let computed = policy_status(&self.inputs(&policy.spec, nodes, None));
         policy.status = Some(computed.status);
         policy
     }
@@ -82,9 +82,9 @@ impl FlavorExample {
         spec: &'a ImageSelectionPolicySpec,
         nodes: &'a [(String, NodeInputs)],
         previous: Option<&'a ImageSelectionPolicyStatus>,
-    ) -> Inputs<'a> {
+    ) -> StatusInputs<'a> {
         static EPOCH: Time = Time(Timestamp::UNIX_EPOCH);
-        Inputs {
+        StatusInputs {
             generation: Some(1),
             spec,
             artifact: ArtifactState::Current(&self.resolved),
@@ -92,7 +92,7 @@ impl FlavorExample {
             platforms: &self.platforms,
             previous,
             now: &EPOCH,
-            limits: Limits::WRITTEN,
+            limits: StatusLimits::WRITTEN,
         }
     }
 }

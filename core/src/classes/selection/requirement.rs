@@ -9,8 +9,8 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
 
-use super::error::{RequirementList, RequirementProblem, SelectionError};
-use super::view::NodeView;
+use super::NodeView;
+use super::{RequirementList, RequirementProblem, SelectionError};
 
 /// The one node field matchFields can read.
 pub(super) const NODE_NAME_FIELD: &str = "metadata.name";

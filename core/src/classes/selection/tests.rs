@@ -4,7 +4,6 @@ use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm
 use kube_core::{ObjectMeta, PartialObjectMeta};
 use ocifit_testkit::affinity::{exprs, node, req, required, term};
 
-use super::error::{RequirementList, RequirementProblem};
 use super::*;
 
 fn spec(node_selector: &[(&str, &str)], terms: Option<Vec<NodeSelectorTerm>>) -> PodSpec {
@@ -344,4 +343,67 @@ fn nodes_and_node_metadata_select_like_their_object_meta() {
         ),
         expected
     );
+}
+
+/// The size limits of a selection.
+mod limits {
+    use k8s_openapi::api::core::v1::{
+        Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    };
+
+    use super::*;
+
+    fn spec(terms: usize, expressions: usize, values: usize, selector: usize) -> PodSpec {
+        let requirement = NodeSelectorRequirement {
+            key: "zone".into(),
+            operator: "NotIn".into(),
+            values: Some((0..values).map(|i| format!("z{i}")).collect()),
+        };
+        let term = NodeSelectorTerm {
+            match_expressions: Some(vec![requirement; expressions]),
+            match_fields: None,
+        };
+        PodSpec {
+            node_selector: Some(
+                (0..selector)
+                    .map(|i| (format!("k{i}"), "v".into()))
+                    .collect(),
+            ),
+            affinity: Some(Affinity {
+                node_affinity: Some(NodeAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                        node_selector_terms: vec![term; terms],
+                    }),
+                    ..NodeAffinity::default()
+                }),
+                ..Affinity::default()
+            }),
+            ..PodSpec::default()
+        }
+    }
+
+    fn refused(spec: &PodSpec) -> String {
+        Placement::from_pod_spec(spec).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn selections_up_to_the_limits_are_planned() {
+        assert!(Placement::from_pod_spec(&spec(1, 1, MAX_VALUES, 0)).is_ok());
+        assert!(Placement::from_pod_spec(&spec(MAX_TERMS, 1, 1, 0)).is_ok());
+        assert!(Placement::from_pod_spec(&spec(1, MAX_REQUIREMENTS - 8, 1, 8)).is_ok());
+    }
+
+    #[test]
+    fn a_selection_over_a_limit_is_refused_naming_it() {
+        assert_eq!(
+            refused(&spec(1, 1, 100_000, 0)),
+            "the pod's node selection is too large to plan: 100000 values in its required node \
+             affinity, over ocifit's limit of 2048"
+        );
+        assert!(refused(&spec(MAX_TERMS + 1, 1, 1, 0)).contains("65 terms"));
+        assert!(
+            refused(&spec(1, MAX_REQUIREMENTS, 1, 1))
+                .contains("513 requirements (nodeSelector entries and affinity expressions)")
+        );
+    }
 }

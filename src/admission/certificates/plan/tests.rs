@@ -20,8 +20,8 @@ fn names() -> Vec<String> {
     crate::admission::certificates::service_dns_names("ocifit-webhook", "ocifit-system")
 }
 
-fn stored(material: &Material) -> Stored {
-    Stored {
+fn stored(material: &Material) -> StoredCertificates {
+    StoredCertificates {
         ca_crt: Some(material.ca_crt.clone().into_bytes()),
         ca_key: Some(material.ca_key.clone().into_bytes()),
         tls_crt: Some(material.tls_crt.clone().into_bytes()),
@@ -30,15 +30,15 @@ fn stored(material: &Material) -> Stored {
 }
 
 /// Plans and carries out; panics when the plan keeps everything.
-fn apply(from: &Stored, now: Timestamp) -> (Action, Material) {
-    let plan = plan(from, &names(), now);
+fn apply(from: &StoredCertificates, now: Timestamp) -> (CertificateAction, Material) {
+    let plan = plan_certificates(from, &names(), now);
     let material = plan.carry_out(now).unwrap().expect("a change");
     (plan.action, material)
 }
 
 /// A fresh Secret, as the first start writes it at `now`.
 fn fresh(now: Timestamp) -> Material {
-    apply(&Stored::default(), now).1
+    apply(&StoredCertificates::default(), now).1
 }
 
 fn certs(pem: &str) -> Vec<Facts> {
@@ -80,8 +80,8 @@ fn dns(names: &[String]) -> Vec<SanType> {
         .collect()
 }
 
-fn with_tls(material: &Material, (cert, key): (String, String)) -> Stored {
-    Stored {
+fn with_tls(material: &Material, (cert, key): (String, String)) -> StoredCertificates {
+    StoredCertificates {
         tls_crt: Some(cert.into_bytes()),
         tls_key: Some(key.into_bytes()),
         ..stored(material)
@@ -90,8 +90,8 @@ fn with_tls(material: &Material, (cert, key): (String, String)) -> Stored {
 
 #[test]
 fn first_start_mints_a_ten_year_ca_and_a_one_year_serving_certificate_for_the_service() {
-    let (action, material) = apply(&Stored::default(), t0());
-    assert_eq!(action, Action::Replace(Unusable::Absent));
+    let (action, material) = apply(&StoredCertificates::default(), t0());
+    assert_eq!(action, CertificateAction::Replace(Unusable::Absent));
     assert!(!action.is_unexpected(), "the first start is no warning");
 
     let bundle = certs(&material.ca_crt);

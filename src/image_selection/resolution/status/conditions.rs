@@ -3,7 +3,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use super::{ArtifactState, Failure, Inputs};
+use super::{ArtifactState, Failure, StatusInputs};
 use crate::api::{
     ClassStatus, ConditionType, ImageSelectionPolicySpec, ImageSelectionPolicyStatus, OnNoMatch,
     Reason, WantedCondition as Wanted, merge_condition,
@@ -11,7 +11,7 @@ use crate::api::{
 use crate::image_selection::resolution::{Content, Resolved};
 
 pub(super) fn conditions(
-    inputs: &Inputs<'_>,
+    inputs: &StatusInputs<'_>,
     status: &ImageSelectionPolicyStatus,
     cut: Option<String>,
 ) -> Vec<Condition> {

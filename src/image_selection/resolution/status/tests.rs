@@ -9,7 +9,7 @@ use super::*;
 use crate::api::ConditionType;
 use crate::api::{ArtifactSource, OnNoMatch, OnUnpinned};
 use crate::engine::{Artifact, Format};
-use crate::image_selection::resolution::platform::PlatformLookup;
+use crate::image_selection::resolution::PlatformLookup;
 use crate::image_selection::resolution::{AttachedArtifact, CandidateArtifact, Content, Resolved};
 use crate::platform::Platform;
 
@@ -116,7 +116,7 @@ impl Case {
         previous: Option<&ImageSelectionPolicyStatus>,
         now: &Time,
     ) -> Computed {
-        compute(&Inputs {
+        policy_status(&StatusInputs {
             generation: self.generation,
             spec: &self.spec,
             artifact,
@@ -124,7 +124,7 @@ impl Case {
             platforms: &self.platforms,
             previous,
             now,
-            limits: super::bound::Limits::WRITTEN,
+            limits: super::StatusLimits::WRITTEN,
         })
     }
 
@@ -697,4 +697,139 @@ fn a_changed_artifact_that_cannot_be_resolved_serves_nothing_from_the_previous_s
         state(condition(&out.status, ConditionType::Ready)).0,
         "False"
     );
+}
+
+/// The tests of what was `bound.rs`.
+mod bound {
+    use super::*;
+    use crate::api::ClassMatch;
+    use std::collections::BTreeMap;
+
+    fn class(name: usize, reason_bytes: usize, labels: usize) -> ClassStatus {
+        ClassStatus {
+            name: format!("c-{name:08}"),
+            labels: (0..labels)
+                .map(|i| (format!("key-{i:04}"), "v".repeat(40)))
+                .collect::<BTreeMap<_, _>>(),
+            nodes: 1,
+            image: Some("registry.local/app:v1".into()),
+            matched: Some(ClassMatch {
+                index: 0,
+                tag: "registry.local/app:v1".into(),
+                weight: 0,
+                description: Some("d".repeat(200)),
+            }),
+            reason: Some("é".repeat(reason_bytes / 2)),
+        }
+    }
+
+    #[test]
+    fn small_classes_are_left_as_they_are() {
+        let mut classes = vec![class(0, 100, 2), class(1, 100, 2)];
+        let before = classes.clone();
+        assert_eq!(
+            super::bound_classes(&mut classes, MAX_CLASSES_BYTES, MAX_CLASSES_BYTES),
+            None
+        );
+        assert_eq!(classes, before);
+    }
+
+    #[test]
+    fn long_reasons_are_cut_on_a_character_boundary_and_said() {
+        let mut classes = vec![class(0, 10_000, 2), class(1, 100, 2)];
+        let said =
+            super::bound_classes(&mut classes, MAX_CLASSES_BYTES, MAX_CLASSES_BYTES).unwrap();
+        let reason = classes[0].reason.as_deref().unwrap();
+        assert!(reason.len() <= MAX_REASON_BYTES && reason.ends_with("…(cut)"));
+        assert_eq!(classes[1].reason.as_deref().unwrap().len(), 100);
+        assert!(
+            said.contains("the reasons of 1 classes cut to 1024 bytes"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn many_classes_lose_reasons_then_rows_and_stay_under_the_bound() {
+        // 5,000 kinds of node with reasons of a large artifact: far over the bound.
+        let mut classes: Vec<_> = (0..5_000).map(|i| class(i, 1_000, 4)).collect();
+        let said =
+            super::bound_classes(&mut classes, MAX_CLASSES_BYTES, MAX_CLASSES_BYTES).unwrap();
+        assert!(size(&classes) <= MAX_CLASSES_BYTES);
+        assert!(classes.iter().all(|c| c.reason.is_none()));
+        assert!(said.contains("every class's reason and set description left out"));
+        let kept = classes.len();
+        assert!(kept > 1_000 && kept < 5_000, "{kept}");
+        assert!(
+            said.contains(&format!("{} of 5000 classes left out", 5_000 - kept)),
+            "{said}"
+        );
+    }
+
+    /// A status with `classes` and `labels` class keys of 100 bytes each.
+    fn status_with(classes: Vec<ClassStatus>, labels: usize) -> ImageSelectionPolicyStatus {
+        ImageSelectionPolicyStatus {
+            class_keys: Some(crate::engine::Reads {
+                labels: (0..labels)
+                    .map(|i| format!("example.com/{i:08}-{}", "k".repeat(79)))
+                    .collect(),
+                ..Default::default()
+            }),
+            class_count: i32::try_from(classes.len()).unwrap(),
+            classes,
+            ..ImageSelectionPolicyStatus::default()
+        }
+    }
+
+    #[test]
+    fn class_keys_over_their_bound_are_left_out_with_every_class_and_said() {
+        // 10,000 label keys of 100 bytes: within the engine's limits, over the keys' bound.
+        let mut status = status_with(vec![class(0, 100, 2), class(1, 100, 2)], 10_000);
+        let said = super::bound_status(&mut status, StatusLimits::WRITTEN).unwrap();
+        assert_eq!(status.class_keys, None);
+        assert!(status.classes.is_empty());
+        assert_eq!(status.class_count, 2, "the count says how many are missing");
+        assert!(
+            said.contains("classKeys") && said.contains("over its limit of 262144 bytes"),
+            "{said}"
+        );
+        assert!(said.contains("all 2 classes"), "{said}");
+    }
+
+    #[test]
+    fn class_keys_under_their_bound_are_kept_and_the_classes_take_what_is_left() {
+        // 2,000 keys and classes that alone would fit the whole bound.
+        let mut status = status_with((0..600).map(|i| class(i, 900, 4)).collect(), 2_000);
+        let keys = serde_json::to_vec(&status.class_keys).unwrap().len();
+        assert!(size(&status.classes) < MAX_CLASSES_BYTES);
+        assert!(size(&status.classes) + keys > MAX_CLASSES_BYTES);
+        let said = super::bound_status(&mut status, StatusLimits::WRITTEN).unwrap();
+        assert!(status.class_keys.is_some());
+        assert!(size(&status.classes) + keys <= MAX_CLASSES_BYTES);
+        assert!(
+            said.contains("every class's reason and set description left out"),
+            "{said}"
+        );
+        assert!(said.contains("less what classKeys takes"), "{said}");
+        let mut small = status_with(vec![class(0, 100, 2)], 10);
+        assert_eq!(super::bound_status(&mut small, StatusLimits::WRITTEN), None);
+    }
+
+    #[test]
+    fn a_managed_policy_keeps_a_few_classes_and_no_large_class_keys() {
+        // 600 classes and 100 keys of 100 bytes: fits an admin's policy whole.
+        let written = || status_with((0..600).map(|i| class(i, 100, 2)).collect(), 10);
+        let mut whole = written();
+        assert_eq!(super::bound_status(&mut whole, StatusLimits::WRITTEN), None);
+        let mut managed = written();
+        let said = super::bound_status(&mut managed, StatusLimits::MANAGED).unwrap();
+        let keys = serde_json::to_vec(&managed.class_keys).unwrap().len();
+        assert!(size(&managed.classes) + keys <= StatusLimits::MANAGED.classes_bytes);
+        assert!(!managed.classes.is_empty() && managed.classes.len() < 100);
+        assert!(said.contains("classes left out"), "{said}");
+        let mut keyed = status_with(vec![class(0, 100, 2)], 100);
+        assert!(super::bound_status(&mut keyed.clone(), StatusLimits::WRITTEN).is_none());
+        let said = super::bound_status(&mut keyed, StatusLimits::MANAGED).unwrap();
+        assert_eq!(keyed.class_keys, None);
+        assert!(said.contains("over its limit of 2048 bytes"), "{said}");
+    }
 }

@@ -281,3 +281,4 @@ fn invalid_existing_affinity_is_reported_not_pinned() {
 }
 
 mod property;
+mod require;

@@ -10,8 +10,8 @@ fn the_ca_rotates_when_a_year_or_less_remains_and_the_old_one_stays_trusted() {
     // A serving certificate current at that time, from the same CA.
     let (_, current) = apply(&stored(&material), rotate_at - 10 * DAY);
     assert_eq!(
-        plan(&stored(&current), &names(), rotate_at - SECOND).action(),
-        &Action::Keep {
+        plan_certificates(&stored(&current), &names(), rotate_at - SECOND).action(),
+        &CertificateAction::Keep {
             renew_at: rotate_at
         }
     );
@@ -19,7 +19,7 @@ fn the_ca_rotates_when_a_year_or_less_remains_and_the_old_one_stays_trusted() {
     let (action, rotated) = apply(&stored(&current), rotate_at);
     assert_eq!(
         action,
-        Action::RotateCa {
+        CertificateAction::RotateCa {
             expires: ca.not_after
         }
     );
@@ -38,7 +38,7 @@ fn the_ca_rotates_when_a_year_or_less_remains_and_the_old_one_stays_trusted() {
     let (action, switched) = apply(&stored(&rotated), rotate_at);
     assert_eq!(
         action,
-        Action::IssueServing(ServingReason::SignedByPreviousCa)
+        CertificateAction::IssueServing(ServingReason::SignedByPreviousCa)
     );
     assert!(!action.is_unexpected());
     assert_eq!(switched.ca_crt, rotated.ca_crt);
@@ -47,7 +47,9 @@ fn the_ca_rotates_when_a_year_or_less_remains_and_the_old_one_stays_trusted() {
     let rotated = switched;
 
     // The serving certificate's renewal (8 months on) keeps both CAs in the bundle.
-    let Action::Keep { renew_at } = *plan(&stored(&rotated), &names(), rotate_at).action() else {
+    let CertificateAction::Keep { renew_at } =
+        *plan_certificates(&stored(&rotated), &names(), rotate_at).action()
+    else {
         panic!("rotated material is current");
     };
     assert!(renew_at < ca.not_after);
@@ -57,19 +59,19 @@ fn the_ca_rotates_when_a_year_or_less_remains_and_the_old_one_stays_trusted() {
     // The old CA is dropped once it has expired, and nothing else changes.
     let prune_at = ca.not_after + SECOND;
     assert_eq!(
-        plan(&stored(&renewed), &names(), renew_at).action(),
-        &Action::Keep { renew_at: prune_at }
+        plan_certificates(&stored(&renewed), &names(), renew_at).action(),
+        &CertificateAction::Keep { renew_at: prune_at }
     );
     let (action, pruned) = apply(&stored(&renewed), prune_at);
-    assert_eq!(action, Action::PruneBundle);
+    assert_eq!(action, CertificateAction::PruneBundle);
     assert!(!action.is_unexpected());
     assert_eq!(certs(&pruned.ca_crt).len(), 1);
     assert_eq!(certs(&pruned.ca_crt)[0].der, bundle[0].der);
     assert_eq!(pruned.ca_key, rotated.ca_key);
     assert_eq!(serving(&pruned).der, serving(&renewed).der);
     assert!(matches!(
-        plan(&stored(&pruned), &names(), prune_at).action(),
-        Action::Keep { .. }
+        plan_certificates(&stored(&pruned), &names(), prune_at).action(),
+        CertificateAction::Keep { .. }
     ));
 }
 
@@ -81,7 +83,7 @@ fn a_rotation_keeps_a_serving_certificate_due_for_renewal_while_it_is_valid() {
     // Issued 300 days before the rotation: due for renewal, valid for 65 more days.
     let (_, current) = apply(&stored(&material), rotate_at - 300 * DAY);
     let (action, rotated) = apply(&stored(&current), rotate_at);
-    assert!(matches!(action, Action::RotateCa { .. }));
+    assert!(matches!(action, CertificateAction::RotateCa { .. }));
     assert_eq!(rotated.tls_crt, current.tls_crt);
 }
 
@@ -92,13 +94,13 @@ fn a_rotation_issues_from_the_new_ca_at_once_when_nothing_valid_serves() {
     let rotate_at = ca.not_after - CA_RENEW_BEFORE;
     // The first year's serving certificate expired long ago.
     let (action, rotated) = apply(&stored(&material), rotate_at);
-    assert!(matches!(action, Action::RotateCa { .. }));
+    assert!(matches!(action, CertificateAction::RotateCa { .. }));
     let bundle = certs(&rotated.ca_crt);
     assert!(serving(&rotated).signed_by(&bundle[0]));
     assert_eq!(serving(&rotated).not_after, rotate_at + SERVING_VALIDITY);
     assert!(matches!(
-        plan(&stored(&rotated), &names(), rotate_at).action(),
-        Action::Keep { .. }
+        plan_certificates(&stored(&rotated), &names(), rotate_at).action(),
+        CertificateAction::Keep { .. }
     ));
 }
 
@@ -107,7 +109,10 @@ fn an_expired_ca_is_replaced_with_a_warning() {
     let material = fresh(t0());
     let not_after = certs(&material.ca_crt)[0].not_after;
     let (action, replaced) = apply(&stored(&material), not_after + SECOND);
-    assert_eq!(action, Action::Replace(Unusable::Expired { not_after }));
+    assert_eq!(
+        action,
+        CertificateAction::Replace(Unusable::Expired { not_after })
+    );
     assert!(action.is_unexpected());
     assert_eq!(
         certs(&replaced.ca_crt).len(),
@@ -121,12 +126,12 @@ fn an_expired_ca_is_replaced_with_a_warning() {
 fn a_ca_from_the_future_is_replaced() {
     let material = fresh(t0());
     let not_before = certs(&material.ca_crt)[0].not_before;
-    let action = plan(&stored(&material), &names(), not_before - SECOND)
+    let action = plan_certificates(&stored(&material), &names(), not_before - SECOND)
         .action()
         .clone();
     assert_eq!(
         action,
-        Action::Replace(Unusable::NotYetValid { not_before })
+        CertificateAction::Replace(Unusable::NotYetValid { not_before })
     );
     assert!(action.is_unexpected());
 }
@@ -141,12 +146,12 @@ fn garbage_in_ca_crt_starts_over_with_a_message_naming_the_key() {
         b"-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n".to_vec(),
         material.ca_key.clone().into_bytes(),
     ] {
-        let from = Stored {
+        let from = StoredCertificates {
             ca_crt: Some(garbage.clone()),
             ..stored(&material)
         };
         let (action, replaced) = apply(&from, t0());
-        let Action::Replace(Unusable::Unreadable { key, .. }) = &action else {
+        let CertificateAction::Replace(Unusable::Unreadable { key, .. }) = &action else {
             panic!("{garbage:?}: {action:?}");
         };
         assert_eq!(*key, "ca.crt");
@@ -162,11 +167,13 @@ fn garbage_in_ca_crt_starts_over_with_a_message_naming_the_key() {
 #[test]
 fn a_key_pasted_as_ca_crt_is_named_as_such() {
     let material = fresh(t0());
-    let from = Stored {
+    let from = StoredCertificates {
         ca_crt: Some(material.ca_key.clone().into_bytes()),
         ..stored(&material)
     };
-    let message = plan(&from, &names(), t0()).action().to_string();
+    let message = plan_certificates(&from, &names(), t0())
+        .action()
+        .to_string();
     assert!(
         message.contains("\"PRIVATE KEY\", not a CERTIFICATE"),
         "{message}"
@@ -176,7 +183,7 @@ fn a_key_pasted_as_ca_crt_is_named_as_such() {
 #[test]
 fn an_unreadable_ca_key_starts_over_but_keeps_trusting_the_old_ca_until_it_expires() {
     let material = fresh(t0());
-    let from = Stored {
+    let from = StoredCertificates {
         ca_key: Some(b"garbage".to_vec()),
         ..stored(&material)
     };
@@ -184,7 +191,7 @@ fn an_unreadable_ca_key_starts_over_but_keeps_trusting_the_old_ca_until_it_expir
     assert!(
         matches!(
             &action,
-            Action::Replace(Unusable::Unreadable { key: "ca.key", .. })
+            CertificateAction::Replace(Unusable::Unreadable { key: "ca.key", .. })
         ),
         "{action:?}"
     );
@@ -204,53 +211,59 @@ fn an_unreadable_ca_key_starts_over_but_keeps_trusting_the_old_ca_until_it_expir
 fn a_ca_key_of_another_ca_starts_over() {
     let material = fresh(t0());
     let other = fresh(t0());
-    let from = Stored {
+    let from = StoredCertificates {
         ca_key: Some(other.ca_key.into_bytes()),
         ..stored(&material)
     };
-    let action = plan(&from, &names(), t0()).action().clone();
-    assert_eq!(action, Action::Replace(Unusable::KeyMatchesNoCertificate));
+    let action = plan_certificates(&from, &names(), t0()).action().clone();
+    assert_eq!(
+        action,
+        CertificateAction::Replace(Unusable::KeyMatchesNoCertificate)
+    );
     assert!(action.is_unexpected());
 }
 
 #[test]
 fn a_serving_certificate_stored_as_the_ca_is_not_a_ca() {
     let material = fresh(t0());
-    let from = Stored {
+    let from = StoredCertificates {
         ca_crt: Some(material.tls_crt.clone().into_bytes()),
         ca_key: Some(material.tls_key.clone().into_bytes()),
         ..stored(&material)
     };
     assert_eq!(
-        plan(&from, &names(), t0()).action(),
-        &Action::Replace(Unusable::NotACa)
+        plan_certificates(&from, &names(), t0()).action(),
+        &CertificateAction::Replace(Unusable::NotACa)
     );
 }
 
 #[test]
 fn a_missing_ca_half_starts_over() {
     let material = fresh(t0());
-    let no_key = Stored {
+    let no_key = StoredCertificates {
         ca_key: None,
         ..stored(&material)
     };
     assert_eq!(
-        plan(&no_key, &names(), t0()).action(),
-        &Action::Replace(Unusable::Missing("ca.key"))
+        plan_certificates(&no_key, &names(), t0()).action(),
+        &CertificateAction::Replace(Unusable::Missing("ca.key"))
     );
-    let no_cert = Stored {
+    let no_cert = StoredCertificates {
         ca_crt: None,
         ..stored(&material)
     };
-    let action = plan(&no_cert, &names(), t0()).action().clone();
-    assert_eq!(action, Action::Replace(Unusable::Missing("ca.crt")));
+    let action = plan_certificates(&no_cert, &names(), t0()).action().clone();
+    assert_eq!(
+        action,
+        CertificateAction::Replace(Unusable::Missing("ca.crt"))
+    );
     assert!(action.is_unexpected(), "half a Secret is not a first start");
 }
 
 #[test]
 fn an_unreadable_older_ca_in_the_bundle_makes_the_whole_bundle_unreadable() {
     let material = fresh(t0());
-    let from = Stored {
+    let from = StoredCertificates {
         ca_crt: Some(
             format!(
                 "{}-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
@@ -261,8 +274,8 @@ fn an_unreadable_older_ca_in_the_bundle_makes_the_whole_bundle_unreadable() {
         ..stored(&material)
     };
     assert!(matches!(
-        plan(&from, &names(), t0()).action(),
-        Action::Replace(Unusable::Unreadable { key: "ca.crt", .. })
+        plan_certificates(&from, &names(), t0()).action(),
+        CertificateAction::Replace(Unusable::Unreadable { key: "ca.crt", .. })
     ));
 }
 

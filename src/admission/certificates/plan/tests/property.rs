@@ -17,7 +17,7 @@ proptest! {
     ) {
         let mut now = t0();
         let end = t0() + 25 * 365 * DAY;
-        let mut secret = Stored::default();
+        let mut secret = StoredCertificates::default();
         let mut served: Vec<String> = Vec::new();
         for hours in steps.iter().cycle() {
             if now > end {
@@ -25,7 +25,7 @@ proptest! {
             }
             let mut settled = false;
             for _ in 0..3 {
-                let plan = plan(&secret, &names(), now);
+                let plan = plan_certificates(&secret, &names(), now);
                 let Some(material) = plan.carry_out(now).unwrap() else {
                     settled = true;
                     break;

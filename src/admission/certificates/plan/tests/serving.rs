@@ -8,16 +8,16 @@ fn fresh_material_is_kept_until_a_third_of_the_serving_life_remains() {
     let tls = serving(&material);
     let due = tls.not_after - tls.not_after.duration_since(tls.not_before) / 3;
 
-    let kept = plan(&stored(&material), &names(), t0());
-    assert_eq!(kept.action(), &Action::Keep { renew_at: due });
+    let kept = plan_certificates(&stored(&material), &names(), t0());
+    assert_eq!(kept.action(), &CertificateAction::Keep { renew_at: due });
     assert_eq!(kept.carry_out(t0()).unwrap(), None);
     assert_eq!(
-        plan(&stored(&material), &names(), due - SECOND).action(),
-        &Action::Keep { renew_at: due }
+        plan_certificates(&stored(&material), &names(), due - SECOND).action(),
+        &CertificateAction::Keep { renew_at: due }
     );
     assert_eq!(
-        plan(&stored(&material), &names(), due).action(),
-        &Action::IssueServing(ServingReason::Expiring {
+        plan_certificates(&stored(&material), &names(), due).action(),
+        &CertificateAction::IssueServing(ServingReason::Expiring {
             not_after: tls.not_after
         })
     );
@@ -30,7 +30,7 @@ fn an_expiring_serving_certificate_is_reissued_from_the_same_ca() {
     let (action, renewed) = apply(&stored(&material), later);
     assert!(matches!(
         action,
-        Action::IssueServing(ServingReason::Expiring { .. })
+        CertificateAction::IssueServing(ServingReason::Expiring { .. })
     ));
     assert!(!action.is_unexpected());
     assert_eq!(renewed.ca_crt, material.ca_crt);
@@ -39,8 +39,8 @@ fn an_expiring_serving_certificate_is_reissued_from_the_same_ca() {
     assert!(trusted(&renewed.ca_crt, &renewed.tls_crt));
     assert_eq!(serving(&renewed).not_after, later + SERVING_VALIDITY);
     assert!(matches!(
-        plan(&stored(&renewed), &names(), later).action(),
-        Action::Keep { .. }
+        plan_certificates(&stored(&renewed), &names(), later).action(),
+        CertificateAction::Keep { .. }
     ));
 }
 
@@ -50,7 +50,7 @@ fn an_expired_serving_certificate_is_reissued() {
     let (action, renewed) = apply(&stored(&material), t0() + 400 * DAY);
     assert!(matches!(
         action,
-        Action::IssueServing(ServingReason::Expiring { .. })
+        CertificateAction::IssueServing(ServingReason::Expiring { .. })
     ));
     assert!(trusted(&renewed.ca_crt, &renewed.tls_crt));
 }
@@ -68,12 +68,12 @@ fn a_short_lived_serving_certificate_is_renewed_by_its_own_lifetime() {
     let due = t0() + SignedDuration::from_mins(20);
     let stored = with_tls(&material, short);
     assert_eq!(
-        plan(&stored, &names(), due - SECOND).action(),
-        &Action::Keep { renew_at: due }
+        plan_certificates(&stored, &names(), due - SECOND).action(),
+        &CertificateAction::Keep { renew_at: due }
     );
     assert!(matches!(
-        plan(&stored, &names(), due).action(),
-        Action::IssueServing(ServingReason::Expiring { .. })
+        plan_certificates(&stored, &names(), due).action(),
+        CertificateAction::IssueServing(ServingReason::Expiring { .. })
     ));
 }
 
@@ -83,14 +83,14 @@ fn a_missing_serving_half_is_reissued_from_the_ca() {
     for (missing, from) in [
         (
             "tls.crt",
-            Stored {
+            StoredCertificates {
                 tls_crt: None,
                 ..stored(&material)
             },
         ),
         (
             "tls.key",
-            Stored {
+            StoredCertificates {
                 tls_key: None,
                 ..stored(&material)
             },
@@ -99,7 +99,7 @@ fn a_missing_serving_half_is_reissued_from_the_ca() {
         let (action, renewed) = apply(&from, t0());
         assert_eq!(
             action,
-            Action::IssueServing(ServingReason::Missing(missing))
+            CertificateAction::IssueServing(ServingReason::Missing(missing))
         );
         assert!(action.is_unexpected());
         assert_eq!(renewed.ca_crt, material.ca_crt);
@@ -113,14 +113,14 @@ fn garbage_serving_data_is_reissued_with_a_message_naming_the_key() {
     for (key, from) in [
         (
             "tls.crt",
-            Stored {
+            StoredCertificates {
                 tls_crt: Some(b"junk".to_vec()),
                 ..stored(&material)
             },
         ),
         (
             "tls.key",
-            Stored {
+            StoredCertificates {
                 tls_key: Some(
                     b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".to_vec(),
                 ),
@@ -128,9 +128,9 @@ fn garbage_serving_data_is_reissued_with_a_message_naming_the_key() {
             },
         ),
     ] {
-        let action = plan(&from, &names(), t0()).action().clone();
+        let action = plan_certificates(&from, &names(), t0()).action().clone();
         assert!(
-            matches!(&action, Action::IssueServing(ServingReason::Unreadable { key: k, .. }) if *k == key),
+            matches!(&action, CertificateAction::IssueServing(ServingReason::Unreadable { key: k, .. }) if *k == key),
             "{action:?}"
         );
         assert!(action.is_unexpected());
@@ -141,12 +141,15 @@ fn garbage_serving_data_is_reissued_with_a_message_naming_the_key() {
 #[test]
 fn a_serving_key_that_is_not_the_certificates_is_reissued() {
     let material = fresh(t0());
-    let from = Stored {
+    let from = StoredCertificates {
         tls_key: Some(fresh(t0()).tls_key.into_bytes()),
         ..stored(&material)
     };
-    let action = plan(&from, &names(), t0()).action().clone();
-    assert_eq!(action, Action::IssueServing(ServingReason::KeyMismatch));
+    let action = plan_certificates(&from, &names(), t0()).action().clone();
+    assert_eq!(
+        action,
+        CertificateAction::IssueServing(ServingReason::KeyMismatch)
+    );
     assert!(action.is_unexpected());
 }
 
@@ -154,14 +157,14 @@ fn a_serving_key_that_is_not_the_certificates_is_reissued() {
 fn a_serving_certificate_from_another_ca_is_reissued() {
     let material = fresh(t0());
     let other = fresh(t0());
-    let from = Stored {
+    let from = StoredCertificates {
         tls_crt: Some(other.tls_crt.into_bytes()),
         tls_key: Some(other.tls_key.into_bytes()),
         ..stored(&material)
     };
     assert_eq!(
-        plan(&from, &names(), t0()).action(),
-        &Action::IssueServing(ServingReason::NotSignedByCa)
+        plan_certificates(&from, &names(), t0()).action(),
+        &CertificateAction::IssueServing(ServingReason::NotSignedByCa)
     );
 }
 
@@ -169,8 +172,9 @@ fn a_serving_certificate_from_another_ca_is_reissued() {
 fn a_serving_certificate_for_other_names_is_reissued_for_the_wanted_ones() {
     let material = fresh(t0());
     let renamed = crate::admission::certificates::service_dns_names("webhook", "ops");
-    let plan_ = plan(&stored(&material), &renamed, t0());
-    let Action::IssueServing(ServingReason::DnsNames { have, want }) = plan_.action() else {
+    let plan_ = plan_certificates(&stored(&material), &renamed, t0());
+    let CertificateAction::IssueServing(ServingReason::DnsNames { have, want }) = plan_.action()
+    else {
         panic!("{:?}", plan_.action());
     };
     assert_eq!(have.len(), 4);
@@ -189,19 +193,19 @@ fn one_name_missing_or_extra_is_a_difference_but_order_is_not() {
     let mut reversed = names();
     reversed.reverse();
     assert!(matches!(
-        plan(&stored(&material), &reversed, t0()).action(),
-        Action::Keep { .. }
+        plan_certificates(&stored(&material), &reversed, t0()).action(),
+        CertificateAction::Keep { .. }
     ));
     let fewer = &names()[..3];
     assert!(matches!(
-        plan(&stored(&material), fewer, t0()).action(),
-        Action::IssueServing(ServingReason::DnsNames { .. })
+        plan_certificates(&stored(&material), fewer, t0()).action(),
+        CertificateAction::IssueServing(ServingReason::DnsNames { .. })
     ));
     let mut more = names();
     more.push("extra.example".to_owned());
     assert!(matches!(
-        plan(&stored(&material), &more, t0()).action(),
-        Action::IssueServing(ServingReason::DnsNames { .. })
+        plan_certificates(&stored(&material), &more, t0()).action(),
+        CertificateAction::IssueServing(ServingReason::DnsNames { .. })
     ));
 }
 
@@ -214,8 +218,8 @@ fn an_ip_address_in_the_serving_certificate_is_a_difference() {
         &material,
         leaf(&material, sans, t0(), t0() + SERVING_VALIDITY),
     );
-    let action = plan(&from, &names(), t0()).action().clone();
-    let Action::IssueServing(ServingReason::DnsNames { have, .. }) = &action else {
+    let action = plan_certificates(&from, &names(), t0()).action().clone();
+    let CertificateAction::IssueServing(ServingReason::DnsNames { have, .. }) = &action else {
         panic!("{action:?}");
     };
     assert_eq!(have.last().map(String::as_str), Some("<other>"));
@@ -235,7 +239,7 @@ fn a_serving_certificate_from_the_future_is_reissued() {
         ),
     );
     assert_eq!(
-        plan(&from, &names(), t0()).action(),
-        &Action::IssueServing(ServingReason::NotYetValid { not_before })
+        plan_certificates(&from, &names(), t0()).action(),
+        &CertificateAction::IssueServing(ServingReason::NotYetValid { not_before })
     );
 }

@@ -26,7 +26,7 @@ use super::secret::{self, Generated};
 use super::status::{self, Observed};
 use crate::api::{ArtifactCache, ArtifactCacheStatus, CacheReason, FIELD_MANAGER};
 use crate::cluster::ClusterView;
-use crate::cluster::{Change, Reflected};
+use crate::cluster::{Change, Reflected, pod_selector};
 use crate::cluster::{EventReporter, Notice};
 use tracing::Instrument;
 
@@ -345,18 +345,7 @@ async fn registry_pods(
     deployment: &Deployment,
 ) -> Result<Vec<Pod>, Error> {
     let namespace = cache.namespace().unwrap_or_default();
-    let selector = deployment
-        .spec
-        .as_ref()
-        .and_then(|s| s.selector.match_labels.as_ref())
-        .map(|labels| {
-            labels
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
+    let selector = pod_selector(deployment);
     if selector.is_empty() {
         return Ok(Vec::new());
     }

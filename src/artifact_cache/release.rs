@@ -12,7 +12,6 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, controller::Action, watcher};
@@ -27,7 +26,7 @@ use crate::cluster::held_at;
 use crate::cluster::{EventReporter, Notice, Notices, queue};
 
 use crate::cluster::UNTRUSTED_LIST_PAGE;
-use crate::cluster::{Reflected, held_pods_controller, reflect};
+use crate::cluster::{Reflected, held_for, held_pods_controller, reflect};
 use crate::process::{Shutdown, Tasks, until};
 use crate::telemetry::error_chain;
 
@@ -113,15 +112,7 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !ctx.cluster.leadership.is_leader() || pod.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let created = pod
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map_or_else(Timestamp::now, |time| time.0);
-    let waited = Timestamp::now()
-        .duration_since(created)
-        .try_into()
-        .unwrap_or(Duration::ZERO);
+    let waited = held_for(&pod);
     let namespace = pod.namespace().unwrap_or_default();
     // A step wired to no cache is failed by the decision itself.
     let cache = wired_to(&pod).map_or(CacheState::Missing, |(name, _)| {

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use crate::api::{ArtifactCache, REGISTRY_PORT};
 use crate::artifact_cache::PUSH_USER_KEY;
 use crate::artifact_cache::object_name;
+use crate::cluster::pod_selector;
 use crate::registry::DockerConfig;
 use crate::step_helper::{Direction, USER, docker_config, from_environment};
 
@@ -324,18 +325,7 @@ async fn ready_pod(
         .get_opt(deployment)
         .await
         .map_err(pods_error)?;
-    let selector = found
-        .as_ref()
-        .and_then(|d| d.spec.as_ref())
-        .and_then(|s| s.selector.match_labels.as_ref())
-        .map(|labels| {
-            labels
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
+    let selector = found.as_ref().map(pod_selector).unwrap_or_default();
     let (replica_sets, pods) = if selector.is_empty() {
         (Vec::new(), Vec::new())
     } else {

@@ -126,13 +126,16 @@ fn bound_schema(schema: &mut JSONSchemaProps) {
         }
         _ => {}
     }
-    let children = schema
-        .properties
-        .iter_mut()
-        .flat_map(|p| p.values_mut())
-        .chain(schema.all_of.iter_mut().flatten())
-        .chain(schema.any_of.iter_mut().flatten())
-        .chain(schema.one_of.iter_mut().flatten());
+    // Never into `not`: a bound there is inverted, letting through what the `not` refused.
+    for child in sub_schemas(schema, false) {
+        bound_schema(child);
+    }
+}
+
+/// The schemas nested in `schema`: its properties, `allOf`/`anyOf`/`oneOf`, items, additional
+/// properties, and `not` when `with_not`.
+fn sub_schemas(schema: &mut JSONSchemaProps, with_not: bool) -> Vec<&mut JSONSchemaProps> {
+    let not = schema.not.as_deref_mut().filter(|_| with_not);
     let items = match schema.items.as_mut() {
         Some(JSONSchemaPropsOrArray::Schema(one)) => vec![one.as_mut()],
         Some(JSONSchemaPropsOrArray::Schemas(many)) => many.iter_mut().collect(),
@@ -142,9 +145,17 @@ fn bound_schema(schema: &mut JSONSchemaProps) {
         Some(JSONSchemaPropsOrBool::Schema(one)) => Some(one.as_mut()),
         _ => None,
     };
-    for child in children.chain(items).chain(additional) {
-        bound_schema(child);
-    }
+    schema
+        .properties
+        .iter_mut()
+        .flat_map(|p| p.values_mut())
+        .chain(schema.all_of.iter_mut().flatten())
+        .chain(schema.any_of.iter_mut().flatten())
+        .chain(schema.one_of.iter_mut().flatten())
+        .chain(not)
+        .chain(items)
+        .chain(additional)
+        .collect()
 }
 
 /// Reflows the description of every schema in every version of `crd`.
@@ -164,24 +175,7 @@ fn reflow_schema(schema: &mut JSONSchemaProps) {
     if let Some(description) = schema.description.as_mut() {
         *description = reflow(description);
     }
-    let children = schema
-        .properties
-        .iter_mut()
-        .flat_map(|p| p.values_mut())
-        .chain(schema.all_of.iter_mut().flatten())
-        .chain(schema.any_of.iter_mut().flatten())
-        .chain(schema.one_of.iter_mut().flatten())
-        .chain(schema.not.as_deref_mut());
-    let items = match schema.items.as_mut() {
-        Some(JSONSchemaPropsOrArray::Schema(one)) => vec![one.as_mut()],
-        Some(JSONSchemaPropsOrArray::Schemas(many)) => many.iter_mut().collect(),
-        None => Vec::new(),
-    };
-    let additional = match schema.additional_properties.as_mut() {
-        Some(JSONSchemaPropsOrBool::Schema(one)) => Some(one.as_mut()),
-        _ => None,
-    };
-    for child in children.chain(items).chain(additional) {
+    for child in sub_schemas(schema, true) {
         reflow_schema(child);
     }
 }

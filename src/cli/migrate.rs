@@ -50,6 +50,21 @@ pub(super) struct Output {
     pub object: Option<Value>,
 }
 
+impl Output {
+    /// The PlacementPolicy `name` with `spec`, and the notes about it.
+    pub(super) fn placement_policy(name: &str, spec: Value, notes: Vec<String>) -> Output {
+        Output {
+            notes,
+            object: Some(serde_json::json!({
+                "apiVersion": "ocifit.io/v1alpha1",
+                "kind": "PlacementPolicy",
+                "metadata": {"name": name},
+                "spec": spec,
+            })),
+        }
+    }
+}
+
 /// What the seeds' documents become.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct Migration {

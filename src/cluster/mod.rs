@@ -23,11 +23,11 @@ pub use leader::{LeaderTask, Leadership, LeaseSettings, elect};
 pub use nodes::node_inputs;
 pub use nodes::{ClusterNode, NodeMeta, Strings};
 pub use read_again::ReadAgain;
-pub(crate) use reflected::held_pods_controller;
 pub use reflected::{Change, Reflected, reflect};
+pub(crate) use reflected::{held_for, held_pods_controller};
 pub use secrets::{SecretNamespaces, SecretRead, Secrets};
-pub use watches::identity_and_labels;
 pub use watches::{Events, UNTRUSTED_LIST_PAGE};
+pub use watches::{identity_and_labels, pod_selector};
 
 use std::time::Duration;
 

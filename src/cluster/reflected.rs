@@ -12,10 +12,12 @@ use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Config};
@@ -221,6 +223,20 @@ where
     }
     .boxed();
     (reflected, task)
+}
+
+/// How long `pod` has been held: since its creation (zero without a creation time, or one
+/// ahead of this clock).
+pub(crate) fn held_for(pod: &Pod) -> Duration {
+    let now = Timestamp::now();
+    let created = pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(now, |time| time.0);
+    now.duration_since(created)
+        .try_into()
+        .unwrap_or(Duration::ZERO)
 }
 
 /// A feature's release of its held pods: a kube `Controller` over the pods `held` picks, all of

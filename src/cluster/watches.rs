@@ -14,6 +14,7 @@ use std::time::Duration;
 use foldhash::fast::FixedState;
 
 use futures_util::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::core::ObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
@@ -138,6 +139,21 @@ pub fn identity_and_labels(meta: &mut ObjectMeta, labels: &[&str]) {
         }),
         ..ObjectMeta::default()
     };
+}
+
+/// A Deployment's pod selector as a label selector for a list (`k=v,…`; empty without
+/// `matchLabels`, which ocifit's Deployments always set).
+pub fn pod_selector(deployment: &Deployment) -> String {
+    let labels = deployment
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.selector.match_labels.as_ref());
+    let pairs: Vec<String> = labels
+        .into_iter()
+        .flatten()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    pairs.join(",")
 }
 
 #[cfg(test)]

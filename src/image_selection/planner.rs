@@ -25,7 +25,7 @@ pub use read_pod::SelectionPod;
 pub use release::GATE;
 pub use release::{HoldFailure, HoldRules};
 pub(super) use release::{Release, failed, release};
-pub(super) use release::{gate_at, hold};
+pub(super) use release::{gate_at, held_annotation_op, hold};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -120,15 +120,9 @@ pub(super) fn translate(source: &str, values: &Value, migration: &mut Migration)
     if !tag_cache.is_empty() {
         spec.insert("tagCache".into(), Value::Object(tag_cache));
     }
-    migration.objects.push(Output {
-        notes,
-        object: Some(json!({
-            "apiVersion": "ocifit.io/v1alpha1",
-            "kind": "PlacementPolicy",
-            "metadata": {"name": POLICY},
-            "spec": spec,
-        })),
-    });
+    migration
+        .objects
+        .push(Output::placement_policy(POLICY, Value::Object(spec), notes));
 }
 
 /// Fills in the seed's chart defaults the input lacks, and says which: `helm get values` prints

@@ -100,15 +100,9 @@ pub(super) fn translate(
             spec["nodeTainting"] = json!({"architectures": tainted});
         }
     }
-    migration.objects.push(Output {
-        notes,
-        object: Some(json!({
-            "apiVersion": "ocifit.io/v1alpha1",
-            "kind": "PlacementPolicy",
-            "metadata": {"name": POLICY},
-            "spec": spec,
-        })),
-    });
+    migration
+        .objects
+        .push(Output::placement_policy(POLICY, spec, notes));
 }
 
 /// The architecture left untainted so pods ocifit never tolerates keep nodes: with the cluster's

@@ -195,28 +195,13 @@ pub(crate) fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
             adopt: None,
         },
         HoldFailure::Fail => {
-            let annotations = pod.metadata.annotations.as_ref();
-            if annotations
-                .and_then(|a| a.get(HELD_ANNOTATION))
-                .map(String::as_str)
-                == Some(why)
-            {
+            let Some(op) = held_annotation_op(pod, why) else {
                 return Release {
                     patch: None,
                     event: None,
                     wait: None,
                     adopt: None,
                 };
-            }
-            let op = match annotations {
-                None => add(
-                    &["metadata", "annotations"],
-                    json!({ HELD_ANNOTATION: why }),
-                ),
-                Some(_) => add(
-                    &["metadata", "annotations", HELD_ANNOTATION],
-                    Value::from(why),
-                ),
             };
             Release {
                 patch: Some(guarded(pod, [op])),
@@ -241,6 +226,28 @@ pub(crate) fn failed(pod: &Pod, rules: HoldRules, why: &str) -> Release {
 fn unhold(pod: &Pod) -> Vec<PatchOperation> {
     let marks = [Mark::Label(HELD_LABEL), Mark::Annotation(HELD_ANNOTATION)];
     crate::cluster::unhold(pod, GATE, &marks)
+}
+
+/// The operation writing `why` as `pod`'s held annotation, or `None` when it says so already.
+pub(crate) fn held_annotation_op(pod: &Pod, why: &str) -> Option<PatchOperation> {
+    let annotations = pod.metadata.annotations.as_ref();
+    if annotations
+        .and_then(|a| a.get(HELD_ANNOTATION))
+        .map(String::as_str)
+        == Some(why)
+    {
+        return None;
+    }
+    Some(match annotations {
+        None => add(
+            &["metadata", "annotations"],
+            json!({ HELD_ANNOTATION: why }),
+        ),
+        Some(_) => add(
+            &["metadata", "annotations", HELD_ANNOTATION],
+            Value::from(why),
+        ),
+    })
 }
 
 #[cfg(test)]

@@ -14,14 +14,15 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::reflector::Store;
 use kube::{Api, Resource, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::Error;
-use crate::admission::{add, replace};
-use crate::api::pod::HELD_ANNOTATION;
+use crate::admission::replace;
 use crate::api::{FIELD_MANAGER, ImageSelectionPolicy};
 use crate::cluster::{Notice, Notices};
-use crate::image_selection::planner::{Quota, Room, counted_against, foreign, is_managed, room};
+use crate::image_selection::planner::{
+    Quota, Room, counted_against, foreign, held_annotation_op, is_managed, room,
+};
 
 /// How long a policy this leader created counts before its store shows it.
 const PENDING_FOR: Duration = Duration::from_secs(60);
@@ -201,14 +202,7 @@ async fn held_saying(
 /// The patch writing `why` as `pod`'s held annotation (against the version it was read at), or
 /// `None` when it says so already. Pure.
 pub(super) fn saying(pod: &Pod, why: &str) -> Option<JsonPatch> {
-    let annotations = pod.metadata.annotations.as_ref();
-    if annotations
-        .and_then(|a| a.get(HELD_ANNOTATION))
-        .map(String::as_str)
-        == Some(why)
-    {
-        return None;
-    }
+    let said = held_annotation_op(pod, why)?;
     let mut ops: Vec<_> = pod
         .metadata
         .resource_version
@@ -220,22 +214,14 @@ pub(super) fn saying(pod: &Pod, why: &str) -> Option<JsonPatch> {
             )
         })
         .collect();
-    ops.push(match annotations {
-        None => add(
-            &["metadata", "annotations"],
-            json!({ HELD_ANNOTATION: why }),
-        ),
-        Some(_) => add(
-            &["metadata", "annotations", HELD_ANNOTATION],
-            Value::from(why),
-        ),
-    });
+    ops.push(said);
     Some(JsonPatch(ops))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::pod::HELD_ANNOTATION;
 
     #[test]
     fn the_reason_is_written_once() {

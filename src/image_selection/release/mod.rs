@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -32,7 +31,7 @@ use crate::api::pod::HELD_LABEL;
 use crate::cluster::ClusterView;
 use crate::cluster::UNTRUSTED_LIST_PAGE;
 use crate::cluster::{EventReporter, Notice, Notices, queue};
-use crate::cluster::{Reflected, held_pods_controller, reflect};
+use crate::cluster::{Reflected, held_for, held_pods_controller, reflect};
 use crate::image_selection::planner::gate_at;
 use crate::image_selection::planner::{HoldRules, Release, failed, release};
 use crate::process::{Shutdown, Tasks, until};
@@ -174,15 +173,7 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<ReleaseContext>) -> Result<Action, Er
         tracing::debug!(pod = %pod.name_any(), %namespace, "held pod in a namespace the webhook does not cover: left alone");
         return Ok(Action::await_change());
     }
-    let created = pod
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map_or_else(Timestamp::now, |time| time.0);
-    let waited = Timestamp::now()
-        .duration_since(created)
-        .try_into()
-        .unwrap_or(Duration::ZERO);
+    let waited = held_for(&pod);
     let index = ctx.index.load();
     let decided = release(index.as_deref(), &pod, ctx.rules, waited);
     let done = match send(&ctx, &pod, &decided).await? {

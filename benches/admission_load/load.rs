@@ -266,7 +266,7 @@ pub async fn max_throughput(
 
 /// CPU time spent by this process's threads so far (nanoseconds on CPU, from
 /// `/proc/self/task/*/schedstat`); `None` where that is not readable.
-fn cpu_time() -> Option<Duration> {
+pub fn cpu_time() -> Option<Duration> {
     let mut total = 0u64;
     for task in std::fs::read_dir("/proc/self/task").ok()? {
         let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
@@ -277,6 +277,6 @@ fn cpu_time() -> Option<Duration> {
 
 /// CPU time spent since `before`. Threads that ended meanwhile are not counted (the servers'
 /// and the generator's threads live through every run).
-fn cpu_since(before: Option<Duration>) -> Option<Duration> {
+pub fn cpu_since(before: Option<Duration>) -> Option<Duration> {
     cpu_time()?.checked_sub(before?)
 }

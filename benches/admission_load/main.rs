@@ -5,7 +5,8 @@
 //! `/artifacts/jobs` (the artifact workflow's steps against a Ready cache) — beside two
 //! yardsticks on the same stack, measured the same way in the same run: a no-op answering a
 //! canned small review, and per route an equal-I/O floor ([`floor`]: reads the review, answers
-//! the route's own answer unplanned). The targets (DESIGN.md, issue "at the limit"): p99 under
+//! the route's own answer unplanned); then each route's own CPU without TLS or HTTP ([`own`]),
+//! which says what of its cost beyond the floor is its own work. The targets (DESIGN.md, issue "at the limit"): p99 under
 //! 1 ms at 2,000 requests/s, p99.9 within 2× the route's floor, throughput at least 80% of the
 //! no-op server's, and CPU per request at most 1.25 times the route's floor.
 //!
@@ -19,6 +20,7 @@ mod fixture;
 mod floor;
 mod load;
 mod noop;
+mod own;
 mod routes;
 mod servers;
 
@@ -232,13 +234,23 @@ async fn check_and_measure(args: &Args, servers: &[Server]) -> Result<()> {
         args.max_duration, args.rounds
     );
     print_table(&best);
-    verdicts(args, &fixed, &best);
+    let own = own::own_cpu(
+        args.nodes,
+        &args.routes,
+        Duration::from_secs(args.max_duration),
+    )?;
+    verdicts(args, &fixed, &best, &own);
     Ok(())
 }
 
 /// Each route's figures against the targets, beside both yardsticks: the no-op (canned small
 /// answer) and the route's equal-I/O floor.
-fn verdicts(args: &Args, fixed: &[(&str, Measured)], best: &[(&str, Measured)]) {
+fn verdicts(
+    args: &Args,
+    fixed: &[(&str, Measured)],
+    best: &[(&str, Measured)],
+    own: &[(String, f64)],
+) {
     let met = |ok: bool| if ok { "met" } else { "NOT met" };
     let Some(noop) = find(best, NOOP) else {
         return;
@@ -300,6 +312,14 @@ fn verdicts(args: &Args, fixed: &[(&str, Measured)], best: &[(&str, Measured)]) 
                 cpu / floor_cpu,
                 met(cpu <= CPU_TARGET * floor_cpu)
             );
+            if let Some((_, own)) = own.iter().find(|(path, _)| path == name) {
+                println!(
+                    "    of which its own, without TLS or HTTP (read, planned, answered on one \
+                     thread): {own:.1} µs, {:.0}% of its floor's (the target leaves {:.0}%)",
+                    100.0 * own / floor_cpu,
+                    100.0 * (CPU_TARGET - 1.0)
+                );
+            }
         }
     }
 }

@@ -53,8 +53,8 @@ struct Add<'a, V: ?Sized> {
     value: &'a V,
 }
 
-/// Room a written patch starts with: a step's helpers and mounts come to about 4 KiB, and a
-/// buffer grown from empty to that size copies it over several times.
+/// Room a written patch starts with, enough for a step's helpers and mounts, so the buffer is
+/// not copied over as it grows.
 const WRITTEN_CAPACITY: usize = 8 * 1024;
 
 impl Default for WrittenPatch {

@@ -14,8 +14,8 @@ use ocifit::api::{ArtifactCache, ImageSelectionPolicy, PlacementPolicy};
 use ocifit::artifact_cache::{Helper, Observed, StepJobs, StepPods, StepRegistries, Steps, status};
 use ocifit::engine::{Artifact, Format, NodeInputs};
 use ocifit::image_selection::{
-    ArtifactState, Content, Index, StatusInputs, StatusLimits, MutatePods, PlatformLookup, Resolved,
-    SharedIndex, policy_status,
+    ArtifactState, Content, Index, MutatePods, PlatformLookup, Resolved, SharedIndex, StatusInputs,
+    StatusLimits, policy_status,
 };
 use ocifit::placement::{GatePods, PolicySet, UsablePolicies};
 use ocifit::registry::Platform;

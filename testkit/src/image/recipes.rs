@@ -1,9 +1,9 @@
 //! The images the project assembles without a container engine:
 //!
 //! - ocifit's own, from a built binary: what the `Dockerfile`'s release image holds, taken from this
-//!   machine instead of distroless (the binary, the shared libraries it links and the loader, CA
-//!   certificates, a passwd entry for the nonroot user) with the same user, entrypoint, command,
-//!   ports and labels;
+//!   machine instead of distroless (the binary without debug info, as a release build has none, the
+//!   shared libraries it links and the loader, CA certificates, a passwd entry for the nonroot user)
+//!   with the same user, entrypoint, command, ports and labels;
 //! - a flavor image: Debian's static busybox that prints which flavor it is and waits to be stopped;
 //! - pause, the real node's pod sandbox;
 //! - a registry: distribution's `registry` from the tools cache, as an ArtifactCache deploys it;
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::ImageBuilder;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, io};
 use crate::tools::{Tool, Tools};
 
 /// The user ocifit runs as (distroless' "nonroot"), the chart's `runAsUser`.
@@ -40,10 +40,12 @@ const STATIC_LABELS: [(&str, &str); 4] = [
     ),
 ];
 
-/// ocifit's image from `binary` (a release build), labelled with `version` and `revision`.
+/// ocifit's image from `binary`, labelled with `version` and `revision`. A debug build's debug
+/// info is left out: it is over a third of the binary, and every copy (layout, registry, the
+/// node's content store and snapshot) costs a test's disk.
 pub fn ocifit_image(binary: &Path, version: &str, revision: &str) -> Result<ImageBuilder> {
     let mut image = ImageBuilder::new()
-        .host_file(OCIFIT_PATH, binary, 0o755)
+        .file(OCIFIT_PATH, without_debug_info(binary)?, 0o755)
         .host_file(CA_BUNDLE, CA_BUNDLE, 0o644)
         .file(
             "/etc/passwd",
@@ -140,6 +142,30 @@ fn busybox(what: &str, applets: &[&str]) -> Result<ImageBuilder> {
     Ok(image)
 }
 
+/// `binary`'s bytes without its debug sections (`objcopy --strip-debug`; symbols stay, as in a
+/// release build).
+fn without_debug_info(binary: &Path) -> Result<Vec<u8>> {
+    let directory = tempfile::tempdir().map_err(io("create a temporary directory", binary))?;
+    let stripped = directory.path().join("ocifit");
+    let output = Command::new("objcopy")
+        .arg("--strip-debug")
+        .arg(binary)
+        .arg(&stripped)
+        .output()
+        .map_err(|source| Error::Spawn {
+            program: "objcopy".into(),
+            source,
+        })?;
+    if !output.status.success() {
+        return Err(Error::Command {
+            command: format!("objcopy --strip-debug {}", binary.display()),
+            status: output.status.to_string(),
+            output: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    std::fs::read(&stripped).map_err(io("read", &stripped))
+}
+
 /// The shared libraries `binary` links and its dynamic loader, as `ldd` lists them (none for a
 /// static binary).
 fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>> {
@@ -212,6 +238,34 @@ mod tests {
             ]
             .map(PathBuf::from)
         );
+    }
+
+    #[test]
+    fn the_image_s_binary_keeps_its_symbols_and_drops_its_debug_info() {
+        let sections = |path: &Path| {
+            let output = Command::new("readelf")
+                .args(["--section-headers", "--wide"])
+                .arg(path)
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{output:?}");
+            String::from_utf8(output.stdout).unwrap()
+        };
+        let binary = std::env::current_exe().unwrap();
+        assert!(
+            sections(&binary).contains(".debug_line"),
+            "a test build has line tables"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let stripped = dir.path().join("stripped");
+        std::fs::write(&stripped, without_debug_info(&binary).unwrap()).unwrap();
+        let kept = sections(&stripped);
+        assert!(
+            !kept.contains(".debug_info") && !kept.contains(".debug_line"),
+            "{kept}"
+        );
+        assert!(kept.contains(".symtab") && kept.contains(".text"), "{kept}");
     }
 
     #[test]

@@ -159,11 +159,12 @@ pub(crate) fn kubelet_config(
         "staticPodPath": paths.path("kubelet/static"),
         "podLogsDir": paths.path("kubelet/pod-logs"),
         "resolvConf": paths.path("kubelet/resolv.conf"),
-        // A shared development machine: evict only when it is really full, never collect images.
+        // A shared machine: evict only when it is really full, never collect images. Sizes, not
+        // shares: 1% of a large disk is gigabytes a suite's own images can briefly take.
         "evictionHard": {
             "memory.available": "100Mi",
-            "nodefs.available": "1%",
-            "imagefs.available": "1%",
+            "nodefs.available": "256Mi",
+            "imagefs.available": "256Mi",
             "nodefs.inodesFree": "1%",
         },
         "imageGCHighThresholdPercent": 100,

@@ -149,12 +149,16 @@ impl Registry {
             .join(&format!("layout-{}-{tag}", repository.replace('/', "-")));
         let _ = std::fs::remove_dir_all(&dir);
         let layout = image.write_layout(&dir, &reference)?;
-        self.crane([
-            OsString::from("push"),
-            layout.dir.into_os_string(),
-            reference.clone().into(),
-        ])
-        .await?;
+        let pushed = self
+            .crane([
+                OsString::from("push"),
+                layout.dir.into_os_string(),
+                reference.clone().into(),
+            ])
+            .await;
+        // Pushed, its bytes are in the registry: one copy of ocifit's image per test is enough disk.
+        let _ = std::fs::remove_dir_all(&dir);
+        pushed?;
         self.pushed(reference).await
     }
 

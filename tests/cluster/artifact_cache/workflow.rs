@@ -912,10 +912,17 @@ async fn manifest_layer_bytes(address: &str, repository: &str, login: Option<(&s
         .sum()
 }
 
-/// Pods, Jobs and Events of `namespace`, for a failure's message.
+/// Pods, Jobs and Events of `namespace`, and the nodes' pressures and taints, for a failure's
+/// message.
 pub(crate) async fn diagnostics(cluster: &Cluster, namespace: &str) -> String {
     let mut text = String::new();
     for args in [
+        vec![
+            "get",
+            "nodes",
+            "-o",
+            "custom-columns=NAME:.metadata.name,TRUE:.status.conditions[?(@.status==\"True\")].type,TAINTS:.spec.taints[*].key",
+        ],
         vec![
             "get",
             "pods,jobs,deployments,services",

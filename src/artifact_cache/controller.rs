@@ -345,10 +345,9 @@ async fn registry_pods(
     deployment: &Deployment,
 ) -> Result<Vec<Pod>, Error> {
     let namespace = cache.namespace().unwrap_or_default();
-    let selector = pod_selector(deployment);
-    if selector.is_empty() {
+    let Some(selector) = pod_selector(deployment) else {
         return Ok(Vec::new());
-    }
+    };
     let pods = Api::<Pod>::namespaced(ctx.cluster.client.clone(), &namespace)
         .list(&ListParams::default().labels(&selector))
         .await

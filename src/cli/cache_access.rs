@@ -325,10 +325,8 @@ async fn ready_pod(
         .get_opt(deployment)
         .await
         .map_err(pods_error)?;
-    let selector = found.as_ref().map(pod_selector).unwrap_or_default();
-    let (replica_sets, pods) = if selector.is_empty() {
-        (Vec::new(), Vec::new())
-    } else {
+    let selector = found.as_ref().and_then(pod_selector);
+    let (replica_sets, pods) = if let Some(selector) = selector {
         let params = ListParams::default().labels(&selector);
         let replica_sets = Api::<ReplicaSet>::namespaced(client.clone(), namespace)
             .list(&params)
@@ -339,6 +337,8 @@ async fn ready_pod(
             .await
             .map_err(pods_error)?;
         (replica_sets.items, pods.items)
+    } else {
+        (Vec::new(), Vec::new())
     };
     registry_pod(cache, found.as_ref(), &replica_sets, &pods).map_err(|why| AccessError::NoPod {
         namespace: namespace.to_owned(),

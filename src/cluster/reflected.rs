@@ -279,7 +279,7 @@ where
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     use super::*;
 
@@ -370,5 +370,29 @@ mod tests {
         task.await;
         let first: Vec<Change<ConfigMap>> = reflected.subscribe().take(1).collect().await;
         assert_eq!(names(&first), ["synced"]);
+    }
+
+    #[test]
+    fn a_pod_is_held_since_its_creation_and_never_for_less_than_nothing() {
+        let created = |seconds_ago: i64| -> Pod {
+            let time = Timestamp::now()
+                .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(seconds_ago))
+                .unwrap();
+            let mut pod = Pod::default();
+            pod.metadata.creation_timestamp = Some(Time(time));
+            pod
+        };
+        let waited = held_for(&created(90));
+        assert!(waited >= Duration::from_secs(90) && waited < Duration::from_secs(120));
+        assert_eq!(
+            held_for(&created(-60)),
+            Duration::ZERO,
+            "created ahead of this clock"
+        );
+        assert_eq!(
+            held_for(&Pod::default()),
+            Duration::ZERO,
+            "no creation time"
+        );
     }
 }

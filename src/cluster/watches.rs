@@ -141,19 +141,19 @@ pub fn identity_and_labels(meta: &mut ObjectMeta, labels: &[&str]) {
     };
 }
 
-/// A Deployment's pod selector as a label selector for a list (`k=v,…`; empty without
-/// `matchLabels`, which ocifit's Deployments always set).
-pub fn pod_selector(deployment: &Deployment) -> String {
+/// A Deployment's pod selector as a label selector for a list (`k=v,…`); none without
+/// `matchLabels` (which ocifit's Deployments always set), as an empty one would list every pod.
+pub fn pod_selector(deployment: &Deployment) -> Option<String> {
     let labels = deployment
         .spec
         .as_ref()
-        .and_then(|spec| spec.selector.match_labels.as_ref());
+        .and_then(|spec| spec.selector.match_labels.as_ref())
+        .filter(|labels| !labels.is_empty())?;
     let pairs: Vec<String> = labels
-        .into_iter()
-        .flatten()
+        .iter()
         .map(|(key, value)| format!("{key}={value}"))
         .collect();
-    pairs.join(",")
+    Some(pairs.join(","))
 }
 
 #[cfg(test)]
@@ -163,7 +163,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
         ManagedFieldsEntry, OwnerReference, Time,
     };
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -255,5 +255,21 @@ mod tests {
                 "labels": {"selection.ocifit.io/managed": "true"},
             })
         );
+    }
+
+    #[test]
+    fn a_deployment_selects_its_pods_by_its_match_labels_and_never_all_pods() {
+        let deployment = |labels: Option<Value>| -> Deployment {
+            let mut spec = json!({"selector": {}, "template": {}});
+            if let Some(labels) = labels {
+                spec["selector"]["matchLabels"] = labels;
+            }
+            serde_json::from_value(json!({"metadata": {"name": "d"}, "spec": spec})).unwrap()
+        };
+        let labelled = deployment(Some(json!({"b": "2", "a": "1"})));
+        assert_eq!(pod_selector(&labelled).as_deref(), Some("a=1,b=2"));
+        assert_eq!(pod_selector(&deployment(Some(json!({})))), None);
+        assert_eq!(pod_selector(&deployment(None)), None);
+        assert_eq!(pod_selector(&Deployment::default()), None);
     }
 }

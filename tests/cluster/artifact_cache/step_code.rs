@@ -328,11 +328,11 @@ async fn restart_sidecar(marker: &'static str) -> String {
             .any(|l| l.starts_with("Uid:") && l.contains(&uid)),
         "the sidecar does not run as the step's user: {status}"
     );
-    std::fs::write(
-        format!("/proc/{again}/root/ocifit/run/probe-go"),
-        "restarted\n",
-    )
-    .expect("the go is written into the run volume");
+    // Written aside and renamed in: the step waits for the name, and must never read it empty.
+    let run = format!("/proc/{again}/root/ocifit/run");
+    std::fs::write(format!("{run}/.probe-go"), "restarted\n")
+        .and_then(|()| std::fs::rename(format!("{run}/.probe-go"), format!("{run}/probe-go")))
+        .expect("the go is written into the run volume");
     format!(
         "sidecar {first} killed; started again as {again} after {restart:.1} s, running as uid {SHARED_UID}, its environment root's"
     )

@@ -16,7 +16,7 @@ pub(super) fn pointer<T: AsRef<str>>(tokens: &[T]) -> PointerBuf {
 }
 
 /// Adds `value` at `tokens` (a `-` last token appends to a list).
-pub fn add<T: AsRef<str>>(tokens: &[T], value: Value) -> PatchOperation {
+pub fn add_op<T: AsRef<str>>(tokens: &[T], value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation {
         path: pointer(tokens),
         value,
@@ -24,7 +24,7 @@ pub fn add<T: AsRef<str>>(tokens: &[T], value: Value) -> PatchOperation {
 }
 
 /// Replaces what is at `tokens` with `value`.
-pub fn replace<T: AsRef<str>>(tokens: &[T], value: Value) -> PatchOperation {
+pub fn replace_op<T: AsRef<str>>(tokens: &[T], value: Value) -> PatchOperation {
     PatchOperation::Replace(ReplaceOperation {
         path: pointer(tokens),
         value,
@@ -32,7 +32,7 @@ pub fn replace<T: AsRef<str>>(tokens: &[T], value: Value) -> PatchOperation {
 }
 
 /// Removes what is at `tokens`.
-pub fn remove<T: AsRef<str>>(tokens: &[T]) -> PatchOperation {
+pub fn remove_op<T: AsRef<str>>(tokens: &[T]) -> PatchOperation {
     PatchOperation::Remove(RemoveOperation {
         path: pointer(tokens),
     })
@@ -131,8 +131,8 @@ mod tests {
             .unwrap();
         let read: Patch = serde_json::from_slice(written.as_bytes()).unwrap();
         let built = Patch(vec![
-            add(&["metadata", "labels"], serde_json::json!({"a/b": "c"})),
-            add(&["spec", "containers", "-"], serde_json::json!(["x", "y"])),
+            add_op(&["metadata", "labels"], serde_json::json!({"a/b": "c"})),
+            add_op(&["spec", "containers", "-"], serde_json::json!(["x", "y"])),
         ]);
         assert_eq!(read, built);
         assert_eq!(written.as_bytes(), serde_json::to_vec(&built).unwrap());
@@ -140,11 +140,11 @@ mod tests {
 
     #[test]
     fn tokens_are_escaped_whether_borrowed_or_owned() {
-        let borrowed = add(
+        let borrowed = add_op(
             &["metadata", "labels", "ocifit.io/policy"],
             Value::from("x"),
         );
-        let owned = add(
+        let owned = add_op(
             &[
                 "metadata".to_owned(),
                 "labels".into(),
@@ -161,8 +161,8 @@ mod tests {
     #[test]
     fn replace_and_remove_name_their_operation() {
         let ops = [
-            replace(&["spec", "containers", "0", "image"], Value::from("a")),
-            remove(&["spec", "schedulingGates", "1"]),
+            replace_op(&["spec", "containers", "0", "image"], Value::from("a")),
+            remove_op(&["spec", "schedulingGates", "1"]),
         ];
         let json = serde_json::to_value(ops).unwrap();
         assert_eq!(json[0]["op"], "replace");

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::planner::{CacheState, wiring_of};
-use crate::admission::add;
+use crate::admission::add_op;
 use crate::api::step;
 use crate::cluster::{Gate, HoldFailure, Mark, held_at};
 use crate::cluster::{Kept, Keys, Spec, guarded};
@@ -154,11 +154,11 @@ pub(super) fn failed(pod: &Pod, rules: HoldRules, why: String) -> Release {
                 return Release::default();
             }
             let op = match annotations {
-                None => add(
+                None => add_op(
                     &["metadata", "annotations"],
                     json!({ step::HELD_ANNOTATION: why }),
                 ),
-                Some(_) => add(
+                Some(_) => add_op(
                     &["metadata", "annotations", step::HELD_ANNOTATION],
                     Value::from(why.as_str()),
                 ),

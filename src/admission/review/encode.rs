@@ -115,7 +115,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::admission::patch::{WrittenPatch, add};
+    use crate::admission::patch::{WrittenPatch, add_op};
     use json_patch::Patch;
 
     fn review_of(body: &[u8]) -> Value {
@@ -134,7 +134,7 @@ mod tests {
         let path = ["metadata", "annotations", "ocifit.io/a"];
         for length in lengths {
             let value = "x".repeat(length);
-            let patch = Patch(vec![add(&path, Value::from(value.as_str()))]);
+            let patch = Patch(vec![add_op(&path, Value::from(value.as_str()))]);
             let mut written = WrittenPatch::default();
             written.add(&path, &value).unwrap();
             for answered in [Patched::Operations(&patch), Patched::Written(&written)] {

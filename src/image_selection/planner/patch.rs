@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Affinity, Pod};
 use serde_json::Value;
 
 use super::policy_choice::List;
-use crate::admission::{add, replace};
+use crate::admission::{add_op, replace_op};
 
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
 
@@ -27,7 +27,7 @@ pub(super) fn build(
 ) -> Result<Patch, serde_json::Error> {
     let mut ops = Vec::new();
     for (list, at) in containers {
-        ops.push(replace(
+        ops.push(replace_op(
             &["spec", list.field(), &at.to_string(), "image"],
             Value::from(image),
         ));
@@ -43,20 +43,20 @@ pub(super) fn build(
             != Some(value)
         {
             ops.push(match labels {
-                None => add(&["metadata", "labels"], serde_json::json!({ key: value })),
-                Some(_) => add(&["metadata", "labels", key], Value::from(value)),
+                None => add_op(&["metadata", "labels"], serde_json::json!({ key: value })),
+                Some(_) => add_op(&["metadata", "labels", key], Value::from(value)),
             });
         }
     }
     match &pod.metadata.annotations {
-        None => ops.push(add(
+        None => ops.push(add_op(
             &["metadata", "annotations"],
             serde_json::to_value(annotations)?,
         )),
         Some(present) => {
             for (key, value) in annotations {
                 if present.get(key) != Some(value) {
-                    ops.push(add(
+                    ops.push(add_op(
                         &["metadata", "annotations", key],
                         Value::from(value.as_str()),
                     ));
@@ -75,14 +75,14 @@ fn affinity_ops(
 ) -> Result<(), serde_json::Error> {
     let present = pod.spec.as_ref().and_then(|spec| spec.affinity.as_ref());
     let Some(present) = present else {
-        ops.push(add(&["spec", "affinity"], serde_json::to_value(pinned)?));
+        ops.push(add_op(&["spec", "affinity"], serde_json::to_value(pinned)?));
         return Ok(());
     };
     let Some(node_affinity) = &pinned.node_affinity else {
         return Ok(());
     };
     let Some(present) = &present.node_affinity else {
-        ops.push(add(
+        ops.push(add_op(
             &["spec", "affinity", "nodeAffinity"],
             serde_json::to_value(node_affinity)?,
         ));
@@ -94,9 +94,9 @@ fn affinity_ops(
         let path = ["spec", "affinity", "nodeAffinity", REQUIRED];
         let value = serde_json::to_value(wanted)?;
         ops.push(if had.is_some() {
-            replace(&path, value)
+            replace_op(&path, value)
         } else {
-            add(&path, value)
+            add_op(&path, value)
         });
     }
     Ok(())

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::managed::{Quota, managed_policy};
 use super::{DenyReason, ImagePlan, Index};
-use crate::admission::add;
+use crate::admission::add_op;
 use crate::api::ImageSelectionPolicy;
 use crate::api::pod::{HELD_ANNOTATION, HELD_LABEL, SCHEDULING_GATE};
 
@@ -45,8 +45,8 @@ pub(crate) fn hold(
     if gate_at(pod).is_none() {
         let gate = json!({ "name": SCHEDULING_GATE });
         ops.push(match gates {
-            None => add(&["spec", "schedulingGates"], Value::Array(vec![gate])),
-            Some(_) => add(&["spec", "schedulingGates", "-"], gate),
+            None => add_op(&["spec", "schedulingGates"], Value::Array(vec![gate])),
+            Some(_) => add_op(&["spec", "schedulingGates", "-"], gate),
         });
     }
     let labels = pod.metadata.labels.as_ref();
@@ -56,8 +56,8 @@ pub(crate) fn hold(
         != Some("true")
     {
         ops.push(match labels {
-            None => add(&["metadata", "labels"], json!({ HELD_LABEL: "true" })),
-            Some(_) => add(&["metadata", "labels", HELD_LABEL], Value::from("true")),
+            None => add_op(&["metadata", "labels"], json!({ HELD_LABEL: "true" })),
+            Some(_) => add_op(&["metadata", "labels", HELD_LABEL], Value::from("true")),
         });
     }
     ImagePlan::Hold {
@@ -239,11 +239,11 @@ pub(crate) fn held_annotation_op(pod: &Pod, why: &str) -> Option<PatchOperation>
         return None;
     }
     Some(match annotations {
-        None => add(
+        None => add_op(
             &["metadata", "annotations"],
             json!({ HELD_ANNOTATION: why }),
         ),
-        Some(_) => add(
+        Some(_) => add_op(
             &["metadata", "annotations", HELD_ANNOTATION],
             Value::from(why),
         ),

@@ -17,7 +17,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 
 use super::Error;
-use crate::admission::replace;
+use crate::admission::replace_op;
 use crate::api::{FIELD_MANAGER, ImageSelectionPolicy};
 use crate::cluster::{Notice, Notices};
 use crate::image_selection::planner::{
@@ -208,7 +208,7 @@ pub(super) fn saying(pod: &Pod, why: &str) -> Option<JsonPatch> {
         .resource_version
         .iter()
         .map(|version| {
-            replace(
+            replace_op(
                 &["metadata", "resourceVersion"],
                 Value::from(version.as_str()),
             )

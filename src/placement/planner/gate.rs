@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::pod_view::PodView;
 use super::select::{Exclusion, Selection};
-use crate::admission::{add, remove};
+use crate::admission::{add_op, remove_op};
 use crate::api::placement_pod::{POLICY_LABEL, RELEASED_LABEL, SCHEDULING_GATE};
 
 /// The termination message policy the gate gives containers left at `File`.
@@ -58,8 +58,8 @@ pub(crate) fn plan_gate<'a>(pod: impl Into<PodView<'a>>, selection: Selection<'_
     if !gated {
         let gate = serde_json::json!({ "name": SCHEDULING_GATE });
         ops.push(match gates {
-            None => add(&["spec", "schedulingGates"], Value::Array(vec![gate])),
-            Some(_) => add(&["spec", "schedulingGates", "-"], gate),
+            None => add_op(&["spec", "schedulingGates"], Value::Array(vec![gate])),
+            Some(_) => add_op(&["spec", "schedulingGates", "-"], gate),
         });
     }
     // A gate already there keeps the policy that put it there; a new gate names the winner now.
@@ -70,11 +70,11 @@ pub(crate) fn plan_gate<'a>(pod: impl Into<PodView<'a>>, selection: Selection<'_
     };
     if relabel {
         ops.push(match labels {
-            None => add(
+            None => add_op(
                 &["metadata", "labels"],
                 serde_json::json!({ POLICY_LABEL: policy }),
             ),
-            Some(_) => add(
+            Some(_) => add_op(
                 &["metadata", "labels", POLICY_LABEL],
                 Value::from(policy.as_str()),
             ),
@@ -83,11 +83,11 @@ pub(crate) fn plan_gate<'a>(pod: impl Into<PodView<'a>>, selection: Selection<'_
     // A copy of a released pod carries the released label, which would keep the gated copy out
     // of the controller's watch, and the pod never released.
     if labels.is_some_and(|labels| labels.contains_key(RELEASED_LABEL)) {
-        ops.push(remove(&["metadata", "labels", RELEASED_LABEL]));
+        ops.push(remove_op(&["metadata", "labels", RELEASED_LABEL]));
     }
     for (list, index) in pod.containers.leaving_file() {
         let index = index.to_string();
-        ops.push(add(
+        ops.push(add_op(
             &["spec", list, index.as_str(), "terminationMessagePolicy"],
             Value::from(LOG_FALLBACK),
         ));

@@ -96,10 +96,37 @@ pub struct Measured {
     pub errors: u64,
     /// From the first due time (or start) to the last answer.
     pub elapsed: Duration,
-    /// CPU time this process (generator and both servers) spent during the run, when Linux
+    /// CPU time this process spent during the run, all of it and the servers' part, when Linux
     /// says (`/proc/self/task/*/schedstat`). Per answer, it is what a request costs whatever
     /// else the machine runs, where throughput on a shared machine is only what was left over.
-    pub cpu: Option<Duration>,
+    pub cpu: Option<Cpu>,
+}
+
+/// CPU time of this process's threads: all of them, and the servers' (actix-web's worker and
+/// acceptor threads) apart from the generator's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cpu {
+    pub all: Duration,
+    pub server: Duration,
+}
+
+impl Cpu {
+    fn checked_sub(self, before: Cpu) -> Option<Cpu> {
+        Some(Cpu {
+            all: self.all.checked_sub(before.all)?,
+            server: self.server.checked_sub(before.server)?,
+        })
+    }
+}
+
+impl std::ops::Add for Cpu {
+    type Output = Cpu;
+    fn add(self, other: Cpu) -> Cpu {
+        Cpu {
+            all: self.all + other.all,
+            server: self.server + other.server,
+        }
+    }
 }
 
 impl Measured {
@@ -115,10 +142,20 @@ impl Measured {
         Ok(())
     }
 
-    /// CPU microseconds per answered request.
+    /// CPU microseconds per answered request, the generator's included.
     pub fn cpu_per_request(&self) -> Option<f64> {
+        self.per_request(self.cpu?.all)
+    }
+
+    /// The server's CPU microseconds per answered request: what serving costs, without the
+    /// generator's side of the same connections.
+    pub fn server_cpu_per_request(&self) -> Option<f64> {
+        self.per_request(self.cpu?.server)
+    }
+
+    fn per_request(&self, cpu: Duration) -> Option<f64> {
         let answered = self.latencies.len();
-        (answered > 0).then_some(self.cpu?.as_secs_f64() * 1e6 / answered as f64)
+        (answered > 0).then_some(cpu.as_secs_f64() * 1e6 / answered as f64)
     }
 
     /// Answered requests per second.
@@ -265,18 +302,26 @@ pub async fn max_throughput(
 }
 
 /// CPU time spent by this process's threads so far (nanoseconds on CPU, from
-/// `/proc/self/task/*/schedstat`); `None` where that is not readable.
-pub fn cpu_time() -> Option<Duration> {
-    let mut total = 0u64;
+/// `/proc/self/task/*/schedstat`), the servers' apart by their threads' names (actix-server
+/// names them `actix-server worker N` and `actix-server acceptor`); `None` where that is not
+/// readable.
+pub fn cpu_time() -> Option<Cpu> {
+    let mut cpu = Cpu::default();
     for task in std::fs::read_dir("/proc/self/task").ok()? {
-        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
-        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        let task = task.ok()?.path();
+        let stat = std::fs::read_to_string(task.join("schedstat")).ok()?;
+        let spent = Duration::from_nanos(stat.split_whitespace().next()?.parse::<u64>().ok()?);
+        cpu.all += spent;
+        let name = std::fs::read_to_string(task.join("comm")).ok()?;
+        if name.starts_with("actix-server") {
+            cpu.server += spent;
+        }
     }
-    Some(Duration::from_nanos(total))
+    Some(cpu)
 }
 
 /// CPU time spent since `before`. Threads that ended meanwhile are not counted (the servers'
 /// and the generator's threads live through every run).
-pub fn cpu_since(before: Option<Duration>) -> Option<Duration> {
+pub fn cpu_since(before: Option<Cpu>) -> Option<Cpu> {
     cpu_time()?.checked_sub(before?)
 }

@@ -34,7 +34,7 @@ pub fn own_cpu(nodes: usize, wanted: &[String], duration: Duration) -> Result<Ve
         let cpu = cpu_since(before).context("the process's CPU time is not readable")?;
         figures.push((
             path.to_owned(),
-            cpu.as_secs_f64() * 1e6 / answered.max(1) as f64,
+            cpu.all.as_secs_f64() * 1e6 / answered.max(1) as f64,
         ));
     }
     Ok(figures)

@@ -14,7 +14,7 @@ use ocifit::admission::{DEADLINE, Host, admission_server};
 use ocifit::telemetry::Metrics;
 
 use crate::fixture::Expect;
-use crate::floor::{self, Canned};
+use crate::floor::{self, Canned, Floor};
 use crate::load::Target;
 use crate::noop;
 use crate::routes::{self, Request};
@@ -23,6 +23,8 @@ use crate::routes::{self, Request};
 pub const NOOP: &str = "no-op";
 /// The start of an equal-I/O floor's name, followed by its route's.
 pub const FLOOR: &str = "floor ";
+/// The start of a decoding floor's name, followed by its route's.
+pub const DECODING_FLOOR: &str = "decoding floor ";
 
 /// A server under load: its name in the report (the route's path), where it is, and the
 /// requests sent to it in turn with the answer each must get.
@@ -80,9 +82,10 @@ pub fn start(
     Ok(servers)
 }
 
-/// Each of ocifit's routes among `servers` gets its equal-I/O floor (named `floor ROUTE`),
-/// answering each request with what the route answered to it (`answers`, in the order of
-/// `servers` and their requests); one server holds them all.
+/// Each of ocifit's routes among `servers` gets its equal-I/O floor (named `floor ROUTE`) and
+/// its decoding floor (`decoding floor ROUTE`), answering each request with what the route
+/// answered to it (`answers`, in the order of `servers` and their requests); one server holds
+/// them all.
 pub fn floors(
     servers: &[Server],
     answers: &[Vec<Bytes>],
@@ -95,16 +98,21 @@ pub fn floors(
         if server.name == NOOP {
             continue;
         }
-        let mut floor = Canned::default();
+        let mut answering = Canned::default();
         for (request, answer) in server.requests.iter().zip(answers) {
-            floor.add(request.body.clone(), answer.clone());
+            answering.add(request.body.clone(), answer.clone());
         }
-        // Leaked: a handful of names that live as long as the run.
-        let path: &'static str =
-            Box::leak(format!("/floor{}", server.target.path).into_boxed_str());
-        let name: &'static str = Box::leak(format!("{FLOOR}{}", server.name).into_boxed_str());
-        canned.push((path.to_owned(), floor));
-        routes.push((name, path, server.requests.clone()));
+        for (kind, name, path) in [
+            (Floor::Io, FLOOR, "/floor"),
+            (Floor::Decoding, DECODING_FLOOR, "/decoding-floor"),
+        ] {
+            // Leaked: a handful of names that live as long as the run.
+            let path: &'static str =
+                Box::leak(format!("{path}{}", server.target.path).into_boxed_str());
+            let name: &'static str = Box::leak(format!("{name}{}", server.name).into_boxed_str());
+            canned.push((path.to_owned(), answering.clone(), kind));
+            routes.push((name, path, server.requests.clone()));
+        }
     }
     let (address, handle) = floor::start(ServingCert::server_config(cert)?, canned)?;
     routes

@@ -5,7 +5,7 @@
 //! operations written straight as JSON text from typed values, for a planner whose values are
 //! large (a step's helper containers) and would otherwise be built as a tree, written, and dropped.
 
-use json_patch::jsonptr::PointerBuf;
+use json_patch::jsonptr::{PointerBuf, Token};
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde::Serialize;
 use serde_json::Value;
@@ -47,10 +47,31 @@ pub struct WrittenPatch {
 
 /// One `add` operation as written (the field order `json_patch` writes).
 #[derive(Serialize)]
-struct Add<'a, V: ?Sized> {
+#[serde(bound(serialize = "T: AsRef<str>, V: Serialize"))]
+struct Add<'a, T: AsRef<str>, V: ?Sized> {
     op: &'static str,
-    path: PointerBuf,
+    path: WrittenPointer<'a, T>,
     value: &'a V,
+}
+
+/// A pointer written token by token as `jsonptr` escapes each, without building a
+/// [`PointerBuf`] for the one write.
+struct WrittenPointer<'a, T>(&'a [T]);
+
+impl<T: AsRef<str>> std::fmt::Display for WrittenPointer<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for token in self.0 {
+            f.write_str("/")?;
+            f.write_str(Token::new(token.as_ref()).encoded())?;
+        }
+        Ok(())
+    }
+}
+
+impl<T: AsRef<str>> Serialize for WrittenPointer<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
 }
 
 /// Room a written patch starts with, enough for a step's helpers and mounts, so the buffer is
@@ -81,7 +102,7 @@ impl WrittenPatch {
             &mut self.json,
             &Add {
                 op: "add",
-                path: pointer(tokens),
+                path: WrittenPointer(tokens),
                 value,
             },
         );
@@ -128,11 +149,16 @@ mod tests {
         written
             .add(&["metadata", "labels"], &labels)
             .and_then(|()| written.add(&["spec", "containers", "-"], &["x", "y"]))
+            .and_then(|()| written.add(&["metadata", "annotations", "ocifit.io/a~b\"q"], "v"))
             .unwrap();
         let read: Patch = serde_json::from_slice(written.as_bytes()).unwrap();
         let built = Patch(vec![
             add_op(&["metadata", "labels"], serde_json::json!({"a/b": "c"})),
             add_op(&["spec", "containers", "-"], serde_json::json!(["x", "y"])),
+            add_op(
+                &["metadata", "annotations", "ocifit.io/a~b\"q"],
+                serde_json::json!("v"),
+            ),
         ]);
         assert_eq!(read, built);
         assert_eq!(written.as_bytes(), serde_json::to_vec(&built).unwrap());

@@ -212,7 +212,10 @@ impl Deliver {
 /// UTF-8; a step's own command came from the pod spec, which is).
 pub fn strings(args: Vec<OsString>) -> Vec<String> {
     args.into_iter()
-        .map(|arg| arg.to_string_lossy().into_owned())
+        .map(|arg| {
+            arg.into_string()
+                .unwrap_or_else(|arg| arg.to_string_lossy().into_owned())
+        })
         .collect()
 }
 

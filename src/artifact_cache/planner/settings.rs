@@ -57,21 +57,22 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Result<Option<StepSettin
     let mut ignored = Vec::new();
     let mut unknown = Vec::new();
     for (field, value) in ours {
-        let key = format!("{}{field}", step::PREFIX);
+        // Written out only for what a warning or a denial names.
+        let key = || format!("{}{field}", step::PREFIX);
         let known = input_order(field).is_some()
             || step::IGNORED.contains(&field)
             || KNOWN.contains(&field);
         if !known {
-            unknown.push(key);
+            unknown.push(key());
             continue;
         }
         if value.trim().is_empty() {
-            return Err(Denial::EmptyAnnotation { key });
+            return Err(Denial::EmptyAnnotation { key: key() });
         }
         if let Some(order) = input_order(field) {
             inputs.push((order, value.trim()));
         } else if step::IGNORED.contains(&field) {
-            ignored.push(key);
+            ignored.push(key());
         } else {
             fields.insert(field, value.trim());
         }

@@ -1,20 +1,11 @@
-//! Admission over HTTPS on loopback, end to end: ocifit's one admission host (its actix-web
-//! server over rustls) serving every route `ocifit run` serves — `/mutate` (the planner index
-//! built in process from the flavor example's policy status over thousands of nodes),
-//! `/placement` (the gate, one PlacementPolicy selecting every pod), `/artifacts/pods` and
-//! `/artifacts/jobs` (the artifact workflow's steps against a Ready cache) — beside three
-//! yardsticks on the same stack, measured the same way in the same run: a no-op answering a
-//! canned small review, and per route two floors ([`floor`]) answering the route's own answer
-//! unplanned, one reading the review's bytes only, one decoding it as kube-rs does; then each
-//! route's own CPU without TLS or HTTP ([`own`]). The targets (DESIGN.md): p99 under 1 ms at
-//! 2,000 requests/s, throughput at least 80% of the no-op's, and against the decoding floor
-//! p99.9 within 2× and CPU per request at most 1.25× (the other yardsticks' ratios beside).
-//!
-//! A bench target without criterion's harness: `cargo bench --bench admission_load` builds it in
-//! release and runs it. CI only compiles it (clippy `--all-targets`); `cargo test --benches` runs
-//! it without `--bench`, which checks each server's answers and measures nothing.
-//! Options after `--` (e.g. `-- --rate 4000 --duration 20 --routes /mutate`); `--help` lists
-//! them.
+//! Admission over HTTPS on loopback: ocifit's one admission host serving every route `ocifit run`
+//! serves ([`routes`]), beside three yardsticks on the same stack in the same run — a no-op with a
+//! canned small answer, and per route an equal-I/O and a decoding floor ([`floor`]) — then each
+//! route's own CPU without TLS or HTTP ([`own`]). Targets (DESIGN.md): p99 under 1 ms at 2,000
+//! req/s, throughput at least 80% of the no-op's; p99.9 within 2× and CPU per request at most
+//! 1.25× of the decoding floor's. `cargo bench --bench admission_load` builds it in release and
+//! measures (options after `--`, `--help` lists them); `cargo test --benches` only checks each
+//! server's answers.
 
 mod fixture;
 mod floor;

@@ -251,9 +251,10 @@ fn verdicts(
         *name != NOOP && !name.starts_with(FLOOR) && !name.starts_with(DECODING_FLOOR)
     });
     for (name, measured) in routes {
+        // (label, server's name, whether the targets are read against it)
         let floors = [
-            ("equal-I/O floor", format!("{FLOOR}{name}")),
-            ("decoding floor", format!("{DECODING_FLOOR}{name}")),
+            ("equal-I/O floor", format!("{FLOOR}{name}"), false),
+            ("decoding floor", format!("{DECODING_FLOOR}{name}"), true),
         ];
         println!("  {name}:");
         if let Some(at_rate) = find(fixed, name) {
@@ -266,7 +267,7 @@ fn verdicts(
                 met(p99 < P99_TARGET && at_rate.errors == 0)
             );
             let tail = at_rate.latencies.value_at_quantile(0.999) as f64;
-            for (floor, floor_name) in &floors {
+            for (floor, floor_name, targeted) in &floors {
                 let Some(floor_at_rate) = find(fixed, floor_name) else {
                     continue;
                 };
@@ -276,7 +277,7 @@ fn verdicts(
                      {:.2}×{}",
                     args.rate,
                     tail / floor_tail,
-                    verdict(floor, tail <= TAIL_TARGET * floor_tail, TAIL_TARGET)
+                    verdict(*targeted, tail <= TAIL_TARGET * floor_tail, TAIL_TARGET)
                 );
                 if let (Some(cpu), Some(floor_cpu)) = (
                     at_rate.server_cpu_per_request(),
@@ -311,7 +312,7 @@ fn verdicts(
                 cpu / noop_cpu,
             );
         }
-        for (floor, floor_name) in &floors {
+        for (floor, floor_name, targeted) in &floors {
             let Some(floored) = find(best, floor_name) else {
                 continue;
             };
@@ -319,7 +320,7 @@ fn verdicts(
                 println!(
                     "    CPU per request against its {floor}'s {floor_cpu:.1} µs: {:.2}×{}",
                     cpu / floor_cpu,
-                    verdict(floor, cpu <= CPU_TARGET * floor_cpu, CPU_TARGET)
+                    verdict(*targeted, cpu <= CPU_TARGET * floor_cpu, CPU_TARGET)
                 );
             }
             if let (Some(server), Some(floor_server)) = (
@@ -341,13 +342,13 @@ fn verdicts(
     }
 }
 
-/// `: met` or `: NOT met` after a comparison against the decoding floor, where the targets are
-/// read (at most `target` times it); nothing after the others, which are shown beside it.
-fn verdict(floor: &str, within: bool, target: f64) -> String {
-    match (floor, within) {
-        ("decoding floor", true) => format!(", target at most {target}×: met"),
-        ("decoding floor", false) => format!(", target at most {target}×: NOT met"),
-        _ => String::new(),
+/// The target and `met` or `NOT met` after a comparison against the floor the targets are read
+/// against (`targeted`); nothing after the others, which are shown beside it.
+fn verdict(targeted: bool, within: bool, target: f64) -> String {
+    if targeted {
+        format!(", target at most {target}×: {}", met(within))
+    } else {
+        String::new()
     }
 }
 

@@ -16,7 +16,7 @@ pub use certificates::{
     CertificateAction, CertificateSettings, CertificateSink, StoredCertificates,
     manage_certificates, plan_certificates, service_dns_names,
 };
-pub use patch::{WrittenPatch, add_op, remove_op, replace_op};
+pub use patch::{JsonText, WriteJson, WrittenPatch, add_op, remove_op, replace_op};
 pub(crate) use request::read_as;
 pub use request::{ReadMetadata, Request};
 #[cfg(test)]

@@ -5,9 +5,8 @@
 //! operations written straight as JSON text from typed values, for a planner whose values are
 //! large (a step's helper containers) and would otherwise be built as a tree, written, and dropped.
 
-use json_patch::jsonptr::{PointerBuf, Token};
+use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation};
-use serde::Serialize;
 use serde_json::Value;
 
 /// The pointer made of `tokens`, each escaped.
@@ -38,39 +37,139 @@ pub fn remove_op<T: AsRef<str>>(tokens: &[T]) -> PatchOperation {
     })
 }
 
-/// A patch already written as JSON text: an array of `add` operations, each written from a
-/// typed value as it is added.
+/// A patch already written as JSON text: an array of `add` operations, each written as it is
+/// added, by the value itself ([`WriteJson`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WrittenPatch {
     json: Vec<u8>,
 }
 
-/// One `add` operation as written (the field order `json_patch` writes).
-#[derive(Serialize)]
-#[serde(bound(serialize = "T: AsRef<str>, V: Serialize"))]
-struct Add<'a, T: AsRef<str>, V: ?Sized> {
-    op: &'static str,
-    path: WrittenPointer<'a, T>,
-    value: &'a V,
+/// A value that writes itself as JSON text: compact, each object's keys in the order of their
+/// names (what serde_json writes of the same value as a `Value`). Hand-written for the step
+/// patch, the one large written answer: its constant parts are pre-written text, copied.
+pub trait WriteJson {
+    fn write_json(&self, out: &mut JsonText<'_>);
 }
 
-/// A pointer written token by token as `jsonptr` escapes each, without building a
-/// [`PointerBuf`] for the one write.
-struct WrittenPointer<'a, T>(&'a [T]);
+/// JSON text being written.
+pub struct JsonText<'a>(&'a mut Vec<u8>);
 
-impl<T: AsRef<str>> std::fmt::Display for WrittenPointer<'_, T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for token in self.0 {
-            f.write_str("/")?;
-            f.write_str(Token::new(token.as_ref()).encoded())?;
+impl JsonText<'_> {
+    /// Text that is JSON already (a key and its colon, a constant value).
+    pub fn raw(&mut self, json: &str) {
+        self.0.extend_from_slice(json.as_bytes());
+    }
+
+    /// `text` as a JSON string.
+    pub fn string(&mut self, text: &str) {
+        self.0.push(b'"');
+        self.string_contents(text);
+        self.0.push(b'"');
+    }
+
+    /// A list of values, `[a,b]`.
+    pub fn list<T: WriteJson>(&mut self, items: &[T]) {
+        self.0.push(b'[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                self.0.push(b',');
+            }
+            item.write_json(self);
         }
-        Ok(())
+        self.0.push(b']');
+    }
+
+    /// `text` escaped as serde_json escapes it: `"`, `\` and control characters; the rest as is.
+    fn string_contents(&mut self, text: &str) {
+        // Without a branch per byte, so the common case (nothing to escape) is a scan and a copy.
+        let plain = text.bytes().fold(true, |plain, b| plain & !escaped(b));
+        if plain {
+            self.0.extend_from_slice(text.as_bytes());
+            return;
+        }
+        for b in text.bytes() {
+            match b {
+                b'"' => self.0.extend_from_slice(b"\\\""),
+                b'\\' => self.0.extend_from_slice(b"\\\\"),
+                b'\n' => self.0.extend_from_slice(b"\\n"),
+                b'\r' => self.0.extend_from_slice(b"\\r"),
+                b'\t' => self.0.extend_from_slice(b"\\t"),
+                0x08 => self.0.extend_from_slice(b"\\b"),
+                0x0c => self.0.extend_from_slice(b"\\f"),
+                b if b < 0x20 => {
+                    const HEX: &[u8; 16] = b"0123456789abcdef";
+                    self.0.extend_from_slice(b"\\u00");
+                    self.0.push(HEX[usize::from(b >> 4)]);
+                    self.0.push(HEX[usize::from(b & 0xf)]);
+                }
+                b => self.0.push(b),
+            }
+        }
+    }
+
+    /// A JSON pointer's text, each token escaped as `jsonptr` escapes it (`~` → `~0`, `/` → `~1`).
+    fn pointer(&mut self, tokens: &[&[&str]]) {
+        self.0.push(b'"');
+        for token in tokens.iter().flat_map(|part| part.iter()) {
+            self.0.push(b'/');
+            if token.contains(['~', '/']) {
+                self.string_contents(&token.replace('~', "~0").replace('/', "~1"));
+            } else {
+                self.string_contents(token);
+            }
+        }
+        self.0.push(b'"');
     }
 }
 
-impl<T: AsRef<str>> Serialize for WrittenPointer<'_, T> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+/// Whether serde_json escapes this byte in a string.
+fn escaped(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+impl WriteJson for str {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        out.string(self);
+    }
+}
+
+impl WriteJson for String {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        out.string(self);
+    }
+}
+
+impl<T: WriteJson + ?Sized> WriteJson for &T {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        (**self).write_json(out);
+    }
+}
+
+impl<T: WriteJson> WriteJson for [T] {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        out.list(self);
+    }
+}
+
+impl<T: WriteJson> WriteJson for Vec<T> {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        out.list(self);
+    }
+}
+
+/// A map of strings, as a JSON object (a `BTreeMap` keeps its keys in order).
+impl<K: AsRef<str>, V: WriteJson> WriteJson for std::collections::BTreeMap<K, V> {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        out.0.push(b'{');
+        for (i, (key, value)) in self.iter().enumerate() {
+            if i > 0 {
+                out.0.push(b',');
+            }
+            out.string(key.as_ref());
+            out.0.push(b':');
+            value.write_json(out);
+        }
+        out.0.push(b'}');
     }
 }
 
@@ -87,27 +186,20 @@ impl Default for WrittenPatch {
 }
 
 impl WrittenPatch {
-    /// Adds `value` at `tokens` (a `-` last token appends to a list).
-    pub fn add<T: AsRef<str>, V: Serialize + ?Sized>(
-        &mut self,
-        tokens: &[T],
-        value: &V,
-    ) -> Result<(), serde_json::Error> {
+    /// Adds `value` at the pointer made of `tokens`' parts, in turn (a `-` last token appends to
+    /// a list).
+    pub fn add<V: WriteJson + ?Sized>(&mut self, tokens: &[&[&str]], value: &V) {
         // Always a whole array: the closing bracket is moved past each operation written.
         self.json.pop();
         if self.json.len() > 1 {
             self.json.push(b',');
         }
-        let written = serde_json::to_writer(
-            &mut self.json,
-            &Add {
-                op: "add",
-                path: WrittenPointer(tokens),
-                value,
-            },
-        );
-        self.json.push(b']');
-        written
+        let mut out = JsonText(&mut self.json);
+        out.raw(r#"{"op":"add","path":"#);
+        out.pointer(tokens);
+        out.raw(r#","value":"#);
+        value.write_json(&mut out);
+        out.raw("}]");
     }
 
     /// The patch's JSON text.
@@ -145,15 +237,16 @@ mod tests {
     fn a_written_patch_reads_back_as_the_operations_it_was_written_from() {
         let mut written = WrittenPatch::default();
         assert_eq!(written.as_bytes(), b"[]");
-        let labels = std::collections::BTreeMap::from([("a/b", "c")]);
-        written
-            .add(&["metadata", "labels"], &labels)
-            .and_then(|()| written.add(&["spec", "containers", "-"], &["x", "y"]))
-            .and_then(|()| written.add(&["metadata", "annotations", "ocifit.io/a~b\"q"], "v"))
-            .unwrap();
+        let labels = std::collections::BTreeMap::from([("a/b", "c"), ("a\"b", "d\n")]);
+        written.add(&[&["metadata", "labels"]], &labels);
+        written.add(&[&["spec"], &["containers", "-"]], &["x", "y"][..]);
+        written.add(&[&["metadata", "annotations", "ocifit.io/a~b\"q"]], "v");
         let read: Patch = serde_json::from_slice(written.as_bytes()).unwrap();
         let built = Patch(vec![
-            add_op(&["metadata", "labels"], serde_json::json!({"a/b": "c"})),
+            add_op(
+                &["metadata", "labels"],
+                serde_json::json!({"a/b": "c", "a\"b": "d\n"}),
+            ),
             add_op(&["spec", "containers", "-"], serde_json::json!(["x", "y"])),
             add_op(
                 &["metadata", "annotations", "ocifit.io/a~b\"q"],
@@ -162,6 +255,27 @@ mod tests {
         ]);
         assert_eq!(read, built);
         assert_eq!(written.as_bytes(), serde_json::to_vec(&built).unwrap());
+    }
+
+    #[test]
+    fn a_string_is_escaped_as_serde_json_escapes_it() {
+        let mut every_byte: String = (0u8..0x80).map(char::from).collect();
+        every_byte.push_str("é\u{2028}🦀");
+        for text in [
+            "",
+            "plain",
+            "a\"b\\c",
+            "tab\tnew\nline\r",
+            every_byte.as_str(),
+        ] {
+            let mut json = Vec::new();
+            JsonText(&mut json).string(text);
+            assert_eq!(
+                String::from_utf8(json).unwrap(),
+                serde_json::to_string(text).unwrap(),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

@@ -91,17 +91,13 @@ fn not_ready(
     if stuck {
         return refused(reason);
     }
-    match patch::defer(
+    let patch = patch::defer(
         context.annotations,
         context.template_annotations,
         has_template_metadata,
-    ) {
-        Ok(patch) => {
-            warnings.push(format!(
-                "ArtifactCache {name:?} is not Ready yet ({reason}): the Job's pods are injected as they are created, and held until it is Ready"
-            ));
-            StepPlan::Deferred { patch, warnings }
-        }
-        Err(err) => StepPlan::Deny(Denial::Unwritable(err.to_string())),
-    }
+    );
+    warnings.push(format!(
+        "ArtifactCache {name:?} is not Ready yet ({reason}): the Job's pods are injected as they are created, and held until it is Ready"
+    ));
+    StepPlan::Deferred { patch, warnings }
 }

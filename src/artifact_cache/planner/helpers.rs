@@ -3,14 +3,14 @@
 //! large `Container` nor a tree of JSON values is built, written and dropped on every admission.
 //! The `ocifit-prepare` init container, the `ocifit-push` native sidecar, their credentials,
 //! their lock-down and their volumes. Knows nothing of when each is needed (that is
-//! `mutation`). Fields are declared in the order of their names, so the JSON reads as before,
+//! `mutation`). Each writes its keys in the order of their names, so the JSON reads as before,
 //! when these were JSON maps.
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
-use serde::Serialize;
 
 use super::settings::StepSettings;
 use super::{Denial, Helper};
+use crate::admission::{JsonText, WriteJson};
 use crate::artifact_cache::secret;
 use crate::step_helper::Limits;
 use crate::step_helper::{Deliver, Prepare, Transfer, strings};
@@ -44,110 +44,143 @@ pub(super) struct Registry {
 }
 
 /// A helper container, as the patch writes it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) struct HelperContainer<'a> {
     args: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     env: Vec<SecretKeyEnv<'a>>,
     image: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     image_pull_policy: Option<&'a str>,
     name: &'static str,
-    resources: &'static Resources,
     /// `Always` for the pusher: a native sidecar.
-    #[serde(skip_serializing_if = "Option::is_none")]
     restart_policy: Option<&'static str>,
     security_context: SecurityContext,
-    termination_message_policy: &'static str,
     volume_mounts: Vec<Mount>,
 }
 
+/// What each helper asks for and may use, as the patch writes it: transfers stream through
+/// bounded buffers (docs/artifact-cache.md, "Measured"), so the memory limit leaves room for the
+/// page cache of large files; a CPU limit keeps compression from taking the node.
+const HELPER_RESOURCES: &str =
+    r#"{"limits":{"cpu":"1","memory":"256Mi"},"requests":{"cpu":"50m","memory":"64Mi"}}"#;
+
+impl WriteJson for HelperContainer<'_> {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        // Keys in the order of their names, as the JSON maps these once were wrote them.
+        out.raw(r#"{"args":"#);
+        out.list(&self.args);
+        if !self.env.is_empty() {
+            out.raw(r#","env":"#);
+            out.list(&self.env);
+        }
+        out.raw(r#","image":"#);
+        out.string(self.image);
+        if let Some(policy) = self.image_pull_policy {
+            out.raw(r#","imagePullPolicy":"#);
+            out.string(policy);
+        }
+        out.raw(r#","name":"#);
+        out.string(self.name);
+        out.raw(r#","resources":"#);
+        out.raw(HELPER_RESOURCES);
+        if let Some(policy) = self.restart_policy {
+            out.raw(r#","restartPolicy":"#);
+            out.string(policy);
+        }
+        out.raw(r#","securityContext":"#);
+        self.security_context.write_json(out);
+        out.raw(r#","terminationMessagePolicy":"FallbackToLogsOnError","volumeMounts":"#);
+        out.list(&self.volume_mounts);
+        out.raw("}");
+    }
+}
+
 /// One of the cache's credentials, by reference to its Secret.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 struct SecretKeyEnv<'a> {
     name: &'static str,
-    value_from: ValueFrom<'a>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ValueFrom<'a> {
-    secret_key_ref: SecretKeyRef<'a>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-struct SecretKeyRef<'a> {
     key: &'static str,
-    name: &'a str,
+    secret: &'a str,
     optional: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+impl WriteJson for SecretKeyEnv<'_> {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        out.raw(r#"{"name":"#);
+        out.string(self.name);
+        out.raw(r#","valueFrom":{"secretKeyRef":{"key":"#);
+        out.string(self.key);
+        out.raw(r#","name":"#);
+        out.string(self.secret);
+        out.raw(if self.optional {
+            r#","optional":true}}}"#
+        } else {
+            r#","optional":false}}}"#
+        });
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Mount {
     mount_path: String,
     name: &'static str,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+impl WriteJson for Mount {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        out.raw(r#"{"mountPath":"#);
+        out.string(&self.mount_path);
+        out.raw(r#","name":"#);
+        out.string(self.name);
+        out.raw("}");
+    }
+}
+
+/// An `emptyDir` volume of [`VOLUME_SIZE_LIMIT`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct EmptyDirVolume {
-    empty_dir: SizeLimit,
     name: &'static str,
 }
 
-/// `{"sizeLimit": …}`: the kubelet evicts a pod whose volume grows past it, before the node's
-/// disk fills and DiskPressure evicts other tenants' pods.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SizeLimit {
-    size_limit: &'static str,
+impl WriteJson for EmptyDirVolume {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        out.raw(r#"{"emptyDir":{"sizeLimit":"#);
+        out.string(VOLUME_SIZE_LIMIT);
+        out.raw(r#"},"name":"#);
+        out.string(self.name);
+        out.raw("}");
+    }
 }
 
 /// Each injected volume's `sizeLimit`: the inputs one pull may write
 /// ([`crate::step_helper::DEFAULT_MAX_BYTES`]); the run volume holds the launcher and a copy of the outputs,
-/// which a pull of them must fit in as well.
+/// which a pull of them must fit in as well. The kubelet evicts a pod whose volume grows past it,
+/// before the node's disk fills and DiskPressure evicts other tenants' pods.
 pub(super) const VOLUME_SIZE_LIMIT: &str = "10Gi";
 
-/// A helper's lock-down ([`security_context`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A helper's lock-down ([`security_context`]): Pod Security `restricted`, and the user and
+/// group the step's own side runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct SecurityContext {
-    allow_privilege_escalation: bool,
-    capabilities: Capabilities,
-    read_only_root_filesystem: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
     run_as_group: Option<i64>,
-    run_as_non_root: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
     run_as_user: Option<i64>,
-    seccomp_profile: SeccompProfile,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-struct Capabilities {
-    drop: [&'static str; 1],
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-struct SeccompProfile {
-    #[serde(rename = "type")]
-    kind: &'static str,
-}
-
-/// Requests and limits.
-#[derive(Debug, PartialEq, Eq, Serialize)]
-pub(super) struct Resources {
-    limits: Quantities,
-    requests: Quantities,
-}
-
-#[derive(Debug, PartialEq, Eq, Serialize)]
-struct Quantities {
-    cpu: &'static str,
-    memory: &'static str,
+impl WriteJson for SecurityContext {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        out.raw(
+            r#"{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]},"readOnlyRootFilesystem":true"#,
+        );
+        if let Some(group) = self.run_as_group {
+            out.raw(r#","runAsGroup":"#);
+            out.raw(itoa::Buffer::new().format(group));
+        }
+        out.raw(r#","runAsNonRoot":true"#);
+        if let Some(user) = self.run_as_user {
+            out.raw(r#","runAsUser":"#);
+            out.raw(itoa::Buffer::new().format(user));
+        }
+        out.raw(r#","seccompProfile":{"type":"RuntimeDefault"}}"#);
+    }
 }
 
 pub(super) fn prepare<'a>(
@@ -226,10 +259,8 @@ fn helper_container<'a>(
         image: &helper.image,
         image_pull_policy: helper.pull_policy.as_deref(),
         name,
-        resources: &HELPER_RESOURCES,
         restart_policy: None,
         security_context,
-        termination_message_policy: "FallbackToLogsOnError",
         volume_mounts,
     }
 }
@@ -250,13 +281,9 @@ fn credentials<'a>(
     };
     let variable = |name: &'static str, key: &'static str, optional: bool| SecretKeyEnv {
         name,
-        value_from: ValueFrom {
-            secret_key_ref: SecretKeyRef {
-                key,
-                name: secret,
-                optional,
-            },
-        },
+        key,
+        secret,
+        optional,
     };
     match (generated, direction) {
         (false, _) => vec![
@@ -320,31 +347,10 @@ pub(super) fn security_context(step: &Container, pod: &PodSpec) -> SecurityConte
         (None, Some(_)) => None,
     };
     SecurityContext {
-        allow_privilege_escalation: false,
-        capabilities: Capabilities { drop: ["ALL"] },
-        read_only_root_filesystem: true,
         run_as_group: step_security.and_then(|s| s.run_as_group),
-        run_as_non_root: true,
         run_as_user,
-        seccomp_profile: SeccompProfile {
-            kind: "RuntimeDefault",
-        },
     }
 }
-
-/// What each helper asks for and may use: transfers stream through bounded buffers
-/// (docs/artifact-cache.md, "Measured"), so the memory limit leaves room for the page cache of
-/// large files; a CPU limit keeps compression from taking the node.
-static HELPER_RESOURCES: Resources = Resources {
-    limits: Quantities {
-        cpu: "1",
-        memory: "256Mi",
-    },
-    requests: Quantities {
-        cpu: "50m",
-        memory: "64Mi",
-    },
-};
 
 pub(super) fn mount(volume: &'static str, path: &str) -> Mount {
     Mount {
@@ -354,12 +360,7 @@ pub(super) fn mount(volume: &'static str, path: &str) -> Mount {
 }
 
 pub(super) fn empty_dir(name: &'static str) -> EmptyDirVolume {
-    EmptyDirVolume {
-        empty_dir: SizeLimit {
-            size_limit: VOLUME_SIZE_LIMIT,
-        },
-        name,
-    }
+    EmptyDirVolume { name }
 }
 
 #[cfg(test)]

@@ -181,8 +181,6 @@ pub enum Denial {
         "container {container:?} already mounts a volume at {path}, where the inputs would be mounted"
     )]
     MountTaken { path: String, container: String },
-    #[error("failed to write the pod's mutation as a JSON patch: {0}")]
-    Unwritable(String),
     #[error(
         "a step that pushes outputs must run once, but {what} (it would run and push forever); run the step as a Job with restartPolicy Never or OnFailure, or as a pod of its own, which ocifit runs once"
     )]
@@ -215,7 +213,6 @@ impl Denial {
             Denial::NoCommand { .. } => "NoCommand",
             Denial::NoInputPath { .. } => "NoInputPath",
             Denial::MountTaken { .. } => "MountTaken",
-            Denial::Unwritable(_) => "Unwritable",
             Denial::RestartsForever { .. } => "RestartsForever",
             Denial::SharedProcesses { .. } => "SharedProcesses",
             Denial::NoHelperImage => "NoHelperImage",
@@ -408,10 +405,11 @@ fn plan(
         Err(denial) => return StepPlan::Deny(denial),
     };
     warnings.append(&mut mutation.warnings);
-    match patch::build(&mutation, spec, pod_annotations, target, held) {
-        Ok(patch) if held => StepPlan::Held { patch, warnings },
-        Ok(patch) => StepPlan::Patch { patch, warnings },
-        Err(err) => StepPlan::Deny(Denial::Unwritable(err.to_string())),
+    let patch = patch::build(&mutation, spec, pod_annotations, target, held);
+    if held {
+        StepPlan::Held { patch, warnings }
+    } else {
+        StepPlan::Patch { patch, warnings }
     }
 }
 

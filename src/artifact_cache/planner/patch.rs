@@ -7,10 +7,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
-use serde::Serialize;
 
 use super::mutation::Mutation;
-use crate::admission::WrittenPatch;
+use crate::admission::{JsonText, WriteJson, WrittenPatch};
 use crate::api::step;
 
 /// Where the pod spec and its annotations are in the object patched.
@@ -26,17 +25,17 @@ pub(super) enum Target {
 }
 
 impl Target {
-    fn spec(self) -> Vec<&'static str> {
+    fn spec(self) -> &'static [&'static str] {
         match self {
-            Target::Pod { .. } => vec!["spec"],
-            Target::Job { .. } => vec!["spec", "template", "spec"],
+            Target::Pod { .. } => &["spec"],
+            Target::Job { .. } => &["spec", "template", "spec"],
         }
     }
 
-    fn metadata(self) -> Vec<&'static str> {
+    fn metadata(self) -> &'static [&'static str] {
         match self {
-            Target::Pod { .. } => vec!["metadata"],
-            Target::Job { .. } => vec!["spec", "template", "metadata"],
+            Target::Pod { .. } => &["metadata"],
+            Target::Job { .. } => &["spec", "template", "metadata"],
         }
     }
 }
@@ -49,30 +48,23 @@ pub(super) fn build(
     annotations: &BTreeMap<String, String>,
     target: Target,
     held: bool,
-) -> Result<WrittenPatch, serde_json::Error> {
+) -> WrittenPatch {
     let mut patch = WrittenPatch::default();
-    let spec_path = target.spec();
-    let at = |rest: &[&str]| -> Vec<String> {
-        spec_path
-            .iter()
-            .chain(rest)
-            .map(|s| (*s).to_string())
-            .collect()
-    };
+    let at = target.spec();
     match &spec.init_containers {
-        None => patch.add(&at(&["initContainers"]), &mutation.init_containers)?,
+        None => patch.add(&[at, &["initContainers"]], &mutation.init_containers),
         Some(_) => {
             for (i, container) in mutation.init_containers.iter().enumerate() {
-                patch.add(&at(&["initContainers", &i.to_string()]), container)?;
+                patch.add(&[at, &["initContainers", &i.to_string()]], container);
             }
         }
     }
     append(
         &mut patch,
-        &at(&["volumes"]),
+        &[at, &["volumes"]],
         spec.volumes.is_some(),
         &mutation.volumes,
-    )?;
+    );
     let has_mounts = spec
         .containers
         .get(mutation.step)
@@ -80,33 +72,55 @@ pub(super) fn build(
     let step = mutation.step.to_string();
     append(
         &mut patch,
-        &at(&["containers", &step, "volumeMounts"]),
+        &[at, &["containers", &step, "volumeMounts"]],
         has_mounts,
         &mutation.mounts,
-    )?;
+    );
     if let Some(policy) = &mutation.restart_policy {
-        patch.add(&at(&["restartPolicy"]), policy)?;
+        patch.add(&[at, &["restartPolicy"]], policy);
     }
     if let Some(command) = &mutation.command {
-        patch.add(&at(&["containers", &step, "command"]), command)?;
+        patch.add(&[at, &["containers", &step, "command"]], command);
     }
     if held {
-        #[derive(Serialize)]
-        struct SchedulingGate {
-            name: &'static str,
-        }
-        let gate = SchedulingGate {
-            name: step::CACHE_GATE,
-        };
         append(
             &mut patch,
-            &at(&["schedulingGates"]),
+            &[at, &["schedulingGates"]],
             spec.scheduling_gates.is_some(),
-            &[gate],
-        )?;
+            &[SchedulingGate],
+        );
     }
-    mark(&mut patch, &mutation.marker, annotations, target, held)?;
-    Ok(patch)
+    mark(&mut patch, &mutation.marker, annotations, target, held);
+    patch
+}
+
+/// The cache's scheduling gate.
+struct SchedulingGate;
+
+impl WriteJson for SchedulingGate {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        out.raw(r#"{"name":"#);
+        out.string(step::CACHE_GATE);
+        out.raw("}");
+    }
+}
+
+/// Metadata of annotations and, when given, labels: what a pod template without metadata gains.
+struct Metadata<'a> {
+    annotations: &'a BTreeMap<&'a str, &'a str>,
+    labels: Option<&'a BTreeMap<&'a str, &'a str>>,
+}
+
+impl WriteJson for Metadata<'_> {
+    fn write_json(&self, out: &mut JsonText<'_>) {
+        out.raw(r#"{"annotations":"#);
+        self.annotations.write_json(out);
+        if let Some(labels) = self.labels {
+            out.raw(r#","labels":"#);
+            labels.write_json(out);
+        }
+        out.raw("}");
+    }
 }
 
 /// Adds the marker annotation and the step label (and, held, the held label) to the pod's (or
@@ -117,8 +131,8 @@ fn mark(
     annotations: &BTreeMap<String, String>,
     target: Target,
     held: bool,
-) -> Result<(), serde_json::Error> {
-    let metadata: Vec<String> = target.metadata().iter().map(|s| (*s).to_string()).collect();
+) {
+    let metadata = target.metadata();
     let (has_metadata, has_labels) = match target {
         Target::Pod { has_labels } => (true, has_labels),
         Target::Job {
@@ -132,37 +146,24 @@ fn mark(
     }
     let marker_annotation = BTreeMap::from([(step::INJECTED, marker)]);
     if !has_metadata {
-        #[derive(Serialize)]
-        struct Metadata<'a> {
-            annotations: &'a BTreeMap<&'a str, &'a str>,
-            labels: &'a BTreeMap<&'a str, &'a str>,
-        }
         let whole = Metadata {
             annotations: &marker_annotation,
-            labels: &step_label,
+            labels: Some(&step_label),
         };
-        return patch.add(&metadata, &whole);
+        return patch.add(&[metadata], &whole);
     }
-    let mut labels = metadata.clone();
-    labels.push("labels".into());
     if has_labels {
         for (key, value) in &step_label {
-            let mut label = labels.clone();
-            label.push((*key).into());
-            patch.add(&label, value)?;
+            patch.add(&[metadata, &["labels", key]], value);
         }
     } else {
-        patch.add(&labels, &step_label)?;
+        patch.add(&[metadata, &["labels"]], &step_label);
     }
-    let mut path = metadata;
-    path.push("annotations".into());
     if annotations.is_empty() {
-        patch.add(&path, &marker_annotation)?;
+        patch.add(&[metadata, &["annotations"]], &marker_annotation);
     } else {
-        path.push(step::INJECTED.into());
-        patch.add(&path, marker)?;
+        patch.add(&[metadata, &["annotations", step::INJECTED]], marker);
     }
-    Ok(())
 }
 
 /// The patch that defers a Job's injection to its pods: the Job's contract annotations copied
@@ -172,51 +173,41 @@ pub(super) fn defer(
     contract: &BTreeMap<String, String>,
     template_annotations: &BTreeMap<String, String>,
     has_template_metadata: bool,
-) -> Result<WrittenPatch, serde_json::Error> {
+) -> WrittenPatch {
     let mut patch = WrittenPatch::default();
     let copied: BTreeMap<&str, &str> = contract
         .iter()
         .filter(|(key, _)| key.starts_with(step::PREFIX))
         .map(|(key, value)| (key.as_str(), value.as_str()))
         .collect();
+    const TEMPLATE: &[&str] = &["spec", "template", "metadata"];
     if !has_template_metadata {
-        #[derive(Serialize)]
-        struct Metadata<'a> {
-            annotations: &'a BTreeMap<&'a str, &'a str>,
-        }
-        patch.add(
-            &["spec", "template", "metadata"],
-            &Metadata {
-                annotations: &copied,
-            },
-        )?;
+        let whole = Metadata {
+            annotations: &copied,
+            labels: None,
+        };
+        patch.add(&[TEMPLATE], &whole);
     } else if template_annotations.is_empty() {
-        patch.add(&["spec", "template", "metadata", "annotations"], &copied)?;
+        patch.add(&[TEMPLATE, &["annotations"]], &copied);
     } else {
         for (key, value) in &copied {
-            patch.add(&["spec", "template", "metadata", "annotations", key], value)?;
+            patch.add(&[TEMPLATE, &["annotations", key]], value);
         }
     }
-    Ok(patch)
+    patch
 }
 
 /// Appends items to a list, or adds the list when the object has none.
-fn append<T: Serialize>(
-    patch: &mut WrittenPatch,
-    path: &[String],
-    exists: bool,
-    items: &[T],
-) -> Result<(), serde_json::Error> {
+fn append<T: WriteJson>(patch: &mut WrittenPatch, path: &[&[&str]], exists: bool, items: &[T]) {
     if items.is_empty() {
-        return Ok(());
+        return;
     }
     if !exists {
         return patch.add(path, items);
     }
     let mut at = path.to_vec();
-    at.push("-".into());
+    at.push(&["-"]);
     for item in items {
-        patch.add(&at, item)?;
+        patch.add(&at, item);
     }
-    Ok(())
 }

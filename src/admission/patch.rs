@@ -112,11 +112,17 @@ impl JsonText<'_> {
         self.0.push(b'"');
         for token in tokens.iter().flat_map(|part| part.iter()) {
             self.0.push(b'/');
-            if token.contains(['~', '/']) {
-                self.string_contents(&token.replace('~', "~0").replace('/', "~1"));
-            } else {
-                self.string_contents(token);
+            let mut rest = *token;
+            while let Some(at) = rest.find(['~', '/']) {
+                self.string_contents(&rest[..at]);
+                self.raw(if rest.as_bytes()[at] == b'~' {
+                    "~0"
+                } else {
+                    "~1"
+                });
+                rest = &rest[at + 1..];
             }
+            self.string_contents(rest);
         }
         self.0.push(b'"');
     }

@@ -16,6 +16,9 @@ use super::{DEFAULT_COMPRESSION, PUSH_TIMEOUT};
 pub(super) const ARTIFACT: &str = "artifact";
 /// Where the helpers (and a launched step) see the pulled inputs.
 pub const INPUTS_DIR: &str = "/ocifit/inputs";
+/// Room for every flag and value a command line may carry besides its lists, so the planner's
+/// arguments are not copied as they grow.
+const FLAGS_ROOM: usize = 20;
 
 /// How the transfers reach the registry and lay out directories, shared by the commands.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
@@ -64,7 +67,8 @@ pub struct Prepare {
 impl Prepare {
     /// `artifact prepare …`, the arguments of the helper's image.
     pub fn to_args(&self) -> Vec<OsString> {
-        let mut args = vec![ARTIFACT.into(), "prepare".into()];
+        let mut args = Vec::with_capacity(FLAGS_ROOM + 2 * self.inputs.len());
+        args.extend([ARTIFACT.into(), "prepare".into()]);
         for input in &self.inputs {
             args.extend(["--input".into(), input.into()]);
         }
@@ -129,12 +133,13 @@ pub struct Launch {
 impl Launch {
     /// `artifact launch … -- COMMAND…`, after the launcher's own path (its loader runs it).
     pub fn to_args(&self) -> Vec<OsString> {
-        let mut args = vec![
+        let mut args = Vec::with_capacity(FLAGS_ROOM + self.command.len());
+        args.extend([
             ARTIFACT.into(),
             "launch".into(),
             "--run".into(),
             self.run.clone().into(),
-        ];
+        ]);
         option(
             &mut args,
             "--termination-log",
@@ -183,14 +188,15 @@ pub struct Deliver {
 impl Deliver {
     /// `artifact deliver …`, the arguments of the helper's image.
     pub fn to_args(&self) -> Vec<OsString> {
-        let mut args = vec![
+        let mut args = Vec::with_capacity(FLAGS_ROOM);
+        args.extend([
             ARTIFACT.into(),
             "deliver".into(),
             "--run".into(),
             self.run.clone().into(),
             "--to".into(),
             self.to.clone().into(),
-        ];
+        ]);
         if self.compression_level != DEFAULT_COMPRESSION {
             args.extend([
                 "--compression-level".into(),

@@ -151,10 +151,9 @@ impl WriteJson for EmptyDirVolume {
     }
 }
 
-/// Each injected volume's `sizeLimit`: the inputs one pull may write
-/// ([`crate::step_helper::DEFAULT_MAX_BYTES`]); the run volume holds the launcher and a copy of the outputs,
-/// which a pull of them must fit in as well. The kubelet evicts a pod whose volume grows past it,
-/// before the node's disk fills and DiskPressure evicts other tenants' pods.
+/// Each injected volume's `sizeLimit`, what one pull may write: the kubelet evicts a pod whose
+/// volume grows past it, before the node's disk fills and DiskPressure evicts other tenants' pods
+/// ([`crate::step_helper::DEFAULT_MAX_BYTES`]).
 pub(super) const VOLUME_SIZE_LIMIT: &str = "10Gi";
 
 /// A helper's lock-down ([`security_context`]): Pod Security `restricted`, and the user and

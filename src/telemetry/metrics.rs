@@ -388,15 +388,17 @@ impl Metrics {
 /// `value` in snake_case (`ArtifactNotFound` → `artifact_not_found`, `TLSError` → `tls_error`):
 /// the label values of the names ocifit's Events and conditions spell in CamelCase.
 pub fn snake_case(value: &str) -> Cow<'_, str> {
-    if !value.chars().any(|c| c.is_ascii_uppercase()) {
+    if !value.bytes().any(|b| b.is_ascii_uppercase()) {
         return Cow::Borrowed(value);
     }
-    let chars: Vec<char> = value.chars().collect();
+    // By byte, as only ASCII letters and digits decide a boundary (no byte of a non-ASCII
+    // character is one), and without a copy of the characters: this runs on every admission.
+    let bytes = value.as_bytes();
     let mut out = String::with_capacity(value.len() + 4);
-    for (i, &c) in chars.iter().enumerate() {
+    for (i, c) in value.char_indices() {
         if c.is_ascii_uppercase() {
-            let previous = i.checked_sub(1).and_then(|p| chars.get(p));
-            let next_lower = chars.get(i + 1).is_some_and(char::is_ascii_lowercase);
+            let previous = i.checked_sub(1).and_then(|p| bytes.get(p));
+            let next_lower = bytes.get(i + 1).is_some_and(u8::is_ascii_lowercase);
             let boundary = previous.is_some_and(|p| {
                 p.is_ascii_lowercase()
                     || p.is_ascii_digit()

@@ -289,6 +289,8 @@ fn camel_case_names_become_snake_case_and_snake_case_stays() {
         ("True", "true"),
         ("not_found", "not_found"),
         ("/placement", "/placement"),
+        ("ÉtatPrêt", "État_prêt"),
+        ("éA", "éa"),
     ] {
         assert_eq!(snake_case(name), label, "{name}");
     }

@@ -2,7 +2,7 @@
 //! `ocifit run` does — `/mutate` (the index built in process over the flavor nodes),
 //! `/placement` (one PlacementPolicy selecting every pod), `/artifacts/pods` and
 //! `/artifacts/jobs` (a Ready ArtifactCache `oras` in the requests' namespace, a helper image) —
-//! and each route's equal-I/O floor.
+//! and each route's three floors.
 
 use std::sync::Arc;
 
@@ -25,6 +25,8 @@ pub const NOOP: &str = "no-op";
 pub const FLOOR: &str = "floor ";
 /// The start of a decoding floor's name, followed by its route's.
 pub const DECODING_FLOOR: &str = "decoding floor ";
+/// The start of a webhook floor's name, followed by its route's.
+pub const WEBHOOK_FLOOR: &str = "webhook floor ";
 
 /// A server under load: its name in the report (the route's path), where it is, and the
 /// requests sent to it in turn with the answer each must get.
@@ -82,10 +84,9 @@ pub fn start(
     Ok(servers)
 }
 
-/// Each of ocifit's routes among `servers` gets its equal-I/O floor (named `floor ROUTE`) and
-/// its decoding floor (`decoding floor ROUTE`), answering each request with what the route
-/// answered to it (`answers`, in the order of `servers` and their requests); one server holds
-/// them all.
+/// Each of ocifit's routes among `servers` gets three floors (`floor ROUTE`, `decoding floor
+/// ROUTE`, `webhook floor ROUTE`) answering each request with what the route answered to it
+/// (`answers`, by server and request); one server holds them all.
 pub fn floors(
     servers: &[Server],
     answers: &[Vec<Bytes>],
@@ -100,11 +101,12 @@ pub fn floors(
         }
         let mut answering = Canned::default();
         for (request, answer) in server.requests.iter().zip(answers) {
-            answering.add(request.body.clone(), answer.clone());
+            answering.add(request.body.clone(), answer.clone())?;
         }
         for (kind, name, path) in [
             (Floor::Io, FLOOR, "/floor"),
             (Floor::Decoding, DECODING_FLOOR, "/decoding-floor"),
+            (Floor::Webhook, WEBHOOK_FLOOR, "/webhook-floor"),
         ] {
             // Leaked: a handful of names that live as long as the run.
             let path: &'static str =

@@ -73,7 +73,7 @@ impl Canned {
 }
 
 /// What a floor does with the review before answering.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Floor {
     /// Nothing: the bytes are read and answered.
     Io,

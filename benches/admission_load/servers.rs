@@ -86,10 +86,12 @@ pub fn start(
 
 /// Each of ocifit's routes among `servers` gets three floors (`floor ROUTE`, `decoding floor
 /// ROUTE`, `webhook floor ROUTE`) answering each request with what the route answered to it
-/// (`answers`, by server and request); one server holds them all.
+/// (`answers`, by server and request), those among `wanted` (all when empty); one server holds
+/// them all.
 pub fn floors(
     servers: &[Server],
     answers: &[Vec<Bytes>],
+    wanted: &[Floor],
     ca_pem: &str,
     cert: Arc<ServingCert>,
 ) -> Result<Vec<Server>> {
@@ -108,6 +110,9 @@ pub fn floors(
             (Floor::Decoding, DECODING_FLOOR, "/decoding-floor"),
             (Floor::Webhook, WEBHOOK_FLOOR, "/webhook-floor"),
         ] {
+            if !wanted.is_empty() && !wanted.contains(&kind) {
+                continue;
+            }
             // Leaked: a handful of names that live as long as the run.
             let path: &'static str =
                 Box::leak(format!("{path}{}", server.target.path).into_boxed_str());
